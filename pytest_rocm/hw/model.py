@@ -1,0 +1,109 @@
+"""The platform a run sees: vendor, GPUs and stack versions (DESIGN section 3).
+
+Plain dataclasses that serialise to and from JSON, so a platform detected on
+the controller can be handed to xdist workers, written into the manifest, and
+read back as a simulated profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "pytest-rocm/platform/1"
+
+VENDORS = ("amd", "nvidia", "cpu")
+
+
+@dataclass
+class Gpu:
+    index: int
+    vendor: str  # "amd" or "nvidia"
+    sku: str | None = None  # normalised: "MI300X", "H100", ... or None when unknown
+    arch: str | None = None  # "gfx942", "sm_90", ...
+    raw_name: str | None = None  # the name exactly as the tool printed it
+    memory_gb: float | None = None
+    device_id: str | None = None  # PCI device id, "0x74a1"
+    pci_bus: str | None = None
+    partition: str | None = None  # "SPX/NPS1" style, where the tool reports it
+    compute_units: int | None = None
+
+    def label(self) -> str:
+        return self.sku or (f"{self.arch} (unknown SKU)" if self.arch else "unknown GPU")
+
+
+@dataclass
+class SourceResult:
+    """What one detection source said: answered (with how many GPUs) or failed (with why)."""
+
+    name: str
+    ok: bool
+    detail: str = ""  # for ok: a short summary; for failures: the error, naming the fix where we know it
+    gpu_count: int | None = None
+
+
+@dataclass
+class Platform:
+    vendor: str = "cpu"
+    gpus: list[Gpu] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)  # rocm, hip, cuda, driver, torch, vllm, ...
+    sources: list[SourceResult] = field(default_factory=list)
+    profile: str | None = None  # name of the simulated profile, None when detected live
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def is_amd(self) -> bool:
+        return self.vendor == "amd"
+
+    def skus(self) -> list[str]:
+        return sorted({g.sku for g in self.gpus if g.sku})
+
+    def archs(self) -> list[str]:
+        return sorted({g.arch for g in self.gpus if g.arch})
+
+    def describe(self) -> str:
+        """'8 x MI300X (gfx942)' or 'no GPU (cpu)': used in skip reasons and summaries."""
+        if not self.gpus:
+            return "no GPU (cpu)"
+        kinds: dict[str, int] = {}
+        for gpu in self.gpus:
+            kinds[gpu.label()] = kinds.get(gpu.label(), 0) + 1
+        return " + ".join(f"{n} x {label}" for label, n in kinds.items())
+
+    def key(self) -> dict[str, str | None]:
+        """The platform keys baselines are looked up by, most specific first."""
+        return {
+            "sku": self.gpus[0].sku if self.gpus else None,
+            "arch": self.gpus[0].arch if self.gpus else None,
+            "vendor": self.vendor,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["schema"] = SCHEMA
+        data["gpu_count"] = self.gpu_count
+        data["description"] = self.describe()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Platform:
+        vendor = data.get("vendor", "cpu")
+        if vendor not in VENDORS:
+            raise ValueError(f"vendor {vendor!r} is not one of {', '.join(VENDORS)}")
+        gpus = []
+        for i, g in enumerate(data.get("gpus", [])):
+            known = {k: v for k, v in g.items() if k in Gpu.__dataclass_fields__}
+            known.setdefault("index", i)
+            known.setdefault("vendor", vendor)
+            gpus.append(Gpu(**known))
+        sources = [SourceResult(**s) for s in data.get("sources", [])]
+        return cls(
+            vendor=vendor,
+            gpus=gpus,
+            versions=dict(data.get("versions", {})),
+            sources=sources,
+            profile=data.get("profile"),
+        )

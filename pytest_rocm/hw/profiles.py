@@ -1,0 +1,85 @@
+"""Simulated platforms: built-in names like `mi300x-8`, or a JSON file (the shape `rocm-gate doctor --json` prints).
+
+Any `<sku>-<count>` of a SKU in SKU_SPECS works (`mi300x-4`, `h100-2`); BUILTIN lists the
+ones we document. Profiles make hardware logic testable on a machine without GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pytest_rocm.hw.model import Gpu, Platform, SourceResult
+
+# Nominal whole-device figures (memory in GiB, as the tools report it).
+SKU_SPECS: dict[str, dict] = {
+    "MI300X": {"vendor": "amd", "arch": "gfx942", "memory_gb": 192.0, "device_id": "0x74a1", "compute_units": 304},
+    "MI300A": {"vendor": "amd", "arch": "gfx942", "memory_gb": 128.0, "device_id": "0x74a0", "compute_units": 228},
+    "MI308X": {"vendor": "amd", "arch": "gfx942", "memory_gb": 192.0, "device_id": "0x74a2", "compute_units": 80},
+    "MI325X": {"vendor": "amd", "arch": "gfx942", "memory_gb": 256.0, "device_id": "0x74a5", "compute_units": 304},
+    "MI350X": {"vendor": "amd", "arch": "gfx950", "memory_gb": 288.0, "device_id": "0x75a0", "compute_units": 256},
+    "MI355X": {"vendor": "amd", "arch": "gfx950", "memory_gb": 288.0, "device_id": "0x75a3", "compute_units": 256},
+    "MI250X": {"vendor": "amd", "arch": "gfx90a", "memory_gb": 64.0, "device_id": "0x7408", "compute_units": 110},
+    "MI210": {"vendor": "amd", "arch": "gfx90a", "memory_gb": 64.0, "device_id": "0x740f", "compute_units": 104},
+    "H100": {"vendor": "nvidia", "arch": "sm_90", "memory_gb": 79.6},
+    "H200": {"vendor": "nvidia", "arch": "sm_90", "memory_gb": 139.8},
+    "B200": {"vendor": "nvidia", "arch": "sm_100", "memory_gb": 178.4},
+}
+
+STACKS = {
+    "amd": {"rocm": "7.0.0", "hip": "7.0.51831", "driver": "amdgpu 6.14.14"},
+    "nvidia": {"cuda": "12.9", "driver": "nvidia 575.57.08"},
+}
+
+BUILTIN = ("cpu", "mi300x-1", "mi300x-2", "mi300x-8", "mi325x-8", "mi355x-1", "mi355x-8",
+           "mi250x-2", "h100-1", "h100-8", "h200-1", "b200-8")
+
+_NAME = re.compile(r"^([a-z0-9]+)-(\d+)$")
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def builtin(name: str) -> Platform:
+    if name == "cpu":
+        return Platform(vendor="cpu", profile="cpu")
+    match = _NAME.match(name.lower())
+    sku = match.group(1).upper() if match else None
+    if not match or sku not in SKU_SPECS:
+        raise ProfileError(f"unknown platform profile {name!r}: use one of {', '.join(BUILTIN)}, "
+                           "any '<sku>-<count>' of " + ", ".join(s.lower() for s in SKU_SPECS) + ", or a JSON file")
+    count = int(match.group(2))
+    if count < 1:
+        raise ProfileError(f"platform profile {name!r} must have at least one GPU")
+    spec = dict(SKU_SPECS[sku])
+    vendor = spec.pop("vendor")
+    partition = "SPX/NPS1" if vendor == "amd" else None
+    gpus = [Gpu(index=i, vendor=vendor, sku=sku, raw_name=f"simulated {sku}", partition=partition,
+                pci_bus=f"0000:{0x10 * (i + 1):02x}:00.0", **spec) for i in range(count)]
+    return Platform(vendor=vendor, gpus=gpus, versions=dict(STACKS[vendor]), profile=name.lower())
+
+
+def from_file(path: Path) -> Platform:
+    try:
+        data = json.loads(path.read_text())
+        platform = Platform.from_dict(data)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ProfileError(f"platform profile file {path}: {exc}. Expected the JSON that "
+                           "`rocm-gate doctor --json` prints (vendor, gpus, versions).") from exc
+    platform.profile = platform.profile or path.name
+    return platform
+
+
+def load(name_or_path: str) -> Platform:
+    """A built-in name or a path to a JSON file; the result records that it is simulated."""
+    path = Path(name_or_path)
+    if name_or_path.endswith(".json") or path.is_file():
+        platform = from_file(path)
+        detail = f"simulated from {path}"
+    else:
+        platform = builtin(name_or_path)
+        detail = f"simulated built-in profile {platform.profile}"
+    platform.sources = [SourceResult("profile", True, detail, platform.gpu_count)]
+    return platform

@@ -1,0 +1,25 @@
+"""JSON artifacts are never left half-written: write a temporary file, then rename it (DESIGN section 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def schema(kind: str, version: int = 1) -> str:
+    return f"pytest-rocm/{kind}/{version}"
+
+
+def write_json_atomic(path: str | Path, data: Any) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True, ensure_ascii=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path

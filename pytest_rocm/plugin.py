@@ -1,0 +1,91 @@
+"""pytest hooks only; each one calls into `pytest_rocm.session` (registered as the `rocm` plugin)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_rocm.markers import MARKER_HELP
+from pytest_rocm.session import RocmRun
+from pytest_rocm.summary import group_table, reason_lines
+
+RUN = pytest.StashKey[RocmRun]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rocm", "pytest-rocm: ROCm gates, hardware pinning and reports")
+    group.addoption("--rocm-platform", default=None, metavar="NAME|FILE",
+                    help="simulate a platform: a built-in profile (cpu, mi300x-8, h100-8, ...) or a JSON file; "
+                         "default: $PYTEST_ROCM_PLATFORM, else detect the real one")
+    group.addoption("--rocm-report-dir", default=None, metavar="DIR",
+                    help="write per-process records, gate-report.json and manifest.json here")
+    group.addoption("--rocm-group-map", default=None, metavar="TOML",
+                    help="map of test path patterns to groups for tests without rocm_gate (overrides the ini option)")
+    parser.addini("rocm_report_dir", "default for --rocm-report-dir", default="")
+    parser.addini("rocm_group_map", "TOML file mapping test path patterns to groups (relative to the ini file)",
+                  default="")
+    parser.addini("rocm_groups", "extra group names allowed besides the built-in ones", type="linelist", default=[])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for text in MARKER_HELP.values():
+        config.addinivalue_line("markers", text)
+    config.stash[RUN] = RocmRun(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    if report.passed and report.result:
+        error = collector.config.stash[RUN].check_collected(report.result)
+        if error:
+            report.outcome = "failed"
+            report.longrepr = f"pytest-rocm: invalid marker arguments:\n{error}"
+            report.result = []
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    # tryfirst makes this the outermost wrapper: it sees the report after xfail handling.
+    report = yield
+    item.config.stash[RUN].record_report(item, report)
+    return report
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist controller: hand each worker the platform detected here, so all processes agree."""
+    node.workerinput["rocm_platform"] = node.config.stash[RUN].platform.to_dict()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
+    """xdist controller: a worker died while running `crashitem`; `report.node` is that worker."""
+    report.node.config.stash[RUN].record_crash(crashitem, report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[RUN].finish()
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    run = config.stash[RUN]
+    report = run.gate_report
+    if report is None:
+        return
+    platform = run.platform
+    terminalreporter.write_sep("=", f"pytest-rocm on {platform.profile or 'this runner'}: {platform.describe()}")
+    for line in group_table(report["groups"]):
+        terminalreporter.write_line(line)
+    if report["skip_reasons"]:
+        terminalreporter.write_line("")
+        terminalreporter.write_line("tests that did not run, by reason:")
+        for line in reason_lines(report["skip_reasons"]):
+            terminalreporter.write_line(line)
+    for problem in report["record_problems"]:
+        terminalreporter.write_line(f"record problem: {problem}", yellow=True)
+    terminalreporter.write_line("")
+    color = {"success": "green", "failure": "red"}.get(report["conclusion"], "yellow")
+    terminalreporter.write_line(f"conclusion: {report['conclusion']} ({report['conclusion_reason']})",
+                                **{color: True, "bold": True})
+    terminalreporter.write_line("reports: " + ", ".join(str(p) for p in run.report_paths))

@@ -1,0 +1,76 @@
+"""Crash-safe per-process records: one JSON line per test phase outcome, appended and flushed as it happens.
+
+Every process (the controller and each xdist worker) writes its own
+`records-<worker>.jsonl`, so no two processes share a file and a process that
+dies loses nothing it already wrote (at worst one half-written last line,
+which the reader reports and skips).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_rocm.jsonio import schema
+
+RECORD_SCHEMA = schema("record")
+FAILURE_HEAD_CHARS = 4000
+OUTPUT_TAIL_CHARS = 4000
+
+
+class RecordWriter:
+    def __init__(self, directory: Path, worker: str):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"records-{worker}.jsonl"
+        self.worker = worker
+        # Line-buffered text file: each record reaches the OS as soon as its line ends.
+        self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+
+    def write(self, record: dict) -> None:
+        record["schema"] = RECORD_SCHEMA
+        record["worker"] = self.worker
+        self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+@dataclass
+class LoadedRecords:
+    records: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # unreadable lines, named by file and line
+    files: list[str] = field(default_factory=list)
+
+
+def record_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("records-*.jsonl"))
+
+
+def clear_records(directory: Path) -> None:
+    """Start a run with no records of an earlier run in the same folder."""
+    for path in record_files(directory):
+        path.unlink()
+
+
+def read_records(directory: Path) -> LoadedRecords:
+    loaded = LoadedRecords()
+    for path in record_files(directory):
+        loaded.files.append(path.name)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        lines = text.split("\n")
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                last = number == len(lines) and not text.endswith("\n")
+                why = "truncated last line (the process died while writing it)" if last else f"not JSON ({exc.msg})"
+                loaded.problems.append(f"{path}:{number}: {why}; skipped")
+                continue
+            if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA or "nodeid" not in record:
+                loaded.problems.append(f"{path}:{number}: not a {RECORD_SCHEMA} record; skipped")
+                continue
+            loaded.records.append(record)
+    return loaded
