@@ -1,0 +1,121 @@
+"""Live detection: every source may be missing, refuse permission, hang or print nonsense; none crashes the run."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pytest_rocm.hw import detect
+from pytest_rocm.hw.parsers import nvidia_smi
+from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir
+
+
+def fake_tool(folder: Path, name: str, script: str, executable: bool = True) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(stat.S_IRWXU if executable else stat.S_IRUSR | stat.S_IWUSR)
+
+
+@pytest.fixture
+def tools(tmp_path, monkeypatch):
+    """A PATH holding only our fake tools (and the shell); no real sysfs."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    monkeypatch.setattr(detect, "_find_tool", lambda name: str(folder / name) if (folder / name).exists() else None)
+    return folder
+
+
+def by_name(platform):
+    return {s.name: s for s in platform.sources}
+
+
+def test_nothing_installed_gives_cpu_with_every_failure_explained(tools, tmp_path):
+    platform = detect.detect_live(sysfs_root=tmp_path / "no-sysfs")
+    assert platform.vendor == "cpu" and platform.gpus == []
+    sources = by_name(platform)
+    for name in ("amd-smi", "rocminfo", "rocm-smi", "nvidia-smi", "sysfs"):
+        assert not sources[name].ok
+        assert "missing" in sources[name].detail
+
+
+def test_failures_of_every_kind_are_recorded(tools, tmp_path, monkeypatch):
+    fake_tool(tools, "amd-smi", "echo 'this is not json'; exit 0")
+    fake_tool(tools, "rocminfo", "echo 'hsa api call failure' >&2; exit 1")
+    fake_tool(tools, "rocm-smi", "", executable=False)
+    fake_tool(tools, "nvidia-smi", "sleep 5")
+    monkeypatch.setattr(detect, "TOOL_TIMEOUT_S", 0.5)
+    platform = detect.detect_live(sysfs_root=tmp_path / "no-sysfs")
+    sources = by_name(platform)
+    assert sources["amd-smi"].detail.startswith("unexpected output")
+    assert "exited with 1: hsa api call failure" in sources["rocminfo"].detail
+    assert sources["rocm-smi"].detail.startswith("permission denied")
+    assert "did not answer in 0.5 s" in sources["nvidia-smi"].detail
+    assert platform.vendor == "cpu"
+
+
+def test_a_working_tool_wins_over_failing_ones(tools, tmp_path):
+    sample = Path(__file__).resolve().parents[2] / "shared/samples/rocminfo/mi300x_x4_rocminfo_thamada.txt"
+    fake_tool(tools, "rocminfo", f"cat '{sample}'")
+    fake_tool(tools, "amd-smi", "echo '{\"gpu_data\": 5}'")
+    platform = detect.detect_live(sysfs_root=tmp_path / "no-sysfs")
+    assert platform.describe() == "4 x MI300X"
+    assert by_name(platform)["rocminfo"].ok
+    assert not by_name(platform)["amd-smi"].ok
+
+
+def write_node(root: Path, number: int, props: dict, bank_bytes: int | None = None):
+    node = root / str(number)
+    node.mkdir(parents=True)
+    (node / "properties").write_text("".join(f"{k} {v}\n" for k, v in props.items()))
+    if bank_bytes:
+        (node / "mem_banks/0").mkdir(parents=True)
+        (node / "mem_banks/0/properties").write_text(f"heap_type 1\nsize_in_bytes {bank_bytes}\n")
+
+
+def test_sysfs_topology(tmp_path):
+    root = tmp_path / "nodes"
+    write_node(root, 0, {"cpu_cores_count": 48, "simd_count": 0, "gfx_target_version": 0})
+    for n in (1, 2):
+        write_node(root, n, {"cpu_cores_count": 0, "simd_count": 1216, "simd_per_cu": 4,
+                             "gfx_target_version": 90402, "device_id": 0x74a1, "vendor_id": 4098}, 206141652992)
+    parsed = parse_dir(root)
+    assert [(g.sku, g.arch, g.memory_gb, g.compute_units) for g in parsed.gpus] == [("MI300X", "gfx942", 192.0, 304)] * 2
+
+
+@pytest.mark.parametrize("version,arch", [(90402, "gfx942"), (90010, "gfx90a"), (90500, "gfx950"), (110000, "gfx1100")])
+def test_gfx_target_version(version, arch):
+    assert gfx_from_target_version(version) == arch
+
+
+def test_nvidia_smi_csv_with_and_without_header():
+    with_header = ("index, name, memory.total [MiB], pci.bus_id, driver_version, compute_cap\n"
+                   "0, NVIDIA H100 80GB HBM3, 81559 MiB, 00000000:18:00.0, 570.124.06, 9.0\n"
+                   "1, NVIDIA H100 80GB HBM3, 81559 MiB, 00000000:2A:00.0, 570.124.06, 9.0\n")
+    parsed = nvidia_smi.parse(with_header)
+    assert [(g.sku, g.arch, g.memory_gb) for g in parsed.gpus] == [("H100", "sm_90", 79.6)] * 2
+    assert parsed.versions["driver"] == "nvidia 570.124.06"
+    bare = "0, NVIDIA H200, 143771, 00000000:18:00.0, 575.57.08, 9.0\n"
+    assert nvidia_smi.parse(bare).gpus[0].sku == "H200"
+
+
+def test_nvidia_smi_garbage_is_an_error_not_a_crash():
+    platform = detect.merge([detect._attempt("nvidia-smi", lambda: nvidia_smi.parse("Failed to initialize NVML: Driver/library version mismatch"))])
+    assert not platform.sources[0].ok
+    assert "unexpected output" in platform.sources[0].detail
+
+
+def test_unknown_file_source_is_reported(tmp_path):
+    platform = detect.detect_from_files({"rocm-smi": str(tmp_path / "absent.txt")})
+    assert not platform.sources[0].ok
+    assert "absent.txt" in platform.sources[0].detail
+
+
+def test_torch_source_answers_or_says_why():
+    answers = detect._attempt("torch", detect.torch_probe.probe)
+    result, parsed = answers
+    if result.ok:
+        assert "torch" in parsed.versions
+    else:
+        assert "torch is not installed" in result.detail

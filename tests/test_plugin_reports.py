@@ -1,0 +1,233 @@
+"""Records, the gate report, the manifest, JUnit properties and the summary, through pytester."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pytest_rocm.cli import main as rocm_gate
+
+GAP = "https://github.com/vllm-project/vllm/issues/777"
+
+SUITE = f"""
+    import pytest
+
+    @pytest.fixture
+    def broken():
+        raise RuntimeError("fixture exploded")
+
+    @pytest.mark.rocm_gate(group="attention")
+    def test_pass():
+        print("hello")
+
+    @pytest.mark.rocm_gate(group="attention")
+    def test_fail():
+        print("some output before failing")
+        assert 1 + 1 == 3
+
+    @pytest.mark.rocm_gate(group="engine")
+    def test_setup_error(broken):
+        pass
+
+    @pytest.mark.rocm_gate(group="engine", blocking=False)
+    def test_skipped_in_body():
+        pytest.skip("needs a tokenizer file")
+
+    @pytest.mark.rocm_gate(group="api")
+    @pytest.mark.xfail(reason="upstream bug")
+    def test_xfail():
+        assert False
+
+    @pytest.mark.rocm_gate(group="api")
+    @pytest.mark.rocm_known_gap(reason="no fp8", issue="{GAP}")
+    def test_gap():
+        pass
+
+    @pytest.mark.rocm_gate(group="api")
+    @pytest.mark.rocm_known_gap(reason="fixed already?", issue="{GAP}", mode="xfail")
+    def test_gap_now_passes():
+        pass
+
+    @pytest.mark.rocm_gate(group="distributed_moe")
+    @pytest.mark.hardware(sku="MI355X", gpus=8)
+    def test_needs_mi355x():
+        pass
+
+    def test_plain():
+        pass
+"""
+
+
+def run_suite(pytester, *args):
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--junitxml=out/junit.xml",
+                              "-p", "no:cacheprovider", *args)
+
+
+def load(pytester, name):
+    return json.loads((pytester.path / "out" / name).read_text())
+
+
+def test_gate_report_statuses_counts_and_conclusion(pytester):
+    result = run_suite(pytester)
+    result.assert_outcomes(passed=2, failed=1, errors=1, skipped=3, xfailed=1, xpassed=1)
+    report = load(pytester, "gate-report.json")
+    assert report["schema"] == "pytest-rocm/gate-report/1"
+    status = {nodeid.split("::")[1]: t["status"] for nodeid, t in report["tests"].items()}
+    assert status == {
+        "test_pass": "passed", "test_fail": "failed", "test_setup_error": "error",
+        "test_skipped_in_body": "skipped", "test_xfail": "xfailed", "test_gap": "known_gap",
+        "test_gap_now_passes": "xpassed", "test_needs_mi355x": "not_applicable", "test_plain": "passed",
+    }
+    tests = {nodeid.split("::")[1]: t for nodeid, t in report["tests"].items()}
+    assert "assert 1 + 1 == 3" in tests["test_fail"]["detail"]
+    assert tests["test_setup_error"]["detail"].startswith("setup failed:")
+    assert "fixture exploded" in tests["test_setup_error"]["detail"]
+    assert tests["test_gap"]["known_gap"] == {"reason": "no fp8", "issue": GAP, "mode": "skip"}
+    assert tests["test_gap_now_passes"]["detail"].startswith("known gap now passes, remove its marker")
+    assert tests["test_needs_mi355x"]["detail"] == "needs 8 x MI355X, this runner has 8 x MI300X"
+    assert tests["test_needs_mi355x"]["requires"]["sku"] == ["MI355X"]
+    assert tests["test_plain"]["group"] is None
+
+    assert report["groups"]["attention"] | {} == {**report["groups"]["attention"], "passed": 1, "failed": 1, "total": 2}
+    assert report["groups"]["api"]["known_gap"] == 1 and report["groups"]["api"]["xpassed"] == 1
+    assert report["groups"]["distributed_moe"]["not_applicable"] == 1
+    assert report["groups"]["(no group)"]["passed"] == 1
+    assert report["conclusion"] == "failure"
+    assert "test_suite.py::test_fail" in report["conclusion_reason"]
+    assert "test_suite.py::test_setup_error" in report["conclusion_reason"]
+    assert {(r["status"], r["reason"], r["count"]) for r in report["skip_reasons"]} == {
+        ("skipped", "needs a tokenizer file", 1), ("xfailed", "upstream bug", 1),
+        ("known_gap", f"no fp8 ({GAP})", 1), ("not_applicable", "needs 8 x MI355X, this runner has 8 x MI300X", 1),
+    }
+
+
+def test_records_one_line_per_phase_with_evidence(pytester):
+    run_suite(pytester)
+    files = sorted(p.name for p in (pytester.path / "out").glob("records-*.jsonl"))
+    assert files == ["records-controller.jsonl"]
+    lines = [json.loads(line) for line in (pytester.path / "out/records-controller.jsonl").read_text().splitlines()]
+    # setup, call and teardown for each test, except where setup skipped or failed (no call phase):
+    # test_gap and test_needs_mi355x (skipped at setup), test_setup_error (failed at setup).
+    assert len(lines) == 9 * 3 - 3
+    phases = [(r["nodeid"].split("::")[1], r["when"], r["outcome"]) for r in lines]
+    assert ("test_fail", "call", "failed") in phases
+    assert ("test_gap", "setup", "skipped") in phases
+    assert all(r["schema"] == "pytest-rocm/record/1" and r["worker"] == "controller" for r in lines)
+    failed = next(r for r in lines if r["outcome"] == "failed" and r["when"] == "call")
+    assert "some output before failing" in failed["stdout_tail"]
+    assert failed["group"] == "attention" and failed["blocking"] is True
+
+
+def test_manifest(pytester, monkeypatch):
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("RUNNER_NAME", "mi300x-runner-7")
+    run_suite(pytester)
+    manifest = load(pytester, "manifest.json")
+    assert manifest["schema"] == "pytest-rocm/manifest/1"
+    assert manifest["git_sha"] == "0123456789abcdef0123456789abcdef01234567"
+    assert manifest["git_sha_from"] == "GITHUB_SHA"
+    assert manifest["runner"] == "mi300x-runner-7"
+    assert manifest["platform"]["profile"] == "mi300x-8"
+    assert manifest["platform"]["description"] == "8 x MI300X"
+    assert manifest["packages"]["pytest"] == pytest.__version__
+    assert manifest["started"] <= manifest["finished"]
+    assert load(pytester, "gate-report.json")["manifest"] == manifest
+
+
+def test_junit_properties(pytester):
+    run_suite(pytester)
+    root = ET.parse(pytester.path / "out/junit.xml").getroot()
+    props = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+             for case in root.iter("testcase")}
+    assert props["test_pass"] == {"rocm_group": "attention", "rocm_blocking": "true",
+                                  "rocm_sku": "MI300X", "rocm_arch": "gfx942"}
+    assert props["test_skipped_in_body"]["rocm_blocking"] == "false"
+    assert props["test_gap"]["rocm_known_gap"] == GAP
+    assert props["test_needs_mi355x"]["rocm_requires"] == "8 x MI355X"
+    assert props["test_plain"] == {}  # no group: nothing added to tests we know nothing about
+
+
+def test_junit_properties_under_xunit1(pytester):
+    run_suite(pytester, "-o", "junit_family=xunit1")
+    root = ET.parse(pytester.path / "out/junit.xml").getroot()
+    case = next(c for c in root.iter("testcase") if c.get("name") == "test_pass")
+    assert {p.get("name") for p in case.iter("property")} == {"rocm_group", "rocm_blocking", "rocm_sku", "rocm_arch"}
+
+
+def test_terminal_summary_table_and_reasons(pytester):
+    result = run_suite(pytester)
+    result.stdout.fnmatch_lines([
+        "*pytest-rocm on mi300x-8: 8 x MI300X*",
+        "group *passed*failed*error*crashed*skipped*xfail*known gaps*n/a*total",
+        "(no group) *1*",
+        "api *",
+        "attention  * 1 * 1 * 0 * 0 * 0 * 0 * 0 * 0 * 2",
+        "distributed_moe *",
+        "engine *",
+        "all *",
+        "tests that did not run, by reason:",
+    ])
+    for line in (f"    1  known_gap: no fp8 ({GAP})",
+                 "    1  not_applicable: needs 8 x MI355X, this runner has 8 x MI300X",
+                 "    1  skipped: needs a tokenizer file",
+                 "    1  xfailed: upstream bug"):
+        assert line in result.stdout.lines
+    result.stdout.fnmatch_lines(["conclusion: failure (2 blocking gate(s) failed: *"])
+
+
+def test_no_report_dir_means_no_files_and_no_table(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest("--rocm-platform=mi300x-8")
+    assert "pytest-rocm on" not in result.stdout.str()
+    assert not list(pytester.path.glob("**/records-*.jsonl"))
+
+
+@pytest.mark.parametrize("body,conclusion,why", [
+    ("@pytest.mark.rocm_gate(group='api')\ndef test_a(): pass\n"
+     "@pytest.mark.rocm_gate(group='api', blocking=False)\ndef test_b(): assert 0\n",
+     "success", "1 blocking gate(s) ran, none failed"),
+    ("@pytest.mark.rocm_gate(group='api')\n@pytest.mark.hardware(sku='MI355X')\ndef test_a(): pass\n",
+     "neutral", "no blocking gate ran on this runner"),
+    ("def test_a(): pass\n", "neutral", "no blocking gate ran on this runner"),
+    ("@pytest.mark.rocm_gate(group='api')\n"
+     f"@pytest.mark.rocm_known_gap(reason='r', issue='{GAP}')\ndef test_a(): pass\n",
+     "neutral", "no blocking gate ran on this runner"),
+])
+def test_conclusions(pytester, body, conclusion, why):
+    pytester.makepyfile("import pytest\n" + body)
+    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out")
+    report = load(pytester, "gate-report.json")
+    assert (report["conclusion"], report["conclusion_reason"]) == (conclusion, why)
+
+
+def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
+    run_suite(pytester)
+    original = (pytester.path / "out/gate-report.json").read_bytes()
+    assert rocm_gate(["report", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 0
+    assert (pytester.path / "again/gate-report.json").read_bytes() == original
+    assert "conclusion: failure" in capsys.readouterr().out
+
+
+def test_truncated_record_line_is_reported_and_the_rest_kept(pytester, capsys):
+    run_suite(pytester)
+    records = pytester.path / "out/records-controller.jsonl"
+    with records.open("a") as handle:
+        handle.write('{"nodeid": "test_suite.py::test_half", "wh')  # a process died mid-line
+    assert rocm_gate(["report", "--records", str(pytester.path / "out")]) == 0
+    report = load(pytester, "gate-report.json")
+    assert len(report["tests"]) == 9
+    assert report["record_problems"] == [f"{records}:25: truncated last line (the process died while writing it); skipped"]
+    assert "record problem:" in capsys.readouterr().out
+
+
+def test_report_command_on_a_folder_without_records(tmp_path, capsys):
+    assert rocm_gate(["report", "--records", str(tmp_path)]) == 2
+    assert "no records-*.jsonl files" in capsys.readouterr().err
+
+
+def test_records_of_an_earlier_run_are_not_mixed_in(pytester):
+    run_suite(pytester)
+    pytester.makepyfile(test_suite="def test_only(): pass")
+    pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "-p", "no:cacheprovider")
+    assert list(load(pytester, "gate-report.json")["tests"]) == ["test_suite.py::test_only"]
