@@ -16,9 +16,11 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # One compact line: json's C encoder only runs without `indent`, and a gate report of
+    # thousands of tests took a quarter of a second with it. `python -m json.tool` pretty-prints.
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, ensure_ascii=False)
-        handle.write("\n")
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

@@ -30,6 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for text in MARKER_HELP.values():
         config.addinivalue_line("markers", text)
     config.stash[RUN] = RocmRun(config)
+    config.pluginmanager.register(RecordingHooks(config.stash[RUN]), "rocm-recording")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -44,12 +45,17 @@ def pytest_make_collect_report(collector: pytest.Collector):
     return report
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call):
-    # tryfirst makes this the outermost wrapper: it sees the report after xfail handling.
-    report = yield
-    item.config.stash[RUN].record_report(item, report)
-    return report
+class RecordingHooks:
+    """Hooks that get no `config` argument, registered per config (as pytest's own LogXML is)."""
+
+    def __init__(self, run: RocmRun):
+        self.run = run
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.run.start(distributing=session.config.pluginmanager.has_plugin("dsession"))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.run.record_report(report)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -66,6 +72,12 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     session.config.stash[RUN].finish()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    hooks = config.pluginmanager.get_plugin("rocm-recording")
+    if hooks is not None:
+        config.pluginmanager.unregister(hooks)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

@@ -9,6 +9,7 @@ which the reader reports and skips).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,16 +25,20 @@ class RecordWriter:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"records-{worker}.jsonl"
         self.worker = worker
-        # Line-buffered text file: each record reaches the OS as soon as its line ends.
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+        # One os.write per record on an O_APPEND descriptor: the line reaches the OS before the
+        # next test starts, with no Python-level buffer that a dying process would lose.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, record: dict) -> None:
         record["schema"] = RECORD_SCHEMA
         record["worker"] = self.worker
-        self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n")
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+        os.write(self._fd, line.encode("utf-8"))
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 @dataclass

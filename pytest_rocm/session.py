@@ -38,6 +38,7 @@ class TestSpec:
 
 
 SPEC = pytest.StashKey[TestSpec]()
+OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
 
 
 class RocmRun:
@@ -52,6 +53,8 @@ class RocmRun:
         self.group_map = self._load_group_map()
         self._platform: Platform | None = None
         self._writer: RecordWriter | None = None
+        self.specs: dict[str, TestSpec] = {}  # nodeid -> spec, for the reports of this process
+        self.distributing = False  # the xdist controller: workers write the records, not us
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
         if self.report_dir and not self.workerinput:
@@ -87,9 +90,11 @@ class RocmRun:
     # -- collection ------------------------------------------------------------------------------
     def annotate(self, item: pytest.Item) -> None:
         """Read and check the markers of one test, apply skips and known gaps; raise MarkerError."""
-        gate_mark = item.get_closest_marker("rocm_gate")
-        hardware_mark = item.get_closest_marker("hardware")
-        gap_mark = item.get_closest_marker("rocm_known_gap")
+        closest = {}
+        for mark in item.iter_markers():  # closest first; one walk instead of one per marker name
+            if mark.name in OUR_MARKERS:
+                closest.setdefault(mark.name, mark)
+        gate_mark, hardware_mark, gap_mark = (closest.get(name) for name in OUR_MARKERS)
         gate: Gate | None = parse_gate(gate_mark, self.allowed_groups) if gate_mark else None
         hardware = parse_hardware(hardware_mark) if hardware_mark else None
         gap = parse_known_gap(gap_mark) if gap_mark else None
@@ -104,6 +109,7 @@ class RocmRun:
             gate=gate is not None, hardware=hardware, known_gap=applied_gap, not_applicable=not_applicable,
         )
         item.stash[SPEC] = spec
+        self.specs[item.nodeid] = spec
         if not_applicable:
             item.add_marker(pytest.mark.skip(reason=f"not applicable: {not_applicable}"))
         elif applied_gap and applied_gap.mode == "skip":
@@ -145,13 +151,17 @@ class RocmRun:
             self._writer = RecordWriter(self.report_dir, self.worker)
         return self._writer
 
-    def record_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        writer = self.writer
-        if writer is None:
+    def start(self, distributing: bool) -> None:
+        self.distributing = distributing
+
+    def record_report(self, report: pytest.TestReport) -> None:
+        """Write one phase outcome, in the process that ran the test (never the xdist controller)."""
+        if self.distributing or self.report_dir is None:
             return
+        # pytest-rerunfailures numbers its attempts on the report.
         record = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-                  "duration": round(report.duration, 6), "rerun": getattr(item, "execution_count", 1) - 1}
-        spec = item.stash.get(SPEC, None)
+                  "duration": round(report.duration, 6), "rerun": getattr(report, "rerun", 0)}
+        spec = self.specs.get(report.nodeid)
         if spec is not None:
             record.update(group=spec.group, blocking=spec.blocking, gate=spec.gate)
             if spec.hardware:
@@ -169,7 +179,7 @@ class RocmRun:
             record["failure"] = report.longreprtext[:FAILURE_HEAD_CHARS]
             record["stdout_tail"] = report.capstdout[-OUTPUT_TAIL_CHARS:]
             record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
-        writer.write(record)
+        self.writer.write(record)
 
     def record_crash(self, nodeid: str, report) -> None:
         """xdist lost the worker running `nodeid`: record it so the test is reported crashed, not lost."""

@@ -1,0 +1,92 @@
+"""Under pytest-xdist: per-worker records, a worker killed mid-run, properties through the controller."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SUITE = """
+    import os
+    import time
+    import pytest
+
+    @pytest.mark.rocm_gate(group="engine")
+    @pytest.mark.parametrize("i", range(6))
+    def test_before(i):
+        time.sleep(0.05)
+
+    @pytest.mark.rocm_gate(group="engine")
+    def test_killed():
+        print("about to die", flush=True)
+        os._exit(1)
+
+    @pytest.mark.rocm_gate(group="attention", blocking=False)
+    @pytest.mark.parametrize("i", range(6))
+    def test_after(i):
+        time.sleep(0.05)
+"""
+
+
+def test_worker_killed_mid_run_loses_no_records(pytester):
+    pytester.makepyfile(test_kill=SUITE)
+    result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
+                                           "--junitxml=out/junit.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=12, failed=1)
+    out = pytester.path / "out"
+    report = json.loads((out / "gate-report.json").read_text())
+    tests = report["tests"]
+    assert len(tests) == 13
+    killed = tests["test_kill.py::test_killed"]
+    assert killed["status"] == "crashed"
+    assert "crashed while running 'test_kill.py::test_killed'" in killed["detail"]
+    assert killed["group"] == "engine"  # from the record the dying worker wrote at setup
+    assert all(t["status"] == "passed" for n, t in tests.items() if n != "test_kill.py::test_killed")
+    assert report["groups"]["engine"]["crashed"] == 1
+
+    # The dying worker's file holds the killed test's setup record, and every record it wrote before.
+    per_worker = {p.name: [json.loads(line) for line in p.read_text().splitlines()] for p in out.glob("records-gw*.jsonl")}
+    dying = [name for name, recs in per_worker.items() if any(r["nodeid"] == "test_kill.py::test_killed" for r in recs)]
+    assert len(dying) == 1
+    setup = [r for r in per_worker[dying[0]] if r["nodeid"] == "test_kill.py::test_killed"]
+    assert [(r["when"], r["outcome"]) for r in setup] == [("setup", "passed")]
+    crash = [json.loads(line) for line in (out / "records-controller.jsonl").read_text().splitlines()]
+    assert [(r["nodeid"], r["crashed"]) for r in crash] == [("test_kill.py::test_killed", True)]
+    written = sum(len(recs) for recs in per_worker.values())
+    assert written == 12 * 3 + 1  # every finished test's three phases, and the killed test's setup
+
+    assert report["conclusion"] == "neutral"
+    assert "crashed (infrastructure suspected; rerun them): test_kill.py::test_killed" in report["conclusion_reason"]
+    result.stdout.fnmatch_lines(["engine * 6 * 0 * 0 * 1 *", "conclusion: neutral*"])
+
+
+def test_properties_and_groups_reach_the_controller(pytester):
+    pytester.makefile(".toml", groups='[[rule]]\ngroup = "api"\npaths = ["test_mapped.py"]\n')
+    pytester.makeini("[pytest]\nrocm_group_map = groups.toml\n")
+    pytester.makepyfile(test_mapped="""
+        import pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_unmarked(i):
+            pass
+    """, test_gate="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="attention")
+        @pytest.mark.hardware(arch="gfx950")
+        @pytest.mark.parametrize("i", range(4))
+        def test_pinned(i):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi355x-1", "--rocm-report-dir=out",
+                                           "--junitxml=out/junit.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=8)
+    root = ET.parse(pytester.path / "out/junit.xml").getroot()
+    groups = sorted({p.get("value") for p in root.iter("property") if p.get("name") == "rocm_group"})
+    skus = {p.get("value") for p in root.iter("property") if p.get("name") == "rocm_sku"}
+    assert groups == ["api", "attention"] and skus == {"MI355X"}
+    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    assert report["groups"]["api"]["passed"] == 4 and report["groups"]["attention"]["passed"] == 4
+    assert {p.name for p in (pytester.path / "out").glob("records-*.jsonl")} == {"records-gw0.jsonl", "records-gw1.jsonl"}
+    assert report["conclusion"] == "success"
