@@ -1,10 +1,11 @@
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # ../shared/ beside the checkout holds the real captured samples (read-only).
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(os.environ.get("PYTEST_ROCM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SAMPLES = SHARED / "samples"
 
 

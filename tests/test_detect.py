@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SAMPLES
 from pytest_rocm.hw import detect
 from pytest_rocm.hw.parsers import nvidia_smi
 from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir
@@ -56,7 +57,7 @@ def test_failures_of_every_kind_are_recorded(tools, tmp_path, monkeypatch):
 
 
 def test_a_working_tool_wins_over_failing_ones(tools, tmp_path):
-    sample = Path(__file__).resolve().parents[2] / "shared/samples/rocminfo/mi300x_x4_rocminfo_thamada.txt"
+    sample = SAMPLES / "rocminfo/mi300x_x4_rocminfo_thamada.txt"
     fake_tool(tools, "rocminfo", f"cat '{sample}'")
     fake_tool(tools, "amd-smi", "echo '{\"gpu_data\": 5}'")
     platform = detect.detect_live(sysfs_root=tmp_path / "no-sysfs")
