@@ -1,4 +1,5 @@
-"""The `rocm-gate` command line: `doctor` (platform and health check), `report` (rebuild the gate report)."""
+"""The `rocm-gate` command line: `doctor` (platform and health check), `report` (rebuild the gate report),
+`parity` (CUDA-parity coverage report)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pytest_rocm.report import build_gate_report
 from pytest_rocm.summary import group_table, reason_lines
 
 EXIT_BAD_INPUT = 2
+EXIT_BELOW_MIN_PARITY = 3
 
 
 def _source(value: str) -> tuple[str, str]:
@@ -56,7 +58,72 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the --rocm-report-dir of a run (records-*.jsonl, manifest.json)")
     report.add_argument("--out", type=Path, metavar="DIR", help="where to write gate-report.json (default: DIR)")
     report.add_argument("--group-map", type=Path, metavar="TOML", help="groups for records that carry none")
+    parity = commands.add_parser(
+        "parity", help="CUDA-parity coverage: of what passes on the reference, how much passes on the candidate",
+        description="Exit codes: 0 done, 3 parity below --min-parity, 2 unreadable input.")
+    parity.add_argument("--reference", nargs="+", default=[], metavar="PATH",
+                        help="reference run (usually CUDA): JUnit XML files, gate-report.json files, or folders of them")
+    parity.add_argument("--candidate", nargs="+", default=[], metavar="PATH", help="candidate run (usually ROCm)")
+    parity.add_argument("--reference-label", default="CUDA")
+    parity.add_argument("--candidate-label", default="ROCm")
+    parity.add_argument("--groups", type=Path, metavar="MAP.toml", help="group map for tests without a group property")
+    parity.add_argument("--applicability", type=Path, metavar="TOML",
+                        help="tests that can never apply to ROCm, with reasons (left out of the denominator)")
+    parity.add_argument("--previous", type=Path, metavar="parity.json", help="an earlier report: list newly broken and fixed")
+    parity.add_argument("--min-parity", type=float, metavar="FRACTION", help="exit 3 when overall parity is below this")
+    parity.add_argument("--strip-prefix", action="append", default=[], metavar="PREFIX",
+                        help="leading path to remove from test ids on both sides (repeatable); "
+                             "a common prefix on one side is also found automatically")
+    parity.add_argument("--keep-going", action="store_true", help="drop unreadable files (named in the report) and go on")
+    parity.add_argument("--sglang-registry", metavar="DIR|JSONL",
+                        help="SGLang checkout (test/registered/) or JSONL of its register_*_ci calls: declared coverage")
+    parity.add_argument("--out", type=Path, required=True, metavar="DIR", help="where parity.json and parity.md go")
     return parser
+
+
+def run_parity(args) -> int:
+    from pytest_rocm import parity as parity_mod
+    from pytest_rocm.applicability import ApplicabilityError, load_applicability
+    from pytest_rocm.junit import JUnitError
+    from pytest_rocm.parity_inputs import InputError, load_side
+    from pytest_rocm.parity_md import render
+    from pytest_rocm.sglang_registry import RegistryError, declared_parity, read_registry
+
+    if bool(args.reference) != bool(args.candidate) or not (args.reference or args.sglang_registry):
+        print("rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        group_map = load_group_map(args.groups) if args.groups else None
+        applicability = load_applicability(args.applicability) if args.applicability else None
+        previous = json.loads(args.previous.read_text()) if args.previous else None
+        report: dict = {"schema": parity_mod.PARITY_SCHEMA}
+        if args.reference:
+            reference = load_side(args.reference_label, args.reference, args.keep_going)
+            candidate = load_side(args.candidate_label, args.candidate, args.keep_going)
+            for side in (reference, candidate):
+                parity_mod.strip_explicit(side, args.strip_prefix)
+            report = parity_mod.compute(reference, candidate, group_map, applicability, previous=previous)
+        if args.sglang_registry:
+            report["sglang"] = declared_parity(read_registry(args.sglang_registry), applicability)
+    except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
+        print(f"rocm-gate parity: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"rocm-gate parity: cannot read {args.previous}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    markdown = render(report, args.min_parity)
+    write_json_atomic(args.out / "parity.json", report)
+    (args.out / "parity.md").write_text(markdown, encoding="utf-8")
+    headline = report.get("overall", {}).get("parity") if "overall" in report else report["sglang"]["declared_parity"]
+    print(markdown.split("\n\n")[0].lstrip("# "))
+    for dropped in report.get("inputs", {}).get("reference", {}).get("dropped", []) + \
+            report.get("inputs", {}).get("candidate", {}).get("dropped", []):
+        print(f"dropped: {dropped}", file=sys.stderr)
+    print(f"wrote {args.out / 'parity.json'} and {args.out / 'parity.md'}")
+    if args.min_parity is not None and (headline is None or headline < args.min_parity):
+        print(f"parity {headline} is below the minimum {args.min_parity}", file=sys.stderr)
+        return EXIT_BELOW_MIN_PARITY
+    return 0
 
 
 def run_doctor(args) -> int:
@@ -115,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "doctor":
         return run_doctor(args)
+    if args.command == "parity":
+        return run_parity(args)
     return run_report(args)
 
 

@@ -38,7 +38,7 @@ class GroupMapError(ValueError):
     pass
 
 
-def _matches(pattern: str, path: str, nodeid: str) -> bool:
+def pattern_matches(pattern: str, path: str, nodeid: str) -> bool:
     if pattern.endswith("/"):
         return path.startswith(pattern)
     if any(c in pattern for c in "*?["):
@@ -56,8 +56,8 @@ class Rule:
     blocking: bool = False
 
     def matches(self, path: str, nodeid: str) -> bool:
-        return any(_matches(p, path, nodeid) for p in self.include) and not any(
-            _matches(p, path, nodeid) for p in self.exclude
+        return any(pattern_matches(p, path, nodeid) for p in self.include) and not any(
+            pattern_matches(p, path, nodeid) for p in self.exclude
         )
 
 
