@@ -94,7 +94,7 @@ def _read_gate_report(path: Path, side: Side) -> int:
     for nodeid, test in data.get("tests", {}).items():
         status = test["status"]
         gap = test.get("known_gap") or {}
-        message = test.get("detail", "")
+        message = test.get("message") or test.get("detail", "")
         if status == "not_applicable":
             status, message = "skipped", f"not applicable: {message}"
         elif status == "known_gap":

@@ -46,10 +46,13 @@ def status_of_test(records: list[dict]) -> dict:
     failed = [r for r in phases.values() if r["outcome"] == "failed"]
     if crash is not None:
         status, detail = "crashed", crash.get("failure") or "the worker running this test died"
+        result["message"] = detail
     elif call is not None and call["outcome"] == "failed":
         status, detail = "failed", call.get("failure", "")
+        result["message"] = call.get("message", "")
     elif failed:
         status, detail = "error", f"{failed[0]['when']} failed: {failed[0].get('failure', '')}"
+        result["message"] = f"{failed[0]['when']} failed: {failed[0].get('message', '')}"
     elif call is not None and call.get("wasxfail") is not None:
         status = "xpassed" if call["outcome"] == "passed" else ("known_gap" if result["known_gap"] else "xfailed")
         detail = call["wasxfail"] or ""

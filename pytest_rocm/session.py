@@ -176,7 +176,10 @@ class RocmRun:
         elif report.skipped and isinstance(report.longrepr, tuple):
             record["skip_reason"] = str(report.longrepr[2]).removeprefix("Skipped: ")
         if report.failed:
-            record["failure"] = report.longreprtext[:FAILURE_HEAD_CHARS]
+            crash = getattr(report.longrepr, "reprcrash", None)  # pytest's one-line summary of the failure
+            text = report.longreprtext
+            record["message"] = (crash.message if crash else text.strip().splitlines()[-1] if text.strip() else "")[:500]
+            record["failure"] = text[:FAILURE_HEAD_CHARS]
             record["stdout_tail"] = report.capstdout[-OUTPUT_TAIL_CHARS:]
             record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
         self.writer.write(record)
