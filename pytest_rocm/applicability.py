@@ -8,7 +8,7 @@ on ROCm and does not yet). Config (TOML)::
 
     [[not_applicable]]
     reason = "NVFP4 needs Blackwell FP4 tensor cores; MI355X has its own FP4 (MXFP4) path"
-    paths = ["tests/kernels/quantization/test_nvfp4_*", "*::*nvfp4*"]
+    paths = ["tests/kernels/quantization/test_nvfp4_*", "tests/*::*nvfp4*"]   # files, and node ids
 
     [[not_applicable]]
     reason = "registered only on NVIDIA Blackwell runners"
@@ -24,7 +24,7 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.groups import pattern_matches, tomllib
+from pytest_rocm.groups import PatternSet, tomllib
 
 
 class ApplicabilityError(ValueError):
@@ -34,7 +34,7 @@ class ApplicabilityError(ValueError):
 @dataclass(frozen=True)
 class NotApplicable:
     reason: str
-    patterns: tuple[str, ...] = ()
+    patterns: PatternSet = PatternSet(())
     suites: tuple[str, ...] = ()
 
 
@@ -42,10 +42,15 @@ class NotApplicable:
 class Applicability:
     rules: tuple[NotApplicable, ...] = ()
 
+    @property
+    def by_path(self) -> bool:
+        """True when no pattern looks at node ids, so all tests of a file share one answer."""
+        return not any(rule.patterns.uses_nodeid for rule in self.rules)
+
     def reason_for(self, nodeid: str) -> str | None:
         path = nodeid.split("::", 1)[0]
         for rule in self.rules:
-            if any(pattern_matches(p, path, nodeid) for p in rule.patterns):
+            if rule.patterns.matches(path, nodeid):
                 return rule.reason
         return None
 
@@ -77,5 +82,5 @@ def load_applicability(path: str | Path) -> Applicability:
         unknown = set(raw) - {"reason", "paths", "suites", "note"}
         if unknown:
             raise ApplicabilityError(f"{where}: unknown keys {', '.join(sorted(unknown))}; allowed: reason, paths, suites, note")
-        rules.append(NotApplicable(reason=reason.strip(), patterns=tuple(paths), suites=tuple(suites)))
+        rules.append(NotApplicable(reason=reason.strip(), patterns=PatternSet(paths), suites=tuple(suites)))
     return Applicability(tuple(rules))

@@ -85,7 +85,7 @@ def run_parity(args) -> int:
     from pytest_rocm import parity as parity_mod
     from pytest_rocm.applicability import ApplicabilityError, load_applicability
     from pytest_rocm.junit import JUnitError
-    from pytest_rocm.parity_inputs import InputError, load_side
+    from pytest_rocm.parity_inputs import InputError, load_sides
     from pytest_rocm.parity_md import render
     from pytest_rocm.sglang_registry import RegistryError, declared_parity, read_registry
 
@@ -98,8 +98,8 @@ def run_parity(args) -> int:
         previous = json.loads(args.previous.read_text()) if args.previous else None
         report: dict = {"schema": parity_mod.PARITY_SCHEMA}
         if args.reference:
-            reference = load_side(args.reference_label, args.reference, args.keep_going)
-            candidate = load_side(args.candidate_label, args.candidate, args.keep_going)
+            reference, candidate = load_sides([(args.reference_label, args.reference),
+                                               (args.candidate_label, args.candidate)], args.keep_going)
             for side in (reference, candidate):
                 parity_mod.strip_explicit(side, args.strip_prefix)
             report = parity_mod.compute(reference, candidate, group_map, applicability, previous=previous)

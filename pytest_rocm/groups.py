@@ -13,15 +13,17 @@ Map file (TOML)::
 Rules are tried in order and the first that matches wins. A rule matches a test when one of
 its plain patterns matches and none of its `!` patterns does, so an excluded path falls
 through to later rules. Patterns: `dir/` matches everything under a folder; a pattern with
-`*`, `?` or `[` is a glob (`*` also crosses `/`); anything else matches that file (or a node id
-prefix when it holds `::`).
+`*`, `?` or `[` is a glob (`*` also crosses `/`); anything else matches that file or folder.
+A pattern holding `::` is matched against the whole node id (`tests/x.py::test_y[*]`), any
+other against the test's file path.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import sys
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,27 +40,47 @@ class GroupMapError(ValueError):
     pass
 
 
-def pattern_matches(pattern: str, path: str, nodeid: str) -> bool:
+def _pattern_regex(pattern: str) -> str:
+    if "::" in pattern:  # a node id pattern
+        if any(c in pattern for c in "*?["):
+            return fnmatch.translate(pattern)
+        return re.escape(pattern) + r"(?:::.*|\[.*)?\Z"
     if pattern.endswith("/"):
-        return path.startswith(pattern)
+        return re.escape(pattern) + r".*\Z"
     if any(c in pattern for c in "*?["):
-        return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(nodeid, pattern)
-    if "::" in pattern:
-        return nodeid == pattern or nodeid.startswith(pattern + "::") or nodeid.startswith(pattern + "[")
-    return path == pattern or path.startswith(pattern + "/")
+        return fnmatch.translate(pattern)
+    return re.escape(pattern) + r"(?:/.*)?\Z"
+
+
+class PatternSet:
+    """Patterns compiled into two regular expressions: one for file paths, one for node ids.
+
+    Matching runs once per test of runs with 100,000s of tests, so each set is one regex
+    match instead of a loop over patterns.
+    """
+
+    def __init__(self, patterns: tuple[str, ...] | list[str]):
+        self.patterns = tuple(patterns)
+        on_path = [_pattern_regex(p) for p in self.patterns if "::" not in p]
+        on_nodeid = [_pattern_regex(p) for p in self.patterns if "::" in p]
+        self._path = re.compile("|".join(f"(?:{r})" for r in on_path)) if on_path else None
+        self._nodeid = re.compile("|".join(f"(?:{r})" for r in on_nodeid)) if on_nodeid else None
+        self.uses_nodeid = self._nodeid is not None
+
+    def matches(self, path: str, nodeid: str) -> bool:
+        return bool((self._path is not None and self._path.match(path))
+                    or (self._nodeid is not None and self._nodeid.match(nodeid)))
 
 
 @dataclass(frozen=True)
 class Rule:
     group: str
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
+    include: PatternSet
+    exclude: PatternSet
     blocking: bool = False
 
     def matches(self, path: str, nodeid: str) -> bool:
-        return any(pattern_matches(p, path, nodeid) for p in self.include) and not any(
-            pattern_matches(p, path, nodeid) for p in self.exclude
-        )
+        return self.include.matches(path, nodeid) and not self.exclude.matches(path, nodeid)
 
 
 @dataclass(frozen=True)
@@ -66,6 +88,15 @@ class GroupMap:
     rules: tuple[Rule, ...] = ()
     source: str = ""
     path: str = ""
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def by_path(self) -> bool:
+        """True when no pattern looks at node ids, so all tests of a file share one answer."""
+        return self._by_path
+
+    def __post_init__(self):
+        object.__setattr__(self, "_by_path", not any(r.include.uses_nodeid or r.exclude.uses_nodeid for r in self.rules))
 
     @property
     def groups(self) -> set[str]:
@@ -74,10 +105,13 @@ class GroupMap:
     def rule_for(self, nodeid: str) -> Rule | None:
         """The first rule matching this node id (a path, or `path::Class::test[param]`)."""
         path = nodeid.split("::", 1)[0]
-        for rule in self.rules:
-            if rule.matches(path, nodeid):
-                return rule
-        return None
+        if self.by_path and path in self._cache:
+            return self._cache[path]
+        found = next((rule for rule in self.rules if rule.matches(path, nodeid)), None)
+        if self.by_path:
+            self._cache[path] = found  # every test of a file lands in the same group
+        return found
+
 
     def group_of(self, nodeid: str, default: str | None = None) -> str | None:
         rule = self.rule_for(nodeid)
@@ -109,8 +143,8 @@ def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMa
         if unknown:
             raise GroupMapError(f"{where}: unknown keys {', '.join(sorted(unknown))}; allowed: group, paths, blocking, note")
         rules.append(Rule(group=group,
-                          include=tuple(p for p in paths if not p.startswith("!")),
-                          exclude=tuple(p[1:] for p in paths if p.startswith("!")),
+                          include=PatternSet([p for p in paths if not p.startswith("!")]),
+                          exclude=PatternSet([p[1:] for p in paths if p.startswith("!")]),
                           blocking=bool(raw.get("blocking", False))))
     if not rules:
         raise GroupMapError(f"group map {path}: no [[rule]] entries")

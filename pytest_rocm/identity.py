@@ -34,16 +34,20 @@ def _module_and_classes(classname: str, file: str | None) -> tuple[str, tuple[st
     return (module + ".py" if module else ""), tuple(parts[split:])
 
 
+@lru_cache(maxsize=65536)
+def nodeid_prefix(classname: str, file: str | None = None) -> str:
+    """What goes before the test name: 'tests/x.py::TestY::' (computed once per class)."""
+    if not classname:
+        return ""
+    module, classes = _module_and_classes(classname, file)
+    return "".join(part + "::" for part in ([module] if module else []) + list(classes))
+
+
 def nodeid_from_junit(classname: str, name: str, file: str | None = None) -> str:
     if not classname:
         # pytest's collection errors: classname "" and name "tests.test_x" (the dotted module)
         return name if "/" in name or "::" in name else name.replace(".", "/") + ".py"
-    module, classes = _module_and_classes(classname, file)
-    return "::".join([module, *classes, name]) if module else "::".join([*classes, name])
-
-
-def file_of(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
+    return nodeid_prefix(classname, file) + name
 
 
 def strip_prefix(nodeid: str, prefix: str) -> str:
@@ -58,8 +62,8 @@ def _leading(path: str, count: int) -> str | None:
 def detect_prefixes(reference: Iterable[str], candidate: Iterable[str]) -> tuple[str, str]:
     """Find the leading folders to strip on each side (e.g. '/vllm-workspace/' against '') so the most
     test files line up. Returns ('', '') when the roots already agree."""
-    ref_files = {file_of(n) for n in reference}
-    cand_files = {file_of(n) for n in candidate}
+    ref_files = {n.partition("::")[0] for n in reference}
+    cand_files = {n.partition("::")[0] for n in candidate}
     best = (len(ref_files & cand_files), 0, "", "")
     for side_is_ref in (True, False):
         files, other = (ref_files, cand_files) if side_is_ref else (cand_files, ref_files)

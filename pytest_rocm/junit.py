@@ -1,4 +1,4 @@
-"""Read JUnit XML as real producers write it, one test case at a time.
+"""Read JUnit XML as real producers write it.
 
 Handles pytest (legacy/xunit1 and xunit2), reruns (pytest-rerunfailures
 repeats a test case: the last counts, and the test is marked as rerun; Maven
@@ -6,22 +6,30 @@ style `rerunFailure`/`flakyFailure` children likewise), nested suites, a case
 holding several results (pytest writes a failure and a teardown error into one
 case), CDATA, entities, astral-plane Unicode and empty suites.
 
-Streaming with `xml.etree.ElementTree.iterparse` rather than loading the tree
-through junitparser: on 200,000 cases junitparser's full tree was too slow and
-too big for CI (benchmarks/parity_scale.py prints both). The tests check this
-reader against junitparser's own counts on the real samples.
+Each file is parsed whole by ElementTree's C parser, then only test cases are
+visited: at CI scale (200,000 cases) per-element Python callbacks or junitparser's
+wrapper objects cost more than everything else parity does
+(benchmarks/parity_scale.py prints the figures, junitparser's beside). JUnit files
+are per job or shard, so one file's tree is small. The tests check this reader
+against junitparser's counts on the real samples.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
+import xml.etree.ElementTree as ET
 
-from pytest_rocm.identity import nodeid_from_junit
+from pytest_rocm.identity import nodeid_from_junit, nodeid_prefix
 
-RESULT_TAGS = {"failure": "failed", "error": "error", "skipped": "skipped"}
+# The testcase properties pytest-rocm writes (pytest_rocm.session) and reads back here.
+GROUP_PROPERTY = "rocm_group"
+BLOCKING_PROPERTY = "rocm_blocking"
+KNOWN_GAP_PROPERTY = "rocm_known_gap"
+
+RESULT_STATUS = {"failure": "failed", "error": "error", "skipped": "skipped"}
+PRECEDENCE = {"failed": 3, "error": 2, "skipped": 1, "xfailed": 1}
 RERUN_TAGS = {"rerunFailure", "rerunError", "flakyFailure", "flakyError"}
 MESSAGE_CHARS = 300
 
@@ -30,93 +38,101 @@ class JUnitError(ValueError):
     """A file that is not readable JUnit XML; the message names the file and, where known, the line."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Case:
-    nodeid: str
-    status: str  # passed, failed, error, skipped, xfailed, xpassed
+    status: str = "passed"  # passed, failed, error, skipped, xfailed (and, from gate reports, more)
     message: str = ""
-    time: float = 0.0
-    properties: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str] | None = None
     rerun: bool = False
-    source: str = ""  # the file it was read from
+    group: str | None = None
+    blocking: bool | None = None
+    known_gap_issue: str | None = None
 
 
-def _message(element: ET.Element) -> str:
-    text = element.get("message") or (element.text or "").strip()
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first[:MESSAGE_CHARS]
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0][:MESSAGE_CHARS] if text else ""
 
 
-def _case_from_element(element: ET.Element, source: str) -> Case:
-    results = {}
-    properties = {}
-    rerun = False
+# Most cases passed and have no children: they all share this one result, never modified
+# (a reader that needs to mark one, as a rerun say, makes its own copy).
+PLAIN_PASS = Case()
+
+
+def _case(element: ET.Element) -> tuple[str, Case]:
+    classname, name = element.get("classname", ""), element.get("name", "")
+    nodeid = nodeid_prefix(classname, element.get("file")) + name if classname else nodeid_from_junit("", name)
+    if not len(element):
+        return nodeid, PLAIN_PASS
+    case = Case()
+    _read_children(case, element)
+    return nodeid, case
+
+
+def _read_children(case: Case, element: ET.Element) -> None:
+    best = 0
     for child in element:
         tag = child.tag
-        if tag in RESULT_TAGS:
-            results.setdefault(tag, child)
+        if tag in RESULT_STATUS:
+            status = "xfailed" if tag == "skipped" and child.get("type") == "pytest.xfail" else RESULT_STATUS[tag]
+            # One case may carry several results (a failed call and a failed teardown):
+            # the body's failure decides, then an error, then a skip.
+            if PRECEDENCE[status] > best:
+                best = PRECEDENCE[status]
+                case.status = status
+                case.message = _first_line(child.get("message") or child.text or "")
         elif tag in RERUN_TAGS:
-            rerun = True
+            case.rerun = True
         elif tag == "properties":
-            for prop in child:
-                if prop.get("name") is not None:
-                    properties[prop.get("name")] = prop.get("value", prop.text or "")
-    # One case may carry several results (a failed call and a failed teardown): the body's
-    # failure decides, then an error, then a skip.
-    if "failure" in results:
-        status, message = "failed", _message(results["failure"])
-    elif "error" in results:
-        status, message = "error", _message(results["error"])
-    elif "skipped" in results:
-        skipped = results["skipped"]
-        status = "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
-        message = _message(skipped)
-    else:
-        status, message = "passed", ""
-    try:
-        seconds = float(element.get("time") or 0.0)
-    except ValueError:
-        seconds = 0.0
-    nodeid = nodeid_from_junit(element.get("classname", ""), element.get("name", ""), element.get("file"))
-    return Case(nodeid=nodeid, status=status, message=message, time=seconds, properties=properties,
-                rerun=rerun, source=source)
+            case.properties = {p.get("name"): p.get("value", "") for p in child if p.get("name") is not None}
+            case.group = case.properties.get(GROUP_PROPERTY)
+            if BLOCKING_PROPERTY in case.properties:
+                case.blocking = case.properties[BLOCKING_PROPERTY] == "true"
+            case.known_gap_issue = case.properties.get(KNOWN_GAP_PROPERTY)
 
 
-def iter_cases(path: str | Path) -> Iterator[Case]:
-    """Yield every test case in the file, in document order; raise JUnitError on a broken file."""
+def iter_cases(path: str | Path) -> Iterator[tuple[str, Case]]:
+    """Yield (node id, result) for every test case in the file, in document order; raise JUnitError
+    on a broken file, after yielding the complete cases before the break."""
     source = str(path)
-    stack: list[ET.Element] = []
     try:
-        for event, element in ET.iterparse(source, events=("start", "end")):
-            if event == "start":
-                if not stack and element.tag not in ("testsuites", "testsuite"):
-                    raise JUnitError(f"{source}: the root element is <{element.tag}>, not <testsuites> or "
-                                     "<testsuite>: this is not a JUnit XML file")
-                stack.append(element)
-                continue
-            stack.pop()
-            if element.tag == "testcase":
-                yield _case_from_element(element, source)
-                element.clear()
-                if stack:  # drop the finished case so a huge suite never sits in memory
-                    stack[-1].remove(element)
+        root = ET.parse(source).getroot()
     except ET.ParseError as exc:
         line, column = exc.position
-        raise JUnitError(f"{source}: not well-formed XML at line {line}, column {column} "
+        yield from _cases_before_break(source, line)
+        raise JUnitError(f"{source}: not well-formed XML at line {line}, column {column + 1} "
                          f"({str(exc).split(':')[0]}); the file is truncated or not JUnit. "
                          "Re-download the artifact, or pass --keep-going to read the other files") from exc
     except OSError as exc:
         raise JUnitError(f"{source}: cannot read it ({exc.strerror})") from exc
-    if stack:
-        raise JUnitError(f"{source}: ends inside <{stack[-1].tag}>: the file is truncated")
+    if root.tag not in ("testsuites", "testsuite"):
+        raise JUnitError(f"{source}: the root element is <{root.tag}>, not <testsuites> or <testsuite>: "
+                         "this is not a JUnit XML file")
+    for element in root.iter("testcase"):
+        yield _case(element)
+
+
+def _cases_before_break(source: str, line: int) -> Iterator[tuple[str, Case]]:
+    """The complete test cases of a broken file, read up to the line where it broke (nothing is lost)."""
+    parser = ET.XMLPullParser(events=("end",))
+    with open(source, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number >= line:
+                break
+            try:
+                parser.feed(raw)
+            except ET.ParseError:
+                break
+            for _, element in parser.read_events():
+                if element.tag == "testcase":
+                    yield _case(element)
 
 
 def read_cases(path: str | Path) -> dict[str, Case]:
     """nodeid -> Case for one file; a repeated case (a rerun) replaces the earlier one and is marked rerun."""
     cases: dict[str, Case] = {}
-    for case in iter_cases(path):
-        earlier = cases.get(case.nodeid)
-        if earlier is not None:
-            case.rerun = True
-        cases[case.nodeid] = case
+    for nodeid, case in iter_cases(path):
+        if nodeid in cases:
+            case = replace(case, rerun=True)
+        cases[nodeid] = case
     return cases

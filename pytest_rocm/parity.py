@@ -1,6 +1,7 @@
 """CUDA-parity: of what passes on the reference (CUDA), how much also passes on the candidate (ROCm).
 
-Per test a parity status (candidate view of a reference-passing test):
+Per test a parity status (candidate view of a reference-passing test); tests passing on
+both sides are listed in `passing`, every other test is in `tests` with its evidence:
 passed, failed, error, crashed, skipped (with reason), xfailed, xpassed,
 known_gap (with issue), missing (in the reference, not in the candidate);
 plus candidate_only, and not_applicable for tests the applicability config
@@ -33,7 +34,6 @@ def strip_explicit(side: Side, prefixes: list[str]) -> None:
         for prefix in prefixes:
             if nodeid.startswith(prefix):
                 nodeid = nodeid[len(prefix):]
-                result.nodeid = nodeid
                 break
         stripped[nodeid] = result
     side.results = stripped
@@ -64,7 +64,8 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     ref = _restrip(reference, ref_prefix)
     cand = _restrip(candidate, cand_prefix)
 
-    tests: dict[str, dict] = {}
+    tests: dict[str, dict] = {}  # every test that is not passing on both sides, with its evidence
+    passing_in: dict[str, list[str]] = defaultdict(list)  # group -> passing on both (the common case)
     groups: dict[str, Counter] = defaultdict(Counter)
     gaps: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
     blocking_groups: set[str] = set()
@@ -72,19 +73,30 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     candidate_only: list[str] = []
     unmatched: list[str] = []
 
+    # The map and the applicability rules usually look at file paths only: classify once per file.
+    per_file = (group_map is None or group_map.by_path) and (applicability is None or applicability.by_path)
+    classified: dict[str, tuple[str | None, str | None]] = {}
     for nodeid in list(ref) + [n for n in cand if n not in ref]:
         r, c = ref.get(nodeid), cand.get(nodeid)
-        group = (c and c.group) or (r and r.group) or (group_map.group_of(nodeid) if group_map else None)
+        key = nodeid.partition("::")[0] if per_file else nodeid
+        known = classified.get(key)
+        if known is None:
+            known = classified[key] = (group_map.group_of(nodeid) if group_map else None,
+                                       applicability.reason_for(nodeid) if applicability else None)
+        map_group, na_reason = known
+        group = (c is not None and c.group) or (r is not None and r.group) or map_group
         if group is None:
             group = OTHER
             unmatched.append(nodeid)
         if c is not None and c.blocking:
             blocking_groups.add(group)
-        na_reason = applicability.reason_for(nodeid) if applicability else None
+        if not na_reason and r is not None and c is not None and r.status in PASSING and c.status in PASSING:
+            passing_in[group].append(nodeid)  # the common case: counted at the end
+            continue
+        counts = groups[group]
         entry = {"group": group, "reference": r.status if r else None, "candidate": c.status if c else None}
         if r is not None and r.rerun or c is not None and c.rerun:
             entry["rerun"] = True
-        counts = groups[group]
         if na_reason:
             entry["parity"] = "not_applicable"
             entry["reason"] = na_reason
@@ -100,22 +112,24 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             counts["candidate_passing"] += c is not None and c.status in PASSING
             if r.status in PASSING:
                 counts["reference_passing"] += 1
-                status = "missing" if c is None else ("passed" if c.status in PASSING else c.status)
+                status = "missing" if c is None else c.status
                 entry["parity"] = status
-                if status == "passed":
-                    counts["both_passing"] += 1
-                else:
-                    counts[status] += 1
-                    reason = _gap_reason(status, c)
-                    entry["reason"] = reason
-                    if status == "known_gap":
-                        entry["issue"] = c.known_gap_issue
-                    gaps[group][(status, reason)].append(nodeid)
+                counts[status] += 1
+                reason = _gap_reason(status, c)
+                entry["reason"] = reason
+                if status == "known_gap":
+                    entry["issue"] = c.known_gap_issue
+                gaps[group][(status, reason)].append(nodeid)
             else:
                 entry["parity"] = "reference_not_passing"
                 counts["reference_not_passing"] += 1
         tests[nodeid] = entry
 
+    for group, ids in passing_in.items():
+        counts = groups[group]
+        for key in ("reference_total", "reference_passing", "candidate_passing", "both_passing"):
+            counts[key] += len(ids)
+    passing = _by_file(nodeid for ids in passing_in.values() for nodeid in ids)
     group_reports = {}
     for group in sorted(groups, key=lambda g: (g == OTHER, g)):
         counts = groups[group]
@@ -162,10 +176,24 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
         "unmatched": unmatched,
         "skip_reasons": {"reference": _top_reasons(ref), "candidate": _top_reasons(cand)},
         "tests": tests,
+        "passing": passing,
     }
     if previous is not None:
-        report["changes"] = _changes(previous, tests)
+        report["changes"] = _changes(previous, tests, passing)
     return report
+
+
+def _by_file(nodeids) -> dict[str, list[str]]:
+    """{'tests/x.py': ['test_a', 'TestB::test_c[p]']}: the passing list, without repeating file paths."""
+    files: dict[str, list[str]] = defaultdict(list)
+    for nodeid in nodeids:
+        path, _, rest = nodeid.partition("::")
+        files[path].append(rest)
+    return dict(files)
+
+
+def passing_ids(report: dict) -> set[str]:
+    return {f"{path}::{rest}" if rest else path for path, rests in report.get("passing", {}).items() for rest in rests}
 
 
 def _gap_list(by_reason: dict[tuple[str, str], list[str]]) -> list[dict]:
@@ -179,17 +207,13 @@ def _top_reasons(results: dict[str, Result]) -> list[dict]:
     return [{"status": s, "reason": m, "count": n} for (s, m), n in reasons.most_common(TOP_REASONS)]
 
 
-def _changes(previous: dict, tests: dict[str, dict]) -> dict:
+def _changes(previous: dict, tests: dict[str, dict], passing: list[str]) -> dict:
     """Against an earlier parity.json: reference-passing tests that broke or got fixed on the candidate."""
+    was_passing = passing_ids(previous)
     before = previous.get("tests", {})
-    broken, fixed = [], []
-    for nodeid, now in tests.items():
-        then = before.get(nodeid)
-        if then is None or now["parity"] in ("not_applicable", "candidate_only", "reference_not_passing"):
-            continue
-        was_ok, is_ok = then.get("parity") == "passed", now["parity"] == "passed"
-        if was_ok and not is_ok:
-            broken.append({"test": nodeid, "now": now["parity"], "reason": now.get("reason", "")})
-        elif is_ok and not was_ok and then.get("parity") not in ("reference_not_passing", "candidate_only"):
-            fixed.append({"test": nodeid, "before": then.get("parity")})
+    not_gaps = ("not_applicable", "candidate_only", "reference_not_passing")
+    broken = [{"test": nodeid, "now": now["parity"], "reason": now.get("reason", "")}
+              for nodeid, now in tests.items() if nodeid in was_passing and now["parity"] not in not_gaps]
+    fixed = [{"test": nodeid, "before": before[nodeid]["parity"]} for nodeid in passing_ids({"passing": passing})
+             if nodeid in before and before[nodeid]["parity"] not in not_gaps]
     return {"newly_broken": broken, "newly_fixed": fixed}

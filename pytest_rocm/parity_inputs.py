@@ -9,25 +9,21 @@ known gap with its issue) and groups. Unreadable files raise, or with
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import re
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pytest_rocm.junit import Case, JUnitError, iter_cases
+from pytest_rocm.junit import PLAIN_PASS, Case, JUnitError, iter_cases
 from pytest_rocm.report import GATE_REPORT_SCHEMA
 
 _GAP_MESSAGE = re.compile(r"^known gap: (?P<reason>.*) \((?P<issue>https?://\S+)\)$")
 
 
-@dataclass
-class Result:
-    nodeid: str
-    status: str  # passed failed error crashed skipped xfailed xpassed known_gap
-    message: str = ""
-    group: str | None = None
-    blocking: bool | None = None
-    known_gap_issue: str | None = None
-    rerun: bool = False
+# One result per test: JUnit cases as read, gate-report tests converted to the same shape.
+Result = Case
 
 
 @dataclass
@@ -56,32 +52,69 @@ def expand(paths: list[str]) -> list[Path]:
     return found
 
 
-def _result_from_case(case: Case) -> Result:
-    props = case.properties
-    result = Result(nodeid=case.nodeid, status=case.status, message=case.message, group=props.get("rocm_group"),
-                    blocking=(props["rocm_blocking"] == "true") if "rocm_blocking" in props else None,
-                    known_gap_issue=props.get("rocm_known_gap"), rerun=case.rerun)
+def _mark_known_gap(case: Case) -> None:
+    """A skip or xfail that our plugin wrote for a known gap (property, or 'known gap: reason (url)')."""
     gap = _GAP_MESSAGE.match(case.message)
-    if case.status in ("skipped", "xfailed") and (result.known_gap_issue or gap):
-        result.status = "known_gap"
+    if case.known_gap_issue or gap:
+        case.status = "known_gap"
         if gap:
-            result.message, result.known_gap_issue = gap.group("reason"), gap.group("issue")
-    return result
+            case.message, case.known_gap_issue = gap.group("reason"), gap.group("issue")
 
 
-def _read_junit(path: Path, side: Side) -> int:
-    read = 0
+# Reading is most of parity's time at CI scale (100s of files, 100,000s of cases): with this
+# many files or more they are parsed in parallel processes, one per core.
+PARALLEL_MIN_FILES = 8
+
+
+@dataclass
+class ParsedFile:
+    """One JUnit file's results, shaped to cross a process boundary cheaply: the many plain passes
+    as bare node ids, everything else with its Case."""
+
+    plain_passes: list[str]
+    others: list[tuple[str, Case]]
+    order: list[str]  # every node id in document order, the last attempt of a rerun counting
+    error: str | None = None
+
+
+def _parse_junit(path: Path) -> ParsedFile:
+    """One file's cases, and the error if it broke (the cases before the break are kept)."""
+    cases: dict[str, Case] = {}
+    error = None
     try:
-        for case in iter_cases(path):
-            result = _result_from_case(case)
-            if result.nodeid in side.results:
-                result.rerun = True  # a rerun (or a repeat across shards): the last one counts
-            side.results[result.nodeid] = result
-            read += 1
+        for nodeid, case in iter_cases(path):
+            if case.status in ("skipped", "xfailed"):
+                _mark_known_gap(case)
+            if nodeid in cases:
+                case = replace(case, rerun=True)  # pytest-rerunfailures: the last attempt counts
+            cases[nodeid] = case
     except JUnitError as exc:
-        # What was read before the break is kept, and the report says so.
-        raise JUnitError(f"{exc} ({read} test case(s) before the error were kept)") from exc
-    return read
+        error = f"{exc} ({len(cases)} test case(s) before the error were kept)"
+    plain = [n for n, c in cases.items() if c is PLAIN_PASS]
+    others = [(n, c) for n, c in cases.items() if c is not PLAIN_PASS]
+    return ParsedFile(plain, others, list(cases) if others else [], error)
+
+
+def _parse_all(paths: list[Path]) -> list[ParsedFile]:
+    workers = min(os.cpu_count() or 1, len(paths))
+    if len(paths) < PARALLEL_MIN_FILES or workers < 2:
+        return [_parse_junit(p) for p in paths]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_parse_junit, paths, chunksize=max(1, len(paths) // (workers * 4))))
+
+
+def _add_cases(side: Side, parsed: ParsedFile) -> None:
+    results = side.results
+    repeated = results.keys() & set(parsed.plain_passes) if results else ()
+    others = dict(parsed.others)
+    if not others and not repeated:  # the common case: a file of plain passes, new to this side
+        results.update(dict.fromkeys(parsed.plain_passes, PLAIN_PASS))
+        return
+    for nodeid in parsed.order or parsed.plain_passes:
+        case = others.get(nodeid, PLAIN_PASS)
+        if nodeid in results:
+            case = replace(case, rerun=True)  # a repeat across files (a rerun job, overlapping shards)
+        results[nodeid] = case
 
 
 def _read_gate_report(path: Path, side: Side) -> int:
@@ -101,28 +134,45 @@ def _read_gate_report(path: Path, side: Side) -> int:
             message = gap.get("reason", message)
         earlier = side.results.get(nodeid)
         side.results[nodeid] = Result(
-            nodeid=nodeid, status=status, message=message.strip().splitlines()[0][:300] if message.strip() else "",
+            status=status, message=message.strip().splitlines()[0][:300] if message.strip() else "",
             group=test.get("group"), blocking=test.get("blocking"), known_gap_issue=gap.get("issue"),
             rerun=(earlier.rerun if earlier else False) or test.get("attempts", 1) > 1,
         )
     return len(data.get("tests", {}))
 
 
-def load_side(label: str, paths: list[str], keep_going: bool) -> Side:
-    side = Side(label)
-    files = expand(paths)
-    if not files:
-        raise InputError(f"{label}: no JUnit XML or gate-report.json found in {', '.join(paths)}")
-    # JUnit first, gate reports after: a gate report's status (crashed, known gap) is the richer one.
-    for path in sorted(files, key=lambda p: p.name == "gate-report.json"):
-        reader = _read_gate_report if path.name == "gate-report.json" else _read_junit
-        try:
-            reader(path, side)
-            side.files.append(str(path))
-        except JUnitError as exc:
-            if not keep_going:
-                raise
-            side.dropped.append(str(exc))
-    if not side.files:
-        raise InputError(f"{label}: every input file was unreadable: " + "; ".join(side.dropped))
-    return side
+def load_sides(inputs: list[tuple[str, list[str]]], keep_going: bool) -> list[Side]:
+    """Each (label, paths) as one Side. An unreadable file raises JUnitError, or with `keep_going`
+    is named in the side's `dropped` list (with the cases read before the break kept)."""
+    expanded = []
+    for label, paths in inputs:
+        files = expand(paths)
+        if not files:
+            raise InputError(f"{label}: no JUnit XML or gate-report.json found in {', '.join(paths)}")
+        expanded.append((label, files))
+    junit = [p for _, files in expanded for p in files if p.name != "gate-report.json"]
+    parsed = dict(zip(junit, _parse_all(junit)))
+    sides = []
+    for label, files in expanded:
+        side = Side(label)
+        # JUnit first, gate reports after: a gate report's status (crashed, known gap) is the richer one.
+        for path in sorted(files, key=lambda p: p.name == "gate-report.json"):
+            if path.name == "gate-report.json":
+                try:
+                    _read_gate_report(path, side)
+                    error = None
+                except JUnitError as exc:
+                    error = str(exc)
+            else:
+                error = parsed[path].error
+                _add_cases(side, parsed[path])
+            if error is None:
+                side.files.append(str(path))
+            elif keep_going:
+                side.dropped.append(error)
+            else:
+                raise JUnitError(error)
+        if not side.files:
+            raise InputError(f"{label}: every input file was unreadable: " + "; ".join(side.dropped))
+        sides.append(side)
+    return sides

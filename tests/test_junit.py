@@ -52,7 +52,7 @@ def test_truncated_sample_names_file_and_line():
     path = JUNIT / "enricomi_pytest_truncated_corrupt.xml"
     with pytest.raises(JUnitError) as info:
         read_cases(path)
-    assert str(info.value).startswith(f"{path}: not well-formed XML at line 11, column 21")
+    assert str(info.value).startswith(f"{path}: not well-formed XML at line 11, column 22")
     assert "--keep-going" in str(info.value)
 
 
