@@ -17,6 +17,7 @@ from pytest_rocm.applicability import Applicability
 from pytest_rocm.groups import OTHER, GroupMap
 from pytest_rocm.identity import detect_prefixes, strip_prefix
 from pytest_rocm.jsonio import schema
+from pytest_rocm.junit import PLAIN_PASS
 from pytest_rocm.parity_inputs import Result, Side
 
 PARITY_SCHEMA = schema("parity")
@@ -76,14 +77,24 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     # The map and the applicability rules usually look at file paths only: classify once per file.
     per_file = (group_map is None or group_map.by_path) and (applicability is None or applicability.by_path)
     classified: dict[str, tuple[str | None, str | None]] = {}
-    for nodeid in list(ref) + [n for n in cand if n not in ref]:
-        r, c = ref.get(nodeid), cand.get(nodeid)
-        key = nodeid.partition("::")[0] if per_file else nodeid
+
+    def classify(key: str, nodeid: str) -> tuple[str | None, str | None]:
         known = classified.get(key)
         if known is None:
             known = classified[key] = (group_map.group_of(nodeid) if group_map else None,
                                        applicability.reason_for(nodeid) if applicability else None)
-        map_group, na_reason = known
+        return known
+
+    # Plain passes on both sides (no properties, so no group of their own) are the bulk of a
+    # run: they are only collected here, per file, and classified per file at the end.
+    plain_both: dict[str, list[str]] = defaultdict(list)
+    for nodeid in list(ref) + [n for n in cand if n not in ref]:
+        r, c = ref.get(nodeid), cand.get(nodeid)
+        key = nodeid.partition("::")[0] if per_file else nodeid
+        if r is PLAIN_PASS and c is PLAIN_PASS:
+            plain_both[key].append(nodeid)
+            continue
+        map_group, na_reason = classify(key, nodeid)
         group = (c is not None and c.group) or (r is not None and r.group) or map_group
         if group is None:
             group = OTHER
@@ -91,7 +102,7 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
         if c is not None and c.blocking:
             blocking_groups.add(group)
         if not na_reason and r is not None and c is not None and r.status in PASSING and c.status in PASSING:
-            passing_in[group].append(nodeid)  # the common case: counted at the end
+            passing_in[group].append(nodeid)
             continue
         counts = groups[group]
         entry = {"group": group, "reference": r.status if r else None, "candidate": c.status if c else None}
@@ -125,6 +136,19 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
                 counts["reference_not_passing"] += 1
         tests[nodeid] = entry
 
+    for key, ids in plain_both.items():
+        map_group, na_reason = classify(key, ids[0])
+        group = map_group or OTHER
+        if map_group is None:
+            unmatched.extend(ids)
+        if na_reason:
+            for nodeid in ids:
+                tests[nodeid] = {"group": group, "reference": "passed", "candidate": "passed",
+                                 "parity": "not_applicable", "reason": na_reason}
+            not_applicable[na_reason].extend(ids)
+            groups[group]["not_applicable"] += len(ids)
+        else:
+            passing_in[group].extend(ids)
     for group, ids in passing_in.items():
         counts = groups[group]
         for key in ("reference_total", "reference_passing", "candidate_passing", "both_passing"):
