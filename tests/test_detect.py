@@ -1,6 +1,5 @@
 """Live detection: every source may be missing, refuse permission, hang or print nonsense; none crashes the run."""
 
-import os
 import stat
 from pathlib import Path
 

@@ -44,7 +44,7 @@ def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker,
     result = pytester.runpytest("--rocm-platform=mi300x-1")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*ERROR collecting test_bad.py*", "*invalid marker arguments*"])
-    assert f"test_bad.py::test_wrong: @pytest.mark." in result.stdout.str()
+    assert "test_bad.py::test_wrong: @pytest.mark." in result.stdout.str()
     assert message in result.stdout.str()
     assert "test_fine" not in result.stdout.str().split("invalid marker arguments")[1].split("\n")[1]
 
