@@ -136,7 +136,7 @@ def _read_gate_report(path: Path, side: Side) -> int:
         side.results[nodeid] = Result(
             status=status, message=message.strip().splitlines()[0][:300] if message.strip() else "",
             group=test.get("group"), blocking=test.get("blocking"), known_gap_issue=gap.get("issue"),
-            rerun=(earlier.rerun if earlier else False) or test.get("attempts", 1) > 1,
+            rerun=(earlier.rerun if earlier else False) or len(test.get("attempts", [])) > 1,
         )
     return len(data.get("tests", {}))
 

@@ -24,6 +24,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("rocm_group_map", "TOML file mapping test path patterns to groups (relative to the ini file)",
                   default="")
     parser.addini("rocm_groups", "extra group names allowed besides the built-in ones", type="linelist", default=[])
+    group.addoption("--rocm-reruns", type=int, default=None, metavar="N",
+                    help="attempts after a failed blocking gate's first one (default 1; ini rocm_reruns)")
+    group.addoption("--rocm-health-probe", default=None, metavar="CMD",
+                    help="command run on the failed attempt's devices after an infrastructure-looking failure; "
+                         "exit 0 means healthy (default: python -m pytest_rocm.probe; {python} is this Python)")
+    parser.addini("rocm_reruns", "default for --rocm-reruns", default="")
+    parser.addini("rocm_health_probe", "default for --rocm-health-probe", default="")
+    parser.addini("rocm_infra_signatures", "extra infrastructure signatures, `name=regex` per line; `!name` drops "
+                  "a built-in one", type="linelist", default=[])
+    parser.addini("rocm_timeouts", "per-group timeouts in seconds for gate tests, `group=seconds` per line "
+                  "(and `default=seconds`), applied through pytest-timeout", type="linelist", default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -56,18 +67,42 @@ class RecordingHooks:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.run.record_report(report)
+        self.run.plan(report)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """xdist controller: hand each worker the platform detected here, so all processes agree."""
-    node.workerinput["rocm_platform"] = node.config.stash[RUN].platform.to_dict()
+    run = node.config.stash[RUN]
+    node.workerinput["rocm_platform"] = run.platform.to_dict()
+    node.workerinput["rocm_session"] = run.session_id
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     """xdist controller: a worker died while running `crashitem`; `report.node` is that worker."""
-    report.node.config.stash[RUN].record_crash(crashitem, report)
+    report.node.config.stash[RUN].record_crash(crashitem, report, sched)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings):
+    """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""
+    if settings.method == "thread":
+        return item.config.stash[RUN].start_hang_timer(item, settings)
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session):
+    result = yield
+    session.config.stash[RUN].run_queued_reruns(session)  # without xdist: reruns after the main pass
+    return result
+
+
+@pytest.fixture
+def gpus(request) -> list[int]:
+    """Device indices for this test alone (its `hardware(gpus=N)`, else 1), exported to subprocesses."""
+    return request.config.stash[RUN].allocate_gpus(request)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ class RecordWriter:
     def write(self, record: dict) -> None:
         record["schema"] = RECORD_SCHEMA
         record["worker"] = self.worker
+        record["t"] = round(time.time(), 6)  # orders records of several processes into attempts
         line = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
         os.write(self._fd, line.encode("utf-8"))
 
@@ -74,7 +76,8 @@ def read_records(directory: Path) -> LoadedRecords:
                 why = "truncated last line (the process died while writing it)" if last else f"not JSON ({exc.msg})"
                 loaded.problems.append(f"{path}:{number}: {why}; skipped")
                 continue
-            if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA or "nodeid" not in record:
+            if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA or "nodeid" not in record \
+                    or ("when" not in record and record.get("kind") != "probe"):
                 loaded.problems.append(f"{path}:{number}: not a {RECORD_SCHEMA} record; skipped")
                 continue
             loaded.records.append(record)

@@ -1,12 +1,15 @@
-"""The gate report: per-test status from the records, per-group counts, and the run's conclusion.
+"""The gate report: per-test attempts, status and verdict from the records, per-group counts, the conclusion.
 
 Built from records alone, so rebuilding it from the same records gives the same
-file (`rocm-gate report --records DIR`). Statuses:
+file (`rocm-gate verdict --records DIR`). A test may have several attempts (the
+main pass and reruns); each attempt starts with a setup record, and a crash
+record from the xdist controller ends the attempt its worker died in.
 
-passed, failed (the test body failed), error (setup or teardown failed),
-crashed (the process running it died), skipped (with reason), xfailed, xpassed,
-known_gap (declared ROCm gap, with its issue), not_applicable (hardware
-requirement not met on this runner).
+Statuses (of an attempt, and of a test: its last attempt): passed, failed (the
+test body failed), error (setup or teardown failed), crashed (the process
+running it died), skipped (with reason), xfailed, xpassed, known_gap (declared
+ROCm gap, with its issue), not_applicable (hardware requirement not met here).
+Verdicts: see `pytest_rocm.verdicts`.
 """
 
 from __future__ import annotations
@@ -14,89 +17,146 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from pytest_rocm.jsonio import schema
+from pytest_rocm.verdicts import build_signatures, decide, find_signature
 
 GATE_REPORT_SCHEMA = schema("gate-report")
 STATUSES = ("passed", "failed", "error", "crashed", "skipped", "xfailed", "xpassed", "known_gap", "not_applicable")
+VERDICT_COLUMNS = ("regression", "infra", "flaky")
 EXECUTED = {"passed", "failed", "error", "crashed", "xpassed"}
+FAILED = {"failed", "error", "crashed"}
 UNGROUPED = "(no group)"
 
 
-def _last_attempt(records: list[dict]) -> list[dict]:
-    last = max(r.get("rerun", 0) for r in records)
-    return [r for r in records if r.get("rerun", 0) == last]
+def split_attempts(records: list[dict]) -> list[list[dict]]:
+    """Phase records of one test (in time order) into attempts: a setup starts one, a crash ends one."""
+    attempts: list[list[dict]] = []
+    current: list[dict] | None = None
+    for record in records:
+        if record.get("crashed"):
+            if current is None:
+                attempts.append([record])  # the worker died before it wrote anything for this attempt
+            else:
+                current.append(record)
+            current = None
+        elif record["when"] == "setup" or current is None:
+            current = [record]
+            attempts.append(current)
+        else:
+            current.append(record)
+    return attempts
 
 
-def status_of_test(records: list[dict]) -> dict:
-    """Status and evidence of one test from all its phase records (in the order written)."""
+def attempt_status(records: list[dict], known_gap: dict | None) -> tuple[str, str, str]:
+    """(status, detail, one-line message) of one attempt."""
     crash = next((r for r in records if r.get("crashed")), None)
-    phases = {r["when"]: r for r in _last_attempt([r for r in records if not r.get("crashed")] or records)
-              if not r.get("crashed")}
-    first = next(iter(phases.values()), crash)
+    phases = {r["when"]: r for r in records if not r.get("crashed")}
+    call, setup, teardown = phases.get("call"), phases.get("setup"), phases.get("teardown")
+    failed = [r for r in phases.values() if r["outcome"] == "failed"]
+    if crash is not None:
+        detail = crash.get("failure") or "the worker running this test died"
+        return "crashed", detail, detail
+    if call is not None and call["outcome"] == "failed":
+        return "failed", call.get("failure", ""), call.get("message", "")
+    if failed:
+        return ("error", f"{failed[0]['when']} failed: {failed[0].get('failure', '')}",
+                f"{failed[0]['when']} failed: {failed[0].get('message', '')}")
+    if call is not None and call.get("wasxfail") is not None:
+        if call["outcome"] == "passed":
+            detail = call["wasxfail"] or ""
+            return "xpassed", f"known gap now passes, remove its marker: {detail}" if known_gap else detail, ""
+        if known_gap:
+            return "known_gap", f"{known_gap['reason']} ({known_gap['issue']})", ""
+        return "xfailed", call["wasxfail"] or "", ""
+    if setup is not None and setup["outcome"] == "skipped":
+        if setup.get("not_applicable"):
+            return "not_applicable", setup["not_applicable"], ""
+        if known_gap:
+            return "known_gap", f"{known_gap['reason']} ({known_gap['issue']})", ""
+        return "skipped", setup.get("skip_reason", ""), ""
+    if call is not None and call["outcome"] == "skipped":
+        return "skipped", call.get("skip_reason", ""), ""
+    if call is not None and teardown is not None:
+        return "passed", "", ""
+    seen = ", ".join(sorted(phases)) or "nothing"
+    detail = f"the process died during the test (recorded phases: {seen})"
+    return "crashed", detail, detail
+
+
+def _texts(records: list[dict]) -> list[str]:
+    return [r.get(key, "") for r in records for key in ("failure", "stdout_tail", "stderr_tail", "log_tail")
+            if r.get(key)]
+
+
+def status_of_test(records: list[dict], probes: list[dict], signatures) -> dict:
+    """Attempts, final status, verdict and evidence of one test from its records (in time order)."""
+    first = records[0]
+    known_gap = next((r["known_gap"] for r in records if r.get("known_gap")), None)
     result = {
         "group": next((r.get("group") for r in records if r.get("group")), None),
         "blocking": any(r.get("blocking") for r in records),
         "gate": any(r.get("gate") for r in records),
         "requires": first.get("requires"),
-        "known_gap": next((r["known_gap"] for r in records if r.get("known_gap")), None),
-        "duration": round(sum(r.get("duration", 0.0) for r in phases.values()), 6),
-        "worker": first.get("worker"),
-        "attempts": 1 + max(r.get("rerun", 0) for r in records),
+        "known_gap": known_gap,
     }
-    call, setup, teardown = phases.get("call"), phases.get("setup"), phases.get("teardown")
-    failed = [r for r in phases.values() if r["outcome"] == "failed"]
-    if crash is not None:
-        status, detail = "crashed", crash.get("failure") or "the worker running this test died"
-        result["message"] = detail
-    elif call is not None and call["outcome"] == "failed":
-        status, detail = "failed", call.get("failure", "")
-        result["message"] = call.get("message", "")
-    elif failed:
-        status, detail = "error", f"{failed[0]['when']} failed: {failed[0].get('failure', '')}"
-        result["message"] = f"{failed[0]['when']} failed: {failed[0].get('message', '')}"
-    elif call is not None and call.get("wasxfail") is not None:
-        status = "xpassed" if call["outcome"] == "passed" else ("known_gap" if result["known_gap"] else "xfailed")
-        detail = call["wasxfail"] or ""
-        if status == "known_gap":
-            detail = f"{result['known_gap']['reason']} ({result['known_gap']['issue']})"
-        elif status == "xpassed" and result["known_gap"]:
-            detail = f"known gap now passes, remove its marker: {detail}"
-    elif setup is not None and setup["outcome"] == "skipped":
-        if setup.get("not_applicable"):
-            status, detail = "not_applicable", setup["not_applicable"]
-        elif result["known_gap"]:
-            status, detail = "known_gap", f"{result['known_gap']['reason']} ({result['known_gap']['issue']})"
-        else:
-            status, detail = "skipped", setup.get("skip_reason", "")
-    elif call is not None and call["outcome"] == "skipped":
-        status, detail = "skipped", call.get("skip_reason", "")
-    elif call is not None and teardown is not None:
-        status, detail = "passed", ""
+    attempts = []
+    for attempt_records in split_attempts(records):
+        status, detail, message = attempt_status(attempt_records, known_gap)
+        gpus = next((r["gpus"] for r in attempt_records if r.get("gpus") is not None), None)
+        attempt = {"status": status, "worker": attempt_records[0].get("worker"), "gpus": gpus,
+                   "duration": round(sum(r.get("duration", 0.0) for r in attempt_records), 6)}
+        if status in FAILED:
+            attempt["signature"] = find_signature(_texts(attempt_records), signatures)
+            attempt["message"] = message
+            attempt["phase"] = next((r["when"] for r in attempt_records if r["outcome"] == "failed"), "call")
+            exit_code = next((r["exit_code"] for r in attempt_records if r.get("exit_code") is not None), None)
+            if exit_code is not None:
+                attempt["exit_code"] = exit_code
+        attempts.append((attempt, detail))
+    final, detail = attempts[-1]
+    result.update(status=final["status"], detail=detail, message=final.get("message", ""),
+                  duration=round(sum(a["duration"] for a, _ in attempts), 6), worker=final["worker"],
+                  attempts=[a for a, _ in attempts], probes=probes)
+    first_status = attempts[0][0]["status"]
+    if first_status in FAILED:
+        result["verdict"], result["verdict_reason"] = decide([a for a, _ in attempts], probes)
+        first_failure = attempts[0]
+        result["message"] = first_failure[0].get("message", "")
+        result["detail"] = first_failure[1] if result["verdict"] != "flaky" else detail
     else:
-        seen = ", ".join(sorted(phases)) or "nothing"
-        status, detail = "crashed", f"the process died during the test (recorded phases: {seen})"
-    result["status"] = status
-    result["detail"] = detail
+        result["verdict"] = {"passed": "pass", "xpassed": "pass", "known_gap": "known_gap", "skipped": "skipped",
+                             "xfailed": "skipped", "not_applicable": "not_applicable"}[first_status]
+        result["verdict_reason"] = ""
     return result
 
 
-def summarise(records: list[dict], group_of=None) -> dict[str, dict]:
+def summarise(records: list[dict], group_of=None, signatures=None) -> dict[str, dict]:
     """nodeid -> test status, in the order tests first appear. `group_of(nodeid)` fills missing groups."""
+    signatures = signatures if signatures is not None else build_signatures()
     by_test: dict[str, list[dict]] = defaultdict(list)
-    for record in records:
-        by_test[record["nodeid"]].append(record)
+    probes: dict[str, list[dict]] = defaultdict(list)
+    for record in sorted(records, key=lambda r: r.get("t", 0.0)):  # stable: same-time records keep file order
+        (probes if record.get("kind") == "probe" else by_test)[record["nodeid"]].append(record)
     tests = {}
     for nodeid, recs in by_test.items():
-        tests[nodeid] = status_of_test(recs)
+        tests[nodeid] = status_of_test(recs, [_probe_summary(p) for p in probes.get(nodeid, [])], signatures)
         if tests[nodeid]["group"] is None and group_of is not None:
             tests[nodeid]["group"] = group_of(nodeid)
     return tests
 
 
+def _probe_summary(record: dict) -> dict:
+    return {k: record.get(k) for k in ("ok", "devices", "detail", "exit_code", "command", "after_attempt")}
+
+
 def group_counts(tests: dict[str, dict]) -> dict[str, dict[str, int]]:
     counts: dict[str, Counter] = defaultdict(Counter)
     for test in tests.values():
-        counts[test["group"] or UNGROUPED][test["status"]] += 1
-    return {group: {s: c[s] for s in STATUSES} | {"total": sum(c.values())} for group, c in sorted(counts.items())}
+        group = counts[test["group"] or UNGROUPED]
+        group[test["status"]] += 1
+        if test["verdict"] in VERDICT_COLUMNS:
+            group[test["verdict"]] += 1
+    return {group: {s: c[s] for s in STATUSES + VERDICT_COLUMNS} | {"total": sum(c[s] for s in STATUSES)}
+            for group, c in sorted(counts.items())}
 
 
 def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
@@ -106,25 +166,32 @@ def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
     return [(status, reason, n) for (status, reason), n in reasons.most_common()]
 
 
-def conclusion(tests: dict[str, dict]) -> tuple[str, str]:
-    """failure on a blocking failure; neutral on a blocking crash (rerun it) or when no blocking gate ran."""
+def conclusion(tests: dict[str, dict], runner: str | None = None) -> tuple[str, str]:
+    """failure only for a blocking regression; neutral for blocking infra (what to rerun, where it broke)
+    or when no blocking gate ran; success otherwise."""
     blocking = {nodeid: t for nodeid, t in tests.items() if t["blocking"]}
-    failing = sorted(n for n, t in blocking.items() if t["status"] in ("failed", "error"))
-    crashed = sorted(n for n, t in blocking.items() if t["status"] == "crashed")
-    executed = [n for n, t in blocking.items() if t["status"] in EXECUTED]
-    if failing:
-        return "failure", f"{len(failing)} blocking gate(s) failed: {', '.join(failing[:10])}"
-    if crashed:
-        return "neutral", (f"{len(crashed)} blocking gate(s) crashed (infrastructure suspected; rerun them): "
-                           f"{', '.join(crashed[:10])}")
+    regressions = sorted(n for n, t in blocking.items() if t["verdict"] == "regression")
+    infra = sorted(n for n, t in blocking.items() if t["verdict"] == "infra")
+    executed = [n for n, t in blocking.items() if t["attempts"][0]["status"] in EXECUTED]
+    if regressions:
+        return "failure", f"{len(regressions)} blocking gate(s) regressed: {', '.join(regressions[:10])}"
+    if infra:
+        where = f" on runner {runner}" if runner else ""
+        devices = sorted({str(d) for n in infra for a in blocking[n]["attempts"] for d in (a.get("gpus") or [])})
+        on = f" (devices {','.join(devices)})" if devices else ""
+        return "neutral", (f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on}; "
+                           f"rerun them on another runner: {', '.join(infra[:10])}")
     if not executed:
         return "neutral", "no blocking gate ran on this runner"
-    return "success", f"{len(executed)} blocking gate(s) ran, none failed"
+    flaky = [n for n, t in blocking.items() if t["verdict"] == "flaky"]
+    note = f" ({len(flaky)} flaky, reported)" if flaky else ""
+    return "success", f"{len(executed)} blocking gate(s) ran, none regressed{note}"
 
 
-def build_gate_report(records: list[dict], manifest: dict, problems: list[str], group_of=None) -> dict:
-    tests = summarise(records, group_of)
-    verdict, why = conclusion(tests)
+def build_gate_report(records: list[dict], manifest: dict, problems: list[str], group_of=None,
+                      signatures=None) -> dict:
+    tests = summarise(records, group_of, signatures)
+    verdict, why = conclusion(tests, manifest.get("runner"))
     return {
         "schema": GATE_REPORT_SCHEMA,
         "conclusion": verdict,

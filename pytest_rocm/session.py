@@ -7,6 +7,13 @@ handed to workers), and the record writer.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import sys
+import threading
+import traceback
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +26,11 @@ from pytest_rocm.hw.profiles import ProfileError
 from pytest_rocm.jsonio import write_json_atomic
 from pytest_rocm.manifest import build_manifest, now
 from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware, parse_known_gap
+from pytest_rocm import devices as devices_mod
 from pytest_rocm.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records, read_records
 from pytest_rocm.report import build_gate_report
+from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, property_of, worker_exit_code
+from pytest_rocm.verdicts import SignatureError, build_signatures
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,10 @@ SPEC = pytest.StashKey[TestSpec]()
 OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
 
 
+def closest_timeout(item: pytest.Item):
+    return item.get_closest_marker("timeout")
+
+
 class RocmRun:
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -54,9 +68,23 @@ class RocmRun:
         self._platform: Platform | None = None
         self._writer: RecordWriter | None = None
         self.specs: dict[str, TestSpec] = {}  # nodeid -> spec, for the reports of this process
+        self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
         self.distributing = False  # the xdist controller: workers write the records, not us
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
+        # Devices are locked per run: the controller names the run, workers take its name.
+        self.session_id = self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]
+        self.timeouts = self._parse_timeouts()
+        try:
+            self.signatures = build_signatures(config.getini("rocm_infra_signatures"))
+        except SignatureError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        reruns = config.getoption("rocm_reruns")
+        self.reruns = int(reruns if reruns is not None else config.getini("rocm_reruns") or 1)
+        self.probe_command = (config.getoption("rocm_health_probe") or config.getini("rocm_health_probe")
+                              or DEFAULT_PROBE)
+        self.planner = None if self.workerinput else RerunPlanner(
+            self, self.reruns, self.probe_command, self.signatures, self.session_id)
         if self.report_dir and not self.workerinput:
             clear_records(self.report_dir)  # workers start after this, so they never lose records
 
@@ -73,6 +101,22 @@ class RocmRun:
             return groups_mod.cached_group_map(str(path), frozenset(self.allowed_groups))
         except groups_mod.GroupMapError as exc:
             raise pytest.UsageError(str(exc)) from exc
+
+    def _parse_timeouts(self) -> dict[str, float]:
+        """`rocm_timeouts` lines `group=seconds` (and `default=seconds`) for gate tests."""
+        table = {}
+        for line in self.config.getini("rocm_timeouts"):
+            group, sep, seconds = line.partition("=")
+            try:
+                table[group.strip()] = float(seconds)
+                if not sep or float(seconds) <= 0:
+                    raise ValueError
+            except ValueError:
+                raise pytest.UsageError(f"rocm_timeouts: {line!r} is not `group=seconds` with seconds > 0") from None
+            if group.strip() not in self.allowed_groups | {"default"}:
+                raise pytest.UsageError(f"rocm_timeouts: unknown group {group.strip()!r}; allowed: default, "
+                                        + ", ".join(sorted(self.allowed_groups)))
+        return table
 
     @property
     def platform(self) -> Platform:
@@ -110,6 +154,9 @@ class RocmRun:
         )
         item.stash[SPEC] = spec
         self.specs[item.nodeid] = spec
+        timeout = self.timeouts.get(spec.group or "", self.timeouts.get("default"))
+        if timeout and not closest_timeout(item) and self.config.pluginmanager.hasplugin("timeout"):
+            item.add_marker(pytest.mark.timeout(timeout))  # pytest-timeout applies it; a hang becomes infra
         if not_applicable:
             item.add_marker(pytest.mark.skip(reason=f"not applicable: {not_applicable}"))
         elif applied_gap and applied_gap.mode == "skip":
@@ -161,6 +208,8 @@ class RocmRun:
         # pytest-rerunfailures numbers its attempts on the report.
         record = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
                   "duration": round(report.duration, 6), "rerun": getattr(report, "rerun", 0)}
+        if report.nodeid in self.allocations:
+            record["gpus"] = self.allocations[report.nodeid]
         spec = self.specs.get(report.nodeid)
         if spec is not None:
             record.update(group=spec.group, blocking=spec.blocking, gate=spec.gate)
@@ -184,28 +233,139 @@ class RocmRun:
             record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
         self.writer.write(record)
 
-    def record_crash(self, nodeid: str, report) -> None:
-        """xdist lost the worker running `nodeid`: record it so the test is reported crashed, not lost."""
-        writer = self.writer
-        if writer is None:
-            return
+    def write_probe(self, nodeid: str, result: dict) -> None:
+        if self.writer is not None:
+            self.writer.write({"kind": "probe", "nodeid": nodeid, **result})
+
+    def plan(self, report: pytest.TestReport) -> None:
+        """Controller (or only process): decide on reruns as attempts end."""
+        if self.planner is not None:
+            self.planner.on_report(report, self._scheduler())
+
+    def _scheduler(self):
+        dsession = self.config.pluginmanager.get_plugin("dsession") if self.distributing else None
+        return getattr(dsession, "sched", None)
+
+    def record_crash(self, nodeid: str, report, scheduler) -> None:
+        """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe, reschedule."""
         node = getattr(report, "node", None)
-        crashed_worker = getattr(getattr(node, "gateway", None), "id", None)
-        writer.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0, "crashed": True,
-                      "crashed_worker": crashed_worker, "failure": str(report.longrepr),
-                      "group": self.group_map.group_of(nodeid) if self.group_map else None})
+        worker = getattr(getattr(node, "gateway", None), "id", None)
+        exit_text = describe_exit(worker_exit_code(node))
+        earlier = self._last_attempt_records(worker, nodeid)
+        failure = f"{report.longrepr} ({exit_text})"
+        if self.writer is not None:
+            self.writer.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0,
+                               "crashed": True, "crashed_worker": worker, "failure": failure,
+                               "exit_code": worker_exit_code(node),
+                               "group": self.group_map.group_of(nodeid) if self.group_map else None})
+        devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
+        blocking = any(r.get("blocking") for r in earlier)
+        texts = [failure] + [r.get(k, "") for r in earlier for k in ("failure", "stdout_tail", "stderr_tail")]
+        if self.planner is not None:
+            self.planner.on_crash(nodeid, texts, devices, blocking, scheduler)
+
+    def _last_attempt_records(self, worker: str | None, nodeid: str) -> list[dict]:
+        """What the dead worker wrote for `nodeid` in its last attempt (its records file survives it)."""
+        if worker is None or self.report_dir is None:
+            return []
+        path = self.report_dir / f"records-{worker}.jsonl"
+        mine = []
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else ():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("nodeid") == nodeid:
+                mine = [record] if record.get("when") == "setup" else mine + [record]
+        return mine
+
+    # -- timeouts (pytest-timeout's thread method) --------------------------------------------------
+    def start_hang_timer(self, item: pytest.Item, settings) -> bool:
+        """The thread method kills the process (no report): first write a record with the stacks."""
+        import pytest_timeout
+
+        def expire():
+            frames = sys._current_frames()
+            stacks = "".join(
+                "".join(traceback.format_stack(frame)) for ident, frame in frames.items()
+                if ident != threading.get_ident())
+            if self.writer is not None:
+                self.writer.write({"nodeid": item.nodeid, "when": "call", "outcome": "failed",
+                                   "duration": float(settings.timeout), "hang": True,
+                                   "gpus": self.allocations.get(item.nodeid),
+                                   "failure": f"pytest-rocm: timed out after {settings.timeout} s (a hang); "
+                                              f"stacks:\n{stacks[-FAILURE_HEAD_CHARS:]}"})
+            pytest_timeout.timeout_timer(item, settings)  # dumps stacks to the terminal and exits
+
+        timer = threading.Timer(settings.timeout, expire)
+        timer.name = f"pytest-rocm timeout {item.nodeid}"
+        timer.daemon = True
+
+        def cancel():
+            timer.cancel()
+            timer.join()
+
+        item.cancel_timeout = cancel
+        timer.start()
+        return True
+
+    # -- devices -----------------------------------------------------------------------------------
+    def allocate_gpus(self, request) -> list[int]:
+        """The `gpus` fixture: exclusive devices for this test, visible to its subprocesses."""
+        item = request.node
+        spec = self.specs.get(item.nodeid)
+        platform = self.platform
+        wanted = spec.hardware.gpus if spec and spec.hardware else (1 if platform.gpus else 0)
+        pool = [gpu.index for gpu in platform.gpus if spec is None or spec.hardware is None
+                or spec.hardware.accepts(gpu)]
+        allocation = devices_mod.allocate(self.session_id, pool, wanted, platform.vendor,
+                                          devices_mod.read_avoid(self.session_id, item.nodeid))
+        saved = {name: os.environ.get(name) for name in allocation.env}
+        os.environ.update(allocation.env)
+
+        def release():
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            allocation.release()
+
+        request.addfinalizer(release)
+        self.allocations[item.nodeid] = allocation.devices
+        item.user_properties[:] = [p for p in item.user_properties if p[0] != "rocm_gpus"]
+        item.user_properties.append(("rocm_gpus", ",".join(map(str, allocation.devices))))
+        return allocation.devices
+
+    # -- reruns without xdist --------------------------------------------------------------------
+    def run_queued_reruns(self, session: pytest.Session) -> None:
+        from _pytest.runner import runtestprotocol
+
+        if self.planner is None:
+            return
+        items = {item.nodeid: item for item in session.items}
+        while self.planner.queue and not session.shouldstop:
+            item = items.get(self.planner.queue.pop(0))
+            if item is not None:
+                runtestprotocol(item, nextitem=None, log=True)
 
     # -- session end -----------------------------------------------------------------------------
     def finish(self) -> None:
         """Close this process's records; on the controller merge them into the gate report and manifest."""
         if self._writer is not None:
             self._writer.close()
-        if self.workerinput or self.report_dir is None:
+        if self.workerinput:
+            return
+        shutil.rmtree(devices_mod.lock_root(self.session_id), ignore_errors=True)
+        if self.report_dir is None:
             return
         manifest = build_manifest(self.platform, self.config.rootpath, self.started, now(),
                                   list(self.config.invocation_params.args))
+        manifest["verdict_config"] = {"reruns": self.reruns, "health_probe": self.probe_command,
+                                      "infra_signatures": {s.name: s.pattern.pattern for s in self.signatures}}
+        manifest["notes"] = list(self.planner.notes) if self.planner else []
         loaded = read_records(self.report_dir)
         group_of = self.group_map.group_of if self.group_map else None
-        self.gate_report = build_gate_report(loaded.records, manifest, loaded.problems, group_of)
+        self.gate_report = build_gate_report(loaded.records, manifest, loaded.problems, group_of, self.signatures)
         self.report_paths = [write_json_atomic(self.report_dir / "manifest.json", manifest),
                              write_json_atomic(self.report_dir / "gate-report.json", self.gate_report)]

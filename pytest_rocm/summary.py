@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+# Statuses of the last attempt, then the verdicts of tests that failed first.
 COLUMNS = (("passed", "passed"), ("failed", "failed"), ("error", "error"), ("crashed", "crashed"),
-           ("skipped", "skipped"), ("xfailed", "xfail"), ("known_gap", "known gaps"), ("not_applicable", "n/a"))
+           ("skipped", "skipped"), ("xfailed", "xfail"), ("known_gap", "known gaps"), ("not_applicable", "n/a"),
+           ("regression", "regression"), ("infra", "infra"), ("flaky", "flaky"))
 
 
 def group_table(groups: dict[str, dict[str, int]]) -> list[str]:

@@ -59,9 +59,10 @@ SUITE = f"""
 
 
 def run_suite(pytester, *args):
+    """The suite once, without reruns (verdicts and reruns have tests of their own)."""
     pytester.makepyfile(test_suite=SUITE)
     return pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--junitxml=out/junit.xml",
-                              "-p", "no:cacheprovider", *args)
+                              "--rocm-reruns=0", "-p", "no:cacheprovider", *args)
 
 
 def load(pytester, name):
@@ -94,6 +95,12 @@ def test_gate_report_statuses_counts_and_conclusion(pytester):
     assert report["groups"]["distributed_moe"]["not_applicable"] == 1
     assert report["groups"]["(no group)"]["passed"] == 1
     assert report["conclusion"] == "failure"
+    assert report["conclusion_reason"].startswith("2 blocking gate(s) regressed:")
+    assert tests["test_fail"]["verdict"] == "regression"
+    assert tests["test_fail"]["verdict_reason"] == "failed without an infrastructure signature (not rerun)"
+    assert tests["test_fail"]["message"] == "assert (1 + 1) == 3"
+    assert tests["test_pass"]["verdict"] == "pass" and tests["test_gap"]["verdict"] == "known_gap"
+    assert tests["test_needs_mi355x"]["verdict"] == "not_applicable"
     assert "test_suite.py::test_fail" in report["conclusion_reason"]
     assert "test_suite.py::test_setup_error" in report["conclusion_reason"]
     assert {(r["status"], r["reason"], r["count"]) for r in report["skip_reasons"]} == {
@@ -159,10 +166,10 @@ def test_terminal_summary_table_and_reasons(pytester):
     result = run_suite(pytester)
     result.stdout.fnmatch_lines([
         "*pytest-rocm on mi300x-8: 8 x MI300X*",
-        "group *passed*failed*error*crashed*skipped*xfail*known gaps*n/a*total",
+        "group *passed*failed*error*crashed*skipped*xfail*known gaps*n/a*regression*infra*flaky*total",
         "(no group) *1*",
         "api *",
-        "attention  * 1 * 1 * 0 * 0 * 0 * 0 * 0 * 0 * 2",
+        "attention  * 1 * 1 * 0 * 0 * 0 * 0 * 0 * 0 * 1 * 0 * 0 * 2",
         "distributed_moe *",
         "engine *",
         "all *",
@@ -173,7 +180,7 @@ def test_terminal_summary_table_and_reasons(pytester):
                  "    1  skipped: needs a tokenizer file",
                  "    1  xfailed: upstream bug"):
         assert line in result.stdout.lines
-    result.stdout.fnmatch_lines(["conclusion: failure (2 blocking gate(s) failed: *"])
+    result.stdout.fnmatch_lines(["conclusion: failure (2 blocking gate(s) regressed: *"])
 
 
 def test_no_report_dir_means_no_files_and_no_table(pytester):
@@ -186,7 +193,7 @@ def test_no_report_dir_means_no_files_and_no_table(pytester):
 @pytest.mark.parametrize("body,conclusion,why", [
     ("@pytest.mark.rocm_gate(group='api')\ndef test_a(): pass\n"
      "@pytest.mark.rocm_gate(group='api', blocking=False)\ndef test_b(): assert 0\n",
-     "success", "1 blocking gate(s) ran, none failed"),
+     "success", "1 blocking gate(s) ran, none regressed"),
     ("@pytest.mark.rocm_gate(group='api')\n@pytest.mark.hardware(sku='MI355X')\ndef test_a(): pass\n",
      "neutral", "no blocking gate ran on this runner"),
     ("def test_a(): pass\n", "neutral", "no blocking gate ran on this runner"),
@@ -196,7 +203,7 @@ def test_no_report_dir_means_no_files_and_no_table(pytester):
 ])
 def test_conclusions(pytester, body, conclusion, why):
     pytester.makepyfile("import pytest\n" + body)
-    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out")
+    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true")
     report = load(pytester, "gate-report.json")
     assert (report["conclusion"], report["conclusion_reason"]) == (conclusion, why)
 
@@ -211,6 +218,7 @@ def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
 
 def test_truncated_record_line_is_reported_and_the_rest_kept(pytester, capsys):
     run_suite(pytester)
+    original_report = (pytester.path / "out/gate-report.json").read_text()
     records = pytester.path / "out/records-controller.jsonl"
     with records.open("a") as handle:
         handle.write('{"nodeid": "test_suite.py::test_half", "wh')  # a process died mid-line
@@ -218,6 +226,7 @@ def test_truncated_record_line_is_reported_and_the_rest_kept(pytester, capsys):
     report = load(pytester, "gate-report.json")
     assert len(report["tests"]) == 9
     assert report["record_problems"] == [f"{records}:25: truncated last line (the process died while writing it); skipped"]
+    assert report["tests"] == json.loads(original_report)["tests"]
     assert "record problem:" in capsys.readouterr().out
 
 

@@ -32,7 +32,7 @@ SUITE = """
 def test_worker_killed_mid_run_loses_no_records(pytester):
     pytester.makepyfile(test_kill=SUITE)
     result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
-                                           "--junitxml=out/junit.xml", "-p", "no:cacheprovider")
+                                           "--junitxml=out/junit.xml", "--rocm-reruns=0", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=12, failed=1)
     out = pytester.path / "out"
     report = json.loads((out / "gate-report.json").read_text())
@@ -51,13 +51,21 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     assert len(dying) == 1
     setup = [r for r in per_worker[dying[0]] if r["nodeid"] == "test_kill.py::test_killed"]
     assert [(r["when"], r["outcome"]) for r in setup] == [("setup", "passed")]
-    crash = [json.loads(line) for line in (out / "records-controller.jsonl").read_text().splitlines()]
-    assert [(r["nodeid"], r["crashed"]) for r in crash] == [("test_kill.py::test_killed", True)]
+    controller = [json.loads(line) for line in (out / "records-controller.jsonl").read_text().splitlines()]
+    crash = [r for r in controller if r.get("crashed")]
+    assert [(r["nodeid"], r["exit_code"]) for r in crash] == [("test_kill.py::test_killed", 1)]
+    assert "(worker exit code 1)" in crash[0]["failure"]
+    # A crash looks like the infrastructure's: the health probe ran (nothing to probe on this machine).
+    probes = [r for r in controller if r.get("kind") == "probe"]
+    assert len(probes) == 1 and probes[0]["ok"] is True
     written = sum(len(recs) for recs in per_worker.values())
     assert written == 12 * 3 + 1  # every finished test's three phases, and the killed test's setup
 
+    assert killed["verdict"] == "infra"
+    assert killed["verdict_reason"].endswith("(not rerun: unconfirmed)")
     assert report["conclusion"] == "neutral"
-    assert "crashed (infrastructure suspected; rerun them): test_kill.py::test_killed" in report["conclusion_reason"]
+    assert report["conclusion_reason"].startswith("1 blocking gate(s) hit infrastructure faults on runner ")
+    assert report["conclusion_reason"].endswith("rerun them on another runner: test_kill.py::test_killed")
     result.stdout.fnmatch_lines(["engine * 6 * 0 * 0 * 1 *", "conclusion: neutral*"])
 
 
