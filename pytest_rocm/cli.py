@@ -18,9 +18,10 @@ from pytest_rocm.manifest import package_versions
 from pytest_rocm.records import read_records
 from pytest_rocm.report import build_gate_report
 from pytest_rocm.summary import group_table, reason_lines
+from pytest_rocm.verdicts import SignatureError, build_signatures
 
 EXIT_BAD_INPUT = 2
-EXIT_BELOW_MIN_PARITY = 3
+EXIT_BELOW_MIN_PARITY = 3  # also: `baselines diff --fail-on-loosened` found a loosened threshold
 
 
 def _source(value: str) -> tuple[str, str]:
@@ -53,11 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--expect-sku", type=_sku, metavar="SKU", help="exit 3 unless every GPU is this SKU")
     doctor.add_argument("--require-gpu", action="store_true", help="exit 4 when no GPU is visible")
 
-    report = commands.add_parser("report", help="rebuild gate-report.json from a folder of records")
-    report.add_argument("--records", required=True, type=Path, metavar="DIR",
-                        help="the --rocm-report-dir of a run (records-*.jsonl, manifest.json)")
-    report.add_argument("--out", type=Path, metavar="DIR", help="where to write gate-report.json (default: DIR)")
-    report.add_argument("--group-map", type=Path, metavar="TOML", help="groups for records that carry none")
+    for name in ("verdict", "report"):
+        report = commands.add_parser(name, help="rebuild gate-report.json (verdicts, conclusion) from a folder of "
+                                                "records, offline" + (" (same as verdict)" if name == "report" else ""))
+        report.add_argument("--records", required=True, type=Path, metavar="DIR",
+                            help="the --rocm-report-dir of a run (records-*.jsonl, manifest.json)")
+        report.add_argument("--out", type=Path, metavar="DIR", help="where to write gate-report.json (default: DIR)")
+        report.add_argument("--group-map", type=Path, metavar="TOML", help="groups for records that carry none")
+
+    baselines = commands.add_parser("baselines", help="baseline files: what a change loosened or tightened")
+    baseline_commands = baselines.add_subparsers(dest="baselines_command", required=True)
+    diff = baseline_commands.add_parser("diff", help="compare two baseline files or folders (exit 3 with "
+                                                     "--fail-on-loosened when a threshold was loosened)")
+    diff.add_argument("old", type=Path)
+    diff.add_argument("new", type=Path)
+    diff.add_argument("--json", action="store_true")
+    diff.add_argument("--fail-on-loosened", action="store_true")
     parity = commands.add_parser(
         "parity", help="CUDA-parity coverage: of what passes on the reference, how much passes on the candidate",
         description="Exit codes: 0 done, 3 parity below --min-parity, 2 unreadable input.")
@@ -151,11 +163,11 @@ def run_doctor(args) -> int:
 
 def run_report(args) -> int:
     if not args.records.is_dir():
-        print(f"rocm-gate report: {args.records} is not a folder of records", file=sys.stderr)
+        print(f"rocm-gate verdict: {args.records} is not a folder of records", file=sys.stderr)
         return EXIT_BAD_INPUT
     loaded = read_records(args.records)
     if not loaded.files:
-        print(f"rocm-gate report: no records-*.jsonl files in {args.records}", file=sys.stderr)
+        print(f"rocm-gate verdict: no records-*.jsonl files in {args.records}", file=sys.stderr)
         return EXIT_BAD_INPUT
     manifest_path = args.records / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
@@ -164,9 +176,16 @@ def run_report(args) -> int:
         try:
             group_of = load_group_map(args.group_map, set(GROUPS)).group_of
         except GroupMapError as exc:
-            print(f"rocm-gate report: {exc}", file=sys.stderr)
+            print(f"rocm-gate verdict: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    report = build_gate_report(loaded.records, manifest, loaded.problems, group_of)
+    try:
+        # The signatures the run used (its ini may have added some) travel in its manifest.
+        signatures = build_signatures([f"{k}={v}" for k, v in manifest.get("verdict_config", {})
+                                       .get("infra_signatures", {}).items()])
+    except SignatureError as exc:
+        print(f"rocm-gate verdict: {manifest_path}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    report = build_gate_report(loaded.records, manifest, loaded.problems, group_of, signatures)
     out = write_json_atomic((args.out or args.records) / "gate-report.json", report)
     print("\n".join(group_table(report["groups"])))
     if report["skip_reasons"]:
@@ -178,12 +197,36 @@ def run_report(args) -> int:
     return 0
 
 
+def run_baselines_diff(args) -> int:
+    from pytest_rocm import baselines as baselines_mod
+
+    try:
+        changes = baselines_mod.diff(baselines_mod.load([args.old]), baselines_mod.load([args.new]))
+    except baselines_mod.BaselineError as exc:
+        print(f"rocm-gate baselines diff: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(changes, indent=2))
+    else:
+        for change in changes:
+            what = f"{change['test']} :: {change['metric']} @ {change['platform']}"
+            detail = " -> ".join(x for x in (change.get("before"), change.get("after")) if x)
+            print(f"{change['change'].upper():<9} {what}: {detail}")
+        counts = {kind: sum(c["change"] == kind for c in changes)
+                  for kind in ("loosened", "tightened", "moved", "added", "removed")}
+        print(", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    loosened = any(c["change"] == "loosened" for c in changes)
+    return EXIT_BELOW_MIN_PARITY if loosened and args.fail_on_loosened else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "doctor":
         return run_doctor(args)
     if args.command == "parity":
         return run_parity(args)
+    if args.command == "baselines":
+        return run_baselines_diff(args)
     return run_report(args)
 
 

@@ -29,6 +29,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rocm-health-probe", default=None, metavar="CMD",
                     help="command run on the failed attempt's devices after an infrastructure-looking failure; "
                          "exit 0 means healthy (default: python -m pytest_rocm.probe; {python} is this Python)")
+    group.addoption("--rocm-baselines", action="append", default=None, metavar="PATH",
+                    help="baseline TOML file or folder for accuracy/performance gates (repeatable; ini rocm_baselines)")
+    group.addoption("--rocm-propose-baselines", default=None, metavar="FILE",
+                    help="write a proposed baseline entry for every measured metric (baseline files are never changed)")
+    group.addoption("--rocm-golden", default=None, metavar="DIR",
+                    help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR")
+    group.addoption("--rocm-golden-record", default=None, metavar="DIR",
+                    help="record golden outputs into DIR (on the reference platform) instead of comparing")
+    parser.addini("rocm_baselines", "baseline TOML files or folders (relative to the ini file)", type="linelist",
+                  default=[])
+    parser.addini("rocm_golden_dir", "default for --rocm-golden (relative to the ini file)", default="")
     parser.addini("rocm_reruns", "default for --rocm-reruns", default="")
     parser.addini("rocm_health_probe", "default for --rocm-health-probe", default="")
     parser.addini("rocm_infra_signatures", "extra infrastructure signatures, `name=regex` per line; `!name` drops "
@@ -97,6 +108,24 @@ def pytest_runtestloop(session: pytest.Session):
     result = yield
     session.config.stash[RUN].run_queued_reruns(session)  # without xdist: reruns after the main pass
     return result
+
+
+@pytest.fixture
+def accuracy_gate(request):
+    """`accuracy_gate.check(metric, value)` against the platform's baseline."""
+    return request.config.stash[RUN].accuracy_gate(request)
+
+
+@pytest.fixture
+def perf_gate(request):
+    """`perf_gate.check(metric, samples)`: fails only when every sample is past the baseline's threshold."""
+    return request.config.stash[RUN].perf_gate(request)
+
+
+@pytest.fixture
+def golden(request):
+    """`golden.check(name, token_ids, logprobs)`: record, or compare with vLLM's check_logprobs_close rule."""
+    return request.config.stash[RUN].golden(request)
 
 
 @pytest.fixture

