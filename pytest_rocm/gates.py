@@ -66,7 +66,7 @@ class AccuracyGate:
                                      "source": baseline.source, "passed": passed})
         if not passed:
             pytest.fail(f"accuracy gate {metric!r}: measured {value:.6g}, expected {baseline.expected:.6g} "
-                        f"({baseline.direction} is better, {baseline.tolerance_text()}: accepts "
+                        f"({_direction(baseline)}, {baseline.tolerance_text()}: accepts "
                         f"{_interval(low, high)}); baseline for {baseline.platform} from {baseline.source or '?'} "
                         f"({baseline.where})", pytrace=False)
 
@@ -96,9 +96,13 @@ class PerfGate:
         if not passed:
             shown = ", ".join(f"{s:.6g}" for s in samples)
             pytest.fail(f"performance gate {metric!r}: all {len(samples)} samples regressed ({shown}; median "
-                        f"{median:.6g}), expected {baseline.expected:.6g} ({baseline.direction} is better, "
+                        f"{median:.6g}), expected {baseline.expected:.6g} ({_direction(baseline)}, "
                         f"{baseline.tolerance_text()}: accepts {_interval(low, high)}); baseline for "
                         f"{baseline.platform} from {baseline.source or '?'} ({baseline.where})", pytrace=False)
+
+
+def _direction(baseline) -> str:
+    return "two-sided" if baseline.direction == "both" else f"{baseline.direction} is better"
 
 
 def _interval(low: float, high: float) -> str:

@@ -305,3 +305,43 @@ def test_bad_signature_configuration_is_a_usage_error(pytester):
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*rocm_infra_signatures: broken: bad regex*"])
+
+
+def test_per_group_timeouts_from_configuration(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nrocm_timeouts =\n    engine=1\n    default=30\n")
+    pytester.makepyfile(test_hangs="""
+        import time
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_hangs_once(attempt):
+            if attempt == 0:
+                time.sleep(20)
+
+        @pytest.mark.rocm_gate(group="api")
+        @pytest.mark.timeout(5)
+        def test_own_timeout_wins(request):
+            assert request.node.get_closest_marker("timeout").args == (5,)
+
+        @pytest.mark.rocm_gate(group="api")
+        def test_default(request):
+            assert request.node.get_closest_marker("timeout").args == (30.0,)
+    """)
+    result = pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true")
+    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    hang = report["tests"]["test_hangs.py::test_hangs_once"]
+    assert hang["attempts"][0]["signature"]["line"] == "E           Failed: Timeout (>1.0s) from pytest-timeout."
+    assert hang["verdict"] == "infra"
+    assert report["tests"]["test_hangs.py::test_own_timeout_wins"]["verdict"] == "pass"
+    assert report["tests"]["test_hangs.py::test_default"]["verdict"] == "pass"
+
+
+@pytest.mark.parametrize("line,message", [("engine=soon", "is not `group=seconds`"),
+                                          ("enginee=5", "unknown group 'enginee'")])
+def test_bad_timeout_configuration(pytester, line, message):
+    pytester.makeini(f"[pytest]\nrocm_timeouts =\n    {line}\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
