@@ -31,7 +31,7 @@ from pytest_rocm import devices as devices_mod
 from pytest_rocm.gates import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_RTOL, AccuracyGate, GateContext, GoldenGate, PerfGate
 from pytest_rocm.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records, read_records
 from pytest_rocm.report import build_gate_report
-from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, property_of, worker_exit_code
+from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, worker_exit_code
 from pytest_rocm.verdicts import SignatureError, build_signatures, failure_evidence
 
 
@@ -409,8 +409,8 @@ class RocmRun:
         path = Path(target)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("# Proposed baselines: review each value, then copy the entries into a baseline file.\n"
-                        f"# Written by pytest-rocm; the baseline files themselves were not changed.\n"
-                        f'schema = "pytest-rocm/baselines/1"\n\n' + "\n".join(entries))
+                        "# Written by pytest-rocm; the baseline files themselves were not changed.\n"
+                        'schema = "pytest-rocm/baselines/1"\n\n' + "\n".join(entries))
         return path
 
     # -- reruns without xdist --------------------------------------------------------------------

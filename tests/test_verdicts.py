@@ -328,7 +328,7 @@ def test_per_group_timeouts_from_configuration(pytester):
         def test_default(request):
             assert request.node.get_closest_marker("timeout").args == (30.0,)
     """)
-    result = pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true")
+    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true")
     report = json.loads((pytester.path / "out/gate-report.json").read_text())
     hang = report["tests"]["test_hangs.py::test_hangs_once"]
     assert hang["attempts"][0]["signature"]["line"] == "E           Failed: Timeout (>1.0s) from pytest-timeout."
