@@ -6,9 +6,10 @@ teardown report arrives, or its worker crashed) and attempts remain, it:
 1. looks for an infrastructure signature in the failure, and if there is one runs
    the health probe on the devices that attempt used, recording the result;
 2. asks the next attempt to use other devices (`devices.write_avoid`);
-3. schedules the rerun: with xdist through the scheduler (`mark_test_pending`,
-   the hook xdist documents for rescheduling), so it runs on a live worker;
-   without xdist after the main pass, in this process.
+3. queues the rerun for after the main pass: with xdist it goes to the scheduler
+   (`mark_test_pending`, the hook xdist documents for rescheduling) once the
+   scheduler has no other test left to hand out, so it runs on a live worker;
+   without xdist it runs in this process after the main loop.
 The verdict is decided later from the records (`pytest_rocm.verdicts`).
 """
 
@@ -74,12 +75,14 @@ class RerunPlanner:
         self.session_id = session_id
         self.current: dict[str, Attempt] = {}
         self.finished: dict[str, int] = defaultdict(int)  # attempts completed per test
-        self.queue: list[str] = []  # reruns waiting for the end of the main pass (no xdist)
+        self.queue: list[str] = []  # reruns waiting for the end of the main pass
         self.notes: list[str] = []
 
     # -- reports --------------------------------------------------------------------------------
     def on_report(self, report, scheduler=None) -> None:
         if property_of(report, "rocm_blocking") != "true":
+            if report.when == "teardown":
+                self.release(scheduler)
             return
         attempt = self.current.setdefault(report.nodeid, Attempt())
         gpus = property_of(report, "rocm_gpus")
@@ -90,11 +93,13 @@ class RerunPlanner:
             attempt.texts += [failure_evidence(report.longreprtext), report.capstdout, report.capstderr]
         if report.when == "teardown":
             self._attempt_done(report.nodeid, self.current.pop(report.nodeid), scheduler)
+            self.release(scheduler)
 
     def on_crash(self, nodeid: str, texts: list[str], devices: list[int] | None, blocking: bool, scheduler) -> None:
         self.current.pop(nodeid, None)
         if blocking:
             self._attempt_done(nodeid, Attempt(failed=True, texts=texts, devices=devices), scheduler)
+        self.release(scheduler)
 
     def _attempt_done(self, nodeid: str, attempt: Attempt, scheduler) -> None:
         self.finished[nodeid] += 1
@@ -107,14 +112,21 @@ class RerunPlanner:
             return
         if devices:
             write_avoid(self.session_id, nodeid, devices)
-        if scheduler is None:
-            self.queue.append(nodeid)
+        self.queue.append(nodeid)
+
+    def release(self, scheduler) -> None:
+        """With xdist: once the main pass has nothing left to hand out, give the reruns to the scheduler
+        (`mark_test_pending`, the hook xdist documents for rescheduling). Without xdist the queue is
+        run by `RocmRun.run_queued_reruns` after the main loop."""
+        if scheduler is None or not self.queue or getattr(scheduler, "pending", None):
             return
-        try:
-            scheduler.mark_test_pending(nodeid)
-        except (NotImplementedError, ValueError, AttributeError) as exc:
-            self.notes.append(f"could not rerun {nodeid} with this xdist scheduler ({type(exc).__name__}); "
-                              "use --dist load or worksteal")
+        queued, self.queue = self.queue, []
+        for nodeid in queued:
+            try:
+                scheduler.mark_test_pending(nodeid)
+            except (NotImplementedError, ValueError, AttributeError) as exc:
+                self.notes.append(f"could not rerun {nodeid} with this xdist scheduler ({type(exc).__name__}); "
+                                  "use --dist load or worksteal")
 
     # -- the health probe -----------------------------------------------------------------------
     def _probe(self, nodeid: str, devices: list[int]) -> None:
