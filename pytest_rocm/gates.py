@@ -40,8 +40,8 @@ class GateContext:
         entry = baselines_mod.entry_text(self.nodeid, metric, platform, measured, direction,
                                          "<run URL, date, stack>", **tolerance)
         where = self.baseline_files[0] if self.baseline_files else "suites/baselines/<suite>.toml (ini rocm_baselines)"
-        self.measurements.append({"kind": kind, "metric": metric, "value": measured, "passed": False,
-                                  "baseline": None, "direction": direction, **tolerance})
+        self.measurements.append({"kind": kind, "metric": metric, "value": measured, "median": measured,
+                                  "passed": False, "baseline": None, "direction": direction, **tolerance})
         pytest.fail(f"{kind} gate {metric!r}: no baseline for this test on this platform (looked for "
                     f"{', '.join(k for k in self.platform_keys if k)}); measured {measured:.6g}. "
                     f"If that is right, add to {where}:\n\n{entry}\n(or write proposals for every gate with "
@@ -52,16 +52,17 @@ class AccuracyGate:
     def __init__(self, context: GateContext):
         self.context = context
 
-    def check(self, metric: str, value: float) -> None:
-        """Compare a measured metric with its baseline (one- or two-sided, rtol and atol from the baseline)."""
+    def check(self, metric: str, value: float, direction: str = "higher") -> None:
+        """Compare a measured metric with its baseline (one- or two-sided, rtol and atol from the baseline;
+        `direction` only shapes the entry proposed when there is no baseline yet)."""
         context = self.context
         baseline = baselines_mod.lookup(context.baselines, context.nodeid, metric, context.platform_keys)
         if baseline is None:
-            context.missing("accuracy", metric, float(value), "higher", rtol=DEFAULT_RTOL)
+            context.missing("accuracy", metric, float(value), direction, rtol=DEFAULT_RTOL)
         low, high = baseline.bounds()
         passed = low <= value <= high
         context.measurements.append({"kind": "accuracy", "metric": metric, "value": float(value),
-                                     "expected": baseline.expected, "low": low, "high": high,
+                                     "direction": baseline.direction, "expected": baseline.expected, "low": low, "high": high,
                                      "tolerance": baseline.tolerance_text(), "platform": baseline.platform,
                                      "source": baseline.source, "passed": passed})
         if not passed:
@@ -75,8 +76,9 @@ class PerfGate:
     def __init__(self, context: GateContext):
         self.context = context
 
-    def check(self, metric: str, samples: list[float]) -> None:
-        """A regression only when every sample is past the threshold (vLLM's "all runs regress" rule)."""
+    def check(self, metric: str, samples: list[float], direction: str = "higher") -> None:
+        """A regression only when every sample is past the threshold (vLLM's "all runs regress" rule).
+        `direction` (higher or lower is better) shapes the entry proposed when there is no baseline yet."""
         context = self.context
         samples = [float(s) for s in samples]
         if len(samples) < MIN_PERF_SAMPLES:
@@ -85,12 +87,12 @@ class PerfGate:
         median = statistics.median(samples)
         baseline = baselines_mod.lookup(context.baselines, context.nodeid, metric, context.platform_keys)
         if baseline is None:
-            context.missing("performance", metric, median, "higher", max_regression_pct=DEFAULT_MAX_REGRESSION_PCT)
+            context.missing("performance", metric, median, direction, max_regression_pct=DEFAULT_MAX_REGRESSION_PCT)
         low, high = baseline.bounds()
         past = [s for s in samples if not low <= s <= high]
         passed = len(past) < len(samples)
         context.measurements.append({"kind": "performance", "metric": metric, "samples": samples, "median": median,
-                                     "expected": baseline.expected, "low": low, "high": high,
+                                     "direction": baseline.direction, "expected": baseline.expected, "low": low, "high": high,
                                      "tolerance": baseline.tolerance_text(), "platform": baseline.platform,
                                      "source": baseline.source, "passed": passed})
         if not passed:

@@ -82,3 +82,18 @@ def read_records(directory: Path) -> LoadedRecords:
                 continue
             loaded.records.append(record)
     return loaded
+
+
+def last_attempt_records(path: Path, nodeid: str) -> list[dict]:
+    """What one process wrote for `nodeid` in its last attempt: a dead worker's file survives it."""
+    mine: list[dict] = []
+    if not path.exists():
+        return mine
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("nodeid") == nodeid and "when" in record:
+            mine = [record] if record["when"] == "setup" else mine + [record]
+    return mine

