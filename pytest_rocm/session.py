@@ -2,7 +2,9 @@
 
 One `RocmRun` lives in each process (controller and xdist workers). It knows
 the options, the group map, the platform (detected once on the controller and
-handed to workers), and the record writer.
+handed to workers), the record writer, the devices this process holds, and on
+the controller the rerun planner. The work itself is done by the modules it
+calls: markers, devices, gates, reruns, report.
 """
 
 from __future__ import annotations
@@ -15,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rocm import baselines as baselines_mod
+from pytest_rocm import devices as devices_mod
 from pytest_rocm import groups as groups_mod
+from pytest_rocm import hangs
 from pytest_rocm.hw import detect as detect_mod
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.hw.profiles import ProfileError
 from pytest_rocm.jsonio import write_json_atomic
 from pytest_rocm.manifest import build_manifest, now
 from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware, parse_known_gap
-from pytest_rocm import baselines as baselines_mod
-from pytest_rocm import devices as devices_mod
-from pytest_rocm import hangs
 from pytest_rocm.gates import AccuracyGate, GateContext, GoldenGate, PerfGate
 from pytest_rocm.records import (FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records,
                                  last_attempt_records, read_records)
@@ -50,9 +52,6 @@ class TestSpec:
 SPEC = pytest.StashKey[TestSpec]()
 OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
 
-
-def closest_timeout(item: pytest.Item):
-    return item.get_closest_marker("timeout")
 
 
 class RocmRun:
@@ -157,7 +156,7 @@ class RocmRun:
         item.stash[SPEC] = spec
         self.specs[item.nodeid] = spec
         timeout = self.timeouts.get(spec.group or "", self.timeouts.get("default"))
-        if timeout and not closest_timeout(item) and self.config.pluginmanager.hasplugin("timeout"):
+        if timeout and not item.get_closest_marker("timeout") and self.config.pluginmanager.hasplugin("timeout"):
             item.add_marker(pytest.mark.timeout(timeout))  # pytest-timeout applies it; a hang becomes infra
         if not_applicable:
             item.add_marker(pytest.mark.skip(reason=f"not applicable: {not_applicable}"))
@@ -207,9 +206,8 @@ class RocmRun:
         """Write one phase outcome, in the process that ran the test (never the xdist controller)."""
         if self.distributing or self.report_dir is None:
             return
-        # pytest-rerunfailures numbers its attempts on the report.
         record = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-                  "duration": round(report.duration, 6), "rerun": getattr(report, "rerun", 0)}
+                  "duration": round(report.duration, 6)}
         if report.nodeid in self.allocations:
             record["gpus"] = self.allocations[report.nodeid]
         if report.when == "call" and report.nodeid in self.measurements:
@@ -254,14 +252,14 @@ class RocmRun:
         """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe, reschedule."""
         node = getattr(report, "node", None)
         worker = getattr(getattr(node, "gateway", None), "id", None)
-        exit_text = describe_exit(worker_exit_code(node))
+        exit_code = worker_exit_code(node)
         earlier = (last_attempt_records(self.report_dir / f"records-{worker}.jsonl", nodeid)
                    if worker and self.report_dir else [])
-        failure = f"{report.longrepr} ({exit_text})"
+        failure = f"{report.longrepr} ({describe_exit(exit_code)})"
         if self.writer is not None:
             self.writer.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0,
                                "crashed": True, "crashed_worker": worker, "failure": failure,
-                               "exit_code": worker_exit_code(node),
+                               "exit_code": exit_code,
                                "group": self.group_map.group_of(nodeid) if self.group_map else None})
         devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
         blocking = any(r.get("blocking") for r in earlier)
