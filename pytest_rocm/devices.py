@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock, Timeout
 
 DEFAULT_WAIT_S = 3600.0
 
@@ -63,7 +62,7 @@ def read_avoid(session_id: str, nodeid: str) -> set[int]:
 class Allocation:
     devices: list[int]
     variable: str | None
-    locks: list[FileLock] = field(default_factory=list)
+    locks: list = field(default_factory=list)  # filelock.FileLock
     reused_avoided: bool = False  # the runner had no other devices than the failed attempt's
 
     @property
@@ -79,6 +78,8 @@ class Allocation:
 def allocate(session_id: str, pool: list[int], count: int, vendor: str, avoid: set[int] = frozenset(),
              wait_s: float = DEFAULT_WAIT_S) -> Allocation:
     """Take `count` devices of `pool` for this process, all or nothing."""
+    from filelock import FileLock, Timeout
+
     variable = VISIBLE_DEVICES_VARIABLE.get(vendor)
     if count == 0:
         return Allocation([], variable)
@@ -90,7 +91,7 @@ def allocate(session_id: str, pool: list[int], count: int, vendor: str, avoid: s
     deadline = time.monotonic() + wait_s
     rng = random.Random(os.getpid())
     while True:
-        held: list[tuple[int, FileLock]] = []
+        held: list[tuple[int, object]] = []
         for device in preferred:
             lock = FileLock(root / f"gpu{device}.lock")
             try:

@@ -29,12 +29,22 @@ class RecordWriter:
         # One os.write per record on an O_APPEND descriptor: the line reaches the OS before the
         # next test starts, with no Python-level buffer that a dying process would lose.
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._common = "," + json.dumps({"schema": RECORD_SCHEMA, "worker": worker})[1:-1]
 
-    def write(self, record: dict) -> None:
-        record["schema"] = RECORD_SCHEMA
-        record["worker"] = self.worker
+    def write(self, record: dict, encoded_extra: str = "") -> None:
+        """Append one record. `encoded_extra` is fields already encoded as JSON (',"k":v,...'): a test's
+        fixed fields are encoded once, not for each of its phases (this runs 3 times per test)."""
         record["t"] = round(time.time(), 6)  # orders records of several processes into attempts
-        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+        body = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
+        self.write_encoded(body[:-1] + self._common + encoded_extra + "}\n")
+
+    def write_phase(self, encoded_nodeid: str, when: str, outcome: str, duration: float, encoded_extra: str) -> None:
+        """The common record (a phase that passed or skipped, nothing else to say), formatted directly."""
+        os.write(self._fd, (f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"{outcome}",'
+                            f'"duration":{duration:.6f},"t":{time.time():.6f}{self._common}{encoded_extra}}}\n'
+                            ).encode("utf-8"))
+
+    def write_encoded(self, line: str) -> None:
         os.write(self._fd, line.encode("utf-8"))
 
     def close(self) -> None:

@@ -95,6 +95,8 @@ def _texts(records: list[dict]) -> list[str]:
 def status_of_test(records: list[dict], probes: list[dict], signatures) -> dict:
     """Attempts, final status, verdict and evidence of one test from its records (in time order)."""
     first = records[0]
+    if len(records) == 3 and all(r["outcome"] == "passed" and "wasxfail" not in r for r in records):
+        return _plain_pass(records)  # most tests: one attempt, every phase passed
     known_gap = next((r["known_gap"] for r in records if r.get("known_gap")), None)
     result = {
         "group": next((r.get("group") for r in records if r.get("group")), None),
@@ -132,6 +134,17 @@ def status_of_test(records: list[dict], probes: list[dict], signatures) -> dict:
                              "xfailed": "skipped", "not_applicable": "not_applicable"}[first_status]
         result["verdict_reason"] = ""
     return result
+
+
+def _plain_pass(records: list[dict]) -> dict:
+    first = records[0]
+    gpus = first.get("gpus")
+    duration = round(sum(r.get("duration", 0.0) for r in records), 6)
+    return {"group": first.get("group"), "blocking": bool(first.get("blocking")), "gate": bool(first.get("gate")),
+            "requires": first.get("requires"), "known_gap": first.get("known_gap"), "status": "passed", "detail": "",
+            "message": "", "duration": duration, "worker": first.get("worker"),
+            "attempts": [{"status": "passed", "worker": first.get("worker"), "gpus": gpus, "duration": duration}],
+            "probes": [], "verdict": "pass", "verdict_reason": ""}
 
 
 def summarise(records: list[dict], group_of=None, signatures=None) -> dict[str, dict]:

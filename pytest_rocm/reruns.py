@@ -80,26 +80,26 @@ class RerunPlanner:
 
     # -- reports --------------------------------------------------------------------------------
     def on_report(self, report, scheduler=None) -> None:
-        if property_of(report, "rocm_blocking") != "true":
-            if report.when == "teardown":
-                self.release(scheduler)
-            return
-        attempt = self.current.setdefault(report.nodeid, Attempt())
-        gpus = property_of(report, "rocm_gpus")
-        if gpus is not None:
-            attempt.devices = [int(d) for d in gpus.split(",") if d]
-        if report.failed:
+        # Called for every phase of every test: only failures and attempt ends matter.
+        if report.failed and property_of(report, "rocm_blocking") == "true":
+            attempt = self.current.setdefault(report.nodeid, Attempt())
+            gpus = property_of(report, "rocm_gpus")
+            if gpus is not None:
+                attempt.devices = [int(d) for d in gpus.split(",") if d]
             attempt.failed = True
             attempt.texts += [failure_evidence(report.longreprtext), report.capstdout, report.capstderr]
         if report.when == "teardown":
-            self._attempt_done(report.nodeid, self.current.pop(report.nodeid), scheduler)
-            self.release(scheduler)
+            if property_of(report, "rocm_blocking") == "true":
+                self._attempt_done(report.nodeid, self.current.pop(report.nodeid, Attempt()), scheduler)
+            if self.queue:
+                self.release(scheduler)
 
     def on_crash(self, nodeid: str, texts: list[str], devices: list[int] | None, blocking: bool, scheduler) -> None:
         self.current.pop(nodeid, None)
         if blocking:
             self._attempt_done(nodeid, Attempt(failed=True, texts=texts, devices=devices), scheduler)
-        self.release(scheduler)
+        if self.queue:
+            self.release(scheduler)
 
     def _attempt_done(self, nodeid: str, attempt: Attempt, scheduler) -> None:
         self.finished[nodeid] += 1

@@ -9,30 +9,28 @@ calls: markers, devices, gates, reruns, report.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
+from datetime import datetime, timezone
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pytest_rocm import baselines as baselines_mod
-from pytest_rocm import devices as devices_mod
 from pytest_rocm import groups as groups_mod
-from pytest_rocm import hangs
-from pytest_rocm.hw import detect as detect_mod
 from pytest_rocm.hw.model import Platform
-from pytest_rocm.hw.profiles import ProfileError
 from pytest_rocm.jsonio import write_json_atomic
-from pytest_rocm.manifest import build_manifest, now
 from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware, parse_known_gap
-from pytest_rocm.gates import AccuracyGate, GateContext, GoldenGate, PerfGate
 from pytest_rocm.records import (FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records,
                                  last_attempt_records, read_records)
 from pytest_rocm.report import build_gate_report
 from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, worker_exit_code
 from pytest_rocm.verdicts import SignatureError, build_signatures, failure_evidence
+
+# Imported where first needed, not at start-up (every pytest run in the environment loads the
+# plugin): devices (filelock), gates and baselines, live detection, the manifest.
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ class RocmRun:
         self.config = config
         self.workerinput = getattr(config, "workerinput", None)
         self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
-        self.started = now()
+        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         report_dir = config.getoption("rocm_report_dir") or config.getini("rocm_report_dir")
         self.report_dir = Path(report_dir).resolve() if report_dir else None
         self.allowed_groups = set(groups_mod.GROUPS) | set(config.getini("rocm_groups"))
@@ -67,6 +65,8 @@ class RocmRun:
         self._platform: Platform | None = None
         self._writer: RecordWriter | None = None
         self.specs: dict[str, TestSpec] = {}  # nodeid -> spec, for the reports of this process
+        self.spec_json: dict[str, str] = {}  # nodeid -> its spec's record fields, encoded once
+        self.nodeid_json: dict[str, str] = {}
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
         self.measurements: dict[str, list[dict]] = {}  # nodeid -> what its gates measured (this attempt)
         self._baselines: dict | None = None
@@ -126,6 +126,9 @@ class RocmRun:
             if self.workerinput and "rocm_platform" in self.workerinput:
                 self._platform = Platform.from_dict(self.workerinput["rocm_platform"])
             else:
+                from pytest_rocm.hw import detect as detect_mod
+                from pytest_rocm.hw.profiles import ProfileError
+
                 try:
                     self._platform = detect_mod.detect(self.config.getoption("rocm_platform"))
                 except ProfileError as exc:
@@ -206,22 +209,22 @@ class RocmRun:
         """Write one phase outcome, in the process that ran the test (never the xdist controller)."""
         if self.distributing or self.report_dir is None:
             return
+        nodeid = report.nodeid
+        # The common case, a phase that passed with nothing to add, is formatted directly (3 per test).
+        if (report.outcome == "passed" and "wasxfail" not in report.__dict__ and nodeid not in self.allocations
+                and nodeid not in self.measurements):
+            encoded = self.spec_json.get(nodeid)
+            if encoded is None:
+                encoded = self._encoded_spec(nodeid)
+            (self._writer or self.writer).write_phase(self.nodeid_json[nodeid], report.when, "passed",
+                                                      report.duration, encoded)
+            return
         record = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
                   "duration": round(report.duration, 6)}
         if report.nodeid in self.allocations:
             record["gpus"] = self.allocations[report.nodeid]
         if report.when == "call" and report.nodeid in self.measurements:
             record["measurements"] = self.measurements.pop(report.nodeid)
-        spec = self.specs.get(report.nodeid)
-        if spec is not None:
-            record.update(group=spec.group, blocking=spec.blocking, gate=spec.gate)
-            if spec.hardware:
-                record["requires"] = spec.hardware.to_dict()
-            if spec.known_gap:
-                record["known_gap"] = {"reason": spec.known_gap.reason, "issue": spec.known_gap.issue,
-                                       "mode": spec.known_gap.mode}
-            if spec.not_applicable:
-                record["not_applicable"] = spec.not_applicable
         if hasattr(report, "wasxfail"):
             record["wasxfail"] = report.wasxfail
         elif report.skipped and isinstance(report.longrepr, tuple):
@@ -233,7 +236,26 @@ class RocmRun:
             record["failure"] = text[:FAILURE_HEAD_CHARS]
             record["stdout_tail"] = report.capstdout[-OUTPUT_TAIL_CHARS:]
             record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
-        self.writer.write(record)
+        self.writer.write(record, self._encoded_spec(report.nodeid))
+
+    def _encoded_spec(self, nodeid: str) -> str:
+        """The spec's record fields (group, blocking, requirement, known gap) as JSON, once per test."""
+        encoded = self.spec_json.get(nodeid)
+        if encoded is None:
+            self.nodeid_json[nodeid] = json.dumps(nodeid, ensure_ascii=False)
+            spec = self.specs.get(nodeid)
+            fields = {}
+            if spec is not None:
+                fields = {"group": spec.group, "blocking": spec.blocking, "gate": spec.gate}
+                if spec.hardware:
+                    fields["requires"] = spec.hardware.to_dict()
+                if spec.known_gap:
+                    fields["known_gap"] = {"reason": spec.known_gap.reason, "issue": spec.known_gap.issue,
+                                           "mode": spec.known_gap.mode}
+                if spec.not_applicable:
+                    fields["not_applicable"] = spec.not_applicable
+            encoded = self.spec_json[nodeid] = ("," + json.dumps(fields, ensure_ascii=False)[1:-1]) if fields else ""
+        return encoded
 
     def write_probe(self, nodeid: str, result: dict) -> None:
         if self.writer is not None:
@@ -270,6 +292,8 @@ class RocmRun:
 
     # -- timeouts (pytest-timeout's thread method) --------------------------------------------------
     def start_hang_timer(self, item: pytest.Item, settings) -> bool:
+        from pytest_rocm import hangs
+
         def record(entry: dict) -> None:
             if self.writer is not None:
                 self.writer.write({**entry, "gpus": self.allocations.get(item.nodeid)})
@@ -279,6 +303,8 @@ class RocmRun:
     # -- devices -----------------------------------------------------------------------------------
     def allocate_gpus(self, request) -> list[int]:
         """The `gpus` fixture: exclusive devices for this test, visible to its subprocesses."""
+        from pytest_rocm import devices as devices_mod
+
         item = request.node
         spec = self.specs.get(item.nodeid)
         platform = self.platform
@@ -318,6 +344,8 @@ class RocmRun:
 
     @property
     def baselines(self) -> dict:
+        from pytest_rocm import baselines as baselines_mod
+
         if self._baselines is None:
             try:
                 self._baselines = baselines_mod.load(self.baseline_files())
@@ -325,7 +353,10 @@ class RocmRun:
                 raise pytest.UsageError(str(exc)) from exc
         return self._baselines
 
-    def gate_context(self, request) -> GateContext:
+    def gate_context(self, request):
+        from pytest_rocm import baselines as baselines_mod
+        from pytest_rocm.gates import GateContext
+
         nodeid = request.node.nodeid
         key = self.platform.key()
         keys = [key["sku"], key["arch"], key["vendor"]]
@@ -333,13 +364,19 @@ class RocmRun:
         return GateContext(nodeid, keys, self.baselines, [str(p) for p in baselines_mod.expand(self.baseline_files())],
                            measurements)
 
-    def accuracy_gate(self, request) -> AccuracyGate:
+    def accuracy_gate(self, request):
+        from pytest_rocm.gates import AccuracyGate
+
         return AccuracyGate(self.gate_context(request))
 
-    def perf_gate(self, request) -> PerfGate:
+    def perf_gate(self, request):
+        from pytest_rocm.gates import PerfGate
+
         return PerfGate(self.gate_context(request))
 
-    def golden(self, request) -> GoldenGate:
+    def golden(self, request):
+        from pytest_rocm.gates import GoldenGate
+
         compare = self.config.getoption("rocm_golden") or self.config.getini("rocm_golden_dir")
         record = self.config.getoption("rocm_golden_record")
         return GoldenGate(self.gate_context(request), self._relative(compare) if compare else None,
@@ -350,6 +387,8 @@ class RocmRun:
         target = self.config.getoption("rocm_propose_baselines")
         if not target:
             return None
+        from pytest_rocm import baselines as baselines_mod
+
         key = self.platform.key()
         path = Path(target)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -375,7 +414,10 @@ class RocmRun:
             self._writer.close()
         if self.workerinput:
             return
-        shutil.rmtree(devices_mod.lock_root(self.session_id), ignore_errors=True)
+        from pytest_rocm.devices import lock_root
+        from pytest_rocm.manifest import build_manifest, now
+
+        shutil.rmtree(lock_root(self.session_id), ignore_errors=True)
         if self.report_dir is None:
             return
         manifest = build_manifest(self.platform, self.config.rootpath, self.started, now(),
