@@ -42,29 +42,9 @@ SIGNATURE_LINES = [
     "RuntimeError: vLLM server did not become healthy within 480 s",
 ]
 
-CONFTEST = '''
-import glob, pathlib, pytest
-
-@pytest.fixture
-def attempt(request):
-    folder = pathlib.Path("attempts")
-    folder.mkdir(exist_ok=True)
-    name = request.node.nodeid.replace("/", "_").replace(":", "_")
-    number = len(list(folder.glob(glob.escape(name) + "-*")))
-    (folder / f"{name}-{number}").touch()
-    return number
-'''
-
-PROBE = '''
-import os, sys
-devices = [d for d in os.environ["PYTEST_ROCM_PROBE_DEVICES"].split(",") if d]
-bad = [d for d in devices if os.path.exists(f"unhealthy-{d}")]
-print(f"device(s) {','.join(bad)} failed the memory check" if bad else "healthy")
-sys.exit(1 if bad else 0)
-'''
-
-PROFILE = {"vendor": "amd", "gpus": [{"sku": "MI300X", "arch": "gfx942", "memory_gb": 192}] * 8
-           + [{"sku": "MI325X", "arch": "gfx942", "memory_gb": 256}]}
+# The simulated runner of the fault campaign tests: attempt counting, health probe, profile.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from test_verdicts import CONFTEST, PROBE, PROFILE  # noqa: E402
 
 HEADER = '''
 import os, subprocess, sys, time

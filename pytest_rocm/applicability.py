@@ -24,7 +24,8 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.groups import PatternSet, tomllib
+from pytest_rocm.groups import PatternSet
+from pytest_rocm.tomlfile import read_toml
 
 
 class ApplicabilityError(ValueError):
@@ -64,10 +65,7 @@ class Applicability:
 
 def load_applicability(path: str | Path) -> Applicability:
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ApplicabilityError(f"applicability config {path}: {exc}") from exc
+    data = read_toml(path, "applicability config", ApplicabilityError)
     rules = []
     for number, raw in enumerate(data.get("not_applicable", []), start=1):
         reason, paths, suites = raw.get("reason"), raw.get("paths", []), raw.get("suites", [])

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.groups import tomllib
+from pytest_rocm.tomlfile import read_toml
 
 DIRECTIONS = ("higher", "lower", "both")
 KEYS = {"test", "metric", "platform", "expected", "direction", "rtol", "atol", "max_regression_pct", "source", "note"}
@@ -75,12 +75,7 @@ def _number(raw: dict, key: str, where: str, default=None):
 
 
 def load_file(path: Path) -> list[Baseline]:
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise BaselineError(f"baseline file {path}: cannot read it ({exc.strerror})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise BaselineError(f"baseline file {path}: not valid TOML: {exc}") from exc
+    data = read_toml(path, "baseline file", BaselineError)
     entries = []
     for number, raw in enumerate(data.get("baseline", []), start=1):
         where = f"{path}, baseline {number}"

@@ -21,16 +21,12 @@ other against the test's file path.
 from __future__ import annotations
 
 import fnmatch
-import sys
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from pytest_rocm.tomlfile import read_toml
 
 GROUPS = ("attention", "engine", "api", "multimodal", "spec_decode", "distributed_moe", "accuracy", "performance")
 OTHER = "other"
@@ -121,12 +117,7 @@ class GroupMap:
 def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMap:
     """Read a map file; every error names the file and the rule, and says what is allowed."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise GroupMapError(f"group map {path}: cannot read it ({exc.strerror})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise GroupMapError(f"group map {path}: not valid TOML: {exc}") from exc
+    data = read_toml(path, "group map", GroupMapError)
     rules = []
     for number, raw in enumerate(data.get("rule", []), start=1):
         where = f"group map {path}, rule {number}"
