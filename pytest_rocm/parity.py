@@ -88,12 +88,14 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     # Plain passes on both sides (no properties, so no group of their own) are the bulk of a
     # run: they are only collected here, per file, and classified per file at the end.
     plain_both: dict[str, list[str]] = defaultdict(list)
-    for nodeid in list(ref) + [n for n in cand if n not in ref]:
+    both = {n for n, r in ref.items() if r is PLAIN_PASS}
+    both.intersection_update(n for n, c in cand.items() if c is PLAIN_PASS)
+    for nodeid in ref:  # in the reference's order, so the report is the same on every run
+        if nodeid in both:
+            plain_both[nodeid.partition("::")[0] if per_file else nodeid].append(nodeid)
+    for nodeid in [n for n in ref if n not in both] + [n for n in cand if n not in ref]:
         r, c = ref.get(nodeid), cand.get(nodeid)
         key = nodeid.partition("::")[0] if per_file else nodeid
-        if r is PLAIN_PASS and c is PLAIN_PASS:
-            plain_both[key].append(nodeid)
-            continue
         map_group, na_reason = classify(key, nodeid)
         group = (c is not None and c.group) or (r is not None and r.group) or map_group
         if group is None:

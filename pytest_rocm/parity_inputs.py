@@ -71,7 +71,7 @@ class ParsedFile:
     """One JUnit file's results, shaped to cross a process boundary cheaply: the many plain passes
     as bare node ids, everything else with its Case."""
 
-    plain_passes: list[str]
+    plain_passes: str  # node ids joined by NUL (which XML cannot hold): one string pickles fastest
     others: list[tuple[str, Case]]
     order: list[str]  # every node id in document order, the last attempt of a rerun counting
     error: str | None = None
@@ -90,7 +90,7 @@ def _parse_junit(path: Path) -> ParsedFile:
             cases[nodeid] = case
     except JUnitError as exc:
         error = f"{exc} ({len(cases)} test case(s) before the error were kept)"
-    plain = [n for n, c in cases.items() if c is PLAIN_PASS]
+    plain = "\0".join(n for n, c in cases.items() if c is PLAIN_PASS)
     others = [(n, c) for n, c in cases.items() if c is not PLAIN_PASS]
     return ParsedFile(plain, others, list(cases) if others else [], error)
 
@@ -105,12 +105,13 @@ def _parse_all(paths: list[Path]) -> list[ParsedFile]:
 
 def _add_cases(side: Side, parsed: ParsedFile) -> None:
     results = side.results
-    repeated = results.keys() & set(parsed.plain_passes) if results else ()
+    plain = parsed.plain_passes.split("\0") if parsed.plain_passes else []
+    repeated = results.keys() & set(plain) if results else ()
     others = dict(parsed.others)
     if not others and not repeated:  # the common case: a file of plain passes, new to this side
-        results.update(dict.fromkeys(parsed.plain_passes, PLAIN_PASS))
+        results.update(dict.fromkeys(plain, PLAIN_PASS))
         return
-    for nodeid in parsed.order or parsed.plain_passes:
+    for nodeid in parsed.order or plain:
         case = others.get(nodeid, PLAIN_PASS)
         if nodeid in results:
             case = replace(case, rerun=True)  # a repeat across files (a rerun job, overlapping shards)
