@@ -333,3 +333,20 @@ def test_sglang_checkout_is_read_with_ast_never_imported(tmp_path):
 def test_sglang_syntax_error_names_the_file():
     with pytest.raises(ValueError, match=r"broken.py:1: not valid Python"):
         calls_in_source("register_amd_ci(", "broken.py")
+
+
+def test_same_inputs_give_the_same_report_bytes(real_pair, tmp_path):
+    """Rebuilding a report must not depend on hash order: two processes with different hash seeds agree."""
+    import os
+    import subprocess
+    import sys
+
+    cuda, rocm, applicability = real_pair
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "parity", "--reference", str(cuda), "--candidate",
+                        str(rocm), "--applicability", str(applicability), "--out", str(out)],
+                       env={**os.environ, "PYTHONHASHSEED": seed}, check=True, capture_output=True)
+        outputs.append(((out / "parity.json").read_bytes(), (out / "parity.md").read_bytes()))
+    assert outputs[0] == outputs[1]
