@@ -82,7 +82,10 @@ class RocmRun:
         except SignatureError as exc:
             raise pytest.UsageError(str(exc)) from exc
         reruns = config.getoption("rocm_reruns")
-        self.reruns = int(reruns if reruns is not None else config.getini("rocm_reruns") or 1)
+        try:
+            self.reruns = int(reruns if reruns is not None else config.getini("rocm_reruns") or 1)
+        except ValueError:
+            raise pytest.UsageError(f"rocm_reruns: {config.getini('rocm_reruns')!r} is not a whole number") from None
         self.probe_command = (config.getoption("rocm_health_probe") or config.getini("rocm_health_probe")
                               or DEFAULT_PROBE)
         self.planner = None if self.workerinput else RerunPlanner(
