@@ -95,6 +95,13 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     report.node.config.stash[RUN].record_crash(crashitem, report, sched)
 
 
+@pytest.hookimpl(optionalhook=True, wrapper=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist controller: keep the workers up while a failed blocking gate may still be rerun."""
+    scheduler = yield
+    return config.stash[RUN].wrap_scheduler(scheduler)
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings):
     """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""

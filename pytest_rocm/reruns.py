@@ -147,3 +147,26 @@ class RerunPlanner:
             ok, code, detail = False, None, f"the probe could not start: {exc}"
         self.run.write_probe(nodeid, {"ok": ok, "devices": devices, "detail": detail[:300], "exit_code": code,
                                       "command": command, "after_attempt": self.finished[nodeid] - 1})
+
+
+class RerunAwareScheduler:
+    """Wraps xdist's scheduler so that the run does not shut its workers down while a rerun may come.
+
+    xdist's load schedulers call the tests finished as soon as each worker has at most its last test
+    running, and shut the workers down; a rerun asked for when that last test fails would then reach
+    no worker. Here the tests are finished only when no test is running and no rerun is waiting.
+    """
+
+    def __init__(self, scheduler, planner: RerunPlanner):
+        self._scheduler = scheduler
+        self._planner = planner
+
+    def __getattr__(self, name):
+        return getattr(self._scheduler, name)
+
+    @property
+    def tests_finished(self) -> bool:
+        if not self._scheduler.tests_finished or self._planner.queue:
+            return False
+        running = getattr(self._scheduler, "node2pending", None)
+        return running is None or all(not pending for pending in running.values())

@@ -27,7 +27,7 @@ from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gat
 from pytest_rocm.records import (FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records,
                                  last_attempt_records, read_records)
 from pytest_rocm.report import build_gate_report
-from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, worker_exit_code
+from pytest_rocm.reruns import DEFAULT_PROBE, RerunAwareScheduler, RerunPlanner, describe_exit, worker_exit_code
 from pytest_rocm.verdicts import SignatureError, build_signatures, failure_evidence
 
 # Imported where first needed, not at start-up (every pytest run in the environment loads the
@@ -269,6 +269,9 @@ class RocmRun:
         """Controller (or only process): decide on reruns as attempts end."""
         if self.planner is not None:
             self.planner.on_report(report, self._scheduler())
+
+    def wrap_scheduler(self, scheduler):
+        return RerunAwareScheduler(scheduler, self.planner) if scheduler is not None and self.planner else scheduler
 
     def _scheduler(self):
         dsession = self.config.pluginmanager.get_plugin("dsession") if self.distributing else None
