@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from pytest_rocm.markers import MARKER_HELP
@@ -35,6 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a proposed baseline entry for every measured metric (baseline files are never changed)")
     group.addoption("--rocm-golden", default=None, metavar="DIR",
                     help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR")
+    group.addoption("--rocm-rerun-helper", default=None, help=argparse.SUPPRESS)  # set by the controller only
     group.addoption("--rocm-golden-record", default=None, metavar="DIR",
                     help="record golden outputs into DIR (on the reference platform) instead of comparing")
     parser.addini("rocm_baselines", "baseline TOML files or folders (relative to the ini file)", type="linelist",
@@ -95,13 +98,6 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     report.node.config.stash[RUN].record_crash(crashitem, report, sched)
 
 
-@pytest.hookimpl(optionalhook=True, wrapper=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """xdist controller: keep the workers up while a failed blocking gate may still be rerun."""
-    scheduler = yield
-    return config.stash[RUN].wrap_scheduler(scheduler)
-
-
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings):
     """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""
@@ -113,7 +109,7 @@ def pytest_timeout_set_timer(item: pytest.Item, settings):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session):
     result = yield
-    session.config.stash[RUN].run_queued_reruns(session)  # without xdist: reruns after the main pass
+    session.config.stash[RUN].run_queued_reruns(session)  # reruns no xdist worker could take, after the pass
     return result
 
 

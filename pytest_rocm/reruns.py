@@ -76,6 +76,7 @@ class RerunPlanner:
         self.current: dict[str, Attempt] = {}
         self.finished: dict[str, int] = defaultdict(int)  # attempts completed per test
         self.queue: list[str] = []  # reruns waiting for the end of the main pass
+        self.awaiting: set[str] = set()  # given to xdist's scheduler, not started yet
         self.notes: list[str] = []
 
     # -- reports --------------------------------------------------------------------------------
@@ -88,18 +89,33 @@ class RerunPlanner:
                 attempt.devices = [int(d) for d in gpus.split(",") if d]
             attempt.failed = True
             attempt.texts += [failure_evidence(report.longreprtext), report.capstdout, report.capstderr]
-        if report.when == "teardown":
+        if report.when == "setup":
+            self.awaiting.discard(report.nodeid)
+        elif report.when == "teardown":
             if property_of(report, "rocm_blocking") == "true":
                 self._attempt_done(report.nodeid, self.current.pop(report.nodeid, Attempt()), scheduler)
             if self.queue:
-                self.release(scheduler)
+                self.release(scheduler, self.shutting_down())
+
+    def on_record(self, record: dict) -> None:
+        """A record from a rerun subprocess, read back after it ended: feeds the same decisions as a report."""
+        if not record.get("blocking"):
+            return
+        if record["outcome"] == "failed":
+            attempt = self.current.setdefault(record["nodeid"], Attempt())
+            attempt.failed = True
+            attempt.devices = record.get("gpus")
+            attempt.texts += [failure_evidence(record.get("failure", "")), record.get("stdout_tail", ""),
+                              record.get("stderr_tail", "")]
+        if record["when"] == "teardown":
+            self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()), None)
 
     def on_crash(self, nodeid: str, texts: list[str], devices: list[int] | None, blocking: bool, scheduler) -> None:
         self.current.pop(nodeid, None)
         if blocking:
             self._attempt_done(nodeid, Attempt(failed=True, texts=texts, devices=devices), scheduler)
         if self.queue:
-            self.release(scheduler)
+            self.release(scheduler, self.shutting_down())
 
     def _attempt_done(self, nodeid: str, attempt: Attempt, scheduler) -> None:
         self.finished[nodeid] += 1
@@ -114,19 +130,30 @@ class RerunPlanner:
             write_avoid(self.session_id, nodeid, devices)
         self.queue.append(nodeid)
 
-    def release(self, scheduler) -> None:
+    def release(self, scheduler, shutting_down: bool = False) -> None:
         """With xdist: once the main pass has nothing left to hand out, give the reruns to the scheduler
-        (`mark_test_pending`, the hook xdist documents for rescheduling). Without xdist the queue is
-        run by `RocmRun.run_queued_reruns` after the main loop."""
-        if scheduler is None or not self.queue or getattr(scheduler, "pending", None):
+        (`mark_test_pending`, the hook xdist documents for rescheduling). Reruns that come after xdist
+        began shutting its workers down (a worker runs its last test only once told to stop), and all
+        reruns without xdist, stay queued for `RocmRun.run_queued_reruns` after the main loop."""
+        if scheduler is None or shutting_down or not self.queue or getattr(scheduler, "pending", None):
             return
         queued, self.queue = self.queue, []
         for nodeid in queued:
             try:
                 scheduler.mark_test_pending(nodeid)
-            except (NotImplementedError, ValueError, AttributeError) as exc:
-                self.notes.append(f"could not rerun {nodeid} with this xdist scheduler ({type(exc).__name__}); "
-                                  "use --dist load or worksteal")
+                self.awaiting.add(nodeid)
+            except (NotImplementedError, ValueError, AttributeError):
+                self.queue.append(nodeid)  # e.g. --dist loadscope cannot reschedule: run after the pass
+
+    def leftovers(self) -> list[str]:
+        """Reruns that no worker ran: still queued, or given to a scheduler that had shut down."""
+        left = self.queue + sorted(self.awaiting - set(self.queue))
+        self.queue, self.awaiting = [], set()
+        return left
+
+    def shutting_down(self) -> bool:
+        dsession = self.run.config.pluginmanager.get_plugin("dsession")
+        return bool(getattr(dsession, "shuttingdown", False))
 
     # -- the health probe -----------------------------------------------------------------------
     def _probe(self, nodeid: str, devices: list[int]) -> None:
@@ -148,25 +175,3 @@ class RerunPlanner:
         self.run.write_probe(nodeid, {"ok": ok, "devices": devices, "detail": detail[:300], "exit_code": code,
                                       "command": command, "after_attempt": self.finished[nodeid] - 1})
 
-
-class RerunAwareScheduler:
-    """Wraps xdist's scheduler so that the run does not shut its workers down while a rerun may come.
-
-    xdist's load schedulers call the tests finished as soon as each worker has at most its last test
-    running, and shut the workers down; a rerun asked for when that last test fails would then reach
-    no worker. Here the tests are finished only when no test is running and no rerun is waiting.
-    """
-
-    def __init__(self, scheduler, planner: RerunPlanner):
-        self._scheduler = scheduler
-        self._planner = planner
-
-    def __getattr__(self, name):
-        return getattr(self._scheduler, name)
-
-    @property
-    def tests_finished(self) -> bool:
-        if not self._scheduler.tests_finished or self._planner.queue:
-            return False
-        running = getattr(self._scheduler, "node2pending", None)
-        return running is None or all(not pending for pending in running.values())

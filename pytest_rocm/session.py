@@ -27,11 +27,48 @@ from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gat
 from pytest_rocm.records import (FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records,
                                  last_attempt_records, read_records)
 from pytest_rocm.report import build_gate_report
-from pytest_rocm.reruns import DEFAULT_PROBE, RerunAwareScheduler, RerunPlanner, describe_exit, worker_exit_code
+from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, worker_exit_code
 from pytest_rocm.verdicts import SignatureError, build_signatures, failure_evidence
 
 # Imported where first needed, not at start-up (every pytest run in the environment loads the
 # plugin): devices (filelock), gates and baselines, live detection, the manifest.
+
+
+# xdist options (and ours) that a rerun subprocess must not repeat: it runs one test, alone.
+_NOT_PASSED_ON = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesses", "--max-worker-restart",
+                  "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
+                  "--rocm-propose-baselines", "--rocm-rerun-helper", "--basetemp")  # a rerun must not wipe its tmp dirs
+
+
+def passthrough_args(config: pytest.Config) -> list[str]:
+    """The run's own command line, less its test selection and what must not repeat in a rerun."""
+    args, positional = list(config.invocation_params.args), set(config.args)
+    kept, skip_value = [], False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _NOT_PASSED_ON:
+            skip_value = "=" not in arg
+            continue
+        if arg.startswith("-n") and arg[2:] and not arg.startswith("--"):  # -n2, -nauto
+            continue
+        if arg in positional:
+            continue
+        kept.append(arg)
+    return kept
+
+
+def rerun_helper_input(config: pytest.Config) -> dict | None:
+    """`--rocm-rerun-helper SESSION:NAME:PLATFORM_FILE`: this process reruns a test for a run's controller,
+    like one of its workers (the run's device locks, its platform, records of its own)."""
+    value = config.getoption("rocm_rerun_helper", None)
+    if not value:
+        return None
+    session, name, platform_file = value.split(":", 2)
+    return {"workerid": name, "rocm_session": session,
+            "rocm_platform": json.loads(Path(platform_file).read_text(encoding="utf-8"))}
 
 
 @dataclass(frozen=True)
@@ -56,7 +93,7 @@ OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
 class RocmRun:
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.workerinput = getattr(config, "workerinput", None)
+        self.workerinput = getattr(config, "workerinput", None) or rerun_helper_input(config)
         self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         report_dir = config.getoption("rocm_report_dir") or config.getini("rocm_report_dir")
@@ -270,9 +307,6 @@ class RocmRun:
         if self.planner is not None:
             self.planner.on_report(report, self._scheduler())
 
-    def wrap_scheduler(self, scheduler):
-        return RerunAwareScheduler(scheduler, self.planner) if scheduler is not None and self.planner else scheduler
-
     def _scheduler(self):
         dsession = self.config.pluginmanager.get_plugin("dsession") if self.distributing else None
         return getattr(dsession, "sched", None)
@@ -404,15 +438,53 @@ class RocmRun:
 
     # -- reruns without xdist --------------------------------------------------------------------
     def run_queued_reruns(self, session: pytest.Session) -> None:
+        """After the main pass. Without xdist: in this process. With xdist: reruns that came after the
+        workers were told to stop, each in a pytest subprocess of its own (never in the controller, which
+        a crashing test would take down with the whole report)."""
         from _pytest.runner import runtestprotocol
 
-        if self.planner is None:
+        if self.planner is None or session.shouldstop:
+            return
+        if self.distributing:
+            self._rerun_in_subprocesses()
             return
         items = {item.nodeid: item for item in session.items}
         while self.planner.queue and not session.shouldstop:
             item = items.get(self.planner.queue.pop(0))
             if item is not None:
                 runtestprotocol(item, nextitem=None, log=True)
+
+    def _rerun_in_subprocesses(self) -> None:
+        import subprocess
+        import sys
+
+        if self.report_dir is None:
+            return  # without records no verdict reads the rerun
+        platform_file = self.report_dir / f".platform-{self.session_id}.json"
+        write_json_atomic(platform_file, self.platform.to_dict())
+        number = 0
+        while leftovers := self.planner.leftovers():
+            for nodeid in leftovers:
+                number += 1
+                name = f"rerun{number}"
+                command = [sys.executable, "-m", "pytest", nodeid, *passthrough_args(self.config), "-n", "0",
+                           "-p", "no:cacheprovider", f"--rocm-report-dir={self.report_dir}",
+                           f"--rocm-rerun-helper={self.session_id}:{name}:{platform_file}"]
+                done = subprocess.run(command, cwd=self.config.invocation_params.dir, capture_output=True, text=True)
+                attempt = last_attempt_records(self.report_dir / f"records-{name}.jsonl", nodeid)
+                for record in attempt:  # what a worker's reports would have told the planner
+                    self.planner.on_record(record)
+                if not any(r["when"] == "teardown" for r in attempt):
+                    self.record_helper_crash(nodeid, name, done.returncode, attempt)
+        platform_file.unlink(missing_ok=True)
+
+    def record_helper_crash(self, nodeid: str, helper: str, code: int, earlier: list[dict]) -> None:
+        failure = f"rerun process {helper!r} died while running {nodeid!r} ({describe_exit(code)})"
+        self.writer.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0, "crashed": True,
+                           "crashed_worker": helper, "failure": failure, "exit_code": code})
+        devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
+        texts = [failure] + [r["failure"] if r.get("hang") else failure_evidence(r.get("failure", "")) for r in earlier]
+        self.planner.on_crash(nodeid, texts, devices, any(r.get("blocking") for r in earlier), None)
 
     # -- session end -----------------------------------------------------------------------------
     def finish(self) -> None:

@@ -345,3 +345,40 @@ def test_bad_timeout_configuration(pytester, line, message):
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+@pytest.mark.slow
+def test_rerun_of_a_last_test_runs_after_the_workers_stop(pytester):
+    """With two tests on two workers xdist stops both workers at once: the rerun runs in a subprocess
+    of the controller's (never in the controller itself, which a crashing test would take down)."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_last="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_flaky(attempt, gpus):
+            assert attempt > 0
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_fine(gpus):
+            pass
+    """)
+    pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
+                                  "-p", "no:cacheprovider")
+    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    flaky = report["tests"]["test_last.py::test_flaky"]
+    assert flaky["verdict"] == "flaky"
+    assert [a["worker"] for a in flaky["attempts"]] in (["gw0", "rerun1"], ["gw1", "rerun1"])
+    assert flaky["attempts"][1]["gpus"] != flaky["attempts"][0]["gpus"]
+    assert report["conclusion"] == "success"
+
+
+def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_selection(pytester):
+    from pytest_rocm.session import passthrough_args
+
+    pytester.makepyfile(test_a="def test_x(): pass")
+    config = pytester.parseconfig("-n", "2", "--dist=load", "--timeout=5", "-o", "rocm_reruns=2", "test_a.py",
+                                  "--rocm-report-dir", "out", "--junitxml=j.xml", "-p", "no:cacheprovider",
+                                  "--rocm-baselines", "b.toml")
+    assert passthrough_args(config) == ["--timeout=5", "-o", "rocm_reruns=2", "-p", "no:cacheprovider",
+                                        "--rocm-baselines", "b.toml"]
