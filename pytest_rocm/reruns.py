@@ -77,18 +77,14 @@ class RerunPlanner:
         self.finished: dict[str, int] = defaultdict(int)  # attempts completed per test
         self.queue: list[str] = []  # reruns waiting for the end of the main pass
         self.awaiting: set[str] = set()  # given to xdist's scheduler, not started yet
-        self.notes: list[str] = []
 
     # -- reports --------------------------------------------------------------------------------
     def on_report(self, report, scheduler=None) -> None:
         # Called for every phase of every test: only failures and attempt ends matter.
         if report.failed and property_of(report, "rocm_blocking") == "true":
-            attempt = self.current.setdefault(report.nodeid, Attempt())
             gpus = property_of(report, "rocm_gpus")
-            if gpus is not None:
-                attempt.devices = [int(d) for d in gpus.split(",") if d]
-            attempt.failed = True
-            attempt.texts += [failure_evidence(report.longreprtext), report.capstdout, report.capstderr]
+            self._note_failure(report.nodeid, [int(d) for d in gpus.split(",") if d] if gpus is not None else None,
+                               [failure_evidence(report.longreprtext), report.capstdout, report.capstderr])
         if report.when == "setup":
             self.awaiting.discard(report.nodeid)
         elif report.when == "teardown":
@@ -102,13 +98,18 @@ class RerunPlanner:
         if not record.get("blocking"):
             return
         if record["outcome"] == "failed":
-            attempt = self.current.setdefault(record["nodeid"], Attempt())
-            attempt.failed = True
-            attempt.devices = record.get("gpus")
-            attempt.texts += [failure_evidence(record.get("failure", "")), record.get("stdout_tail", ""),
-                              record.get("stderr_tail", "")]
+            self._note_failure(record["nodeid"], record.get("gpus"),
+                               [failure_evidence(record.get("failure", "")), record.get("stdout_tail", ""),
+                                record.get("stderr_tail", "")])
         if record["when"] == "teardown":
             self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()), None)
+
+    def _note_failure(self, nodeid: str, devices: list[int] | None, texts: list[str]) -> None:
+        attempt = self.current.setdefault(nodeid, Attempt())
+        attempt.failed = True
+        if devices is not None:
+            attempt.devices = devices
+        attempt.texts += texts
 
     def on_crash(self, nodeid: str, texts: list[str], devices: list[int] | None, blocking: bool, scheduler) -> None:
         self.current.pop(nodeid, None)

@@ -503,7 +503,6 @@ class RocmRun:
                                   list(self.config.invocation_params.args))
         manifest["verdict_config"] = {"reruns": self.reruns, "health_probe": self.probe_command,
                                       "infra_signatures": {s.name: s.pattern.pattern for s in self.signatures}}
-        manifest["notes"] = list(self.planner.notes) if self.planner else []
         # Reading records and building the report make 100,000s of small objects; with the whole test
         # session still alive, the collector's full passes over it cost more than the work (4x measured).
         gc.disable()
