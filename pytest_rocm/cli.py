@@ -10,16 +10,10 @@ import sys
 from pathlib import Path
 
 from pytest_rocm import doctor as doctor_mod
-from pytest_rocm.groups import GroupMapError, load_group_map, GROUPS
-from pytest_rocm.hw import detect as detect_mod
-from pytest_rocm.hw.profiles import ProfileError
+from pytest_rocm.hw import SOURCE_NAMES
 from pytest_rocm.hw.skus import ALL_SKUS, normalise_sku
-from pytest_rocm.jsonio import write_json_atomic
-from pytest_rocm.manifest import package_versions
-from pytest_rocm.records import read_records
-from pytest_rocm.report import build_gate_report
-from pytest_rocm.summary import group_table, reason_lines
-from pytest_rocm.verdicts import SignatureError, build_signatures
+
+# Each command imports what it needs when it runs: `parity` at CI scale should not pay for detection.
 
 EXIT_BAD_INPUT = 2
 EXIT_BELOW_MIN_PARITY = 3  # also: `baselines diff --fail-on-loosened` found a loosened threshold
@@ -29,8 +23,8 @@ def _source(value: str) -> tuple[str, str]:
     name, sep, path = value.partition("=")
     if not sep or not path:
         raise argparse.ArgumentTypeError(f"expected TOOL=FILE, got {value!r}")
-    if name not in detect_mod.SOURCE_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown source {name!r}; use one of {', '.join(detect_mod.SOURCE_NAMES)}")
+    if name not in SOURCE_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown source {name!r}; use one of {', '.join(SOURCE_NAMES)}")
     return name, path
 
 
@@ -50,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--platform", metavar="NAME|FILE", help="show a simulated profile instead of detecting")
     doctor.add_argument("--source", metavar="TOOL=FILE", type=_source, action="append", default=[],
                         help="read saved tool output instead of running the tool (repeatable): "
-                             + ", ".join(detect_mod.SOURCE_NAMES))
+                             + ", ".join(SOURCE_NAMES))
     doctor.add_argument("--expect-gpus", type=int, metavar="N", help="exit 3 unless exactly N GPUs are visible")
     doctor.add_argument("--expect-sku", type=_sku, metavar="SKU", help="exit 3 unless every GPU is this SKU")
     doctor.add_argument("--require-gpu", action="store_true", help="exit 4 when no GPU is visible")
@@ -95,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_parity(args) -> int:
+    from pytest_rocm.groups import GroupMapError, load_group_map
+    from pytest_rocm.jsonio import write_json_atomic
+
     # A short-lived process that builds 100,000s of small objects and frees none of them until it
     # exits: the cyclic collector's passes over the growing heap only cost time here.
     gc.disable()
@@ -143,6 +140,10 @@ def run_parity(args) -> int:
 
 
 def run_doctor(args) -> int:
+    from pytest_rocm.hw import detect as detect_mod
+    from pytest_rocm.hw.profiles import ProfileError
+    from pytest_rocm.manifest import package_versions
+
     try:
         if args.platform:
             platform, origin = detect_mod.detect(profile=args.platform), f"simulated profile {args.platform}"
@@ -166,6 +167,13 @@ def run_doctor(args) -> int:
 
 
 def run_report(args) -> int:
+    from pytest_rocm.groups import GROUPS, GroupMapError, load_group_map
+    from pytest_rocm.jsonio import write_json_atomic
+    from pytest_rocm.records import read_records
+    from pytest_rocm.report import build_gate_report
+    from pytest_rocm.summary import group_table, reason_lines
+    from pytest_rocm.verdicts import SignatureError, build_signatures
+
     if not args.records.is_dir():
         print(f"rocm-gate verdict: {args.records} is not a folder of records", file=sys.stderr)
         return EXIT_BAD_INPUT

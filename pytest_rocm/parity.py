@@ -138,6 +138,7 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
                 counts["reference_not_passing"] += 1
         tests[nodeid] = entry
 
+    passing: dict[str, list[str]] = defaultdict(list)  # file -> the rest of each passing node id
     for key, ids in plain_both.items():
         map_group, na_reason = classify(key, ids[0])
         group = map_group or OTHER
@@ -149,13 +150,16 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
                                  "parity": "not_applicable", "reason": na_reason}
             not_applicable[na_reason].extend(ids)
             groups[group]["not_applicable"] += len(ids)
+            continue
+        _count_passing(groups[group], len(ids))
+        if per_file:
+            passing[key].extend(nodeid[len(key) + 2:] for nodeid in ids)  # all of this file's
         else:
-            passing_in[group].extend(ids)
+            _add_by_file(passing, ids)
     for group, ids in passing_in.items():
-        counts = groups[group]
-        for key in ("reference_total", "reference_passing", "candidate_passing", "both_passing"):
-            counts[key] += len(ids)
-    passing = _by_file(nodeid for ids in passing_in.values() for nodeid in ids)
+        _count_passing(groups[group], len(ids))
+        _add_by_file(passing, ids)
+    passing = dict(passing)
     group_reports = {}
     for group in sorted(groups, key=lambda g: (g == OTHER, g)):
         counts = groups[group]
@@ -209,13 +213,16 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     return report
 
 
-def _by_file(nodeids) -> dict[str, list[str]]:
+def _count_passing(counts: Counter, n: int) -> None:
+    for key in ("reference_total", "reference_passing", "candidate_passing", "both_passing"):
+        counts[key] += n
+
+
+def _add_by_file(files: dict[str, list[str]], nodeids) -> None:
     """{'tests/x.py': ['test_a', 'TestB::test_c[p]']}: the passing list, without repeating file paths."""
-    files: dict[str, list[str]] = defaultdict(list)
     for nodeid in nodeids:
         path, _, rest = nodeid.partition("::")
         files[path].append(rest)
-    return dict(files)
 
 
 def passing_ids(report: dict) -> set[str]:

@@ -213,8 +213,9 @@ def test_identity_and_prefix_units():
         "tests/kernels/attention/test_x.py::TestY::test_z[bf16-128]"
     assert nodeid_from_junit("", "tests.test_broken") == "tests/test_broken.py"
     assert nodeid_from_junit("prefix.tests.test_x.TestA", "t", "tests/test_x.py") == "tests/test_x.py::TestA::t"
-    assert detect_prefixes(["tests/a/test_x.py::t"], ["tests/a/test_x.py::t"]) == ("", "")
-    assert detect_prefixes(["a/test_x.py::t"], ["root/tests/a/test_x.py::t"]) == ("", "root/tests/")
+    assert detect_prefixes(dict.fromkeys(["tests/a/test_x.py::t"]), dict.fromkeys(["tests/a/test_x.py::t"])) == ("", "")
+    assert detect_prefixes(dict.fromkeys(["a/test_x.py::t"]), dict.fromkeys(["root/tests/a/test_x.py::t"])) == \
+        ("", "root/tests/")
 
 
 # --- markdown size ---------------------------------------------------------------------------------

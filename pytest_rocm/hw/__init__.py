@@ -1,0 +1,5 @@
+"""Platform detection: the model, one parser per tool, the SKU table, simulated profiles."""
+
+# The sources `rocm-gate doctor --source NAME=FILE` reads (defined here so the CLI can offer them
+# without importing the detection machinery).
+SOURCE_NAMES = ("amd-smi", "amd-smi-version", "rocminfo", "rocm-smi", "nvidia-smi", "collect-env", "sysfs")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
-from pytest_rocm.hw import profiles
+from pytest_rocm.hw import SOURCE_NAMES, profiles
 from pytest_rocm.hw.model import Platform, SourceResult
 from pytest_rocm.hw.parsers import Parsed, UnexpectedOutput, amd_smi, collect_env, kfd_sysfs, nvidia_smi, rocm_smi, rocminfo
 from pytest_rocm.hw.parsers import torch_probe
@@ -38,7 +38,7 @@ FILE_SOURCES: dict[str, Callable[[str], Parsed]] = {
     "nvidia-smi": nvidia_smi.parse,
     "collect-env": collect_env.parse,
 }
-SOURCE_NAMES = (*FILE_SOURCES, "sysfs")
+assert SOURCE_NAMES == (*FILE_SOURCES, "sysfs")
 
 
 def _find_tool(name: str) -> str | None:
