@@ -1,5 +1,6 @@
 """Live detection: every source may be missing, refuse permission, hang or print nonsense; none crashes the run."""
 
+import os
 import stat
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from conftest import SAMPLES
 from pytest_rocm.hw import detect
-from pytest_rocm.hw.parsers import nvidia_smi
+from pytest_rocm.hw.parsers import nvidia_smi, torch_probe
 from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir
 
 
@@ -119,3 +120,66 @@ def test_torch_source_answers_or_says_why():
         assert "torch" in parsed.versions
     else:
         assert "torch is not installed" in result.detail
+
+
+FAKE_TORCH = """
+import types
+__version__ = "{version}"
+version = types.SimpleNamespace(hip={hip!r}, cuda={cuda!r})
+
+class _Props:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+class cuda:
+    @staticmethod
+    def is_available():
+        {hang}
+        return {count} > 0
+
+    @staticmethod
+    def device_count():
+        return {count}
+
+    @staticmethod
+    def get_device_properties(i):
+        return _Props(**{props!r})
+"""
+
+
+def fake_torch(tmp_path, **values):
+    """A stand-in `torch` package for the probe's subprocess: simulated hardware, real probe code."""
+    folder = tmp_path / "site"
+    (folder / "torch").mkdir(parents=True)
+    defaults = {"version": "2.13.0", "hip": None, "cuda": None, "count": 0, "props": {}, "hang": ""}
+    (folder / "torch" / "__init__.py").write_text(FAKE_TORCH.format(**{**defaults, **values}))
+    return {**os.environ, "PYTHONPATH": str(folder)}
+
+
+def test_torch_probe_rocm_build(tmp_path):
+    env = fake_torch(tmp_path, version="2.9.0+rocm7.0", hip="7.0.51831", count=2, props={
+        "name": "AMD Instinct MI300X", "gcnArchName": "gfx942:sramecc+:xnack-", "total_memory": 206141652992,
+        "multi_processor_count": 304, "major": 9, "minor": 4})
+    parsed = torch_probe.probe(env=env)
+    assert parsed.versions == {"torch": "2.9.0+rocm7.0", "hip": "7.0.51831"}
+    assert [(g.sku, g.arch, g.memory_gb, g.vendor) for g in parsed.gpus] == [("MI300X", "gfx942", 192.0, "amd")] * 2
+
+
+def test_torch_probe_cuda_build(tmp_path):
+    env = fake_torch(tmp_path, version="2.9.0+cu128", cuda="12.8", count=1, props={
+        "name": "NVIDIA H200", "total_memory": 150109880320, "multi_processor_count": 132, "major": 9, "minor": 0})
+    parsed = torch_probe.probe(env=env)
+    assert parsed.versions == {"torch": "2.9.0+cu128", "cuda": "12.8"}
+    assert [(g.sku, g.arch, g.memory_gb) for g in parsed.gpus] == [("H200", "sm_90", 139.8)]
+
+
+def test_torch_probe_cpu_build_gives_versions_only(tmp_path):
+    parsed = torch_probe.probe(env=fake_torch(tmp_path))
+    assert parsed.versions == {"torch": "2.13.0"} and parsed.gpus == []
+
+
+def test_torch_probe_hung_gpu_times_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch_probe, "TIMEOUT_S", 1)
+    env = fake_torch(tmp_path, hip="7.0", count=1, hang="import time; time.sleep(30)")
+    result, _ = detect._attempt("torch", lambda: torch_probe.probe(env=env))
+    assert not result.ok and "torch did not answer in 1 s (hung GPU or driver?)" in result.detail

@@ -1,37 +1,67 @@
-"""torch: the build (HIP or CUDA) and the devices it sees. Only imported when torch is installed."""
+"""torch: the build (HIP or CUDA) and the devices it sees, asked in a subprocess.
+
+A subprocess, not an import: a hung GPU can hang `torch.cuda` calls (the timeout
+keeps detection from hanging the run), and initialising HIP/CUDA in the pytest
+controller before xdist starts its workers is what GPU test runs must avoid.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 
 from pytest_rocm.hw.model import Gpu
-from pytest_rocm.hw.parsers import Parsed
+from pytest_rocm.hw.parsers import Parsed, UnexpectedOutput
 from pytest_rocm.hw.skus import identify_amd, identify_nvidia, normalise_arch
 
+TIMEOUT_S = 60
 
-def probe() -> Parsed:
-    if importlib.util.find_spec("torch") is None:
+SCRIPT = r"""
+import json, torch
+out = {"torch": torch.__version__, "hip": getattr(torch.version, "hip", None),
+       "cuda": getattr(torch.version, "cuda", None), "devices": []}
+if (out["hip"] or out["cuda"]) and torch.cuda.is_available():
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        out["devices"].append({"name": p.name, "arch": getattr(p, "gcnArchName", ""), "memory": p.total_memory,
+                               "units": p.multi_processor_count, "major": p.major, "minor": p.minor})
+print(json.dumps(out))
+"""
+
+
+def probe(python: str = sys.executable, env: dict | None = None) -> Parsed:
+    if env is None and importlib.util.find_spec("torch") is None:
         raise FileNotFoundError("torch is not installed")
-    import torch
+    try:
+        done = subprocess.run([python, "-c", SCRIPT], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError(f"torch did not answer in {TIMEOUT_S} s (hung GPU or driver?)") from exc
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"torch failed: {last}")
+    try:
+        return parse(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError) as exc:
+        raise UnexpectedOutput(f"torch probe printed no JSON: {done.stdout[-200:]!r}") from exc
 
-    parsed = Parsed(versions={"torch": torch.__version__})
-    hip = getattr(torch.version, "hip", None)
-    cuda = getattr(torch.version, "cuda", None)
+
+def parse(text: str) -> Parsed:
+    data = json.loads(text)
+    parsed = Parsed(versions={"torch": data["torch"]})
+    hip, cuda = data.get("hip"), data.get("cuda")
     if hip:
         parsed.versions["hip"] = hip
     elif cuda:
         parsed.versions["cuda"] = cuda
-    if not (hip or cuda) or not torch.cuda.is_available():
-        return parsed  # a CPU build, or no device visible: versions only
-    for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
-        memory = round(props.total_memory / 1024**3, 1)
+    for index, device in enumerate(data.get("devices", [])):
+        memory = round(device["memory"] / 1024**3, 1)
         if hip:
-            sku, arch = identify_amd(props.name, normalise_arch(getattr(props, "gcnArchName", "")),
-                                     None, memory, props.multi_processor_count)
+            sku, arch = identify_amd(device["name"], normalise_arch(device.get("arch")), None, memory, device["units"])
         else:
-            sku, arch = identify_nvidia(props.name, f"{props.major}.{props.minor}")
+            sku, arch = identify_nvidia(device["name"], f"{device['major']}.{device['minor']}")
         parsed.gpus.append(Gpu(index=index, vendor="amd" if hip else "nvidia", sku=sku, arch=arch,
-                               raw_name=props.name, memory_gb=memory,
-                               compute_units=props.multi_processor_count if hip else None))
+                               raw_name=device["name"], memory_gb=memory,
+                               compute_units=device["units"] if hip else None))
     return parsed
