@@ -163,6 +163,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             terminalreporter.write_line(line)
     for problem in report["record_problems"]:
         terminalreporter.write_line(f"record problem: {problem}", yellow=True)
+    for note in run.notes:
+        terminalreporter.write_line(f"pytest-rocm: {note}", yellow=True)
     terminalreporter.write_line("")
     color = {"success": "green", "failure": "red"}.get(report["conclusion"], "yellow")
     terminalreporter.write_line(f"conclusion: {report['conclusion']} ({report['conclusion_reason']})",

@@ -111,6 +111,7 @@ class RocmRun:
         self.distributing = False  # the xdist controller: workers write the records, not us
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
+        self.notes: list[str] = []  # problems of the run itself, shown in the summary and the manifest
         # Devices are locked per run: the controller names the run, workers take its name.
         self.session_id = self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]
         self.timeouts = self._parse_timeouts()
@@ -472,6 +473,11 @@ class RocmRun:
                            f"--rocm-rerun-helper={self.session_id}:{name}:{platform_file}"]
                 done = subprocess.run(command, cwd=self.config.invocation_params.dir, capture_output=True, text=True)
                 attempt = last_attempt_records(self.report_dir / f"records-{name}.jsonl", nodeid)
+                if not attempt and done.returncode in (2, 3, 4, 5):  # interrupted, internal/usage error, nothing run
+                    last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+                    self.notes.append(f"could not rerun {nodeid}: pytest exited {done.returncode} before the test "
+                                      f"ran ({last[:300]}); its verdict stands on the attempts it had")
+                    continue
                 for record in attempt:  # what a worker's reports would have told the planner
                     self.planner.on_record(record)
                 if not any(r["when"] == "teardown" for r in attempt):
@@ -503,6 +509,7 @@ class RocmRun:
                                   list(self.config.invocation_params.args))
         manifest["verdict_config"] = {"reruns": self.reruns, "health_probe": self.probe_command,
                                       "infra_signatures": {s.name: s.pattern.pattern for s in self.signatures}}
+        manifest["notes"] = self.notes
         # Reading records and building the report make 100,000s of small objects; with the whole test
         # session still alive, the collector's full passes over it cost more than the work (4x measured).
         gc.disable()

@@ -382,3 +382,31 @@ def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_select
                                   "--rocm-baselines", "b.toml")
     assert passthrough_args(config) == ["--timeout=5", "-o", "rocm_reruns=2", "-p", "no:cacheprovider",
                                         "--rocm-baselines", "b.toml"]
+
+
+@pytest.mark.slow
+def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
+    """If the rerun subprocess cannot even start the test, the run says so; no crashed attempt is invented."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_last="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_flaky(attempt):
+            assert attempt > 0
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_fine():
+            pass
+    """)
+    # A stand-in for a command line the rerun cannot use: an option that does not exist.
+    (pytester.path / "conftest.py").write_text(CONFTEST + "\nimport pytest_rocm.session as s\n"
+                                               "s.passthrough_args = lambda config: ['--no-such-option']\n")
+    result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
+                                           "-p", "no:cacheprovider")
+    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    flaky = report["tests"]["test_last.py::test_flaky"]
+    assert [a["status"] for a in flaky["attempts"]] == ["failed"]
+    assert flaky["verdict"] == "regression"  # not rerun: it stands on its one attempt
+    assert any("could not rerun test_last.py::test_flaky: pytest exited 4" in n for n in report["manifest"]["notes"])
+    result.stdout.fnmatch_lines(["*pytest-rocm: could not rerun test_last.py::test_flaky: pytest exited 4*"])
