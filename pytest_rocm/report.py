@@ -82,7 +82,7 @@ def attempt_status(records: list[dict], known_gap: dict | None) -> tuple[str, st
     return "crashed", detail, detail
 
 
-def _texts(records: list[dict]) -> list[str]:
+def evidence_texts(records: list[dict]) -> list[str]:
     """Where infrastructure signatures are looked for: what failed, and what the test and its servers printed."""
     texts = []
     for record in records:
@@ -112,7 +112,7 @@ def status_of_test(records: list[dict], probes: list[dict], signatures) -> dict:
         attempt = {"status": status, "worker": attempt_records[0].get("worker"), "gpus": gpus,
                    "duration": round(sum(r.get("duration", 0.0) for r in attempt_records), 6)}
         if status in FAILED:
-            attempt["signature"] = find_signature(_texts(attempt_records), signatures)
+            attempt["signature"] = find_signature(evidence_texts(attempt_records), signatures)
             attempt["message"] = message
             attempt["phase"] = next((r["when"] for r in attempt_records if r["outcome"] == "failed"), "call")
             exit_code = next((r["exit_code"] for r in attempt_records if r.get("exit_code") is not None), None)

@@ -26,9 +26,9 @@ from pytest_rocm.jsonio import write_json_atomic
 from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware, parse_known_gap
 from pytest_rocm.records import (FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records,
                                  last_attempt_records, read_records)
-from pytest_rocm.report import build_gate_report
+from pytest_rocm.report import build_gate_report, evidence_texts
 from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, worker_exit_code
-from pytest_rocm.verdicts import SignatureError, build_signatures, failure_evidence
+from pytest_rocm.verdicts import SignatureError, build_signatures
 
 # Imported where first needed, not at start-up (every pytest run in the environment loads the
 # plugin): devices (filelock), gates and baselines, live detection, the manifest.
@@ -85,7 +85,6 @@ class TestSpec:
     not_applicable: str | None = None  # the both-sided reason, where the hardware requirement is not met
 
 
-SPEC = pytest.StashKey[TestSpec]()
 OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
 
 
@@ -198,7 +197,6 @@ class RocmRun:
             blocking=gate.blocking if gate else (rule.blocking if rule else False),
             gate=gate is not None, hardware=hardware, known_gap=applied_gap, not_applicable=not_applicable,
         )
-        item.stash[SPEC] = spec
         self.specs[item.nodeid] = spec
         timeout = self.timeouts.get(spec.group or "", self.timeouts.get("default"))
         if timeout and not item.get_closest_marker("timeout") and self.config.pluginmanager.hasplugin("timeout"):
@@ -320,17 +318,21 @@ class RocmRun:
         earlier = (last_attempt_records(self.report_dir / f"records-{worker}.jsonl", nodeid)
                    if worker and self.report_dir else [])
         failure = f"{report.longrepr} ({describe_exit(exit_code)})"
+        self._record_crash(nodeid, worker, exit_code, failure, earlier, scheduler)
+
+    def _record_crash(self, nodeid: str, process: str | None, exit_code: int | None, failure: str,
+                      earlier: list[dict], scheduler) -> None:
+        """A process died running `nodeid` (an xdist worker, or a rerun subprocess): write the crash record
+        and hand the planner the evidence of the attempt it ended (its records survive the process)."""
         if self.writer is not None:
             self.writer.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0,
-                               "crashed": True, "crashed_worker": worker, "failure": failure,
+                               "crashed": True, "crashed_worker": process, "failure": failure,
                                "exit_code": exit_code,
                                "group": self.group_map.group_of(nodeid) if self.group_map else None})
-        devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
-        blocking = any(r.get("blocking") for r in earlier)
-        texts = [failure] + [r["failure"] if r.get("hang") else failure_evidence(r.get("failure", "")) for r in earlier]
-        texts += [r.get(k, "") for r in earlier for k in ("stdout_tail", "stderr_tail")]
         if self.planner is not None:
-            self.planner.on_crash(nodeid, texts, devices, blocking, scheduler)
+            devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
+            self.planner.on_crash(nodeid, [failure, *evidence_texts(earlier)], devices,
+                                  any(r.get("blocking") for r in earlier), scheduler)
 
     # -- timeouts (pytest-timeout's thread method) --------------------------------------------------
     def start_hang_timer(self, item: pytest.Item, settings) -> bool:
@@ -481,16 +483,9 @@ class RocmRun:
                 for record in attempt:  # what a worker's reports would have told the planner
                     self.planner.on_record(record)
                 if not any(r["when"] == "teardown" for r in attempt):
-                    self.record_helper_crash(nodeid, name, done.returncode, attempt)
+                    failure = f"rerun process {name!r} died while running {nodeid!r} ({describe_exit(done.returncode)})"
+                    self._record_crash(nodeid, name, done.returncode, failure, attempt, None)
         platform_file.unlink(missing_ok=True)
-
-    def record_helper_crash(self, nodeid: str, helper: str, code: int, earlier: list[dict]) -> None:
-        failure = f"rerun process {helper!r} died while running {nodeid!r} ({describe_exit(code)})"
-        self.writer.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0, "crashed": True,
-                           "crashed_worker": helper, "failure": failure, "exit_code": code})
-        devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
-        texts = [failure] + [r["failure"] if r.get("hang") else failure_evidence(r.get("failure", "")) for r in earlier]
-        self.planner.on_crash(nodeid, texts, devices, any(r.get("blocking") for r in earlier), None)
 
     # -- session end -----------------------------------------------------------------------------
     def finish(self) -> None:

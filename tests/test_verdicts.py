@@ -387,7 +387,6 @@ def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_select
 @pytest.mark.slow
 def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
     """If the rerun subprocess cannot even start the test, the run says so; no crashed attempt is invented."""
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_last="""
         import pytest
 
