@@ -47,6 +47,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("rocm_health_probe", "default for --rocm-health-probe", default="")
     parser.addini("rocm_infra_signatures", "extra infrastructure signatures, `name=regex` per line; `!name` drops "
                   "a built-in one", type="linelist", default=[])
+    group.addoption("--rocm-model", default=None, metavar="PATH",
+                    help="serve these weights in the suites' servers (GPU runners); default: the tiny model built here")
+    group.addoption("--rocm-model-name", default=None, metavar="NAME",
+                    help="the served model name for --rocm-model (default: its folder name)")
+    group.addoption("--rocm-model-vllm-args", default="", metavar="ARGS",
+                    help="vLLM arguments that serving --rocm-model needs (e.g. '--tool-call-parser llama3_json')")
+    group.addoption("--rocm-model-dir", default=None, metavar="DIR",
+                    help="folder of real model weights by Hugging Face name, for the real-model accuracy configs "
+                         "($PYTEST_ROCM_MODEL_DIR)")
+    group.addoption("--rocm-model-cache", default=None, metavar="DIR",
+                    help="where tiny models are built once (ini rocm_model_cache; $PYTEST_ROCM_MODEL_CACHE; "
+                         "default ~/.cache/pytest-rocm/models)")
+    group.addoption("--rocm-tiny-model-seed", type=int, default=0, metavar="N",
+                    help="weight seed of the tiny model (golden outputs are recorded with 0)")
+    group.addoption("--rocm-server-config", default=None, metavar="TOML",
+                    help="server arguments and environment per platform (ini rocm_server_config)")
+    parser.addini("rocm_model_cache", "default for --rocm-model-cache (relative to the ini file)", default="")
+    parser.addini("rocm_server_config", "default for --rocm-server-config (relative to the ini file)", default="")
     parser.addini("rocm_timeouts", "per-group timeouts in seconds for gate tests, `group=seconds` per line "
                   "(and `default=seconds`), applied through pytest-timeout", type="linelist", default=[])
 
@@ -54,6 +72,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for text in MARKER_HELP.values():
         config.addinivalue_line("markers", text)
+    for kind in ("vllm", "sglang"):
+        config.addinivalue_line("markers", f"{kind}_server(args=[...], env={{...}}): extra arguments and environment "
+                                f"for the module's `{kind}_server` fixture")
     config.stash[RUN] = RocmRun(config)
     config.pluginmanager.register(RecordingHooks(config.stash[RUN]), "rocm-recording")
 
@@ -135,6 +156,44 @@ def golden(request):
 def gpus(request) -> list[int]:
     """Device indices for this test alone (its `hardware(gpus=N)`, else 1), exported to subprocesses."""
     return request.config.stash[RUN].allocate_gpus(request)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    report = yield
+    if report.failed:
+        item.config.stash[RUN].attach_server_logs(report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def served_model(request):
+    """The model the suites serve: `.path`, `.name` (the served model name), `.tiny`."""
+    return request.config.stash[RUN].serving.served_model()
+
+
+@pytest.fixture(scope="session")
+def vllm_server_factory(request):
+    """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these extra settings
+    (and another model than `served_model`, given as a `pytest_rocm.server_pool.ServedModel`), shared
+    with every test that asks for the same ones; all are stopped when the session finishes."""
+    serving = request.config.stash[RUN].serving
+    return lambda args=(), env=None, model=None: serving.server(request, "vllm", args, env, model)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(request, vllm_server_factory):
+    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments)."""
+    marker = request.node.get_closest_marker("vllm_server")
+    return vllm_server_factory(**(marker.kwargs if marker else {}))
+
+
+@pytest.fixture(scope="module")
+def sglang_server(request):
+    """The real SGLang server for this module; skipped, saying why, where SGLang is not installed."""
+    serving = request.config.stash[RUN].serving
+    marker = request.node.get_closest_marker("sglang_server")
+    return serving.server(request, "sglang", **(marker.kwargs if marker else {}))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

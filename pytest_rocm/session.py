@@ -30,6 +30,8 @@ from pytest_rocm.report import build_gate_report, evidence_texts
 from pytest_rocm.reruns import DEFAULT_PROBE, RerunPlanner, describe_exit, worker_exit_code
 from pytest_rocm.verdicts import SignatureError, build_signatures
 
+LOG_SECTION = "pytest-rocm server log"  # report sections attached by pytest_rocm.serving
+
 # Imported where first needed, not at start-up (every pytest run in the environment loads the
 # plugin): devices (filelock), gates and baselines, live detection, the manifest.
 
@@ -107,6 +109,7 @@ class RocmRun:
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
         self.measurements: dict[str, list[dict]] = {}  # nodeid -> what its gates measured (this attempt)
         self._baselines: dict | None = None
+        self._serving = None  # pytest_rocm.serving.Serving, made when a suite first asks for a server
         self.distributing = False  # the xdist controller: workers write the records, not us
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
@@ -276,6 +279,9 @@ class RocmRun:
             record["failure"] = text[:FAILURE_HEAD_CHARS]
             record["stdout_tail"] = report.capstdout[-OUTPUT_TAIL_CHARS:]
             record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
+            logs = "\n".join(text for title, text in report.sections if title.startswith(LOG_SECTION))
+            if logs:
+                record["log_tail"] = logs[-OUTPUT_TAIL_CHARS:]
         self.writer.write(record, self._encoded_spec(report.nodeid))
 
     def _encoded_spec(self, nodeid: str) -> str:
@@ -373,6 +379,24 @@ class RocmRun:
         item.user_properties[:] = [p for p in item.user_properties if p[0] != "rocm_gpus"]
         item.user_properties.append(("rocm_gpus", ",".join(map(str, allocation.devices))))
         return allocation.devices
+
+    # -- servers -------------------------------------------------------------------------------------
+    @property
+    def serving(self):
+        if self._serving is None:
+            from pytest_rocm.serving import Serving
+
+            self._serving = Serving(self)
+        return self._serving
+
+    def attach_server_logs(self, report: pytest.TestReport) -> None:
+        """A failed test's report carries the last lines of every server running here (they reach the
+        records as `log_tail`, where infrastructure signatures are looked for) and the logs' paths."""
+        if self._serving is None:
+            return
+        for title, path, text in self._serving.log_sections():
+            report.sections.append((title, text))
+            report.user_properties.append(("rocm_server_log", path))
 
     # -- gates ----------------------------------------------------------------------------------------
     def _relative(self, value: str) -> Path:
@@ -490,6 +514,8 @@ class RocmRun:
     # -- session end -----------------------------------------------------------------------------
     def finish(self) -> None:
         """Close this process's records; on the controller merge them into the gate report and manifest."""
+        if self._serving is not None:
+            self._serving.close()
         if self._writer is not None:
             self._writer.close()
         if self.workerinput:

@@ -1,0 +1,116 @@
+"""Servers shared by the tests of one process: started on first use, kept while others need the same one.
+
+A server is keyed by what decides its behaviour (kind, model, arguments,
+environment), so every module that asks for the default server gets the same
+process, and a test that needs a variant (prefix caching off, speculative
+decoding) gets its own. At most `max_alive` servers run at once (the least
+recently used is stopped first), which bounds memory on small runners; each
+holds its devices from the run's allocator until it stops.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rocm import devices as devices_mod
+from pytest_rocm.servers import (PlatformServerConfig, Server, ServerConfigError, command_for, free_port,
+                                 load_server_config)
+
+DEFAULT_MAX_ALIVE = 2
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """The weights the suites serve: the tiny model built here, or real weights given with --rocm-model."""
+
+    path: str
+    name: str
+    tiny: bool
+    vllm_args: tuple[str, ...] = ()  # what serving this model needs, on every platform
+
+
+def devices_wanted(args: list[str], platform_gpus: int) -> int:
+    """Tensor parallel size times pipeline parallel size, from the server's arguments (1 without either)."""
+    if platform_gpus == 0:
+        return 0
+    sizes = {"--tensor-parallel-size": 1, "--pipeline-parallel-size": 1}
+    aliases = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "--tp": "--tensor-parallel-size",
+               "--tp-size": "--tensor-parallel-size", "--pp-size": "--pipeline-parallel-size"}
+    for index, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        name = aliases.get(name, name)
+        if name in sizes:
+            value = value or (args[index + 1] if index + 1 < len(args) else "")
+            try:
+                sizes[name] = int(value)
+            except ValueError as exc:
+                raise ServerConfigError(f"server argument {name} needs a whole number, got {value!r}") from exc
+    return sizes["--tensor-parallel-size"] * sizes["--pipeline-parallel-size"]
+
+
+class ServerPool:
+    def __init__(self, *, session_id: str, platform, platform_keys: list[str | None], config_path: Path | None,
+                 log_dir: Path, max_alive: int = DEFAULT_MAX_ALIVE):
+        self.session_id = session_id
+        self.platform = platform
+        self.platform_keys = platform_keys
+        self.config_path = config_path
+        self.log_dir = log_dir
+        self.max_alive = max_alive
+        self.servers: OrderedDict[tuple, Server] = OrderedDict()
+        self.allocations: dict[tuple, devices_mod.Allocation] = {}
+        self.started: list[Server] = []  # every server this process started, for the report
+
+    def config(self, kind: str) -> PlatformServerConfig:
+        return load_server_config(self.config_path, kind, self.platform_keys)
+
+    def get(self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None) -> Server:
+        """A healthy server for this configuration, started (and waited for) if none is running."""
+        args, env = list(args), dict(env or {})
+        key = (kind, model.path, tuple(args), tuple(sorted(env.items())))
+        server = self.servers.get(key)
+        if server is not None and server.alive():
+            self.servers.move_to_end(key)
+            return server
+        if server is not None:  # it died since the last test: start a fresh one, the old log stays
+            self._stop(key)
+        while len(self.servers) >= self.max_alive:
+            self._stop(next(iter(self.servers)))
+        platform_config = self.config(kind)
+        all_args = [*platform_config.args, *(model.vllm_args if kind == "vllm" else ()), *args]
+        wanted = devices_wanted(all_args, len(self.platform.gpus))
+        allocation = devices_mod.allocate(self.session_id, [g.index for g in self.platform.gpus], wanted,
+                                          self.platform.vendor)
+        port = free_port()
+        server = Server(kind=kind, model=model.path, served_name=model.name, port=port,
+                        command=command_for(kind, model.path, model.name, port, all_args),
+                        env={**platform_config.env, **env, **allocation.env},
+                        log_path=self.log_dir / f"{kind}-{port}.log", devices=allocation.devices)
+        self.started.append(server)
+        try:
+            server.start(platform_config.health_timeout_s)
+        except BaseException:
+            allocation.release()
+            raise
+        self.servers[key] = server
+        self.allocations[key] = allocation
+        return server
+
+    def alive(self) -> list[Server]:
+        return [server for server in self.servers.values() if server.alive()]
+
+    def _stop(self, key: tuple) -> None:
+        server = self.servers.pop(key)
+        server.stop()
+        self.allocations.pop(key).release()
+
+    def close(self) -> None:
+        for key in list(self.servers):
+            self._stop(key)
+
+    def describe(self) -> list[dict]:
+        return [{"kind": s.kind, "command": shlex.join(s.command), "log": str(s.log_path), "devices": s.devices,
+                 "startup_s": round(s.started_s, 1)} for s in self.started]

@@ -1,0 +1,96 @@
+"""What the suites' server fixtures need from the run: the model to serve, the server pool, the logs.
+
+One `Serving` per process, made on first use (runs without suites never import it).
+The model is the tiny one built here (`--rocm-tiny-model-seed`, default 0), or real
+weights on a GPU runner (`--rocm-model PATH`). Server logs go to the report folder
+(`servers/`), else to pytest's temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pytest_rocm.server_pool import ServedModel, ServerPool
+from pytest_rocm.servers import LOG_TAIL_LINES, ServerConfigError, is_installed
+from pytest_rocm.session import LOG_SECTION
+from pytest_rocm.tiny_models import ModelBuildError, TinyModelSpec, ensure_tiny_model
+TINY_MODEL_NAME = "tiny-llama"
+# The tiny model's tokenizer has <tool_call> tokens and its chat template renders tools Hermes-style.
+TINY_MODEL_VLLM_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+
+
+def default_model_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-rocm" / "models"
+
+
+class Serving:
+    def __init__(self, run):
+        self.run = run
+        self.config = run.config
+        self._model: ServedModel | None = None
+        self._pool: ServerPool | None = None
+
+    def model_cache(self) -> Path:
+        value = (self.config.getoption("rocm_model_cache") or self.config.getini("rocm_model_cache")
+                 or os.environ.get("PYTEST_ROCM_MODEL_CACHE"))
+        return self.run._relative(value) if value else default_model_cache()
+
+    def served_model(self) -> ServedModel:
+        if self._model is None:
+            real = self.config.getoption("rocm_model")
+            if real:
+                self._model = ServedModel(path=real, name=self.config.getoption("rocm_model_name")
+                                          or Path(real).name, tiny=False,
+                                          vllm_args=tuple(shlex.split(self.config.getoption("rocm_model_vllm_args"))))
+            else:
+                seed = self.config.getoption("rocm_tiny_model_seed")
+                try:
+                    path = ensure_tiny_model(self.model_cache(), TinyModelSpec(seed=seed))
+                except ModelBuildError as exc:
+                    pytest.fail(str(exc), pytrace=False)
+                self._model = ServedModel(path=str(path), name=TINY_MODEL_NAME, tiny=True,
+                                          vllm_args=TINY_MODEL_VLLM_ARGS)
+        return self._model
+
+    def pool(self, tmp_path_factory) -> ServerPool:
+        if self._pool is None:
+            config_value = self.config.getoption("rocm_server_config") or self.config.getini("rocm_server_config")
+            config_path = self.run._relative(config_value) if config_value else None
+            if config_path is not None and not config_path.is_file():
+                raise pytest.UsageError(f"server configuration {config_path} does not exist "
+                                        "(--rocm-server-config or ini rocm_server_config)")
+            log_dir = (self.run.report_dir / "servers" if self.run.report_dir
+                       else tmp_path_factory.getbasetemp() / "servers")
+            platform = self.run.platform
+            key = platform.key()
+            self._pool = ServerPool(session_id=self.run.session_id, platform=platform,
+                                    platform_keys=[key["sku"], key["arch"], key["vendor"]],
+                                    config_path=config_path, log_dir=log_dir)
+        return self._pool
+
+    def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
+        """A running server of `kind` for the served model (skipped, saying why, where it is not installed)."""
+        if not is_installed(kind):
+            pytest.skip(f"{kind} is not installed in this environment (install the suites' extra: "
+                        f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
+        model = model or self.served_model()
+        try:
+            return self.pool(request.getfixturevalue("tmp_path_factory")).get(kind, model, args, env)
+        except ServerConfigError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    def log_sections(self) -> list[tuple[str, str, str]]:
+        """(title, log path, last lines) of every server running in this process, for a failed test's report."""
+        if self._pool is None:
+            return []
+        return [(f"{LOG_SECTION} ({server.kind} on port {server.port}, last {LOG_TAIL_LINES} lines)",
+                 str(server.log_path), server.log_tail()) for server in self._pool.alive()]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()

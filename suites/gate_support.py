@@ -1,0 +1,112 @@
+"""Helpers the suites share: greedy token ids with their top-k logprobs, comparisons that name the first
+divergence, and the server's Prometheus metrics."""
+
+from __future__ import annotations
+
+import urllib.request
+from dataclasses import dataclass
+
+import openai
+from prometheus_client.parser import text_string_to_metric_families
+
+TOP_K = 5
+
+
+def client_for(server) -> openai.OpenAI:
+    # No retries: a retried request would hide exactly the faults the suites are here to see.
+    return openai.OpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0, timeout=300)
+
+
+def async_client_for(server) -> openai.AsyncOpenAI:
+    """Make one inside the event loop that uses it (its connections belong to that loop)."""
+    return openai.AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0, timeout=300)
+
+
+@dataclass
+class Generation:
+    text: str
+    token_ids: list[int]
+    top_logprobs: list[dict[int, float]]  # per position: token id -> logprob (top-k)
+    finish_reason: str
+
+
+def _token_id(token: str) -> int:
+    # `return_tokens_as_token_ids` makes vLLM name every token "token_id:N", so tokens that decode to
+    # the same text (or to nothing) stay distinct.
+    return int(token.removeprefix("token_id:"))
+
+
+def generate(client, model: str, prompts: list, max_tokens: int = 16, top_k: int = TOP_K, **extra) -> list[Generation]:
+    """Greedy completions of `prompts` in one request (one batch), ignoring EOS so every sequence has
+    `max_tokens` tokens; in the order of `prompts`."""
+    response = client.completions.create(
+        model=model, prompt=prompts, max_tokens=max_tokens, temperature=0.0, logprobs=top_k,
+        extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True, **extra})
+    generations = []
+    for choice in sorted(response.choices, key=lambda c: c.index):
+        lp = choice.logprobs
+        generations.append(Generation(
+            text=choice.text, token_ids=[_token_id(t) for t in lp.tokens],
+            top_logprobs=[{_token_id(t): v for t, v in top.items()} for top in lp.top_logprobs],
+            finish_reason=choice.finish_reason))
+    return generations
+
+
+def generate_each(client, model: str, prompts: list, **kwargs) -> list[Generation]:
+    """Each prompt in a request of its own, one after another."""
+    return [generate(client, model, [prompt], **kwargs)[0] for prompt in prompts]
+
+
+def first_token_divergence(reference: list[Generation], measured: list[Generation]) -> str | None:
+    """Where two runs' greedy tokens first differ, with both choices and their logprobs; None if identical."""
+    if len(reference) != len(measured):
+        return f"{len(measured)} sequences, the reference has {len(reference)}"
+    for index, (ref, got) in enumerate(zip(reference, measured)):
+        for position, (a, b) in enumerate(zip(ref.token_ids, got.token_ids)):
+            if a != b:
+                return (f"sequence {index} diverges at position {position}: reference token {a} "
+                        f"(logprob {ref.top_logprobs[position].get(a, float('nan')):.5f}, its top-{TOP_K} "
+                        f"{_top(ref.top_logprobs[position])}), this run token {b} (logprob "
+                        f"{got.top_logprobs[position].get(b, float('nan')):.5f}, its top-{TOP_K} "
+                        f"{_top(got.top_logprobs[position])})")
+        if len(ref.token_ids) != len(got.token_ids):
+            return f"sequence {index}: {len(got.token_ids)} tokens, the reference has {len(ref.token_ids)}"
+    return None
+
+
+def _top(top: dict[int, float]) -> str:
+    return "{" + ", ".join(f"{t}: {v:.4f}" for t, v in sorted(top.items(), key=lambda x: -x[1])) + "}"
+
+
+def assert_same_tokens(reference: list[Generation], measured: list[Generation], what: str) -> None:
+    divergence = first_token_divergence(reference, measured)
+    assert divergence is None, f"{what}: {divergence}"
+
+
+def metrics(server) -> dict[str, float]:
+    """The server's Prometheus samples, summed over labels except `finished_reason` (name{reason} -> value)."""
+    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.name
+            if "finished_reason" in sample.labels:
+                name += "{" + sample.labels["finished_reason"] + "}"
+            values[name] = values.get(name, 0.0) + sample.value
+    return values
+
+
+# Prompts with long shared prefixes and repetition: prefix caching hits, n-gram drafts get accepted.
+SHARED_PREFIX = ("def wrap(text, width=70, **kwargs):\n    w = TextWrapper(width=width, **kwargs)\n"
+                 "    return w.wrap(text)\n\n") * 3
+PROMPTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "def fill(text, width=70):",
+    "import re\n",
+    "Hello, my name is",
+    "class TextWrapper:\n    def __init__(self, width=70):",
+    "a b c d e f g h",
+    "text = text.expandtabs(self.tabsize)",
+    "Once upon a time",
+]
