@@ -182,10 +182,11 @@ def vllm_server_factory(request):
 
 
 @pytest.fixture(scope="module")
-def vllm_server(request, vllm_server_factory):
-    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments)."""
+def vllm_server(request):
+    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments);
+    held for the module, so servers other tests start never stop it."""
     marker = request.node.get_closest_marker("vllm_server")
-    return vllm_server_factory(**(marker.kwargs if marker else {}))
+    return request.config.stash[RUN].serving.server(request, "vllm", hold=True, **(marker.kwargs if marker else {}))
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +194,7 @@ def sglang_server(request):
     """The real SGLang server for this module; skipped, saying why, where SGLang is not installed."""
     serving = request.config.stash[RUN].serving
     marker = request.node.get_closest_marker("sglang_server")
-    return serving.server(request, "sglang", **(marker.kwargs if marker else {}))
+    return serving.server(request, "sglang", hold=True, **(marker.kwargs if marker else {}))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -4,8 +4,8 @@ A server is keyed by what decides its behaviour (kind, model, arguments,
 environment), so every module that asks for the default server gets the same
 process, and a test that needs a variant (prefix caching off, speculative
 decoding) gets its own. At most `max_alive` servers run at once (the least
-recently used is stopped first), which bounds memory on small runners; each
-holds its devices from the run's allocator until it stops.
+recently used of those no module holds is stopped first), which bounds memory
+on small runners; each holds its devices from the run's allocator until it stops.
 """
 
 from __future__ import annotations
@@ -62,23 +62,47 @@ class ServerPool:
         self.max_alive = max_alive
         self.servers: OrderedDict[tuple, Server] = OrderedDict()
         self.allocations: dict[tuple, devices_mod.Allocation] = {}
+        self.holders: dict[tuple, int] = {}  # key -> module fixtures using it now: never stopped to make room
         self.started: list[Server] = []  # every server this process started, for the report
 
     def config(self, kind: str) -> PlatformServerConfig:
         return load_server_config(self.config_path, kind, self.platform_keys)
 
-    def get(self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None) -> Server:
-        """A healthy server for this configuration, started (and waited for) if none is running."""
+    @staticmethod
+    def key(kind: str, model: ServedModel, args, env) -> tuple:
+        return kind, model.path, tuple(args), tuple(sorted((env or {}).items()))
+
+    def get(self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None,
+            hold: bool = False) -> Server:
+        """A healthy server for this configuration, started (and waited for) if none is running.
+        `hold`: a module keeps using it across tests; `release` it when the module is done."""
         args, env = list(args), dict(env or {})
-        key = (kind, model.path, tuple(args), tuple(sorted(env.items())))
+        key = self.key(kind, model, args, env)
         server = self.servers.get(key)
-        if server is not None and server.alive():
-            self.servers.move_to_end(key)
-            return server
-        if server is not None:  # it died since the last test: start a fresh one, the old log stays
+        if server is not None and not server.alive():  # it died since the last test: start a fresh one
             self._stop(key)
+            server = None
+        if server is None:
+            server = self._start(key, kind, model, args, env)
+        self.servers.move_to_end(key)
+        if hold:
+            self.holders[key] = self.holders.get(key, 0) + 1
+        return server
+
+    def release(self, server: Server) -> None:
+        for key, running in self.servers.items():
+            if running is server and self.holders.get(key):
+                self.holders[key] -= 1
+
+    def _make_room(self) -> None:
         while len(self.servers) >= self.max_alive:
-            self._stop(next(iter(self.servers)))
+            idle = [key for key in self.servers if not self.holders.get(key)]
+            if not idle:
+                return  # every running server is held by a module: run one more than the limit
+            self._stop(idle[0])
+
+    def _start(self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict) -> Server:
+        self._make_room()
         platform_config = self.config(kind)
         all_args = [*platform_config.args, *(model.vllm_args if kind == "vllm" else ()), *args]
         wanted = devices_wanted(all_args, len(self.platform.gpus))
@@ -103,6 +127,7 @@ class ServerPool:
         return [server for server in self.servers.values() if server.alive()]
 
     def _stop(self, key: tuple) -> None:
+        self.holders.pop(key, None)
         server = self.servers.pop(key)
         server.stop()
         self.allocations.pop(key).release()

@@ -73,16 +73,21 @@ class Serving:
                                     config_path=config_path, log_dir=log_dir)
         return self._pool
 
-    def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
-        """A running server of `kind` for the served model (skipped, saying why, where it is not installed)."""
+    def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None, hold: bool = False):
+        """A running server of `kind` for the served model (skipped, saying why, where it is not installed).
+        `hold`: kept running until the requesting fixture's scope ends (a module's server)."""
         if not is_installed(kind):
             pytest.skip(f"{kind} is not installed in this environment (install the suites' extra: "
                         f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
         model = model or self.served_model()
+        pool = self.pool(request.getfixturevalue("tmp_path_factory"))
         try:
-            return self.pool(request.getfixturevalue("tmp_path_factory")).get(kind, model, args, env)
+            server = pool.get(kind, model, args, env, hold=hold)
         except ServerConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
+        if hold:
+            request.addfinalizer(lambda: pool.release(server))
+        return server
 
     def log_sections(self) -> list[tuple[str, str, str]]:
         """(title, log path, last lines) of every server running in this process, for a failed test's report."""

@@ -28,7 +28,7 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "collective_error": r"(?:RCCL|NCCL) (?:WARN|ERROR|error)|nccl(?:Unhandled\w*Error|SystemError|RemoteError|InternalError)"
                         r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
     "no_space": r"No space left on device",
-    "server_not_healthy": r"did not become healthy|server (?:exited|died) before becoming healthy",
+    "server_not_healthy": r"did not become healthy|server (?:exited|died)(?: with (?:exit )?code -?\d+)? before becoming healthy",
     "timeout": r"Timeout \(>[\d.]+s\) from pytest-timeout|pytest-rocm: timed out after",
     # exit code 134 (128 + SIGABRT) is what a KFD GPU hang leaves; vLLM's AMD CI retries it once.
     "kfd_hang_exit": r"(?:exit(?:ed)?(?: with)? (?:code|status)|returncode[=:]?)\s*-?134\b|\bSIGABRT\b",
