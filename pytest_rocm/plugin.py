@@ -172,11 +172,11 @@ def served_model(request):
     return request.config.stash[RUN].serving.served_model()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def vllm_server_factory(request):
     """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these extra settings
-    (and another model than `served_model`, given as a `pytest_rocm.server_pool.ServedModel`), shared
-    with every test that asks for the same ones; all are stopped when the session finishes."""
+    (and another model than `served_model`, given as a `pytest_rocm.server_pool.ServedModel`) for this test;
+    shared with any other fixture that asks for the same ones while it runs."""
     serving = request.config.stash[RUN].serving
     return lambda args=(), env=None, model=None: serving.server(request, "vllm", args, env, model)
 
@@ -184,9 +184,9 @@ def vllm_server_factory(request):
 @pytest.fixture(scope="module")
 def vllm_server(request):
     """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments);
-    held for the module, so servers other tests start never stop it."""
+    held for the module, so servers that tests start beside it never stop it."""
     marker = request.node.get_closest_marker("vllm_server")
-    return request.config.stash[RUN].serving.server(request, "vllm", hold=True, **(marker.kwargs if marker else {}))
+    return request.config.stash[RUN].serving.server(request, "vllm", **(marker.kwargs if marker else {}))
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +194,7 @@ def sglang_server(request):
     """The real SGLang server for this module; skipped, saying why, where SGLang is not installed."""
     serving = request.config.stash[RUN].serving
     marker = request.node.get_closest_marker("sglang_server")
-    return serving.server(request, "sglang", hold=True, **(marker.kwargs if marker else {}))
+    return serving.server(request, "sglang", **(marker.kwargs if marker else {}))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -3,9 +3,9 @@
 A server is keyed by what decides its behaviour (kind, model, arguments,
 environment), so every module that asks for the default server gets the same
 process, and a test that needs a variant (prefix caching off, speculative
-decoding) gets its own. At most `max_alive` servers run at once (the least
-recently used of those no module holds is stopped first), which bounds memory
-on small runners; each holds its devices from the run's allocator until it stops.
+decoding) gets its own. A fixture holds its server until its scope ends; idle
+servers beyond `max_alive` are stopped (least recently used first), which bounds
+memory and, on the CPU, keeps idle servers from taking the cores.
 """
 
 from __future__ import annotations
@@ -53,16 +53,19 @@ def devices_wanted(args: list[str], platform_gpus: int) -> int:
 
 class ServerPool:
     def __init__(self, *, session_id: str, platform, platform_keys: list[str | None], config_path: Path | None,
-                 log_dir: Path, max_alive: int = DEFAULT_MAX_ALIVE):
+                 log_dir: Path, max_alive: int | None = None):
         self.session_id = session_id
         self.platform = platform
         self.platform_keys = platform_keys
         self.config_path = config_path
         self.log_dir = log_dir
-        self.max_alive = max_alive
+        # On the CPU an idle vLLM server still spins its OpenMP threads: keep one, or they skew the timings.
+        self.max_alive = max_alive or (1 if not platform.gpus else DEFAULT_MAX_ALIVE)
         self.servers: OrderedDict[tuple, Server] = OrderedDict()
-        self.allocations: dict[tuple, devices_mod.Allocation] = {}
-        self.holders: dict[tuple, int] = {}  # key -> module fixtures using it now: never stopped to make room
+        self.holders: dict[tuple, int] = {}  # key -> fixtures using it now: never stopped to make room
+        # Servers of one size share its devices (the servers' configuration splits their memory), so a
+        # module's server and a test's variant of it fit on a one-GPU runner; held until the pool closes.
+        self.device_sets: dict[int, devices_mod.Allocation] = {}
         self.started: list[Server] = []  # every server this process started, for the report
 
     def config(self, kind: str) -> PlatformServerConfig:
@@ -72,10 +75,9 @@ class ServerPool:
     def key(kind: str, model: ServedModel, args, env) -> tuple:
         return kind, model.path, tuple(args), tuple(sorted((env or {}).items()))
 
-    def get(self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None,
-            hold: bool = False) -> Server:
-        """A healthy server for this configuration, started (and waited for) if none is running.
-        `hold`: a module keeps using it across tests; `release` it when the module is done."""
+    def get(self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None) -> Server:
+        """A healthy server for this configuration, started (and waited for) if none is running, held
+        until `release`: a held server is never stopped to make room for another."""
         args, env = list(args), dict(env or {})
         key = self.key(kind, model, args, env)
         server = self.servers.get(key)
@@ -85,42 +87,42 @@ class ServerPool:
         if server is None:
             server = self._start(key, kind, model, args, env)
         self.servers.move_to_end(key)
-        if hold:
-            self.holders[key] = self.holders.get(key, 0) + 1
+        self.holders[key] = self.holders.get(key, 0) + 1
         return server
 
     def release(self, server: Server) -> None:
+        """The fixture that got `server` is done with it; stop idle servers beyond `max_alive`."""
         for key, running in self.servers.items():
             if running is server and self.holders.get(key):
                 self.holders[key] -= 1
+        self._trim(self.max_alive)
 
-    def _make_room(self) -> None:
-        while len(self.servers) >= self.max_alive:
+    def _trim(self, keep: int) -> None:
+        while len(self.servers) > keep:
             idle = [key for key in self.servers if not self.holders.get(key)]
             if not idle:
-                return  # every running server is held by a module: run one more than the limit
+                return  # every running server is held: run more than the limit until one is released
             self._stop(idle[0])
 
+    def _devices(self, count: int) -> devices_mod.Allocation:
+        if count not in self.device_sets:
+            self.device_sets[count] = devices_mod.allocate(self.session_id, [g.index for g in self.platform.gpus],
+                                                           count, self.platform.vendor)
+        return self.device_sets[count]
+
     def _start(self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict) -> Server:
-        self._make_room()
+        self._trim(self.max_alive - 1)
         platform_config = self.config(kind)
         all_args = [*platform_config.args, *(model.vllm_args if kind == "vllm" else ()), *args]
-        wanted = devices_wanted(all_args, len(self.platform.gpus))
-        allocation = devices_mod.allocate(self.session_id, [g.index for g in self.platform.gpus], wanted,
-                                          self.platform.vendor)
+        allocation = self._devices(devices_wanted(all_args, len(self.platform.gpus)))
         port = free_port()
         server = Server(kind=kind, model=model.path, served_name=model.name, port=port,
                         command=command_for(kind, model.path, model.name, port, all_args),
                         env={**platform_config.env, **env, **allocation.env},
                         log_path=self.log_dir / f"{kind}-{port}.log", devices=allocation.devices)
         self.started.append(server)
-        try:
-            server.start(platform_config.health_timeout_s)
-        except BaseException:
-            allocation.release()
-            raise
+        server.start(platform_config.health_timeout_s)
         self.servers[key] = server
-        self.allocations[key] = allocation
         return server
 
     def alive(self) -> list[Server]:
@@ -128,13 +130,14 @@ class ServerPool:
 
     def _stop(self, key: tuple) -> None:
         self.holders.pop(key, None)
-        server = self.servers.pop(key)
-        server.stop()
-        self.allocations.pop(key).release()
+        self.servers.pop(key).stop()
 
     def close(self) -> None:
         for key in list(self.servers):
             self._stop(key)
+        for allocation in self.device_sets.values():
+            allocation.release()
+        self.device_sets.clear()
 
     def describe(self) -> list[dict]:
         return [{"kind": s.kind, "command": shlex.join(s.command), "log": str(s.log_path), "devices": s.devices,

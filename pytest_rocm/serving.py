@@ -73,20 +73,19 @@ class Serving:
                                     config_path=config_path, log_dir=log_dir)
         return self._pool
 
-    def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None, hold: bool = False):
-        """A running server of `kind` for the served model (skipped, saying why, where it is not installed).
-        `hold`: kept running until the requesting fixture's scope ends (a module's server)."""
+    def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
+        """A running server of `kind` for the served model (skipped, saying why, where it is not installed),
+        held until the scope of the fixture behind `request` ends."""
         if not is_installed(kind):
             pytest.skip(f"{kind} is not installed in this environment (install the suites' extra: "
                         f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
         model = model or self.served_model()
         pool = self.pool(request.getfixturevalue("tmp_path_factory"))
         try:
-            server = pool.get(kind, model, args, env, hold=hold)
+            server = pool.get(kind, model, args, env)
         except ServerConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        if hold:
-            request.addfinalizer(lambda: pool.release(server))
+        request.addfinalizer(lambda: pool.release(server))
         return server
 
     def log_sections(self) -> list[tuple[str, str, str]]:

@@ -7,6 +7,7 @@ import urllib.request
 from dataclasses import dataclass
 
 import openai
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 TOP_K = 5
@@ -110,3 +111,16 @@ PROMPTS = [
     "text = text.expandtabs(self.tabsize)",
     "Once upon a time",
 ]
+
+
+def check_all(checks) -> None:
+    """Run every gate check (callables), so each metric is measured, recorded and compared even when an
+    earlier one fails; then fail once with every failure's message."""
+    failures = []
+    for check in checks:
+        try:
+            check()
+        except pytest.fail.Exception as exc:
+            failures.append(str(exc))
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gate_support import check_all
+
 # lm-eval reads datasets through Hugging Face `datasets`: never let it reach for the network.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,8 +53,8 @@ def test_arith_mini(vllm_server, model_name, accuracy_gate, tmp_path):
     results = run_lm_eval(vllm_server, model_name, "arith_mini", local_task(tmp_path, "arith_mini"))
     assert results["n-samples"]["arith_mini"]["effective"] == 40, results["n-samples"]
     scores = results["results"]["arith_mini"]
-    for metric in ("exact_match,strict-match", "exact_match,flexible-extract"):
-        accuracy_gate.check(metric, scores[metric])
+    check_all(lambda metric=metric: accuracy_gate.check(metric, scores[metric])
+              for metric in ("exact_match,strict-match", "exact_match,flexible-extract"))
 
 
 def model_dir(config) -> Path | None:
@@ -75,5 +77,5 @@ def test_real_model(config_path, request, vllm_server_factory, accuracy_gate):
     server = vllm_server_factory(model=model)
     for task in config["tasks"]:
         results = run_lm_eval(server, model.name, task["name"], None, config.get("num_fewshot"), config.get("limit"))
-        for metric in task["metrics"]:
-            accuracy_gate.check(metric["name"], results["results"][task["name"]][metric["name"]])
+        scores = results["results"][task["name"]]
+        check_all(lambda name=metric["name"]: accuracy_gate.check(name, scores[name]) for metric in task["metrics"])

@@ -223,9 +223,9 @@ def test_concurrent_greedy_equals_sequential(vllm_server, client, model_name):
     alone = [one(p) for p in prompts]
 
     async def together():
-        async_client = async_client_for(vllm_server)
-        responses = await asyncio.gather(*(async_client.completions.create(
-            model=model_name, prompt=p, max_tokens=16, temperature=0, extra_body=NO_EOS) for p in prompts))
+        async with async_client_for(vllm_server) as async_client:
+            responses = await asyncio.gather(*(async_client.completions.create(
+                model=model_name, prompt=p, max_tokens=16, temperature=0, extra_body=NO_EOS) for p in prompts))
         return [r.choices[0].text for r in responses]
 
     concurrent = asyncio.run(together())

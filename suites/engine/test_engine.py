@@ -66,17 +66,17 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
     reference = generate_each(client, model_name, PROMPTS[:4], max_tokens=32)
 
     async def run():
-        async_client = async_client_for(vllm_server)
-
         async def long_then_abort():
-            stream = await async_client.completions.create(model=model_name, prompt=PROMPTS[5], max_tokens=400,
-                                                           temperature=0, stream=True, extra_body={"ignore_eos": True})
-            received = 0
-            async for _ in stream:
-                received += 1
-                if received == 5:
-                    break  # closes the connection: the server aborts the request
-            await stream.close()
+            async with async_client_for(vllm_server) as async_client:
+                stream = await async_client.completions.create(model=model_name, prompt=PROMPTS[5], max_tokens=400,
+                                                               temperature=0, stream=True,
+                                                               extra_body={"ignore_eos": True})
+                received = 0
+                async for _ in stream:
+                    received += 1
+                    if received == 5:
+                        break  # closing the stream closes the connection: the server aborts the request
+                await stream.close()
 
         others = [asyncio.to_thread(generate_each, client, model_name, [p], max_tokens=32) for p in PROMPTS[:4]]
         results = await asyncio.gather(long_then_abort(), *others)

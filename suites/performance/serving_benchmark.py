@@ -55,16 +55,15 @@ async def _one(client, model: str, prompt: list[int], output_len: int) -> Reques
 
 
 async def _run(base_url: str, model: str, prompts: list[list[int]], output_len: int, concurrency: int):
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="EMPTY", max_retries=0, timeout=600)
     limit = asyncio.Semaphore(concurrency)
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="EMPTY", max_retries=0, timeout=600) as client:
+        async def bounded(prompt):
+            async with limit:
+                return await _one(client, model, prompt, output_len)
 
-    async def bounded(prompt):
-        async with limit:
-            return await _one(client, model, prompt, output_len)
-
-    start = time.perf_counter()
-    timings = await asyncio.gather(*(bounded(p) for p in prompts))
-    return timings, time.perf_counter() - start
+        start = time.perf_counter()
+        timings = await asyncio.gather(*(bounded(p) for p in prompts))
+        return timings, time.perf_counter() - start
 
 
 def run_benchmark(base_url: str, model: str, prompts: list[list[int]], output_len: int, concurrency: int) -> dict:
