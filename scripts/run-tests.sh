@@ -2,7 +2,7 @@
 # The project's own tests. pytest's exit status 5 (no tests collected) is a failure here, like any other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup-env.sh test
+bash scripts/setup-env.sh suites,test
 set +e
 .venv/bin/python -m pytest tests -n 2 "$@"
 status=$?
