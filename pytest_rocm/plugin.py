@@ -162,7 +162,7 @@ def gpus(request) -> list[int]:
 def pytest_runtest_makereport(item: pytest.Item, call):
     report = yield
     if report.failed:
-        item.config.stash[RUN].attach_server_logs(report)
+        item.config.stash[RUN].attach_server_logs(item, report)
     return report
 
 

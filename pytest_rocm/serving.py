@@ -36,9 +36,9 @@ class Serving:
         self._pool: ServerPool | None = None
 
     def model_cache(self) -> Path:
-        value = (self.config.getoption("rocm_model_cache") or self.config.getini("rocm_model_cache")
-                 or os.environ.get("PYTEST_ROCM_MODEL_CACHE"))
-        return self.run._relative(value) if value else default_model_cache()
+        configured = self.run.setting_path("rocm_model_cache", "rocm_model_cache")
+        from_environment = os.environ.get("PYTEST_ROCM_MODEL_CACHE")
+        return configured or (Path(from_environment) if from_environment else default_model_cache())
 
     def served_model(self) -> ServedModel:
         if self._model is None:
@@ -59,11 +59,11 @@ class Serving:
 
     def pool(self, tmp_path_factory) -> ServerPool:
         if self._pool is None:
-            config_value = self.config.getoption("rocm_server_config") or self.config.getini("rocm_server_config")
-            config_path = self.run._relative(config_value) if config_value else None
+            config_path = self.run.setting_path("rocm_server_config", "rocm_server_config")
             if config_path is not None and not config_path.is_file():
-                raise pytest.UsageError(f"server configuration {config_path} does not exist "
-                                        "(--rocm-server-config or ini rocm_server_config)")
+                pytest.fail(f"server configuration {config_path} does not exist (--rocm-server-config, relative "
+                            "to where pytest was started, or ini rocm_server_config, relative to the ini file)",
+                            pytrace=False)
             log_dir = (self.run.report_dir / "servers" if self.run.report_dir
                        else tmp_path_factory.getbasetemp() / "servers")
             platform = self.run.platform

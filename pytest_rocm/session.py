@@ -389,22 +389,34 @@ class RocmRun:
             self._serving = Serving(self)
         return self._serving
 
-    def attach_server_logs(self, report: pytest.TestReport) -> None:
+    def attach_server_logs(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """A failed test's report carries the last lines of every server running here (they reach the
-        records as `log_tail`, where infrastructure signatures are looked for) and the logs' paths."""
+        records as `log_tail`, where infrastructure signatures are looked for); the test's JUnit
+        properties name the logs (pytest writes the properties of the teardown report, the item's)."""
         if self._serving is None:
             return
         for title, path, text in self._serving.log_sections():
             report.sections.append((title, text))
-            report.user_properties.append(("rocm_server_log", path))
+            if ("rocm_server_log", path) not in item.user_properties:
+                item.user_properties.append(("rocm_server_log", path))
 
     # -- gates ----------------------------------------------------------------------------------------
     def _relative(self, value: str) -> Path:
+        """An ini setting's path: relative to the ini file."""
         path = Path(value)
         if path.is_absolute():
             return path
         base = self.config.inipath.parent if self.config.inipath else self.config.rootpath
         return base / path
+
+    def setting_path(self, option: str, ini: str) -> Path | None:
+        """A path from the command line (relative to where pytest was started), else from the ini file
+        (relative to the ini file), else None."""
+        given = self.config.getoption(option)
+        if given:
+            return self.config.invocation_params.dir / given
+        value = self.config.getini(ini)
+        return self._relative(value) if value else None
 
     def baseline_files(self) -> list[Path]:
         given = self.config.getoption("rocm_baselines") or []
@@ -445,9 +457,9 @@ class RocmRun:
     def golden(self, request):
         from pytest_rocm.gates import GoldenGate
 
-        compare = self.config.getoption("rocm_golden") or self.config.getini("rocm_golden_dir")
+        compare = self.setting_path("rocm_golden", "rocm_golden_dir")
         record = self.config.getoption("rocm_golden_record")
-        return GoldenGate(self.gate_context(request), self._relative(compare) if compare else None,
+        return GoldenGate(self.gate_context(request), compare,
                           Path(record).resolve() if record else None, self.platform.describe())
 
     def write_proposals(self, records: list[dict], manifest: dict) -> Path | None:

@@ -120,8 +120,8 @@ def test_needs_the_server(vllm_server):
 
 def run_suite(pytester, model_cache, *args):
     report_dir = pytester.path / "out"
-    result = pytester.runpytest_subprocess("--rocm-platform", "cpu", "--rocm-report-dir", str(report_dir),
-                                           "--rocm-model-cache", str(model_cache), "-p", "no:cacheprovider", *args)
+    result = pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={report_dir}",
+                                           f"--rocm-model-cache={model_cache}", "-p", "no:cacheprovider", *args)
     report = json.loads((report_dir / "gate-report.json").read_text())
     return result, report, report_dir
 
@@ -142,7 +142,7 @@ def _processes_with(text: str) -> list[int]:
 def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
     pytester.makepyfile(test_dies=SERVER_TEST.format(args=["--dtype", "no-such-dtype"]))
     pytester.makefile(".toml", servers=CONFIG)
-    result, report, report_dir = run_suite(pytester, model_cache, "--rocm-server-config", "servers.toml",
+    result, report, report_dir = run_suite(pytester, model_cache, "--rocm-server-config=servers.toml",
                                            "--rocm-reruns", "0")
     result.assert_outcomes(errors=1)
     test = report["tests"]["test_dies.py::test_needs_the_server"]
@@ -160,7 +160,7 @@ def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
 def test_server_that_never_becomes_healthy_is_killed_with_its_workers(pytester, model_cache):
     pytester.makepyfile(test_slow=SERVER_TEST.format(args=[]))
     pytester.makefile(".toml", servers=CONFIG + "health_timeout_s = 3\n")  # appended to [vllm.cpu]
-    result, report, report_dir = run_suite(pytester, model_cache, "--rocm-server-config", "servers.toml",
+    result, report, report_dir = run_suite(pytester, model_cache, "--rocm-server-config=servers.toml",
                                            "--rocm-reruns", "0")
     result.assert_outcomes(errors=1)
     test = report["tests"]["test_slow.py::test_needs_the_server"]
@@ -203,7 +203,9 @@ def test_sglang_server_says_why_it_does_not_run(pytester):
         def test_sglang(sglang_server):
             pass
     """)
-    result = pytester.runpytest_subprocess("--rocm-platform", "cpu", "-rs", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*sglang is not installed in this environment (install the suites' extra: "
-                                 "pip install -e .[sglang])*"])
+    report = json.loads((pytester.path / "out" / "gate-report.json").read_text())
+    [entry] = report["skip_reasons"]
+    assert entry["reason"] == ("sglang is not installed in this environment (install the suites' extra: "
+                               "pip install -e .[sglang])") and entry["count"] == 1, entry
