@@ -10,7 +10,6 @@ memory and, on the CPU, keeps idle servers from taking the cores.
 
 from __future__ import annotations
 
-import shlex
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +65,6 @@ class ServerPool:
         # Servers of one size share its devices (the servers' configuration splits their memory), so a
         # module's server and a test's variant of it fit on a one-GPU runner; held until the pool closes.
         self.device_sets: dict[int, devices_mod.Allocation] = {}
-        self.started: list[Server] = []  # every server this process started, for the report
 
     def config(self, kind: str) -> PlatformServerConfig:
         return load_server_config(self.config_path, kind, self.platform_keys)
@@ -120,7 +118,6 @@ class ServerPool:
                         command=command_for(kind, model.path, model.name, port, all_args),
                         env={**platform_config.env, **env, **allocation.env},
                         log_path=self.log_dir / f"{kind}-{port}.log", devices=allocation.devices)
-        self.started.append(server)
         server.start(platform_config.health_timeout_s)
         self.servers[key] = server
         return server
@@ -138,7 +135,3 @@ class ServerPool:
         for allocation in self.device_sets.values():
             allocation.release()
         self.device_sets.clear()
-
-    def describe(self) -> list[dict]:
-        return [{"kind": s.kind, "command": shlex.join(s.command), "log": str(s.log_path), "devices": s.devices,
-                 "startup_s": round(s.started_s, 1)} for s in self.started]

@@ -157,6 +157,8 @@ class Server:
             self.stop()
             raise
         self.started_s = time.monotonic() - began
+        with open(self.log_path, "ab") as log:  # after the server's own lines, for whoever reads the log
+            log.write(f"pytest-rocm: healthy after {self.started_s:.1f} s\n".encode())
 
     def _wait_healthy(self, deadline: float, timeout_s: float) -> None:
         while True:

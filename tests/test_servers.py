@@ -5,7 +5,6 @@ the first divergence."""
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
