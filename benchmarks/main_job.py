@@ -1,0 +1,61 @@
+"""Time the main job (bash scripts/run-gate.sh) against its budget of 20 minutes on this machine, and
+print what it measured: per-group counts, the serving figures, the servers' start-up times.
+
+    python benchmarks/main_job.py            # runs the main job once (the install is skipped when done)
+    python benchmarks/main_job.py --report out/gate   # only read an earlier run's reports
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BUDGET_S = 20 * 60
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", type=Path, help="read this report folder instead of running the main job")
+    args = parser.parse_args()
+    out = args.report or REPO / "out" / "gate"
+    if args.report is None:
+        start = time.perf_counter()
+        done = subprocess.run(["bash", "scripts/run-gate.sh"], cwd=REPO, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        print(f"main job: exit status {done.returncode}, wall time {wall:.0f} s, "
+              f"ratio to the {BUDGET_S // 60}-minute budget: {wall / BUDGET_S:.2f}")
+    report = json.loads((out / "gate-report.json").read_text())
+    print(f"conclusion: {report['conclusion']}")
+    print("group         passed  skipped  failed  total")
+    for name, counts in sorted(report["groups"].items()):
+        print(f"{name:12} {counts.get('passed', 0):7} {counts.get('skipped', 0):8} "
+              f"{counts.get('failed', 0) + counts.get('error', 0):7} {counts.get('total', 0):6}")
+    for path in sorted(out.glob("records-*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            for measured in record.get("measurements") or []:
+                samples = measured.get("samples")
+                shown = (f"median {statistics.median(samples):.4g} of {', '.join(f'{s:.4g}' for s in samples)}"
+                         if samples else f"{measured.get('value', 0):.4g}")
+                print(f"{measured['kind']:11} {measured['metric']:28} {shown:34} baseline {measured.get('expected')}"
+                      f" {'pass' if measured.get('passed') else 'FAIL'}")
+    starts = []
+    for log in sorted((out / "servers").glob("*.log")):
+        found = re.search(r"pytest-rocm: healthy after ([\d.]+) s", log.read_text(errors="replace"))
+        if found:
+            starts.append(float(found.group(1)))
+    if starts:
+        print(f"servers started: {len(starts)}, healthy after median {statistics.median(starts):.1f} s "
+              f"(all: {', '.join(f'{s:.0f}' for s in starts)} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
