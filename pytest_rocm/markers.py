@@ -21,7 +21,12 @@ MARKER_HELP = {
                 "hardware; elsewhere it is skipped as not applicable, with both sides in the reason.",
     "rocm_known_gap": "rocm_known_gap(reason, issue, mode='skip'): a known ROCm gap with its tracking issue URL; "
                       "on AMD platforms the test is skipped (mode='skip') or expected to fail (mode='xfail').",
+    "vllm_server": "vllm_server(args=[...], env={...}): extra arguments and environment for the module's "
+                   "`vllm_server` fixture (on the module's pytestmark).",
+    "sglang_server": "sglang_server(args=[...], env={...}): extra arguments and environment for the module's "
+                     "`sglang_server` fixture (on the module's pytestmark).",
 }
+SERVER_MARKERS = ("vllm_server", "sglang_server")
 
 KNOWN_GAP_MODES = ("skip", "xfail")
 VENDORS = ("amd", "nvidia")
@@ -106,6 +111,10 @@ def _known_gap_args(reason, issue=None, mode="skip"):
     return reason, issue, mode
 
 
+def _server_args(args=(), env=None):
+    return args, env
+
+
 def _call(func, mark, name: str):
     try:
         return func(*mark.args, **mark.kwargs)
@@ -122,6 +131,16 @@ def parse_gate(mark, allowed_groups: set[str]) -> Gate:
     if not isinstance(blocking, bool):
         raise MarkerError(f"@pytest.mark.rocm_gate: blocking must be True or False, got {blocking!r}")
     return Gate(group=group, blocking=blocking)
+
+
+def parse_server(mark, name: str) -> None:
+    """Check a server marker's arguments (the fixture reads them when it starts the server)."""
+    args, env = _call(_server_args, mark, name)
+    if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+        raise MarkerError(f"@pytest.mark.{name}: args must be a list of strings, got {args!r}")
+    if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                               for k, v in env.items())):
+        raise MarkerError(f"@pytest.mark.{name}: env must map strings to strings, got {env!r}")
 
 
 def parse_hardware(mark) -> Hardware:

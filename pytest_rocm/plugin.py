@@ -72,9 +72,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for text in MARKER_HELP.values():
         config.addinivalue_line("markers", text)
-    for kind in ("vllm", "sglang"):
-        config.addinivalue_line("markers", f"{kind}_server(args=[...], env={{...}}): extra arguments and environment "
-                                f"for the module's `{kind}_server` fixture")
     config.stash[RUN] = RocmRun(config)
     config.pluginmanager.register(RecordingHooks(config.stash[RUN]), "rocm-recording")
 

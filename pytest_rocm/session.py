@@ -23,7 +23,8 @@ import pytest
 from pytest_rocm import groups as groups_mod
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.jsonio import write_json_atomic
-from pytest_rocm.markers import Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware, parse_known_gap
+from pytest_rocm.markers import (SERVER_MARKERS, Gate, Hardware, KnownGap, MarkerError, parse_gate, parse_hardware,
+                                 parse_known_gap, parse_server)
 from pytest_rocm.records import (FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter, clear_records,
                                  last_attempt_records, read_records)
 from pytest_rocm.report import build_gate_report, evidence_texts
@@ -88,6 +89,7 @@ class TestSpec:
 
 
 OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
+_READ_MARKERS = frozenset(OUR_MARKERS + SERVER_MARKERS)
 
 
 
@@ -184,9 +186,12 @@ class RocmRun:
         """Read and check the markers of one test, apply skips and known gaps; raise MarkerError."""
         closest = {}
         for mark in item.iter_markers():  # closest first; one walk instead of one per marker name
-            if mark.name in OUR_MARKERS:
+            if mark.name in _READ_MARKERS:
                 closest.setdefault(mark.name, mark)
         gate_mark, hardware_mark, gap_mark = (closest.get(name) for name in OUR_MARKERS)
+        for name in SERVER_MARKERS:
+            if name in closest:
+                parse_server(closest[name], name)
         gate: Gate | None = parse_gate(gate_mark, self.allowed_groups) if gate_mark else None
         hardware = parse_hardware(hardware_mark) if hardware_mark else None
         gap = parse_known_gap(gap_mark) if gap_mark else None

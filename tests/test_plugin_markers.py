@@ -11,6 +11,8 @@ def test_markers_are_registered(pytester):
         "@pytest.mark.rocm_gate(group, blocking=True):*",
         "@pytest.mark.hardware(sku=None, arch=None, gpus=1, min_memory_gb=None, vendor=None):*",
         "@pytest.mark.rocm_known_gap(reason, issue, mode='skip'):*",
+        "@pytest.mark.vllm_server(args=[[]...[]], env={...}):*",
+        "@pytest.mark.sglang_server(args=[[]...[]], env={...}):*",
     ])
 
 
@@ -29,6 +31,9 @@ def test_markers_are_registered(pytester):
     ('rocm_known_gap(reason="fp8", issue="#123")', "issue must be the URL of the tracking issue"),
     (f'rocm_known_gap(reason="", issue="{GAP}")', "reason must be a non-empty string"),
     (f'rocm_known_gap(reason="x", issue="{GAP}", mode="maybe")', "mode must be one of skip, xfail, got 'maybe'"),
+    ('vllm_server(arg=["--enforce-eager"])', "vllm_server got an unexpected keyword argument 'arg'"),
+    ('vllm_server(args="--enforce-eager")', "args must be a list of strings, got '--enforce-eager'"),
+    ('sglang_server(env={"A": 1})', "env must map strings to strings, got {'A': 1}"),
 ])
 def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker, message):
     pytester.makepyfile(test_bad=f"""
