@@ -14,7 +14,7 @@ pytestmark = pytest.mark.rocm_gate(group="engine")
 
 MIXED_LENGTHS = [PROMPTS[0], PROMPTS[1] * 6, PROMPTS[2], PROMPTS[4] * 3, PROMPTS[3], PROMPTS[6] * 4,
                  PROMPTS[5] * 2, PROMPTS[7]]
-LONG_PROMPTS = [SHARED_PREFIX + p for p in PROMPTS[:4]]  # about 150 tokens each, sharing their first 130
+LONG_PROMPTS = [SHARED_PREFIX + p for p in PROMPTS[:4]]  # a long shared prefix, several 32-token chunks each
 
 
 def test_greedy_is_deterministic(client, model_name):
@@ -43,6 +43,7 @@ def test_prefix_caching_on_and_off_agree(vllm_server, client, model_name, vllm_s
 
 def test_chunked_prefill_agrees(client, model_name, vllm_server_factory):
     reference = generate(client, model_name, LONG_PROMPTS, max_tokens=24)
+    # No step may take more than 32 tokens, so every prompt is prefilled over several steps.
     chunked_server = vllm_server_factory(args=["--max-num-batched-tokens", "32", "--no-enable-prefix-caching"])
     chunked = generate(client_for(chunked_server), model_name, LONG_PROMPTS, max_tokens=24)
     assert_same_tokens(reference, chunked, "prefill in chunks of 32 tokens against the default")
