@@ -87,7 +87,7 @@ def read_records(directory: Path) -> LoadedRecords:
                 loaded.problems.append(f"{path}:{number}: {why}; skipped")
                 continue
             if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA or "nodeid" not in record \
-                    or ("when" not in record and record.get("kind") != "probe"):
+                    or ("when" not in record and record.get("kind") not in ("probe", "server")):
                 loaded.problems.append(f"{path}:{number}: not a {RECORD_SCHEMA} record; skipped")
                 continue
             loaded.records.append(record)

@@ -153,6 +153,8 @@ def summarise(records: list[dict], group_of=None, signatures=None) -> dict[str, 
     by_test: dict[str, list[dict]] = defaultdict(list)
     probes: dict[str, list[dict]] = defaultdict(list)
     for record in sorted(records, key=lambda r: r.get("t", 0.0)):  # stable: same-time records keep file order
+        if record.get("kind") == "server":
+            continue  # a server a test started: the manifest lists them
         (probes if record.get("kind") == "probe" else by_test)[record["nodeid"]].append(record)
     tests = {}
     for nodeid, recs in by_test.items():

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rocm import devices as devices_mod
-from pytest_rocm.servers import (PlatformServerConfig, Server, ServerConfigError, command_for, free_port,
-                                 load_server_config)
+from pytest_rocm.servers import (PlatformServerConfig, Server, ServerConfigError, ServerStartError, command_for,
+                                 free_port, load_server_config)
 
 DEFAULT_MAX_ALIVE = 2
 
@@ -52,7 +52,7 @@ def devices_wanted(args: list[str], platform_gpus: int) -> int:
 
 class ServerPool:
     def __init__(self, *, session_id: str, platform, platform_keys: list[str | None], config_path: Path | None,
-                 log_dir: Path, max_alive: int | None = None):
+                 log_dir: Path, max_alive: int | None = None, on_start=None):
         self.session_id = session_id
         self.platform = platform
         self.platform_keys = platform_keys
@@ -65,6 +65,7 @@ class ServerPool:
         # Servers of one size share its devices (the servers' configuration splits their memory), so a
         # module's server and a test's variant of it fit on a one-GPU runner; held until the pool closes.
         self.device_sets: dict[int, devices_mod.Allocation] = {}
+        self.on_start = on_start  # on_start(server, error or None) after each start, for the records
 
     def config(self, kind: str) -> PlatformServerConfig:
         return load_server_config(self.config_path, kind, self.platform_keys)
@@ -118,7 +119,14 @@ class ServerPool:
                         command=command_for(kind, model.path, model.name, port, all_args),
                         env={**platform_config.env, **env, **allocation.env},
                         log_path=self.log_dir / f"{kind}-{port}.log", devices=allocation.devices)
-        server.start(platform_config.health_timeout_s)
+        try:
+            server.start(platform_config.health_timeout_s)
+        except ServerStartError as exc:
+            if self.on_start:
+                self.on_start(server, str(exc).split("\n", 1)[0])
+            raise
+        if self.on_start:
+            self.on_start(server, None)
         self.servers[key] = server
         return server
 

@@ -8,6 +8,7 @@ weights on a GPU runner (`--rocm-model PATH`). Server logs go to the report fold
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from pytest_rocm.server_pool import ServedModel, ServerPool
 from pytest_rocm.servers import LOG_TAIL_LINES, ServerConfigError, is_installed
 from pytest_rocm.session import LOG_SECTION
-from pytest_rocm.tiny_models import ModelBuildError, TinyModelSpec, ensure_tiny_model
+from pytest_rocm.tiny_models import SPEC_FILE, ModelBuildError, TinyModelSpec, ensure_tiny_model
 TINY_MODEL_NAME = "tiny-llama"
 # The tiny model's tokenizer has <tool_call> tokens and its chat template renders tools Hermes-style.
 TINY_MODEL_VLLM_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
@@ -34,6 +35,7 @@ class Serving:
         self.config = run.config
         self._model: ServedModel | None = None
         self._pool: ServerPool | None = None
+        self._requester = ""  # the node whose fixture is starting a server now
 
     def model_cache(self) -> Path:
         configured = self.run.setting_path("rocm_model_cache", "rocm_model_cache")
@@ -70,7 +72,7 @@ class Serving:
             key = platform.key()
             self._pool = ServerPool(session_id=self.run.session_id, platform=platform,
                                     platform_keys=[key["sku"], key["arch"], key["vendor"]],
-                                    config_path=config_path, log_dir=log_dir)
+                                    config_path=config_path, log_dir=log_dir, on_start=self._record_start)
         return self._pool
 
     def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
@@ -81,12 +83,22 @@ class Serving:
                         f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
         model = model or self.served_model()
         pool = self.pool(request.getfixturevalue("tmp_path_factory"))
+        self._requester = request.node.nodeid
         try:
             server = pool.get(kind, model, args, env)
         except ServerConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
         request.addfinalizer(lambda: pool.release(server))
         return server
+
+    def _record_start(self, server, error: str | None) -> None:
+        """What the manifest says of each server: command, devices, log, start-up time, the model's identity."""
+        spec_file = Path(server.model) / SPEC_FILE
+        model_spec = json.loads(spec_file.read_text()) if spec_file.is_file() else None
+        self.run.write_server(self._requester, {
+            "server": server.kind, "model": server.model, "model_spec": model_spec, "command": server.command,
+            "env": server.env, "devices": server.devices, "log": str(server.log_path),
+            "healthy_after_s": None if error else round(server.started_s, 1), "error": error})
 
     def log_sections(self) -> list[tuple[str, str, str]]:
         """(title, log path, last lines) of every server running in this process, for a failed test's report."""

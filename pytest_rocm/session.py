@@ -312,6 +312,11 @@ class RocmRun:
         if self.writer is not None:
             self.writer.write({"kind": "probe", "nodeid": nodeid, **result})
 
+    def write_server(self, nodeid: str, started: dict) -> None:
+        """A server this process started for `nodeid` (its module or test): the manifest lists them."""
+        if self.writer is not None:
+            self.writer.write({"kind": "server", "nodeid": nodeid, **started})
+
     def plan(self, report: pytest.TestReport) -> None:
         """Controller (or only process): decide on reruns as attempts end."""
         if self.planner is not None:
@@ -553,6 +558,8 @@ class RocmRun:
         gc.disable()
         try:
             loaded = read_records(self.report_dir)
+            manifest["servers"] = [{k: v for k, v in r.items() if k not in ("schema", "kind")}
+                                   for r in loaded.records if r.get("kind") == "server"]
             proposals = self.write_proposals(loaded.records, manifest)
             group_of = self.group_map.group_of if self.group_map else None
             self.gate_report = build_gate_report(loaded.records, manifest, loaded.problems, group_of,

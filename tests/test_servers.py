@@ -153,6 +153,9 @@ def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
     assert "invalid choice: 'no-such-dtype'" in output  # vLLM's own words, from the log
     logs = list((report_dir / "servers").glob("vllm-*.log"))
     assert len(logs) == 1 and "no-such-dtype" in logs[0].read_text()
+    [server] = json.loads((report_dir / "manifest.json").read_text())["servers"]
+    assert server["nodeid"] == "test_dies.py" and server["healthy_after_s"] is None
+    assert server["error"].startswith("vllm server exited with code 2") and server["log"] == str(logs[0])
 
 
 @needs_vllm
@@ -190,6 +193,9 @@ def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     failed = [r for r in records if r.get("outcome") == "failed"]
     assert failed and all("Application startup complete" in r["log_tail"] for r in failed)
     assert "rocm_server_log" in (pytester.path / "junit.xml").read_text()
+    [server] = json.loads((report_dir / "manifest.json").read_text())["servers"]  # one, kept for the rerun
+    assert server["model_spec"]["spec"]["seed"] == 1 and server["healthy_after_s"] > 0 and server["error"] is None
+    assert "--seed" in server["command"] and server["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
 
 
 def test_sglang_server_says_why_it_does_not_run(pytester):
