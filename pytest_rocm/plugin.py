@@ -165,7 +165,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 @pytest.fixture(scope="session")
 def served_model(request):
-    """The model the suites serve: `.path`, `.name` (the served model name), `.tiny`."""
+    """The model the suites serve: `.path`, `.name` (the served model name), `.vllm_args`."""
     return request.config.stash[RUN].serving.served_model()
 
 

@@ -27,7 +27,6 @@ class ServedModel:
 
     path: str
     name: str
-    tiny: bool
     vllm_args: tuple[str, ...] = ()  # what serving this model needs, on every platform
 
 

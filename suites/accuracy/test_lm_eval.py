@@ -72,7 +72,7 @@ def test_real_model(config_path, request, vllm_server_factory, accuracy_gate):
                     f"{'no --rocm-model-dir given' if root is None else f'{weights} has no config.json'})")
     from pytest_rocm.server_pool import ServedModel
 
-    model = ServedModel(path=str(weights), name=config["model_name"], tiny=False,
+    model = ServedModel(path=str(weights), name=config["model_name"],
                         vllm_args=tuple(config.get("server_args", [])))
     server = vllm_server_factory(model=model)
     for task in config["tasks"]:

@@ -4,6 +4,7 @@ prefill, preemption and aborts give the same greedy tokens as the plain run; gol
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -86,7 +87,7 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
     before = metrics(vllm_server).get("vllm:generation_tokens_total", 0.0)
     during = asyncio.run(run())
     assert_same_tokens(reference, during, "requests running beside an aborted one against alone")
-    idle = asyncio.run(_wait_for(lambda: metrics(vllm_server).get("vllm:num_requests_running", 1.0) == 0))
+    idle = _wait_for(lambda: metrics(vllm_server).get("vllm:num_requests_running", 1.0) == 0)
     assert idle, "requests were still running 30 s after every client had finished or gone"
     generated = metrics(vllm_server).get("vllm:generation_tokens_total", 0.0) - before
     assert generated < 4 * 32 + 400, (f"{generated:.0f} tokens generated: the closed stream ran to its 400 tokens "
@@ -103,9 +104,9 @@ def test_golden_outputs(client, model_name, golden):
                  [g.top_logprobs for g in generations])
 
 
-async def _wait_for(condition, timeout_s: float = 30.0) -> bool:
+def _wait_for(condition, timeout_s: float = 30.0) -> bool:
     for _ in range(int(timeout_s / 0.5)):
         if condition():
             return True
-        await asyncio.sleep(0.5)
+        time.sleep(0.5)
     return condition()
