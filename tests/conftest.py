@@ -1,12 +1,15 @@
-import os
+"""Shared helpers of the project's tests: where the vendored data is, and running pytest-rocm as a user does."""
+
+import json
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# ../shared/ beside the checkout holds the real captured samples (read-only).
-SHARED = Path(os.environ.get("PYTEST_ROCM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-SAMPLES = SHARED / "samples"
+# Real captured tool outputs and upstream data, vendored with their origins (tests/data/README.md).
+DATA = Path(__file__).resolve().parent / "data"
+SAMPLES = DATA / "samples"
+UPSTREAM = DATA / "upstream"
 
 
 @pytest.fixture(autouse=True)
@@ -15,7 +18,22 @@ def _no_platform_from_environment(monkeypatch):
     monkeypatch.delenv("PYTEST_ROCM_PLATFORM", raising=False)
 
 
-def pytest_configure(config):
-    if not SAMPLES.is_dir():
-        raise pytest.UsageError(f"the real samples folder {SAMPLES} is missing: the tests read the captured "
-                                "outputs of AMD tools there (it sits beside the checkout, as ../shared/)")
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def read_report(folder: Path) -> dict:
+    return json.loads((Path(folder) / "gate-report.json").read_text())
+
+
+@pytest.fixture
+def run_gates(pytester):
+    """`run_gates(*args, platform="mi300x-8", dir="out")`: pytest with pytest-rocm in a subprocess, as a user
+    runs it; returns (RunResult, gate report or None)."""
+    def run(*args, platform: str = "mi300x-8", report_dir: str = "out"):
+        result = pytester.runpytest_subprocess(f"--rocm-platform={platform}", f"--rocm-report-dir={report_dir}",
+                                               "-p", "no:cacheprovider", *args)
+        folder = pytester.path / report_dir
+        return result, (read_report(folder) if (folder / "gate-report.json").exists() else None)
+
+    return run

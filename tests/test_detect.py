@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SAMPLES
 from pytest_rocm.hw import detect
-from pytest_rocm.hw.parsers import nvidia_smi, torch_probe
+from pytest_rocm.hw.parsers import nvidia_smi, torch_query
 from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir
 
 
@@ -114,7 +114,7 @@ def test_unknown_file_source_is_reported(tmp_path):
 
 
 def test_torch_source_answers_or_says_why():
-    answers = detect._attempt("torch", detect.torch_probe.probe)
+    answers = detect._attempt("torch", detect.torch_query.probe)
     result, parsed = answers
     if result.ok:
         assert "torch" in parsed.versions
@@ -156,30 +156,30 @@ def fake_torch(tmp_path, **values):
     return {**os.environ, "PYTHONPATH": str(folder)}
 
 
-def test_torch_probe_rocm_build(tmp_path):
+def test_torch_query_rocm_build(tmp_path):
     env = fake_torch(tmp_path, version="2.9.0+rocm7.0", hip="7.0.51831", count=2, props={
         "name": "AMD Instinct MI300X", "gcnArchName": "gfx942:sramecc+:xnack-", "total_memory": 206141652992,
         "multi_processor_count": 304, "major": 9, "minor": 4})
-    parsed = torch_probe.probe(env=env)
+    parsed = torch_query.probe(env=env)
     assert parsed.versions == {"torch": "2.9.0+rocm7.0", "hip": "7.0.51831"}
     assert [(g.sku, g.arch, g.memory_gb, g.vendor) for g in parsed.gpus] == [("MI300X", "gfx942", 192.0, "amd")] * 2
 
 
-def test_torch_probe_cuda_build(tmp_path):
+def test_torch_query_cuda_build(tmp_path):
     env = fake_torch(tmp_path, version="2.9.0+cu128", cuda="12.8", count=1, props={
         "name": "NVIDIA H200", "total_memory": 150109880320, "multi_processor_count": 132, "major": 9, "minor": 0})
-    parsed = torch_probe.probe(env=env)
+    parsed = torch_query.probe(env=env)
     assert parsed.versions == {"torch": "2.9.0+cu128", "cuda": "12.8"}
     assert [(g.sku, g.arch, g.memory_gb) for g in parsed.gpus] == [("H200", "sm_90", 139.8)]
 
 
-def test_torch_probe_cpu_build_gives_versions_only(tmp_path):
-    parsed = torch_probe.probe(env=fake_torch(tmp_path))
+def test_torch_query_cpu_build_gives_versions_only(tmp_path):
+    parsed = torch_query.probe(env=fake_torch(tmp_path))
     assert parsed.versions == {"torch": "2.13.0"} and parsed.gpus == []
 
 
-def test_torch_probe_hung_gpu_times_out(tmp_path, monkeypatch):
-    monkeypatch.setattr(torch_probe, "TIMEOUT_S", 1)
+def test_torch_query_hung_gpu_times_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch_query, "TIMEOUT_S", 1)
     env = fake_torch(tmp_path, hip="7.0", count=1, hang="import time; time.sleep(30)")
-    result, _ = detect._attempt("torch", lambda: torch_probe.probe(env=env))
+    result, _ = detect._attempt("torch", lambda: torch_query.probe(env=env))
     assert not result.ok and "torch did not answer in 1 s (hung GPU or driver?)" in result.detail

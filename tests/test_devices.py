@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from pytest_rocm.devices import AllocationTimeout, allocate
+from pytest_rocm.hw.allocation import AllocationTimeout, allocate
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_more_than_the_runner_has(session_id):
 
 def test_a_dead_holder_releases_its_devices(session_id):
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pytest_rocm.devices import allocate; "
+        "import sys, time; from pytest_rocm.hw.allocation import allocate; "
         f"a = allocate({session_id!r}, [0, 1], 2, 'amd'); print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -96,13 +96,16 @@ def test_workers_never_share_a_device_and_never_deadlock(pytester, monkeypatch):
         if "seen" in run:
             assert run["seen"] == ",".join(map(str, run["gpus"]))  # what a subprocess sees
             assert len(run["gpus"]) == 4
+    overlapping = 0
     for a in runs:
         for b in runs:
             if a is not b and a["start"] < b["end"] and b["start"] < a["end"]:  # ran at the same time
+                overlapping += 1
                 assert not set(a["gpus"]) & set(b["gpus"]), (a, b)
+    assert overlapping, "no two tests ran at the same time: the test proves nothing about exclusivity"
     records = [json.loads(line) for p in (pytester.path / "out").glob("records-gw*.jsonl")
                for line in p.read_text().splitlines()]
-    setups = [r for r in records if r["when"] == "setup" and "test_four_gpus" in r["nodeid"]]
+    setups = [r for r in records if r.get("when") == "setup" and "test_four_gpus" in r["nodeid"]]
     assert all(len(r["gpus"]) == 4 for r in setups)
 
 

@@ -167,7 +167,7 @@ def test_proposals_never_touch_baseline_files(gate_suite, monkeypatch):
            'max_regression_pct = 10.0' in proposed
     assert "source = \"proposed from run on " in proposed and "8 x MI325X" in proposed
     # The proposal is itself a valid baseline file.
-    from pytest_rocm.baselines import load_file
+    from pytest_rocm.gates.baselines import load_file
     assert len(load_file(gate_suite.path / "proposed.toml")) == 3
 
 

@@ -6,7 +6,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from conftest import SAMPLES
-from pytest_rocm.junit import JUnitError, read_cases
+from pytest_rocm.parity.junit import JUnitError, read_cases
 
 JUNIT = SAMPLES / "junit"
 

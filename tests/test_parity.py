@@ -6,12 +6,12 @@ from collections import Counter
 
 import pytest
 
-from conftest import REPO, SAMPLES, SHARED
+from conftest import REPO, SAMPLES, UPSTREAM as UPSTREAM_DATA
 from pytest_rocm.cli import main as rocm_gate
-from pytest_rocm.groups import GROUPS, load_group_map
-from pytest_rocm.identity import detect_prefixes, nodeid_from_junit
-from pytest_rocm.parity_md import GITHUB_SUMMARY_LIMIT, render
-from pytest_rocm.sglang_registry import calls_in_source, declared_parity, read_checkout, read_registry
+from pytest_rocm.catalog.groups import GROUPS, load_group_map
+from pytest_rocm.catalog.identity import detect_prefixes, nodeid_from_junit
+from pytest_rocm.parity.markdown import GITHUB_SUMMARY_LIMIT, render
+from pytest_rocm.parity.sglang_registry import calls_in_source, declared_parity, read_checkout, read_registry
 
 GAP = "https://github.com/vllm-project/vllm/issues/4242"
 UPSTREAM = REPO / "suites" / "upstream"
@@ -248,14 +248,14 @@ def is_test_file(path):
 
 
 VLLM_COUNTS = {"engine": 382, "api": 226, "distributed_moe": 150, "multimodal": 125, "attention": 70,
-               "spec_decode": 14, "performance": 10, "accuracy": 3, "other": 30}
+               "spec_decode": 14, "performance": 10, "accuracy": 3, "ungrouped": 30}
 
 
 def test_vllm_map_on_the_real_tree():
     group_map = load_group_map(UPSTREAM / "vllm.toml", set(GROUPS))
-    files = [line.strip() for line in (SHARED / "data/vllm-tests-tree.txt").read_text().splitlines() if line.strip()]
+    files = [line.strip() for line in (UPSTREAM_DATA / "vllm-tests-tree.txt").read_text().splitlines() if line.strip()]
     tests = [f for f in files if is_test_file(f)]
-    counts = Counter(group_map.group_of(f, "other") for f in tests)
+    counts = Counter(group_map.group_of(f, "ungrouped") for f in tests)
     assert dict(counts) == VLLM_COUNTS
     assert len(tests) == 1010 and len(files) == 1240
     other = sorted({f.split("/")[1] for f in tests if group_map.group_of(f) is None})
@@ -268,7 +268,7 @@ def test_vllm_map_on_the_real_tree():
 
 def test_sglang_map_on_the_real_registry():
     group_map = load_group_map(UPSTREAM / "sglang.toml", set(GROUPS))
-    paths = [f.path for f in read_registry(SHARED / "data/sglang-ci-registrations.jsonl")]
+    paths = [f.path for f in read_registry(UPSTREAM_DATA / "sglang-ci-registrations.jsonl")]
     counts = Counter(group_map.group_of(p, "other") for p in paths)
     assert counts == {"engine": 226, "other": 213, "distributed_moe": 49, "performance": 48, "api": 47,
                       "accuracy": 43, "spec_decode": 32, "attention": 27, "multimodal": 9}
@@ -279,7 +279,7 @@ def test_sglang_map_on_the_real_registry():
 # --- SGLang declared coverage ----------------------------------------------------------------------
 
 def test_sglang_registry_numbers(tmp_path):
-    files = read_registry(SHARED / "data/sglang-ci-registrations.jsonl")
+    files = read_registry(UPSTREAM_DATA / "sglang-ci-registrations.jsonl")
     result = declared_parity(files)
     assert (result["files"], result["cuda"], result["amd"], result["both"], result["amd_disabled_registrations"]) == \
         (694, 337, 228, 128, 14)
@@ -295,7 +295,7 @@ def test_sglang_registry_numbers(tmp_path):
 
 
 def test_sglang_registry_through_the_cli_with_applicability(tmp_path):
-    assert parity("--sglang-registry", SHARED / "data/sglang-ci-registrations.jsonl",
+    assert parity("--sglang-registry", UPSTREAM_DATA / "sglang-ci-registrations.jsonl",
                   "--applicability", UPSTREAM / "applicability.toml", "--out", tmp_path) == 0
     sglang = load(tmp_path)["sglang"]
     excluded = {e["path"]: e["reason"] for e in sglang["not_applicable"]}

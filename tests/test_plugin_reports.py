@@ -1,6 +1,8 @@
 """Records, the gate report, the manifest, JUnit properties and the summary, through pytester."""
 
 import json
+
+from conftest import read_jsonl
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -93,11 +95,12 @@ def test_gate_report_statuses_counts_and_conclusion(pytester):
     assert report["groups"]["attention"] | {} == {**report["groups"]["attention"], "passed": 1, "failed": 1, "total": 2}
     assert report["groups"]["api"]["known_gap"] == 1 and report["groups"]["api"]["xpassed"] == 1
     assert report["groups"]["distributed_moe"]["not_applicable"] == 1
-    assert report["groups"]["(no group)"]["passed"] == 1
+    assert report["groups"]["ungrouped"]["passed"] == 1
     assert report["conclusion"] == "failure"
-    assert report["conclusion_reason"].startswith("2 blocking gate(s) regressed:")
-    assert tests["test_fail"]["verdict"] == "regression"
-    assert tests["test_fail"]["verdict_reason"] == "failed without an infrastructure signature (not rerun)"
+    assert report["conclusion_reason"].startswith("2 blocking gate(s) failed and were not rerun:")
+    assert report["complete"] is True and report["incomplete_causes"] == []
+    assert tests["test_fail"]["verdict"] == "unconfirmed"  # --rocm-reruns=0: never confirmed, never "regression"
+    assert tests["test_fail"]["verdict_reason"] == "failed without an infrastructure signature; not rerun, so not confirmed"
     assert tests["test_fail"]["message"] == "assert (1 + 1) == 3"
     assert tests["test_pass"]["verdict"] == "pass" and tests["test_gap"]["verdict"] == "known_gap"
     assert tests["test_needs_mi355x"]["verdict"] == "not_applicable"
@@ -113,7 +116,7 @@ def test_records_one_line_per_phase_with_evidence(pytester):
     run_suite(pytester)
     files = sorted(p.name for p in (pytester.path / "out").glob("records-*.jsonl"))
     assert files == ["records-controller.jsonl"]
-    lines = [json.loads(line) for line in (pytester.path / "out/records-controller.jsonl").read_text().splitlines()]
+    lines = [r for r in read_jsonl(pytester.path / "out/records-controller.jsonl") if "kind" not in r]
     # setup, call and teardown for each test, except where setup skipped or failed (no call phase):
     # test_gap and test_needs_mi355x (skipped at setup), test_setup_error (failed at setup).
     assert len(lines) == 9 * 3 - 3
@@ -166,12 +169,12 @@ def test_terminal_summary_table_and_reasons(pytester):
     result = run_suite(pytester)
     result.stdout.fnmatch_lines([
         "*pytest-rocm on mi300x-8: 8 x MI300X*",
-        "group *passed*failed*error*crashed*skipped*xfail*known gaps*n/a*regression*infra*flaky*total",
-        "(no group) *1*",
+        "group *passed*failed*error*crashed*interrupted*skipped*xfail*known gaps*n/a*regression*unconfirmed*infra*flaky*total",
         "api *",
-        "attention  * 1 * 1 * 0 * 0 * 0 * 0 * 0 * 0 * 1 * 0 * 0 * 2",
+        "attention  * 1 * 1 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 1 * 0 * 0 * 2",
         "distributed_moe *",
         "engine *",
+        "ungrouped *1*",
         "all *",
         "tests that did not run, by reason:",
     ])
@@ -180,7 +183,7 @@ def test_terminal_summary_table_and_reasons(pytester):
                  "    1  skipped: needs a tokenizer file",
                  "    1  xfailed: upstream bug"):
         assert line in result.stdout.lines
-    result.stdout.fnmatch_lines(["conclusion: failure (2 blocking gate(s) regressed: *"])
+    result.stdout.fnmatch_lines(["conclusion: failure (2 blocking gate(s) failed and were not rerun: *"])
 
 
 def test_no_report_dir_means_no_files_and_no_table(pytester):
@@ -195,11 +198,11 @@ def test_no_report_dir_means_no_files_and_no_table(pytester):
      "@pytest.mark.rocm_gate(group='api', blocking=False)\ndef test_b(): assert 0\n",
      "success", "1 blocking gate(s) ran, none regressed"),
     ("@pytest.mark.rocm_gate(group='api')\n@pytest.mark.hardware(sku='MI355X')\ndef test_a(): pass\n",
-     "neutral", "no blocking gate ran on this runner"),
-    ("def test_a(): pass\n", "neutral", "no blocking gate ran on this runner"),
+     "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"),
+    ("def test_a(): pass\n", "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"),
     ("@pytest.mark.rocm_gate(group='api')\n"
      f"@pytest.mark.rocm_known_gap(reason='r', issue='{GAP}')\ndef test_a(): pass\n",
-     "neutral", "no blocking gate ran on this runner"),
+     "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"),
 ])
 def test_conclusions(pytester, body, conclusion, why):
     pytester.makepyfile("import pytest\n" + body)
@@ -211,7 +214,7 @@ def test_conclusions(pytester, body, conclusion, why):
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()
-    assert rocm_gate(["report", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 0
+    assert rocm_gate(["report", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 1  # failure
     assert (pytester.path / "again/gate-report.json").read_bytes() == original
     assert "conclusion: failure" in capsys.readouterr().out
 
@@ -222,10 +225,11 @@ def test_truncated_record_line_is_reported_and_the_rest_kept(pytester, capsys):
     records = pytester.path / "out/records-controller.jsonl"
     with records.open("a") as handle:
         handle.write('{"nodeid": "test_suite.py::test_half", "wh')  # a process died mid-line
-    assert rocm_gate(["report", "--records", str(pytester.path / "out")]) == 0
+    assert rocm_gate(["report", "--records", str(pytester.path / "out")]) == 1  # the run concluded failure
     report = load(pytester, "gate-report.json")
     assert len(report["tests"]) == 9
-    assert report["record_problems"] == [f"{records}:25: truncated last line (the process died while writing it); skipped"]
+    lines = len(records.read_text().splitlines())
+    assert report["record_problems"] == [f"{records}:{lines}: truncated last line (the process died while writing it); skipped"]
     assert report["tests"] == json.loads(original_report)["tests"]
     assert "record problem:" in capsys.readouterr().out
 

@@ -40,7 +40,7 @@ def test_json_profile_round_trips_doctor_output(tmp_path):
     loaded = profiles.load(str(path))
     assert loaded.describe() == "8 x MI355X"
     assert [g.arch for g in loaded.gpus] == ["gfx950"] * 8
-    assert loaded.key() == {"sku": "MI355X", "arch": "gfx950", "vendor": "amd"}
+    assert loaded.keys() == ["MI355X", "gfx950", "amd"]
 
 
 def test_minimal_hand_written_profile(tmp_path):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from pytest_rocm.server_pool import devices_wanted
-from pytest_rocm.servers import ServerConfigError, load_server_config
-from pytest_rocm.verdicts import DEFAULT_SIGNATURES, build_signatures, find_signature
+from pytest_rocm.serving.pool import devices_wanted
+from pytest_rocm.serving.process import ServerConfigError, load_server_config
+from pytest_rocm.results.verdicts import DEFAULT_SIGNATURES, build_signatures, find_signature
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = REPO / "suites"
@@ -91,7 +91,7 @@ def model_cache(tmp_path_factory) -> Path:
 
 @needs_vllm
 def test_tiny_model_is_built_deterministically(tmp_path, model_cache):
-    from pytest_rocm.tiny_models import TinyModelSpec, ensure_tiny_model
+    from pytest_rocm.serving.tiny_models import TinyModelSpec, ensure_tiny_model
 
     with FileLock(str(model_cache / "build.lock")):
         shared = ensure_tiny_model(model_cache)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pytest_rocm.verdicts import DEFAULT_SIGNATURES, build_signatures, decide, find_signature
+from pytest_rocm.results.verdicts import DEFAULT_SIGNATURES, build_signatures, decide, find_signature
 
 # 8 MI300X for ordinary tests and one MI325X that only the "unhealthy device" tests ask for, so a
 # device marked unhealthy never disturbs the others' probes.
@@ -374,7 +374,7 @@ def test_rerun_of_a_last_test_runs_after_the_workers_stop(pytester):
 
 
 def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_selection(pytester):
-    from pytest_rocm.session import passthrough_args
+    from pytest_rocm.plugin.session_old import passthrough_args
 
     pytester.makepyfile(test_a="def test_x(): pass")
     config = pytester.parseconfig("-n", "2", "--dist=load", "--timeout=5", "-o", "rocm_reruns=2", "test_a.py",
@@ -399,7 +399,7 @@ def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
             pass
     """)
     # A stand-in for a command line the rerun cannot use: an option that does not exist.
-    (pytester.path / "conftest.py").write_text(CONFTEST + "\nimport pytest_rocm.session as s\n"
+    (pytester.path / "conftest.py").write_text(CONFTEST + "\nimport pytest_rocm.plugin.session_old as s\n"
                                                "s.passthrough_args = lambda config: ['--no-such-option']\n")
     result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
                                            "-p", "no:cacheprovider")

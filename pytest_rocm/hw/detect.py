@@ -18,7 +18,7 @@ from pathlib import Path
 from pytest_rocm.hw import SOURCE_NAMES, profiles
 from pytest_rocm.hw.model import Platform, SourceResult
 from pytest_rocm.hw.parsers import Parsed, UnexpectedOutput, amd_smi, collect_env, kfd_sysfs, nvidia_smi, rocm_smi, rocminfo
-from pytest_rocm.hw.parsers import torch_probe
+from pytest_rocm.hw.parsers import torch_query
 
 TOOL_TIMEOUT_S = 20  # a hung GPU can make amd-smi hang; never let detection hang the run
 
@@ -109,7 +109,7 @@ def _rocm_version_file() -> Parsed:
 
 
 def detect_live(sysfs_root: Path = kfd_sysfs.DEFAULT_ROOT) -> Platform:
-    answers = [_attempt("torch", torch_probe.probe)]
+    answers = [_attempt("torch", torch_query.probe)]
     for name, (command, parser) in TOOLS.items():
         answers.append(_attempt(name, lambda c=command, p=parser: p(run_tool(c))))
     answers.append(_attempt("sysfs", lambda: kfd_sysfs.parse_dir(sysfs_root)))

@@ -73,13 +73,11 @@ class Platform:
             kinds[gpu.label()] = kinds.get(gpu.label(), 0) + 1
         return " + ".join(f"{n} x {label}" for label, n in kinds.items())
 
-    def key(self) -> dict[str, str | None]:
-        """The platform keys baselines are looked up by, most specific first."""
-        return {
-            "sku": self.gpus[0].sku if self.gpus else None,
-            "arch": self.gpus[0].arch if self.gpus else None,
-            "vendor": self.vendor,
-        }
+    def keys(self) -> list[str]:
+        """The keys baselines and server settings are looked up by, most specific first: SKU, arch, vendor
+        (those known)."""
+        first = self.gpus[0] if self.gpus else None
+        return [k for k in (first and first.sku, first and first.arch, self.vendor) if k]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -70,7 +70,7 @@ def test_real_model(config_path, request, vllm_server_factory, accuracy_gate):
     if weights is None or not (weights / "config.json").is_file():
         pytest.skip(f"model weights are not available on this runner ({config['model_name']}: "
                     f"{'no --rocm-model-dir given' if root is None else f'{weights} has no config.json'})")
-    from pytest_rocm.server_pool import ServedModel
+    from pytest_rocm.serving.pool import ServedModel
 
     model = ServedModel(path=str(weights), name=config["model_name"],
                         vllm_args=tuple(config.get("server_args", [])))

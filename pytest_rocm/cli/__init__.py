@@ -1,0 +1,36 @@
+"""The `rocm-gate` command line: one module per command, each registering itself in `COMMANDS`.
+
+Each command module has `add_parser(commands)` (its arguments) and `run(args) -> int` (its exit status).
+Commands import what they need when they run: `parity` at CI scale should not pay for detection.
+
+Exit statuses shared by every command: 0 done, 2 bad input (the message names the file or option and the
+fix); each command documents its others in its `--help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pytest_rocm.cli import baselines, doctor, parity, verdict
+
+EXIT_BAD_INPUT = 2
+# name -> the module that implements it; `report` is the older name of `verdict`.
+COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rocm-gate", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, module in COMMANDS.items():
+        module.add_parser(commands, name)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command].run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""`rocm-gate parity`: CUDA-parity coverage, of what passes on the reference how much passes on the candidate.
+
+Exit statuses: 0 done, 2 unreadable input (the message names the file and line; --keep-going drops such a file,
+keeps what was read before the break, and names it in the report), 3 parity below --min-parity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+EXIT_BELOW_MIN_PARITY = 3
+
+
+def _fraction(value: str) -> float:
+    """--min-parity: a number from 0 to 1 (a NaN, a negative or 1.5 would always pass or always fail)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {value!r}") from None
+    if math.isnan(number) or not 0 <= number <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1 (0.9 for 90%), got {value!r}")
+    return number
+
+
+def add_parser(commands, name: str) -> None:
+    parity = commands.add_parser(
+        name, help="CUDA-parity coverage: of what passes on the reference, how much passes on the candidate",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parity.add_argument("--reference", nargs="+", default=[], metavar="PATH",
+                        help="reference run (usually CUDA): JUnit XML files, gate-report.json files, or folders of them")
+    parity.add_argument("--candidate", nargs="+", default=[], metavar="PATH", help="candidate run (usually ROCm)")
+    parity.add_argument("--reference-label", default="CUDA")
+    parity.add_argument("--candidate-label", default="ROCm")
+    parity.add_argument("--groups", type=Path, metavar="MAP.toml", help="group map for tests without a group property")
+    parity.add_argument("--applicability", type=Path, metavar="TOML",
+                        help="tests that can never apply to ROCm, with reasons (left out of the denominator)")
+    parity.add_argument("--previous", type=Path, metavar="parity.json", help="an earlier report: list newly broken and fixed")
+    parity.add_argument("--min-parity", type=_fraction, metavar="FRACTION", help="exit 3 when overall parity is below this")
+    parity.add_argument("--strip-prefix", action="append", default=[], metavar="PREFIX",
+                        help="leading path to remove from test ids on both sides (repeatable); "
+                             "a common prefix on one side is also found automatically")
+    parity.add_argument("--keep-going", action="store_true", help="drop unreadable files (named in the report) and go on")
+    parity.add_argument("--sglang-registry", metavar="DIR|JSONL",
+                        help="SGLang checkout (test/registered/) or JSONL of its register_*_ci calls: declared coverage")
+    parity.add_argument("--out", type=Path, required=True, metavar="DIR", help="where parity.json and parity.md go")
+
+
+def run(args) -> int:
+    from pytest_rocm.catalog.groups import GroupMapError, load_group_map
+    from pytest_rocm.schemas.artifacts import write_json_atomic
+
+    # A short-lived process that builds 100,000s of small objects and frees none of them until it
+    # exits: the cyclic collector's passes over the growing heap only cost time here.
+    gc.disable()
+    from pytest_rocm.parity import compare as parity_mod
+    from pytest_rocm.catalog.applicability import ApplicabilityError, load_applicability
+    from pytest_rocm.parity.junit import JUnitError
+    from pytest_rocm.parity.inputs import InputError, load_sides
+    from pytest_rocm.parity.markdown import render
+    from pytest_rocm.parity.sglang_registry import RegistryError, declared_parity, read_registry
+
+    if bool(args.reference) != bool(args.candidate) or not (args.reference or args.sglang_registry):
+        print("rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        group_map = load_group_map(args.groups) if args.groups else None
+        applicability = load_applicability(args.applicability) if args.applicability else None
+        previous = json.loads(args.previous.read_text()) if args.previous else None
+        report: dict = {"schema": parity_mod.PARITY_SCHEMA}
+        if args.reference:
+            reference, candidate = load_sides([(args.reference_label, args.reference),
+                                               (args.candidate_label, args.candidate)], args.keep_going)
+            for side in (reference, candidate):
+                parity_mod.strip_explicit(side, args.strip_prefix)
+            report = parity_mod.compute(reference, candidate, group_map, applicability, previous=previous)
+        if args.sglang_registry:
+            report["sglang"] = declared_parity(read_registry(args.sglang_registry), applicability)
+    except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
+        print(f"rocm-gate parity: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"rocm-gate parity: cannot read {args.previous}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    markdown = render(report, args.min_parity)
+    write_json_atomic(args.out / "parity.json", report)
+    (args.out / "parity.md").write_text(markdown, encoding="utf-8")
+    headline = report.get("overall", {}).get("parity") if "overall" in report else report["sglang"]["declared_parity"]
+    print(markdown.split("\n\n")[0].lstrip("# "))
+    for dropped in report.get("inputs", {}).get("reference", {}).get("dropped", []) + \
+            report.get("inputs", {}).get("candidate", {}).get("dropped", []):
+        print(f"dropped: {dropped}", file=sys.stderr)
+    print(f"wrote {args.out / 'parity.json'} and {args.out / 'parity.md'}")
+    if args.min_parity is not None and (headline is None or headline < args.min_parity):
+        print(f"parity {headline} is below the minimum {args.min_parity}", file=sys.stderr)
+        return EXIT_BELOW_MIN_PARITY
+    return 0

@@ -1,0 +1,86 @@
+"""Golden gates: token ids and top-k logprobs recorded on a reference platform, compared with vLLM's rule.
+
+`check_logprobs_close` walks both token sequences to the first mismatch, where
+each side's token must be in the other side's top-k logprobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_rocm.gates.checks import GateContext
+from pytest_rocm.schemas.artifacts import schema, write_json_atomic
+
+GOLDEN_SCHEMA = schema("golden")
+
+
+def golden_path(folder: Path, nodeid: str, name: str) -> Path:
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-80:]
+    digest = hashlib.sha1(nodeid.encode()).hexdigest()[:10]
+    return folder / f"{readable}-{digest}" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.json"
+
+
+def first_divergence(reference: dict, measured: dict) -> str | None:
+    """vLLM's check_logprobs_close: walk both token sequences to the first mismatch; there each side's
+    token must be in the other side's top-k. Returns the failure message, or None when close."""
+    for index, (ref_ids, got_ids) in enumerate(zip(reference["token_ids"], measured["token_ids"], strict=True)):
+        for position, (ref_token, got_token) in enumerate(zip(ref_ids, got_ids)):
+            if ref_token == got_token:
+                continue
+            ref_top = dict(map(tuple, reference["logprobs"][index][position]))
+            got_top = dict(map(tuple, measured["logprobs"][index][position]))
+            problems = []
+            if got_token not in ref_top:
+                problems.append(f"{got_token} is not in the reference's top-{len(ref_top)}")
+            if ref_token not in got_top:
+                problems.append(f"{ref_token} is not in this run's top-{len(got_top)}")
+            if problems:
+                return (f"sequence {index} diverges at position {position}: this run chose token {got_token} "
+                        f"(logprob {got_top.get(got_token, float('nan')):.4f}), the reference chose {ref_token} "
+                        f"(logprob {ref_top.get(ref_token, float('nan')):.4f}); " + "; ".join(problems))
+            break  # close enough at the first mismatch; the sequences differ from here on
+    return None
+
+
+class GoldenGate:
+    def __init__(self, context: GateContext, compare_dir: Path | None, record_dir: Path | None, platform: str):
+        self.context = context
+        self.compare_dir = compare_dir
+        self.record_dir = record_dir
+        self.platform = platform
+
+    def check(self, name: str, token_ids: list[list[int]], logprobs: list[list[dict[int, float]]]) -> None:
+        """Record (with --rocm-golden-record DIR) or compare token ids with their top-k logprobs."""
+        if len(token_ids) != len(logprobs) or any(len(t) != len(lp) for t, lp in zip(token_ids, logprobs, strict=True)):
+            pytest.fail(f"golden {name!r}: token_ids and logprobs must have the same shape", pytrace=False)
+        measured = {"schema": GOLDEN_SCHEMA, "test": self.context.nodeid, "name": name, "platform": self.platform,
+                    "token_ids": [list(map(int, seq)) for seq in token_ids],
+                    "logprobs": [[sorted(((int(t), float(lp)) for t, lp in top.items()), key=lambda x: -x[1])
+                                  for top in seq] for seq in logprobs]}
+        if self.record_dir is not None:
+            path = write_json_atomic(golden_path(self.record_dir, self.context.nodeid, name), measured)
+            self.context.measurements.append({"kind": "golden", "metric": name, "recorded": str(path), "passed": True})
+            return
+        if self.compare_dir is None:
+            pytest.fail(f"golden {name!r}: no golden folder given: compare with --rocm-golden DIR (ini rocm_golden_dir), "
+                        "or record on the reference platform with --rocm-golden-record DIR", pytrace=False)
+        path = golden_path(self.compare_dir, self.context.nodeid, name)
+        if not path.is_file():
+            pytest.fail(f"golden {name!r}: {path} does not exist; record it on the reference platform with "
+                        f"--rocm-golden-record {self.compare_dir}", pytrace=False)
+        reference = json.loads(path.read_text())
+        if len(reference["token_ids"]) != len(measured["token_ids"]):
+            pytest.fail(f"golden {name!r}: {len(measured['token_ids'])} sequences, the reference has "
+                        f"{len(reference['token_ids'])} ({path})", pytrace=False)
+        problem = first_divergence(reference, measured)
+        self.context.measurements.append({"kind": "golden", "metric": name, "reference": str(path),
+                                          "reference_platform": reference.get("platform"), "passed": problem is None,
+                                          "divergence": problem})
+        if problem is not None:
+            pytest.fail(f"golden {name!r}: {problem} (reference recorded on {reference.get('platform')}, {path})",
+                        pytrace=False)

@@ -1,0 +1,252 @@
+"""CUDA-parity: of what passes on the reference (CUDA), how much also passes on the candidate (ROCm).
+
+Per test a parity status (candidate view of a reference-passing test); tests passing on
+both sides are listed in `passing`, every other test is in `tests` with its evidence:
+passed, failed, error, crashed, skipped (with reason), xfailed, xpassed,
+known_gap (with issue), missing (in the reference, not in the candidate);
+plus candidate_only, and not_applicable for tests the applicability config
+takes out of the denominator. Per group and overall: reference passing,
+passing on both, parity = both / reference passing, and the gaps by reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from pytest_rocm.catalog.applicability import Applicability
+from pytest_rocm.catalog.groups import UNGROUPED, GroupMap
+from pytest_rocm.catalog.identity import detect_prefixes, strip_prefix
+from pytest_rocm.schemas.artifacts import schema
+from pytest_rocm.parity.junit import PLAIN_PASS
+from pytest_rocm.parity.inputs import Result, Side
+
+PARITY_SCHEMA = schema("parity")
+PASSING = {"passed", "xpassed"}
+GAP_STATUSES = ("failed", "error", "crashed", "skipped", "xfailed", "known_gap", "missing")
+TOP_REASONS = 10
+
+
+def strip_explicit(side: Side, prefixes: list[str]) -> None:
+    """`--strip-prefix`: remove any of these leading paths from the node ids of a side."""
+    if not prefixes:
+        return
+    stripped = {}
+    for nodeid, result in side.results.items():
+        for prefix in prefixes:
+            if nodeid.startswith(prefix):
+                nodeid = nodeid[len(prefix):]
+                break
+        stripped[nodeid] = result
+    side.results = stripped
+
+
+def _restrip(side: Side, prefix: str) -> dict[str, Result]:
+    if not prefix:
+        return side.results
+    return {strip_prefix(nodeid, prefix): result for nodeid, result in side.results.items()}
+
+
+def _gap_reason(status: str, result: Result | None) -> str:
+    if status == "missing":
+        return "not run on the candidate"
+    if status == "known_gap":
+        return f"{result.message} ({result.known_gap_issue})" if result.known_gap_issue else result.message
+    return result.message if result and result.message else "(no message)"
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return round(part / whole, 6) if whole else None
+
+
+def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
+            applicability: Applicability | None = None, strip: tuple[str, str] | None = None,
+            previous: dict | None = None) -> dict:
+    ref_prefix, cand_prefix = strip if strip is not None else detect_prefixes(reference.results, candidate.results)
+    ref = _restrip(reference, ref_prefix)
+    cand = _restrip(candidate, cand_prefix)
+
+    tests: dict[str, dict] = {}  # every test that is not passing on both sides, with its evidence
+    passing_in: dict[str, list[str]] = defaultdict(list)  # group -> passing on both (the common case)
+    groups: dict[str, Counter] = defaultdict(Counter)
+    gaps: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    blocking_groups: set[str] = set()
+    not_applicable: dict[str, list[str]] = defaultdict(list)
+    candidate_only: list[str] = []
+    unmatched: list[str] = []
+
+    # The map and the applicability rules usually look at file paths only: classify once per file.
+    per_file = (group_map is None or group_map.by_path) and (applicability is None or applicability.by_path)
+    classified: dict[str, tuple[str | None, str | None]] = {}
+
+    def classify(key: str, nodeid: str) -> tuple[str | None, str | None]:
+        known = classified.get(key)
+        if known is None:
+            known = classified[key] = (group_map.group_of(nodeid) if group_map else None,
+                                       applicability.reason_for(nodeid) if applicability else None)
+        return known
+
+    # Plain passes on both sides (no properties, so no group of their own) are the bulk of a
+    # run: they are only collected here, per file, and classified per file at the end.
+    plain_both: dict[str, list[str]] = defaultdict(list)
+    both = {n for n, r in ref.items() if r is PLAIN_PASS}
+    both.intersection_update(n for n, c in cand.items() if c is PLAIN_PASS)
+    for nodeid in ref:  # in the reference's order, so the report is the same on every run
+        if nodeid in both:
+            plain_both[nodeid.partition("::")[0] if per_file else nodeid].append(nodeid)
+    for nodeid in [n for n in ref if n not in both] + [n for n in cand if n not in ref]:
+        r, c = ref.get(nodeid), cand.get(nodeid)
+        key = nodeid.partition("::")[0] if per_file else nodeid
+        map_group, na_reason = classify(key, nodeid)
+        group = (c is not None and c.group) or (r is not None and r.group) or map_group
+        if group is None:
+            group = UNGROUPED
+            unmatched.append(nodeid)
+        if c is not None and c.blocking:
+            blocking_groups.add(group)
+        if not na_reason and r is not None and c is not None and r.status in PASSING and c.status in PASSING:
+            passing_in[group].append(nodeid)
+            continue
+        counts = groups[group]
+        entry = {"group": group, "reference": r.status if r else None, "candidate": c.status if c else None}
+        if r is not None and r.rerun or c is not None and c.rerun:
+            entry["rerun"] = True
+        if na_reason:
+            entry["parity"] = "not_applicable"
+            entry["reason"] = na_reason
+            not_applicable[na_reason].append(nodeid)
+            counts["not_applicable"] += 1
+        elif r is None:
+            entry["parity"] = "candidate_only"
+            candidate_only.append(nodeid)
+            counts["candidate_only"] += 1
+            counts["candidate_passing"] += c.status in PASSING
+        else:
+            counts["reference_total"] += 1
+            counts["candidate_passing"] += c is not None and c.status in PASSING
+            if r.status in PASSING:
+                counts["reference_passing"] += 1
+                status = "missing" if c is None else c.status
+                entry["parity"] = status
+                counts[status] += 1
+                reason = _gap_reason(status, c)
+                entry["reason"] = reason
+                if status == "known_gap":
+                    entry["issue"] = c.known_gap_issue
+                gaps[group][(status, reason)].append(nodeid)
+            else:
+                entry["parity"] = "reference_not_passing"
+                counts["reference_not_passing"] += 1
+        tests[nodeid] = entry
+
+    passing: dict[str, list[str]] = defaultdict(list)  # file -> the rest of each passing node id
+    for key, ids in plain_both.items():
+        map_group, na_reason = classify(key, ids[0])
+        group = map_group or UNGROUPED
+        if map_group is None:
+            unmatched.extend(ids)
+        if na_reason:
+            for nodeid in ids:
+                tests[nodeid] = {"group": group, "reference": "passed", "candidate": "passed",
+                                 "parity": "not_applicable", "reason": na_reason}
+            not_applicable[na_reason].extend(ids)
+            groups[group]["not_applicable"] += len(ids)
+            continue
+        _count_passing(groups[group], len(ids))
+        if per_file:
+            passing[key].extend(nodeid[len(key) + 2:] for nodeid in ids)  # all of this file's
+        else:
+            _add_by_file(passing, ids)
+    for group, ids in passing_in.items():
+        _count_passing(groups[group], len(ids))
+        _add_by_file(passing, ids)
+    passing = dict(passing)
+    group_reports = {}
+    for group in sorted(groups, key=lambda g: (g == UNGROUPED, g)):
+        counts = groups[group]
+        group_reports[group] = {
+            "reference_passing": counts["reference_passing"],
+            "both_passing": counts["both_passing"],
+            "parity": _ratio(counts["both_passing"], counts["reference_passing"]),
+            **{status: counts[status] for status in GAP_STATUSES},
+            "reference_not_passing": counts["reference_not_passing"],
+            "candidate_only": counts["candidate_only"],
+            "not_applicable": counts["not_applicable"],
+            "blocking": group in blocking_groups,
+            "gaps": _gap_list(gaps[group]),
+        }
+    overall_ref = sum(g["reference_passing"] for g in group_reports.values())
+    overall_both = sum(g["both_passing"] for g in group_reports.values())
+    overall = {
+        "reference_passing": overall_ref,
+        "both_passing": overall_both,
+        "parity": _ratio(overall_both, overall_ref),
+        **{status: sum(g[status] for g in group_reports.values()) for status in GAP_STATUSES},
+        "candidate_only": len(candidate_only),
+        "not_applicable": sum(len(v) for v in not_applicable.values()),
+        "tests": len(tests),
+    }
+    groups_with_tests = [g for g, r in group_reports.items() if r["reference_passing"]]
+    report = {
+        "schema": PARITY_SCHEMA,
+        "inputs": {
+            "reference": {"label": reference.label, "files": reference.files, "dropped": reference.dropped,
+                          "stripped_prefix": ref_prefix, "tests": len(ref)},
+            "candidate": {"label": candidate.label, "files": candidate.files, "dropped": candidate.dropped,
+                          "stripped_prefix": cand_prefix, "tests": len(cand)},
+            "group_map": {"path": group_map.path, "source": group_map.source} if group_map else None,
+        },
+        "overall": overall,
+        "gating": {"blocking_groups": sorted(blocking_groups & set(groups_with_tests)),
+                   "groups": sorted(groups_with_tests),
+                   "gating_parity": _ratio(len(blocking_groups & set(groups_with_tests)), len(groups_with_tests))},
+        "groups": group_reports,
+        "not_applicable": [{"reason": reason, "count": len(ids), "tests": ids} for reason, ids in
+                           sorted(not_applicable.items(), key=lambda kv: -len(kv[1]))],
+        "candidate_only": candidate_only,
+        "unmatched": unmatched,
+        "skip_reasons": {"reference": _top_reasons(ref), "candidate": _top_reasons(cand)},
+        "tests": tests,
+        "passing": passing,
+    }
+    if previous is not None:
+        report["changes"] = _changes(previous, tests, passing)
+    return report
+
+
+def _count_passing(counts: Counter, n: int) -> None:
+    for key in ("reference_total", "reference_passing", "candidate_passing", "both_passing"):
+        counts[key] += n
+
+
+def _add_by_file(files: dict[str, list[str]], nodeids) -> None:
+    """{'tests/x.py': ['test_a', 'TestB::test_c[p]']}: the passing list, without repeating file paths."""
+    for nodeid in nodeids:
+        path, _, rest = nodeid.partition("::")
+        files[path].append(rest)
+
+
+def passing_ids(report: dict) -> set[str]:
+    return {f"{path}::{rest}" if rest else path for path, rests in report.get("passing", {}).items() for rest in rests}
+
+
+def _gap_list(by_reason: dict[tuple[str, str], list[str]]) -> list[dict]:
+    ordered = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [{"status": status, "reason": reason, "count": len(ids), "tests": ids} for (status, reason), ids in ordered]
+
+
+def _top_reasons(results: dict[str, Result]) -> list[dict]:
+    reasons = Counter((r.status, r.message or "(no message)") for r in results.values()
+                      if r.status in ("skipped", "xfailed", "known_gap"))
+    return [{"status": s, "reason": m, "count": n} for (s, m), n in reasons.most_common(TOP_REASONS)]
+
+
+def _changes(previous: dict, tests: dict[str, dict], passing: list[str]) -> dict:
+    """Against an earlier parity.json: reference-passing tests that broke or got fixed on the candidate."""
+    was_passing = passing_ids(previous)
+    before = previous.get("tests", {})
+    not_gaps = ("not_applicable", "candidate_only", "reference_not_passing")
+    broken = [{"test": nodeid, "now": now["parity"], "reason": now.get("reason", "")}
+              for nodeid, now in tests.items() if nodeid in was_passing and now["parity"] not in not_gaps]
+    fixed = [{"test": nodeid, "before": before[nodeid]["parity"]} for nodeid in passing_ids({"passing": passing})
+             if nodeid in before and before[nodeid]["parity"] not in not_gaps]
+    return {"newly_broken": broken, "newly_fixed": fixed}

@@ -1,0 +1,138 @@
+"""Read JUnit XML as real producers write it.
+
+Handles pytest (legacy/xunit1 and xunit2), reruns (pytest-rerunfailures
+repeats a test case: the last counts, and the test is marked as rerun; Maven
+style `rerunFailure`/`flakyFailure` children likewise), nested suites, a case
+holding several results (pytest writes a failure and a teardown error into one
+case), CDATA, entities, astral-plane Unicode and empty suites.
+
+Each file is parsed whole by ElementTree's C parser, then only test cases are
+visited: at CI scale (200,000 cases) per-element Python callbacks or junitparser's
+wrapper objects cost more than everything else parity does
+(benchmarks/parity_scale.py prints the figures, junitparser's beside). JUnit files
+are per job or shard, so one file's tree is small. The tests check this reader
+against junitparser's counts on the real samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+import xml.etree.ElementTree as ET
+
+from pytest_rocm.catalog.identity import nodeid_from_junit, nodeid_prefix
+
+# The testcase properties pytest-rocm writes (pytest_rocm.plugin.session_old) and reads back here.
+GROUP_PROPERTY = "rocm_group"
+BLOCKING_PROPERTY = "rocm_blocking"
+KNOWN_GAP_PROPERTY = "rocm_known_gap"
+
+RESULT_STATUS = {"failure": "failed", "error": "error", "skipped": "skipped"}
+PRECEDENCE = {"failed": 3, "error": 2, "skipped": 1, "xfailed": 1}
+RERUN_TAGS = {"rerunFailure", "rerunError", "flakyFailure", "flakyError"}
+MESSAGE_CHARS = 300
+
+
+class JUnitError(ValueError):
+    """A file that is not readable JUnit XML; the message names the file and, where known, the line."""
+
+
+@dataclass(slots=True)
+class Case:
+    status: str = "passed"  # passed, failed, error, skipped, xfailed (and, from gate reports, more)
+    message: str = ""
+    properties: dict[str, str] | None = None
+    rerun: bool = False
+    group: str | None = None
+    blocking: bool | None = None
+    known_gap_issue: str | None = None
+
+
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0][:MESSAGE_CHARS] if text else ""
+
+
+# Most cases passed and have no children: they all share this one result, never modified
+# (a reader that needs to mark one, as a rerun say, makes its own copy).
+PLAIN_PASS = Case()
+
+
+def _case(element: ET.Element) -> tuple[str, Case]:
+    classname, name = element.get("classname", ""), element.get("name", "")
+    nodeid = nodeid_prefix(classname, element.get("file")) + name if classname else nodeid_from_junit("", name)
+    if not len(element):
+        return nodeid, PLAIN_PASS
+    case = Case()
+    _read_children(case, element)
+    return nodeid, case
+
+
+def _read_children(case: Case, element: ET.Element) -> None:
+    best = 0
+    for child in element:
+        tag = child.tag
+        if tag in RESULT_STATUS:
+            status = "xfailed" if tag == "skipped" and child.get("type") == "pytest.xfail" else RESULT_STATUS[tag]
+            # One case may carry several results (a failed call and a failed teardown):
+            # the body's failure decides, then an error, then a skip.
+            if PRECEDENCE[status] > best:
+                best = PRECEDENCE[status]
+                case.status = status
+                case.message = _first_line(child.get("message") or child.text or "")
+        elif tag in RERUN_TAGS:
+            case.rerun = True
+        elif tag == "properties":
+            case.properties = {p.get("name"): p.get("value", "") for p in child if p.get("name") is not None}
+            case.group = case.properties.get(GROUP_PROPERTY)
+            if BLOCKING_PROPERTY in case.properties:
+                case.blocking = case.properties[BLOCKING_PROPERTY] == "true"
+            case.known_gap_issue = case.properties.get(KNOWN_GAP_PROPERTY)
+
+
+def iter_cases(path: str | Path) -> Iterator[tuple[str, Case]]:
+    """Yield (node id, result) for every test case in the file, in document order; raise JUnitError
+    on a broken file, after yielding the complete cases before the break."""
+    source = str(path)
+    try:
+        root = ET.parse(source).getroot()
+    except ET.ParseError as exc:
+        line, column = exc.position
+        yield from _cases_before_break(source, line)
+        raise JUnitError(f"{source}: not well-formed XML at line {line}, column {column + 1} "
+                         f"({str(exc).split(':')[0]}); the file is truncated or not JUnit. "
+                         "Re-download the artifact, or pass --keep-going to read the other files") from exc
+    except OSError as exc:
+        raise JUnitError(f"{source}: cannot read it ({exc.strerror})") from exc
+    if root.tag not in ("testsuites", "testsuite"):
+        raise JUnitError(f"{source}: the root element is <{root.tag}>, not <testsuites> or <testsuite>: "
+                         "this is not a JUnit XML file")
+    for element in root.iter("testcase"):
+        yield _case(element)
+
+
+def _cases_before_break(source: str, line: int) -> Iterator[tuple[str, Case]]:
+    """The complete test cases of a broken file, read up to the line where it broke (nothing is lost)."""
+    parser = ET.XMLPullParser(events=("end",))
+    with open(source, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number >= line:
+                break
+            try:
+                parser.feed(raw)
+            except ET.ParseError:
+                break
+            for _, element in parser.read_events():
+                if element.tag == "testcase":
+                    yield _case(element)
+
+
+def read_cases(path: str | Path) -> dict[str, Case]:
+    """nodeid -> Case for one file; a repeated case (a rerun) replaces the earlier one and is marked rerun."""
+    cases: dict[str, Case] = {}
+    for nodeid, case in iter_cases(path):
+        if nodeid in cases:
+            case = replace(case, rerun=True)
+        cases[nodeid] = case
+    return cases

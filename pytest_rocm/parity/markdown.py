@@ -1,0 +1,165 @@
+"""parity.md: the parity report as GitHub markdown, for a PR comment or a check run summary.
+
+The per-group table comes first, then the gaps. A check run summary holds at
+most 65,535 characters, so long lists are cut ("and N more") with fewer items
+shown until the page fits; every total stays exact because totals come from the
+data, not from the lists.
+"""
+
+from __future__ import annotations
+
+GITHUB_SUMMARY_LIMIT = 65_535
+LIST_LIMITS = (25, 10, 5, 2, 1, 0)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("`", "'") + "`"
+
+
+def _reason(gap: dict) -> str:
+    if gap["status"] == "known_gap" and gap["reason"].endswith(")") and "(http" in gap["reason"]:
+        text, _, url = gap["reason"][:-1].rpartition(" (")
+        return f"{_cell(text)} ([issue]({url}))"
+    return _cell(gap["reason"])
+
+
+def _cut(items: list[str], limit: int) -> str:
+    shown = ", ".join(items[:limit])
+    rest = len(items) - min(limit, len(items))
+    if rest and shown:
+        return f"{shown} and {rest} more"
+    return shown or f"{rest} tests"
+
+
+def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SUMMARY_LIMIT) -> str:
+    for list_limit in LIST_LIMITS:
+        text = _render(report, min_parity, list_limit)
+        if len(text) <= limit:
+            return text
+    note = "\n\n(report cut to fit GitHub's limit; parity.json has everything)\n"
+    return text[: limit - len(note)] + note
+
+
+def _render(report: dict, min_parity: float | None, n: int) -> str:
+    parts = []
+    if "overall" in report:
+        parts.append(_render_tests(report, min_parity, n))
+    if "sglang" in report:
+        parts.append(_render_sglang(report["sglang"], n))
+    return "\n".join(parts)
+
+
+def _render_sglang(sglang: dict, n: int) -> str:
+    lines = [
+        f"## SGLang declared AMD coverage: {_pct(sglang['declared_parity'])}",
+        "",
+        f"{sglang['cuda_covered_on_amd']} of {sglang['cuda_applicable']} test files registered for CUDA "
+        f"(and applicable to ROCm) have an enabled AMD registration. Files: {sglang['files']}; "
+        f"registered for CUDA {sglang['cuda']}, for AMD {sglang['amd']}, both {sglang['both']}, AMD only "
+        f"{sglang['amd_only']}; disabled AMD registrations {sglang['amd_disabled_registrations']}; "
+        f"not applicable {len(sglang['not_applicable'])}.",
+        "",
+        "| stage | GPUs | CUDA files | with AMD enabled | parity | not applicable |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in sglang["by_stage_and_gpus"]:
+        lines.append(f"| {row['stage']} | {row['gpus']} | {row['cuda']} | {row['amd_enabled']} | "
+                     f"{_pct(row['parity'])} | {row['not_applicable']} |")
+    if sglang["disabled"]:
+        lines += ["", f"### Disabled AMD registrations ({len(sglang['disabled'])})"]
+        shown = sglang["disabled"][: max(n, 1) * 2]
+        lines += [f"- {_code(d['path'])} ({d['suite']}): {_cell(str(d['reason']))}" for d in shown]
+        if len(sglang["disabled"]) > len(shown):
+            lines.append(f"- and {len(sglang['disabled']) - len(shown)} more")
+    if sglang["missing_on_amd"]:
+        lines += ["", f"### CUDA test files without an enabled AMD registration ({len(sglang['missing_on_amd'])})",
+                  _cut([_code(m["path"]) for m in sglang["missing_on_amd"]], n * 4) if n else ""]
+    return "\n".join(lines) + "\n"
+
+
+def _render_tests(report: dict, min_parity: float | None, n: int) -> str:
+    overall = report["overall"]
+    inputs = report["inputs"]
+    target = ""
+    if min_parity is not None and overall["parity"] is not None:
+        target = (f" (target {_pct(min_parity)}: **met**)" if overall["parity"] >= min_parity
+                  else f" (target {_pct(min_parity)}: **not met**)")
+    lines = [
+        f"## ROCm parity against the reference: {_pct(overall['parity'])}{target}",
+        "",
+        f"{overall['both_passing']} of {overall['reference_passing']} tests that pass on the reference "
+        f"({inputs['reference']['label']}) also pass on the candidate ({inputs['candidate']['label']}). "
+        f"Not applicable to ROCm, excluded: {overall['not_applicable']}. Candidate only: {overall['candidate_only']}.",
+        "",
+        "| group | passing on reference | passing on both | parity | failed | error | crashed | skipped "
+        "| xfailed | known gaps | missing | not applicable | blocking |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|",
+    ]
+    for name, group in report["groups"].items():
+        lines.append(f"| {name} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
+                     + " | ".join(str(group[s]) for s in ("failed", "error", "crashed", "skipped", "xfailed",
+                                                           "known_gap", "missing", "not_applicable"))
+                     + f" | {'yes' if group['blocking'] else 'no'} |")
+    lines.append(f"| **all** | **{overall['reference_passing']}** | **{overall['both_passing']}** | "
+                 f"**{_pct(overall['parity'])}** | "
+                 + " | ".join(str(overall[s]) for s in ("failed", "error", "crashed", "skipped", "xfailed",
+                                                       "known_gap", "missing", "not_applicable")) + " | |")
+    gating = report["gating"]
+    lines += ["", f"Gating parity: {len(gating['blocking_groups'])} of {len(gating['groups'])} groups are "
+                  f"merge-blocking ({_pct(gating['gating_parity'])})"
+                  + (f": {', '.join(gating['blocking_groups'])}." if gating["blocking_groups"] else ".")]
+
+    changes = report.get("changes")
+    if changes is not None:
+        lines += ["", f"### Since the previous report: {len(changes['newly_broken'])} newly broken, "
+                      f"{len(changes['newly_fixed'])} newly fixed"]
+        if changes["newly_broken"]:
+            lines.append("- broken: " + _cut([f"{_code(c['test'])} ({c['now']})" for c in changes["newly_broken"]], n))
+        if changes["newly_fixed"]:
+            lines.append("- fixed: " + _cut([_code(c["test"]) for c in changes["newly_fixed"]], n))
+
+    lines += ["", "### Gaps (pass on the reference, not on the candidate)"]
+    any_gap = False
+    for name, group in report["groups"].items():
+        if not group["gaps"]:
+            continue
+        any_gap = True
+        total = sum(g["count"] for g in group["gaps"])
+        lines += ["", f"<details><summary><b>{name}</b>: {total} gap(s)</summary>", ""]
+        shown_reasons = group["gaps"][: max(n, 1) * 2]
+        for gap in shown_reasons:
+            lines.append(f"- **{gap['status']}** ({gap['count']}): {_reason(gap)}")
+            if n:
+                lines.append(f"  - {_cut([_code(t) for t in gap['tests']], n)}")
+        hidden = group["gaps"][len(shown_reasons):]
+        if hidden:
+            lines.append(f"- and {len(hidden)} more reasons covering {sum(g['count'] for g in hidden)} tests")
+        lines += ["", "</details>"]
+    if not any_gap:
+        lines.append("None.")
+
+    if report["not_applicable"]:
+        lines += ["", "### Not applicable to ROCm (excluded from parity)"]
+        for entry in report["not_applicable"]:
+            lines.append(f"- {_cell(entry['reason'])} ({entry['count']})"
+                         + (f": {_cut([_code(t) for t in entry['tests']], n)}" if n else ""))
+    if report["unmatched"]:
+        lines += ["", f"### Not in any group ({len(report['unmatched'])}, counted as `ungrouped`)",
+                  _cut([_code(t) for t in report["unmatched"]], n) if n else ""]
+    for side in ("reference", "candidate"):
+        reasons = report["skip_reasons"][side]
+        if reasons:
+            lines += ["", f"### Top skip reasons on the {side}"]
+            lines += [f"- {r['count']} {r['status']}: {_cell(r['reason'])}" for r in reasons]
+    dropped = inputs["reference"]["dropped"] + inputs["candidate"]["dropped"]
+    if dropped:
+        lines += ["", "### Input files that could not be read (dropped)"] + [f"- {_cell(d)}" for d in dropped]
+    return "\n".join(lines) + "\n"

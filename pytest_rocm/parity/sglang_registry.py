@@ -1,0 +1,164 @@
+"""SGLang's declared coverage: which test files are registered for AMD against CUDA.
+
+SGLang registers each file under `test/registered/` with calls such as
+`register_cuda_ci(est_time=300, suite="stage-b-test-1-gpu-small")` and
+`register_amd_ci(..., disabled="<reason>")`. We read those calls with `ast`
+(never importing the files) from a checkout, or from a JSONL of the same calls
+(`{"path": ..., "registrations": {"cuda": [{...}], "amd": [{...}]}}`), and
+report declared parity per stage and GPU count, with the disabled AMD
+registrations and their reasons.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_rocm.catalog.applicability import Applicability
+
+REGISTER_CALL = re.compile(r"^register_(\w+)_ci$")
+POSITIONAL = ("est_time", "suite", "nightly", "disabled")  # register_<backend>_ci(est_time, suite, ...)
+_GPUS = re.compile(r"(\d+)-gpu")
+
+
+class RegistryError(ValueError):
+    pass
+
+
+@dataclass
+class RegisteredFile:
+    path: str
+    registrations: dict[str, list[dict]] = field(default_factory=dict)  # backend -> calls
+
+    def enabled(self, backend: str) -> list[dict]:
+        return [r for r in self.registrations.get(backend, []) if not r.get("disabled")]
+
+
+def _value(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)  # a name or expression: keep its text
+
+
+def calls_in_source(source: str, filename: str) -> dict[str, list[dict]]:
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        raise RegistryError(f"{filename}:{exc.lineno}: not valid Python ({exc.msg})") from exc
+    found: dict[str, list[dict]] = defaultdict(list)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        match = REGISTER_CALL.match(name or "")
+        if not match:
+            continue
+        args = {POSITIONAL[i]: _value(a) for i, a in enumerate(node.args[: len(POSITIONAL)])}
+        args.update({k.arg: _value(k.value) for k in node.keywords if k.arg})
+        found[match.group(1)].append(args)
+    return dict(found)
+
+
+def read_checkout(root: Path) -> list[RegisteredFile]:
+    """Every file under `test/registered/` of an SGLang checkout (or that folder itself)."""
+    base = root / "test" / "registered" if (root / "test" / "registered").is_dir() else root
+    if not base.is_dir():
+        raise RegistryError(f"{root}: neither an SGLang checkout (no test/registered/) nor a folder")
+    files = []
+    for path in sorted(base.rglob("*.py")):
+        relative = path.relative_to(base.parent.parent) if base.name == "registered" else path.relative_to(base)
+        files.append(RegisteredFile(str(relative), calls_in_source(path.read_text(encoding="utf-8"), str(path))))
+    return files
+
+
+def read_jsonl(path: Path) -> list[RegisteredFile]:
+    files = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            files.append(RegisteredFile(row["path"], row.get("registrations", {})))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise RegistryError(f"{path}:{number}: not a registration line ({exc})") from exc
+    return files
+
+
+def read_registry(source: str | Path) -> list[RegisteredFile]:
+    source = Path(source)
+    if source.is_file():
+        return read_jsonl(source)
+    if source.is_dir():
+        return read_checkout(source)
+    raise RegistryError(f"{source}: no such file or folder")
+
+
+def stage_of(suite: str) -> str:
+    for stage in ("stage-a", "stage-b", "stage-c", "nightly", "weekly", "stress", "per-commit"):
+        if suite.startswith(stage):
+            return stage
+    return "other"
+
+
+def gpus_of(suite: str) -> int:
+    match = _GPUS.search(suite)
+    return int(match.group(1)) if match else 1
+
+
+def _not_applicable(file: RegisteredFile, applicability: Applicability | None) -> str | None:
+    if applicability is None:
+        return None
+    suites = [str(r.get("suite", "")) for r in file.registrations.get("cuda", [])]
+    return applicability.reason_for(file.path) or applicability.reason_for_suites(suites)
+
+
+def declared_parity(files: list[RegisteredFile], applicability: Applicability | None = None) -> dict:
+    cuda = [f for f in files if f.registrations.get("cuda")]
+    amd = [f for f in files if f.registrations.get("amd")]
+    both = [f for f in cuda if f.registrations.get("amd")]
+    disabled = [{"path": f.path, "suite": r.get("suite"), "reason": r["disabled"]}
+                for f in amd for r in f.registrations["amd"] if r.get("disabled")]
+    buckets: dict[tuple[str, int], dict] = defaultdict(lambda: {"cuda": 0, "amd_enabled": 0, "not_applicable": 0})
+    excluded, missing, covered = [], [], 0
+    for f in cuda:
+        reason = _not_applicable(f, applicability)
+        on_amd = bool(f.enabled("amd"))
+        for key in sorted({(stage_of(r.get("suite", "")), gpus_of(r.get("suite", ""))) for r in f.registrations["cuda"]}):
+            bucket = buckets[key]
+            if reason:
+                bucket["not_applicable"] += 1
+            else:
+                bucket["cuda"] += 1
+                bucket["amd_enabled"] += on_amd
+        if reason:
+            excluded.append({"path": f.path, "reason": reason})
+        elif on_amd:
+            covered += 1
+        else:
+            why = "AMD registration disabled" if f.registrations.get("amd") else "not registered for AMD"
+            missing.append({"path": f.path, "why": why})
+    applicable = len(cuda) - len(excluded)
+    return {
+        "files": len(files),
+        "cuda": len(cuda),
+        "amd": len(amd),
+        "both": len(both),
+        "amd_only": len(amd) - len(both),
+        "amd_disabled_registrations": len(disabled),
+        "amd_files_with_a_disabled_registration": len({d["path"] for d in disabled}),
+        "cuda_applicable": applicable,
+        "cuda_covered_on_amd": covered,
+        "declared_parity": round(covered / applicable, 6) if applicable else None,
+        "declared_parity_all_cuda_files": round(len([f for f in cuda if f.enabled("amd")]) / len(cuda), 6) if cuda else None,
+        "by_stage_and_gpus": [{"stage": stage, "gpus": gpus, **counts,
+                               "parity": round(counts["amd_enabled"] / counts["cuda"], 6) if counts["cuda"] else None}
+                              for (stage, gpus), counts in sorted(buckets.items())],
+        "disabled": disabled,
+        "not_applicable": excluded,
+        "missing_on_amd": missing,
+    }

@@ -1,0 +1,143 @@
+"""Collection: each test's markers and group read and checked once, and applied on this platform.
+
+A wrong marker is a collection error naming the test (`check_collected`). A test
+whose hardware requirement is not met is skipped as not applicable; a known gap
+applies on AMD platforms only; gate tests get their group's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_rocm.hw.model import Platform
+from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.plugin.markers import (SERVER_MARKERS, Gate, Hardware, KnownGap, MarkerError, parse_gate,
+                                        parse_hardware, parse_known_gap, parse_server)
+
+OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
+_READ_MARKERS = frozenset(OUR_MARKERS + SERVER_MARKERS)
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """What the markers and the group map say about one test, and how they apply on this platform."""
+
+    __test__ = False  # not a pytest test class
+
+    group: str | None = None
+    blocking: bool = False
+    gate: bool = False
+    hardware: Hardware | None = None
+    known_gap: KnownGap | None = None  # set only where the gap applies (AMD platforms)
+    not_applicable: str | None = None  # the both-sided reason, where the hardware requirement is not met
+
+    def record_fields(self) -> dict:
+        """The fields every record of this test carries."""
+        fields = {"group": self.group, "blocking": self.blocking, "gate": self.gate}
+        if self.hardware:
+            fields["requires"] = self.hardware.to_dict()
+        if self.known_gap:
+            fields["known_gap"] = {"reason": self.known_gap.reason, "issue": self.known_gap.issue,
+                                   "mode": self.known_gap.mode}
+        if self.not_applicable:
+            fields["not_applicable"] = self.not_applicable
+        return fields
+
+    def encoded_fields(self) -> str:
+        """`record_fields` as JSON to append to a record (',"k":v,...')."""
+        return "," + json.dumps(self.record_fields(), ensure_ascii=False)[1:-1]
+
+
+def _check_not_stacked(item: pytest.Item) -> None:
+    """The same marker twice on one function or class with other arguments: which one was meant is unknown
+    (pytest would silently keep one, and a known gap's issue link would vanish)."""
+    for node in item.listchain():
+        seen: dict[str, object] = {}
+        for mark in getattr(node, "own_markers", ()):
+            if mark.name not in _READ_MARKERS:
+                continue
+            key = (mark.args, sorted(mark.kwargs.items(), key=lambda kv: kv[0]))
+            if mark.name in seen and seen[mark.name] != key:
+                raise MarkerError(f"@pytest.mark.{mark.name} is given twice on {node.name} with different "
+                                  "arguments; keep one")
+            seen[mark.name] = key
+
+
+class Annotator:
+    """Reads the markers of collected tests, keeps their specs for the records of this process."""
+
+    def __init__(self, context: RunContext):
+        self.context = context
+        self.specs: dict[str, TestSpec] = {}
+
+    @property
+    def platform(self) -> Platform:
+        return self.context.platform
+
+    def check_collected(self, items: list) -> str | None:
+        """Annotate collected items; return the collection error text (every bad test) or None."""
+        errors = []
+        for item in items:
+            if not isinstance(item, pytest.Item):
+                continue
+            try:
+                self.annotate(item)
+            except MarkerError as exc:
+                errors.append(f"{item.nodeid}: {exc}")
+        return "\n".join(errors) if errors else None
+
+    def annotate(self, item: pytest.Item) -> None:
+        """Read and check the markers of one test, apply skips and known gaps; raise MarkerError."""
+        closest = {}
+        for mark in item.iter_markers():  # closest first; one walk instead of one per marker name
+            if mark.name in _READ_MARKERS:
+                closest.setdefault(mark.name, mark)
+        if closest:
+            _check_not_stacked(item)
+        gate_mark, hardware_mark, gap_mark = (closest.get(name) for name in OUR_MARKERS)
+        for name in SERVER_MARKERS:
+            if name in closest:
+                parse_server(closest[name], name)
+        settings = self.context.settings
+        gate: Gate | None = parse_gate(gate_mark, settings.allowed_groups) if gate_mark else None
+        hardware = parse_hardware(hardware_mark) if hardware_mark else None
+        gap = parse_known_gap(gap_mark) if gap_mark else None
+        group_map = self.context.group_map
+        rule = group_map.rule_for(item.nodeid) if group_map and gate is None else None
+        if gate is None and rule is None and hardware is None and gap is None:
+            return
+        not_applicable = hardware.unmet_reason(self.platform) if hardware else None
+        applied_gap = gap if gap and not not_applicable and self.platform.is_amd else None
+        spec = TestSpec(
+            group=gate.group if gate else (rule.group if rule else None),
+            blocking=gate.blocking if gate else (rule.blocking if rule else False),
+            gate=gate is not None, hardware=hardware, known_gap=applied_gap, not_applicable=not_applicable,
+        )
+        self.specs[item.nodeid] = spec
+        timeout = settings.timeouts.get(spec.group or "", settings.timeouts.get("default"))
+        if timeout and not item.get_closest_marker("timeout") and item.config.pluginmanager.hasplugin("timeout"):
+            item.add_marker(pytest.mark.timeout(timeout))  # pytest-timeout applies it; a hang becomes infra
+        if not_applicable:
+            item.add_marker(pytest.mark.skip(reason=f"not applicable: {not_applicable}"))
+        elif applied_gap and applied_gap.mode == "skip":
+            item.add_marker(pytest.mark.skip(reason=applied_gap.label()))
+        elif applied_gap:
+            item.add_marker(pytest.mark.xfail(reason=applied_gap.label(), strict=False))
+        self._add_junit_properties(item, spec)
+
+    def _add_junit_properties(self, item: pytest.Item, spec: TestSpec) -> None:
+        # user_properties ride on every report (through xdist too) into pytest's --junitxml.
+        props = item.user_properties
+        if spec.group:
+            props.append(("rocm_group", spec.group))
+            props.append(("rocm_blocking", str(spec.blocking).lower()))
+        platform = self.platform
+        props.append(("rocm_sku", ",".join(platform.skus()) or "none"))
+        props.append(("rocm_arch", ",".join(platform.archs()) or "none"))
+        if spec.known_gap:
+            props.append(("rocm_known_gap", spec.known_gap.issue))
+        if spec.hardware:
+            props.append(("rocm_requires", spec.hardware.describe()))

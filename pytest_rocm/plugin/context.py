@@ -1,0 +1,75 @@
+"""What every process of a run shares: its settings, its name, the run's id, the group map and the platform.
+
+The controller (or the only process) names the run and detects the platform;
+xdist workers and rerun subprocesses receive both (`workerinput`), so every
+process agrees on them and locks the same devices.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from pytest_rocm.catalog import groups as groups_mod
+from pytest_rocm.hw.model import Platform
+from pytest_rocm.plugin.options import Settings, read_settings
+
+
+def rerun_helper_input(config: pytest.Config) -> dict | None:
+    """`--rocm-rerun-helper SESSION:NAME:PLATFORM_FILE`: this process reruns a test for a run's controller,
+    like one of its workers (the run's device locks, its platform, records of its own)."""
+    value = config.getoption("rocm_rerun_helper", None)
+    if not value:
+        return None
+    session, name, platform_file = value.split(":", 2)
+    return {"workerid": name, "rocm_session": session,
+            "rocm_platform": json.loads(Path(platform_file).read_text(encoding="utf-8"))}
+
+
+class RunContext:
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.settings: Settings = read_settings(config)
+        self.workerinput: dict | None = getattr(config, "workerinput", None) or rerun_helper_input(config)
+        self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
+        self.session_id = self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]
+        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.group_map = self._load_group_map()
+        self._platform: Platform | None = None
+
+    @property
+    def is_worker(self) -> bool:
+        """An xdist worker or a rerun subprocess: it runs tests for a controller elsewhere."""
+        return self.workerinput is not None
+
+    def _load_group_map(self) -> groups_mod.GroupMap | None:
+        path = self.settings.group_map_path
+        if path is None:
+            return None
+        try:
+            return groups_mod.cached_group_map(str(path), self.settings.allowed_groups)
+        except groups_mod.GroupMapError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+
+    def group_of(self, nodeid: str) -> str | None:
+        return self.group_map.group_of(nodeid) if self.group_map else None
+
+    @property
+    def platform(self) -> Platform:
+        """Detected on first use; workers take the controller's so every process agrees."""
+        if self._platform is None:
+            if self.workerinput and "rocm_platform" in self.workerinput:
+                self._platform = Platform.from_dict(self.workerinput["rocm_platform"])
+            else:
+                from pytest_rocm.hw import detect as detect_mod
+                from pytest_rocm.hw.profiles import ProfileError
+
+                try:
+                    self._platform = detect_mod.detect(self.config.getoption("rocm_platform"))
+                except ProfileError as exc:
+                    raise pytest.UsageError(str(exc)) from exc
+        return self._platform

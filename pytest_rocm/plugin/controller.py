@@ -1,0 +1,274 @@
+"""The controller role: the process that sees every report (the xdist controller, or the only process).
+
+It owns the report folder for the run (a lock: two runs never mix their
+records), checks the devices with the health probe before any test runs, plans
+reruns as attempts end, records dead workers, runs the reruns nothing took
+during the pass (in this process without xdist; with xdist in pytest
+subprocesses, as many at a time as there are workers), and at the end writes the
+manifest and the gate report, saying whether the run was complete.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pytest_rocm.plugin import xdist_glue
+from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.results.records import RecordWriter, clear_records, last_attempt_records, read_records
+from pytest_rocm.results.report import build_gate_report, evidence_texts
+from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
+from pytest_rocm.schemas.artifacts import write_json_atomic
+
+# xdist options (and ours) that a rerun subprocess must not repeat: it runs one test, alone.
+_NOT_PASSED_ON = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesses", "--max-worker-restart",
+                  "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
+                  "--rocm-propose-baselines", "--rocm-rerun-helper", "--rocm-exit-by-conclusion",
+                  "-x", "--exitfirst", "--maxfail", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
+                  "--stepwise", "--basetemp")  # a rerun must not wipe its tmp dirs
+_TAKES_VALUE = {"-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesses", "--max-worker-restart",
+                "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
+                "--rocm-propose-baselines", "--rocm-rerun-helper", "--maxfail", "--basetemp"}
+LOCK_NAME = ".pytest-rocm.lock"
+EXIT_BY_CONCLUSION = {"success": 0, "neutral": 0, "failure": 1, "incomplete": 3, "skipped": 5}
+
+
+class ReportDirBusy(pytest.UsageError):
+    pass
+
+
+def passthrough_args(config: pytest.Config) -> list[str]:
+    """The run's own command line, less its test selection and what must not repeat in a rerun."""
+    args, positional = list(config.invocation_params.args), set(config.args)
+    kept, skip_value = [], False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _NOT_PASSED_ON:
+            skip_value = "=" not in arg and name in _TAKES_VALUE
+            continue
+        if arg.startswith("-n") and arg[2:] and not arg.startswith("--"):  # -n2, -nauto
+            continue
+        if arg in positional:
+            continue
+        kept.append(arg)
+    return kept
+
+
+class Controller:
+    def __init__(self, context: RunContext, write=None):
+        self.context = context
+        self.config = context.config
+        settings = context.settings
+        self._own_writer: RecordWriter | None = None
+        self._write = write  # the process's record writer where this process also runs tests
+        self.notes: list[str] = []  # problems of the run itself, shown in the summary and the manifest
+        self.collection_errors: dict[str, str] = {}
+        self.collected: list[str] | None = None
+        self.gate_report: dict | None = None
+        self.report_paths: list[Path] = []
+        self._lock = None
+        self.planner: RerunPlanner | None = None
+        if settings.report_dir is not None:
+            self._lock_report_dir(settings.report_dir)
+            clear_records(settings.report_dir)  # workers start after this, so they never lose records
+
+    # -- the report folder belongs to one run at a time ------------------------------------------
+    def _lock_report_dir(self, folder: Path) -> None:
+        from filelock import FileLock, Timeout
+
+        folder.mkdir(parents=True, exist_ok=True)
+        owner = folder / ".pytest-rocm.owner"
+        self._lock = FileLock(folder / LOCK_NAME)
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            other = owner.read_text(encoding="utf-8", errors="replace").strip() if owner.exists() else "another run"
+            raise ReportDirBusy(f"--rocm-report-dir {folder} is in use by {other}; give this run its own folder "
+                                "(two runs in one folder would mix their records)") from None
+        owner.write_text(f"run {self.context.session_id} (pid {os.getpid()} on {socket.gethostname()}, started "
+                         f"{self.context.started})\n", encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        if self._write is not None:
+            self._write(record)
+            return
+        folder = self.context.settings.report_dir
+        if folder is None:
+            return
+        if self._own_writer is None:
+            self._own_writer = RecordWriter(folder, "controller")
+        self._own_writer.write(record)
+
+    # -- start --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Before any test: the planner, and the health probe once on every device of the platform."""
+        context, settings = self.context, self.context.settings
+        platform = context.platform
+        devices = [gpu.index for gpu in platform.gpus]
+        self.planner = RerunPlanner(
+            reruns=settings.reruns, probe_argv=settings.probe_argv, signatures=settings.signatures,
+            session_id=context.session_id, all_devices=devices, vendor=platform.vendor,
+            write_probe=lambda nodeid, result: self.write({"kind": "probe", "nodeid": nodeid, **result}),
+            hand_over=lambda nodeid: xdist_glue.hand_to_live_worker(self.config, nodeid))
+        if devices:
+            result = run_probe(settings.probe_argv, devices, platform.vendor)
+            self.write({"kind": "preflight", "nodeid": "", **result, "command": settings.probe_command})
+            if not result["ok"]:
+                self.notes.append(f"the health probe failed on devices {','.join(map(str, devices))} before any "
+                                  f"test ran: {result['detail']}; verdicts on this runner are not trusted")
+
+    # -- during the run ------------------------------------------------------------------------------
+    def on_collect_report(self, report) -> None:
+        if report.failed:
+            self.collection_errors.setdefault(report.nodeid or "(session)", report.longreprtext)
+
+    def on_collected(self, nodeids) -> None:
+        if self.collected is None:
+            self.collected = list(nodeids)
+
+    def on_report(self, report) -> None:
+        if self.planner is not None:
+            self.planner.on_report(report)
+
+    def on_crash(self, nodeid: str, report) -> None:
+        """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe, reschedule."""
+        node = getattr(report, "node", None)
+        worker = xdist_glue.worker_id(node)
+        exit_code = xdist_glue.worker_exit_code(node)
+        folder = self.context.settings.report_dir
+        earlier = last_attempt_records(folder / f"records-{worker}.jsonl", nodeid) if worker and folder else []
+        self._record_crash(nodeid, worker, exit_code, f"{report.longrepr} ({describe_exit(exit_code)})", earlier)
+
+    def _record_crash(self, nodeid: str, process: str | None, exit_code: int | None, failure: str,
+                      earlier: list[dict]) -> None:
+        """A process died running `nodeid` (an xdist worker, or a rerun subprocess): write the crash record
+        and hand the planner the evidence of the attempt it ended (its records survive the process)."""
+        self.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0, "crashed": True,
+                    "crashed_worker": process, "failure": failure, "exit_code": exit_code,
+                    "group": self.context.group_of(nodeid)})
+        if self.planner is not None:
+            devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
+            self.planner.on_crash(nodeid, [failure, *evidence_texts(earlier)], devices,
+                                  any(r.get("blocking") for r in earlier))
+
+    # -- reruns after the main pass ------------------------------------------------------------------
+    def run_queued_reruns(self, session: pytest.Session) -> None:
+        if self.planner is None or session.shouldstop or session.shouldfail:
+            return
+        if xdist_glue.is_controller(self.config):
+            self._rerun_in_subprocesses()
+            return
+        items = {item.nodeid: item for item in session.items}
+        while (queued := self.planner.leftovers()) and not (session.shouldstop or session.shouldfail):
+            for nodeid in queued:
+                item = items.get(nodeid)
+                if item is not None:
+                    # Through the hook, as pytest runs any test: pytest-timeout's timer and every
+                    # plugin's wrappers apply to a rerun as to a first attempt.
+                    item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+
+    def _rerun_in_subprocesses(self) -> None:
+        folder = self.context.settings.report_dir
+        if folder is None:
+            return  # without records no verdict reads the rerun
+        platform_file = folder / f".platform-{self.context.session_id}.json"
+        write_json_atomic(platform_file, self.context.platform.to_dict())
+        number = 0
+        with ThreadPoolExecutor(max_workers=xdist_glue.worker_count(self.config)) as pool:
+            while leftovers := self.planner.leftovers():
+                runs = []
+                for nodeid in leftovers:
+                    number += 1
+                    runs.append((nodeid, f"rerun{number}",
+                                 pool.submit(self._run_subprocess, nodeid, f"rerun{number}", platform_file)))
+                for nodeid, name, future in runs:  # in submission order: the records are read the same way
+                    self._read_subprocess_rerun(nodeid, name, future.result())
+        platform_file.unlink(missing_ok=True)
+
+    def _run_subprocess(self, nodeid: str, name: str, platform_file: Path) -> subprocess.CompletedProcess:
+        folder = self.context.settings.report_dir
+        command = [sys.executable, "-m", "pytest", nodeid, *passthrough_args(self.config), "-n", "0",
+                   "-p", "no:cacheprovider", f"--rocm-report-dir={folder}",
+                   f"--rocm-rerun-helper={self.context.session_id}:{name}:{platform_file}"]
+        return subprocess.run(command, cwd=self.config.invocation_params.dir, capture_output=True, text=True,
+                              errors="replace", stdin=subprocess.DEVNULL)
+
+    def _read_subprocess_rerun(self, nodeid: str, name: str, done: subprocess.CompletedProcess) -> None:
+        attempt = last_attempt_records(self.context.settings.report_dir / f"records-{name}.jsonl", nodeid)
+        if not attempt and done.returncode in (2, 3, 4, 5):  # interrupted, internal/usage error, nothing run
+            last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+            self.notes.append(f"could not rerun {nodeid}: pytest exited {done.returncode} before the test "
+                              f"ran ({last[:300]}); its verdict stands on the attempts it had")
+            return
+        for record in attempt:  # what a worker's reports would have told the planner
+            self.planner.on_record(record)
+        if not any(r["when"] == "teardown" for r in attempt):
+            failure = f"rerun process {name!r} died while running {nodeid!r} ({describe_exit(done.returncode)})"
+            self._record_crash(nodeid, name, done.returncode, failure, attempt)
+
+    # -- the end -------------------------------------------------------------------------------------
+    def finish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write the end of the run, then merge every record into the manifest and the gate report."""
+        from pytest_rocm.hw.allocation import lock_root
+        from pytest_rocm.results.manifest import build_manifest, now
+
+        shutil.rmtree(lock_root(self.context.session_id), ignore_errors=True)
+        folder = self.context.settings.report_dir
+        if folder is None:
+            return
+        self.write({"kind": "session", "nodeid": "", "exitstatus": int(exitstatus),
+                    "stopped": str(session.shouldfail or session.shouldstop or "") or None,
+                    "collection_errors": [{"nodeid": n, "text": t[-2000:]} for n, t in self.collection_errors.items()],
+                    "collected": self.collected})
+        if self._own_writer is not None:
+            self._own_writer.close()
+        settings = self.context.settings
+        manifest = build_manifest(self.context.platform, self.config.rootpath, self.context.started, now(),
+                                  list(self.config.invocation_params.args))
+        manifest["verdict_config"] = {"reruns": settings.reruns, "health_probe": settings.probe_command,
+                                      "infra_signatures": {s.name: s.pattern.pattern for s in settings.signatures}}
+        manifest["notes"] = self.notes
+        # Reading records and building the report make 100,000s of small objects; with the whole test
+        # session still alive, the collector's full passes over it cost more than the work (4x measured).
+        gc.disable()
+        try:
+            loaded = read_records(folder)
+            manifest["servers"] = [{k: v for k, v in r.items() if k not in ("schema", "kind")}
+                                   for r in loaded.records if r.get("kind") == "server"]
+            proposals = self._write_proposals(loaded.records, manifest)
+            self.gate_report = build_gate_report(loaded.records, manifest, loaded.problems,
+                                                 self.context.group_of if self.context.group_map else None,
+                                                 settings.signatures)
+        finally:
+            gc.enable()
+        self.report_paths = [write_json_atomic(folder / "manifest.json", manifest),
+                             write_json_atomic(folder / "gate-report.json", self.gate_report)]
+        if proposals is not None:
+            self.report_paths.append(proposals)
+        if settings.exit_by_conclusion:
+            session.exitstatus = EXIT_BY_CONCLUSION[self.gate_report["conclusion"]]
+        if self._lock is not None:
+            self._lock.release()
+
+    def _write_proposals(self, records: list[dict], manifest: dict) -> Path | None:
+        """--rocm-propose-baselines FILE: an entry per measured metric, sourced from this run's manifest."""
+        target = self.config.getoption("rocm_propose_baselines")
+        if not target:
+            return None
+        from pytest_rocm.gates import baselines as baselines_mod
+
+        path = self.context.settings.paths.from_command_line(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(baselines_mod.proposals(records, self.context.platform.keys()[0], manifest))
+        return path

@@ -1,0 +1,185 @@
+"""The fixtures users write: `gpus`, `accuracy_gate`, `perf_gate`, `golden`, and the server fixtures.
+
+Each fixture gets what it needs from `FixtureServices` (one per process that
+runs tests): the run's context for settings and platform, and the recorder for
+the devices and measurements that go into the records.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.plugin.recording import Recorder
+
+SERVICES = pytest.StashKey["FixtureServices"]()
+
+
+class FixtureServices:
+    def __init__(self, context: RunContext, recorder: Recorder):
+        self.context = context
+        self.recorder = recorder
+        self._baselines: dict | None = None
+        self._provider = None  # pytest_rocm.serving.provider.ServerProvider, made when a test first asks for a server
+
+    # -- devices -----------------------------------------------------------------------------------
+    def allocate_gpus(self, request) -> list[int]:
+        """Exclusive devices for this test, visible to its subprocesses. Devices the run's servers hold
+        are shared with the test (a server and the test that talks to it run on the same GPUs)."""
+        from pytest_rocm.hw import allocation
+
+        item = request.node
+        spec = self.recorder.annotator.specs.get(item.nodeid)
+        platform = self.context.platform
+        wanted = spec.hardware.gpus if spec and spec.hardware else (1 if platform.gpus else 0)
+        pool = [gpu.index for gpu in platform.gpus if spec is None or spec.hardware is None
+                or spec.hardware.accepts(gpu)]
+        held_by_servers = self._provider.held_devices() if self._provider is not None else set()
+        try:
+            got = allocation.allocate(self.context.session_id, pool, wanted, platform.vendor,
+                                      allocation.read_avoid(self.context.session_id, item.nodeid),
+                                      held_here=held_by_servers)
+        except allocation.AllocationTimeout as exc:
+            pytest.fail(f"gpus: {exc}", pytrace=False)
+        saved = {name: os.environ.get(name) for name in got.env}
+        os.environ.update(got.env)
+
+        def release():
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            got.release()
+
+        request.addfinalizer(release)
+        self.recorder.allocations[item.nodeid] = got.devices
+        item.user_properties[:] = [p for p in item.user_properties if p[0] != "rocm_gpus"]
+        item.user_properties.append(("rocm_gpus", ",".join(map(str, got.devices))))
+        return got.devices
+
+    # -- gates ----------------------------------------------------------------------------------------
+    @property
+    def baselines(self) -> dict:
+        from pytest_rocm.gates import baselines as baselines_mod
+
+        if self._baselines is None:
+            try:
+                self._baselines = baselines_mod.load(self.context.settings.baseline_files)
+            except baselines_mod.BaselineError as exc:
+                raise pytest.UsageError(str(exc)) from exc
+        return self._baselines
+
+    def gate_context(self, request):
+        from pytest_rocm.gates import baselines as baselines_mod
+        from pytest_rocm.gates.checks import GateContext
+
+        nodeid = request.node.nodeid
+        measurements = self.recorder.measurements.setdefault(nodeid, [])
+        files = [str(p) for p in baselines_mod.expand(self.context.settings.baseline_files)]
+        return GateContext(nodeid, self.context.platform.keys(), self.baselines, files, measurements)
+
+    def golden(self, request):
+        from pytest_rocm.gates.golden import GoldenGate
+
+        paths = self.context.settings.paths
+        record = self.context.config.getoption("rocm_golden_record")
+        return GoldenGate(self.gate_context(request), paths.setting("rocm_golden", "rocm_golden_dir"),
+                          paths.from_command_line(record) if record else None, self.context.platform.describe())
+
+    # -- servers -------------------------------------------------------------------------------------
+    @property
+    def provider(self):
+        if self._provider is None:
+            from pytest_rocm.serving.provider import ServerProvider, ServingSettings
+
+            paths = self.context.settings.paths
+            self._provider = ServerProvider(ServingSettings(
+                config=self.context.config, session_id=self.context.session_id, platform=self.context.platform,
+                model_cache=paths.setting("rocm_model_cache", "rocm_model_cache"),
+                server_config=paths.setting("rocm_server_config", "rocm_server_config"),
+                report_dir=self.context.settings.report_dir, record_server=self.recorder.write))
+        return self._provider
+
+    def attach_server_logs(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """A failed test's report carries the last lines of every server running here (they reach the
+        records as `log_tail`, where infrastructure signatures are looked for); the test's JUnit
+        properties name the logs (pytest writes the properties of the teardown report, the item's)."""
+        if self._provider is None:
+            return
+        for title, path, text in self._provider.log_sections():
+            report.sections.append((title, text))
+            if ("rocm_server_log", path) not in item.user_properties:
+                item.user_properties.append(("rocm_server_log", path))
+
+    def close(self) -> None:
+        if self._provider is not None:
+            self._provider.close()
+
+
+def services(request) -> FixtureServices:
+    found = request.config.stash.get(SERVICES, None)
+    if found is None:
+        pytest.fail("pytest-rocm fixtures need the plugin's recording process (not the xdist controller)",
+                    pytrace=False)
+    return found
+
+
+@pytest.fixture
+def accuracy_gate(request):
+    """`accuracy_gate.check(metric, value)` against the platform's baseline."""
+    from pytest_rocm.gates.checks import AccuracyGate
+
+    return AccuracyGate(services(request).gate_context(request))
+
+
+@pytest.fixture
+def perf_gate(request):
+    """`perf_gate.check(metric, samples)`: fails only when every sample is past the baseline's threshold."""
+    from pytest_rocm.gates.checks import PerfGate
+
+    return PerfGate(services(request).gate_context(request))
+
+
+@pytest.fixture
+def golden(request):
+    """`golden.check(name, token_ids, logprobs)`: record, or compare with vLLM's check_logprobs_close rule."""
+    return services(request).golden(request)
+
+
+@pytest.fixture
+def gpus(request) -> list[int]:
+    """Device indices for this test alone (its `hardware(gpus=N)`, else 1), exported to subprocesses."""
+    return services(request).allocate_gpus(request)
+
+
+@pytest.fixture(scope="session")
+def served_model(request):
+    """The model the suites serve: `.path`, `.name` (the served model name), `.vllm_args`."""
+    return services(request).provider.served_model()
+
+
+@pytest.fixture
+def vllm_server_factory(request):
+    """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these extra settings
+    (and another model than `served_model`, given as a `pytest_rocm.serving.pool.ServedModel`) for this test;
+    shared with any other fixture that asks for the same ones while it runs."""
+    provider = services(request).provider
+    return lambda args=(), env=None, model=None: provider.server(request, "vllm", args, env, model)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(request):
+    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments);
+    held for the module, so servers that tests start beside it never stop it."""
+    marker = request.node.get_closest_marker("vllm_server")
+    return services(request).provider.server(request, "vllm", **(marker.kwargs if marker else {}))
+
+
+@pytest.fixture(scope="module")
+def sglang_server(request):
+    """The real SGLang server for this module; skipped, saying why, where SGLang is not installed."""
+    marker = request.node.get_closest_marker("sglang_server")
+    return services(request).provider.server(request, "sglang", **(marker.kwargs if marker else {}))

@@ -1,0 +1,150 @@
+"""The pytest hooks (entry point `rocm`): each is a line or two that calls the object whose job it is.
+
+At configure time each process gets the roles that apply to it: the one that
+runs tests records (`Recorder`, fixtures); the one that sees every report
+controls (`Controller`: reruns, crashes, the report). Without xdist one process
+has both; under xdist the controller and its workers are different processes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_rocm.plugin import xdist_glue
+from pytest_rocm.plugin.collection import Annotator
+from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.plugin.controller import Controller
+from pytest_rocm.plugin.fixtures import (SERVICES, FixtureServices, accuracy_gate, golden, gpus,  # noqa: F401
+                                         perf_gate, served_model, sglang_server, vllm_server,
+                                         vllm_server_factory)
+from pytest_rocm.plugin.markers import MARKER_HELP
+from pytest_rocm.plugin.options import add_options
+from pytest_rocm.plugin.recording import Recorder
+from pytest_rocm.results.summary import terminal_lines
+
+ANNOTATOR = pytest.StashKey[Annotator]()
+CONTROLLER = pytest.StashKey[Controller]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for text in MARKER_HELP.values():
+        config.addinivalue_line("markers", text)
+    context = RunContext(config)
+    annotator = config.stash[ANNOTATOR] = Annotator(context)
+    recorder = None
+    if not xdist_glue.is_controller(config):  # this process runs tests
+        recorder = Recorder(context, annotator)
+        config.stash[SERVICES] = FixtureServices(context, recorder)
+        config.pluginmanager.register(RecordingHooks(recorder), "rocm-recording")
+    if not context.is_worker:  # this process sees every report
+        controller = config.stash[CONTROLLER] = Controller(context, recorder.write if recorder else None)
+        config.pluginmanager.register(ControllerHooks(controller), "rocm-controller")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name in ("rocm-recording", "rocm-controller"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    if report.passed and report.result:
+        error = collector.config.stash[ANNOTATOR].check_collected(report.result)
+        if error:
+            report.outcome = "failed"
+            report.longrepr = f"pytest-rocm: invalid marker arguments:\n{error}"
+            report.result = []
+    return report
+
+
+class RecordingHooks:
+    """Hooks of the process that runs tests (registered per config, as pytest's own LogXML is)."""
+
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.recorder.record_collection(session.items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.recorder.record_report(report)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call):
+        report = yield
+        if report.failed:
+            item.config.stash[SERVICES].attach_server_logs(item, report)
+        return report
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings):
+        """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""
+        return self.recorder.start_hang_timer(item, settings) if settings.method == "thread" else None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        session.config.stash[SERVICES].close()
+        self.recorder.close()
+
+
+class ControllerHooks:
+    """Hooks of the process that sees every report."""
+
+    def __init__(self, controller: Controller):
+        self.controller = controller
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.controller.start()
+
+    def pytest_collectreport(self, report) -> None:
+        self.controller.on_collect_report(report)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.controller.on_collected(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        self.controller.on_collected(ids)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.controller.on_report(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """Hand each xdist worker the platform detected here and the run's id, so all processes agree."""
+        node.workerinput["rocm_platform"] = self.controller.context.platform.to_dict()
+        node.workerinput["rocm_session"] = self.controller.context.session_id
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
+        """A worker died while running `crashitem`; `report.node` is that worker."""
+        self.controller.on_crash(crashitem, report)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        result = yield
+        self.controller.run_queued_reruns(session)  # reruns no worker could take, after the pass
+        return result
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+        self.controller.finish(session, exitstatus)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        controller = self.controller
+        if controller.gate_report is None:
+            return
+        platform = controller.context.platform
+        terminalreporter.write_sep("=", f"pytest-rocm on {platform.profile or 'this runner'}: {platform.describe()}")
+        colors = {"success": "green", "failure": "red", "incomplete": "red"}
+        for line, kind in terminal_lines(controller.gate_report):
+            style = {"bold": True, colors.get(controller.gate_report["conclusion"], "yellow"): True} \
+                if kind == "conclusion" else ({"yellow": True} if kind == "problem" else {})
+            terminalreporter.write_line(line, **style)
+        terminalreporter.write_line("reports: " + ", ".join(str(p) for p in controller.report_paths))

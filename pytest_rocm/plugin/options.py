@@ -1,0 +1,205 @@
+"""The plugin's command-line options and ini settings: declared once, read and checked once into `Settings`.
+
+One rule for relative paths: a value given on the command line is relative to
+where pytest was started; a value from the ini file is relative to the ini file.
+Every bad value is a `pytest.UsageError` naming the option and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_rocm.catalog.groups import GROUPS
+from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
+
+DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rocm", "pytest-rocm: ROCm gates, hardware pinning and reports")
+    option, ini = group.addoption, parser.addini
+    option("--rocm-platform", default=None, metavar="NAME|FILE",
+           help="simulate a platform: a built-in profile (cpu, mi300x-8, h100-8, ...) or a JSON file; "
+                "default: $PYTEST_ROCM_PLATFORM, else detect the real one")
+    option("--rocm-report-dir", default=None, metavar="DIR",
+           help="write per-process records, gate-report.json and manifest.json here (one run at a time: "
+                "a second run on the same folder is refused)")
+    option("--rocm-group-map", default=None, metavar="TOML",
+           help="map of test path patterns to groups for tests without rocm_gate (overrides the ini option); "
+                "write it as --rocm-group-map=FILE: with a space pytest may take the file for a test path")
+    option("--rocm-reruns", type=int, default=None, metavar="N",
+           help="attempts after a failed blocking gate's first one (default 1; ini rocm_reruns)")
+    option("--rocm-health-probe", default=None, metavar="CMD",
+           help="command run on the failed attempt's devices after an infrastructure-looking failure, and once "
+                "at the start as a preflight; exit 0 means healthy. Split with shlex and run without a shell; "
+                "{python} is this Python (default: python -m pytest_rocm.results.health_probe)")
+    option("--rocm-exit-by-conclusion", action="store_true", default=None,
+           help="pytest's exit status follows the run's conclusion: 0 success or neutral, 1 failure, "
+                "3 incomplete (ini rocm_exit_by_conclusion)")
+    option("--rocm-baselines", action="append", default=None, metavar="PATH",
+           help="baseline TOML file or folder for accuracy/performance gates (repeatable; ini rocm_baselines)")
+    option("--rocm-propose-baselines", default=None, metavar="FILE",
+           help="write a proposed baseline entry for every measured metric (baseline files are never changed)")
+    option("--rocm-golden", default=None, metavar="DIR",
+           help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR")
+    option("--rocm-golden-record", default=None, metavar="DIR",
+           help="record golden outputs into DIR (on the reference platform) instead of comparing")
+    option("--rocm-rerun-helper", default=None, help=argparse.SUPPRESS)  # set by the controller only
+    option("--rocm-model", default=None, metavar="PATH",
+           help="serve these weights in the suites' servers (GPU runners); default: the tiny model built here")
+    option("--rocm-model-name", default=None, metavar="NAME",
+           help="the served model name for --rocm-model (default: its folder name)")
+    option("--rocm-model-vllm-args", default="", metavar="ARGS",
+           help="vLLM arguments that serving --rocm-model needs (e.g. '--tool-call-parser llama3_json')")
+    option("--rocm-model-dir", default=None, metavar="DIR",
+           help="folder of real model weights by Hugging Face name, for the real-model accuracy configs "
+                "($PYTEST_ROCM_MODEL_DIR)")
+    option("--rocm-model-cache", default=None, metavar="DIR",
+           help="where tiny models are built once (ini rocm_model_cache; $PYTEST_ROCM_MODEL_CACHE; "
+                "default ~/.cache/pytest-rocm/models)")
+    option("--rocm-tiny-model-seed", type=int, default=0, metavar="N",
+           help="weight seed of the tiny model (golden outputs are recorded with 0)")
+    option("--rocm-server-config", default=None, metavar="TOML",
+           help="server arguments and environment per platform (ini rocm_server_config)")
+    ini("rocm_report_dir", "default for --rocm-report-dir (relative to the ini file)", default="")
+    ini("rocm_group_map", "TOML file mapping test path patterns to groups (relative to the ini file)", default="")
+    ini("rocm_groups", "extra group names allowed besides the built-in ones", type="linelist", default=[])
+    ini("rocm_baselines", "baseline TOML files or folders (relative to the ini file)", type="linelist", default=[])
+    ini("rocm_golden_dir", "default for --rocm-golden (relative to the ini file)", default="")
+    ini("rocm_reruns", "default for --rocm-reruns", default="")
+    ini("rocm_health_probe", "default for --rocm-health-probe", default="")
+    ini("rocm_exit_by_conclusion", "pytest's exit status follows the conclusion (true/false)", default="")
+    ini("rocm_infra_signatures", "extra infrastructure signatures, `name=regex` per line; `!name` drops "
+        "a built-in one", type="linelist", default=[])
+    ini("rocm_model_cache", "default for --rocm-model-cache (relative to the ini file)", default="")
+    ini("rocm_server_config", "default for --rocm-server-config (relative to the ini file)", default="")
+    ini("rocm_timeouts", "per-group timeouts in seconds for gate tests, `group=seconds` per line "
+        "(and `default=seconds`), applied through pytest-timeout", type="linelist", default=[])
+
+
+class PathRule:
+    """Where a relative path from the command line or the ini file points."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def from_ini(self, value: str) -> Path:
+        path = Path(value)
+        if path.is_absolute():
+            return path
+        base = self.config.inipath.parent if self.config.inipath else self.config.rootpath
+        return base / path
+
+    def from_command_line(self, value: str) -> Path:
+        return self.config.invocation_params.dir / value
+
+    def setting(self, option: str, ini: str) -> Path | None:
+        """The option's path (relative to where pytest started), else the ini's (relative to the ini file)."""
+        given = self.config.getoption(option)
+        if given:
+            return self.from_command_line(given)
+        value = self.config.getini(ini)
+        return self.from_ini(value) if value else None
+
+    def settings(self, option: str, ini: str) -> list[Path]:
+        """A repeatable option's paths, then the ini list's."""
+        return ([self.from_command_line(p) for p in self.config.getoption(option) or []]
+                + [self.from_ini(p) for p in self.config.getini(ini)])
+
+
+@dataclass
+class Settings:
+    """Every pytest-rocm setting of a run, read and checked once."""
+
+    report_dir: Path | None
+    group_map_path: Path | None
+    allowed_groups: frozenset[str]
+    reruns: int
+    probe_command: str
+    probe_argv: list[str]
+    signatures: list[Signature]
+    timeouts: dict[str, float]
+    baseline_files: list[Path]
+    exit_by_conclusion: bool
+    paths: PathRule = field(repr=False, default=None)
+
+
+def _bool_ini(config: pytest.Config, name: str) -> bool:
+    value = str(config.getini(name)).strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise pytest.UsageError(f"{name}: {value!r} is not true or false")
+
+
+def probe_argv(command: str) -> list[str]:
+    """The health probe as an argument list: split with shlex (no shell), `{python}` is this Python, and
+    the program must exist. Raises ValueError saying what is wrong."""
+    try:
+        argv = [sys.executable if part == "{python}" else part for part in shlex.split(command)]
+    except ValueError as exc:
+        raise ValueError(f"cannot split {command!r} into arguments ({exc}); it is split with shlex, not run "
+                         "by a shell") from None
+    if not argv:
+        raise ValueError("the command is empty")
+    if shutil.which(argv[0]) is None:
+        raise ValueError(f"{argv[0]!r} is not an executable file or a program on PATH")
+    return argv
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    paths = PathRule(config)
+    allowed = frozenset(GROUPS) | frozenset(config.getini("rocm_groups"))
+    report_dir = paths.setting("rocm_report_dir", "rocm_report_dir")
+    group_map = paths.setting("rocm_group_map", "rocm_group_map")
+    try:
+        signatures = build_signatures(config.getini("rocm_infra_signatures"))
+    except SignatureError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    reruns = config.getoption("rocm_reruns")
+    if reruns is None:
+        raw = str(config.getini("rocm_reruns")).strip() or "1"
+        try:
+            reruns = int(raw)
+        except ValueError:
+            raise pytest.UsageError(f"rocm_reruns: {raw!r} is not a whole number") from None
+    if reruns < 0:
+        raise pytest.UsageError(f"--rocm-reruns / rocm_reruns: {reruns} is negative; use 0 (no reruns) or more")
+    command = config.getoption("rocm_health_probe") or config.getini("rocm_health_probe") or DEFAULT_PROBE
+    try:
+        argv = probe_argv(command)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--rocm-health-probe / rocm_health_probe: {exc}") from None
+    exit_by = config.getoption("rocm_exit_by_conclusion") or _bool_ini(config, "rocm_exit_by_conclusion")
+    return Settings(report_dir=report_dir.resolve() if report_dir else None, group_map_path=group_map,
+                    allowed_groups=allowed, reruns=reruns,
+                    probe_command=command, probe_argv=argv, signatures=signatures,
+                    timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
+                    baseline_files=paths.settings("rocm_baselines", "rocm_baselines"),
+                    exit_by_conclusion=exit_by, paths=paths)
+
+
+def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
+    """`rocm_timeouts` lines `group=seconds` (and `default=seconds`) for gate tests."""
+    table = {}
+    for line in lines:
+        group, sep, seconds = line.partition("=")
+        try:
+            value = float(seconds)
+            if not sep or not value > 0 or value == float("inf"):
+                raise ValueError
+        except ValueError:
+            raise pytest.UsageError(f"rocm_timeouts: {line!r} is not `group=seconds` with seconds > 0") from None
+        if group.strip() not in allowed | {"default"}:
+            raise pytest.UsageError(f"rocm_timeouts: unknown group {group.strip()!r}; allowed: default, "
+                                    + ", ".join(sorted(allowed)))
+        table[group.strip()] = value
+    return table

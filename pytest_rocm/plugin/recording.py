@@ -1,0 +1,110 @@
+"""Recording on the process that runs tests (an xdist worker, a rerun subprocess, or the only process).
+
+Each phase outcome becomes one record line the moment pytest reports it, with
+the test's spec, the devices it held, what its gates measured and, for a
+failure, the text where infrastructure signatures are looked for.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_rocm.plugin.collection import Annotator
+from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
+
+LOG_SECTION = "pytest-rocm server log"  # report sections of the servers running beside a failed test
+
+
+class Recorder:
+    def __init__(self, context: RunContext, annotator: Annotator):
+        self.context = context
+        self.annotator = annotator
+        self._writer: RecordWriter | None = None
+        self.spec_json: dict[str, str] = {}  # nodeid -> its spec's record fields, encoded once
+        self.nodeid_json: dict[str, str] = {}
+        self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
+        self.measurements: dict[str, list[dict]] = {}  # nodeid -> what its gates measured (this attempt)
+
+    @property
+    def writer(self) -> RecordWriter | None:
+        if self._writer is None and self.context.settings.report_dir is not None:
+            self._writer = RecordWriter(self.context.settings.report_dir, self.context.worker)
+        return self._writer
+
+    def write(self, record: dict) -> None:
+        if self.writer is not None:
+            self.writer.write(record)
+
+    def record_report(self, report: pytest.TestReport) -> None:
+        """Write one phase outcome."""
+        if self.context.settings.report_dir is None:
+            return
+        nodeid = report.nodeid
+        # The common case, a phase that passed with nothing to add, is formatted directly (3 per test).
+        if (report.outcome == "passed" and "wasxfail" not in report.__dict__ and nodeid not in self.allocations
+                and nodeid not in self.measurements):
+            encoded = self.spec_json.get(nodeid)
+            if encoded is None:
+                encoded = self._encoded_spec(nodeid)
+            (self._writer or self.writer).write_phase(self.nodeid_json[nodeid], report.when, "passed",
+                                                      report.duration, encoded)
+            return
+        record = {"nodeid": nodeid, "when": report.when, "outcome": report.outcome,
+                  "duration": round(report.duration, 6)}
+        if nodeid in self.allocations:
+            record["gpus"] = self.allocations[nodeid]
+        if report.when == "call" and nodeid in self.measurements:
+            record["measurements"] = self.measurements.pop(nodeid)
+        if hasattr(report, "wasxfail"):
+            record["wasxfail"] = report.wasxfail
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            record["skip_reason"] = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)  # pytest's one-line summary of the failure
+            text = report.longreprtext
+            record["message"] = (crash.message if crash else text.strip().splitlines()[-1] if text.strip() else "")[:500]
+            record["failure"] = text[:FAILURE_HEAD_CHARS]
+            record["stdout_tail"] = report.capstdout[-OUTPUT_TAIL_CHARS:]
+            record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
+            logs = "\n".join(text for title, text in report.sections if title.startswith(LOG_SECTION))
+            if logs:
+                record["log_tail"] = logs[-OUTPUT_TAIL_CHARS:]
+        self.writer.write(record, self._encoded_spec(nodeid))
+
+    def record_collection(self, items: list[pytest.Item]) -> None:
+        """What this run set out to run: the gates and grouped tests collected, with their specs. One process
+        writes it (the only one, or the first xdist worker: they all collect the same tests), so the report
+        can name the tests that never ran when a run stops early."""
+        if self.context.worker not in ("controller", "gw0") or self.context.settings.report_dir is None:
+            return
+        specs = self.annotator.specs
+        self.write({"kind": "collection", "nodeid": "", "tests": len(items),
+                    "specs": {item.nodeid: {"group": specs[item.nodeid].group,
+                                            "blocking": specs[item.nodeid].blocking,
+                                            "gate": specs[item.nodeid].gate}
+                              for item in items if item.nodeid in specs}})
+
+    def _encoded_spec(self, nodeid: str) -> str:
+        """The spec's record fields (group, blocking, requirement, known gap) as JSON, once per test."""
+        encoded = self.spec_json.get(nodeid)
+        if encoded is None:
+            self.nodeid_json[nodeid] = json.dumps(nodeid, ensure_ascii=False)
+            spec = self.annotator.specs.get(nodeid)
+            encoded = self.spec_json[nodeid] = spec.encoded_fields() if spec is not None else ""
+        return encoded
+
+    def start_hang_timer(self, item: pytest.Item, settings) -> bool:
+        """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""
+        from pytest_rocm.plugin import hangs
+
+        def record(entry: dict) -> None:
+            self.write({**entry, "gpus": self.allocations.get(item.nodeid)})
+
+        return hangs.start_timer(item, settings, record)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()

