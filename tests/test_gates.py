@@ -182,7 +182,7 @@ def test_bad_baseline_file_is_a_usage_error(pytester):
             accuracy_gate.check("m", 1.0)
     """)
     result = pytester.runpytest("--rocm-platform=cpu")
-    assert "baseline 1: `expected` must be a number, got 'high'" in result.stdout.str() + result.stderr.str()
+    assert "baseline 1: `expected` must be a finite number, got 'high'" in result.stdout.str() + result.stderr.str()
 
 
 # --- baselines diff --------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ def test_minimal_hand_written_profile(tmp_path):
 @pytest.mark.parametrize("content,message", [
     ("{not json", "Expecting property name"),
     ('{"vendor": "intel"}', "vendor 'intel' is not one of amd, nvidia, cpu"),
-    ('{"vendor": "amd", "gpus": [{"colour": "red", "index": 0, "vendor": "amd", "sku": 5, "x": {}}]}', None),
+    ('{"vendor": "amd", "gpus": [{"colour": "red", "index": 0, "vendor": "amd", "sku": "MI300X", "x": {}}]}', None),
+    ('{"vendor": "amd", "gpus": [{"index": 0, "sku": 5}]}', "gpus[0].sku must be a string, got 5"),
 ])
 def test_bad_profile_files(tmp_path, content, message):
     path = tmp_path / "bad.json"

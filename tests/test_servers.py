@@ -56,7 +56,7 @@ def test_server_config_merges_from_general_to_specific(tmp_path):
 def test_server_config_errors_name_the_file_and_section(tmp_path):
     path = tmp_path / "servers.toml"
     path.write_text('[vllm.cpu]\nargs = ["--dtype"]\nenviron = { A = "1" }\n')
-    with pytest.raises(ServerConfigError, match=r"servers.toml: \[vllm.cpu\] has unknown keys \['environ'\]"):
+    with pytest.raises(ServerConfigError, match=r"servers.toml, \[vllm.cpu\]: unknown keys environ; allowed: args, env, health_timeout_s"):
         load_server_config(path, "vllm", [None, None, "cpu"])
     path.write_text("[vllm.cpu\n")
     with pytest.raises(ServerConfigError, match="servers.toml: not valid TOML"):

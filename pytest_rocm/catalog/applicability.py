@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rocm.catalog.groups import PatternSet
-from pytest_rocm.schemas.config import read_toml
+from pytest_rocm.schemas.config import check_keys, read_config
 
 
 class ApplicabilityError(ValueError):
@@ -65,7 +65,7 @@ class Applicability:
 
 def load_applicability(path: str | Path) -> Applicability:
     path = Path(path)
-    data = read_toml(path, "applicability config", ApplicabilityError)
+    data = read_config(path, "applicability config", ApplicabilityError, "applicability", tables=("not_applicable",))
     rules = []
     for number, raw in enumerate(data.get("not_applicable", []), start=1):
         reason, paths, suites = raw.get("reason"), raw.get("paths", []), raw.get("suites", [])
@@ -77,8 +77,6 @@ def load_applicability(path: str | Path) -> Applicability:
                 raise ApplicabilityError(f"{where}: `{key}` must be a list of non-empty strings")
         if not paths and not suites:
             raise ApplicabilityError(f"{where}: needs `paths = [...]` and/or `suites = [...]`")
-        unknown = set(raw) - {"reason", "paths", "suites", "note"}
-        if unknown:
-            raise ApplicabilityError(f"{where}: unknown keys {', '.join(sorted(unknown))}; allowed: reason, paths, suites, note")
+        check_keys(raw, where, ("reason", "paths", "suites", "note"), ApplicabilityError)
         rules.append(NotApplicable(reason=reason.strip(), patterns=PatternSet(paths), suites=tuple(suites)))
     return Applicability(tuple(rules))

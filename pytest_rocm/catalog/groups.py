@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from pytest_rocm.schemas.config import read_toml
+from pytest_rocm.schemas.config import check_keys, read_config
 
 GROUPS = ("attention", "engine", "api", "multimodal", "spec_decode", "distributed_moe", "accuracy", "performance")
 # The label of tests no rule and no marker puts in a group: one word, the same in every report.
@@ -118,7 +118,7 @@ class GroupMap:
 def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMap:
     """Read a map file; every error names the file and the rule, and says what is allowed."""
     path = Path(path)
-    data = read_toml(path, "group map", GroupMapError)
+    data = read_config(path, "group map", GroupMapError, "groups", tables=("rule",))
     rules = []
     for number, raw in enumerate(data.get("rule", []), start=1):
         where = f"group map {path}, rule {number}"
@@ -131,9 +131,9 @@ def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMa
         paths = raw.get("paths")
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             raise GroupMapError(f"{where}: needs `paths = [\"tests/dir/\", ...]` (a non-empty list of strings)")
-        unknown = set(raw) - {"group", "paths", "blocking", "note"}
-        if unknown:
-            raise GroupMapError(f"{where}: unknown keys {', '.join(sorted(unknown))}; allowed: group, paths, blocking, note")
+        check_keys(raw, where, ("group", "paths", "blocking", "note"), GroupMapError)
+        if not isinstance(raw.get("blocking", False), bool):
+            raise GroupMapError(f"{where}: `blocking` must be true or false, got {raw['blocking']!r}")
         rules.append(Rule(group=group,
                           include=PatternSet([p for p in paths if not p.startswith("!")]),
                           exclude=PatternSet([p[1:] for p in paths if p.startswith("!")]),

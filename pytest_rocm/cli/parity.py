@@ -71,7 +71,7 @@ def run(args) -> int:
     try:
         group_map = load_group_map(args.groups) if args.groups else None
         applicability = load_applicability(args.applicability) if args.applicability else None
-        previous = json.loads(args.previous.read_text()) if args.previous else None
+        previous = parity_mod.read_previous(args.previous) if args.previous else None
         report: dict = {"schema": parity_mod.PARITY_SCHEMA}
         if args.reference:
             reference, candidate = load_sides([(args.reference_label, args.reference),
@@ -84,7 +84,7 @@ def run(args) -> int:
     except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
         print(f"rocm-gate parity: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         print(f"rocm-gate parity: cannot read {args.previous}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     markdown = render(report, args.min_parity)

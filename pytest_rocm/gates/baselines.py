@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.schemas.config import read_toml
+from pytest_rocm.schemas.config import check_keys, read_config
 
 DIRECTIONS = ("higher", "lower", "both")
 DEFAULT_RTOL = 0.08  # vLLM's lm-eval configs
@@ -67,23 +67,24 @@ class Baseline:
         return f"rtol {self.rtol:g}, atol {self.atol:g}"
 
 
-def _number(raw: dict, key: str, where: str, default=None):
+def _number(raw: dict, key: str, where: str, default=None, minimum: float | None = None):
+    """A finite number (a NaN compares false with everything: a gate would always pass or always fail)."""
     value = raw.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BaselineError(f"{where}: `{key}` must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BaselineError(f"{where}: `{key}` must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise BaselineError(f"{where}: `{key}` must be >= {minimum:g}, got {value!r}")
     return float(value)
 
 
 def load_file(path: Path) -> list[Baseline]:
-    data = read_toml(path, "baseline file", BaselineError)
+    data = read_config(path, "baseline file", BaselineError, "baselines", tables=("baseline",))
     entries = []
     for number, raw in enumerate(data.get("baseline", []), start=1):
         where = f"{path}, baseline {number}"
-        unknown = set(raw) - KEYS
-        if unknown:
-            raise BaselineError(f"{where}: unknown keys {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(KEYS))}")
+        check_keys(raw, where, KEYS, BaselineError)
         for key in ("test", "metric", "platform"):
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise BaselineError(f"{where}: needs `{key} = \"...\"`")
@@ -95,8 +96,9 @@ def load_file(path: Path) -> list[Baseline]:
             raise BaselineError(f"{where}: needs `expected = <number>`")
         entries.append(Baseline(
             test=raw["test"], metric=raw["metric"], platform=raw["platform"], expected=expected, direction=direction,
-            rtol=_number(raw, "rtol", where, 0.0), atol=_number(raw, "atol", where, 0.0),
-            max_regression_pct=_number(raw, "max_regression_pct", where), source=str(raw.get("source", "")),
+            rtol=_number(raw, "rtol", where, 0.0, minimum=0), atol=_number(raw, "atol", where, 0.0, minimum=0),
+            max_regression_pct=_number(raw, "max_regression_pct", where, minimum=0),
+            source=str(raw.get("source", "")),
             where=where))
     return entries
 
@@ -130,19 +132,18 @@ def lookup(table: dict, test: str, metric: str, platform_keys: list[str]) -> Bas
 
 def entry_text(test: str, metric: str, platform: str, expected: float, direction: str, source: str,
                rtol: float | None = None, max_regression_pct: float | None = None) -> str:
-    """A TOML entry, exactly as it goes into a baseline file."""
-    lines = ["[[baseline]]", f"test = {_quote(test)}", f"metric = {_quote(metric)}",
-             f"platform = {_quote(platform)}", f"expected = {expected!r}", f"direction = {_quote(direction)}"]
+    """A TOML entry, exactly as it goes into a baseline file (written by tomli-w: any test id or source
+    text, control characters included, comes out as valid TOML)."""
+    import tomli_w
+
+    entry = {"test": test, "metric": metric, "platform": platform, "expected": float(expected),
+             "direction": direction}
     if max_regression_pct is not None:
-        lines.append(f"max_regression_pct = {max_regression_pct!r}")
+        entry["max_regression_pct"] = float(max_regression_pct)
     else:
-        lines.append(f"rtol = {rtol if rtol is not None else 0.05!r}")
-    lines.append(f"source = {_quote(source)}")
-    return "\n".join(lines) + "\n"
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        entry["rtol"] = float(rtol if rtol is not None else 0.05)
+    entry["source"] = source
+    return tomli_w.dumps({"baseline": [entry]})
 
 
 def diff(old: dict, new: dict) -> list[dict]:

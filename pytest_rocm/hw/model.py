@@ -88,20 +88,52 @@ class Platform:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Platform:
+        """A platform from its JSON form; ValueError naming the field for anything malformed (a profile
+        drives device locks and waits: a duplicate index or a path as an index must never get through)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object with vendor and gpus, got {type(data).__name__}")
         vendor = data.get("vendor", "cpu")
         if vendor not in VENDORS:
             raise ValueError(f"vendor {vendor!r} is not one of {', '.join(VENDORS)}")
+        raw_gpus = data.get("gpus", [])
+        if not isinstance(raw_gpus, list) or not all(isinstance(g, dict) for g in raw_gpus):
+            raise ValueError("gpus must be a list of objects")
+        if len(raw_gpus) > MAX_GPUS:
+            raise ValueError(f"{len(raw_gpus)} GPUs: a runner has at most {MAX_GPUS}")
         gpus = []
-        for i, g in enumerate(data.get("gpus", [])):
+        for i, g in enumerate(raw_gpus):
             known = {k: v for k, v in g.items() if k in Gpu.__dataclass_fields__}
             known.setdefault("index", i)
             known.setdefault("vendor", vendor)
-            gpus.append(Gpu(**known))
-        sources = [SourceResult(**s) for s in data.get("sources", [])]
-        return cls(
-            vendor=vendor,
-            gpus=gpus,
-            versions=dict(data.get("versions", {})),
-            sources=sources,
-            profile=data.get("profile"),
-        )
+            gpus.append(_checked_gpu(known, i))
+        indices = [gpu.index for gpu in gpus]
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"gpus: duplicate device index in {indices}")
+        versions = data.get("versions", {})
+        if not isinstance(versions, dict):
+            raise ValueError("versions must be an object of name -> version")
+        try:
+            sources = [SourceResult(**s) for s in data.get("sources", [])]
+        except TypeError as exc:
+            raise ValueError(f"sources: {exc}") from None
+        return cls(vendor=vendor, gpus=gpus, versions={str(k): str(v) for k, v in versions.items()},
+                   sources=sources, profile=data.get("profile"))
+
+
+MAX_GPUS = 64
+
+
+def _checked_gpu(fields: dict, position: int) -> Gpu:
+    where = f"gpus[{position}]"
+    index = fields["index"]
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_GPUS:
+        raise ValueError(f"{where}.index must be a whole number from 0 to {MAX_GPUS - 1}, got {index!r}")
+    if fields["vendor"] not in ("amd", "nvidia"):
+        raise ValueError(f"{where}.vendor must be amd or nvidia, got {fields['vendor']!r}")
+    memory = fields.get("memory_gb")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0):
+        raise ValueError(f"{where}.memory_gb must be a number of GB, got {memory!r}")
+    for name in ("sku", "arch", "raw_name", "device_id", "pci_bus", "partition"):
+        if fields.get(name) is not None and not isinstance(fields[name], str):
+            raise ValueError(f"{where}.{name} must be a string, got {fields[name]!r}")
+    return Gpu(**fields)

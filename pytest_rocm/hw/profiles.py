@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from pytest_rocm.hw.model import Gpu, Platform, SourceResult
+from pytest_rocm.hw.model import MAX_GPUS, Gpu, Platform, SourceResult
 
 # Nominal whole-device figures (memory in GiB, as the tools report it).
 SKU_SPECS: dict[str, dict] = {
@@ -51,8 +51,8 @@ def builtin(name: str) -> Platform:
         raise ProfileError(f"unknown platform profile {name!r}: use one of {', '.join(BUILTIN)}, "
                            "any '<sku>-<count>' of " + ", ".join(s.lower() for s in SKU_SPECS) + ", or a JSON file")
     count = int(match.group(2))
-    if count < 1:
-        raise ProfileError(f"platform profile {name!r} must have at least one GPU")
+    if not 1 <= count <= MAX_GPUS:
+        raise ProfileError(f"platform profile {name!r} must have from 1 to {MAX_GPUS} GPUs")
     spec = dict(SKU_SPECS[sku])
     vendor = spec.pop("vendor")
     partition = "SPX/NPS1" if vendor == "amd" else None
@@ -63,9 +63,9 @@ def builtin(name: str) -> Platform:
 
 def from_file(path: Path) -> Platform:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
         platform = Platform.from_dict(data)
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ProfileError(f"platform profile file {path}: {exc}. Expected the JSON that "
                            "`rocm-gate doctor --json` prints (vendor, gpus, versions).") from exc
     platform.profile = platform.profile or path.name

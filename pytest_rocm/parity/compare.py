@@ -205,6 +205,7 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
         "candidate_only": candidate_only,
         "unmatched": unmatched,
         "skip_reasons": {"reference": _top_reasons(ref), "candidate": _top_reasons(cand)},
+        "repeated": {"reference": _repeated(ref), "candidate": _repeated(cand)},
         "tests": tests,
         "passing": passing,
     }
@@ -225,6 +226,20 @@ def _add_by_file(files: dict[str, list[str]], nodeids) -> None:
         files[path].append(rest)
 
 
+def read_previous(path) -> dict:
+    """An earlier parity.json for `--previous`; ValueError saying what is wrong with it."""
+    import json
+    from pathlib import Path
+
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("schema") != PARITY_SCHEMA:
+        raise ValueError(f"not a {PARITY_SCHEMA} report (give the parity.json an earlier run wrote)")
+    if not isinstance(data.get("passing", {}), dict) or not isinstance(data.get("tests", {}), dict) or not all(
+            isinstance(t, dict) and "parity" in t for t in data.get("tests", {}).values()):
+        raise ValueError("its `passing` and `tests` are not shaped as parity.json writes them")
+    return data
+
+
 def passing_ids(report: dict) -> set[str]:
     return {f"{path}::{rest}" if rest else path for path, rests in report.get("passing", {}).items() for rest in rests}
 
@@ -232,6 +247,13 @@ def passing_ids(report: dict) -> set[str]:
 def _gap_list(by_reason: dict[tuple[str, str], list[str]]) -> list[dict]:
     ordered = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     return [{"status": status, "reason": reason, "count": len(ids), "tests": ids} for (status, reason), ids in ordered]
+
+
+def _repeated(results: dict[str, Result]) -> list[dict]:
+    """Tests seen more than once with different results (shards, rerun jobs): what counted, and every attempt
+    (the rule is `pytest_rocm.parity.junit.merge_repeat`)."""
+    return [{"test": nodeid, "counted": r.status, "attempts": list(r.attempts)}
+            for nodeid, r in results.items() if r is not PLAIN_PASS and len(set(r.attempts)) > 1]
 
 
 def _top_reasons(results: dict[str, Result]) -> list[dict]:

@@ -13,11 +13,11 @@ import multiprocessing
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_rocm.parity.junit import PLAIN_PASS, Case, JUnitError, iter_cases
-from pytest_rocm.results.report import GATE_REPORT_SCHEMA
+from pytest_rocm.parity.junit import PLAIN_PASS, Case, JUnitError, iter_cases, merge_repeat
+from pytest_rocm.results.report import GATE_REPORT_SCHEMA, STATUSES as GATE_STATUSES
 
 _GAP_MESSAGE = re.compile(r"^known gap: (?P<reason>.*) \((?P<issue>https?://\S+)\)$")
 
@@ -85,9 +85,7 @@ def _parse_junit(path: Path) -> ParsedFile:
         for nodeid, case in iter_cases(path):
             if case.status in ("skipped", "xfailed"):
                 _mark_known_gap(case)
-            if nodeid in cases:
-                case = replace(case, rerun=True)  # pytest-rerunfailures: the last attempt counts
-            cases[nodeid] = case
+            cases[nodeid] = merge_repeat(cases[nodeid], case, ordered=True) if nodeid in cases else case
     except JUnitError as exc:
         error = f"{exc} ({len(cases)} test case(s) before the error were kept)"
     plain = "\0".join(n for n, c in cases.items() if c is PLAIN_PASS)
@@ -113,19 +111,24 @@ def _add_cases(side: Side, parsed: ParsedFile) -> None:
         return
     for nodeid in parsed.order or plain:
         case = others.get(nodeid, PLAIN_PASS)
-        if nodeid in results:
-            case = replace(case, rerun=True)  # a repeat across files (a rerun job, overlapping shards)
-        results[nodeid] = case
+        results[nodeid] = merge_repeat(results[nodeid], case, ordered=False) if nodeid in results else case
 
 
 def _read_gate_report(path: Path, side: Side) -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # also not UTF-8
         raise JUnitError(f"{path}: not a readable gate report ({exc})") from exc
-    if data.get("schema") != GATE_REPORT_SCHEMA:
-        raise JUnitError(f"{path}: schema is {data.get('schema')!r}, expected {GATE_REPORT_SCHEMA!r}")
-    for nodeid, test in data.get("tests", {}).items():
+    if not isinstance(data, dict) or data.get("schema") != GATE_REPORT_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise JUnitError(f"{path}: schema is {found!r}, expected {GATE_REPORT_SCHEMA!r}")
+    tests = data.get("tests", {})
+    if not isinstance(tests, dict):
+        raise JUnitError(f"{path}: `tests` must be an object of node id -> test")
+    for nodeid, test in tests.items():
+        if not isinstance(test, dict) or test.get("status") not in GATE_STATUSES:
+            raise JUnitError(f"{path}: test {nodeid!r} has no valid `status` (one of {', '.join(GATE_STATUSES)}); "
+                             "rebuild the report with `rocm-gate verdict --records DIR`")
         status = test["status"]
         gap = test.get("known_gap") or {}
         message = test.get("message") or test.get("detail", "")
@@ -133,12 +136,17 @@ def _read_gate_report(path: Path, side: Side) -> None:
             status, message = "skipped", f"not applicable: {message}"
         elif status == "known_gap":
             message = gap.get("reason", message)
-        earlier = side.results.get(nodeid)
-        side.results[nodeid] = Result(
+        result = Result(
             status=status, message=message.strip().splitlines()[0][:300] if message.strip() else "",
             group=test.get("group"), blocking=test.get("blocking"), known_gap_issue=gap.get("issue"),
-            rerun=(earlier.rerun if earlier else False) or len(test.get("attempts", [])) > 1,
+            rerun=len(test.get("attempts", [])) > 1,
         )
+        earlier = side.results.get(nodeid)
+        if earlier is not None and (earlier.attempts or earlier.rerun or earlier.status != result.status):
+            # Also in JUnit, or in another gate report: the gate report's richer status for the same run
+            # replaces a JUnit case of the same status; anything else is a repeat.
+            result = merge_repeat(earlier, result, ordered=False)
+        side.results[nodeid] = result
 
 
 def load_sides(inputs: list[tuple[str, list[str]]], keep_going: bool) -> list[Side]:

@@ -44,6 +44,7 @@ class Case:
     message: str = ""
     properties: dict[str, str] | None = None
     rerun: bool = False
+    attempts: tuple[str, ...] = ()  # every status seen, where the test appears more than once
     group: str | None = None
     blocking: bool | None = None
     known_gap_issue: str | None = None
@@ -128,11 +129,26 @@ def _cases_before_break(source: str, line: int) -> Iterator[tuple[str, Case]]:
                     yield _case(element)
 
 
+SEVERITY = {"crashed": 5, "failed": 4, "error": 3, "known_gap": 2, "xfailed": 1, "skipped": 1}
+
+
+def merge_repeat(earlier: Case, later: Case, ordered: bool) -> Case:
+    """The one rule for a test seen more than once. In one file (`ordered`), document order is time order
+    (pytest-rerunfailures writes each attempt): the last attempt counts. Across files (shards, a rerun job)
+    there is no order: the test counts as passing if any attempt passed, else its most severe status. Either
+    way it is marked rerun and keeps every status it had, so no failure vanishes."""
+    attempts = (earlier.attempts or (earlier.status,)) + (later.status,)
+    if ordered:
+        chosen = later
+    else:
+        passing = [c for c in (earlier, later) if c.status in ("passed", "xpassed")]
+        chosen = passing[-1] if passing else max((earlier, later), key=lambda c: SEVERITY.get(c.status, 0))
+    return replace(chosen, rerun=True, attempts=attempts)
+
+
 def read_cases(path: str | Path) -> dict[str, Case]:
-    """nodeid -> Case for one file; a repeated case (a rerun) replaces the earlier one and is marked rerun."""
+    """nodeid -> Case for one file; a repeated case is merged by `merge_repeat` (in one file: a rerun)."""
     cases: dict[str, Case] = {}
     for nodeid, case in iter_cases(path):
-        if nodeid in cases:
-            case = replace(case, rerun=True)
-        cases[nodeid] = case
+        cases[nodeid] = merge_repeat(cases[nodeid], case, ordered=True) if nodeid in cases else case
     return cases

@@ -155,6 +155,13 @@ def _render_tests(report: dict, min_parity: float | None, n: int) -> str:
         lines += ["", f"### Not in any group ({len(report['unmatched'])}, counted as `ungrouped`)",
                   _cut([_code(t) for t in report["unmatched"]], n) if n else ""]
     for side in ("reference", "candidate"):
+        repeated = report.get("repeated", {}).get(side, [])
+        if repeated:
+            lines += ["", f"### Seen more than once with different results on the {side} ({len(repeated)})",
+                      "A test in several files counts as passing if any attempt passed, else as its worst result.",
+                      _cut([f"{_code(r['test'])} (seen {', '.join(r['attempts'])}; counted {r['counted']})"
+                            for r in repeated], max(n, 1))]
+    for side in ("reference", "candidate"):
         reasons = report["skip_reasons"][side]
         if reasons:
             lines += ["", f"### Top skip reasons on the {side}"]

@@ -72,20 +72,30 @@ def read_checkout(root: Path) -> list[RegisteredFile]:
     files = []
     for path in sorted(base.rglob("*.py")):
         relative = path.relative_to(base.parent.parent) if base.name == "registered" else path.relative_to(base)
-        files.append(RegisteredFile(str(relative), calls_in_source(path.read_text(encoding="utf-8"), str(path))))
+        try:
+            source = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RegistryError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") \
+                from None
+        files.append(RegisteredFile(str(relative), calls_in_source(source, str(path))))
     return files
 
 
 def read_jsonl(path: Path) -> list[RegisteredFile]:
     files = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        if not raw.strip():
             continue
         try:
-            row = json.loads(line)
-            files.append(RegisteredFile(row["path"], row.get("registrations", {})))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise RegistryError(f"{path}:{number}: not a registration line ({exc})") from exc
+            row = json.loads(raw.decode("utf-8"))
+            registrations = row.get("registrations", {})
+            if not isinstance(row["path"], str) or not isinstance(registrations, dict) or not all(
+                    isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
+                    for calls in registrations.values()):
+                raise TypeError("`path` must be a string and `registrations` an object of backend -> list of calls")
+            files.append(RegisteredFile(row["path"], registrations))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise RegistryError(f"{path}:{number}: not a registration line ({exc})") from None
     return files
 
 

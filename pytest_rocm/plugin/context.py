@@ -39,6 +39,7 @@ class RunContext:
         self.session_id = self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.group_map = self._load_group_map()
+        self.baselines = self._load_baselines()
         self._platform: Platform | None = None
 
     @property
@@ -53,6 +54,17 @@ class RunContext:
         try:
             return groups_mod.cached_group_map(str(path), self.settings.allowed_groups)
         except groups_mod.GroupMapError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+
+    def _load_baselines(self) -> dict:
+        """Every baseline file, checked before any test runs (a bad one is a usage error, not a failed gate)."""
+        if not self.settings.baseline_files:
+            return {}
+        from pytest_rocm.gates import baselines as baselines_mod
+
+        try:
+            return baselines_mod.load(self.settings.baseline_files)
+        except baselines_mod.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from exc
 
     def group_of(self, nodeid: str) -> str | None:

@@ -234,6 +234,7 @@ class Controller:
         if self._own_writer is not None:
             self._own_writer.close()
         settings = self.context.settings
+        self._check_group_map()
         manifest = build_manifest(self.context.platform, self.config.rootpath, self.context.started, now(),
                                   list(self.config.invocation_params.args))
         manifest["verdict_config"] = {"reruns": settings.reruns, "health_probe": settings.probe_command,
@@ -260,6 +261,19 @@ class Controller:
             session.exitstatus = EXIT_BY_CONCLUSION[self.gate_report["conclusion"]]
         if self._lock is not None:
             self._lock.release()
+
+    def _check_group_map(self) -> None:
+        """A group map that sorts none of the collected tests is a mistake, never a silent `ungrouped`: most
+        often pytest took the map's path for a test path (`--rocm-group-map FILE` with a space, before the
+        tests), settled on another rootdir, and the node ids no longer start with the paths the map names."""
+        group_map = self.context.group_map
+        if group_map is None or not self.collected or any(group_map.rule_for(n) for n in self.collected):
+            return
+        self.notes.append(
+            f"group map {group_map.path} matched none of the {len(self.collected)} collected test(s) (the first is "
+            f"{self.collected[0]!r}, rootdir {self.config.rootpath}): its paths are relative to the tree's root. "
+            "Give the map as --rocm-group-map=FILE (with '=') or the ini option rocm_group_map, and run pytest "
+            "from the tree's root")
 
     def _write_proposals(self, records: list[dict], manifest: dict) -> Path | None:
         """--rocm-propose-baselines FILE: an entry per measured metric, sourced from this run's manifest."""

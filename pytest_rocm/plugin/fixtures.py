@@ -21,7 +21,6 @@ class FixtureServices:
     def __init__(self, context: RunContext, recorder: Recorder):
         self.context = context
         self.recorder = recorder
-        self._baselines: dict | None = None
         self._provider = None  # pytest_rocm.serving.provider.ServerProvider, made when a test first asks for a server
 
     # -- devices -----------------------------------------------------------------------------------
@@ -61,17 +60,6 @@ class FixtureServices:
         return got.devices
 
     # -- gates ----------------------------------------------------------------------------------------
-    @property
-    def baselines(self) -> dict:
-        from pytest_rocm.gates import baselines as baselines_mod
-
-        if self._baselines is None:
-            try:
-                self._baselines = baselines_mod.load(self.context.settings.baseline_files)
-            except baselines_mod.BaselineError as exc:
-                raise pytest.UsageError(str(exc)) from exc
-        return self._baselines
-
     def gate_context(self, request):
         from pytest_rocm.gates import baselines as baselines_mod
         from pytest_rocm.gates.checks import GateContext
@@ -79,7 +67,7 @@ class FixtureServices:
         nodeid = request.node.nodeid
         measurements = self.recorder.measurements.setdefault(nodeid, [])
         files = [str(p) for p in baselines_mod.expand(self.context.settings.baseline_files)]
-        return GateContext(nodeid, self.context.platform.keys(), self.baselines, files, measurements)
+        return GateContext(nodeid, self.context.platform.keys(), self.context.baselines, files, measurements)
 
     def golden(self, request):
         from pytest_rocm.gates.golden import GoldenGate

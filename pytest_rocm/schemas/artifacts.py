@@ -1,4 +1,5 @@
-"""JSON artifacts are never left half-written: write a temporary file, then rename it (DESIGN section 5)."""
+"""The JSON artifacts: their schema names and published JSON Schemas, and writes that never leave a file
+half-written (a temporary file, then a rename; DESIGN section 5)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ from pathlib import Path
 from typing import Any
 
 
+SCHEMA_FILES = Path(__file__).resolve().parent  # <kind>.schema.json: the JSON Schema of each artifact
+
+
 def schema(kind: str, version: int = 1) -> str:
     return f"pytest-rocm/{kind}/{version}"
+
+
+def schema_document(kind: str) -> dict:
+    """The published JSON Schema of an artifact kind (record, gate-report, manifest, parity)."""
+    return json.loads((SCHEMA_FILES / f"{kind}.schema.json").read_text(encoding="utf-8"))
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:

@@ -24,7 +24,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_rocm.schemas import config as tomlfile
+from pytest_rocm.schemas.config import check_keys, read_config
 
 LOG_TAIL_LINES = 50
 # The module each kind is started with: `python -m` works for every distribution of the package
@@ -58,22 +58,29 @@ def load_server_config(path: Path | None, kind: str, platform_keys: list[str | N
     merged = PlatformServerConfig()
     if path is None:
         return merged
-    data = tomlfile.read_toml(path, "server configuration", ServerConfigError)
+    data = read_config(path, "server configuration", ServerConfigError, "servers", sections=tuple(SERVER_MODULES))
     sections = data.get(kind, {})
-    for key in ["default", *reversed([k for k in platform_keys if k])]:
+    for key in ["default", *reversed(platform_keys)]:
         section = sections.get(key)
         if section is None:
             continue
-        unknown = set(section) - {"args", "env", "health_timeout_s"}
-        if unknown:
-            raise ServerConfigError(f"{path}: [{kind}.{key}] has unknown keys {sorted(unknown)}; "
-                                    "allowed: args (list of strings), env (table of strings), health_timeout_s")
+        where = f"server configuration {path}, [{kind}.{key}]"
+        if not isinstance(section, dict):
+            raise ServerConfigError(f"{where}: must be a table of args, env, health_timeout_s")
+        check_keys(section, where, ("args", "env", "health_timeout_s"), ServerConfigError)
         args = section.get("args", [])
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ServerConfigError(f"{path}: [{kind}.{key}] args must be a list of strings")
+            raise ServerConfigError(f"{where}: args must be a list of strings")
+        env = section.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                                for v in env.values()):
+            raise ServerConfigError(f"{where}: env must be a table of strings (VARIABLE = \"value\")")
+        timeout = section.get("health_timeout_s", merged.health_timeout_s)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise ServerConfigError(f"{where}: health_timeout_s must be a positive number of seconds, got {timeout!r}")
         merged.args += args
-        merged.env.update({str(k): str(v) for k, v in section.get("env", {}).items()})
-        merged.health_timeout_s = float(section.get("health_timeout_s", merged.health_timeout_s))
+        merged.env.update({str(k): str(v) for k, v in env.items()})
+        merged.health_timeout_s = float(timeout)
         merged.sources.append(f"{kind}.{key}")
     return merged
 

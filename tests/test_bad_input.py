@@ -1,0 +1,193 @@
+"""Hostile input, as users and broken pipelines give it: every case ends with a clear message naming the file,
+key or option, and the documented exit status; never a traceback."""
+
+import json
+
+import pytest
+
+from pytest_rocm.cli import main as rocm_gate
+
+NOT_UTF8 = b"schema = \"x\"\n# caf\xe9\n"
+GOOD_BASELINE = ('schema = "pytest-rocm/baselines/1"\n[[baseline]]\ntest = "t.py::test_a"\nmetric = "m"\n'
+                 'platform = "MI300X"\nexpected = 1.0\n')
+
+
+def run_cli(capsys, args) -> tuple[int, str]:
+    try:
+        code = rocm_gate([str(a) for a in args])
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def write(tmp_path, name, content) -> str:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+def records_dir(tmp_path, manifest: bytes | None = None) -> str:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    record = {"schema": "pytest-rocm/record/1", "nodeid": "t.py::test_a", "worker": "gw0", "when": "setup",
+              "outcome": "passed", "duration": 0.1, "t": 1.0}
+    (folder / "records-gw0.jsonl").write_text(json.dumps(record) + "\n")
+    if manifest is not None:
+        (folder / "manifest.json").write_bytes(manifest)
+    return str(folder)
+
+
+def gate_report(tmp_path, tests) -> str:
+    return write(tmp_path, "cand/gate-report.json", json.dumps({"schema": "pytest-rocm/gate-report/1", "tests": tests}))
+
+
+JUNIT = '<testsuite><testcase classname="t" name="test_a"/></testsuite>'
+
+# (case id, build(tmp_path) -> argv, expected exit status, text the message must hold)
+CLI_CASES = [
+    ("doctor-negative-gpus", lambda p: ["doctor", "--platform", "cpu", "--expect-gpus", "-1"], 2, "cannot be negative"),
+    ("doctor-gpus-not-a-number", lambda p: ["doctor", "--expect-gpus", "eight"], 2, "expected a whole number"),
+    ("doctor-unknown-sku", lambda p: ["doctor", "--expect-sku", "MI999X"], 2, "unknown SKU 'MI999X'"),
+    ("doctor-unknown-source", lambda p: ["doctor", "--source", "nope=x"], 2, "unknown source 'nope'"),
+    ("doctor-source-without-file", lambda p: ["doctor", "--source", "rocminfo"], 2, "expected TOOL=FILE"),
+    ("doctor-only-source-unreadable", lambda p: ["doctor", "--source", f"rocminfo={p / 'missing.txt'}"], 2,
+     "none of the given --source files could be read"),
+    ("profile-is-a-list", lambda p: ["doctor", "--platform", write(p, "l.json", "[1, 2]")], 2, "expected a JSON object"),
+    ("profile-memory-lots", lambda p: ["doctor", "--platform", write(
+        p, "m.json", '{"vendor": "amd", "gpus": [{"sku": "MI300X", "memory_gb": "lots"}]}')], 2, "memory_gb"),
+    ("profile-duplicate-index", lambda p: ["doctor", "--platform", write(
+        p, "d.json", '{"vendor": "amd", "gpus": [{"index": 0}, {"index": 0}]}')], 2, "duplicate device index"),
+    ("profile-index-is-a-path", lambda p: ["doctor", "--platform", write(
+        p, "i.json", '{"vendor": "amd", "gpus": [{"index": "../../etc"}]}')], 2, "index must be a whole number"),
+    ("profile-huge", lambda p: ["doctor", "--platform", "mi300x-5000000"], 2, "from 1 to 64 GPUs"),
+    ("profile-not-utf8", lambda p: ["doctor", "--platform", write(p, "u.json", b'{"vendor": "\xff"}')], 2,
+     "platform profile file"),
+    ("profile-unknown-vendor", lambda p: ["doctor", "--platform", write(p, "v.json", '{"vendor": "intel"}')], 2,
+     "vendor 'intel'"),
+    ("verdict-no-folder", lambda p: ["verdict", "--records", p / "nope"], 2, "is not a folder of records"),
+    ("verdict-empty-folder", lambda p: ["verdict", "--records", p], 2, "no records-*.jsonl files"),
+    ("verdict-corrupt-manifest", lambda p: ["verdict", "--records", records_dir(p, b'{"schema": ')], 2,
+     "not a readable manifest"),
+    ("verdict-manifest-a-list", lambda p: ["verdict", "--records", records_dir(p, b"[]")], 2, "not a pytest-rocm/manifest/1"),
+    ("verdict-manifest-bad-signatures", lambda p: ["verdict", "--records", records_dir(
+        p, b'{"schema": "pytest-rocm/manifest/1", "verdict_config": {"infra_signatures": {"x": "("}}}')], 2,
+     "bad regex"),
+    ("verdict-group-map-not-utf8", lambda p: ["verdict", "--records", records_dir(p), "--group-map",
+                                              write(p, "g.toml", NOT_UTF8)], 2, "not UTF-8 text"),
+    ("verdict-group-map-rule-7", lambda p: ["verdict", "--records", records_dir(p), "--group-map",
+                                            write(p, "g.toml", "rule = 7\n")], 2, "`rule` must be a list of tables"),
+    ("baseline-is-5", lambda p: ["baselines", "diff", write(p, "a.toml", "baseline = 5\n"), write(p, "b.toml", "")],
+     2, "`baseline` must be a list of tables"),
+    ("baseline-negative-rtol", lambda p: ["baselines", "diff", write(p, "a.toml", GOOD_BASELINE + "rtol = -0.5\n"),
+                                          write(p, "b.toml", "")], 2, "`rtol` must be >= 0"),
+    ("baseline-nan", lambda p: ["baselines", "diff", write(p, "a.toml", GOOD_BASELINE + "rtol = nan\n"),
+                                write(p, "b.toml", "")], 2, "must be a finite number"),
+    ("baseline-expected-inf", lambda p: ["baselines", "diff", write(p, "a.toml", GOOD_BASELINE.replace(
+        "expected = 1.0", "expected = inf")), write(p, "b.toml", "")], 2, "must be a finite number"),
+    ("baseline-misspelt-table", lambda p: ["baselines", "diff", write(p, "a.toml", "[[baselines]]\ntest = 'x'\n"),
+                                           write(p, "b.toml", "")], 2, "unknown top-level key(s) 'baselines'"),
+    ("baseline-not-utf8", lambda p: ["baselines", "diff", write(p, "a.toml", NOT_UTF8), write(p, "b.toml", "")], 2,
+     "not UTF-8 text"),
+    ("baseline-wrong-schema", lambda p: ["baselines", "diff", write(p, "a.toml", 'schema = "pytest-rocm/baselines/9"\n'),
+                                         write(p, "b.toml", "")], 2, "this version reads 'pytest-rocm/baselines/1'"),
+    ("baseline-missing-file", lambda p: ["baselines", "diff", p / "none.toml", p / "none.toml"], 2, "cannot read it"),
+    ("baseline-direction", lambda p: ["baselines", "diff", write(p, "a.toml", GOOD_BASELINE + 'direction = "up"\n'),
+                                      write(p, "b.toml", "")], 2, "direction must be one of"),
+    ("parity-min-nan", lambda p: ["parity", "--reference", "x", "--candidate", "y", "--min-parity", "nan",
+                                  "--out", p], 2, "expected a fraction from 0 to 1"),
+    ("parity-min-negative", lambda p: ["parity", "--reference", "x", "--candidate", "y", "--min-parity=-3",
+                                       "--out", p], 2, "expected a fraction from 0 to 1"),
+    ("parity-min-above-one", lambda p: ["parity", "--reference", "x", "--candidate", "y", "--min-parity", "1.5",
+                                        "--out", p], 2, "expected a fraction from 0 to 1"),
+    ("parity-misspelt-applicability", lambda p: [
+        "parity", "--reference", write(p, "r.xml", JUNIT), "--candidate", write(p, "c.xml", JUNIT),
+        "--applicability", write(p, "a.toml", '[[not_aplicable]]\nreason = "x"\npaths = ["a"]\n'), "--out", p], 2,
+     "unknown top-level key(s) 'not_aplicable'"),
+    ("parity-applicability-not-utf8", lambda p: [
+        "parity", "--reference", write(p, "r.xml", JUNIT), "--candidate", write(p, "c.xml", JUNIT),
+        "--applicability", write(p, "a.toml", NOT_UTF8), "--out", p], 2, "not UTF-8 text"),
+    ("parity-groups-rule-7", lambda p: [
+        "parity", "--reference", write(p, "r.xml", JUNIT), "--candidate", write(p, "c.xml", JUNIT),
+        "--groups", write(p, "g.toml", "rule = 7\n"), "--out", p], 2, "`rule` must be a list of tables"),
+    ("parity-previous-a-list", lambda p: [
+        "parity", "--reference", write(p, "r.xml", JUNIT), "--candidate", write(p, "c.xml", JUNIT),
+        "--previous", write(p, "prev.json", "[]"), "--out", p], 2, "not a pytest-rocm/parity/1 report"),
+    ("parity-previous-garbage", lambda p: [
+        "parity", "--reference", write(p, "r.xml", JUNIT), "--candidate", write(p, "c.xml", JUNIT),
+        "--previous", write(p, "prev.json", b"\x00\xff"), "--out", p], 2, "cannot read"),
+    ("parity-gate-report-without-status", lambda p: [
+        "parity", "--reference", write(p, "r.xml", JUNIT), "--candidate", gate_report(p, {"t.py::test_a": {}}),
+        "--out", p], 2, "has no valid `status`"),
+    ("parity-sglang-not-utf8", lambda p: [
+        "parity", "--sglang-registry", write(p, "sg/test/registered/test_x.py", b"# \xff\n").rsplit("/test/", 1)[0],
+        "--out", p], 2, "not UTF-8 text"),
+    ("parity-sglang-row-a-list", lambda p: [
+        "parity", "--sglang-registry", write(p, "reg.jsonl", "[1]\n"), "--out", p], 2, "not a registration line"),
+    ("parity-reference-missing", lambda p: ["parity", "--reference", p / "none", "--candidate", p, "--out", p], 2,
+     "no such file or folder"),
+    ("parity-one-side-only", lambda p: ["parity", "--reference", write(p, "r.xml", JUNIT), "--out", p], 2,
+     "give --reference and --candidate"),
+    ("parity-junit-not-xml", lambda p: ["parity", "--reference", write(p, "r.xml", "not xml"),
+                                        "--candidate", write(p, "c.xml", JUNIT), "--out", p], 2, "not well-formed XML"),
+    ("unknown-command", lambda p: ["dashboard"], 2, "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("build,status,says", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
+def test_cli_refuses_bad_input_clearly(tmp_path, capsys, build, status, says):
+    code, output = run_cli(capsys, build(tmp_path))
+    assert "Traceback" not in output
+    assert code == status, output
+    assert says in output
+
+
+# (case id, files to write, pytest arguments, text the usage error must hold)
+PYTEST_CASES = [
+    ("negative-reruns", {}, ["--rocm-reruns=-1"], "is negative"),
+    ("reruns-not-a-number", {"pytest.ini": "[pytest]\nrocm_reruns = lots\n"}, [], "rocm_reruns: 'lots' is not a whole"),
+    ("probe-unbalanced-quote", {}, ["--rocm-health-probe=python -c 'x"], "cannot split"),
+    ("probe-missing", {}, ["--rocm-health-probe=/no/such/probe"], "is not an executable file"),
+    ("timeout-not-a-number", {"pytest.ini": "[pytest]\nrocm_timeouts =\n    api=soon\n"}, [], "rocm_timeouts: 'api=soon'"),
+    ("timeout-unknown-group", {"pytest.ini": "[pytest]\nrocm_timeouts =\n    apis=10\n"}, [], "unknown group 'apis'"),
+    ("signature-bad-regex", {"pytest.ini": "[pytest]\nrocm_infra_signatures =\n    x=bad(\n"}, [], "bad regex"),
+    ("group-map-not-utf8", {"g.toml": NOT_UTF8}, ["--rocm-group-map=g.toml"], "not UTF-8 text"),
+    ("group-map-misspelt-table", {"g.toml": '[[rules]]\ngroup = "api"\npaths = ["a"]\n'}, ["--rocm-group-map=g.toml"],
+     "unknown top-level key(s) 'rules'"),
+    ("group-map-missing", {}, ["--rocm-group-map=none.toml"], "cannot read it"),
+    ("group-map-blocking-string", {"g.toml": '[[rule]]\ngroup = "api"\npaths = ["a"]\nblocking = "yes"\n'},
+     ["--rocm-group-map=g.toml"], "`blocking` must be true or false"),
+    ("profile-a-list", {"p.json": "[]"}, ["--rocm-platform=p.json"], "expected a JSON object"),
+    ("exit-by-conclusion-maybe", {"pytest.ini": "[pytest]\nrocm_exit_by_conclusion = maybe\n"}, [], "is not true or false"),
+    ("baselines-is-5", {"b.toml": "baseline = 5\n"}, ["--rocm-baselines=b.toml"], "`baseline` must be a list of tables"),
+    ("baselines-nan", {"b.toml": GOOD_BASELINE + "rtol = nan\n"}, ["--rocm-baselines=b.toml"], "finite number"),
+]
+
+
+@pytest.mark.parametrize("files,args,says", [c[1:] for c in PYTEST_CASES], ids=[c[0] for c in PYTEST_CASES])
+def test_pytest_refuses_bad_settings_clearly(pytester, files, args, says):
+    for name, content in files.items():
+        (pytester.path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    pytester.makepyfile(test_a="def test_a(): pass")
+    result = pytester.runpytest_subprocess("--rocm-platform=mi300x-1", *args)
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert says in output
+
+
+def test_a_server_config_with_a_bad_section_fails_the_test_clearly(pytester):
+    pytester.makefile(".toml", servers='[vllm.cpu]\nargs = "--dtype float32"\n')
+    pytester.makepyfile(test_s="""
+        from pytest_rocm.serving.process import ServerConfigError, load_server_config
+
+        def test_s():
+            try:
+                load_server_config(__import__("pathlib").Path("servers.toml"), "vllm", ["cpu"])
+            except ServerConfigError as exc:
+                assert "[vllm.cpu]: args must be a list of strings" in str(exc)
+            else:
+                raise AssertionError("accepted")
+    """)
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
