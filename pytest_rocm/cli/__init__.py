@@ -14,6 +14,8 @@ import sys
 
 from pytest_rocm.cli import baselines, doctor, parity, verdict
 
+__all__ = ["main", "build_parser", "COMMANDS"]
+
 EXIT_BAD_INPUT = 2
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity}

@@ -120,16 +120,37 @@ def record_problem(record) -> str | None:
     return None
 
 
+def split_attempts(records: list[dict]) -> list[list[dict]]:
+    """Phase records of one test (in time order) into attempts: a setup starts one, a crash ends one."""
+    attempts: list[list[dict]] = []
+    current: list[dict] | None = None
+    for record in records:
+        if record.get("crashed"):
+            if current is None:
+                attempts.append([record])  # the worker died before it wrote anything for this attempt
+            else:
+                current.append(record)
+            current = None
+        elif record["when"] == "setup" or current is None:
+            current = [record]
+            attempts.append(current)
+        else:
+            current.append(record)
+    return attempts
+
+
 def last_attempt_records(path: Path, nodeid: str) -> list[dict]:
     """What one process wrote for `nodeid` in its last attempt: a dead worker's file survives it."""
-    mine: list[dict] = []
     if not path.exists():
-        return mine
+        return []
+    mine = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get("nodeid") == nodeid and "when" in record:
-            mine = [record] if record["when"] == "setup" else mine + [record]
-    return mine
+        if isinstance(record, dict) and record.get("nodeid") == nodeid and record_problem(record) is None \
+                and "kind" not in record:
+            mine.append(record)
+    attempts = split_attempts(mine)
+    return attempts[-1] if attempts else []

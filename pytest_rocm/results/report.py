@@ -12,30 +12,16 @@ the test), skipped (with reason), xfailed, xpassed, known_gap (declared ROCm gap
 with its issue), not_applicable (hardware requirement not met here).
 Verdicts: see `pytest_rocm.results.verdicts`.
 
-Completeness: the controller ends its records with a `session` record (exit
-status, why it stopped, collection errors, what was collected). A run without
-it (the controller was killed), stopped early (-x, --maxfail, Ctrl-C, an
-INTERNALERROR), with collection errors, or with collected gates that never ran
-is incomplete: `complete: false`, the causes, and the gates that never ran.
-
-Conclusions (README "Conclusions", DESIGN section 3), first that applies:
-- failure: a blocking gate regressed (confirmed), a blocking gate failed and was
-  never rerun without an infrastructure signature, or a test file failed to
-  collect for a reason of its own (a syntax error reproduces: the change broke it);
-- incomplete: the run did not execute what it collected (see above);
-- neutral: a blocking gate hit an infrastructure fault (evidence attached, reruns
-  exhausted), or the health probe failed before any test ran;
-- skipped: the run finished and no blocking gate executed (none collected, or all
-  not applicable / known gaps here);
-- success: blocking gates ran and none regressed.
+Completeness and the conclusion: see `pytest_rocm.results.conclusion`.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 
 from pytest_rocm.catalog.groups import UNGROUPED
+from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
+from pytest_rocm.results.records import split_attempts
 from pytest_rocm.results.verdicts import build_signatures, decide, failure_evidence, find_signature
 from pytest_rocm.schemas.artifacts import schema
 
@@ -43,33 +29,8 @@ GATE_REPORT_SCHEMA = schema("gate-report")
 STATUSES = ("passed", "failed", "error", "crashed", "interrupted", "skipped", "xfailed", "xpassed", "known_gap",
             "not_applicable")
 VERDICT_COLUMNS = ("regression", "unconfirmed", "infra", "flaky")
-CONCLUSIONS = ("success", "neutral", "failure", "incomplete", "skipped")
-EXECUTED = {"passed", "failed", "error", "crashed", "xpassed"}
 FAILED = {"failed", "error", "crashed"}
 RUN_KINDS = ("server", "collection", "session", "preflight")  # records about the run, not one test's phases
-# pytest's exit statuses of a run that stopped before its end: interrupted, internal error.
-STOPPED_EXIT = {2: "interrupted (Ctrl-C, or pytest stopped the session)", 3: "INTERNALERROR"}
-# A collection error caused by the runner, not by the change: an import of a package not installed here.
-_MISSING_PACKAGE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)")
-
-
-def split_attempts(records: list[dict]) -> list[list[dict]]:
-    """Phase records of one test (in time order) into attempts: a setup starts one, a crash ends one."""
-    attempts: list[list[dict]] = []
-    current: list[dict] | None = None
-    for record in records:
-        if record.get("crashed"):
-            if current is None:
-                attempts.append([record])  # the worker died before it wrote anything for this attempt
-            else:
-                current.append(record)
-            current = None
-        elif record["when"] == "setup" or current is None:
-            current = [record]
-            attempts.append(current)
-        else:
-            current.append(record)
-    return attempts
 
 
 def attempt_status(records: list[dict], known_gap: dict | None, run_ended: bool = True) -> tuple[str, str, str]:
@@ -216,98 +177,6 @@ def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
     reasons = Counter((t["status"], t["detail"]) for t in tests.values()
                       if t["status"] in ("skipped", "known_gap", "not_applicable", "xfailed"))
     return [(status, reason, n) for (status, reason), n in reasons.most_common()]
-
-
-def completeness(records: list[dict], tests: dict[str, dict], signatures) -> dict:
-    """Whether the run executed what it collected: causes, collection errors, and the gates that never ran."""
-    session = next((r for r in reversed(records) if r.get("kind") == "session"), None)
-    collection = next((r for r in records if r.get("kind") == "collection"), None)
-    causes: list[str] = []
-    errors = []
-    if session is None:
-        causes.append("the run did not finish: no end-of-run record (the controller was killed, or the run is "
-                      "still going)")
-    else:
-        exit_status = session.get("exitstatus")
-        if exit_status in STOPPED_EXIT and not session.get("collection_errors"):
-            causes.append(f"pytest stopped: {STOPPED_EXIT[exit_status]}")
-        if session.get("stopped"):
-            causes.append(f"pytest stopped early: {session['stopped']}")
-        for error in session.get("collection_errors") or []:
-            cause = collection_error_cause(error.get("text", ""), signatures)
-            errors.append({"nodeid": error.get("nodeid"), "cause": cause["kind"], "detail": cause["detail"]})
-        if errors:
-            causes.append(f"{len(errors)} collection error(s): " + "; ".join(
-                f"{e['nodeid']} ({e['cause']}: {e['detail']})" for e in errors[:5]))
-    specs = (collection or {}).get("specs") or {}
-    never_ran = sorted(n for n, spec in specs.items() if (spec.get("gate") or spec.get("blocking"))
-                       and (n not in tests or tests[n]["status"] == "interrupted"))
-    if never_ran:
-        causes.append(f"{len(never_ran)} gate(s) collected but never ran to the end")
-    interrupted = sorted(n for n, t in tests.items() if t["status"] == "interrupted")
-    if interrupted and not never_ran:
-        causes.append(f"{len(interrupted)} test(s) interrupted")
-    return {"complete": not causes, "incomplete_causes": causes, "collection_errors": errors,
-            "never_ran": never_ran, "collected": (collection or {}).get("tests")}
-
-
-def collection_error_cause(text: str, signatures) -> dict:
-    """Why a file failed to collect: `infra` (an infrastructure signature, or a package this runner lacks)
-    or `change` (anything else: a syntax error, a bad marker, an import of the project's own code that
-    broke, which reproduces on any runner)."""
-    signature = find_signature([text], signatures)
-    if signature is not None:
-        return {"kind": "infra", "detail": f"{signature['name']}: {signature['line']}"}
-    missing = _MISSING_PACKAGE.search(text)
-    if missing:
-        return {"kind": "infra", "detail": f"package {missing.group(1)!r} is not installed on this runner"}
-    lines = [line for line in text.strip().splitlines() if line.startswith("E ")] or text.strip().splitlines()
-    return {"kind": "change", "detail": (lines[-1] if lines else "no detail").removeprefix("E").strip()[:300]}
-
-
-def conclusion(tests: dict[str, dict], run: dict, runner: str | None = None,
-               preflight: dict | None = None) -> tuple[str, str]:
-    """The run's conclusion and why (the rules are in this module's docstring)."""
-    blocking = {nodeid: t for nodeid, t in tests.items() if t["blocking"]}
-    regressions = sorted(n for n, t in blocking.items() if t["verdict"] == "regression")
-    unconfirmed = sorted(n for n, t in blocking.items() if t["verdict"] == "unconfirmed")
-    unconfirmed_plain = [n for n in unconfirmed if not _signature_of(blocking[n])]
-    broken_files = [e for e in run["collection_errors"] if e["cause"] == "change"]
-    infra = sorted(n for n, t in blocking.items() if t["verdict"] == "infra") + \
-        [n for n in unconfirmed if n not in unconfirmed_plain]
-    executed = [n for n, t in blocking.items() if t["attempts"][0]["status"] in EXECUTED]
-    if regressions or unconfirmed_plain or broken_files:
-        parts = []
-        if regressions:
-            parts.append(f"{len(regressions)} blocking gate(s) regressed: {', '.join(regressions[:10])}")
-        if unconfirmed_plain:
-            parts.append(f"{len(unconfirmed_plain)} blocking gate(s) failed and were not rerun: "
-                         f"{', '.join(unconfirmed_plain[:10])}")
-        if broken_files:
-            parts.append(f"{len(broken_files)} test file(s) failed to collect (a defect of the change: it "
-                         f"reproduces): " + "; ".join(f"{e['nodeid']}: {e['detail']}" for e in broken_files[:5]))
-        return "failure", "; ".join(parts)
-    if not run["complete"]:
-        return "incomplete", "the run did not execute what it collected: " + "; ".join(run["incomplete_causes"])
-    if infra or (preflight is not None and not preflight.get("ok")):
-        where = f" on runner {runner}" if runner else ""
-        if not infra:
-            return "neutral", (f"the health probe failed{where} before any test ran on devices "
-                               f"{','.join(map(str, preflight.get('devices', [])))} ({preflight.get('detail')}); "
-                               "rerun on another runner")
-        devices = sorted({str(d) for n in infra for a in blocking[n]["attempts"] for d in (a.get("gpus") or [])})
-        on = f" (devices {','.join(devices)})" if devices else ""
-        return "neutral", (f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on}; "
-                           f"rerun them on another runner: {', '.join(infra[:10])}")
-    if not executed:
-        return "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"
-    flaky = [n for n, t in blocking.items() if t["verdict"] == "flaky"]
-    note = f" ({len(flaky)} flaky, reported)" if flaky else ""
-    return "success", f"{len(executed)} blocking gate(s) ran, none regressed{note}"
-
-
-def _signature_of(test: dict) -> dict | None:
-    return next((a["signature"] for a in test["attempts"] if a.get("signature")), None)
 
 
 def build_gate_report(records: list[dict], manifest: dict, problems: list[str], group_of=None,
