@@ -7,6 +7,13 @@ false blocks (a blocking test judged `regression` whose fault was infrastructure
 or a flake) and the missed regressions. Target: 0 and 0. A second run of the same
 campaign without the real regressions must not conclude `failure`.
 
+Then small shapes, as maintainers run them: 1 to 3 tests per worker (a flake, an
+infrastructure fault, a regression, a regression that prints an infra signature,
+each placed first, last or alone), under no xdist, `-n 1`, `-n 2`, `-n 4`,
+`--dist loadscope` and `--dist loadfile`, each judged the same way; plus the
+conclusion of each small run (never `success` with a regression in it, never
+`failure` without one).
+
   - 130 tests that pass;
   - 35 infrastructure faults: every default signature printed once (then the rerun
     passes), engine children dying with exit code 134, workers killed with exit
@@ -109,7 +116,73 @@ def run(with_regressions: bool) -> tuple[dict, dict[str, str], float]:
     return report, truth, elapsed
 
 
+# Small shapes: (name, tests) where each test is (kind, body). Kinds as in the campaign.
+SMALL_BODIES = {
+    "pass": "    pass",
+    "flaky": "    assert attempt > 0, 'lost a race'",
+    "infra": "    if attempt == 0:\n        print('HW Exception by GPU node-2 (Agent handle: 0x55d1) reason :GPU Hang')\n"
+             "        assert False, 'engine died'",
+    "regression": "    assert 1 + 1 == 3, 'wrong result'",
+    "regression_like_hw": "    print('Memory access fault by GPU node-3 (Agent handle: 0x5a2f) on address 0x7f2a.')\n"
+                          "    assert False, 'kernel bug'",
+}
+SMALL_SHAPES = {
+    "1 flaky": ["flaky"],
+    "1 infra": ["infra"],
+    "1 regression": ["regression"],
+    "flaky first of 3": ["flaky", "pass", "pass"],
+    "flaky last of 3": ["pass", "pass", "flaky"],
+    "infra first of 3": ["infra", "pass", "pass"],
+    "hw-looking regression first of 3": ["regression_like_hw", "pass", "pass"],
+    "regression last of 2": ["pass", "regression"],
+    "flaky, infra, regression": ["flaky", "infra", "regression"],
+}
+SMALL_RUNS = {"no xdist": [], "-n 1": ["-n", "1"], "-n 2": ["-n", "2"], "-n 4": ["-n", "4"],
+              "loadscope -n 2": ["-n", "2", "--dist=loadscope"], "loadfile -n 2": ["-n", "2", "--dist=loadfile"]}
+
+
+def run_small(kinds: list[str], args: list[str]) -> tuple[dict, dict[str, str]]:
+    truth = {f"test_{i}_{kind}": kind.replace("_like_hw", "") for i, kind in enumerate(kinds)}
+    source = HEADER + "\n".join(f"def {name}(attempt, gpus):\n{SMALL_BODIES[kind]}\n"
+                                for name, kind in zip(truth, kinds))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "conftest.py").write_text(CONFTEST)
+        (root / "probe.py").write_text(PROBE)
+        (root / "test_small.py").write_text(source)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        subprocess.run([sys.executable, "-m", "pytest", "-q", *args, "-p", "no:cacheprovider", "--rocm-platform=mi300x-4",
+                        "--rocm-report-dir=out", "--rocm-health-probe={python} probe.py"],
+                       cwd=root, capture_output=True, text=True)
+        report = json.loads((root / "out" / "gate-report.json").read_text())
+    return report, truth
+
+
+def small_shapes() -> tuple[int, int, int, int]:
+    """Every small shape under every run mode; prints one line per run, returns the totals."""
+    runs = false_blocks = missed = wrong_conclusions = 0
+    print(f"\nsmall shapes: {len(SMALL_SHAPES)} shapes x {len(SMALL_RUNS)} run modes")
+    for shape, kinds in SMALL_SHAPES.items():
+        cells = []
+        for mode, args in SMALL_RUNS.items():
+            report, truth = run_small(kinds, args)
+            verdicts = {n.split("::")[1]: t["verdict"] for n, t in report["tests"].items()}
+            runs += 1
+            fb = sum(1 for n in truth if verdicts.get(n) == "regression" and truth[n] != "regression")
+            mr = sum(1 for n in truth if truth[n] == "regression" and verdicts.get(n) != "regression")
+            has_regression = "regression" in truth.values()
+            expected = "failure" if has_regression else ("neutral" if "infra" in truth.values() else "success")
+            wrong = report["conclusion"] != expected
+            false_blocks, missed, wrong_conclusions = false_blocks + fb, missed + mr, wrong_conclusions + wrong
+            cells.append("ok" if not (fb or mr or wrong) else f"FB{fb}/MR{mr}/{report['conclusion']}")
+        print(f"  {shape:<34} " + "  ".join(f"{mode}: {cell}" for mode, cell in zip(SMALL_RUNS, cells)))
+    return runs, false_blocks, missed, wrong_conclusions
+
+
 def main() -> None:
+    runs, small_false_blocks, small_missed, wrong = small_shapes()
+    print(f"small shapes: {runs} runs, false blocks: {small_false_blocks}, missed regressions: {small_missed}, "
+          f"wrong conclusions: {wrong}")
     report, truth, elapsed = run(with_regressions=True)
     verdicts = {nodeid.split("::")[1]: test["verdict"] for nodeid, test in report["tests"].items()}
     missing = sorted(set(truth) - set(verdicts))

@@ -51,7 +51,7 @@ def devices_wanted(args: list[str], platform_gpus: int) -> int:
 
 class ServerPool:
     def __init__(self, *, session_id: str, platform, platform_keys: list[str | None], config_path: Path | None,
-                 log_dir: Path, max_alive: int | None = None, on_start=None):
+                 log_dir: Path, max_alive: int | None = None, on_start=None, command=command_for):
         self.session_id = session_id
         self.platform = platform
         self.platform_keys = platform_keys
@@ -65,6 +65,7 @@ class ServerPool:
         # module's server and a test's variant of it fit on a one-GPU runner; held until the pool closes.
         self.device_sets: dict[int, devices_mod.Allocation] = {}
         self.on_start = on_start  # on_start(server, error or None) after each start, for the records
+        self.command = command  # command(kind, model path, served name, port, args) -> argv
 
     def config(self, kind: str) -> PlatformServerConfig:
         return load_server_config(self.config_path, kind, self.platform_keys)
@@ -115,7 +116,7 @@ class ServerPool:
         allocation = self._devices(devices_wanted(all_args, len(self.platform.gpus)))
         port = free_port()
         server = Server(kind=kind, model=model.path, served_name=model.name, port=port,
-                        command=command_for(kind, model.path, model.name, port, all_args),
+                        command=self.command(kind, model.path, model.name, port, all_args),
                         env={**platform_config.env, **env, **allocation.env},
                         log_path=self.log_dir / f"{kind}-{port}.log", devices=allocation.devices)
         try:
