@@ -4,11 +4,11 @@ import json
 
 import jsonschema
 import pytest
+from conftest import read_jsonl, read_report
+from test_verdicts import CONFTEST
 
-from conftest import read_jsonl
 from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.schemas.artifacts import schema_document
-from test_verdicts import CONFTEST
 
 SUITE = """
     import pytest
@@ -58,14 +58,14 @@ def test_records_gate_report_and_manifest_match_their_schemas(run_output):
     record_schema = validator("record")
     for record in records:
         record_schema.validate(record)
-    report = json.loads((run_output / "gate-report.json").read_text())
+    report = read_report(run_output)
     validator("gate-report").validate(report)
     validator("manifest").validate(json.loads((run_output / "manifest.json").read_text()))
     assert report["tests"]["test_suite.py::test_flaky"]["verdict"] == "flaky"
 
 
 def test_a_report_that_claims_success_while_incomplete_breaks_the_schema(run_output):
-    report = json.loads((run_output / "gate-report.json").read_text())
+    report = read_report(run_output)
     report.update(complete=False, conclusion="success", incomplete_causes=["x"])
     with pytest.raises(jsonschema.ValidationError):
         validator("gate-report").validate(report)

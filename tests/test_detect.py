@@ -5,8 +5,8 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES
+
 from pytest_rocm.hw import detect
 from pytest_rocm.hw.parsers import nvidia_smi, torch_query
 from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir

@@ -6,6 +6,7 @@ import sys
 import uuid
 
 import pytest
+from conftest import read_jsonl
 
 from pytest_rocm.hw.allocation import AllocationTimeout, allocate
 
@@ -103,8 +104,7 @@ def test_workers_never_share_a_device_and_never_deadlock(pytester, monkeypatch):
                 overlapping += 1
                 assert not set(a["gpus"]) & set(b["gpus"]), (a, b)
     assert overlapping, "no two tests ran at the same time: the test proves nothing about exclusivity"
-    records = [json.loads(line) for p in (pytester.path / "out").glob("records-gw*.jsonl")
-               for line in p.read_text().splitlines()]
+    records = [r for p in (pytester.path / "out").glob("records-gw*.jsonl") for r in read_jsonl(p)]
     setups = [r for r in records if r.get("when") == "setup" and "test_four_gpus" in r["nodeid"]]
     assert all(len(r["gpus"]) == 4 for r in setups)
 

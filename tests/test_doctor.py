@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES
 
 ROCM_GATE = [str(Path(sys.executable).with_name("rocm-gate"))]

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from conftest import read_jsonl, read_report
 
 from pytest_rocm.cli import main as rocm_gate
 
@@ -90,14 +91,14 @@ def run(pytester, monkeypatch, platform, **env):
         monkeypatch.setenv(name, value)
     result = pytester.runpytest(f"--rocm-platform={platform}", "--rocm-report-dir=out", "--rocm-reruns=0",
                                 "-p", "no:cacheprovider")
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     return result, report
 
 
 def test_all_gates_pass(gate_suite, monkeypatch):
     result, report = run(gate_suite, monkeypatch, "mi300x-1")
     result.assert_outcomes(passed=3)
-    records = [json.loads(line) for line in (gate_suite.path / "out/records-controller.jsonl").read_text().splitlines()]
+    records = read_jsonl(gate_suite.path / "out/records-controller.jsonl")
     measured = {m["metric"]: m for r in records for m in r.get("measurements", [])}
     assert measured["gsm8k"]["passed"] and measured["gsm8k"]["platform"] == "MI300X"
     assert measured["gsm8k"]["low"] == pytest.approx(0.80 * 0.92)

@@ -3,9 +3,9 @@
 from collections import Counter
 
 import pytest
+from conftest import SAMPLES
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from conftest import SAMPLES
 from pytest_rocm.parity.junit import JUnitError, read_cases
 
 JUNIT = SAMPLES / "junit"

@@ -5,15 +5,15 @@ import re
 from collections import Counter
 
 import pytest
+from conftest import GAP, REPO, SAMPLES
+from conftest import UPSTREAM as UPSTREAM_DATA
 
-from conftest import REPO, SAMPLES, UPSTREAM as UPSTREAM_DATA
-from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.catalog.groups import GROUPS, load_group_map
 from pytest_rocm.catalog.identity import detect_prefixes, nodeid_from_junit
+from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.parity.markdown import GITHUB_SUMMARY_LIMIT, render
 from pytest_rocm.parity.sglang_registry import calls_in_source, declared_parity, read_checkout, read_registry
 
-GAP = "https://github.com/vllm-project/vllm/issues/4242"
 UPSTREAM = REPO / "suites" / "upstream"
 
 

@@ -1,10 +1,9 @@
 """Every real captured output under ../shared/samples/ must come out right."""
 
 import pytest
+from conftest import SAMPLES
 
 from pytest_rocm.hw.detect import detect_from_files
-
-from conftest import SAMPLES
 
 # file, source, vendor, GPU count, SKU, arch, memory GiB per GPU (None where the tool does not say),
 # versions that must be read (subset), partition of GPU 0

@@ -1,8 +1,7 @@
 """The markers as a user writes them, run through pytester on simulated platforms."""
 
 import pytest
-
-GAP = "https://github.com/vllm-project/vllm/issues/12345"
+from conftest import GAP, read_report
 
 
 def test_markers_are_registered(pytester):
@@ -241,8 +240,7 @@ def test_group_map_from_ini_groups_unmarked_tests(pytester):
     pytester.makeini("[pytest]\nrocm_group_map = groups.toml\n")
     result = pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
-    import json
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     groups = {nodeid: t["group"] for nodeid, t in report["tests"].items()}
     assert groups == {
         "tests/kernels/attention/test_flash.py::test_flash": "attention",

@@ -1,15 +1,12 @@
 """Records, the gate report, the manifest, JUnit properties and the summary, through pytester."""
 
 import json
-
-from conftest import read_jsonl
 import xml.etree.ElementTree as ET
 
 import pytest
+from conftest import GAP, read_jsonl
 
 from pytest_rocm.cli import main as rocm_gate
-
-GAP = "https://github.com/vllm-project/vllm/issues/777"
 
 SUITE = f"""
     import pytest

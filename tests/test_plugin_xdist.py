@@ -1,11 +1,9 @@
 """Under pytest-xdist: per-worker records, a worker killed mid-run, properties through the controller."""
 
-import json
 import xml.etree.ElementTree as ET
 
 import pytest
-
-from conftest import read_jsonl
+from conftest import read_jsonl, read_report
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +35,7 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
                                            "--junitxml=out/junit.xml", "--rocm-reruns=0", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=12, failed=1)
     out = pytester.path / "out"
-    report = json.loads((out / "gate-report.json").read_text())
+    report = read_report(out)
     tests = report["tests"]
     assert len(tests) == 13
     killed = tests["test_kill.py::test_killed"]
@@ -53,7 +51,7 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     assert len(dying) == 1
     setup = [r for r in per_worker[dying[0]] if r["nodeid"] == "test_kill.py::test_killed"]
     assert [(r["when"], r["outcome"]) for r in setup] == [("setup", "passed")]
-    controller = [json.loads(line) for line in (out / "records-controller.jsonl").read_text().splitlines()]
+    controller = read_jsonl(out / "records-controller.jsonl")
     crash = [r for r in controller if r.get("crashed")]
     assert [(r["nodeid"], r["exit_code"]) for r in crash] == [("test_kill.py::test_killed", 1)]
     assert "(worker exit code 1)" in crash[0]["failure"]
@@ -96,7 +94,7 @@ def test_properties_and_groups_reach_the_controller(pytester):
     groups = sorted({p.get("value") for p in root.iter("property") if p.get("name") == "rocm_group"})
     skus = {p.get("value") for p in root.iter("property") if p.get("name") == "rocm_sku"}
     assert groups == ["api", "attention"] and skus == {"MI355X"}
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     assert report["groups"]["api"]["passed"] == 4 and report["groups"]["attention"]["passed"] == 4
     assert {p.name for p in (pytester.path / "out").glob("records-*.jsonl")} == {"records-gw0.jsonl", "records-gw1.jsonl", "records-controller.jsonl"}
     assert report["conclusion"] == "success"

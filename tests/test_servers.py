@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import read_jsonl, read_report
 from filelock import FileLock
 
+from pytest_rocm.results.verdicts import DEFAULT_SIGNATURES, build_signatures, find_signature
 from pytest_rocm.serving.pool import devices_wanted
 from pytest_rocm.serving.process import ServerConfigError, load_server_config
-from pytest_rocm.results.verdicts import DEFAULT_SIGNATURES, build_signatures, find_signature
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = REPO / "suites"
@@ -121,7 +122,7 @@ def run_suite(pytester, model_cache, *args):
     report_dir = pytester.path / "out"
     result = pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={report_dir}",
                                            f"--rocm-model-cache={model_cache}", "-p", "no:cacheprovider", *args)
-    report = json.loads((report_dir / "gate-report.json").read_text())
+    report = read_report(report_dir)
     return result, report, report_dir
 
 
@@ -189,7 +190,7 @@ def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     assert "golden 'tiny-llama-greedy-32': sequence 0 diverges at position" in test["message"]
     assert "this run chose token" in test["message"] and "the reference chose" in test["message"]
     assert report["conclusion"] == "failure"
-    records = [json.loads(line) for path in report_dir.glob("records-*.jsonl") for line in path.read_text().splitlines()]
+    records = [r for path in report_dir.glob("records-*.jsonl") for r in read_jsonl(path)]
     failed = [r for r in records if r.get("outcome") == "failed"]
     assert failed and all("Application startup complete" in r["log_tail"] for r in failed)
     assert "rocm_server_log" in (pytester.path / "junit.xml").read_text()
@@ -210,7 +211,7 @@ def test_sglang_server_says_why_it_does_not_run(pytester):
     """)
     result = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
-    report = json.loads((pytester.path / "out" / "gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     [entry] = report["skip_reasons"]
     assert entry["reason"] == ("sglang is not installed in this environment (install the suites' extra: "
                                "pip install -e .[sglang])") and entry["count"] == 1, entry

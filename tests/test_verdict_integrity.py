@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import read_jsonl, read_report
 
 FLAKY_FIRST = """
@@ -31,7 +30,6 @@ FLAKY_FIRST = """
 
 # The attempt counter of tests/test_verdicts.py, shared by every process of a run.
 from test_verdicts import CONFTEST  # noqa: E402
-
 
 # --- 1. reruns whatever the shape of the run ------------------------------------------------------
 

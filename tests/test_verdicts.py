@@ -4,6 +4,7 @@ and the run with exactly the expected conclusion, with and without xdist."""
 import json
 
 import pytest
+from conftest import read_report
 
 from pytest_rocm.results.verdicts import DEFAULT_SIGNATURES, build_signatures, decide, find_signature
 
@@ -137,7 +138,7 @@ def run_campaign(pytester, source, *args):
     (pytester.path / "runner.json").write_text(json.dumps(PROFILE))
     pytester.runpytest_subprocess("--rocm-platform=runner.json", "--rocm-report-dir=out",
                                   "--rocm-health-probe={python} probe.py", "-p", "no:cacheprovider", *args)
-    return json.loads((pytester.path / "out/gate-report.json").read_text())
+    return read_report(pytester.path / "out")
 
 
 @pytest.mark.slow
@@ -224,7 +225,7 @@ def test_flaky_only_run_succeeds(pytester):
             pass
     """)
     pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "-p", "no:cacheprovider")
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     assert report["conclusion"] == "success"
     assert report["conclusion_reason"] == "2 blocking gate(s) ran, none regressed (1 flaky, reported)"
     assert report["groups"]["api"]["flaky"] == 1
@@ -235,7 +236,7 @@ def test_rebuilt_offline_verdicts_are_identical(pytester, capsys):
 
     report = run_campaign(pytester, CAMPAIGN.format(lines={"no_space": SIGNATURE_LINES["no_space"]}))
     assert rocm_gate(["verdict", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 1  # failure
-    again = json.loads((pytester.path / "again/gate-report.json").read_text())
+    again = read_report(pytester.path / "again")
     assert again == report
 
 
@@ -294,7 +295,7 @@ def test_configured_signatures(pytester):
     """)
     pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--rocm-reruns=0",
                        "--rocm-health-probe=true")
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     verdicts = {n.split("::")[1]: (t["verdict"], (t["attempts"][0]["signature"] or {}).get("name"))
                 for n, t in report["tests"].items()}
     # --rocm-reruns=0: neither is confirmed; the configured signature is found, the dropped one is not.
@@ -331,7 +332,7 @@ def test_per_group_timeouts_from_configuration(pytester):
             assert request.node.get_closest_marker("timeout").args == (30.0,)
     """)
     pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true")
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     hang = report["tests"]["test_hangs.py::test_hangs_once"]
     assert hang["attempts"][0]["signature"]["line"] == "E           Failed: Timeout (>1.0s) from pytest-timeout."
     assert hang["verdict"] == "infra"
@@ -367,7 +368,7 @@ def test_rerun_of_a_last_test_runs_after_the_workers_stop(pytester):
     """)
     pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
                                   "-p", "no:cacheprovider")
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     flaky = report["tests"]["test_last.py::test_flaky"]
     assert flaky["verdict"] == "flaky"
     assert [a["worker"] for a in flaky["attempts"]] in (["gw0", "rerun1"], ["gw1", "rerun1"])
@@ -398,7 +399,7 @@ def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_select
     first, rerun = (json.loads((pytester.path / f"seen-{n}.json").read_text()) for n in (0, 1))
     assert first == {"timeout": 5.0, "reruns": "2", "workers": None, "items": 1}  # an xdist worker
     assert rerun == {"timeout": 5.0, "reruns": "2", "workers": 0, "items": 1}
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     assert report["tests"]["test_a.py::test_flaky"]["verdict"] == "flaky"
 
 
@@ -422,7 +423,7 @@ def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
     (pytester.path / "conftest.py").write_text(CONFTEST)
     result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
                                            "-p", "no:cacheprovider")
-    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    report = read_report(pytester.path / "out")
     flaky = report["tests"]["test_last.py::test_flaky"]
     assert [a["status"] for a in flaky["attempts"]] == ["failed"]
     assert flaky["verdict"] == "unconfirmed"  # not rerun: it stands on its one attempt, unconfirmed

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import sys
 from pathlib import Path
@@ -58,10 +57,10 @@ def run(args) -> int:
     # A short-lived process that builds 100,000s of small objects and frees none of them until it
     # exits: the cyclic collector's passes over the growing heap only cost time here.
     gc.disable()
-    from pytest_rocm.parity import compare as parity_mod
     from pytest_rocm.catalog.applicability import ApplicabilityError, load_applicability
-    from pytest_rocm.parity.junit import JUnitError
+    from pytest_rocm.parity import compare as parity_mod
     from pytest_rocm.parity.inputs import InputError, load_sides
+    from pytest_rocm.parity.junit import JUnitError
     from pytest_rocm.parity.markdown import render
     from pytest_rocm.parity.sglang_registry import RegistryError, declared_parity, read_registry
 

@@ -9,7 +9,6 @@ collected), 5 skipped (no blocking gate ran), 2 bad input.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 DEFAULT_WAIT_S = 3600.0
 
 # Which variable makes a subprocess see only its devices. HIP honours HIP_VISIBLE_DEVICES (and

@@ -17,8 +17,17 @@ from pathlib import Path
 
 from pytest_rocm.hw import SOURCE_NAMES, profiles
 from pytest_rocm.hw.model import Platform, SourceResult
-from pytest_rocm.hw.parsers import Parsed, UnexpectedOutput, amd_smi, collect_env, kfd_sysfs, nvidia_smi, rocm_smi, rocminfo
-from pytest_rocm.hw.parsers import torch_query
+from pytest_rocm.hw.parsers import (
+    Parsed,
+    UnexpectedOutput,
+    amd_smi,
+    collect_env,
+    kfd_sysfs,
+    nvidia_smi,
+    rocm_smi,
+    rocminfo,
+    torch_query,
+)
 
 TOOL_TIMEOUT_S = 20  # a hung GPU can make amd-smi hang; never let detection hang the run
 

@@ -16,9 +16,9 @@ from collections import Counter, defaultdict
 from pytest_rocm.catalog.applicability import Applicability
 from pytest_rocm.catalog.groups import UNGROUPED, GroupMap
 from pytest_rocm.catalog.identity import detect_prefixes, strip_prefix
-from pytest_rocm.schemas.artifacts import schema
-from pytest_rocm.parity.junit import PLAIN_PASS
 from pytest_rocm.parity.inputs import Result, Side
+from pytest_rocm.parity.junit import PLAIN_PASS
+from pytest_rocm.schemas.artifacts import schema
 
 PARITY_SCHEMA = schema("parity")
 PASSING = {"passed", "xpassed"}

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_rocm.parity.junit import PLAIN_PASS, Case, JUnitError, iter_cases, merge_repeat
-from pytest_rocm.results.report import GATE_REPORT_SCHEMA, STATUSES as GATE_STATUSES
+from pytest_rocm.results.report import GATE_REPORT_SCHEMA
+from pytest_rocm.results.report import STATUSES as GATE_STATUSES
 
 _GAP_MESSAGE = re.compile(r"^known gap: (?P<reason>.*) \((?P<issue>https?://\S+)\)$")
 

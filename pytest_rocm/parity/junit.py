@@ -16,10 +16,10 @@ against junitparser's counts on the real samples.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-import xml.etree.ElementTree as ET
 
 from pytest_rocm.catalog.identity import nodeid_from_junit, nodeid_prefix
 

@@ -14,8 +14,17 @@ import pytest
 
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.plugin.context import RunContext
-from pytest_rocm.plugin.markers import (SERVER_MARKERS, Gate, Hardware, KnownGap, MarkerError, parse_gate,
-                                        parse_hardware, parse_known_gap, parse_server)
+from pytest_rocm.plugin.markers import (
+    SERVER_MARKERS,
+    Gate,
+    Hardware,
+    KnownGap,
+    MarkerError,
+    parse_gate,
+    parse_hardware,
+    parse_known_gap,
+    parse_server,
+)
 
 OUR_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
 _READ_MARKERS = frozenset(OUR_MARKERS + SERVER_MARKERS)

@@ -14,9 +14,18 @@ from pytest_rocm.plugin import xdist_glue
 from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.controller import Controller
-from pytest_rocm.plugin.fixtures import (SERVICES, FixtureServices, accuracy_gate, golden, gpus,  # noqa: F401
-                                         perf_gate, served_model, sglang_server, vllm_server,
-                                         vllm_server_factory)
+from pytest_rocm.plugin.fixtures import (  # noqa: F401
+    SERVICES,
+    FixtureServices,
+    accuracy_gate,
+    golden,
+    gpus,
+    perf_gate,
+    served_model,
+    sglang_server,
+    vllm_server,
+    vllm_server_factory,
+)
 from pytest_rocm.plugin.markers import MARKER_HELP
 from pytest_rocm.plugin.options import add_options
 from pytest_rocm.plugin.recording import Recorder

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-
 SCHEMA_FILES = Path(__file__).resolve().parent  # <kind>.schema.json: the JSON Schema of each artifact
 
 

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rocm.hw import allocation as devices_mod
-from pytest_rocm.serving.process import (PlatformServerConfig, Server, ServerConfigError, ServerStartError, command_for,
-                                 free_port, load_server_config)
+from pytest_rocm.serving.process import (
+    PlatformServerConfig,
+    Server,
+    ServerConfigError,
+    ServerStartError,
+    command_for,
+    free_port,
+    load_server_config,
+)
 
 DEFAULT_MAX_ALIVE = 2
 

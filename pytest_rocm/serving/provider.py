@@ -21,6 +21,7 @@ from pytest_rocm.hw.model import Platform
 from pytest_rocm.serving.pool import ServedModel, ServerPool
 from pytest_rocm.serving.process import LOG_TAIL_LINES, ServerConfigError, is_installed
 from pytest_rocm.serving.tiny_models import SPEC_FILE, ModelBuildError, TinyModelSpec, ensure_tiny_model
+
 TINY_MODEL_NAME = "tiny-llama"
 # The tiny model's tokenizer has <tool_call> tokens and its chat template renders tools Hermes-style.
 TINY_MODEL_VLLM_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
