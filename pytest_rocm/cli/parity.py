@@ -62,7 +62,11 @@ def run(args) -> int:
     from pytest_rocm.parity.inputs import InputError, load_sides
     from pytest_rocm.parity.junit import JUnitError
     from pytest_rocm.parity.markdown import render
-    from pytest_rocm.parity.sglang_registry import RegistryError, declared_parity, read_registry
+    from pytest_rocm.parity.sglang_registry import (
+        RegistryError,
+        declared_parity,
+        read_registry,
+    )
 
     if bool(args.reference) != bool(args.candidate) or not (args.reference or args.sglang_registry):
         print("rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)", file=sys.stderr)

@@ -16,7 +16,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_rocm.parity.junit import PLAIN_PASS, Case, JUnitError, iter_cases, merge_repeat
+from pytest_rocm.parity.junit import (
+    PLAIN_PASS,
+    Case,
+    JUnitError,
+    iter_cases,
+    merge_repeat,
+)
 from pytest_rocm.results.report import GATE_REPORT_SCHEMA
 from pytest_rocm.results.report import STATUSES as GATE_STATUSES
 

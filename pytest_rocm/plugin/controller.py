@@ -23,7 +23,14 @@ import pytest
 
 from pytest_rocm.plugin import xdist_glue
 from pytest_rocm.plugin.context import RunContext
-from pytest_rocm.results.records import RecordWriter, clear_records, last_attempt_records, read_records
+from pytest_rocm.plugin.options import DEFAULT_PROBE
+from pytest_rocm.results import health_probe
+from pytest_rocm.results.records import (
+    RecordWriter,
+    clear_records,
+    last_attempt_records,
+    read_records,
+)
 from pytest_rocm.results.report import build_gate_report, evidence_texts
 from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
 from pytest_rocm.schemas.artifacts import write_json_atomic
@@ -121,8 +128,12 @@ class Controller:
             session_id=context.session_id, all_devices=devices, vendor=platform.vendor,
             write_probe=lambda nodeid, result: self.write({"kind": "probe", "nodeid": nodeid, **result}),
             hand_over=lambda nodeid: xdist_glue.hand_to_live_worker(self.config, nodeid))
-        if devices:
-            result = run_probe(settings.probe_argv, devices, platform.vendor)
+        if devices and not self.config.option.collectonly:
+            if settings.probe_command == DEFAULT_PROBE and not health_probe.has_device_nodes():
+                # What the default probe would answer here (a simulated platform): no process to start.
+                result = {"ok": True, "devices": devices, "detail": health_probe.NO_DEVICES, "exit_code": 0}
+            else:
+                result = run_probe(settings.probe_argv, devices, platform.vendor)
             self.write({"kind": "preflight", "nodeid": "", **result, "command": settings.probe_command})
             if not result["ok"]:
                 self.notes.append(f"the health probe failed on devices {','.join(map(str, devices))} before any "
@@ -225,14 +236,13 @@ class Controller:
 
         shutil.rmtree(lock_root(self.context.session_id), ignore_errors=True)
         folder = self.context.settings.report_dir
-        if folder is None:
+        if folder is None or self.config.option.collectonly:  # nothing was asked to run: no verdict to give
+            self._release()
             return
         self.write({"kind": "session", "nodeid": "", "exitstatus": int(exitstatus),
                     "stopped": str(session.shouldfail or session.shouldstop or "") or None,
                     "collection_errors": [{"nodeid": n, "text": t[-2000:]} for n, t in self.collection_errors.items()],
                     "collected": self.collected})
-        if self._own_writer is not None:
-            self._own_writer.close()
         settings = self.context.settings
         self._check_group_map()
         manifest = build_manifest(self.context.platform, self.config.rootpath, self.context.started, now(),
@@ -259,6 +269,11 @@ class Controller:
             self.report_paths.append(proposals)
         if settings.exit_by_conclusion:
             session.exitstatus = EXIT_BY_CONCLUSION[self.gate_report["conclusion"]]
+        self._release()
+
+    def _release(self) -> None:
+        if self._own_writer is not None:
+            self._own_writer.close()
         if self._lock is not None:
             self._lock.release()
 

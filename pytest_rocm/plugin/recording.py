@@ -13,9 +13,12 @@ import pytest
 
 from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
-from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
-
-LOG_SECTION = "pytest-rocm server log"  # report sections of the servers running beside a failed test
+from pytest_rocm.results.records import (
+    FAILURE_HEAD_CHARS,
+    OUTPUT_TAIL_CHARS,
+    RecordWriter,
+)
+from pytest_rocm.serving.process import LOG_SECTION
 
 
 class Recorder:

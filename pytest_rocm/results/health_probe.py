@@ -23,9 +23,16 @@ ALLOCATE_GB = 1
 DEVICE_NODES = ("/dev/kfd", "/dev/nvidiactl", "/dev/nvidia0")
 
 
+NO_DEVICES = "no GPU device node (/dev/kfd, /dev/nvidia*): nothing to probe"
+
+
+def has_device_nodes() -> bool:
+    return any(os.path.exists(node) for node in DEVICE_NODES)
+
+
 def probe() -> tuple[bool, str]:
-    if not any(os.path.exists(node) for node in DEVICE_NODES):
-        return True, "no GPU device node (/dev/kfd, /dev/nvidia*): nothing to probe"
+    if not has_device_nodes():
+        return True, NO_DEVICES
     if importlib.util.find_spec("torch") is None:
         return True, "torch is not installed: nothing to probe"
     import torch

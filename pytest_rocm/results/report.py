@@ -22,7 +22,12 @@ from collections import Counter, defaultdict
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
 from pytest_rocm.results.records import split_attempts
-from pytest_rocm.results.verdicts import build_signatures, decide, failure_evidence, find_signature
+from pytest_rocm.results.verdicts import (
+    build_signatures,
+    decide,
+    failure_evidence,
+    find_signature,
+)
 from pytest_rocm.schemas.artifacts import schema
 
 GATE_REPORT_SCHEMA = schema("gate-report")

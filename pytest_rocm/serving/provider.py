@@ -19,8 +19,18 @@ import pytest
 
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.serving.pool import ServedModel, ServerPool
-from pytest_rocm.serving.process import LOG_TAIL_LINES, ServerConfigError, is_installed
-from pytest_rocm.serving.tiny_models import SPEC_FILE, ModelBuildError, TinyModelSpec, ensure_tiny_model
+from pytest_rocm.serving.process import (
+    LOG_SECTION,
+    LOG_TAIL_LINES,
+    ServerConfigError,
+    is_installed,
+)
+from pytest_rocm.serving.tiny_models import (
+    SPEC_FILE,
+    ModelBuildError,
+    TinyModelSpec,
+    ensure_tiny_model,
+)
 
 TINY_MODEL_NAME = "tiny-llama"
 # The tiny model's tokenizer has <tool_call> tokens and its chat template renders tools Hermes-style.
@@ -30,10 +40,6 @@ TINY_MODEL_VLLM_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "herm
 def default_model_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "pytest-rocm" / "models"
-
-
-# The title of the report sections that carry server logs (the recorder looks for it in failed reports).
-LOG_SECTION = "pytest-rocm server log"
 
 
 @dataclass
