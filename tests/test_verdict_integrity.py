@@ -386,3 +386,39 @@ def test_records_that_lie_are_reported_not_counted(tmp_path, capsys):
     assert list(report["tests"]) == ["t.py::test_a"]
     problems = " ".join(report["record_problems"])
     assert "'maybe'" in problems and "`outcome`" in problems and "`t` must be a number" in problems
+
+
+# --- 8. numbers that are never checked ---------------------------------------------------------------
+
+def test_a_baseline_file_diffed_against_itself_changes_nothing(capsys):
+    from pathlib import Path
+
+    from pytest_rocm.cli import main as rocm_gate
+
+    cpu = Path(__file__).resolve().parent.parent / "suites" / "baselines" / "cpu.toml"
+    assert rocm_gate(["baselines", "diff", str(cpu), str(cpu), "--fail-on-loosened"]) == 0
+    assert capsys.readouterr().out.strip() == "0 loosened, 0 tightened, 0 moved, 0 added, 0 removed"
+
+
+def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester):
+    """As people type it, from the upstream tree, with the map in the plugin's checkout (which has an ini file):
+    `pytest --rocm-group-map ../plugin/suites/upstream/vllm.toml tests/entrypoints`."""
+    plugin, tree = pytester.mkdir("plugin"), pytester.mkdir("vllm")
+    (plugin / "suites/upstream").mkdir(parents=True)
+    (plugin / "suites/pytest.ini").write_text("[pytest]\n")
+    (plugin / "suites/upstream/vllm.toml").write_text('[[rule]]\ngroup = "api"\npaths = ["tests/entrypoints/"]\n')
+    (tree / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (tree / "tests/entrypoints").mkdir(parents=True)
+    (tree / "tests/entrypoints/test_api.py").write_text("def test_a(): pass\n")
+    args = ["--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tree)
+        spaced = pytester.runpytest_subprocess(*args, "--rocm-group-map", "../plugin/suites/upstream/vllm.toml",
+                                               "tests/entrypoints")
+        assert spaced.ret == pytest.ExitCode.USAGE_ERROR
+        spaced.stderr.fnmatch_lines(["*pytest took the map for a test path and chose the rootdir */plugin/suites*"
+                                     "write --rocm-group-map=* with '='*"])
+        joined = pytester.runpytest_subprocess(*args, "--rocm-group-map=../plugin/suites/upstream/vllm.toml",
+                                               "tests/entrypoints")
+    assert joined.ret == 0
+    assert read_report(tree / "out")["tests"]["tests/entrypoints/test_api.py::test_a"]["group"] == "api"

@@ -160,6 +160,7 @@ def read_settings(config: pytest.Config) -> Settings:
     allowed = frozenset(GROUPS) | frozenset(config.getini("rocm_groups"))
     report_dir = paths.setting("rocm_report_dir", "rocm_report_dir")
     group_map = paths.setting("rocm_group_map", "rocm_group_map")
+    _check_rootdir_not_taken_from(config, group_map)
     try:
         signatures = build_signatures(config.getini("rocm_infra_signatures"))
     except SignatureError as exc:
@@ -185,6 +186,25 @@ def read_settings(config: pytest.Config) -> Settings:
                     timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
                     baseline_files=paths.settings("rocm_baselines", "rocm_baselines"),
                     exit_by_conclusion=exit_by, paths=paths)
+
+
+def _check_rootdir_not_taken_from(config: pytest.Config, group_map: Path | None) -> None:
+    """`--rocm-group-map FILE` with a space: before plugins' options are known, pytest can take FILE for a test
+    path and pick the rootdir (and ini file) above it, so node ids no longer match the map and every test
+    would land ungrouped. Refuse that run instead of grouping nothing."""
+    if group_map is None or "--rocm-group-map" not in config.invocation_params.args:
+        return
+    root = config.rootpath.resolve()
+
+    def under_root(path: Path) -> bool:
+        return path.resolve().is_relative_to(root)
+
+    tests = [config.invocation_params.dir / arg.split("::")[0] for arg in config.args]
+    if under_root(group_map) and tests and not any(under_root(path) for path in tests):
+        raise pytest.UsageError(
+            f"--rocm-group-map {group_map}: pytest took the map for a test path and chose the rootdir {root} "
+            f"(ini {config.inipath}), which holds none of the tests; write --rocm-group-map={group_map} with '=', "
+            "or set rocm_group_map in the tree's own ini file")
 
 
 def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
