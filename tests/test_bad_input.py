@@ -2,23 +2,21 @@
 key or option, and the documented exit status; never a traceback."""
 
 import json
+import subprocess
+import sys
 
 import pytest
-
-from pytest_rocm.cli import main as rocm_gate
 
 NOT_UTF8 = b"schema = \"x\"\n# caf\xe9\n"
 GOOD_BASELINE = ('schema = "pytest-rocm/baselines/1"\n[[baseline]]\ntest = "t.py::test_a"\nmetric = "m"\n'
                  'platform = "MI300X"\nexpected = 1.0\n')
 
 
-def run_cli(capsys, args) -> tuple[int, str]:
-    try:
-        code = rocm_gate([str(a) for a in args])
-    except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
+def run_cli(args) -> tuple[int, str]:
+    """`rocm-gate ARGS` as a user runs it: its own process, its exit status, everything it printed."""
+    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+    return done.returncode, done.stdout + done.stderr
 
 
 def write(tmp_path, name, content) -> str:
@@ -136,8 +134,8 @@ CLI_CASES = [
 
 
 @pytest.mark.parametrize("build,status,says", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
-def test_cli_refuses_bad_input_clearly(tmp_path, capsys, build, status, says):
-    code, output = run_cli(capsys, build(tmp_path))
+def test_cli_refuses_bad_input_clearly(tmp_path, build, status, says):
+    code, output = run_cli(build(tmp_path))
     assert "Traceback" not in output
     assert code == status, output
     assert says in output

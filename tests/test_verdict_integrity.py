@@ -416,8 +416,9 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
         spaced = pytester.runpytest_subprocess(*args, "--rocm-group-map", "../plugin/suites/upstream/vllm.toml",
                                                "tests/entrypoints")
         assert spaced.ret == pytest.ExitCode.USAGE_ERROR
-        spaced.stderr.fnmatch_lines(["*pytest took the map for a test path and chose the rootdir */plugin/suites*"
-                                     "write --rocm-group-map=* with '='*"])
+        spaced.stderr.fnmatch_lines(["*--rocm-group-map ../plugin/suites/upstream/vllm.toml: pytest took this path "
+                                     "for a test path and chose the rootdir */plugin/suites*"
+                                     "write --rocm-group-map=../plugin/suites/upstream/vllm.toml with '='*"])
         joined = pytester.runpytest_subprocess(*args, "--rocm-group-map=../plugin/suites/upstream/vllm.toml",
                                                "tests/entrypoints")
     assert joined.ret == 0

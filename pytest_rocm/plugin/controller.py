@@ -41,7 +41,7 @@ _NOT_PASSED_ON = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesse
                   "--rocm-propose-baselines", "--rocm-rerun-helper", "--rocm-exit-by-conclusion",
                   "-x", "--exitfirst", "--maxfail", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
                   "--stepwise", "--basetemp")  # a rerun must not wipe its tmp dirs
-_TAKES_VALUE = {"-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesses", "--max-worker-restart",
+_TAKES_VALUE = {"-n", "--numprocesses", "--dist", "--tx", "--maxprocesses", "--max-worker-restart",
                 "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
                 "--rocm-propose-baselines", "--rocm-rerun-helper", "--maxfail", "--basetemp"}
 LOCK_NAME = ".pytest-rocm.lock"

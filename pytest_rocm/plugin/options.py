@@ -160,7 +160,7 @@ def read_settings(config: pytest.Config) -> Settings:
     allowed = frozenset(GROUPS) | frozenset(config.getini("rocm_groups"))
     report_dir = paths.setting("rocm_report_dir", "rocm_report_dir")
     group_map = paths.setting("rocm_group_map", "rocm_group_map")
-    _check_rootdir_not_taken_from(config, group_map)
+    _check_rootdir_not_taken_from(config)
     try:
         signatures = build_signatures(config.getini("rocm_infra_signatures"))
     except SignatureError as exc:
@@ -188,23 +188,27 @@ def read_settings(config: pytest.Config) -> Settings:
                     exit_by_conclusion=exit_by, paths=paths)
 
 
-def _check_rootdir_not_taken_from(config: pytest.Config, group_map: Path | None) -> None:
+# Options whose value is a path, as typed with a space (`--rocm-group-map FILE`).
+PATH_OPTIONS = ("--rocm-group-map", "--rocm-baselines", "--rocm-golden", "--rocm-server-config", "--rocm-platform",
+                "--rocm-report-dir", "--rocm-model-cache", "--rocm-golden-record", "--rocm-propose-baselines")
+
+
+def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
     """`--rocm-group-map FILE` with a space: before plugins' options are known, pytest can take FILE for a test
     path and pick the rootdir (and ini file) above it, so node ids no longer match the map and every test
-    would land ungrouped. Refuse that run instead of grouping nothing."""
-    if group_map is None or "--rocm-group-map" not in config.invocation_params.args:
-        return
+    would land ungrouped (or the wrong ini's settings apply). Refuse that run instead."""
+    args = list(config.invocation_params.args)
     root = config.rootpath.resolve()
-
-    def under_root(path: Path) -> bool:
-        return path.resolve().is_relative_to(root)
-
-    tests = [config.invocation_params.dir / arg.split("::")[0] for arg in config.args]
-    if under_root(group_map) and tests and not any(under_root(path) for path in tests):
-        raise pytest.UsageError(
-            f"--rocm-group-map {group_map}: pytest took the map for a test path and chose the rootdir {root} "
-            f"(ini {config.inipath}), which holds none of the tests; write --rocm-group-map={group_map} with '=', "
-            "or set rocm_group_map in the tree's own ini file")
+    tests = [(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args]
+    if not tests or any(path.is_relative_to(root) for path in tests):
+        return
+    for index, arg in enumerate(args[:-1]):
+        value = config.invocation_params.dir / args[index + 1]
+        if arg in PATH_OPTIONS and value.exists() and value.resolve().is_relative_to(root):
+            raise pytest.UsageError(
+                f"{arg} {args[index + 1]}: pytest took this path for a test path and chose the rootdir {root} "
+                f"(ini {config.inipath}), which holds none of the tests; write {arg}={args[index + 1]} with '=', "
+                "or set it in the tree's own ini file")
 
 
 def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
