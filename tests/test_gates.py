@@ -262,3 +262,16 @@ def test_golden_without_a_recording_says_how_to_make_one(pytester, monkeypatch):
     result = pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-golden=golden")
     result.stdout.fnmatch_lines(["*golden 'greedy': *greedy.json does not exist; record it on the reference platform "
                                  "with --rocm-golden-record *golden*"])
+
+
+def test_a_proposed_baseline_entry_is_valid_toml_for_any_test_id():
+    """Test ids and run descriptions hold quotes, backslashes and control characters; the entry stays TOML."""
+    import tomllib
+
+    from pytest_rocm.gates.baselines import entry_text
+
+    test_id = 'suites/t.py::test_x[a"b\\\\c\x01\x7f\u2028]'
+    entry = tomllib.loads(entry_text(test_id, "tok/s", "MI300X", 12.5, "higher", "run\tat\x1bnight",
+                                     max_regression_pct=10.0))["baseline"][0]
+    assert entry == {"test": test_id, "metric": "tok/s", "platform": "MI300X", "expected": 12.5, "direction": "higher",
+                     "max_regression_pct": 10.0, "source": "run\tat\x1bnight"}
