@@ -128,7 +128,7 @@ class Settings:
     timeouts: dict[str, float]
     baseline_files: list[Path]
     exit_by_conclusion: bool
-    paths: PathRule = field(repr=False, default=None)
+    paths: PathRule = field(repr=False)
 
 
 def _bool_ini(config: pytest.Config, name: str) -> bool:
