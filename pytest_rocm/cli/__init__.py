@@ -17,12 +17,14 @@ from pytest_rocm.cli import baselines, doctor, parity, verdict
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 EXIT_BAD_INPUT = 2
+DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), rebuild a run's verdicts (verdict), review "
+               "baseline changes (baselines diff), and report CUDA parity (parity). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rocm-gate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rocm-gate", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, module in COMMANDS.items():
         module.add_parser(commands, name)
