@@ -32,7 +32,7 @@ def _fail(message: str) -> int:
 
 def run(args) -> int:
     from pytest_rocm.catalog.groups import GROUPS, GroupMapError, load_group_map
-    from pytest_rocm.plugin.controller import EXIT_BY_CONCLUSION
+    from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION
     from pytest_rocm.results.manifest import ManifestError, read_manifest
     from pytest_rocm.results.records import read_records
     from pytest_rocm.results.report import build_gate_report

@@ -25,6 +25,7 @@ from pytest_rocm.plugin import xdist_glue
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.options import DEFAULT_PROBE
 from pytest_rocm.results import health_probe
+from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION
 from pytest_rocm.results.records import (
     RecordWriter,
     clear_records,
@@ -45,11 +46,6 @@ _TAKES_VALUE = {"-n", "--numprocesses", "--dist", "--tx", "--maxprocesses", "--m
                 "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
                 "--rocm-propose-baselines", "--rocm-rerun-helper", "--maxfail", "--basetemp"}
 LOCK_NAME = ".pytest-rocm.lock"
-EXIT_BY_CONCLUSION = {"success": 0, "neutral": 0, "failure": 1, "incomplete": 3, "skipped": 5}
-
-
-class ReportDirBusy(pytest.UsageError):
-    pass
 
 
 def passthrough_args(config: pytest.Config) -> list[str]:
@@ -101,7 +97,7 @@ class Controller:
             self._lock.acquire(timeout=0)
         except Timeout:
             other = owner.read_text(encoding="utf-8", errors="replace").strip() if owner.exists() else "another run"
-            raise ReportDirBusy(f"--rocm-report-dir {folder} is in use by {other}; give this run its own folder "
+            raise pytest.UsageError(f"--rocm-report-dir {folder} is in use by {other}; give this run its own folder "
                                 "(two runs in one folder would mix their records)") from None
         owner.write_text(f"run {self.context.session_id} (pid {os.getpid()} on {socket.gethostname()}, started "
                          f"{self.context.started})\n", encoding="utf-8")

@@ -42,7 +42,7 @@ def add_options(parser: pytest.Parser) -> None:
                 "{python} is this Python (default: python -m pytest_rocm.results.health_probe)")
     option("--rocm-exit-by-conclusion", action="store_true", default=None,
            help="pytest's exit status follows the run's conclusion: 0 success or neutral, 1 failure, "
-                "3 incomplete (ini rocm_exit_by_conclusion)")
+                "3 incomplete, 5 skipped (ini rocm_exit_by_conclusion)")
     option("--rocm-baselines", action="append", default=None, metavar="PATH",
            help="baseline TOML file or folder for accuracy/performance gates (repeatable; ini rocm_baselines)")
     option("--rocm-propose-baselines", default=None, metavar="FILE",

@@ -22,11 +22,6 @@ def is_controller(config: pytest.Config) -> bool:
             and not hasattr(config, "workerinput"))
 
 
-def scheduler(config: pytest.Config):
-    dsession = config.pluginmanager.get_plugin("dsession")
-    return getattr(dsession, "sched", None)
-
-
 def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
     """Give `nodeid` to xdist's scheduler for a worker that is not shutting down; False when none can take it
     (all told to stop, the session is stopping, or the `--dist` mode cannot reschedule)."""

@@ -24,7 +24,9 @@ import re
 
 from pytest_rocm.results.verdicts import find_signature
 
-CONCLUSIONS = ("success", "neutral", "failure", "incomplete", "skipped")
+# Each conclusion's exit status (`rocm-gate verdict`, `pytest --rocm-exit-by-conclusion`): what passes a
+# required check exits 0; pytest's own codes are not reused for anything that passes.
+EXIT_BY_CONCLUSION = {"success": 0, "neutral": 0, "failure": 1, "incomplete": 3, "skipped": 5}
 EXECUTED = {"passed", "failed", "error", "crashed", "xpassed"}
 # pytest's exit statuses of a run that stopped before its end: interrupted, internal error.
 STOPPED_EXIT = {2: "interrupted (Ctrl-C, or pytest stopped the session)", 3: "INTERNALERROR"}
@@ -32,10 +34,9 @@ STOPPED_EXIT = {2: "interrupted (Ctrl-C, or pytest stopped the session)", 3: "IN
 _MISSING_PACKAGE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)")
 
 
-def completeness(records: list[dict], tests: dict[str, dict], signatures) -> dict:
-    """Whether the run executed what it collected: causes, collection errors, and the gates that never ran."""
-    session = next((r for r in reversed(records) if r.get("kind") == "session"), None)
-    collection = next((r for r in records if r.get("kind") == "collection"), None)
+def completeness(session: dict | None, collection: dict | None, tests: dict[str, dict], signatures) -> dict:
+    """Whether the run executed what it collected: causes, collection errors, and the gates that never ran.
+    `session` and `collection` are the run's end-of-run and collection records (None when missing)."""
     causes: list[str] = []
     errors = []
     if session is None:

@@ -96,7 +96,9 @@ def read_records(directory: Path) -> LoadedRecords:
 
 PHASES = ("setup", "call", "teardown")
 OUTCOMES = ("passed", "failed", "skipped")
-KINDS = ("probe", "preflight", "server", "collection", "session")
+# Records about the run rather than one attempt of a test; `probe` belongs to a test but is not a phase.
+RUN_KINDS = ("preflight", "server", "collection", "session")
+KINDS = ("probe", *RUN_KINDS)
 
 
 def record_problem(record) -> str | None:

@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
-from pytest_rocm.results.records import split_attempts
+from pytest_rocm.results.records import RUN_KINDS, split_attempts
 from pytest_rocm.results.verdicts import (
     build_signatures,
     decide,
@@ -35,7 +35,6 @@ STATUSES = ("passed", "failed", "error", "crashed", "interrupted", "skipped", "x
             "not_applicable")
 VERDICT_COLUMNS = ("regression", "unconfirmed", "infra", "flaky")
 FAILED = {"failed", "error", "crashed"}
-RUN_KINDS = ("server", "collection", "session", "preflight")  # records about the run, not one test's phases
 
 
 def attempt_status(records: list[dict], known_gap: dict | None, run_ended: bool = True) -> tuple[str, str, str]:
@@ -187,11 +186,11 @@ def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
 def build_gate_report(records: list[dict], manifest: dict, problems: list[str], group_of=None,
                       signatures=None) -> dict:
     signatures = signatures if signatures is not None else build_signatures()
-    session = next((r for r in records if r.get("kind") == "session"), None)
+    run_records = {r["kind"]: r for r in records if r.get("kind") in RUN_KINDS}  # one each (servers: the manifest)
+    session, preflight = run_records.get("session"), run_records.get("preflight")
     run_ended = session is not None and session.get("exitstatus") not in STOPPED_EXIT
     tests = summarise(records, group_of, signatures, run_ended)
-    run = completeness(records, tests, signatures)
-    preflight = next((r for r in records if r.get("kind") == "preflight"), None)
+    run = completeness(session, run_records.get("collection"), tests, signatures)
     verdict, why = conclusion(tests, run, manifest.get("runner"), preflight)
     return {
         "schema": GATE_REPORT_SCHEMA,
