@@ -104,8 +104,12 @@ def test_real_pair_from_junit_and_gate_reports(real_pair, tmp_path, capsys):
     overall = report["overall"]
     assert (overall["reference_passing"], overall["both_passing"], overall["not_applicable"]) == (8, 5, 1)
     assert overall["parity"] == 0.625
-    assert report["gating"] == {"blocking_groups": ["attention", "distributed_moe", "engine"],
-                                "groups": ["attention", "distributed_moe", "engine"], "gating_parity": 1.0}
+    assert report["gating"] == {
+        "reference_passing_tests": 8, "blocking_tests": 8, "tests_share": 1.0,
+        "groups": ["attention", "distributed_moe", "engine"],  # api: none passes on the reference
+        "fully_blocking_groups": ["attention", "distributed_moe", "engine"], "partly_blocking_groups": [],
+        "groups_share": 1.0}
+    assert overall["reference_not_passing"] == 1 and overall["tests_not_passing_on_both"] == len(report["tests"])
     gaps = {(g["status"], g["reason"]): g["tests"] for g in groups["attention"]["gaps"]}
     assert gaps == {("known_gap", f"fp8 kv cache not supported ({GAP})"): ["test_pair.py::test_fp8_kv_cache"],
                     ("known_gap", f"sliding window drift ({GAP})"): ["test_pair.py::test_sliding_window"]}
@@ -117,7 +121,11 @@ def test_real_pair_from_junit_and_gate_reports(real_pair, tmp_path, capsys):
         "reason": groups["engine"]["gaps"][0]["reason"]}  # a blocking gate: rerun once, failed again
     markdown = (tmp_path / "parity.md").read_text()
     assert markdown.startswith("## ROCm parity against the reference: 62.5%")
-    assert "| attention | 5 | 3 | 60.0% | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | yes |" in markdown
+    assert "| attention | 5 | 3 | 60.0% | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 5 (all) |" in markdown
+    # api has no reference pass: its row says why, and the reference's failure is listed
+    assert "| api | 0 | 0 | n/a | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 0 (no) |" in markdown
+    assert "<b>api</b>: 1 not passing on the reference" in markdown
+    assert "`test_pair.py::test_cuda_broken`: failed (assert False)" in markdown
     assert f"fp8 kv cache not supported ([issue]({GAP}))" in markdown
     assert "NVFP4 is Blackwell-only (1)" in markdown
 
@@ -247,30 +255,35 @@ def is_test_file(path):
     return name.startswith("test_") or name.endswith("_test.py")
 
 
-VLLM_COUNTS = {"engine": 382, "api": 226, "distributed_moe": 150, "multimodal": 125, "attention": 70,
+# Test files the tree list holds that upstream's commit 9aaf83ef does not (the list was taken from a fork
+# 53 commits later; tests/data/upstream/README.md says how they were found). Expectations leave them out.
+FORK_ONLY = {"tests/model_executor/layers/test_b12x_contract.py", "tests/model_executor/layers/test_logits_processor.py",
+             "tests/v1/sample/test_score_mode.py"}
+VLLM_COUNTS = {"engine": 379, "api": 226, "distributed_moe": 150, "multimodal": 125, "attention": 70,
                "spec_decode": 14, "performance": 10, "accuracy": 3, "ungrouped": 30}
 
 
 def test_vllm_map_on_the_real_tree():
     group_map = load_group_map(UPSTREAM / "vllm.toml", set(GROUPS))
     files = [line.strip() for line in (UPSTREAM_DATA / "vllm-tests-tree.txt").read_text().splitlines() if line.strip()]
-    tests = [f for f in files if is_test_file(f)]
+    assert FORK_ONLY <= set(files)
+    tests = [f for f in files if is_test_file(f) and f not in FORK_ONLY]
     counts = Counter(group_map.group_of(f, "ungrouped") for f in tests)
     assert dict(counts) == VLLM_COUNTS
-    assert len(tests) == 1010 and len(files) == 1240
+    assert len(tests) == 1007 and len(files) == 1240
     other = sorted({f.split("/")[1] for f in tests if group_map.group_of(f) is None})
     # What is left is general utilities, configuration, platform plumbing and tooling.
     assert other == ["cuda", "plugins_tests", "test_config.py", "test_embedded_commit.py", "test_envs.py",
                      "test_logger.py", "test_version.py", "test_vllm_port.py", "test_zen_cpu_platform_detection.py",
                      "tools", "utils_"]
-    assert group_map.source.startswith("vllm-project/vllm@28be48fa944d8c58aeffd1ab1b56e27828c6b268")
+    assert group_map.source.startswith("vllm-project/vllm@9aaf83ef502fc37bc647f6e474314d48ba36cd1c")
 
 
 def test_sglang_map_on_the_real_registry():
     group_map = load_group_map(UPSTREAM / "sglang.toml", set(GROUPS))
     paths = [f.path for f in read_registry(UPSTREAM_DATA / "sglang-ci-registrations.jsonl")]
-    counts = Counter(group_map.group_of(p, "other") for p in paths)
-    assert counts == {"engine": 226, "other": 213, "distributed_moe": 49, "performance": 48, "api": 47,
+    counts = Counter(group_map.group_of(p, "ungrouped") for p in paths)
+    assert counts == {"engine": 226, "ungrouped": 213, "distributed_moe": 49, "performance": 48, "api": 47,
                       "accuracy": 43, "spec_decode": 32, "attention": 27, "multimodal": 9}
     other_roots = {p.split("/")[2] for p in paths if group_map.group_of(p) is None}
     assert other_roots == {"ascend", "debug_utils", "observability", "profiling", "unit", "utils"}
@@ -351,3 +364,32 @@ def test_same_inputs_give_the_same_report_bytes(real_pair, tmp_path):
                        env={**os.environ, "PYTHONHASHSEED": seed}, check=True, capture_output=True)
         outputs.append(((out / "parity.json").read_bytes(), (out / "parity.md").read_bytes()))
     assert outputs[0] == outputs[1]
+
+
+# --- gating coverage, reference failures, and tests listed once -------------------------------------------
+
+def test_gating_coverage_counts_tests_and_leaves_ungrouped_out(tmp_path):
+    """A group with 1 blocking gate of 4 is `partly` merge-blocking, not "a merge-blocking group"; `ungrouped`
+    is never counted as a group; a not-applicable test under tests/cuda/ is listed once, not also as ungrouped."""
+    blocking = '<properties><property name="rocm_blocking" value="true"/></properties>'
+    names = [("tests.kernels.attention.test_a", f"test_{i}") for i in range(4)] + \
+        [("tests.cuda.test_cuda_context", "test_ctx"), ("tests.misc.test_u", "test_u")]
+    (tmp_path / "ref.xml").write_text(junit_with(names))
+    cases = "".join(f'<testcase classname="{m}" name="{n}">{blocking if n in ("test_0", "test_u") else ""}</testcase>'
+                    for m, n in names)
+    (tmp_path / "cand.xml").write_text(f'<testsuites><testsuite name="x">{cases}</testsuite></testsuites>')
+    (tmp_path / "na.toml").write_text('[[not_applicable]]\nreason = "CUDA runtime only"\npaths = ["tests/cuda/"]\n')
+    assert parity("--reference", tmp_path / "ref.xml", "--candidate", tmp_path / "cand.xml", "--groups",
+                  UPSTREAM / "vllm.toml", "--applicability", tmp_path / "na.toml", "--out", tmp_path) == 0
+    report = load(tmp_path)
+    assert report["gating"] == {"reference_passing_tests": 5, "blocking_tests": 2, "tests_share": 0.4,
+                                "groups": ["attention"], "fully_blocking_groups": [],
+                                "partly_blocking_groups": ["attention"], "groups_share": 0.0}
+    assert report["groups"]["attention"]["blocking"] == "partly"
+    assert report["unmatched"] == ["tests/misc/test_u.py::test_u"]
+    assert report["not_applicable"][0]["tests"] == ["tests/cuda/test_cuda_context.py::test_ctx"]
+    markdown = (tmp_path / "parity.md").read_text()
+    assert "0 of 1 groups are merge-blocking in full (0.0%); partly: attention (1 of 4)" in markdown
+    assert "2 of 5 tests passing on the reference are merge-blocking" in markdown
+    assert markdown.count("test_ctx") == 1
+    assert "### `ungrouped`: tests no marker or map rule puts in a group (1)" in markdown

@@ -37,7 +37,7 @@ class GroupMapError(ValueError):
     pass
 
 
-def _pattern_regex(pattern: str) -> str:
+def pattern_regex(pattern: str) -> str:
     if "::" in pattern:  # a node id pattern
         if any(c in pattern for c in "*?["):
             return fnmatch.translate(pattern)
@@ -58,8 +58,8 @@ class PatternSet:
 
     def __init__(self, patterns: tuple[str, ...] | list[str]):
         self.patterns = tuple(patterns)
-        on_path = [_pattern_regex(p) for p in self.patterns if "::" not in p]
-        on_nodeid = [_pattern_regex(p) for p in self.patterns if "::" in p]
+        on_path = [pattern_regex(p) for p in self.patterns if "::" not in p]
+        on_nodeid = [pattern_regex(p) for p in self.patterns if "::" in p]
         self._path = re.compile("|".join(f"(?:{r})" for r in on_path)) if on_path else None
         self._nodeid = re.compile("|".join(f"(?:{r})" for r in on_nodeid)) if on_nodeid else None
         self.uses_nodeid = self._nodeid is not None

@@ -12,15 +12,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_rocm.cli import baselines, doctor, parity, verdict
+from pytest_rocm.cli import baselines, doctor, groups, parity, verdict
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), rebuild a run's verdicts (verdict), review "
-               "baseline changes (baselines diff), and report CUDA parity (parity). Run `rocm-gate COMMAND --help`.")
+               "baseline changes (baselines diff), report CUDA parity (parity), and check how a test tree sorts into "
+               "groups (groups). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
-COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity}
+COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
+            "groups": groups}
 
 
 def build_parser() -> argparse.ArgumentParser:

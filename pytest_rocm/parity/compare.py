@@ -69,7 +69,6 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     passing_in: dict[str, list[str]] = defaultdict(list)  # group -> passing on both (the common case)
     groups: dict[str, Counter] = defaultdict(Counter)
     gaps: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
-    blocking_groups: set[str] = set()
     not_applicable: dict[str, list[str]] = defaultdict(list)
     candidate_only: list[str] = []
     unmatched: list[str] = []
@@ -100,11 +99,11 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
         group = (c is not None and c.group) or (r is not None and r.group) or map_group
         if group is None:
             group = UNGROUPED
-            unmatched.append(nodeid)
-        if c is not None and c.blocking:
-            blocking_groups.add(group)
+            if not na_reason:  # a not-applicable test is listed once, as not applicable
+                unmatched.append(nodeid)
         if not na_reason and r is not None and c is not None and r.status in PASSING and c.status in PASSING:
             passing_in[group].append(nodeid)
+            groups[group]["blocking_tests"] += bool(c.blocking)
             continue
         counts = groups[group]
         entry = {"group": group, "reference": r.status if r else None, "candidate": c.status if c else None}
@@ -125,6 +124,7 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             counts["candidate_passing"] += c is not None and c.status in PASSING
             if r.status in PASSING:
                 counts["reference_passing"] += 1
+                counts["blocking_tests"] += bool(c is not None and c.blocking)
                 status = "missing" if c is None else c.status
                 entry["parity"] = status
                 counts[status] += 1
@@ -135,6 +135,7 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
                 gaps[group][(status, reason)].append(nodeid)
             else:
                 entry["parity"] = "reference_not_passing"
+                entry["reason"] = r.message or "(no message)"
                 counts["reference_not_passing"] += 1
         tests[nodeid] = entry
 
@@ -142,7 +143,7 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     for key, ids in plain_both.items():
         map_group, na_reason = classify(key, ids[0])
         group = map_group or UNGROUPED
-        if map_group is None:
+        if map_group is None and not na_reason:
             unmatched.extend(ids)
         if na_reason:
             for nodeid in ids:
@@ -171,7 +172,8 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             "reference_not_passing": counts["reference_not_passing"],
             "candidate_only": counts["candidate_only"],
             "not_applicable": counts["not_applicable"],
-            "blocking": group in blocking_groups,
+            "blocking_tests": counts["blocking_tests"],
+            "blocking": _blocking(counts["blocking_tests"], counts["reference_passing"]),
             "gaps": _gap_list(gaps[group]),
         }
     overall_ref = sum(g["reference_passing"] for g in group_reports.values())
@@ -183,9 +185,9 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
         **{status: sum(g[status] for g in group_reports.values()) for status in GAP_STATUSES},
         "candidate_only": len(candidate_only),
         "not_applicable": sum(len(v) for v in not_applicable.values()),
-        "tests": len(tests),
+        "reference_not_passing": sum(g["reference_not_passing"] for g in group_reports.values()),
+        "tests_not_passing_on_both": len(tests),
     }
-    groups_with_tests = [g for g, r in group_reports.items() if r["reference_passing"]]
     report = {
         "schema": PARITY_SCHEMA,
         "inputs": {
@@ -196,9 +198,7 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             "group_map": {"path": group_map.path, "source": group_map.source} if group_map else None,
         },
         "overall": overall,
-        "gating": {"blocking_groups": sorted(blocking_groups & set(groups_with_tests)),
-                   "groups": sorted(groups_with_tests),
-                   "gating_parity": _ratio(len(blocking_groups & set(groups_with_tests)), len(groups_with_tests))},
+        "gating": _gating(group_reports),
         "groups": group_reports,
         "not_applicable": [{"reason": reason, "count": len(ids), "tests": ids} for reason, ids in
                            sorted(not_applicable.items(), key=lambda kv: -len(kv[1]))],
@@ -212,6 +212,31 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     if previous is not None:
         report["changes"] = _changes(previous, tests, passing)
     return report
+
+
+def _blocking(blocking_tests: int, reference_passing: int) -> str:
+    """A group is merge-blocking when every test of it that passes on the reference is a blocking gate on the
+    candidate; `partly` when some are; `no` when none (or none passes on the reference)."""
+    if not blocking_tests:
+        return "no"
+    return "all" if blocking_tests >= reference_passing else "partly"
+
+
+def _gating(group_reports: dict[str, dict]) -> dict:
+    """Gating coverage: how much of what passes on the reference blocks a merge on the candidate, counted in
+    tests and in groups. `ungrouped` is not a group: its tests count, it does not."""
+    counted = [name for name, g in group_reports.items() if name != UNGROUPED and g["reference_passing"]]
+    tests = sum(g["reference_passing"] for g in group_reports.values())
+    blocking_tests = sum(g["blocking_tests"] for g in group_reports.values())
+    return {
+        "reference_passing_tests": tests,
+        "blocking_tests": blocking_tests,
+        "tests_share": _ratio(blocking_tests, tests),
+        "groups": counted,
+        "fully_blocking_groups": [n for n in counted if group_reports[n]["blocking"] == "all"],
+        "partly_blocking_groups": [n for n in counted if group_reports[n]["blocking"] == "partly"],
+        "groups_share": _ratio(sum(group_reports[n]["blocking"] == "all" for n in counted), len(counted)),
+    }
 
 
 def _count_passing(counts: Counter, n: int) -> None:

@@ -8,6 +8,8 @@ data, not from the lists.
 
 from __future__ import annotations
 
+from pytest_rocm.catalog.groups import UNGROUPED
+
 GITHUB_SUMMARY_LIMIT = 65_535
 LIST_LIMITS = (25, 10, 5, 2, 1, 0)
 
@@ -57,6 +59,15 @@ def _render(report: dict, min_parity: float | None, n: int) -> str:
     return "\n".join(parts)
 
 
+def _reference_failures(report: dict) -> dict[str, list[tuple[str, dict]]]:
+    """Per group, the tests that did not pass on the reference (each with its entry), in report order."""
+    found: dict[str, list[tuple[str, dict]]] = {}
+    for nodeid, entry in report["tests"].items():
+        if entry["parity"] == "reference_not_passing":
+            found.setdefault(entry["group"], []).append((nodeid, entry))
+    return found
+
+
 def _render_sglang(sglang: dict, n: int) -> str:
     lines = [
         f"## SGLang declared AMD coverage: {_pct(sglang['declared_parity'])}",
@@ -100,22 +111,30 @@ def _render_tests(report: dict, min_parity: float | None, n: int) -> str:
         f"Not applicable to ROCm, excluded: {overall['not_applicable']}. Candidate only: {overall['candidate_only']}.",
         "",
         "| group | passing on reference | passing on both | parity | failed | error | crashed | skipped "
-        "| xfailed | known gaps | missing | not applicable | blocking |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|",
+        "| xfailed | known gaps | missing | not passing on reference | not applicable | blocking gates |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    columns = ("failed", "error", "crashed", "skipped", "xfailed", "known_gap", "missing", "reference_not_passing",
+               "not_applicable")
     for name, group in report["groups"].items():
         lines.append(f"| {name} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
-                     + " | ".join(str(group[s]) for s in ("failed", "error", "crashed", "skipped", "xfailed",
-                                                           "known_gap", "missing", "not_applicable"))
-                     + f" | {'yes' if group['blocking'] else 'no'} |")
+                     + " | ".join(str(group[s]) for s in columns)
+                     + f" | {group['blocking_tests']} ({group['blocking']}) |")
     lines.append(f"| **all** | **{overall['reference_passing']}** | **{overall['both_passing']}** | "
-                 f"**{_pct(overall['parity'])}** | "
-                 + " | ".join(str(overall[s]) for s in ("failed", "error", "crashed", "skipped", "xfailed",
-                                                       "known_gap", "missing", "not_applicable")) + " | |")
+                 f"**{_pct(overall['parity'])}** | " + " | ".join(str(overall[s]) for s in columns)
+                 + f" | {report['gating']['blocking_tests']} |")
+    lines += ["", "Parity is `n/a` where no test of the group passes on the reference; the gap columns count tests "
+                  "that pass on the reference only. `blocking gates`: tests passing on the reference that block a "
+                  "merge on the candidate (`all` of the group, `partly`, or `no`)."]
     gating = report["gating"]
-    lines += ["", f"Gating parity: {len(gating['blocking_groups'])} of {len(gating['groups'])} groups are "
-                  f"merge-blocking ({_pct(gating['gating_parity'])})"
-                  + (f": {', '.join(gating['blocking_groups'])}." if gating["blocking_groups"] else ".")]
+    partly = [f"{g} ({report['groups'][g]['blocking_tests']} of {report['groups'][g]['reference_passing']})"
+              for g in gating["partly_blocking_groups"]]
+    lines += ["", f"Gating coverage: {gating['blocking_tests']} of {gating['reference_passing_tests']} tests passing "
+                  f"on the reference are merge-blocking on the candidate ({_pct(gating['tests_share'])}); "
+                  f"{len(gating['fully_blocking_groups'])} of {len(gating['groups'])} groups are merge-blocking in "
+                  f"full ({_pct(gating['groups_share'])})"
+                  + (f": {', '.join(gating['fully_blocking_groups'])}" if gating["fully_blocking_groups"] else "")
+                  + (f"; partly: {', '.join(partly)}" if partly else "") + f". `{UNGROUPED}` is not counted as a group."]
 
     changes = report.get("changes")
     if changes is not None:
@@ -146,13 +165,26 @@ def _render_tests(report: dict, min_parity: float | None, n: int) -> str:
     if not any_gap:
         lines.append("None.")
 
+    failing = _reference_failures(report)
+    if failing:
+        lines += ["", f"### Not passing on the reference ({overall['reference_not_passing']}: outside parity, "
+                      "shown so a group with few reference passes is explained)"]
+        for name, tests in failing.items():
+            lines += ["", f"<details><summary><b>{name}</b>: {len(tests)} not passing on the reference</summary>", ""]
+            shown = tests[: max(n, 1) * 2]
+            lines += [f"- {_code(t)}: {entry['reference']}" + (f" ({_cell(entry['reason'][:200])})"
+                                                                if entry.get("reason") else "")
+                      for t, entry in shown]
+            if len(tests) > len(shown):
+                lines.append(f"- and {len(tests) - len(shown)} more (parity.json lists all)")
+            lines += ["", "</details>"]
     if report["not_applicable"]:
         lines += ["", "### Not applicable to ROCm (excluded from parity)"]
         for entry in report["not_applicable"]:
             lines.append(f"- {_cell(entry['reason'])} ({entry['count']})"
                          + (f": {_cut([_code(t) for t in entry['tests']], n)}" if n else ""))
     if report["unmatched"]:
-        lines += ["", f"### Not in any group ({len(report['unmatched'])}, counted as `ungrouped`)",
+        lines += ["", f"### `{UNGROUPED}`: tests no marker or map rule puts in a group ({len(report['unmatched'])})",
                   _cut([_code(t) for t in report["unmatched"]], n) if n else ""]
     for side in ("reference", "candidate"):
         repeated = report.get("repeated", {}).get(side, [])

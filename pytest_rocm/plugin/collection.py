@@ -86,6 +86,18 @@ class Annotator:
     def platform(self) -> Platform:
         return self.context.platform
 
+    def tree_entries(self, nodeids) -> list:
+        """The collected tests as `rocm-gate groups` sees a tree: a marker's group where one gave it."""
+        from pytest_rocm.catalog.tree import TreeEntry
+
+        entries = []
+        for nodeid in nodeids:
+            spec = self.specs.get(nodeid)
+            gate = spec is not None and spec.gate
+            entries.append(TreeEntry(nodeid, group=spec.group if gate else None, gate=gate,
+                                     blocking=gate and spec.blocking))
+        return entries
+
     def check_collected(self, items: list) -> str | None:
         """Annotate collected items; return the collection error text (every bad test) or None."""
         errors = []

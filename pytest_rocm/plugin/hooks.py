@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_rocm.catalog.tree import sort_tree, tree_lines
 from pytest_rocm.plugin import xdist_glue
 from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
@@ -147,6 +148,13 @@ class ControllerHooks:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         controller = self.controller
+        config = terminalreporter.config
+        if config.option.collectonly and controller.collected is not None:  # nothing ran: show the sorting
+            entries = config.stash[ANNOTATOR].tree_entries(controller.collected)
+            terminalreporter.write_sep("=", "pytest-rocm: how the collected tests sort into groups")
+            for line in tree_lines(sort_tree(entries, controller.context.group_map)):
+                terminalreporter.write_line(line)
+            return
         if controller.gate_report is None:
             return
         platform = controller.context.platform

@@ -1,0 +1,174 @@
+"""`rocm-gate groups` and `pytest --collect-only`: how a tree sorts into groups, on real upstream data and on
+trees a maintainer has."""
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO, UPSTREAM
+
+MAPS = REPO / "suites" / "upstream"
+
+
+def groups(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """rocm-gate groups in its own process, as a maintainer runs it."""
+    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "groups", *map(str, args)], input=stdin,
+                          capture_output=True, text=True)
+
+
+def as_json(*args, stdin: str | None = None) -> dict:
+    done = groups(*args, "--json", stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_real_vllm_tree_list():
+    report = as_json("--map", MAPS / "vllm.toml", UPSTREAM / "vllm-tests-tree.txt")
+    files = {name: g["files"] for name, g in report["groups"].items()}
+    # 1,010 test files (3 of them the fork's, in engine); helpers, conftests and __init__ set aside.
+    assert files == {"attention": 70, "engine": 382, "api": 226, "multimodal": 125, "spec_decode": 14,
+                     "distributed_moe": 150, "accuracy": 3, "performance": 10, "ungrouped": 30}
+    assert report["total"] == {"items": None, "files": 1010} and report["not_test_files"] == 230
+    assert report["unused_patterns"] == [] and report["rules_winning_nothing"] == [] and report["overlaps"] == []
+    assert "tests/cuda/test_cuda_context.py" in report["ungrouped_files"]
+    text = groups("--map", MAPS / "vllm.toml", UPSTREAM / "vllm-tests-tree.txt").stdout
+    assert "attention           70      0         0" in text
+    assert "files in no group (counted as `ungrouped`) (30):" in text
+
+
+def test_the_real_sglang_registrations_with_applicability():
+    report = as_json("--map", MAPS / "sglang.toml", "--applicability", MAPS / "applicability.toml",
+                     UPSTREAM / "sglang-ci-registrations.jsonl")
+    assert report["total"]["files"] == 674 and report["not_test_files"] == 20  # conftest.py and __init__.py
+    na = {entry["reason"].split(" ")[0]: len(entry["files"]) for entry in report["not_applicable"]}
+    assert na["Ascend"] == 108
+    # a not-applicable file is listed once: never also as ungrouped
+    listed_na = {f for entry in report["not_applicable"] for f in entry["files"]}
+    assert not listed_na & set(report["ungrouped_files"])
+    # the map sends MTP files to spec_decode before accuracy/perf/engine rules that name them more narrowly
+    overlap = {o["file"]: o for o in report["overlaps"]}
+    assert overlap["test/registered/amd/accuracy/mi30x/test_deepseek_v32_mtp_eval_amd.py"]["also"] == \
+        ["accuracy", "engine"]
+
+
+def test_stale_patterns_shadowed_rules_and_overlaps_are_named_and_strict_fails(tmp_path):
+    (tmp_path / "map.toml").write_text(
+        'schema = "pytest-rocm/groups/1"\n'
+        '[[rule]]\ngroup = "engine"\npaths = ["tests/", "!tests/gone/"]\n'
+        '[[rule]]\ngroup = "attention"\npaths = ["tests/kernels/attention/", "tests/renamed_later.py"]\n'
+        '[[rule]]\ngroup = "api"\npaths = ["tests/x::test_y"]\n')
+    (tmp_path / "list.txt").write_text("tests/kernels/attention/test_a.py\ntests/test_b.py\ntests/conftest.py\n")
+    report = as_json("--map", tmp_path / "map.toml", tmp_path / "list.txt")
+    assert [p["pattern"] for p in report["unused_patterns"] if not p.get("unchecked")] == \
+        ["!tests/gone/", "tests/renamed_later.py"]
+    assert [p["pattern"] for p in report["unused_patterns"] if p.get("unchecked")] == ["tests/x::test_y"]
+    assert [r["rule"] for r in report["rules_winning_nothing"]] == [2, 3]  # rule 2 is shadowed by rule 1
+    # `tests/` before `tests/kernels/attention/`: the narrower rule never wins ...
+    assert report["overlaps"] == [{"file": "tests/kernels/attention/test_a.py", "group": "engine",
+                                   "also": ["attention"]}]
+    done = groups("--map", tmp_path / "map.toml", tmp_path / "list.txt", "--strict")
+    assert done.returncode == 3
+    assert "rule 2 (attention): tests/renamed_later.py" in done.stdout
+    assert "rules that sort no test" in done.stdout and "rule 2 (attention)" in done.stdout
+    # ... and the order a maintainer meant sorts it, with no problem left for --strict
+    (tmp_path / "fixed.toml").write_text(
+        'schema = "pytest-rocm/groups/1"\n'
+        '[[rule]]\ngroup = "attention"\npaths = ["tests/kernels/attention/"]\n'
+        '[[rule]]\ngroup = "engine"\npaths = ["tests/"]\n')
+    done = groups("--map", tmp_path / "fixed.toml", tmp_path / "list.txt", "--strict")
+    assert done.returncode == 0, done.stdout
+    assert json.loads(groups("--map", tmp_path / "fixed.toml", tmp_path / "list.txt", "--json").stdout)[
+        "groups"] == {"attention": {"items": None, "files": 1, "gates": 0, "blocking": 0},
+                      "engine": {"items": None, "files": 1, "gates": 0, "blocking": 0}}
+
+
+def test_two_groups_naming_one_file_as_narrowly(tmp_path):
+    (tmp_path / "map.toml").write_text(
+        'schema = "pytest-rocm/groups/1"\n'
+        '[[rule]]\ngroup = "spec_decode"\npaths = ["tests/*mtp*"]\n'
+        '[[rule]]\ngroup = "accuracy"\npaths = ["tests/evals/"]\n')
+    (tmp_path / "list.txt").write_text("tests/evals/test_gsm8k.py\ntests/evals/test_mtp_gsm8k.py\n")
+    report = as_json("--map", tmp_path / "map.toml", tmp_path / "list.txt")
+    assert report["overlaps"] == [{"file": "tests/evals/test_mtp_gsm8k.py", "group": "spec_decode",
+                                   "also": ["accuracy"]}]
+    assert groups("--map", tmp_path / "map.toml", tmp_path / "list.txt", "--strict").returncode == 3
+
+
+TREE = {
+    "tests/kernels/attention/test_attn.py": """
+        import pytest
+        @pytest.mark.parametrize("head", [64, 128])
+        def test_attn(head): pass
+    """,
+    "tests/entrypoints/test_api.py": """
+        import pytest
+        @pytest.mark.rocm_gate(group="api", blocking=True)
+        def test_gate(): pass
+        def test_plain(): pass
+    """,
+    "tests/test_utils.py": "def test_util(): pass\n",
+}
+
+
+def make_tree(pytester):
+    for path, source in TREE.items():
+        target = pytester.path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(__import__("textwrap").dedent(source))
+
+
+def test_collect_only_prints_the_table_and_agrees_with_the_cli(pytester):
+    make_tree(pytester)
+    result = pytester.runpytest_subprocess("--collect-only", "-q", f"--rocm-group-map={MAPS / 'vllm.toml'}",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*pytest-rocm: how the collected tests sort into groups*",
+        "group  *items  files  gates  blocking",
+        "attention  *2  *1  *0  *0",
+        "api  *2  *1  *1  *1",  # one of the two is a blocking gate from its marker
+        "ungrouped  *1  *1  *0  *0",
+        "all  *5  *3  *1  *1",
+        "files in no group (counted as `ungrouped`) (1):",
+        "  tests/test_utils.py",
+    ])
+    assert "conclusion" not in result.stdout.str()  # nothing ran: no verdict is given
+    # the same output piped into rocm-gate groups (markers unseen there: the map alone decides)
+    report = as_json("--map", MAPS / "vllm.toml", "-", stdin=result.stdout.str())
+    assert report["total"] == {"items": 5, "files": 3}
+    assert {n: g["items"] for n, g in report["groups"].items()} == {"attention": 2, "api": 2, "ungrouped": 1}
+    # `-qq` prints `path: count`: the same counts
+    qq = pytester.runpytest_subprocess("--collect-only", "-qq", "-p", "no:rocm", "-p", "no:cacheprovider")
+    assert as_json("--map", MAPS / "vllm.toml", "-", stdin=qq.stdout.str())["total"] == {"items": 5, "files": 3}
+    # a checkout folder: its test files, whatever pytest would collect
+    assert as_json("--map", MAPS / "vllm.toml", pytester.path)["total"] == {"items": None, "files": 3}
+
+
+def test_collection_errors_in_piped_output_are_said(pytester):
+    make_tree(pytester)
+    pytester.makepyfile(**{"tests/test_broken": "import not_installed_anywhere\n"})
+    collected = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:rocm", "-p", "no:cacheprovider")
+    done = groups("--map", MAPS / "vllm.toml", "-", stdin=collected.stdout.str())
+    assert done.returncode == 0
+    assert "pytest reported errors while collecting" in done.stderr and "incomplete" in done.stderr
+    assert "ERROR" not in done.stdout.split("group map")[1].split("\n")[1]
+
+
+def test_bad_sources_are_named(tmp_path):
+    (tmp_path / "map.toml").write_text('schema = "pytest-rocm/groups/1"\n[[rule]]\ngroup = "api"\npaths = ["a/"]\n')
+    cases = {
+        "missing": (tmp_path / "nope.txt", "nope.txt: no such file or folder"),
+        "binary": (tmp_path / "bin.txt", "bin.txt: not UTF-8 text"),
+        "empty": (tmp_path / "empty.txt", "no tests in"),
+        "bad jsonl": (tmp_path / "reg.jsonl", "reg.jsonl:1: not a registration line"),
+    }
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00tests")
+    (tmp_path / "empty.txt").write_text("\n\n")
+    (tmp_path / "reg.jsonl").write_text("[1, 2]\n")
+    for name, (source, message) in cases.items():
+        done = groups("--map", tmp_path / "map.toml", source)
+        assert done.returncode == 2, name
+        assert message in done.stderr and "Traceback" not in done.stderr, (name, done.stderr)
+    (tmp_path / "typo.toml").write_text('schema = "pytest-rocm/groups/1"\n[[rule]]\ngroup = "api"\npath = ["a/"]\n')
+    done = groups("--map", tmp_path / "typo.toml", tmp_path / "empty.txt")
+    assert done.returncode == 2 and "typo.toml" in done.stderr and "paths" in done.stderr
