@@ -393,3 +393,23 @@ def test_gating_coverage_counts_tests_and_leaves_ungrouped_out(tmp_path):
     assert "2 of 5 tests passing on the reference are merge-blocking" in markdown
     assert markdown.count("test_ctx") == 1
     assert "### `ungrouped`: tests no marker or map rule puts in a group (1)" in markdown
+
+
+def test_minimal_junit_read_with_the_map_sorts_as_the_full_one(pytester, tmp_path):
+    """The default JUnit file leaves out the groups the map gave; parity with the same map gets them back."""
+    pytester.makepyfile(**{
+        "tests/kernels/attention/test_k": "def test_k(): pass\n",
+        "tests/v1/core/test_s": "import pytest\n@pytest.mark.rocm_gate(group='engine')\ndef test_s(): pass\n"})
+    vllm_map = UPSTREAM / "vllm.toml"
+    for mode in ("minimal", "full"):
+        result = pytester.runpytest(f"--rocm-group-map={vllm_map}", f"--junitxml={mode}.xml", "-p", "no:cacheprovider",
+                                    f"--rocm-junit-properties={mode}", "--rocm-platform=mi300x-8")
+        assert result.ret == 0
+    minimal, full = (pytester.path / "minimal.xml"), (pytester.path / "full.xml")
+    assert "rocm_group" not in minimal.read_text().split("test_k")[1].split("</testcase>")[0]
+    assert minimal.stat().st_size < full.stat().st_size
+    for reference, candidate in ((full, minimal), (minimal, full)):
+        assert parity("--reference", reference, "--candidate", candidate, "--groups", vllm_map, "--out", tmp_path) == 0
+        groups = load(tmp_path)["groups"]
+        assert {name: (g["both_passing"], g["blocking"]) for name, g in groups.items()} == \
+            {"attention": (1, "no"), "engine": (1, "all")}

@@ -142,24 +142,42 @@ def test_manifest(pytester, monkeypatch):
     assert load(pytester, "gate-report.json")["manifest"] == manifest
 
 
-def test_junit_properties(pytester):
-    run_suite(pytester)
-    root = ET.parse(pytester.path / "out/junit.xml").getroot()
-    props = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+def junit_properties(path):
+    root = ET.parse(path).getroot()
+    suite = {p.get("name"): p.get("value") for p in root.find("testsuite").find("properties") or []}
+    cases = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
              for case in root.iter("testcase")}
-    assert props["test_pass"] == {"rocm_group": "attention", "rocm_blocking": "true",
-                                  "rocm_sku": "MI300X", "rocm_arch": "gfx942"}
-    assert props["test_skipped_in_body"]["rocm_blocking"] == "false"
+    return suite, cases
+
+
+def test_junit_properties(pytester):
+    """By default each test case carries what parity reads, and the platform is written once per file."""
+    run_suite(pytester)
+    suite, props = junit_properties(pytester.path / "out/junit.xml")
+    assert suite == {"rocm_sku": "MI300X", "rocm_arch": "gfx942", "rocm_platform": "mi300x-8"}
+    assert props["test_pass"] == {"rocm_group": "attention", "rocm_blocking": "true"}
+    assert props["test_skipped_in_body"] == {"rocm_group": "engine"}  # not blocking: nothing more to say
     assert props["test_gap"]["rocm_known_gap"] == GAP
-    assert props["test_needs_mi355x"]["rocm_requires"] == "8 x MI355X"
+    assert props["test_needs_mi355x"] == {"rocm_group": "distributed_moe", "rocm_blocking": "true"}
     assert props["test_plain"] == {}  # no group: nothing added to tests we know nothing about
 
 
-def test_junit_properties_under_xunit1(pytester):
-    run_suite(pytester, "-o", "junit_family=xunit1")
-    root = ET.parse(pytester.path / "out/junit.xml").getroot()
-    case = next(c for c in root.iter("testcase") if c.get("name") == "test_pass")
-    assert {p.get("name") for p in case.iter("property")} == {"rocm_group", "rocm_blocking", "rocm_sku", "rocm_arch"}
+def test_junit_properties_in_full_and_under_xunit1(pytester):
+    run_suite(pytester, "-o", "junit_family=xunit1", "--rocm-junit-properties=full")
+    suite, props = junit_properties(pytester.path / "out/junit.xml")
+    assert suite["rocm_sku"] == "MI300X"
+    assert props["test_pass"] == {"rocm_group": "attention", "rocm_blocking": "true",
+                                  "rocm_sku": "MI300X", "rocm_arch": "gfx942"}
+    assert props["test_skipped_in_body"]["rocm_blocking"] == "false"
+    assert props["test_needs_mi355x"]["rocm_requires"] == "8 x MI355X"
+
+
+def test_junit_properties_setting_is_checked(pytester):
+    pytester.makeini("[pytest]\nrocm_junit_properties = everything\n")
+    pytester.makepyfile("def test_a(): pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*rocm_junit_properties: 'everything' is not one of minimal, full*"])
 
 
 def test_terminal_summary_table_and_reasons(pytester):

@@ -88,7 +88,8 @@ def test_properties_and_groups_reach_the_controller(pytester):
             pass
     """)
     result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi355x-1", "--rocm-report-dir=out",
-                                           "--junitxml=out/junit.xml", "-p", "no:cacheprovider")
+                                           "--junitxml=out/junit.xml", "--rocm-junit-properties=full",
+                                           "-p", "no:cacheprovider")
     result.assert_outcomes(passed=8)
     root = ET.parse(pytester.path / "out/junit.xml").getroot()
     groups = sorted({p.get("value") for p in root.iter("property") if p.get("name") == "rocm_group"})

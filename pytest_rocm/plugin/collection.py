@@ -150,15 +150,35 @@ class Annotator:
         self._add_junit_properties(item, spec)
 
     def _add_junit_properties(self, item: pytest.Item, spec: TestSpec) -> None:
+        """By default only what a reader cannot know otherwise: a marker's group, `rocm_blocking` where a test
+        blocks merges, the known gap's issue. A group the map gave is not repeated on every test case (parity
+        reads the same map with `--groups`, and the gate report has every group); the platform is written once
+        per file (`junit_platform_properties`). `--rocm-junit-properties=full` writes everything on every test
+        case. A property costs about 75 bytes per test case (benchmarks/junit_size.py)."""
         # user_properties ride on every report (through xdist too) into pytest's --junitxml.
         props = item.user_properties
-        if spec.group:
+        full = self.context.settings.junit_properties == "full"
+        if spec.group and (full or spec.gate or spec.blocking):
             props.append(("rocm_group", spec.group))
-            props.append(("rocm_blocking", str(spec.blocking).lower()))
-        platform = self.platform
-        props.append(("rocm_sku", ",".join(platform.skus()) or "none"))
-        props.append(("rocm_arch", ",".join(platform.archs()) or "none"))
+            if spec.blocking or full:
+                props.append(("rocm_blocking", str(spec.blocking).lower()))
         if spec.known_gap:
             props.append(("rocm_known_gap", spec.known_gap.issue))
-        if spec.hardware:
-            props.append(("rocm_requires", spec.hardware.describe()))
+        if full:
+            platform = self.platform
+            props.append(("rocm_sku", ",".join(platform.skus()) or "none"))
+            props.append(("rocm_arch", ",".join(platform.archs()) or "none"))
+            if spec.hardware:
+                props.append(("rocm_requires", spec.hardware.describe()))
+
+
+def junit_platform_properties(config: pytest.Config, platform: Platform) -> None:
+    """The runner's SKUs and architectures, once per JUnit file (`<testsuite><properties>`), where pytest writes
+    one (`--junitxml`). This is the process that writes the file, under xdist the controller."""
+    from _pytest.junitxml import xml_key  # pytest's own record_testsuite_property reads the same stash key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property("rocm_sku", ",".join(platform.skus()) or "none")
+        xml.add_global_property("rocm_arch", ",".join(platform.archs()) or "none")
+        xml.add_global_property("rocm_platform", platform.profile or platform.describe())

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_rocm.catalog.tree import sort_tree, tree_lines
 from pytest_rocm.plugin import xdist_glue
-from pytest_rocm.plugin.collection import Annotator
+from pytest_rocm.plugin.collection import Annotator, junit_platform_properties
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.controller import Controller
 from pytest_rocm.plugin.fixtures import (  # noqa: F401
@@ -112,6 +112,7 @@ class ControllerHooks:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.controller.start()
+        junit_platform_properties(session.config, self.controller.context.platform)
 
     def pytest_collectreport(self, report) -> None:
         self.controller.on_collect_report(report)

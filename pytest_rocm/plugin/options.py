@@ -20,6 +20,8 @@ from pytest_rocm.catalog.groups import GROUPS
 from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
 
 DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
+# Per-test JUnit properties: what tools read (the default), or everything the plugin knows.
+JUNIT_PROPERTIES = ("minimal", "full")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -51,6 +53,11 @@ def add_options(parser: pytest.Parser) -> None:
            help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR")
     option("--rocm-golden-record", default=None, metavar="DIR",
            help="record golden outputs into DIR (on the reference platform) instead of comparing")
+    option("--rocm-junit-properties", default=None, choices=JUNIT_PROPERTIES, metavar="minimal|full",
+           help="per-test JUnit properties: `minimal` (default) writes only what a reader cannot know otherwise "
+                "(a marker's rocm_group; rocm_blocking and rocm_known_gap where they apply) and the platform once "
+                "per file; `full` writes the map's groups, rocm_sku, rocm_arch, rocm_requires and "
+                "rocm_blocking=false on every test case too (ini rocm_junit_properties)")
     option("--rocm-rerun-helper", default=None, help=argparse.SUPPRESS)  # set by the controller only
     option("--rocm-model", default=None, metavar="PATH",
            help="serve these weights in the suites' servers (GPU runners); default: the tiny model built here")
@@ -80,6 +87,7 @@ def add_options(parser: pytest.Parser) -> None:
         "a built-in one", type="linelist", default=[])
     ini("rocm_model_cache", "default for --rocm-model-cache (relative to the ini file)", default="")
     ini("rocm_server_config", "default for --rocm-server-config (relative to the ini file)", default="")
+    ini("rocm_junit_properties", "default for --rocm-junit-properties (minimal or full)", default="")
     ini("rocm_timeouts", "per-group timeouts in seconds for gate tests, `group=seconds` per line "
         "(and `default=seconds`), applied through pytest-timeout", type="linelist", default=[])
 
@@ -128,6 +136,7 @@ class Settings:
     timeouts: dict[str, float]
     baseline_files: list[Path]
     exit_by_conclusion: bool
+    junit_properties: str
     paths: PathRule = field(repr=False)
 
 
@@ -180,12 +189,16 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(f"--rocm-health-probe / rocm_health_probe: {exc}") from None
     exit_by = config.getoption("rocm_exit_by_conclusion") or _bool_ini(config, "rocm_exit_by_conclusion")
+    junit = config.getoption("rocm_junit_properties") or str(config.getini("rocm_junit_properties")).strip() \
+        or "minimal"
+    if junit not in JUNIT_PROPERTIES:
+        raise pytest.UsageError(f"rocm_junit_properties: {junit!r} is not one of {', '.join(JUNIT_PROPERTIES)}")
     return Settings(report_dir=report_dir.resolve() if report_dir else None, group_map_path=group_map,
                     allowed_groups=allowed, reruns=reruns,
                     probe_command=command, probe_argv=argv, signatures=signatures,
                     timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
                     baseline_files=paths.settings("rocm_baselines", "rocm_baselines"),
-                    exit_by_conclusion=exit_by, paths=paths)
+                    exit_by_conclusion=exit_by, junit_properties=junit, paths=paths)
 
 
 # Options whose value is a path, as typed with a space (`--rocm-group-map FILE`).
