@@ -10,6 +10,8 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = DATA / "samples"
 UPSTREAM = DATA / "upstream"
+# Trees shaped like upstream checkouts, for the adoption guide: data, not tests of this project.
+collect_ignore = ["data"]
 
 
 @pytest.fixture(autouse=True)

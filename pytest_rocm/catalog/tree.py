@@ -155,8 +155,11 @@ def _listed(title: str, values: list[str], limit: int) -> list[str]:
     return lines
 
 
-def tree_lines(report: dict, limit: int = LIST_LIMIT) -> list[str]:
-    """The per-group table and the map's problems, as printed by `rocm-gate groups` and `--collect-only`."""
+def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) -> list[str]:
+    """The per-group table and the map's problems, as printed by `rocm-gate groups` and `--collect-only`.
+
+    Without `map_details` (`--collect-only`, often of a part of the tree, where most patterns match nothing
+    for that reason alone) the map's unused patterns and rules are counted, not listed."""
     items_known = report["total"]["items"] is not None
     headers = ["group", *(["items"] if items_known else []), "files", "gates", "blocking"]
     rows = [[name, *([str(c["items"])] if items_known else []), str(c["files"]), str(c["gates"]), str(c["blocking"])]
@@ -173,7 +176,15 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT) -> list[str]:
         lines += _listed(f"not applicable to ROCm, in no group: {entry['reason']}", entry["files"], limit)
     lines += _listed(f"files in no group (counted as `{UNGROUPED}`)", report["ungrouped_files"], limit)
     checked = [p for p in report["unused_patterns"] if not p.get("unchecked")]
-    lines += _listed("patterns that match nothing in this tree (stale paths?)",
+    if not map_details:
+        if checked or report["rules_winning_nothing"]:
+            lines.append(f"map: {len(checked)} pattern(s) match none of these tests and "
+                         f"{len(report['rules_winning_nothing'])} rule(s) sort none of them; on the whole tree "
+                         "`rocm-gate groups --map MAP .` lists them")
+        return lines + _listed("files a later rule of another group matches as narrowly as the rule that wins "
+                               "them", [f"{o['file']}: {o['group']}, also {', '.join(o['also'])}"
+                                        for o in report["overlaps"]], limit)
+    lines += _listed("patterns that match nothing in this tree (stale paths, or only part of the tree was given)",
                      [f"rule {p['rule']} ({p['group']}): {p['pattern']}" for p in checked], limit)
     unchecked = [p for p in report["unused_patterns"] if p.get("unchecked")]
     if unchecked:

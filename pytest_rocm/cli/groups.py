@@ -1,7 +1,8 @@
 """`rocm-gate groups --map MAP SOURCE...`: how a test tree sorts into groups, before anything runs.
 
 SOURCE is any of:
-  a folder           a checkout: its test files (pytest's default python_files), paths relative to the folder
+  a folder           its test files (pytest's default python_files), named as pytest names them from here:
+                     relative to the current folder if the folder is inside it, else to the folder itself
   FILE.jsonl         SGLang's registrations (one {"path", "registrations"} object per line)
   FILE or -          a list of paths or node ids, one per line: a file list such as `git ls-files tests`, or the
                      output of `pytest --collect-only -q` (node ids: items are counted) or `-qq` (`path: N`)
@@ -89,10 +90,14 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
     else:
         path = Path(source)
         if path.is_dir():
+            # Paths as pytest's node ids name them when run from here: relative to the current folder when the
+            # folder is inside it (`test/registered` from an SGLang checkout), else relative to the folder.
+            cwd = Path.cwd().resolve()
+            base = cwd if path.resolve().is_relative_to(cwd) else path.resolve()
             found = []
-            for folder, dirs, files in os.walk(path):
+            for folder, dirs, files in os.walk(path.resolve()):
                 dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith("."))
-                found += [Path(folder, f).relative_to(path).as_posix() for f in sorted(files) if f.endswith(".py")]
+                found += [Path(folder, f).relative_to(base).as_posix() for f in sorted(files) if f.endswith(".py")]
             tests = [(p, 1) for p in found if _is_test_file(p, globs)]
             return tests, False, len(found) - len(tests)
         if not path.is_file():

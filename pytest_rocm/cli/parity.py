@@ -65,6 +65,7 @@ def run(args) -> int:
     from pytest_rocm.parity.sglang_registry import (
         RegistryError,
         declared_parity,
+        executed_coverage,
         read_registry,
     )
 
@@ -83,7 +84,10 @@ def run(args) -> int:
                 parity_mod.strip_explicit(side, args.strip_prefix)
             report = parity_mod.compute(reference, candidate, group_map, applicability, previous=previous)
         if args.sglang_registry:
-            report["sglang"] = declared_parity(read_registry(args.sglang_registry), applicability)
+            registered = read_registry(args.sglang_registry)
+            report["sglang"] = declared_parity(registered, applicability)
+            if args.reference:  # registrations and results together: declared against executed, per file
+                report["sglang"]["executed"] = executed_coverage(registered, report, applicability)
     except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
         print(f"rocm-gate parity: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

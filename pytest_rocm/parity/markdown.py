@@ -90,6 +90,19 @@ def _render_sglang(sglang: dict, n: int) -> str:
         lines += [f"- {_code(d['path'])} ({d['suite']}): {_cell(str(d['reason']))}" for d in shown]
         if len(sglang["disabled"]) > len(shown):
             lines.append(f"- and {len(sglang['disabled']) - len(shown)} more")
+    executed = sglang.get("executed")
+    if executed:
+        counts = executed["counts"]
+        lines += ["", "### Declared (registrations) against executed (this run's results on the candidate)", "",
+                  "| | passes on the candidate | does not pass |", "|---|---:|---:|",
+                  f"| registered for AMD | {counts['declared_and_passing']} | {counts['declared_not_passing']} |",
+                  f"| not registered for AMD | {counts['passing_not_declared']} | {counts['neither']} |", "",
+                  f"Registered for CUDA but not run here: {counts['not_run']} file(s)."]
+        for kind, title in (("passing_not_declared", "Pass on the candidate without an AMD registration "
+                                                     "(register them)"),
+                            ("declared_not_passing", "Registered for AMD, not passing on the candidate")):
+            if executed[kind]:
+                lines += ["", f"{title}: " + _cut([_code(p) for p in executed[kind]], max(n, 1) * 4)]
     if sglang["missing_on_amd"]:
         lines += ["", f"### CUDA test files without an enabled AMD registration ({len(sglang['missing_on_amd'])})",
                   _cut([_code(m["path"]) for m in sglang["missing_on_amd"]], n * 4) if n else ""]

@@ -172,3 +172,38 @@ def declared_parity(files: list[RegisteredFile], applicability: Applicability | 
         "not_applicable": excluded,
         "missing_on_amd": missing,
     }
+
+
+EXECUTED_KINDS = ("declared_and_passing", "declared_not_passing", "passing_not_declared", "neither")
+
+
+def executed_coverage(files: list[RegisteredFile], report: dict, applicability: Applicability | None = None) -> dict:
+    """Declared coverage (an enabled AMD registration) against executed coverage (the candidate's results in a
+    parity report), per test file registered for CUDA and applicable to ROCm.
+
+    A file passes on the candidate when at least one of its tests ran there and every one that ran passed.
+    `passing_not_declared` lists files that could be registered for AMD today; `declared_not_passing` lists
+    registrations whose tests do not pass on the candidate."""
+    ran: dict[str, list[bool]] = defaultdict(list)  # file -> passed?, per test that ran on the candidate
+    for path, rests in report.get("passing", {}).items():
+        ran[path].extend([True] * len(rests))
+    for nodeid, entry in report.get("tests", {}).items():
+        candidate = entry.get("candidate")
+        if candidate is not None and entry.get("parity") != "not_applicable":
+            ran[nodeid.partition("::")[0]].append(candidate in ("passed", "xpassed"))
+    kinds: dict[str, list[str]] = {kind: [] for kind in EXECUTED_KINDS}
+    not_run = []
+    for f in files:
+        if not f.registrations.get("cuda") or _not_applicable(f, applicability):
+            continue
+        results = ran.get(f.path)
+        if not results:
+            not_run.append(f.path)
+            continue
+        passing, declared = all(results), bool(f.enabled("amd"))
+        kind = ("declared_and_passing" if passing else "declared_not_passing") if declared else \
+            ("passing_not_declared" if passing else "neither")
+        kinds[kind].append(f.path)
+    return {**{kind: sorted(paths) for kind, paths in kinds.items()},
+            "counts": {kind: len(paths) for kind, paths in kinds.items()} | {"not_run": len(not_run)},
+            "not_run": sorted(not_run)}

@@ -153,7 +153,7 @@ class ControllerHooks:
         if config.option.collectonly and controller.collected is not None:  # nothing ran: show the sorting
             entries = config.stash[ANNOTATOR].tree_entries(controller.collected)
             terminalreporter.write_sep("=", "pytest-rocm: how the collected tests sort into groups")
-            for line in tree_lines(sort_tree(entries, controller.context.group_map)):
+            for line in tree_lines(sort_tree(entries, controller.context.group_map), map_details=False):
                 terminalreporter.write_line(line)
             return
         if controller.gate_report is None:

@@ -1,0 +1,2 @@
+def test_chat_template_renders():
+    assert "{{ message }}".startswith("{{")

@@ -1,0 +1,10 @@
+import pytest
+
+
+@pytest.mark.core_model
+def test_schedule_prefill_then_decode():
+    assert [1, 2][::-1] == [2, 1]
+
+
+def test_preemption():
+    assert True
