@@ -172,3 +172,18 @@ def test_bad_sources_are_named(tmp_path):
     (tmp_path / "typo.toml").write_text('schema = "pytest-rocm/groups/1"\n[[rule]]\ngroup = "api"\npath = ["a/"]\n')
     done = groups("--map", tmp_path / "typo.toml", tmp_path / "empty.txt")
     assert done.returncode == 2 and "typo.toml" in done.stderr and "paths" in done.stderr
+
+
+def test_options_as_maintainers_type_them(tmp_path):
+    (tmp_path / "map.toml").write_text('schema = "pytest-rocm/groups/1"\n[[rule]]\ngroup = "atention"\npaths = ["t/"]\n')
+    (tmp_path / "list.txt").write_text("t/check_a.py\nt/test_b.py\n_private/test_c.py\n")
+    done = groups("--map", tmp_path / "map.toml", tmp_path / "list.txt")
+    assert done.returncode == 2 and "unknown group 'atention'" in done.stderr and "--extra-group" in done.stderr
+    # --python-files takes one glob per use, so the source after it stays a source
+    report = as_json("--map", tmp_path / "map.toml", "--extra-group", "atention", "--python-files", "check_*.py",
+                     tmp_path / "list.txt")
+    assert report["groups"] == {"atention": {"items": None, "files": 1, "gates": 0, "blocking": 0}}
+    assert report["not_test_files"] == 2
+    # a path that starts with "_" is a path, not one of pytest's section lines
+    assert as_json("--map", tmp_path / "map.toml", "--extra-group", "atention", tmp_path / "list.txt")[
+        "ungrouped_files"] == ["_private/test_c.py"]

@@ -127,7 +127,7 @@ def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMa
             raise GroupMapError(f"{where}: needs `group = \"name\"`")
         if allowed is not None and group not in allowed:
             raise GroupMapError(f"{where}: unknown group {group!r}; allowed: {', '.join(sorted(allowed))} "
-                                "(add more with the `rocm_groups` ini option)")
+                                "(add more with the `rocm_groups` ini option, or `rocm-gate groups --extra-group`)")
         paths = raw.get("paths")
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             raise GroupMapError(f"{where}: needs `paths = [\"tests/dir/\", ...]` (a non-empty list of strings)")

@@ -31,6 +31,7 @@ SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", "buil
 # pytest's own lines around the node ids of `--collect-only -q`: counts and section rules, never tests.
 _PYTEST_TRAILER = re.compile(r"^(\d+(/\d+)? tests? (collected|deselected)|no tests (collected|ran)|collected \d+ item)")
 _QQ_LINE = re.compile(r"^(\S.*?\.py): (\d+)$")
+_SECTION = re.compile(r"^(={3,}|_{3,}|!{3,})")
 
 
 class SourceError(ValueError):
@@ -45,9 +46,12 @@ def add_parser(commands, name: str) -> None:
     groups.add_argument("--map", required=True, type=Path, metavar="MAP.toml", help="the group map to check")
     groups.add_argument("--applicability", type=Path, metavar="TOML",
                         help="tests that can never apply to ROCm: listed once, in no group")
-    groups.add_argument("--python-files", nargs="+", default=None, metavar="GLOB",
-                        help="which files of a file list or folder are test files (default: pytest's, "
-                             "test_*.py *_test.py)")
+    groups.add_argument("--python-files", action="append", default=None, metavar="GLOB",
+                        help="which files of a file list or folder are test files (repeatable; default: pytest's, "
+                             "test_*.py and *_test.py)")
+    groups.add_argument("--extra-group", action="append", default=[], metavar="NAME",
+                        help="a group name the map may use besides the built-in ones (repeatable; as the "
+                             "rocm_groups ini option does for the plugin)")
     groups.add_argument("--json", action="store_true", help="print the whole answer as JSON")
     groups.add_argument("--strict", action="store_true",
                         help="exit 3 when a pattern matches nothing, a rule sorts no test, or two groups match a file")
@@ -65,7 +69,7 @@ def _read_lines(lines: list[str], where: str, notes: list[str]) -> list[tuple[st
         text = line.rstrip("\r\n").strip()
         if not text or _PYTEST_TRAILER.match(text):
             continue
-        if text[0] in "=!_":  # a pytest section ("==== ERRORS ====", "!!! Interrupted"): the list has ended
+        if _SECTION.match(text):  # a pytest section ("==== ERRORS ====", "!!! Interrupted"): the list has ended
             if "error" in text.lower() or "interrupted" in text.lower():
                 notes.append(f"{where}: pytest reported errors while collecting (line {number}: {text.strip('=! ')}); "
                              "the tree below is incomplete")
@@ -125,13 +129,13 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
 
 def run(args) -> int:
     from pytest_rocm.catalog.applicability import ApplicabilityError, load_applicability
-    from pytest_rocm.catalog.groups import GroupMapError, load_group_map
+    from pytest_rocm.catalog.groups import GROUPS, GroupMapError, load_group_map
     from pytest_rocm.catalog.tree import DEFAULT_TEST_FILES, TreeEntry, sort_tree, tree_lines
 
     globs = tuple(args.python_files or DEFAULT_TEST_FILES)
     notes: list[str] = []
     try:
-        group_map = load_group_map(args.map)
+        group_map = load_group_map(args.map, set(GROUPS) | set(args.extra_group))
         applicability = load_applicability(args.applicability) if args.applicability else None
         entries, items_known, set_aside = [], True, 0
         for source in args.sources:
