@@ -187,3 +187,13 @@ def test_options_as_maintainers_type_them(tmp_path):
     # a path that starts with "_" is a path, not one of pytest's section lines
     assert as_json("--map", tmp_path / "map.toml", "--extra-group", "atention", tmp_path / "list.txt")[
         "ungrouped_files"] == ["_private/test_c.py"]
+
+
+def test_standard_input_that_is_not_text_and_qq_counts_of_one(tmp_path):
+    vllm_map = MAPS / "vllm.toml"
+    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "groups", "--map", str(vllm_map), "-"],
+                          input=b"\xff\xfe tests", capture_output=True)
+    assert done.returncode == 2 and b"standard input: not UTF-8 text" in done.stderr and b"Traceback" not in done.stderr
+    # `-qq` lines count items even when every file has one test
+    report = as_json("--map", vllm_map, "-", stdin="tests/v1/core/test_a.py: 1\ntests/test_b.py: 1\n")
+    assert report["total"] == {"items": 2, "files": 2}

@@ -9,8 +9,9 @@ patterns of the map match nothing in the tree (a stale path, usually a file
 upstream moved); which rules win no test (dead, or shadowed by an earlier
 rule); and which files two rules of different groups both match (the first
 rule wins; reported when the later rule is at least as narrow, so the map's
-deliberate carve-outs, a folder taken before a broader catch-all, are not noise). `rocm-gate groups` and the plugin
-under `pytest --collect-only` print the same table from it.
+deliberate carve-outs, a folder taken before a broader catch-all, are not
+noise). `rocm-gate groups` and the plugin under `pytest --collect-only` print
+the same table from it.
 """
 
 from __future__ import annotations

@@ -62,9 +62,18 @@ def _is_test_file(path: str, globs: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, g) for g in globs)
 
 
-def _read_lines(lines: list[str], where: str, notes: list[str]) -> list[tuple[str, int]]:
-    """(path or node id, count) from a file list or pytest's `--collect-only -q/-qq` output."""
-    found = []
+def _decode(data: bytes, where: str) -> list[str]:
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{where}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                          "give a list of paths or node ids, one per line") from None
+
+
+def _read_lines(lines: list[str], where: str, notes: list[str]) -> tuple[list[tuple[str, int]], bool]:
+    """(path or node id, count) from a file list or pytest's `--collect-only -q/-qq` output, and whether the
+    counts came from `-qq` lines."""
+    found, counted = [], False
     for number, line in enumerate(lines, start=1):
         text = line.rstrip("\r\n").strip()
         if not text or _PYTEST_TRAILER.match(text):
@@ -77,11 +86,12 @@ def _read_lines(lines: list[str], where: str, notes: list[str]) -> list[tuple[st
         qq = _QQ_LINE.match(text)
         if qq:
             found.append((qq.group(1), int(qq.group(2))))
+            counted = True
         elif "\x00" in text or len(text) > 4096:
             raise SourceError(f"{where}:{number}: not a path or node id (binary or oversized line)")
         else:
             found.append((text.removeprefix("./"), 1))
-    return found
+    return found, counted
 
 
 def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
@@ -89,8 +99,8 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
     from pytest_rocm.parity.sglang_registry import RegistryError, read_jsonl
 
     if source == "-":
-        raw = sys.stdin.read().splitlines()
         where = "standard input"
+        raw = _decode(sys.stdin.buffer.read(), where)
     else:
         path = Path(source)
         if path.is_dir():
@@ -113,15 +123,10 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
                 raise SourceError(str(exc)) from None
             tests = [(p, 1) for p in files if _is_test_file(p, globs)]
             return tests, False, len(files) - len(tests)
-        try:
-            raw = path.read_bytes().decode("utf-8").splitlines()
-        except UnicodeDecodeError as exc:
-            raise SourceError(f"{source}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-                              "give a list of paths or node ids, one per line") from None
+        raw = _decode(path.read_bytes(), source)
         where = source
-    lines = _read_lines(raw, where, notes)
-    items_known = any("::" in entry for entry, _ in lines) or any(n != 1 for _, n in lines)
-    if items_known:
+    lines, counted = _read_lines(raw, where, notes)
+    if counted or any("::" in entry for entry, _ in lines):  # node ids, or `-qq` counts: items are known
         return lines, True, 0
     tests = [(p, n) for p, n in lines if _is_test_file(p, globs)]
     return tests, False, len(lines) - len(tests)
