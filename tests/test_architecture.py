@@ -3,6 +3,7 @@
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -71,11 +72,13 @@ def test_every_module_says_what_it_owns_and_every_package_has_a_public_surface()
             assert isinstance(getattr(module, "__all__", None), list), f"{name} has no __all__"
 
 
-def test_xdist_internals_are_touched_in_one_module():
-    private = ("dsession", ".sched", "shuttingdown", "gateway._io", "_io", "runtestprotocol", "shutting_down")
+def test_xdist_internals_are_touched_in_two_modules():
+    """The glue, and the scheduler xdist drives through its worker objects; nothing else."""
+    private = (r"dsession", r"\.sched\b", r"shuttingdown", r"\b_io\b", r"runtestprotocol", r"shutting_down",
+               r"send_runtest", r"\.shutdown\(")
     for name in MODULES:
-        if name == "pytest_rocm.plugin.xdist_glue":
+        if name in ("pytest_rocm.plugin.xdist_glue", "pytest_rocm.scheduling.xdist_scheduler"):
             continue
         source = Path(importlib.util.find_spec(name).origin).read_text()
         for word in private:
-            assert word not in source, f"{name} uses {word!r}: keep xdist internals in plugin/xdist_glue.py"
+            assert not re.search(word, source), f"{name} uses {word!r}: keep xdist internals in plugin/xdist_glue.py"

@@ -35,8 +35,9 @@ from test_verdicts import CONFTEST  # noqa: E402
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [["-n", "2"], ["-n", "1"], ["-n", "4"], ["-n", "2", "--dist=loadscope"],
-                                  ["-n", "2", "--dist=loadfile"], ["-n", "2", "--dist=worksteal"], []],
-                         ids=["n2", "n1", "n4", "loadscope", "loadfile", "worksteal", "no-xdist"])
+                                  ["-n", "2", "--dist=loadfile"], ["-n", "2", "--dist=worksteal"], [],
+                                  ["-n", "2", "--rocm-scheduler=gpu"], ["-n", "4", "--rocm-scheduler=gpu"]],
+                         ids=["n2", "n1", "n4", "loadscope", "loadfile", "worksteal", "no-xdist", "gpu-n2", "gpu-n4"])
 def test_a_flake_among_three_gates_is_rerun_in_every_shape(pytester, run_gates, args):
     """3 blocking gates, the flaky one first: the workers have been told to stop before it fails."""
     pytester.makeconftest(CONFTEST)

@@ -135,6 +135,24 @@ class Controller:
                 self.notes.append(f"the health probe failed on devices {','.join(map(str, devices))} before any "
                                   f"test ran: {result['detail']}; verdicts on this runner are not trusted")
 
+    def make_scheduler(self, log):
+        """`--rocm-scheduler=gpu`: the project's xdist scheduler (None leaves xdist's own)."""
+        settings = self.context.settings
+        if not settings.gpu_scheduling or getattr(self.config.option, "dist", "no") != "load":
+            return None
+        from pytest_rocm.hw.allocation import lock_root
+        from pytest_rocm.scheduling.durations import DurationStore
+        from pytest_rocm.scheduling.xdist_scheduler import GpuScheduling
+
+        platform = self.context.platform
+        store = DurationStore.load(settings.durations_path)
+        if store.problem:
+            self.notes.append(store.problem)
+        workers = xdist_glue.expected_workers(self.config)
+        capacity = len(platform.gpus) or workers  # a CPU runner: its worker slots
+        return GpuScheduling(self.config, log, capacity, store.expected(platform.keys()[0]),
+                             lock_root(self.context.session_id), workers)
+
     # -- during the run ------------------------------------------------------------------------------
     def on_collect_report(self, report) -> None:
         if report.failed:
@@ -254,6 +272,7 @@ class Controller:
             manifest["servers"] = [{k: v for k, v in r.items() if k not in ("schema", "kind")}
                                    for r in loaded.records if r.get("kind") == "server"]
             proposals = self._write_proposals(loaded.records, manifest)
+            self._update_durations(loaded.records)
             self.gate_report = build_gate_report(loaded.records, manifest, loaded.problems,
                                                  self.context.group_of if self.context.group_map else None,
                                                  settings.signatures)
@@ -285,6 +304,20 @@ class Controller:
             f"{self.collected[0]!r}, rootdir {self.config.rootpath}): its paths are relative to the tree's root. "
             "Give the map as --rocm-group-map=FILE (with '=') or the ini option rocm_group_map, and run pytest "
             "from the tree's root")
+
+    def _update_durations(self, records: list[dict]) -> None:
+        """--rocm-durations FILE: this run's measured durations join the store, for the next run's scheduler."""
+        path = self.context.settings.durations_path
+        if path is None:
+            return
+        from pytest_rocm.scheduling.durations import DurationStore, durations_from_records
+
+        store = DurationStore.load(path)
+        store.add(self.context.platform.keys()[0], durations_from_records(records))
+        try:
+            store.save()
+        except OSError as exc:
+            self.notes.append(f"could not update the duration store {path}: {exc}")
 
     def _write_proposals(self, records: list[dict], manifest: dict) -> Path | None:
         """--rocm-propose-baselines FILE: an entry per measured metric, sourced from this run's manifest."""

@@ -80,8 +80,10 @@ class RecordingHooks:
     def __init__(self, recorder: Recorder):
         self.recorder = recorder
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist tells the controller this worker's collection ended
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.recorder.record_collection(session.items)
+        self.recorder.write_gpu_demands(session.items)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.recorder.record_report(report)
@@ -126,6 +128,10 @@ class ControllerHooks:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.controller.on_report(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
+        return self.controller.make_scheduler(log)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:

@@ -90,6 +90,23 @@ class Recorder:
                                             "gate": specs[item.nodeid].gate}
                               for item in items if item.nodeid in specs}})
 
+    def write_gpu_demands(self, items: list[pytest.Item]) -> None:
+        """For `--rocm-scheduler=gpu`: each test's GPU demand, beside the run's device locks, before the controller
+        schedules (a test that cannot run here needs none: it is skipped as not applicable)."""
+        if not self.context.settings.gpu_scheduling or not self.context.is_worker:
+            return
+        from pytest_rocm.hw.allocation import lock_root
+        from pytest_rocm.scheduling.xdist_scheduler import write_demands
+
+        demands = {}
+        for item in items:
+            spec = self.annotator.specs.get(item.nodeid)
+            gpus = 0 if spec is not None and spec.not_applicable else (
+                spec.hardware.gpus if spec is not None and spec.hardware else 1)
+            if gpus != 1:
+                demands[item.nodeid] = gpus
+        write_demands(lock_root(self.context.session_id), self.context.worker, demands)
+
     def _encoded_spec(self, nodeid: str) -> str:
         """The spec's record fields (group, blocking, requirement, known gap) as JSON, once per test."""
         encoded = self.spec_json.get(nodeid)

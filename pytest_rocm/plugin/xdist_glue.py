@@ -34,7 +34,7 @@ def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
         return False
     try:
         sched.mark_test_pending(nodeid)
-    except (NotImplementedError, ValueError, AttributeError, AssertionError):
+    except (NotImplementedError, ValueError, KeyError, AttributeError, AssertionError):
         return False  # --dist each/loadscope/loadfile cannot reschedule one test
     return True
 
@@ -58,3 +58,10 @@ def worker_count(config: pytest.Config) -> int:
     """How many workers the run asked for (reruns after the pass run that many at a time)."""
     value = getattr(config.option, "numprocesses", None)
     return value if isinstance(value, int) and value > 0 else 1
+
+
+def expected_workers(config: pytest.Config) -> int:
+    """How many workers xdist starts (its scheduler's `numnodes`: `-n N`, or the `--tx` specs)."""
+    from xdist.workermanage import parse_tx_spec_config
+
+    return len(parse_tx_spec_config(config))

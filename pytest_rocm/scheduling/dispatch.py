@@ -1,0 +1,133 @@
+"""Which test a worker runs next on a GPU runner: longest first, under the runner's GPU capacity.
+
+The rule is shared by the xdist scheduler (`xdist_scheduler.py`) and the simulation
+(`simulate.py`), so a simulated makespan is a prediction of the real one.
+
+Each xdist worker runs one test at a time, and (as xdist's workers do) starts a test only once
+the one after it is queued or it has been told to stop: a worker's queue holds the test it runs
+and at most one more. The running test (the head of a queue) holds its GPUs; the GPUs no head
+holds are free.
+
+- An idle worker gets the longest pending test that fits the free GPUs, and nothing while none
+  fits (it is asked again whenever a test ends), so no test waits for GPUs another test holds.
+- A worker whose head runs gets its next test at once (the head cannot start otherwise): the
+  longest pending test that will fit when the head ends (its GPUs plus the free ones), else the
+  pending test that needs the fewest GPUs (it then waits for the device locks, which keep the GPUs
+  exclusive).
+- A rerun goes to the front. With nothing pending, a worker is told to stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SHUTDOWN = "shutdown"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One test as the scheduler sees it: its index in the collection, its GPU demand and expected seconds."""
+
+    index: int
+    nodeid: str
+    gpus: int
+    seconds: float
+
+
+@dataclass
+class Dispatcher:
+    capacity: int
+    pending: list[Job] = field(default_factory=list)  # longest first
+    queues: dict[object, list[Job]] = field(default_factory=dict)
+    stopped: set = field(default_factory=set)
+    started: dict[object, float] = field(default_factory=dict)  # when each worker's head started
+
+    @classmethod
+    def longest_first(cls, jobs: list[Job], capacity: int) -> Dispatcher:
+        """Pending tests ordered longest first, then by GPU demand, then as collected (a stable order, so two
+        runs with the same durations schedule alike). A demand above the capacity counts as the whole runner."""
+        capacity = max(capacity, 1)
+        clamped = [Job(j.index, j.nodeid, min(max(j.gpus, 0), capacity), j.seconds) for j in jobs]
+        return cls(capacity, sorted(clamped, key=lambda j: (-j.seconds, -j.gpus, j.index)))
+
+    def add_worker(self, worker) -> None:
+        self.queues.setdefault(worker, [])
+
+    @property
+    def free(self) -> int:
+        return self.capacity - sum(queue[0].gpus for queue in self.queues.values() if queue)
+
+    def _take(self, budget: int, must: bool, start: int = 0) -> Job | None:
+        """The pending test at `start` in longest-first order, or the next after it, or (wrapping round) any
+        before it, that fits `budget` GPUs; with `must`, the longest pending test when none fits."""
+        if not self.pending:
+            return None
+        start = min(start, len(self.pending) - 1)
+        order = list(range(start, len(self.pending))) + list(range(start))
+        for position in order:
+            if self.pending[position].gpus <= budget:
+                return self.pending.pop(position)
+        if not must:
+            return None
+        # Nothing fits: the test that needs the fewest GPUs (the longest of those) waits least for the locks.
+        fewest = min(range(len(self.pending)), key=lambda position: (self.pending[position].gpus, position))
+        return self.pending.pop(fewest)
+
+    def fill(self, workers, now: float = 0.0) -> dict[object, list[Job | str]]:
+        """What to send each of these workers now (tests to queue, and/or SHUTDOWN). Every idle worker gets its
+        first test before any gets a second, so the first tests spread over the workers. A worker whose head
+        waits gets its second test (or SHUTDOWN, so the head runs) as longest-first would place it: the worker
+        expected to free up first gets the longest test, the next one the next longest, and so on."""
+        workers = [w for w in workers if w in self.queues and w not in self.stopped]
+        sent: dict[object, list[Job | str]] = {w: [] for w in workers}
+        for worker in workers:
+            queue = self.queues[worker]
+            if not queue and self.pending:
+                first = self._take(self.free, must=False)
+                if first is not None:  # else nothing fits the free GPUs now: asked again when a test ends
+                    queue.append(first)
+                    sent[worker].append(first)
+        for worker in sorted(workers, key=lambda w: self._free_at(w, now)):
+            queue = self.queues[worker]
+            if len(queue) == 1:
+                # its place among the busy workers (an idle one waits for GPUs: it takes no test sooner)
+                rank = sum(self._free_at(other, now) < self._free_at(worker, now)
+                           for other, other_queue in self.queues.items()
+                           if other != worker and other_queue and other not in self.stopped)
+                after = self._take(self.free + queue[0].gpus, must=True, start=rank)
+                if after is not None:
+                    queue.append(after)
+                    sent[worker].append(after)
+                    self.started.setdefault(worker, now)
+            if not self.pending and len(queue) < 2:
+                self.stopped.add(worker)
+                sent[worker].append(SHUTDOWN)
+                if queue:
+                    self.started.setdefault(worker, now)
+        return {w: things for w, things in sent.items() if things}
+
+    def _free_at(self, worker, now: float) -> float:
+        """When this worker is expected to have run its queue (its head from when it started, or from now)."""
+        queue = self.queues.get(worker, [])
+        if not queue:
+            return now
+        return self.started.get(worker, now) + sum(job.seconds for job in queue)
+
+    def complete(self, worker, index: int, now: float = 0.0) -> None:
+        queue = self.queues.get(worker, [])
+        for position, job in enumerate(queue):
+            if job.index == index:
+                del queue[position]
+                break
+        self.started.pop(worker, None)
+        if queue and (len(queue) >= 2 or worker in self.stopped):
+            self.started[worker] = now  # the next test had its successor queued: it starts now
+
+    def requeue_front(self, job: Job) -> None:
+        """A rerun (or a crashed worker's queued test): first in line."""
+        self.pending.insert(0, Job(job.index, job.nodeid, min(job.gpus, self.capacity), job.seconds))
+
+    def remove_worker(self, worker) -> list[Job]:
+        """A worker died: its queue (the head first) leaves it."""
+        self.stopped.discard(worker)
+        return self.queues.pop(worker, [])
