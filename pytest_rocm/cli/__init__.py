@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_rocm.cli import baselines, doctor, groups, parity, verdict
+from pytest_rocm.cli import baselines, doctor, groups, parity, shard, verdict
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), rebuild a run's verdicts (verdict), review "
-               "baseline changes (baselines diff), report CUDA parity (parity), and check how a test tree sorts into "
-               "groups (groups). Run `rocm-gate COMMAND --help`.")
+               "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
+               "groups (groups), and split a suite across runners (shard). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
-            "groups": groups}
+            "groups": groups, "shard": shard}
 
 
 def build_parser() -> argparse.ArgumentParser:

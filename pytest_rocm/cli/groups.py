@@ -132,6 +132,18 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
     return tests, False, len(lines) - len(tests)
 
 
+def read_sources(sources: list[str], globs: tuple[str, ...], notes: list[str]):
+    """Every source's tests: ([(node id or path, count)], whether items are known, files set aside). Raises
+    SourceError (or OSError) naming the source."""
+    found, items_known, set_aside = [], True, 0
+    for source in sources:
+        entries, known, aside = _read_source(source, globs, notes)
+        found += entries
+        items_known = items_known and known
+        set_aside += aside
+    return found, items_known, set_aside
+
+
 def run(args) -> int:
     from pytest_rocm.catalog.applicability import ApplicabilityError, load_applicability
     from pytest_rocm.catalog.groups import GROUPS, GroupMapError, load_group_map
@@ -142,13 +154,8 @@ def run(args) -> int:
     try:
         group_map = load_group_map(args.map, set(GROUPS) | set(args.extra_group))
         applicability = load_applicability(args.applicability) if args.applicability else None
-        entries, items_known, set_aside = [], True, 0
-        for source in args.sources:
-            found, known, aside = _read_source(source, globs, notes)
-            items_known = items_known and known
-            set_aside += aside
-            for nodeid, count in found:
-                entries += [TreeEntry(nodeid)] * count
+        found, items_known, set_aside = read_sources(args.sources, globs, notes)
+        entries = [TreeEntry(nodeid) for nodeid, count in found for _ in range(count)]
     except (GroupMapError, ApplicabilityError, SourceError, OSError) as exc:
         print(f"rocm-gate groups: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

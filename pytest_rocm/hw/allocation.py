@@ -69,6 +69,7 @@ class Allocation:
     vendor: str
     locks: list = field(default_factory=list)  # filelock.FileLock
     reused_avoided: bool = False  # the runner had no other devices than the failed attempt's
+    waited_s: float = 0.0  # how long other tests held the devices: not this test's own time
 
     @property
     def env(self) -> dict[str, str]:
@@ -93,7 +94,8 @@ def allocate(session_id: str, pool: list[int], count: int, vendor: str, avoid: s
     root = lock_root(session_id)
     root.mkdir(parents=True, exist_ok=True)
     preferred = [d for d in pool if d not in avoid] + [d for d in pool if d in avoid]
-    deadline = time.monotonic() + wait_s
+    started = time.monotonic()
+    deadline = started + wait_s
     rng = random.Random(os.getpid())
     while True:
         held: list[tuple[int, object]] = []
@@ -114,7 +116,7 @@ def allocate(session_id: str, pool: list[int], count: int, vendor: str, avoid: s
         if len(held) == count:
             devices = sorted(d for d, _ in held)
             return Allocation(devices, vendor, [lk for _, lk in held if lk is not None],
-                              reused_avoided=bool(set(devices) & avoid))
+                              reused_avoided=bool(set(devices) & avoid), waited_s=time.monotonic() - started)
         for _, lock in held:
             if lock is not None:
                 lock.release()

@@ -55,6 +55,7 @@ class FixtureServices:
 
         request.addfinalizer(release)
         self.recorder.allocations[item.nodeid] = got.devices
+        self.recorder.gpu_waits[item.nodeid] = round(got.waited_s, 6)
         item.user_properties[:] = [p for p in item.user_properties if p[0] != "rocm_gpus"]
         item.user_properties.append(("rocm_gpus", ",".join(map(str, got.devices))))
         return got.devices

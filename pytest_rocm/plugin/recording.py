@@ -29,6 +29,7 @@ class Recorder:
         self.spec_json: dict[str, str] = {}  # nodeid -> its spec's record fields, encoded once
         self.nodeid_json: dict[str, str] = {}
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
+        self.gpu_waits: dict[str, float] = {}  # nodeid -> seconds its latest attempt waited for them
         self.measurements: dict[str, list[dict]] = {}  # nodeid -> what its gates measured (this attempt)
 
     @property
@@ -59,6 +60,8 @@ class Recorder:
                   "duration": round(report.duration, 6)}
         if nodeid in self.allocations:
             record["gpus"] = self.allocations[nodeid]
+            if report.when == "setup" and self.gpu_waits.get(nodeid):
+                record["gpu_wait_s"] = self.gpu_waits[nodeid]
         if report.when == "call" and nodeid in self.measurements:
             record["measurements"] = self.measurements.pop(nodeid)
         if hasattr(report, "wasxfail"):

@@ -85,7 +85,8 @@ class DurationStore:
 
 def durations_from_records(records: list[dict]) -> dict[str, float]:
     """Each test's duration in a run: setup, call and teardown of its first attempt (a rerun's is not what the
-    scheduler plans for), from the records. A crashed attempt has no complete duration and is left out."""
+    scheduler plans for), less the time it waited for its GPUs, from the records. A crashed attempt has no
+    complete duration and is left out."""
     from pytest_rocm.results.records import split_attempts
 
     phases: dict[str, list[dict]] = defaultdict(list)
@@ -97,5 +98,6 @@ def durations_from_records(records: list[dict]) -> dict[str, float]:
         first = split_attempts(ordered)[0]
         if any(r.get("crashed") for r in first) or not all(isinstance(r.get("duration"), (int, float)) for r in first):
             continue
-        durations[nodeid] = sum(r["duration"] for r in first)
+        # the time its GPUs were held by other tests is the schedule's, not the test's
+        durations[nodeid] = max(sum(r["duration"] - r.get("gpu_wait_s", 0.0) for r in first), 0.0)
     return durations

@@ -1,0 +1,172 @@
+"""Scheduling on one GPU runner and sharding across runners, on SGLang's real CI registrations.
+
+1. One 8-GPU node per suite: every enabled registration of a suite (its `est_time`, its GPU count from
+   the suite name), as makespans over the lower bound `max(sum(gpus x seconds) / 8, longest test)`:
+   the project's scheduler (`--rocm-scheduler=gpu`, simulated with the rule it runs), xdist's blind
+   `load` order, and SGLang's own longest-first partitions (8 // gpus partitions run side by side).
+2. One MI300X node for all of SGLang's per-commit AMD suites at once (1-, 2- and 8-GPU tests mixed):
+   where packing by GPU demand matters. SGLang runs its suites as separate jobs: here one after another.
+3. Sharding a suite over the runners SGLang uses for it: the slowest shard over the ideal, for
+   `rocm-gate shard` and for SGLang's `auto_partition` (longest first by est_time, filename tie-break).
+4. The real scheduler (not the simulation) on a suite of sleeping tests with GPU markers on a simulated
+   `mi300x-8`, 8 xdist workers: measured makespan (first test start to last test end, from the records)
+   against the simulation of the same tests with the durations the first run measured.
+
+    .venv/bin/python benchmarks/scheduling.py [--registrations FILE] [--skip-real]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pytest_rocm.parity.sglang_registry import gpus_of, read_jsonl  # noqa: E402
+from pytest_rocm.scheduling.dispatch import Job  # noqa: E402
+from pytest_rocm.scheduling.simulate import (  # noqa: E402
+    lower_bound,
+    lpt_partitions,
+    project_makespan,
+    sglang_partition_makespan,
+    xdist_load_makespan,
+)
+
+CAPACITY = 8
+# SGLang's partition counts for its AMD per-commit suites (research/sglang-pytorch-ci.md: pr-test-amd.yml)
+SGLANG_PARTITIONS = {"stage-b-test-1-gpu-small-amd": 14, "stage-b-test-1-gpu-large-amd": 8,
+                     "stage-b-test-2-gpu-large-amd": 2, "stage-c-test-large-8-gpu-amd": 3}
+
+
+def suites(path: Path) -> dict[tuple[str, str], list[Job]]:
+    found: dict[tuple[str, str], list[Job]] = {}
+    for f in read_jsonl(path):
+        for backend, calls in f.registrations.items():
+            for call in calls:
+                suite, seconds = call.get("suite"), call.get("est_time")
+                if call.get("disabled") or not isinstance(suite, str) or not isinstance(seconds, (int, float)):
+                    continue
+                jobs = found.setdefault((backend, suite), [])
+                jobs.append(Job(len(jobs), f.path, gpus_of(suite), float(seconds)))
+    return found
+
+
+def one_node(all_suites) -> None:
+    print("1. one 8-GPU node per suite (suites of 5+ files that fit a node), makespan / lower bound")
+    print(f"   {'suite':42} {'files':>5} {'gpus':>4} {'bound s':>8} {'project':>8} {'xdist load':>10} {'SGLang':>7}")
+    totals = {"bound": 0.0, "project": 0.0, "load": 0.0, "sglang": 0.0}
+    worst = ("", 0.0)
+    for (backend, suite), jobs in sorted(all_suites.items()):
+        if len(jobs) < 5 or jobs[0].gpus > CAPACITY:
+            continue
+        bound = lower_bound(jobs, CAPACITY)
+        figures = {"bound": bound, "project": project_makespan(jobs, CAPACITY),
+                   "load": xdist_load_makespan(jobs, CAPACITY), "sglang": sglang_partition_makespan(jobs, CAPACITY)}
+        for key, value in figures.items():
+            totals[key] += value
+        worst = max(worst, (suite, figures["project"] / bound), key=lambda w: w[1])
+        print(f"   {suite:42} {len(jobs):5} {jobs[0].gpus:4} {bound:8.0f} {figures['project'] / bound:8.3f} "
+              f"{figures['load'] / bound:10.3f} {figures['sglang'] / bound:7.3f}")
+    print(f"   all suites (sum of makespans / sum of bounds): project {totals['project'] / totals['bound']:.3f}x, "
+          f"xdist load {totals['load'] / totals['bound']:.3f}x, SGLang {totals['sglang'] / totals['bound']:.3f}x "
+          f"(goal <= 1.05x); project's worst suite: {worst[0]} {worst[1]:.3f}x")
+
+
+def mixed_node(all_suites) -> None:
+    jobs = []
+    for (backend, suite), suite_jobs in sorted(all_suites.items()):
+        if backend == "amd" and suite.startswith(("stage-a", "stage-b", "stage-c")):
+            jobs += [Job(len(jobs), f"{suite}/{j.nodeid}", j.gpus, j.seconds) for j in suite_jobs]
+    bound = lower_bound(jobs, CAPACITY)
+    sglang = sum(sglang_partition_makespan([j for j in jobs if j.nodeid.startswith(suite + "/")], CAPACITY)
+                 for suite in {j.nodeid.split("/")[0] for j in jobs})
+    print(f"2. all per-commit AMD suites on one MI300X node ({len(jobs)} files, 1- to 8-GPU): bound {bound:.0f} s; "
+          f"project {project_makespan(jobs, CAPACITY) / bound:.3f}x, xdist load "
+          f"{xdist_load_makespan(jobs, CAPACITY) / bound:.3f}x, SGLang's suites one after another {sglang / bound:.3f}x")
+
+
+def sharding(all_suites) -> None:
+    print("3. sharding over SGLang's partition counts: slowest shard / ideal")
+    for suite, parts in SGLANG_PARTITIONS.items():
+        jobs = all_suites.get(("amd", suite))
+        if not jobs:
+            continue
+        ideal = sum(j.seconds for j in jobs) / parts
+        ours = max(sum(j.seconds for j in shard) for shard in lpt_partitions(jobs, parts))
+        # SGLang's auto_partition: est_time, largest first (stable, filename tie-break), onto the smallest sum
+        loads = [0.0] * parts
+        for job in sorted(jobs, key=lambda j: (-j.seconds, j.nodeid)):
+            loads[loads.index(min(loads))] += job.seconds
+        print(f"   {suite:32} {len(jobs):3} files over {parts:2}: rocm-gate shard {ours / ideal:.3f}, "
+              f"SGLang auto_partition {max(loads) / ideal:.3f} (longest file {max(j.seconds for j in jobs):.0f} s, "
+              f"ideal {ideal:.0f} s)")
+
+
+SLEEPERS = """
+    import time
+    import pytest
+
+    CASES = {cases!r}
+
+    @pytest.mark.parametrize("seconds", [pytest.param(s, id=n, marks=pytest.mark.hardware(gpus=g))
+                                         for n, g, s in CASES])
+    def test_sleep(seconds, gpus):
+        time.sleep(seconds)
+"""
+CASES = [("a", 2, 3.2), ("b", 2, 2.4), ("c", 4, 2.0), ("d", 1, 1.6), ("e", 1, 1.6), ("f", 8, 1.2), ("g", 1, 0.8),
+         ("h", 2, 0.8), ("i", 1, 2.4), ("j", 1, 0.4), ("k", 4, 1.2), ("l", 1, 1.2), ("m", 1, 2.0), ("n", 2, 1.6)]
+
+
+def measured_makespan(folder: Path) -> float:
+    records = [json.loads(line) for path in folder.glob("records-*.jsonl") for line in path.open()]
+    calls = [r for r in records if "kind" not in r and r["when"] == "call"]
+    return max(r["t"] for r in calls) - min(r["t"] - r["duration"] for r in calls)
+
+
+def real_run() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "test_sleep.py").write_text(textwrap.dedent(SLEEPERS.format(cases=CASES)))
+        (root / "pytest.ini").write_text("[pytest]\n")
+        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "8", "--rocm-scheduler=gpu",
+                "--rocm-platform=mi300x-8", "--rocm-durations=durations.json"]
+        spans = []
+        for run in ("learn", "run1", "run2", "run3"):
+            done = subprocess.run([*base, f"--rocm-report-dir={run}"], cwd=root, capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"pytest failed:\n{done.stdout[-3000:]}")
+            if run != "learn":
+                spans.append(measured_makespan(root / run))
+        store = json.loads((root / "durations.json").read_text())["platforms"]["MI300X"]
+        learned = {nodeid.split("[")[1][:-1]: statistics.median(samples) for nodeid, samples in store.items()}
+        jobs = [Job(i, name, gpus, learned[name]) for i, (name, gpus, _) in enumerate(CASES)]
+        simulated = project_makespan(jobs, CAPACITY)
+        measured = statistics.median(spans)
+        print(f"4. the real scheduler on a simulated mi300x-8 ({len(CASES)} sleeping tests, 1 to 8 GPUs, 8 workers): "
+              f"measured makespan median {measured:.2f} s (runs {', '.join(f'{s:.2f}' for s in spans)}), simulated "
+              f"{simulated:.2f} s, measured/simulated {measured / simulated:.3f}; lower bound "
+              f"{lower_bound(jobs, CAPACITY):.2f} s, xdist load simulated {xdist_load_makespan(jobs, CAPACITY):.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--registrations", type=Path, default=REPO / "tests/data/upstream/sglang-ci-registrations.jsonl")
+    parser.add_argument("--skip-real", action="store_true", help="simulations only")
+    args = parser.parse_args()
+    all_suites = suites(args.registrations)
+    one_node(all_suites)
+    mixed_node(all_suites)
+    sharding(all_suites)
+    if not args.skip_real:
+        real_run()
+
+
+if __name__ == "__main__":
+    main()

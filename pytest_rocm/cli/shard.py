@@ -1,0 +1,138 @@
+"""`rocm-gate shard --runners K --index I SOURCE...`: the tests runner I of K runs, balanced by expected GPU-time.
+
+Longest first onto the shard with the least GPU-time so far (ties to the lowest shard number): the same
+tests give the same shards on every runner, so K jobs each run `rocm-gate shard ... --index I` and together run
+every test once. Expected seconds come from the duration store (`--durations`, measured by earlier runs:
+`pytest --rocm-durations FILE`), else from SGLang's `est_time` for a registrations file, else 1 s each.
+
+SOURCE is what `rocm-gate groups` reads: `pytest --collect-only -q` output (or `-`), a file list, a folder, or
+SGLang's registrations (`.jsonl`, with `--suite NAME`: that suite's files, its `est_time` and its GPU count).
+
+It prints the shard's node ids (or paths), one per line, ready for `pytest @FILE`; the balance goes to standard
+error. Exit statuses: 0 done, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {number}")
+    return number
+
+
+def _index(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more (shards are numbered from 0), got {number}")
+    return number
+
+
+def add_parser(commands, name: str) -> None:
+    shard = commands.add_parser(name, help="the tests one of K runners runs, balanced by expected GPU-time",
+                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    shard.add_argument("sources", nargs="+", metavar="SOURCE", help="collect-only output, a file list, a folder, "
+                                                                     "a registrations .jsonl, or -")
+    shard.add_argument("--runners", type=_positive, required=True, metavar="K", help="how many runner jobs share it")
+    shard.add_argument("--index", type=_index, required=True, metavar="I", help="this runner's shard, 0 to K-1")
+    shard.add_argument("--durations", type=Path, metavar="FILE", help="the duration store earlier runs wrote")
+    shard.add_argument("--platform-key", metavar="KEY",
+                       help="whose durations (an SKU such as MI300X; default: the store's only platform)")
+    shard.add_argument("--suite", metavar="NAME", help="for a registrations .jsonl: the suite whose files to shard")
+    shard.add_argument("--json", action="store_true", help="print every shard and the balance as JSON")
+
+
+def _fail(message: str) -> int:
+    print(f"rocm-gate shard: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _registered_jobs(path: Path, suite: str | None):
+    from pytest_rocm.parity.sglang_registry import RegistryError, gpus_of, read_jsonl
+    from pytest_rocm.scheduling.dispatch import Job
+
+    if not suite:
+        raise ValueError(f"{path}: give --suite NAME for a registrations file (which suite's files to shard)")
+    try:
+        files = read_jsonl(path)
+    except RegistryError as exc:
+        raise ValueError(str(exc)) from None
+    jobs = []
+    for f in files:
+        for backend_calls in f.registrations.values():
+            for call in backend_calls:
+                if call.get("suite") == suite and not call.get("disabled"):
+                    seconds = call.get("est_time")
+                    jobs.append(Job(len(jobs), f.path, gpus_of(suite),
+                                    float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else 1.0))
+    if not jobs:
+        raise ValueError(f"{path}: no enabled registration in suite {suite!r}")
+    return jobs
+
+
+def run(args) -> int:
+    from pytest_rocm.cli.groups import SourceError, read_sources
+    from pytest_rocm.catalog.tree import DEFAULT_TEST_FILES
+    from pytest_rocm.scheduling.dispatch import Job
+    from pytest_rocm.scheduling.durations import DurationStore
+    from pytest_rocm.scheduling.simulate import lpt_partitions
+
+    if args.index >= args.runners:
+        return _fail(f"--index {args.index} is not a shard of {args.runners} (use 0 to {args.runners - 1})")
+    store = DurationStore.load(args.durations) if args.durations else None
+    if store is not None and store.problem:
+        print(f"rocm-gate shard: {store.problem}", file=sys.stderr)
+    key = args.platform_key
+    if store is not None and key is None and store.platforms:
+        if len(store.platforms) > 1:
+            return _fail(f"{args.durations} has durations for {', '.join(sorted(store.platforms))}: "
+                         "choose one with --platform-key")
+        key = next(iter(store.platforms))
+    expected = store.expected(key or "") if store is not None else None
+    try:
+        registry = [s for s in args.sources if s.endswith(".jsonl")]
+        if registry:
+            jobs = [job for path in registry for job in _registered_jobs(Path(path), args.suite)]
+        else:
+            notes: list[str] = []
+            found, _, _ = read_sources(args.sources, DEFAULT_TEST_FILES, notes)
+            for note in notes:
+                print(f"rocm-gate shard: {note}", file=sys.stderr)
+            ids = list(dict.fromkeys(nodeid for nodeid, _ in found))
+            jobs = [Job(i, nodeid, 1, 1.0) for i, nodeid in enumerate(ids)]
+    except (SourceError, OSError, ValueError) as exc:
+        return _fail(str(exc))
+    if not jobs:
+        return _fail(f"no tests in {', '.join(args.sources)}")
+    if expected is not None:
+        jobs = [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
+    shards = lpt_partitions(jobs, args.runners)
+    loads = [sum(j.seconds * max(j.gpus, 1) for j in shard) for shard in shards]
+    ideal = sum(loads) / args.runners
+    mine = sorted(shards[args.index], key=lambda j: j.index)  # in collection order
+    balance = {"runners": args.runners, "gpu_seconds": [round(x, 1) for x in loads], "ideal": round(ideal, 1),
+               "slowest_to_ideal": round(max(loads) / ideal, 4) if ideal else None}
+    if args.json:
+        print(json.dumps({"index": args.index, "tests": [j.nodeid for j in mine], "balance": balance,
+                          "shards": [[j.nodeid for j in sorted(s, key=lambda j: j.index)] for s in shards]}, indent=2))
+    else:
+        for job in mine:
+            print(job.nodeid)
+    print(f"rocm-gate shard: {len(mine)} of {len(jobs)} tests for shard {args.index} of {args.runners}; "
+          f"expected GPU-seconds per shard {balance['gpu_seconds']} (slowest/ideal {balance['slowest_to_ideal']})",
+          file=sys.stderr)
+    return 0
