@@ -136,15 +136,17 @@ class Controller:
                                   f"test ran: {result['detail']}; verdicts on this runner are not trusted")
 
     def make_scheduler(self, log):
-        """`--rocm-scheduler=gpu`: the project's xdist scheduler (None leaves xdist's own)."""
+        """The project's xdist scheduler for `--rocm-scheduler=gpu`, and for `auto` on a runner with GPUs (real or
+        simulated) under `--dist load`; None leaves xdist's own."""
         settings = self.context.settings
-        if not settings.gpu_scheduling or getattr(self.config.option, "dist", "no") != "load":
+        platform = self.context.platform
+        wanted = settings.scheduler == "gpu" or (settings.scheduler == "auto" and bool(platform.gpus))
+        if not wanted or getattr(self.config.option, "dist", "no") != "load":
             return None
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.scheduling.durations import DurationStore
         from pytest_rocm.scheduling.xdist_scheduler import GpuScheduling
 
-        platform = self.context.platform
         store = DurationStore.load(settings.durations_path)
         if store.problem:
             self.notes.append(store.problem)

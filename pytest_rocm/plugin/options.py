@@ -22,7 +22,7 @@ from pytest_rocm.results.verdicts import Signature, SignatureError, build_signat
 DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
 # Per-test JUnit properties: what tools read (the default), or everything the plugin knows.
 JUNIT_PROPERTIES = ("minimal", "full")
-SCHEDULERS = ("xdist", "gpu")
+SCHEDULERS = ("auto", "gpu", "xdist")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -61,8 +61,9 @@ def add_options(parser: pytest.Parser) -> None:
                 "rocm_blocking=false on every test case too (ini rocm_junit_properties)")
     option("--rocm-scheduler", default=None, choices=SCHEDULERS, metavar="|".join(SCHEDULERS),
            help="with -n N: `gpu` hands tests out longest first under the runner's GPU capacity, from each test's "
-                "GPU demand (hardware marker) and measured duration (--rocm-durations); `xdist` keeps xdist's own "
-                "(the default; ini rocm_scheduler)")
+                "GPU demand (hardware marker) and measured duration (--rocm-durations); `xdist` keeps xdist's own; "
+                "`auto` (the default) is `gpu` on a runner with GPUs under --dist load, else `xdist` "
+                "(ini rocm_scheduler)")
     option("--rocm-durations", default=None, metavar="FILE",
            help="duration store: read for the gpu scheduler, updated from this run's records at the end "
                 "(ini rocm_durations; a missing or unreadable file means durations are unknown)")
@@ -95,7 +96,7 @@ def add_options(parser: pytest.Parser) -> None:
         "a built-in one", type="linelist", default=[])
     ini("rocm_model_cache", "default for --rocm-model-cache (relative to the ini file)", default="")
     ini("rocm_server_config", "default for --rocm-server-config (relative to the ini file)", default="")
-    ini("rocm_scheduler", "default for --rocm-scheduler (xdist or gpu)", default="")
+    ini("rocm_scheduler", "default for --rocm-scheduler (auto, gpu or xdist)", default="")
     ini("rocm_durations", "default for --rocm-durations (relative to the ini file)", default="")
     ini("rocm_junit_properties", "default for --rocm-junit-properties (minimal or full)", default="")
     ini("rocm_timeouts", "per-group timeouts in seconds for gate tests, `group=seconds` per line "
@@ -147,7 +148,7 @@ class Settings:
     baseline_files: list[Path]
     exit_by_conclusion: bool
     junit_properties: str
-    gpu_scheduling: bool  # --rocm-scheduler=gpu
+    scheduler: str  # --rocm-scheduler: auto, gpu or xdist
     durations_path: Path | None
     paths: PathRule = field(repr=False)
 
@@ -201,7 +202,7 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(f"--rocm-health-probe / rocm_health_probe: {exc}") from None
     exit_by = config.getoption("rocm_exit_by_conclusion") or _bool_ini(config, "rocm_exit_by_conclusion")
-    scheduler = config.getoption("rocm_scheduler") or str(config.getini("rocm_scheduler")).strip() or "xdist"
+    scheduler = config.getoption("rocm_scheduler") or str(config.getini("rocm_scheduler")).strip() or "auto"
     if scheduler not in SCHEDULERS:
         raise pytest.UsageError(f"rocm_scheduler: {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
     if scheduler == "gpu" and getattr(config.option, "dist", "no") not in ("no", "load"):
@@ -216,7 +217,7 @@ def read_settings(config: pytest.Config) -> Settings:
                     probe_command=command, probe_argv=argv, signatures=signatures,
                     timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
                     baseline_files=paths.settings("rocm_baselines", "rocm_baselines"),
-                    exit_by_conclusion=exit_by, junit_properties=junit, gpu_scheduling=scheduler == "gpu",
+                    exit_by_conclusion=exit_by, junit_properties=junit, scheduler=scheduler,
                     durations_path=paths.setting("rocm_durations", "rocm_durations"), paths=paths)
 
 

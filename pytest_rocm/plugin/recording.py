@@ -94,9 +94,10 @@ class Recorder:
                               for item in items if item.nodeid in specs}})
 
     def write_gpu_demands(self, items: list[pytest.Item]) -> None:
-        """For `--rocm-scheduler=gpu`: each test's GPU demand, beside the run's device locks, before the controller
-        schedules (a test that cannot run here needs none: it is skipped as not applicable)."""
-        if not self.context.settings.gpu_scheduling or not self.context.is_worker:
+        """For the gpu scheduler: each test's GPU demand, beside the run's device locks, before the controller
+        schedules (a test that cannot run here needs none: it is skipped as not applicable). Written by every
+        xdist worker unless `--rocm-scheduler=xdist`: the controller decides whether it uses them."""
+        if self.context.settings.scheduler == "xdist" or not self.context.is_worker or not self.context.platform.gpus:
             return
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.scheduling.xdist_scheduler import write_demands
