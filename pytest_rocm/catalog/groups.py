@@ -9,6 +9,11 @@ Map file (TOML)::
     group = "attention"
     paths = ["tests/kernels/attention/", "tests/v1/attention/", "!tests/kernels/attention/test_cutlass_mla.py"]
     blocking = false                                     # optional; mapped tests are shadow coverage by default
+    sources = ["vllm/attention/"]                        # optional: a change there selects these tests on a PR
+
+    [selection]                                          # optional, for `rocm-gate select`
+    everything = ["setup.py", "vllm/envs.py"]            # a change here runs every group
+    ignore = ["docs/", "*.md"]                           # a change here runs nothing
 
 Rules are tried in order and the first that matches wins. A rule matches a test when one of
 its plain patterns matches and none of its `!` patterns does, so an excluded path falls
@@ -75,6 +80,7 @@ class Rule:
     include: PatternSet
     exclude: PatternSet
     blocking: bool = False
+    sources: PatternSet = PatternSet(())  # source files whose change selects this rule's tests (PR selection)
 
     def matches(self, path: str, nodeid: str) -> bool:
         return self.include.matches(path, nodeid) and not self.exclude.matches(path, nodeid)
@@ -85,6 +91,9 @@ class GroupMap:
     rules: tuple[Rule, ...] = ()
     source: str = ""
     path: str = ""
+    # PR selection (`[selection]`): files whose change runs every group, and files that run none
+    everything: PatternSet = PatternSet(())
+    ignore: PatternSet = PatternSet(())
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -118,7 +127,7 @@ class GroupMap:
 def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMap:
     """Read a map file; every error names the file and the rule, and says what is allowed."""
     path = Path(path)
-    data = read_config(path, "group map", GroupMapError, "groups", tables=("rule",))
+    data = read_config(path, "group map", GroupMapError, "groups", tables=("rule",), sections=("selection",))
     rules = []
     for number, raw in enumerate(data.get("rule", []), start=1):
         where = f"group map {path}, rule {number}"
@@ -131,16 +140,27 @@ def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMa
         paths = raw.get("paths")
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             raise GroupMapError(f"{where}: needs `paths = [\"tests/dir/\", ...]` (a non-empty list of strings)")
-        check_keys(raw, where, ("group", "paths", "blocking", "note"), GroupMapError)
+        check_keys(raw, where, ("group", "paths", "blocking", "note", "sources"), GroupMapError)
+        sources = raw.get("sources", [])
+        if not isinstance(sources, list) or not all(isinstance(p, str) and p for p in sources):
+            raise GroupMapError(f"{where}: `sources` must be a list of source path patterns (\"vllm/attention/\")")
         if not isinstance(raw.get("blocking", False), bool):
             raise GroupMapError(f"{where}: `blocking` must be true or false, got {raw['blocking']!r}")
         rules.append(Rule(group=group,
                           include=PatternSet([p for p in paths if not p.startswith("!")]),
                           exclude=PatternSet([p[1:] for p in paths if p.startswith("!")]),
-                          blocking=bool(raw.get("blocking", False))))
+                          blocking=bool(raw.get("blocking", False)), sources=PatternSet(sources)))
     if not rules:
         raise GroupMapError(f"group map {path}: no [[rule]] entries")
-    return GroupMap(rules=tuple(rules), source=str(data.get("source", "")), path=str(path))
+    selection = data.get("selection", {})
+    check_keys(selection, f"group map {path}, [selection]", ("everything", "ignore", "note"), GroupMapError)
+    for key in ("everything", "ignore"):
+        value = selection.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+            raise GroupMapError(f"group map {path}, [selection]: `{key}` must be a list of path patterns")
+    return GroupMap(rules=tuple(rules), source=str(data.get("source", "")), path=str(path),
+                    everything=PatternSet(selection.get("everything", [])),
+                    ignore=PatternSet(selection.get("ignore", [])))
 
 
 @lru_cache(maxsize=None)

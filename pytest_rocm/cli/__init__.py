@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_rocm.cli import baselines, doctor, groups, parity, shard, verdict
+from pytest_rocm.cli import baselines, doctor, groups, parity, select, shard, verdict
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), rebuild a run's verdicts (verdict), review "
                "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
-               "groups (groups), and split a suite across runners (shard). Run `rocm-gate COMMAND --help`.")
+               "groups (groups), split a suite across runners (shard), and choose what a change needs to run (select). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
-            "groups": groups, "shard": shard}
+            "groups": groups, "shard": shard, "select": select}
 
 
 def build_parser() -> argparse.ArgumentParser:

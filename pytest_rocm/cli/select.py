@@ -1,0 +1,92 @@
+"""`rocm-gate select --map MAP (--changed-files FILE | --base SHA --head SHA)`: what a change needs to run.
+
+Per changed file, the first that applies: a test file runs (and selects its group); the map's
+`[selection] ignore` (documentation, other platforms' files) runs nothing; `[selection] everything`
+(build files, this CI's configuration, core modules) runs every group; a rule's `sources` selects that
+rule's tests; co-change learned from `--history` selects the test folders that changed with the file;
+anything else is unknown and runs everything. Every group selected says why.
+
+--history is one JSON object per commit with its `files`, newest first, as written by:
+  git log --first-parent -n 2000 --name-only --format='%H' | python -c '...'   (see README)
+or the shared `vllm-main-history.jsonl`.
+
+Exit statuses: 0 done, 2 bad input (a map, history or git call that fails, named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def add_parser(commands, name: str) -> None:
+    select = commands.add_parser(name, help="which groups and tests a change needs (PR test selection), with why",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    select.add_argument("--map", required=True, type=Path, metavar="MAP.toml", help="the group map (with [selection])")
+    select.add_argument("--changed-files", type=Path, metavar="FILE", help="the changed paths, one per line (- for stdin)")
+    select.add_argument("--base", metavar="SHA", help="with --head: the change is `git diff --name-only BASE...HEAD`")
+    select.add_argument("--head", metavar="SHA")
+    select.add_argument("--repo", type=Path, default=Path("."), metavar="DIR", help="the git checkout (default: here)")
+    select.add_argument("--history", type=Path, metavar="JSONL", help="commits to learn co-change from")
+    select.add_argument("--json", action="store_true", help="print the selection as JSON")
+
+
+def _fail(message: str) -> int:
+    print(f"rocm-gate select: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _changed(args) -> list[str]:
+    if args.changed_files is not None:
+        if str(args.changed_files) == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            data = args.changed_files.read_bytes()
+        try:
+            return [line.strip() for line in data.decode("utf-8").splitlines() if line.strip()]
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{args.changed_files}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    done = subprocess.run(["git", "-C", str(args.repo), "diff", "--name-only", f"{args.base}...{args.head}"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ValueError(f"git diff {args.base}...{args.head} in {args.repo} failed: "
+                         f"{(done.stderr.strip() or done.stdout.strip()).splitlines()[-1:]}")
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def run(args) -> int:
+    from pytest_rocm.catalog.groups import GroupMapError, load_group_map
+    from pytest_rocm.selection.cochange import CoChange, HistoryError, read_history
+    from pytest_rocm.selection.select import select
+
+    if (args.changed_files is None) == (args.base is None and args.head is None) or \
+            (args.changed_files is None and (args.base is None or args.head is None)):
+        return _fail("give --changed-files FILE, or --base SHA and --head SHA")
+    try:
+        group_map = load_group_map(args.map)
+        history = CoChange.learn(read_history(args.history)) if args.history else None
+        changed = _changed(args)
+    except (GroupMapError, HistoryError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    chosen = select(changed, group_map, history)
+    if args.json:
+        print(json.dumps({"changed": changed, **chosen.to_dict()}, indent=2))
+        return 0
+    if chosen.everything:
+        print(f"everything: {chosen.why_everything}")
+    elif not chosen.groups:
+        print("nothing to run: " + ("every changed file is ignored" if changed else "no file changed"))
+    for group, reasons in sorted(chosen.groups.items()):
+        if not chosen.everything:
+            print(f"{group}: {reasons[0]}" + (f" (and {len(set(reasons)) - 1} more reasons)" if len(set(reasons)) > 1 else ""))
+    if not chosen.everything:
+        for test in sorted(chosen.tests):
+            print(f"  run {test}")
+    for path in chosen.ignored:
+        print(f"  ignored {path}")
+    return 0

@@ -1,0 +1,73 @@
+"""What a change needs to run, and why: groups and test paths, or everything.
+
+Per changed file, the first that applies:
+1. a test file: it runs, and its group is selected;
+2. `[selection] ignore` of the group map (documentation, other platforms' CI and build files): nothing;
+3. `[selection] everything` (build files, this CI's configuration, core modules): every group;
+4. a rule's `sources`: that rule's group and test paths;
+5. co-change learned from history (`cochange`): the test folders that changed with it, and their groups;
+6. anything else is unknown: every group (an unknown file never lets a regression through).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pytest_rocm.catalog.groups import GROUPS, UNGROUPED, GroupMap
+from pytest_rocm.selection.cochange import CoChange, is_test_file, is_test_path
+
+
+@dataclass
+class Selection:
+    everything: bool = False
+    why_everything: str | None = None
+    groups: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # group -> reasons
+    tests: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # test path -> reasons
+    ignored: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"everything": self.everything, "why_everything": self.why_everything,
+                "groups": {g: sorted(set(r)) for g, r in sorted(self.groups.items())},
+                "tests": {t: sorted(set(r)) for t, r in sorted(self.tests.items())},
+                "ignored": self.ignored}
+
+
+def select(changed: list[str], group_map: GroupMap, history: CoChange | None = None) -> Selection:
+    selection = Selection()
+    for path in changed:
+        path = path.strip().removeprefix("./")
+        if not path:
+            continue
+        if is_test_path(path):
+            if is_test_file(path):
+                group = group_map.group_of(path) or UNGROUPED
+                selection.tests[path].append("changed test file")
+                selection.groups[group].append(f"{path} changed")
+            continue  # conftest and helpers: the tests of their folder run when a test there changed
+        if group_map.ignore.matches(path, path):
+            selection.ignored.append(path)
+            continue
+        if group_map.everything.matches(path, path):
+            return _everything(selection, f"{path} is in the map's `[selection] everything`")
+        ruled = [rule for rule in group_map.rules if rule.sources.matches(path, path)]
+        for rule in ruled:
+            selection.groups[rule.group].append(f"{path}: rule `sources` of group {rule.group}")
+            for pattern in rule.include.patterns:
+                selection.tests[pattern].append(f"{path}: rule `sources` of group {rule.group}")
+        folders, evidence = history.tests_for(path) if history is not None else (None, None)
+        if folders is not None:
+            for folder in sorted(folders):
+                group = group_map.group_of(folder + "test_x.py") or UNGROUPED
+                selection.groups[group].append(f"{path}: co-changed with {folder} ({evidence})")
+                selection.tests[folder].append(f"{path}: co-changed ({evidence})")
+        if not ruled and folders is None:
+            return _everything(selection, f"{path}: no rule names it and history has too little on it")
+    return selection
+
+
+def _everything(selection: Selection, why: str) -> Selection:
+    selection.everything, selection.why_everything = True, why
+    for group in GROUPS:
+        selection.groups[group].append(f"everything: {why}")
+    return selection

@@ -1,0 +1,161 @@
+"""PR test selection (`rocm-gate select`) and sharding (`rocm-gate shard`): on vLLM's real history and SGLang's
+real registrations, and on the inputs a maintainer gets wrong."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, UPSTREAM
+
+from pytest_rocm.catalog.groups import load_group_map
+from pytest_rocm.selection.cochange import CoChange, is_test_file, is_test_path, read_history
+from pytest_rocm.selection.select import select
+
+VLLM_MAP = REPO / "suites" / "upstream" / "vllm.toml"
+FORK_COMMITS = 53  # the newest commits of the history are a fork's (tests/data/upstream/README.md)
+
+
+def rocm_gate(*args, stdin=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", *map(str, args)], input=stdin,
+                          capture_output=True, text=True, cwd=cwd)
+
+
+MAP = """
+schema = "pytest-rocm/groups/1"
+
+[[rule]]
+group = "attention"
+paths = ["tests/kernels/attention/"]
+sources = ["vllm/attention/"]
+
+[[rule]]
+group = "engine"
+paths = ["tests/v1/"]
+
+[selection]
+everything = ["setup.py"]
+ignore = ["docs/"]
+"""
+HISTORY = [
+    {"sha": "c3", "files": ["vllm/v1/core/sched.py", "tests/v1/core/test_sched.py"]},
+    {"sha": "c2", "files": ["vllm/v1/core/kv.py", "tests/v1/core/test_kv.py"]},
+    {"sha": "c1", "files": ["vllm/v1/core/sched.py", "tests/v1/core/test_sched.py"]},
+]
+
+
+@pytest.fixture
+def small(tmp_path):
+    (tmp_path / "map.toml").write_text(MAP)
+    (tmp_path / "history.jsonl").write_text("\n".join(json.dumps(c) for c in HISTORY) + "\n")
+    return tmp_path
+
+
+def test_each_kind_of_change_says_why(small):
+    group_map = load_group_map(small / "map.toml")
+    history = CoChange.learn(read_history(small / "history.jsonl"))
+    chosen = select(["vllm/attention/ops.py", "vllm/v1/core/new_policy.py", "docs/a.md",
+                     "tests/v1/core/test_kv.py", "tests/v1/conftest.py"], group_map, history)
+    assert not chosen.everything
+    assert set(chosen.groups) == {"attention", "engine"}
+    assert any("rule `sources` of group attention" in r for r in chosen.groups["attention"])
+    assert any("co-changed with tests/v1/core/" in r and "3 commit(s)" in r for r in chosen.groups["engine"])
+    assert "tests/v1/core/test_kv.py" in chosen.tests and "tests/v1/conftest.py" not in chosen.tests
+    assert chosen.ignored == ["docs/a.md"]
+    assert select(["setup.py"], group_map, history).why_everything == "setup.py is in the map's `[selection] everything`"
+    unknown = select(["vllm/never_seen.py"], group_map, history)
+    assert unknown.everything and "history has too little" in unknown.why_everything
+    assert select(["docs/only.md"], group_map, history).groups == {}
+
+
+def test_the_cli_from_a_file_and_from_git(small):
+    (small / "changed.txt").write_text("vllm/attention/ops.py\n")
+    done = rocm_gate("select", "--map", small / "map.toml", "--changed-files", small / "changed.txt", "--json")
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)["groups"]) == {"attention"}
+    repo = small / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "setup.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (repo / "setup.py").write_text("x = 2\n")
+    subprocess.run([*git, "commit", "-qam", "change"], check=True)
+    done = rocm_gate("select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("everything: setup.py is in the map's `[selection] everything`")
+    done = rocm_gate("select", "--map", small / "map.toml", "--base", "nope", "--head", "HEAD", "--repo", repo)
+    assert done.returncode == 2 and "git diff nope...HEAD" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "give --changed-files FILE, or --base SHA and --head SHA"),
+    (["--base", "a"], "give --changed-files FILE, or --base SHA and --head SHA"),
+    (["--changed-files", "bin.txt"], "not UTF-8 text"),
+    (["--changed-files", "changed.txt", "--history", "bad.jsonl"], "bad.jsonl:2: not a commit line"),
+])
+def test_bad_input_is_named(small, args, message):
+    (small / "bin.txt").write_bytes(b"\xff\xfevllm")
+    (small / "changed.txt").write_text("vllm/a.py\n")
+    (small / "bad.jsonl").write_text('{"files": ["a"]}\n{"files": "not a list"}\n')
+    done = rocm_gate("select", "--map", small / "map.toml", *args, cwd=small)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_recall_on_vllms_held_out_history_stays_above_0_99():
+    """Learn from the older 2,000 upstream commits, check the newer ones: a commit that changes tests of group G
+    with source files must select G from its source files alone (benchmarks/selection.py adds the GPU time)."""
+    group_map = load_group_map(VLLM_MAP)
+    commits = read_history(UPSTREAM / "vllm-main-history.jsonl")[::-1][:-FORK_COMMITS]
+    history = CoChange.learn(commits[:2000])
+    hits = pairs = 0
+    for commit in commits[2000:]:
+        sources = [f for f in commit["files"] if not is_test_path(f)]
+        truth = {group_map.group_of(f) for f in commit["files"] if is_test_file(f)} - {None}
+        if sources and truth:
+            pairs += len(truth)
+            hits += len(truth & set(select(sources, group_map, history).groups))
+    assert pairs > 300 and hits / pairs >= 0.99
+
+
+# --- sharding --------------------------------------------------------------------------------------------
+
+def test_shards_are_disjoint_complete_deterministic_and_balanced():
+    registry = UPSTREAM / "sglang-ci-registrations.jsonl"
+    suite = "stage-b-test-1-gpu-small-amd"
+    shards = []
+    for index in range(4):
+        done = rocm_gate("shard", "--runners", 4, "--index", index, "--suite", suite, registry)
+        assert done.returncode == 0, done.stderr
+        shards.append(done.stdout.split())
+        assert done.stdout == rocm_gate("shard", "--runners", 4, "--index", index, "--suite", suite, registry).stdout
+    everything = [p for s in shards for p in s]
+    assert len(everything) == len(set(everything)) == 88
+    balance = json.loads(rocm_gate("shard", "--runners", 4, "--index", 0, "--suite", suite, registry, "--json").stdout)
+    assert balance["balance"]["slowest_to_ideal"] <= 1.05
+
+
+def test_shard_uses_measured_durations(tmp_path):
+    from pytest_rocm.scheduling.durations import DurationStore
+
+    store = DurationStore(tmp_path / "d.json")
+    store.add("MI300X", {"t.py::slow": 100.0, "t.py::a": 1.0, "t.py::b": 1.0, "t.py::c": 1.0})
+    store.save()
+    ids = "t.py::slow\nt.py::a\nt.py::b\nt.py::c\n\n4 tests collected in 0.01s\n"
+    first = rocm_gate("shard", "--runners", 2, "--index", 0, "--durations", tmp_path / "d.json", "-", stdin=ids)
+    second = rocm_gate("shard", "--runners", 2, "--index", 1, "--durations", tmp_path / "d.json", "-", stdin=ids)
+    assert first.stdout.split() == ["t.py::slow"] and second.stdout.split() == ["t.py::a", "t.py::b", "t.py::c"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runners", "0", "--index", "0", "x"], "expected 1 or more"),
+    (["--runners", "2", "--index", "2", "-"], "--index 2 is not a shard of 2 (use 0 to 1)"),
+    (["--runners", "2", "--index", "-1", "-"], "shards are numbered from 0"),
+    (["--runners", "2", "--index", "0", "reg.jsonl"], "give --suite NAME"),
+    (["--runners", "2", "--index", "0", "--suite", "nope", "reg.jsonl"], "no enabled registration in suite 'nope'"),
+])
+def test_shard_bad_input_is_named(tmp_path, args, message):
+    (tmp_path / "reg.jsonl").write_text('{"path": "test/registered/a.py", "registrations": {"amd": []}}\n')
+    done = rocm_gate("shard", *args, stdin="t.py::a\n", cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
