@@ -89,6 +89,7 @@ def test_properties_and_groups_reach_the_controller(pytester):
     """)
     result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi355x-1", "--rocm-report-dir=out",
                                            "--junitxml=out/junit.xml", "--rocm-junit-properties=full",
+                                           "--rocm-scheduler=xdist",  # both workers take tests (1 GPU: gpu would not)
                                            "-p", "no:cacheprovider")
     result.assert_outcomes(passed=8)
     root = ET.parse(pytester.path / "out/junit.xml").getroot()
