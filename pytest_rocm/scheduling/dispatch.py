@@ -59,7 +59,7 @@ class Dispatcher:
 
     def _take(self, budget: int, must: bool, start: int = 0) -> Job | None:
         """The pending test at `start` in longest-first order, or the next after it, or (wrapping round) any
-        before it, that fits `budget` GPUs; with `must`, the longest pending test when none fits."""
+        before it, that fits `budget` GPUs; with `must`, when none fits, the one that needs the fewest GPUs."""
         if not self.pending:
             return None
         start = min(start, len(self.pending) - 1)
