@@ -159,3 +159,19 @@ def test_shard_bad_input_is_named(tmp_path, args, message):
     (tmp_path / "reg.jsonl").write_text('{"path": "test/registered/a.py", "registrations": {"amd": []}}\n')
     done = rocm_gate("shard", *args, stdin="t.py::a\n", cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_more_runners_than_tests_and_test_files_as_sources(tmp_path):
+    for name in ("test_a.py", "test_b.py"):
+        (tmp_path / name).write_text("def test(): pass\n")
+    shards = [rocm_gate("shard", "--runners", 10**20, "--index", i, "test_a.py", "test_b.py", cwd=tmp_path)
+              for i in (0, 1, 2, 7)]
+    assert all(done.returncode == 0 for done in shards)
+    assert sorted(p for done in shards for p in done.stdout.split()) == ["test_a.py", "test_b.py"]
+
+
+def test_output_cut_short_by_the_reader_is_no_error(tmp_path):
+    done = subprocess.run(f"{sys.executable} -m pytest_rocm.cli shard --runners 1 --index 0 --suite "
+                          f"stage-b-test-1-gpu-small-amd {UPSTREAM / 'sglang-ci-registrations.jsonl'} | head -1",
+                          shell=True, capture_output=True, text=True)
+    assert len(done.stdout.splitlines()) == 1 and "Traceback" not in done.stderr

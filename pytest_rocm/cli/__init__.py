@@ -10,6 +10,7 @@ fix); each command documents its others in its `--help`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pytest_rocm.cli import baselines, doctor, groups, parity, select, shard, verdict
@@ -35,7 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command].run(args)
+    try:
+        return COMMANDS[args.command].run(args)
+    except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

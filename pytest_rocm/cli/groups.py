@@ -116,6 +116,8 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
             return tests, False, len(found) - len(tests)
         if not path.is_file():
             raise SourceError(f"{source}: no such file or folder")
+        if path.suffix == ".py":  # a test file itself, named as pytest would name it from here
+            return [(path.as_posix().removeprefix("./"), 1)], False, 0
         if path.suffix == ".jsonl":
             try:
                 files = [f.path for f in read_jsonl(path)]

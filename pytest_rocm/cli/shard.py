@@ -120,10 +120,12 @@ def run(args) -> int:
         return _fail(f"no tests in {', '.join(args.sources)}")
     if expected is not None:
         jobs = [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
-    shards = lpt_partitions(jobs, args.runners)
+    # More runners than tests: the runners past the last test get an empty shard (and no memory is spent on them).
+    shards = lpt_partitions(jobs, min(args.runners, len(jobs)))
+    shards += [[] for _ in range(min(args.runners, len(jobs) + 1) - len(shards))] if args.runners > len(jobs) else []
     loads = [sum(j.seconds * max(j.gpus, 1) for j in shard) for shard in shards]
     ideal = sum(loads) / args.runners
-    mine = sorted(shards[args.index], key=lambda j: j.index)  # in collection order
+    mine = sorted(shards[args.index] if args.index < len(shards) else [], key=lambda j: j.index)  # collection order
     balance = {"runners": args.runners, "gpu_seconds": [round(x, 1) for x in loads], "ideal": round(ideal, 1),
                "slowest_to_ideal": round(max(loads) / ideal, 4) if ideal else None}
     if args.json:
