@@ -34,6 +34,14 @@ def test_an_idle_worker_waits_rather_than_start_a_test_whose_gpus_are_taken():
     assert dispatcher.free == 0
 
 
+def test_modules_go_longest_first_and_keep_their_tests_together_in_collection_order():
+    """A module's fixtures (a served model) are set up again whenever a worker switches module: never split one."""
+    jobs = [Job(0, "a.py::t1", 1, 1.0), Job(1, "a.py::t2", 1, 9.0), Job(2, "b.py::t1", 1, 20.0),
+            Job(3, "c.py::t1", 1, 2.0), Job(4, "c.py::t2", 1, 2.0)]
+    order = [job.nodeid for job in Dispatcher.longest_first(jobs, capacity=8).pending]
+    assert order == ["b.py::t1", "a.py::t1", "a.py::t2", "c.py::t1", "c.py::t2"]
+
+
 def test_a_test_needing_more_gpus_than_the_runner_has_counts_as_the_whole_runner():
     dispatcher = Dispatcher.longest_first([Job(0, "huge", 16, 1.0)], capacity=8)
     assert dispatcher.pending[0].gpus == 8

@@ -1,4 +1,4 @@
-"""Which test a worker runs next on a GPU runner: longest first, under the runner's GPU capacity.
+"""Which test a worker runs next on a GPU runner: longest module first, under the runner's GPU capacity.
 
 The rule is shared by the xdist scheduler (`xdist_scheduler.py`) and the simulation
 (`simulate.py`), so a simulated makespan is a prediction of the real one.
@@ -44,11 +44,26 @@ class Dispatcher:
 
     @classmethod
     def longest_first(cls, jobs: list[Job], capacity: int) -> Dispatcher:
-        """Pending tests ordered longest first, then by GPU demand, then as collected (a stable order, so two
-        runs with the same durations schedule alike). A demand above the capacity counts as the whole runner."""
+        """Pending tests in modules ordered longest first (a module's expected seconds summed), each module's
+        tests together and as collected. A module's tests stay together because its module-scoped fixtures (a
+        served model: minutes on a GPU runner) are set up again whenever a worker's next test comes from
+        another module, and pytest orders a module's tests to share its parametrized fixtures. The order is
+        stable: two runs with the same durations schedule alike. A demand above the capacity counts as the
+        whole runner."""
         capacity = max(capacity, 1)
         clamped = [Job(j.index, j.nodeid, min(max(j.gpus, 0), capacity), j.seconds) for j in jobs]
-        return cls(capacity, sorted(clamped, key=lambda j: (-j.seconds, -j.gpus, j.index)))
+        total: dict[str, float] = {}
+        first: dict[str, int] = {}
+        for job in clamped:
+            module = job.nodeid.partition("::")[0]
+            total[module] = total.get(module, 0.0) + job.seconds
+            first.setdefault(module, job.index)
+
+        def order(job: Job):
+            module = job.nodeid.partition("::")[0]
+            return -total[module], first[module], job.index
+
+        return cls(capacity, sorted(clamped, key=order))
 
     def add_worker(self, worker) -> None:
         self.queues.setdefault(worker, [])
