@@ -8,9 +8,10 @@
    where packing by GPU demand matters. SGLang runs its suites as separate jobs: here one after another.
 3. Sharding a suite over the runners SGLang uses for it: the slowest shard over the ideal, for
    `rocm-gate shard` and for SGLang's `auto_partition` (longest first by est_time, filename tie-break).
-4. The real scheduler (not the simulation) on a suite of sleeping tests with GPU markers on a simulated
-   `mi300x-8`, 8 xdist workers: measured makespan (first test start to last test end, from the records)
+4. The real scheduler (not the simulation) on a suite of sleeping tests with GPU markers (a file each) on a
+   simulated `mi300x-8`, 8 xdist workers: measured makespan (first test start to last test end, from the records)
    against the simulation of the same tests with the durations the first run measured.
+5. Seeded random mixes of GPU demands and durations (synthetic), so one small case decides nothing.
 
     .venv/bin/python benchmarks/scheduling.py [--registrations FILE] [--skip-real]
 """
@@ -109,16 +110,13 @@ def sharding(all_suites) -> None:
               f"ideal {ideal:.0f} s)")
 
 
-SLEEPERS = """
+SLEEPER = """
     import time
     import pytest
 
-    CASES = {cases!r}
-
-    @pytest.mark.parametrize("seconds", [pytest.param(s, id=n, marks=pytest.mark.hardware(gpus=g))
-                                         for n, g, s in CASES])
-    def test_sleep(seconds, gpus):
-        time.sleep(seconds)
+    @pytest.mark.hardware(gpus={gpus})
+    def test_sleep(gpus):
+        time.sleep({seconds})
 """
 CASES = [("a", 2, 3.2), ("b", 2, 2.4), ("c", 4, 2.0), ("d", 1, 1.6), ("e", 1, 1.6), ("f", 8, 1.2), ("g", 1, 0.8),
          ("h", 2, 0.8), ("i", 1, 2.4), ("j", 1, 0.4), ("k", 4, 1.2), ("l", 1, 1.2), ("m", 1, 2.0), ("n", 2, 1.6)]
@@ -133,7 +131,8 @@ def measured_makespan(folder: Path) -> float:
 def real_run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        (root / "test_sleep.py").write_text(textwrap.dedent(SLEEPERS.format(cases=CASES)))
+        for name, gpus, seconds in CASES:  # a file per test, as GPU suites mostly are (and SGLang's registrations)
+            (root / f"test_{name}.py").write_text(textwrap.dedent(SLEEPER.format(gpus=gpus, seconds=seconds)))
         (root / "pytest.ini").write_text("[pytest]\n")
         base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "8", "--rocm-scheduler=gpu",
                 "--rocm-platform=mi300x-8", "--rocm-durations=durations.json"]
@@ -145,14 +144,33 @@ def real_run() -> None:
             if run != "learn":
                 spans.append(measured_makespan(root / run))
         store = json.loads((root / "durations.json").read_text())["platforms"]["MI300X"]
-        learned = {nodeid.split("[")[1][:-1]: statistics.median(samples) for nodeid, samples in store.items()}
-        jobs = [Job(i, name, gpus, learned[name]) for i, (name, gpus, _) in enumerate(CASES)]
+        learned = {nodeid.split("::")[0]: statistics.median(samples) for nodeid, samples in store.items()}
+        jobs = [Job(i, f"test_{name}.py::test_sleep", gpus, learned[f"test_{name}.py"])
+                for i, (name, gpus, _) in enumerate(CASES)]
         simulated = project_makespan(jobs, CAPACITY)
         measured = statistics.median(spans)
         print(f"4. the real scheduler on a simulated mi300x-8 ({len(CASES)} sleeping tests, 1 to 8 GPUs, 8 workers): "
               f"measured makespan median {measured:.2f} s (runs {', '.join(f'{s:.2f}' for s in spans)}), simulated "
               f"{simulated:.2f} s, measured/simulated {measured / simulated:.3f}; lower bound "
               f"{lower_bound(jobs, CAPACITY):.2f} s, xdist load simulated {xdist_load_makespan(jobs, CAPACITY):.2f} s")
+
+
+def random_mixes(trials: int = 300) -> None:
+    """Seeded random runs of 8 to 60 tests, 1/2/4/8 GPUs (mostly 1), log-normal durations: no single case
+    decides which rule is better."""
+    import random
+
+    rng = random.Random(1)
+    ratios: dict[str, list[float]] = {"project": [], "xdist load": []}
+    for _ in range(trials):
+        jobs = [Job(i, f"test_{i}.py::test", rng.choice([1, 1, 1, 1, 2, 2, 4, 8]), round(rng.lognormvariate(3, 1), 1))
+                for i in range(rng.randint(8, 60))]
+        bound = lower_bound(jobs, CAPACITY)
+        ratios["project"].append(project_makespan(jobs, CAPACITY) / bound)
+        ratios["xdist load"].append(xdist_load_makespan(jobs, CAPACITY) / bound)
+    print(f"5. {trials} seeded random mixes (8-60 tests, 1-8 GPUs) on one 8-GPU node, makespan / lower bound: "
+          + "; ".join(f"{name} mean {statistics.mean(r):.3f}, p90 {sorted(r)[int(0.9 * len(r))]:.3f}, "
+                      f"max {max(r):.3f}" for name, r in ratios.items()))
 
 
 def main() -> None:
@@ -166,6 +184,7 @@ def main() -> None:
     sharding(all_suites)
     if not args.skip_real:
         real_run()
+    random_mixes()
 
 
 if __name__ == "__main__":

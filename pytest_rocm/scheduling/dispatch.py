@@ -8,12 +8,17 @@ the one after it is queued or it has been told to stop: a worker's queue holds t
 and at most one more. The running test (the head of a queue) holds its GPUs; the GPUs no head
 holds are free.
 
-- An idle worker gets the longest pending test that fits the free GPUs, and nothing while none
-  fits (it is asked again whenever a test ends), so no test waits for GPUs another test holds.
-- A worker whose head runs gets its next test at once (the head cannot start otherwise): the
-  longest pending test that will fit when the head ends (its GPUs plus the free ones), else the
-  pending test that needs the fewest GPUs (it then waits for the device locks, which keep the GPUs
-  exclusive).
+Pending tests are ordered by module, longest first (see `longest_first`). The first pending test
+goes wherever it fits. When it does not fit, it is given a reservation (EASY backfilling): the
+earliest time the running tests free enough GPUs for it; another test may go first only if it ends
+by then or leaves the reserved test the GPUs it needs.
+
+- An idle worker gets such a test if one fits the free GPUs, and nothing otherwise (it is asked again
+  whenever a test ends), so no test waits for GPUs another test holds.
+- A worker whose head runs gets its next test at once (the head cannot start otherwise): such a test
+  that will fit when the head ends (its GPUs plus the free ones), placed as longest-first would place
+  it; failing that any test that fits, delaying the reserved one; failing that the one that needs the
+  fewest GPUs (it waits for the device locks, which keep the GPUs exclusive whatever is decided).
 - A rerun goes to the front. With nothing pending, a worker is told to stop.
 """
 
@@ -44,8 +49,9 @@ class Dispatcher:
 
     @classmethod
     def longest_first(cls, jobs: list[Job], capacity: int) -> Dispatcher:
-        """Pending tests in modules ordered longest first (a module's expected seconds summed), each module's
-        tests together and as collected. A module's tests stay together because its module-scoped fixtures (a
+        """Pending tests in modules ordered longest first (a module's expected seconds summed; ordering by
+        GPU-seconds instead did worse on mixed runs, benchmarks/scheduling.py), each module's tests together
+        and as collected. A module's tests stay together because its module-scoped fixtures (a
         served model: minutes on a GPU runner) are set up again whenever a worker's next test comes from
         another module, and pytest orders a module's tests to share its parametrized fixtures. The order is
         stable: two runs with the same durations schedule alike. A demand above the capacity counts as the
@@ -72,21 +78,43 @@ class Dispatcher:
     def free(self) -> int:
         return self.capacity - sum(queue[0].gpus for queue in self.queues.values() if queue)
 
-    def _take(self, budget: int, must: bool, start: int = 0) -> Job | None:
-        """The pending test at `start` in longest-first order, or the next after it, or (wrapping round) any
-        before it, that fits `budget` GPUs; with `must`, when none fits, the one that needs the fewest GPUs."""
+    def _take(self, budget: int, must: bool, start: int = 0, begins: float = 0.0, now: float = 0.0) -> Job | None:
+        """The pending test to start at `begins` on `budget` GPUs: the first pending test if it fits, else one
+        that may go before its reservation, scanning from `start` (the worker's place among the busy ones).
+        With `must` (a worker cannot start its own test without a next one), failing those any test that
+        fits, then the one that needs the fewest GPUs."""
         if not self.pending:
             return None
+        first = self.pending[0]
+        if first.gpus <= budget:
+            return self.pending.pop(0)
+        shadow, spare = self._reservation(first, now)
         start = min(start, len(self.pending) - 1)
-        order = list(range(start, len(self.pending))) + list(range(start))
-        for position in order:
-            if self.pending[position].gpus <= budget:
+        for position in list(range(max(start, 1), len(self.pending))) + list(range(1, max(start, 1))):
+            job = self.pending[position]
+            if job.gpus <= budget and (begins + job.seconds <= shadow or job.gpus <= spare):
                 return self.pending.pop(position)
         if not must:
             return None
-        # Nothing fits: the test that needs the fewest GPUs (the longest of those) waits least for the locks.
+        for position in range(1, len(self.pending)):  # it must take something: what fits, though it delays the first
+            if self.pending[position].gpus <= budget:
+                return self.pending.pop(position)
         fewest = min(range(len(self.pending)), key=lambda position: (self.pending[position].gpus, position))
         return self.pending.pop(fewest)
+
+    def _reservation(self, job: Job, now: float) -> tuple[float, int]:
+        """When the running tests (the heads) will have freed enough GPUs for `job`, and how many GPUs it leaves
+        spare then."""
+        free = self.free
+        ends = sorted((self._free_at(worker, now, heads_only=True), queue[0].gpus)
+                      for worker, queue in self.queues.items() if queue)
+        when = now
+        for end, gpus in ends:
+            if free >= job.gpus:
+                break
+            free += gpus
+            when = end
+        return when, free - job.gpus
 
     def fill(self, workers, now: float = 0.0) -> dict[object, list[Job | str]]:
         """What to send each of these workers now (tests to queue, and/or SHUTDOWN). Every idle worker gets its
@@ -98,7 +126,7 @@ class Dispatcher:
         for worker in workers:
             queue = self.queues[worker]
             if not queue and self.pending:
-                first = self._take(self.free, must=False)
+                first = self._take(self.free, must=False, begins=now, now=now)
                 if first is not None:  # else nothing fits the free GPUs now: asked again when a test ends
                     queue.append(first)
                     sent[worker].append(first)
@@ -109,7 +137,8 @@ class Dispatcher:
                 rank = sum(self._free_at(other, now) < self._free_at(worker, now)
                            for other, other_queue in self.queues.items()
                            if other != worker and other_queue and other not in self.stopped)
-                after = self._take(self.free + queue[0].gpus, must=True, start=rank)
+                after = self._take(self.free + queue[0].gpus, must=True, start=rank,
+                                   begins=self._free_at(worker, now), now=now)
                 if after is not None:
                     queue.append(after)
                     sent[worker].append(after)
@@ -121,12 +150,12 @@ class Dispatcher:
                     self.started.setdefault(worker, now)
         return {w: things for w, things in sent.items() if things}
 
-    def _free_at(self, worker, now: float) -> float:
-        """When this worker is expected to have run its queue (its head from when it started, or from now)."""
+    def _free_at(self, worker, now: float, heads_only: bool = False) -> float:
+        """When this worker is expected to have run its queue, or its head only (from when it started, or now)."""
         queue = self.queues.get(worker, [])
         if not queue:
             return now
-        return self.started.get(worker, now) + sum(job.seconds for job in queue)
+        return self.started.get(worker, now) + sum(job.seconds for job in (queue[:1] if heads_only else queue))
 
     def complete(self, worker, index: int, now: float = 0.0) -> None:
         queue = self.queues.get(worker, [])
