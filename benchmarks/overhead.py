@@ -3,7 +3,15 @@
 Runs, alternately (at least 5 times each): the plugin disabled (`-p no:rocm`, the anchor); enabled on a
 simulated MI300X runner (markers, skips, known gaps, JUnit properties); and enabled with records and the
 gate report written (`--rocm-report-dir`). Prints the median wall times and the ratios to the anchor.
-Target: ratio <= 1.05.
+Target (issue 16): ratio <= 1.02 with records and report. Not met: 1.09 to 1.10 on this 2-core machine.
+
+Where the time goes with records and report (about 0.5 s over 5,000 tests, 100 us a test; timed by wrapping
+the plugin's functions in one run): writing the 14,600 phase records 0.135 s (format and os.write are 2.5 us
+of the 9 us each; the rest is per-phase Python), the end-of-run report 0.145 s (reading the records back
+0.066 s, building the report 0.030 s, writing gate-report.json and manifest.json 0.030 s), and the rest in
+pluggy's dispatch of the plugin's per-phase hooks and in marking the collected tests. 1.02 is 20 us a test:
+less than recording three phases costs in Python; it would take one record per passing test (written at its
+teardown, the setup flushed before the body runs) and a report that reads only what is not a plain pass.
 
     .venv/bin/python benchmarks/overhead.py [--runs 5] [--tests 5000]
 """
@@ -77,7 +85,7 @@ def main() -> None:
     for name, runs in times.items():
         median = statistics.median(runs)
         print(f"{name:<34} median {median:.3f} s  ratio {median / anchor:.3f}  runs {', '.join(f'{t:.2f}' for t in runs)}")
-    print("target: ratio <= 1.05")
+    print("target: ratio <= 1.02 with records and report (issue 16)")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,14 @@ fresh process:
   - anchor: a plain `xml.etree.ElementTree.iterparse` pass that only counts test cases;
   - `rocm-gate parity --reference ... --candidate ... --groups suites/upstream/vllm.toml`;
   - junitparser loading the same files (for reference: why the reader streams instead).
-Prints medians, the ratio parity/anchor and the peak memory of each. Target: ratio <= 2.0,
-peak memory < 1 GiB.
+Prints medians, the ratio parity/anchor and the peak memory of each. Target (issue 16): ratio <= 1.5,
+peak memory < 1 GiB. Not met: 2.2 on this 2-core machine.
+
+Where the time goes (profiled): parsing the 100 files is the anchor's own work (about 0.4 s, in threads);
+comparing 200,000 tests costs about 0.2 s (a set intersection of the plain passes, then a pass over every
+other test), writing the 8 MiB parity.json 0.06 s and the markdown 0.03 s, and the imports 0.05 s. 1.5x
+leaves 0.18 s for all but the parse: about 1 us a test in Python, which the per-test pass cannot reach;
+it would take comparing plain passes per file (as counts) instead of per test.
 
     .venv/bin/python benchmarks/parity_scale.py [--runs 3] [--cases 200000] [--files 100]
 """
@@ -124,7 +130,7 @@ def main() -> None:
         medians[name] = statistics.median(seconds)
         print(f"{label:<32} median {medians[name]:6.2f} s  peak memory {peak:6.0f} MiB  "
               f"runs {', '.join(f'{t:.2f}' for t in seconds)}")
-    print(f"ratio parity/anchor:      {medians['parity'] / medians['anchor']:.2f}  (target <= 2.0)")
+    print(f"ratio parity/anchor:      {medians['parity'] / medians['anchor']:.2f}  (target <= 1.5)")
     print(f"ratio junitparser/anchor: {medians['junitparser'] / medians['anchor']:.2f}")
     print(f"parity.json: {report_size:.0f} MiB")
 
