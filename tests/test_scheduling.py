@@ -180,3 +180,21 @@ def test_a_corrupt_store_is_said_and_the_run_goes_on(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*duration store*durations.json is unreadable*durations are unknown this run*"])
     assert json.loads((pytester.path / "durations.json").read_text())["schema"] == "pytest-rocm/durations/1"
+
+
+@pytest.mark.slow
+def test_workers_that_collect_different_tests_fail_the_run_saying_so(pytester):
+    pytester.makepyfile("""
+        import os
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        @pytest.mark.parametrize("worker", [os.environ.get("PYTEST_XDIST_WORKER", "none")])
+        def test_differs(worker):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--rocm-scheduler=gpu", "--rocm-platform=mi300x-8",
+                                           "--rocm-report-dir=out", "--rocm-exit-by-conclusion", "-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*"])
+    assert read_report(pytester.path / "out")["conclusion"] in ("failure", "incomplete")

@@ -99,12 +99,13 @@ class GpuScheduling:
 
     def schedule(self) -> None:
         if self.dispatcher is None:
-            collections = list(self.node2collection.values())
-            first = collections[0]
-            if any(c != first for c in collections[1:]):
-                self.log("workers collected different tests: nothing is scheduled")
+            (first_node, first), *others = self.node2collection.items()
+            differences = [(node, collection) for node, collection in others if collection != first]
+            if differences:  # nothing runs; with nothing pending xdist ends the session as its own schedulers do
+                self._report_different_collections(first_node, first, differences)
+                self.collection, self.dispatcher = first, Dispatcher(self.capacity)
                 for node in self._nodes:
-                    node.shutdown()
+                    self.dispatcher.add_worker(node)
                 return
             self.collection = first
             demands = read_demands(self.demands_folder)
@@ -142,6 +143,18 @@ class GpuScheduling:
             self.dispatcher.requeue_front(job)
         self._fill([n for n in self._nodes if not n.shutting_down])
         return self.collection[queue[0].index]
+
+    def _report_different_collections(self, first_node, first, differences) -> None:
+        """As xdist's own schedulers do: a collection error per worker whose tests differ (random parameters,
+        a conftest that depends on the worker), so the run fails saying so instead of running a mix."""
+        import pytest
+        from xdist.report import report_collection_diff
+
+        for node, collection in differences:
+            message = report_collection_diff(first, collection, first_node.gateway.id, node.gateway.id)
+            self.log(message)
+            self.config.hook.pytest_collectreport(report=pytest.CollectReport(
+                nodeid=node.gateway.id, outcome="failed", longrepr=message, result=[]))
 
     # -- sending ------------------------------------------------------------------------------------
     def _now(self) -> float:
