@@ -85,6 +85,21 @@ def test_the_cli_from_a_file_and_from_git(small):
     done = rocm_gate("select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("everything: setup.py is in the map's `[selection] everything`")
+    # learning from the checkout's own history: the file changed with tests before, so only its tests run
+    (repo / "vllm").mkdir()
+    (repo / "tests/v1/core").mkdir(parents=True)
+    for number in range(3):
+        (repo / "vllm/sched.py").write_text(f"x = {number}\n")
+        (repo / "tests/v1/core/test_sched.py").write_text(f"def test(): assert {number} >= 0\n")
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", f"sched {number}"], check=True)
+    (repo / "vllm/sched.py").write_text("x = 9\n")
+    subprocess.run([*git, "commit", "-qam", "change sched"], check=True)
+    done = rocm_gate("select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo,
+                     "--learn-from-git", 50, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tests"] == {"tests/v1/core/": [
+        "vllm/sched.py: co-changed (vllm/sched.py changed with tests in 3 commit(s))"]}
     done = rocm_gate("select", "--map", small / "map.toml", "--base", "nope", "--head", "HEAD", "--repo", repo)
     assert done.returncode == 2 and "git diff nope...HEAD" in done.stderr and "Traceback" not in done.stderr
 

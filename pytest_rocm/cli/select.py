@@ -6,9 +6,8 @@ Per changed file, the first that applies: a test file runs (and selects its grou
 rule's tests; co-change learned from `--history` selects the test folders that changed with the file;
 anything else is unknown and runs everything. Every group selected says why.
 
---history is one JSON object per commit with its `files`, newest first, as written by:
-  git log --first-parent -n 2000 --name-only --format='%H' | python -c '...'   (see README)
-or the shared `vllm-main-history.jsonl`.
+History to learn from: --history FILE, one JSON object per commit with its `files` (the vendored
+`tests/data/upstream/vllm-main-history.jsonl`), or --learn-from-git N: the last N first-parent commits of --repo.
 
 Exit statuses: 0 done, 2 bad input (a map, history or git call that fails, named).
 """
@@ -33,6 +32,8 @@ def add_parser(commands, name: str) -> None:
     select.add_argument("--head", metavar="SHA")
     select.add_argument("--repo", type=Path, default=Path("."), metavar="DIR", help="the git checkout (default: here)")
     select.add_argument("--history", type=Path, metavar="JSONL", help="commits to learn co-change from")
+    select.add_argument("--learn-from-git", type=int, metavar="N",
+                        help="learn co-change from the last N first-parent commits of --repo (before --base)")
     select.add_argument("--json", action="store_true", help="print the selection as JSON")
 
 
@@ -59,6 +60,21 @@ def _changed(args) -> list[str]:
     return [line for line in done.stdout.splitlines() if line.strip()]
 
 
+def _git_history(repo: Path, commits: int, before: str | None) -> list[dict]:
+    """The last `commits` first-parent commits (before `before`, when given) as {"sha", "files"}."""
+    command = ["git", "-C", str(repo), "log", "--first-parent", f"-n{commits}", "--name-only", "--format=@%H"]
+    done = subprocess.run(command + ([before] if before else []), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ValueError(f"git log in {repo} failed: {(done.stderr.strip() or 'no output').splitlines()[-1]}")
+    history: list[dict] = []
+    for line in done.stdout.splitlines():
+        if line.startswith("@"):
+            history.append({"sha": line[1:], "files": []})
+        elif line.strip() and history:
+            history[-1]["files"].append(line.strip())
+    return history
+
+
 def run(args) -> int:
     from pytest_rocm.catalog.groups import GroupMapError, load_group_map
     from pytest_rocm.selection.cochange import CoChange, HistoryError, read_history
@@ -69,7 +85,12 @@ def run(args) -> int:
         return _fail("give --changed-files FILE, or --base SHA and --head SHA")
     try:
         group_map = load_group_map(args.map)
-        history = CoChange.learn(read_history(args.history)) if args.history else None
+        if args.history and args.learn_from_git:
+            return _fail("give --history FILE or --learn-from-git N, not both")
+        if args.learn_from_git is not None and args.learn_from_git < 1:
+            return _fail(f"--learn-from-git {args.learn_from_git}: give a number of commits, 1 or more")
+        history = CoChange.learn(read_history(args.history)) if args.history else (
+            CoChange.learn(_git_history(args.repo, args.learn_from_git, args.base)) if args.learn_from_git else None)
         changed = _changed(args)
     except (GroupMapError, HistoryError, ValueError, OSError) as exc:
         return _fail(str(exc))
