@@ -197,3 +197,17 @@ def test_standard_input_that_is_not_text_and_qq_counts_of_one(tmp_path):
     # `-qq` lines count items even when every file has one test
     report = as_json("--map", vllm_map, "-", stdin="tests/v1/core/test_a.py: 1\ntests/test_b.py: 1\n")
     assert report["total"] == {"items": 2, "files": 2}
+
+
+def test_a_checkout_folder_is_named_from_its_root_wherever_it_is_given_from(tmp_path):
+    checkout = tmp_path / "work" / "vllm"
+    (checkout / "tests/kernels/attention").mkdir(parents=True)
+    (checkout / "tests/kernels/attention/test_a.py").write_text("def test(): pass\n")
+    (checkout / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    for cwd, folder in ((tmp_path / "work", "vllm"), (checkout, "."), (checkout / "tests", "kernels"),
+                        (tmp_path, checkout)):
+        done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "groups", "--map", str(MAPS / "vllm.toml"),
+                               str(folder), "--json"], cwd=cwd, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["groups"] == {"attention": {"items": None, "files": 1, "gates": 0,
+                                                                   "blocking": 0}}, (cwd, folder)

@@ -1,8 +1,9 @@
 """`rocm-gate groups --map MAP SOURCE...`: how a test tree sorts into groups, before anything runs.
 
 SOURCE is any of:
-  a folder           its test files (pytest's default python_files), named as pytest names them from here:
-                     relative to the current folder if the folder is inside it, else to the folder itself
+  a folder           its test files (pytest's default python_files), named from the checkout's root (the
+                     nearest folder at or above it with .git, pyproject.toml, pytest.ini, tox.ini, setup.cfg
+                     or setup.py), as pytest names them
   FILE.jsonl         SGLang's registrations (one {"path", "registrations"} object per line)
   FILE or -          a list of paths or node ids, one per line: a file list such as `git ls-files tests`, or the
                      output of `pytest --collect-only -q` (node ids: items are counted) or `-qq` (`path: N`)
@@ -94,6 +95,21 @@ def _read_lines(lines: list[str], where: str, notes: list[str]) -> tuple[list[tu
     return found, counted
 
 
+# What marks a checkout's root (pytest's rootdir files, and git's).
+ROOT_MARKERS = (".git", "pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg", "setup.py")
+
+
+def _tree_root(folder: Path) -> Path:
+    """Where node ids start for a folder's files, as pytest would name them: the nearest folder at or above it
+    that marks a checkout's root (`vllm` from its parent, `test/registered` inside an SGLang checkout); with
+    none, the current folder when the folder is inside it, else the folder itself."""
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+            return candidate
+    cwd = Path.cwd().resolve()
+    return cwd if folder.is_relative_to(cwd) else folder
+
+
 def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
     """(entries as (nodeid, count), items_known, files set aside as not test files)."""
     from pytest_rocm.parity.sglang_registry import RegistryError, read_jsonl
@@ -104,10 +120,7 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
     else:
         path = Path(source)
         if path.is_dir():
-            # Paths as pytest's node ids name them when run from here: relative to the current folder when the
-            # folder is inside it (`test/registered` from an SGLang checkout), else relative to the folder.
-            cwd = Path.cwd().resolve()
-            base = cwd if path.resolve().is_relative_to(cwd) else path.resolve()
+            base = _tree_root(path.resolve())
             found = []
             for folder, dirs, files in os.walk(path.resolve()):
                 dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith("."))
