@@ -196,5 +196,5 @@ def test_workers_that_collect_different_tests_fail_the_run_saying_so(pytester):
     result = pytester.runpytest_subprocess("-n", "2", "--rocm-scheduler=gpu", "--rocm-platform=mi300x-8",
                                            "--rocm-report-dir=out", "--rocm-exit-by-conclusion", "-p", "no:cacheprovider")
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*"])
+    result.stdout.fnmatch_lines(["*Different tests were collected between gw? and gw?*"])  # either order
     assert read_report(pytester.path / "out")["conclusion"] in ("failure", "incomplete")
