@@ -60,12 +60,17 @@ def test_each_kind_of_change_says_why(small):
     assert set(chosen.groups) == {"attention", "engine"}
     assert any("rule `sources` of group attention" in r for r in chosen.groups["attention"])
     assert any("co-changed with tests/v1/core/" in r and "3 commit(s)" in r for r in chosen.groups["engine"])
-    assert "tests/v1/core/test_kv.py" in chosen.tests and "tests/v1/conftest.py" not in chosen.tests
+    assert "tests/v1/core/test_kv.py" in chosen.tests
+    assert chosen.tests["tests/v1/"] == ["tests/v1/conftest.py changed (not a test: the tests under tests/v1/ use it)"]
     assert chosen.ignored == ["docs/a.md"]
     assert select(["setup.py"], group_map, history).why_everything == "setup.py is in the map's `[selection] everything`"
     unknown = select(["vllm/never_seen.py"], group_map, history)
     assert unknown.everything and "history has too little" in unknown.why_everything
     assert select(["docs/only.md"], group_map, history).groups == {}
+    helper = select(["tests/kernels/utils.py"], group_map, history)  # kernels/attention is under it
+    assert set(helper.groups) == {"attention", "ungrouped"} and "tests/kernels/" in helper.tests
+    assert select(["tests/conftest.py"], group_map, history).why_everything == \
+        "tests/conftest.py is shared by the whole test tree"
 
 
 def test_the_cli_from_a_file_and_from_git(small):

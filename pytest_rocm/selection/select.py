@@ -1,7 +1,8 @@
 """What a change needs to run, and why: groups and test paths, or everything.
 
 Per changed file, the first that applies:
-1. a test file: it runs, and its group is selected;
+1. a test file: it runs, and its group is selected; any other file under the test tree (a conftest, a helper):
+   the tests at or below its folder (every group, for the tree's root);
 2. `[selection] ignore` of the group map (documentation, other platforms' CI and build files): nothing;
 3. `[selection] everything` (build files, this CI's configuration, core modules): every group;
 4. a rule's `sources`: that rule's group and test paths;
@@ -44,7 +45,15 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
                 group = group_map.group_of(path) or UNGROUPED
                 selection.tests[path].append("changed test file")
                 selection.groups[group].append(f"{path} changed")
-            continue  # conftest and helpers: the tests of their folder run when a test there changed
+                continue
+            # a conftest, helper or data file: every test at or below its folder depends on it
+            folder = path.rsplit("/", 1)[0] + "/"
+            if folder.count("/") == 1:  # the test tree's own root (tests/conftest.py)
+                return _everything(selection, f"{path} is shared by the whole test tree")
+            for group in _groups_under(group_map, folder):
+                selection.groups[group].append(f"{path}: the tests under {folder} use it")
+            selection.tests[folder].append(f"{path} changed (not a test: the tests under {folder} use it)")
+            continue
         if group_map.ignore.matches(path, path):
             selection.ignored.append(path)
             continue
@@ -64,6 +73,15 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
         if not ruled and folders is None:
             return _everything(selection, f"{path}: no rule names it and history has too little on it")
     return selection
+
+
+def _groups_under(group_map: GroupMap, folder: str) -> set[str]:
+    """The groups of the tests at or below a folder: those of map rules that name a path under it, and the
+    group a test right in it would get."""
+    groups = {rule.group for rule in group_map.rules for pattern in rule.include.patterns
+              if pattern.startswith(folder)}
+    groups.add(group_map.group_of(folder + "test_x.py") or UNGROUPED)
+    return groups
 
 
 def _everything(selection: Selection, why: str) -> Selection:
