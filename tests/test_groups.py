@@ -30,6 +30,7 @@ def test_the_real_vllm_tree_list():
                      "distributed_moe": 150, "accuracy": 3, "performance": 10, "ungrouped": 30}
     assert report["total"] == {"items": None, "files": 1010} and report["not_test_files"] == 230
     assert report["unused_patterns"] == [] and report["rules_winning_nothing"] == [] and report["overlaps"] == []
+    assert report["files_in_two_groups_rules"] == 296  # all carve-outs before a broader rule (engine's tests/models/)
     assert "tests/cuda/test_cuda_context.py" in report["ungrouped_files"]
     text = groups("--map", MAPS / "vllm.toml", UPSTREAM / "vllm-tests-tree.txt").stdout
     assert "attention           70      0         0" in text

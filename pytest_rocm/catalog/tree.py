@@ -55,6 +55,7 @@ def sort_tree(entries: list[TreeEntry], group_map: GroupMap | None, applicabilit
     ungrouped_files: dict[str, int] = {}
     not_applicable: dict[str, set[str]] = defaultdict(set)
     overlaps: dict[str, dict] = {}
+    in_two_groups: set[str] = set()  # every file rules of two groups match (most are deliberate carve-outs)
     by_file: dict[str, tuple] = {}  # the map's answer for a file, when the map looks at paths only
     per_file = group_map is None or group_map.by_path
     for entry in entries:
@@ -66,10 +67,13 @@ def sort_tree(entries: list[TreeEntry], group_map: GroupMap | None, applicabilit
         answer = by_file.get(path) if per_file else None
         if answer is None:
             matching = [i for i, rule in enumerate(rules) if rule.matches(path, entry.nodeid)]
-            answer = (matching[0] if matching else None, _shadowed(rules, matching, path, entry.nodeid))
+            answer = (matching[0] if matching else None, _shadowed(rules, matching, path, entry.nodeid),
+                      len({rules[i].group for i in matching}) > 1)
             if per_file:
                 by_file[path] = answer
-        first, also = answer
+        first, also, two_groups = answer
+        if two_groups:
+            in_two_groups.add(path)
         if first is not None and entry.group is None:
             won[first] += 1
         if also and path not in overlaps:
@@ -100,6 +104,7 @@ def sort_tree(entries: list[TreeEntry], group_map: GroupMap | None, applicabilit
         "rules_winning_nothing": [{"rule": i + 1, "group": rule.group} for i, rule in enumerate(rules)
                                   if not won[i]],
         "overlaps": sorted(overlaps.values(), key=lambda o: o["file"]),
+        "files_in_two_groups_rules": len(in_two_groups),
     }
     return report
 
@@ -192,6 +197,11 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) 
         lines.append(f"node id patterns not checked against a file list: {len(unchecked)}")
     lines += _listed("rules that sort no test (every test they match is taken by an earlier rule, or none)",
                      [f"rule {r['rule']} ({r['group']})" for r in report["rules_winning_nothing"]], limit)
+    if report["files_in_two_groups_rules"]:
+        narrow = len(report["overlaps"])
+        lines.append(f"files rules of two groups match: {report['files_in_two_groups_rules']}; the first rule wins, and "
+                     f"{narrow} of them are matched as narrowly by a later rule{' (listed below)' if narrow else ''}; "
+                     "the rest are carve-outs taken before a broader rule")
     lines += _listed("files a later rule of another group matches as narrowly as the rule that wins them",
                      [f"{o['file']}: {o['group']}, also {', '.join(o['also'])}" for o in report["overlaps"]], limit)
     return lines
