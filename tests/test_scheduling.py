@@ -198,3 +198,18 @@ def test_workers_that_collect_different_tests_fail_the_run_saying_so(pytester):
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*Different tests were collected between gw? and gw?*"])  # either order
     assert read_report(pytester.path / "out")["conclusion"] in ("failure", "incomplete")
+
+
+def test_two_runs_ending_at_once_both_reach_the_duration_store(tmp_path):
+    """Each run adds its durations under a lock: neither run's samples are lost to the other's write."""
+    import threading
+
+    from pytest_rocm.scheduling.durations import add_run
+
+    path = tmp_path / "durations.json"
+    runs = [threading.Thread(target=add_run, args=(path, "MI300X", {f"t.py::run{i}": float(i)})) for i in range(8)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert sorted(DurationStore.load(path).platforms["MI300X"]) == [f"t.py::run{i}" for i in range(8)]

@@ -312,13 +312,13 @@ class Controller:
         path = self.context.settings.durations_path
         if path is None:
             return
-        from pytest_rocm.scheduling.durations import DurationStore, durations_from_records
+        from filelock import Timeout
 
-        store = DurationStore.load(path)
-        store.add(self.context.platform.keys()[0], durations_from_records(records))
+        from pytest_rocm.scheduling.durations import add_run, durations_from_records
+
         try:
-            store.save()
-        except OSError as exc:
+            add_run(path, self.context.platform.keys()[0], durations_from_records(records))
+        except (OSError, Timeout) as exc:
             self.notes.append(f"could not update the duration store {path}: {exc}")
 
     def _write_proposals(self, records: list[dict], manifest: dict) -> Path | None:

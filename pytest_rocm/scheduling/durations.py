@@ -74,13 +74,25 @@ class DurationStore:
             tests[nodeid] = (tests.get(nodeid, []) + [round(seconds, 3)])[-KEEP:]
 
     def save(self) -> None:
-        """Atomically (a reader never sees half a file; the last of two concurrent writers wins)."""
+        """Atomically: a reader never sees half a file."""
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
         partial.write_text(json.dumps({"schema": SCHEMA, "platforms": self.platforms}, indent=1, sort_keys=True))
         partial.replace(self.path)
+
+
+def add_run(path: Path, platform_key: str, durations: dict[str, float]) -> None:
+    """Add one run's durations to the store at `path`. Two runs that end at once on one store both count: the
+    read, the addition and the write happen under a lock file beside the store."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.with_name(f".{path.name}.lock")), timeout=60):
+        store = DurationStore.load(path)
+        store.add(platform_key, durations)
+        store.save()
 
 
 def durations_from_records(records: list[dict]) -> dict[str, float]:
