@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from pytest_rocm.cli.arguments import whole_number
 from pytest_rocm.hw import SOURCE_NAMES
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.hw.skus import ALL_SKUS, normalise_sku
@@ -79,16 +80,6 @@ def _sku(value: str) -> str:
     return normalise_sku(value)
 
 
-def _gpu_count(value: str) -> int:
-    try:
-        count = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"a GPU count cannot be negative, got {count}")
-    return count
-
-
 def add_parser(commands, name: str) -> None:
     doctor = commands.add_parser(name, help="show the detected platform and check it against expectations",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,7 +88,8 @@ def add_parser(commands, name: str) -> None:
     doctor.add_argument("--source", metavar="TOOL=FILE", type=_source, action="append", default=[],
                         help="read saved tool output instead of running the tool (repeatable): "
                              + ", ".join(SOURCE_NAMES))
-    doctor.add_argument("--expect-gpus", type=_gpu_count, metavar="N", help="exit 3 unless exactly N GPUs are visible")
+    doctor.add_argument("--expect-gpus", type=whole_number(0, "a GPU count cannot be negative, got {value}"),
+                        metavar="N", help="exit 3 unless exactly N GPUs are visible")
     doctor.add_argument("--expect-sku", type=_sku, metavar="SKU", help="exit 3 unless every GPU is this SKU")
     doctor.add_argument("--require-gpu", action="store_true", help="exit 4 when no GPU is visible")
 

@@ -19,27 +19,9 @@ import json
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli.arguments import whole_number
+
 EXIT_BAD_INPUT = 2
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {number}")
-    return number
-
-
-def _index(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more (shards are numbered from 0), got {number}")
-    return number
 
 
 def add_parser(commands, name: str) -> None:
@@ -47,8 +29,10 @@ def add_parser(commands, name: str) -> None:
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     shard.add_argument("sources", nargs="+", metavar="SOURCE", help="collect-only output, a file list, a folder, "
                                                                      "a registrations .jsonl, or -")
-    shard.add_argument("--runners", type=_positive, required=True, metavar="K", help="how many runner jobs share it")
-    shard.add_argument("--index", type=_index, required=True, metavar="I", help="this runner's shard, 0 to K-1")
+    shard.add_argument("--runners", type=whole_number(1, "expected 1 or more, got {value}"), required=True,
+                       metavar="K", help="how many runner jobs share it")
+    shard.add_argument("--index", type=whole_number(0, "expected 0 or more (shards are numbered from 0), got {value}"),
+                       required=True, metavar="I", help="this runner's shard, 0 to K-1")
     shard.add_argument("--durations", type=Path, metavar="FILE", help="the duration store earlier runs wrote")
     shard.add_argument("--platform-key", metavar="KEY",
                        help="whose durations (an SKU such as MI300X; default: the store's only platform)")
