@@ -20,7 +20,8 @@ from pytest_rocm.catalog.groups import GROUPS
 from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
 
 DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
-# Per-test JUnit properties: what tools read (the default), or everything the plugin knows.
+# Settings with fixed values, the default first. Per-test JUnit properties: what tools read, or everything the
+# plugin knows; the xdist scheduler: the gpu one on runners with GPUs, the gpu one, or xdist's own.
 JUNIT_PROPERTIES = ("minimal", "full")
 SCHEDULERS = ("auto", "gpu", "xdist")
 
@@ -162,6 +163,14 @@ def _bool_ini(config: pytest.Config, name: str) -> bool:
     raise pytest.UsageError(f"{name}: {value!r} is not true or false")
 
 
+def _choice(config: pytest.Config, name: str, choices: tuple[str, ...]) -> str:
+    """A setting with fixed values: the option (argparse checked it), else the ini value, else the first choice."""
+    value = config.getoption(name) or str(config.getini(name)).strip() or choices[0]
+    if value not in choices:
+        raise pytest.UsageError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def probe_argv(command: str) -> list[str]:
     """The health probe as an argument list: split with shlex (no shell), `{python}` is this Python, and
     the program must exist. Raises ValueError saying what is wrong."""
@@ -202,16 +211,11 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(f"--rocm-health-probe / rocm_health_probe: {exc}") from None
     exit_by = config.getoption("rocm_exit_by_conclusion") or _bool_ini(config, "rocm_exit_by_conclusion")
-    scheduler = config.getoption("rocm_scheduler") or str(config.getini("rocm_scheduler")).strip() or "auto"
-    if scheduler not in SCHEDULERS:
-        raise pytest.UsageError(f"rocm_scheduler: {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+    scheduler = _choice(config, "rocm_scheduler", SCHEDULERS)
     if scheduler == "gpu" and getattr(config.option, "dist", "no") not in ("no", "load"):
         raise pytest.UsageError(f"--rocm-scheduler=gpu schedules test by test; it cannot be combined with "
                                 f"--dist {config.option.dist} (use -n N alone, or --dist load)")
-    junit = config.getoption("rocm_junit_properties") or str(config.getini("rocm_junit_properties")).strip() \
-        or "minimal"
-    if junit not in JUNIT_PROPERTIES:
-        raise pytest.UsageError(f"rocm_junit_properties: {junit!r} is not one of {', '.join(JUNIT_PROPERTIES)}")
+    junit = _choice(config, "rocm_junit_properties", JUNIT_PROPERTIES)
     return Settings(report_dir=report_dir.resolve() if report_dir else None, group_map_path=group_map,
                     allowed_groups=allowed, reruns=reruns,
                     probe_command=command, probe_argv=argv, signatures=signatures,
