@@ -114,6 +114,8 @@ def test_the_cli_from_a_file_and_from_git(small):
     (["--base", "a"], "give --changed-files FILE, or --base SHA and --head SHA"),
     (["--changed-files", "bin.txt"], "not UTF-8 text"),
     (["--changed-files", "changed.txt", "--history", "bad.jsonl"], "bad.jsonl:2: not a commit line"),
+    (["--changed-files", "changed.txt", "--learn-from-git", "0"], "give a number of commits, 1 or more, got 0"),
+    (["--changed-files", "changed.txt", "--history", "bad.jsonl", "--learn-from-git", "5"], "not both"),
 ])
 def test_bad_input_is_named(small, args, message):
     (small / "bin.txt").write_bytes(b"\xff\xfevllm")

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli.arguments import whole_number
+
 EXIT_BAD_INPUT = 2
 
 
@@ -32,7 +34,8 @@ def add_parser(commands, name: str) -> None:
     select.add_argument("--head", metavar="SHA")
     select.add_argument("--repo", type=Path, default=Path("."), metavar="DIR", help="the git checkout (default: here)")
     select.add_argument("--history", type=Path, metavar="JSONL", help="commits to learn co-change from")
-    select.add_argument("--learn-from-git", type=int, metavar="N",
+    select.add_argument("--learn-from-git", type=whole_number(1, "give a number of commits, 1 or more, got {value}"),
+                        metavar="N",
                         help="learn co-change from the last N first-parent commits of --repo (before --base)")
     select.add_argument("--json", action="store_true", help="print the selection as JSON")
 
@@ -80,15 +83,13 @@ def run(args) -> int:
     from pytest_rocm.selection.cochange import CoChange, HistoryError, read_history
     from pytest_rocm.selection.select import select
 
-    if (args.changed_files is None) == (args.base is None and args.head is None) or \
-            (args.changed_files is None and (args.base is None or args.head is None)):
+    git_range = args.base is not None or args.head is not None
+    if (args.changed_files is not None) == git_range or (git_range and (args.base is None or args.head is None)):
         return _fail("give --changed-files FILE, or --base SHA and --head SHA")
+    if args.history and args.learn_from_git:
+        return _fail("give --history FILE or --learn-from-git N, not both")
     try:
         group_map = load_group_map(args.map)
-        if args.history and args.learn_from_git:
-            return _fail("give --history FILE or --learn-from-git N, not both")
-        if args.learn_from_git is not None and args.learn_from_git < 1:
-            return _fail(f"--learn-from-git {args.learn_from_git}: give a number of commits, 1 or more")
         history = CoChange.learn(read_history(args.history)) if args.history else (
             CoChange.learn(_git_history(args.repo, args.learn_from_git, args.base)) if args.learn_from_git else None)
         changed = _changed(args)
