@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_rocm.parity.sglang_registry import gpus_of, read_jsonl  # noqa: E402
+from pytest_rocm.parity.sglang_registry import read_jsonl, suite_jobs  # noqa: E402
 from pytest_rocm.scheduling.dispatch import Job  # noqa: E402
 from pytest_rocm.scheduling.simulate import (  # noqa: E402
     lower_bound,
@@ -44,19 +44,6 @@ CAPACITY = 8
 # SGLang's partition counts for its AMD per-commit suites (research/sglang-pytorch-ci.md: pr-test-amd.yml)
 SGLANG_PARTITIONS = {"stage-b-test-1-gpu-small-amd": 14, "stage-b-test-1-gpu-large-amd": 8,
                      "stage-b-test-2-gpu-large-amd": 2, "stage-c-test-large-8-gpu-amd": 3}
-
-
-def suites(path: Path) -> dict[tuple[str, str], list[Job]]:
-    found: dict[tuple[str, str], list[Job]] = {}
-    for f in read_jsonl(path):
-        for backend, calls in f.registrations.items():
-            for call in calls:
-                suite, seconds = call.get("suite"), call.get("est_time")
-                if call.get("disabled") or not isinstance(suite, str) or not isinstance(seconds, (int, float)):
-                    continue
-                jobs = found.setdefault((backend, suite), [])
-                jobs.append(Job(len(jobs), f.path, gpus_of(suite), float(seconds)))
-    return found
 
 
 def one_node(all_suites) -> None:
@@ -178,7 +165,7 @@ def main() -> None:
     parser.add_argument("--registrations", type=Path, default=REPO / "tests/data/upstream/sglang-ci-registrations.jsonl")
     parser.add_argument("--skip-real", action="store_true", help="simulations only")
     args = parser.parse_args()
-    all_suites = suites(args.registrations)
+    all_suites = suite_jobs(read_jsonl(args.registrations))
     one_node(all_suites)
     mixed_node(all_suites)
     sharding(all_suites)

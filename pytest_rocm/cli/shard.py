@@ -46,7 +46,7 @@ def _fail(message: str) -> int:
 
 
 def _registered_jobs(path: Path, suite: str | None):
-    from pytest_rocm.parity.sglang_registry import RegistryError, gpus_of, read_jsonl
+    from pytest_rocm.parity.sglang_registry import RegistryError, read_jsonl, suite_jobs
     from pytest_rocm.scheduling.dispatch import Job
 
     if not suite:
@@ -55,17 +55,10 @@ def _registered_jobs(path: Path, suite: str | None):
         files = read_jsonl(path)
     except RegistryError as exc:
         raise ValueError(str(exc)) from None
-    jobs = []
-    for f in files:
-        for backend_calls in f.registrations.values():
-            for call in backend_calls:
-                if call.get("suite") == suite and not call.get("disabled"):
-                    seconds = call.get("est_time")
-                    jobs.append(Job(len(jobs), f.path, gpus_of(suite),
-                                    float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else 1.0))
-    if not jobs:
+    found = [job for (_, name), jobs in suite_jobs(files).items() if name == suite for job in jobs]
+    if not found:
         raise ValueError(f"{path}: no enabled registration in suite {suite!r}")
-    return jobs
+    return [Job(index, job.nodeid, job.gpus, job.seconds) for index, job in enumerate(found)]
 
 
 def run(args) -> int:

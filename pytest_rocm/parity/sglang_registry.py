@@ -120,6 +120,24 @@ def gpus_of(suite: str) -> int:
     return int(match.group(1)) if match else 1
 
 
+def suite_jobs(files: list[RegisteredFile]) -> dict[tuple[str, str], list]:
+    """(backend, suite) -> a scheduling Job per file with an enabled registration in it: its `est_time`
+    (1 s where none or 0 is declared, as for a test never measured) and the suite's GPU count."""
+    from pytest_rocm.scheduling.dispatch import Job
+
+    found: dict[tuple[str, str], list] = {}
+    for f in files:
+        for backend, calls in f.registrations.items():
+            for call in calls:
+                suite, seconds = call.get("suite"), call.get("est_time")
+                if call.get("disabled") or not isinstance(suite, str) or not suite:
+                    continue
+                jobs = found.setdefault((backend, suite), [])
+                jobs.append(Job(len(jobs), f.path, gpus_of(suite),
+                                float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else 1.0))
+    return found
+
+
 def _not_applicable(file: RegisteredFile, applicability: Applicability | None) -> str | None:
     if applicability is None:
         return None
