@@ -69,9 +69,9 @@ def one_node(all_suites) -> None:
 
 def mixed_node(all_suites) -> None:
     jobs = []
-    for (backend, suite), suite_jobs in sorted(all_suites.items()):
+    for (backend, suite), registered in sorted(all_suites.items()):
         if backend == "amd" and suite.startswith(("stage-a", "stage-b", "stage-c")):
-            jobs += [Job(len(jobs), f"{suite}/{j.nodeid}", j.gpus, j.seconds) for j in suite_jobs]
+            jobs += [Job(len(jobs), f"{suite}/{j.nodeid}", j.gpus, j.seconds) for j in registered]
     bound = lower_bound(jobs, CAPACITY)
     sglang = sum(sglang_partition_makespan([j for j in jobs if j.nodeid.startswith(suite + "/")], CAPACITY)
                  for suite in {j.nodeid.split("/")[0] for j in jobs})

@@ -17,10 +17,11 @@ collection order).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections import defaultdict
 from pathlib import Path
+
+from pytest_rocm.schemas.artifacts import write_json_atomic
 
 SCHEMA = "pytest-rocm/durations/1"
 KEEP = 5
@@ -75,12 +76,8 @@ class DurationStore:
 
     def save(self) -> None:
         """Atomically: a reader never sees half a file."""
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps({"schema": SCHEMA, "platforms": self.platforms}, indent=1, sort_keys=True))
-        partial.replace(self.path)
+        if self.path is not None:
+            write_json_atomic(self.path, {"schema": SCHEMA, "platforms": self.platforms})
 
 
 def add_run(path: Path, platform_key: str, durations: dict[str, float]) -> None:

@@ -20,17 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_rocm.scheduling.dispatch import SHUTDOWN, Dispatcher, Job
+from pytest_rocm.schemas.artifacts import write_json_atomic
 
 DEMANDS_PREFIX = "demands-"
 
 
 def write_demands(folder: Path, worker: str, demands: dict[str, int]) -> None:
     """Written by each worker when its collection ends: {node id: GPUs} for tests that need other than 1."""
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{DEMANDS_PREFIX}{worker}.json"
-    partial = target.with_suffix(".partial")
-    partial.write_text(json.dumps(demands))
-    partial.replace(target)
+    write_json_atomic(folder / f"{DEMANDS_PREFIX}{worker}.json", demands)
 
 
 def read_demands(folder: Path) -> dict[str, int]:
