@@ -13,17 +13,18 @@ import argparse
 import os
 import sys
 
-from pytest_rocm.cli import baselines, doctor, groups, parity, select, shard, verdict
+from pytest_rocm.cli import baselines, doctor, drain, groups, parity, preflight, select, shard, verdict
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 EXIT_BAD_INPUT = 2
-DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), rebuild a run's verdicts (verdict), review "
+DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
+               "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
                "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
                "groups (groups), split a suite across runners (shard), and choose what a change needs to run (select). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
-            "groups": groups, "shard": shard, "select": select}
+            "groups": groups, "shard": shard, "select": select, "preflight": preflight, "drain": drain}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,50 @@
+"""`rocm-gate drain`: should this node stop taking jobs? Decided from its history, with the evidence and the commands.
+
+Reads earlier preflight artifacts (`rocm-gate preflight --out`) and gate reports under --history, and
+prints the reasons, the `kubectl` cordon/drain commands, and the image to roll back to (the last one
+whose run concluded `success`). It prints commands; it never runs them.
+
+Exit status: 0 keep the node, 3 drain it, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_KEEP, EXIT_DRAIN, EXIT_BAD_INPUT = 0, 3, 2
+
+
+def add_parser(commands, name: str) -> None:
+    parser = commands.add_parser(name, help="decide from a node's history whether to drain it",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--history", metavar="DIR", required=True, help="folder of preflight.json and gate-report.json files")
+    parser.add_argument("--node", required=True, help="the node (as preflight's `node` and the manifest's `runner` name it)")
+    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+
+
+def run(args) -> int:
+    from pytest_rocm.preflight import drain
+
+    try:
+        history = drain.read_history(Path(args.history))
+    except drain.HistoryError as exc:
+        print(f"rocm-gate drain: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    decision = drain.decide(args.node, history)
+    if args.json:
+        print(json.dumps({**decision.to_dict(), "ignored_files": history.ignored}, indent=2))
+    else:
+        print(f"node {args.node}: {'DRAIN' if decision.drain else 'keep'} "
+              f"({len(history.preflights)} preflight(s), {len(history.reports)} gate report(s) read)")
+        lines = [*(f"  - {reason}" for reason in decision.reasons)]
+        if decision.rollback_image:
+            lines.append(f"  last image with a successful run: {decision.rollback_image}"
+                         + (" (the current one)" if decision.rollback_image == decision.current_image else ""))
+        commands = decision.commands()
+        if commands:
+            lines += ["", "commands (run them yourself):", *(f"  {c}" for c in commands)]
+        print("\n".join(lines))
+    return EXIT_DRAIN if decision.drain else EXIT_KEEP

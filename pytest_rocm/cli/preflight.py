@@ -1,0 +1,212 @@
+"""`rocm-gate preflight`: prove this runner in five layers before it takes a job.
+
+Layers, in order: hardware (amd-smi, rocm-smi, lspci, RVS, AGFHC, BabelStream, TransferBench, kernel
+log), communication (rccl-tests), framework (doctor and the pinned stack), workload (the suite's smoke
+test on each GPU) and recovery (the node's history: should it be drained?). Each layer ends `ok`,
+`degraded`, `failed` or `skipped` with the reason; after a failed layer the later ones are skipped.
+
+With --source TOOL=FILE the tools' saved outputs are read (repeatable, several files per tool);
+without, the quick tools run on this node, and --benchmarks also runs rccl-tests, BabelStream and
+TransferBench.
+
+Exit status: 0 accepted (may take a job; degraded layers are listed), 3 refused (a layer failed),
+4 not proven (a layer named by --require was skipped), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.preflight import LAYERS
+from pytest_rocm.preflight.readers import TOOLS
+
+EXIT_BAD_INPUT = 2
+
+
+def _source(value: str) -> tuple[str, str]:
+    tool, sep, path = value.partition("=")
+    if not sep or not path:
+        raise argparse.ArgumentTypeError(f"expected TOOL=FILE, got {value!r}")
+    if tool not in TOOLS:
+        raise argparse.ArgumentTypeError(f"unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
+    return tool, path
+
+
+def _layers(value: str) -> tuple[str, ...]:
+    if value.strip().lower() == "none":
+        return ()
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in LAYERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown layer(s) {', '.join(unknown)}; use {', '.join(LAYERS)} or none")
+    return names
+
+
+def _sku(value: str) -> str:
+    from pytest_rocm.hw.skus import ALL_SKUS, normalise_sku
+
+    if normalise_sku(value) is None:
+        raise argparse.ArgumentTypeError(f"unknown SKU {value!r}; use one of {', '.join(ALL_SKUS)}")
+    return normalise_sku(value)
+
+
+def add_parser(commands, name: str) -> None:
+    from pytest_rocm.preflight.layers import DEFAULT_REQUIRED
+
+    parser = commands.add_parser(name, help="prove this runner in five layers before it takes a job",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", metavar="TOOL=FILE", type=_source, action="append", default=[],
+                        help=f"read a tool's saved output instead of running it (repeatable): {', '.join(TOOLS)}")
+    parser.add_argument("--sku", type=_sku, help="the runner's SKU (default: named by the outputs or detected)")
+    parser.add_argument("--thresholds", metavar="FILE", help="per-SKU thresholds (default: the packaged thresholds.toml)")
+    parser.add_argument("--platform", metavar="NAME|FILE", help="framework layer: a simulated profile instead of detecting")
+    parser.add_argument("--expect-gpus", type=whole_number(0, "a GPU count cannot be negative, got {value}"), metavar="N",
+                        help="framework layer: exactly N GPUs (default: the SKU's node size from the thresholds)")
+    parser.add_argument("--stack", metavar="FILE", help="framework layer: the runner image's manifest (JSON: image, packages)")
+    parser.add_argument("--expect-stack", metavar="FILE", help="framework layer: the stack the job pins (same form)")
+    parser.add_argument("--smoke-command", metavar="CMD", help="workload layer: a short serving test, run on each GPU alone")
+    parser.add_argument("--smoke-timeout", type=whole_number(1, "a timeout is at least 1 s, got {value}"), default=600,
+                        metavar="S", help="workload layer: seconds per GPU (default 600)")
+    parser.add_argument("--history", metavar="DIR", help="recovery layer: earlier preflight.json and gate-report.json files")
+    parser.add_argument("--node", help="this node's name (default: NODE_NAME, RUNNER_NAME, ... or the hostname)")
+    parser.add_argument("--benchmarks", action="store_true", help="live: also run rccl-tests, BabelStream, TransferBench")
+    parser.add_argument("--kernel-log-since", default="-1h", metavar="WHEN",
+                        help="live: read the kernel log from then on (journalctl --since; default -1h, the last job)")
+    parser.add_argument("--require", type=_layers, default=DEFAULT_REQUIRED, metavar="LAYERS",
+                        help=f"layers that must not be skipped (default {','.join(DEFAULT_REQUIRED)}; 'none' for none)")
+    parser.add_argument("--out", metavar="FILE", help="write the evidence as JSON (schema pytest-rocm/preflight/1)")
+    parser.add_argument("--json", action="store_true", help="print the evidence as JSON instead of the summary")
+
+
+def _read_json(path: str, what: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file ({what})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({what}): {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object ({what}) with 'image' and 'packages'")
+    return data
+
+
+def _outputs(args, platform) -> list:
+    from pytest_rocm.preflight import live
+    from pytest_rocm.preflight.layers import ToolOutput
+
+    if args.source:
+        outputs = []
+        for tool, path in args.source:
+            try:
+                outputs.append(ToolOutput(tool, path, Path(path).read_text(encoding="utf-8", errors="replace")))
+            except OSError as exc:
+                raise ValueError(f"{path}: cannot read it ({exc.strerror}); check the path given to --source {tool}=") from None
+        return outputs
+    commands = live.quick_commands(args.kernel_log_since)
+    if args.benchmarks:
+        commands += live.benchmark_commands(platform.gpu_count if platform else 0)
+    found = []
+    for tool, command in commands:
+        timeout = 900 if tool in ("rccl-tests", "babelstream", "transferbench") else live.QUICK_TIMEOUT_S
+        result = live.run(tool, command, timeout)
+        found.append(ToolOutput(tool, result.label, result.text, result.problem))
+    return found
+
+
+def run(args) -> int:
+    from pytest_rocm.hw import detect
+    from pytest_rocm.hw.profiles import ProfileError
+    from pytest_rocm.preflight import drain, layers, thresholds
+    from pytest_rocm.preflight.layers import Layer
+
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        table = thresholds.load(args.thresholds)
+        stack = _read_json(args.stack, "the runner image's manifest") if args.stack else None
+        expected_stack = _read_json(args.expect_stack, "the stack the job pins") if args.expect_stack else None
+        platform = detect.detect(profile=args.platform) if args.platform else None if args.source else detect.detect_live()
+        outputs = _outputs(args, platform)
+        history = drain.read_history(Path(args.history)) if args.history else None
+    except (thresholds.ThresholdError, ProfileError, drain.HistoryError, ValueError) as exc:
+        print(f"rocm-gate preflight: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sku = args.sku or layers.guess_sku(outputs) or _platform_sku(platform)
+    limits = table.for_sku(sku)
+    node = layers.node_name(args.node)
+
+    def tool_layer(name):
+        tools = ", ".join(t for t in TOOLS if _layer_of(t) == name)
+        nothing = (f"no output of {tools}: give --source TOOL=FILE" if args.source
+                   else f"{tools} not run: add --benchmarks" if name == "communication" else "no tool output")
+        return lambda layer: layers.read_outputs(layer, [o for o in outputs if _layer_of(o.tool) == name], limits, nothing)
+
+    def recovery(layer: Layer) -> None:
+        if history is None:
+            layer.reason = "no --history given (earlier preflights and gate reports of this node)"
+            return
+        decision = drain.decide(node, history)
+        from pytest_rocm.preflight.evidence import finding
+
+        layer.findings = [finding("drain", "failed", reason) for reason in decision.reasons] or [
+            finding("drain", "ok", f"no drain pattern in {len(history.preflights)} preflight(s) and "
+                    f"{len(history.reports)} gate report(s)")]
+        layer.verdict = "failed" if decision.drain else "ok"
+        layer.reason = "; ".join(f.message for f in layer.findings)
+
+    pipeline = layers.run_pipeline({
+        "hardware": tool_layer("hardware"),
+        "communication": tool_layer("communication"),
+        "framework": lambda layer: layers.framework_layer(layer, platform, args.expect_gpus if args.expect_gpus is not None
+                                                          else limits.get("gpus"), sku if platform else None,
+                                                          stack, expected_stack),
+        "workload": lambda layer: layers.workload_layer(layer, platform, args.smoke_command, args.smoke_timeout),
+        "recovery": recovery,
+    })
+    code, summary = layers.decide(pipeline, args.require)
+    evidence = {"schema": layers.PREFLIGHT_SCHEMA, "node": node, "sku": sku, "thresholds": str(table.path),
+                "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "exit_code": code, "accepted": code == layers.EXIT_ACCEPTED, "summary": summary,
+                "required": list(args.require), "layers": [layer.to_dict() for layer in pipeline]}
+    if args.out:
+        from pytest_rocm.schemas.artifacts import write_json_atomic
+
+        write_json_atomic(args.out, evidence)
+    print(json.dumps(evidence, indent=2) if args.json else render(evidence))
+    return code
+
+
+def _layer_of(tool: str) -> str:
+    from pytest_rocm.preflight.readers import READERS
+
+    return READERS[tool][1]
+
+
+def _platform_sku(platform) -> str | None:
+    skus = {g.sku for g in platform.gpus} if platform else set()
+    return skus.pop() if len(skus) == 1 else None
+
+
+def render(evidence: dict) -> str:
+    """One screen: a line per layer, the findings that decided it, and the sources' unread lines."""
+    lines = [f"preflight of {evidence['node']} (SKU {evidence['sku'] or 'unknown'})"]
+    for layer in evidence["layers"]:
+        shown = [item for item in layer["findings"] if item["status"] != "ok"]
+        lines.append(f"  {layer['name']:<14} {layer['verdict'].upper():<9} "
+                     + (f"{len(shown)} finding(s):" if shown else layer["reason"][:300]))
+        for item in shown:
+            where = f"{item.get('file')}:{item['line']}" if item.get("line") else item.get("file") or ""
+            times = f" (x{item['count']})" if item.get("count", 1) > 1 else ""
+            lines.append(f"      {item['status']:<8} {item['message'][:300]}{times}" + (f"  [{where}]" if where else ""))
+            if item.get("text"):
+                lines.append(f"               > {item['text'][:120]}")
+        for source in layer["sources"]:
+            if source.get("unread"):
+                lines.append(f"      note: {source['unread']} line(s) of {source['file']} not understood "
+                             f"(first at line {source['unread_lines'][0]['line']})")
+    lines.append(evidence["summary"][:500] + f" (exit {evidence['exit_code']})")
+    return "\n".join(lines)

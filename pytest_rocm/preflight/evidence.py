@@ -1,0 +1,79 @@
+"""What a reader found in a tool's output: findings with the line they came from, and what it could not read."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+# How bad a finding is; a layer's verdict is its worst finding.
+SEVERITY = {"ok": 0, "degraded": 1, "failed": 2}
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+LINE_TEXT_LIMIT = 200  # evidence quotes the line, cut to this many characters
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int  # 1-based, as an editor shows it
+    text: str  # without ANSI colours and trailing space
+
+
+def lines_of(text: str) -> list[Line]:
+    """The lines of a tool's output, cleaned of what terminals add (colours, CR of progress bars)."""
+    cleaned = _ANSI.sub("", text.replace("\r\n", "\n"))
+    return [Line(i, raw.split("\r")[-1].rstrip()) for i, raw in enumerate(cleaned.split("\n"), start=1)]
+
+
+@dataclass
+class Finding:
+    check: str  # short stable name, e.g. "rccl.bus_bandwidth"
+    status: str  # ok | degraded | failed
+    message: str  # one sentence a person acts on
+    line: int | None = None  # where in the file the evidence is
+    text: str | None = None
+    value: float | str | None = None
+    threshold: float | str | None = None
+    count: int = 1  # identical findings folded into one (8 GPUs reset: one finding, count 8)
+    tool: str | None = None
+    file: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def finding(check: str, status: str, message: str, at: Line | None = None, **extra) -> Finding:
+    return Finding(check, status, message, line=at.number if at else None,
+                   text=at.text.strip()[:LINE_TEXT_LIMIT] if at else None, **extra)
+
+
+@dataclass
+class Reading:
+    """One tool output read: the findings and the lines not understood."""
+
+    findings: list[Finding] = field(default_factory=list)
+    unread: list[Line] = field(default_factory=list)
+    understood: int = 0  # lines that carried something the reader used
+
+    def add(self, item: Finding) -> None:
+        """Fold a finding into an earlier one of the same check, status and message (counts, first line kept)."""
+        for earlier in self.findings:
+            if (earlier.check, earlier.status, earlier.message) == (item.check, item.status, item.message):
+                earlier.count += 1
+                return
+        self.findings.append(item)
+
+
+def worst(statuses) -> str:
+    return max(statuses, key=SEVERITY.__getitem__, default="ok")
+
+
+def number(text: str) -> float | None:
+    """'315.91' -> 315.91; 'N/A', '-', '' -> None (tools print these for what they could not measure)."""
+    try:
+        return float(text.replace(",", ""))
+    except (ValueError, AttributeError):
+        return None
+
+
+def last_line(lines: list[Line]) -> Line | None:
+    """Where a truncated output stops: its last line that is not blank."""
+    return next((line for line in reversed(lines) if line.text.strip()), None)

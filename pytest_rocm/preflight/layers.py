@@ -1,0 +1,194 @@
+"""The five acceptance layers as a pipeline: each layer's verdict, its evidence, and whether the node may take a job.
+
+Layer order is the order of trust: a node whose hardware failed is not asked about its collectives.
+After a failed layer the later ones are `skipped` (reason: which layer failed). A layer with nothing to
+look at is `skipped` with the reason (tool not installed, no GPU, no history given), never `ok`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pytest_rocm.hw.skus import AMD_DEVICE_IDS, sku_from_amd_name
+from pytest_rocm.preflight import LAYERS
+from pytest_rocm.preflight.evidence import Finding, finding, lines_of, worst
+from pytest_rocm.preflight.readers import READERS, is_filler
+from pytest_rocm.schemas.artifacts import schema
+
+PREFLIGHT_SCHEMA = schema("preflight")
+UNREAD_SHOWN = 20  # unread lines kept per source in the artifact
+EXIT_ACCEPTED, EXIT_REFUSED, EXIT_NOT_PROVEN = 0, 3, 4
+DEFAULT_REQUIRED = ("hardware", "communication", "framework")
+_SKU_NAME = re.compile(r"\b(?:Instinct\s+|Product:\s*)(MI\d{3}[AX]?)\b", re.I)
+_DEVICE_ID = re.compile(r"\b0x(7[45][0-9a-f]{2})\b", re.I)
+
+
+@dataclass
+class ToolOutput:
+    tool: str
+    label: str  # the file it was read from, or the command that printed it
+    text: str | None
+    problem: str | None = None  # why there is no text
+
+
+@dataclass
+class Layer:
+    name: str
+    verdict: str = "skipped"
+    reason: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    sources: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "verdict": self.verdict, "reason": self.reason,
+                "findings": [f.to_dict() for f in self.findings], "sources": self.sources}
+
+
+def guess_sku(outputs: list[ToolOutput]) -> str | None:
+    """The SKU the outputs name (`AMD Instinct MI300X`, `Product: MI350X`, device id 0x75a0); None if none or several."""
+    found = set()
+    for output in outputs:
+        for name in _SKU_NAME.findall(output.text or ""):
+            found.add(sku_from_amd_name(f"MI{name[2:]}".upper()))
+        for device in _DEVICE_ID.findall(output.text or ""):
+            if f"0x{device.lower()}" in AMD_DEVICE_IDS:
+                found.add(AMD_DEVICE_IDS[f"0x{device.lower()}"][0])
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
+
+
+def read_outputs(layer: Layer, outputs: list[ToolOutput], limits: dict, nothing: str = "no tool output given") -> None:
+    """Fill a tool layer from its tools' outputs; an output that could not be produced says why."""
+    for output in outputs:
+        reader = READERS[output.tool][0]
+        if output.text is None or not output.text.strip():
+            problem = output.problem or "printed nothing (no device of this kind, or the tool needs root)"
+            layer.sources.append({"tool": output.tool, "file": output.label, "problem": problem})
+            continue
+        lines = lines_of(output.text)
+        reading = reader(lines, limits)
+        unread = [line for line in reading.unread if not is_filler(line.text)]
+        for item in reading.findings:
+            item.tool, item.file = output.tool, output.label
+            layer.findings.append(item)
+        layer.sources.append({"tool": output.tool, "file": output.label, "lines": len(lines),
+                              "understood": reading.understood, "unread": len(unread),
+                              "unread_lines": [{"line": u.number, "text": u.text[:200]} for u in unread[:UNREAD_SHOWN]]})
+    problems = [f"{s['file']}: {s['problem']}" for s in layer.sources if s.get("problem")]
+    if layer.findings:
+        layer.verdict = worst(f.status for f in layer.findings)
+        deciding = [f for f in layer.findings if f.status == layer.verdict]
+        layer.reason = "; ".join(f"{f.message} ({f.file}:{f.line})" if f.line else f"{f.message} ({f.file})"
+                                 for f in deciding[:3]) + (f"; and {len(deciding) - 3} more" if len(deciding) > 3 else "")
+    if problems and layer.verdict != "failed":
+        # A tool that did not answer leaves the layer unproven, whatever the others said.
+        layer.verdict = "skipped"
+        layer.reason = "not proven: " + "; ".join(problems) + (f" (what was read: {layer.reason})" if layer.reason else "")
+    elif not layer.findings:
+        layer.reason = nothing
+
+
+def framework_layer(layer: Layer, platform, expect_gpus: int | None, expect_sku: str | None,
+                    stack: dict | None, expected_stack: dict | None) -> None:
+    """`doctor`'s check (GPU count and SKU) and the runner image's pinned stack against the job's."""
+    from pytest_rocm.cli.doctor import EXIT_HEALTHY, check
+
+    if platform is None:
+        layer.reason = "no platform to check: run on the node, or give --platform"
+        return
+    code, problems = check(platform, expect_gpus, expect_sku, require_gpu=True)
+    for problem in problems:
+        layer.findings.append(finding("doctor", "failed", problem))
+    if code == EXIT_HEALTHY:
+        layer.findings.append(finding("doctor", "ok", f"{platform.describe()}"))
+    if expected_stack is not None:
+        if stack is None:
+            layer.findings.append(finding("stack", "failed", "the job pins a stack and this runner has no image manifest "
+                                          "(give --stack FILE)"))
+        else:
+            layer.findings.extend(compare_stack(stack, expected_stack))
+    layer.verdict = worst(f.status for f in layer.findings)
+    layer.reason = "; ".join(f.message for f in layer.findings if f.status == layer.verdict)
+
+
+def compare_stack(stack: dict, expected: dict) -> list[Finding]:
+    """Image digest and package versions the job expects against the runner image's manifest."""
+    found = []
+    want_image, have_image = expected.get("image"), stack.get("image")
+    if want_image and want_image != have_image:
+        found.append(finding("stack.image", "failed", f"image {have_image or 'unknown'} is not the pinned {want_image}"))
+    have = stack.get("packages", {})
+    for name, version in sorted(expected.get("packages", {}).items()):
+        if have.get(name) != version:
+            found.append(finding("stack.package", "failed", f"{name} {have.get(name, 'not installed')} is not the "
+                                 f"pinned {version}"))
+    if not found:
+        found.append(finding("stack", "ok", f"pinned stack matches ({len(expected.get('packages', {}))} packages"
+                             + (", image digest" if want_image else "") + ")"))
+    return found
+
+
+def workload_layer(layer: Layer, platform, command: str | None, timeout_s: float) -> None:
+    """The suite's short serving smoke test, once on each GPU alone (HIP/CUDA_VISIBLE_DEVICES=i)."""
+    if not command:
+        layer.reason = "no --smoke-command given (the suite's short serving test on each GPU)"
+        return
+    if platform is None or platform.gpu_count == 0:
+        layer.reason = "no GPU visible to run the smoke test on"
+        return
+    failures = []
+    for gpu in platform.gpus:
+        env = {**os.environ, "HIP_VISIBLE_DEVICES": str(gpu.index), "CUDA_VISIBLE_DEVICES": str(gpu.index),
+               "ROCR_VISIBLE_DEVICES": str(gpu.index)}
+        try:
+            done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, timeout=timeout_s,
+                                  errors="replace")
+        except subprocess.TimeoutExpired:
+            failures.append(f"GPU {gpu.index}: the smoke test did not finish in {timeout_s:g} s")
+            continue
+        if done.returncode != 0:
+            last = ((done.stderr or done.stdout).strip().splitlines() or ["no output"])[-1][:200]
+            failures.append(f"GPU {gpu.index}: the smoke test exited with {done.returncode}: {last}")
+    layer.findings = [finding("smoke", "failed", message) for message in failures] or [
+        finding("smoke", "ok", f"the smoke test passed on each of {platform.gpu_count} GPU(s)")]
+    layer.verdict = worst(f.status for f in layer.findings)
+    layer.reason = "; ".join(f.message for f in layer.findings)
+
+
+def node_name(given: str | None = None) -> str:
+    from pytest_rocm.results.manifest import RUNNER_VARIABLES
+
+    return given or next((os.environ[v] for v in ("NODE_NAME", *RUNNER_VARIABLES) if os.environ.get(v)),
+                         socket.gethostname())
+
+
+def decide(layers: list[Layer], required: tuple[str, ...]) -> tuple[int, str]:
+    """(exit status, one line): refused on a failed layer, not proven when a required layer was skipped."""
+    failed = [layer for layer in layers if layer.verdict == "failed"]
+    if failed:
+        return EXIT_REFUSED, f"refused: the {failed[0].name} layer failed: {failed[0].reason}"
+    unproven = [layer for layer in layers if layer.name in required and layer.verdict == "skipped"]
+    if unproven:
+        return EXIT_NOT_PROVEN, "not proven: " + "; ".join(f"{l.name} skipped ({l.reason})" for l in unproven)
+    degraded = [layer.name for layer in layers if layer.verdict == "degraded"]
+    return EXIT_ACCEPTED, "accepted" + (f" (degraded: {', '.join(degraded)})" if degraded else "")
+
+
+def run_pipeline(fillers: dict[str, Callable[[Layer], None]]) -> list[Layer]:
+    """Each layer in order, filled by its function; once one failed, the later ones are not asked."""
+    layers, failed = [], None
+    for name in LAYERS:
+        layer = Layer(name)
+        if failed is not None:
+            layer.reason = f"not run: the {failed} layer failed"
+        else:
+            fillers[name](layer)
+            if layer.verdict == "failed":
+                failed = name
+        layers.append(layer)
+    return layers

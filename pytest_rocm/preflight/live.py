@@ -1,0 +1,75 @@
+"""Run the preflight's tools on this node (where installed) and hand their output to the readers.
+
+Quick tools (amd-smi, rocm-smi, lspci, the kernel log) always run; the benchmarks (rccl-tests,
+BabelStream, TransferBench) take minutes and run with `--benchmarks`, with the commands AMD's acceptance
+guide uses. RVS and AGFHC need a site's configuration files: run them in the image's own health job
+and give their output with `--source rvs=FILE`. Every command has a timeout: a hung GPU hangs its tools.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+QUICK_TIMEOUT_S = 60
+
+
+@dataclass
+class Output:
+    tool: str
+    label: str  # the command line, shown as the evidence's file
+    text: str | None
+    problem: str | None = None  # why there is no text (not installed, timed out, ...)
+
+
+def quick_commands(kernel_log_since: str) -> list[tuple[str, list[str]]]:
+    return [
+        ("amd-smi", ["amd-smi", "metric", "--json"]),
+        ("amd-smi", ["amd-smi", "bad-pages"]),
+        ("amd-smi", ["amd-smi", "topology"]),
+        ("amd-smi", ["amd-smi", "xgmi"]),
+        ("rocm-smi", ["rocm-smi"]),
+        ("lspci", ["lspci", "-vv", "-d", "1002:"]),
+        ("dmesg", ["journalctl", "-k", "--no-pager", f"--since={kernel_log_since}"]),
+    ]
+
+
+def benchmark_commands(gpus: int) -> list[tuple[str, list[str]]]:
+    return [
+        ("rccl-tests", ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(max(gpus, 1))]),
+        ("babelstream", ["hip-stream", "-n", "50", "-s", "268435456"]),
+        ("transferbench", ["TransferBench", "a2a"]),
+    ]
+
+
+def _find(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in (Path("/opt/rocm/bin"), Path("/opt/rocm/share/rccl-tests"), Path("/usr/local/bin")):
+        if (folder / name).is_file():
+            return str(folder / name)
+    return None
+
+
+def run(tool: str, command: list[str], timeout_s: float) -> Output:
+    label = " ".join(command)
+    exe = _find(command[0])
+    if exe is None and tool == "dmesg":  # no systemd journal (containers): the kernel ring buffer
+        command, exe = ["dmesg", "--ctime"], _find("dmesg")
+        label = " ".join(command)
+    if exe is None:
+        return Output(tool, label, None, f"{command[0]} is not installed")
+    try:
+        done = subprocess.run([exe, *command[1:]], capture_output=True, text=True, timeout=timeout_s, errors="replace")
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return Output(tool, label, partial + f"\nTIMEOUT: did not finish in {timeout_s:g} s (hang)\n")
+    except OSError as exc:
+        return Output(tool, label, None, f"could not run: {exc}")
+    if done.returncode != 0 and not done.stdout.strip():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Output(tool, label, None, f"exited with {done.returncode}: {last}")
+    return Output(tool, label, done.stdout)

@@ -1,0 +1,183 @@
+"""`amd-smi` health outputs: `metric` (ECC, PCIe, temperature), `bad-pages`, `topology`, `xgmi` and `monitor`.
+
+Text output is nested `KEY: value` lines under `GPU: N`; `--json` output is the same tree as JSON. Both
+are flattened to (GPU, key path, value) and judged by the last keys of the path, so a new ROCm that adds
+fields or reorders them reads the same. `N/A` means "not measured" and is never judged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pytest_rocm.preflight.evidence import Line, Reading, finding, number
+from pytest_rocm.preflight.readers.matrix import link_type_findings, tables
+from pytest_rocm.preflight.readers.rocm_smi import judge_power, judge_temperature
+
+_KEY_VALUE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*)$")
+_XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*Gb/s)\s+(\w+)")
+_MONITOR_VALUE = re.compile(r"(N/A|-?[\d.]+)\s*(W|°C|C|MHz|%|GB|MB|MiB|GiB)?")
+NO_PAGES = "no bad pages found"
+
+
+def read(lines: list[Line], limits: dict) -> Reading:
+    reading = Reading()
+    text = "\n".join(line.text for line in lines)
+    start = next((i for i, line in enumerate(lines) if line.text.lstrip().startswith(("[", "{"))), None)
+    if start is not None:
+        try:
+            tree = json.loads("\n".join(line.text for line in lines[start:]))
+        except json.JSONDecodeError:
+            tree = None
+        if tree is not None:
+            reading.understood = len(lines) - start
+            _judge_values(reading, list(_flatten_json(tree)), limits)
+            return _finish(reading)
+    if "LINK METRIC TABLE" in text:
+        _read_xgmi(reading, lines, limits)
+    elif re.search(r"^\s*GPU\s+POWER\b", text, re.M):
+        _read_monitor(reading, lines, limits)
+    elif any(True for _ in tables(lines)):
+        link_type_findings(reading, lines)
+        reading.understood = len(lines)  # other topology tables (WEIGHT, HOPS, NUMA BW) carry no verdict
+    else:
+        _judge_values(reading, _flatten_text(reading, lines), limits)
+    return _finish(reading)
+
+
+def _finish(reading: Reading) -> Reading:
+    if not reading.findings:
+        reading.add(finding("amd_smi.nothing_judged", "failed", "nothing in this amd-smi output could be judged "
+                            "(use metric, bad-pages, topology, xgmi or monitor)"))
+    return reading
+
+
+def _flatten_text(reading: Reading, lines: list[Line]):
+    """(gpu, path, value, line) for every `KEY: value` under `GPU: N`, nesting read from the indentation."""
+    gpu, stack = None, []
+    for line in lines:
+        if not line.text.strip():
+            continue
+        match = _KEY_VALUE.match(line.text)
+        if not match:
+            if line.text.strip().startswith(("...", "…")):
+                continue
+            reading.unread.append(line)
+            continue
+        reading.understood += 1
+        indent, key, value = len(match.group(1)), match.group(2).strip().upper(), match.group(3).strip()
+        if key == "GPU" and indent == 0:
+            gpu, stack = value, []
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, key))
+        yield gpu, tuple(k for _, k in stack), value, line
+
+
+def _flatten_json(tree, gpu=None, path=()):
+    if isinstance(tree, list):
+        for item in tree:
+            yield from _flatten_json(item, gpu, path)
+    elif isinstance(tree, dict):
+        if set(tree) >= {"value", "unit"}:
+            yield gpu, path, f"{tree['value']} {tree['unit']}", None
+            return
+        gpu = tree.get("gpu", gpu)
+        for key, value in tree.items():
+            if key != "gpu":
+                yield from _flatten_json(value, gpu, (*path, str(key).upper()))
+    else:
+        yield gpu, path, "" if tree is None else str(tree), None
+
+
+def _judge_values(reading: Reading, values, limits: dict) -> None:
+    pages: dict[tuple, list] = {}
+    for gpu, path, value, line in values:
+        last, measured = path[-1] if path else "", number(value.split()[0]) if value.split() else None
+        where = f"GPU {gpu} " + "/".join(path)
+        if "BAD" in " ".join(path) or (len(path) >= 1 and path[0] in ("RETIRED", "PENDING", "UN_RES")):
+            pages.setdefault((gpu, path[0] if path[0] in ("RETIRED", "PENDING", "UN_RES") else path[-1]), []).append((value, line))
+            continue
+        if measured is None:
+            continue
+        if last.endswith("UNCORRECTABLE_COUNT"):
+            limit = limits.get("ecc_uncorrectable_max", 0)
+            reading.add(finding("ecc.uncorrectable", "failed" if measured > limit else "ok",
+                                f"{where} = {measured:g}" if measured > limit else "no uncorrectable ECC errors",
+                                line, value=measured, threshold=limit))
+        elif last.endswith(("CORRECTABLE_COUNT", "DEFERRED_COUNT")) and measured > 0:
+            reading.add(finding("ecc.correctable", "degraded", f"{where} = {measured:g} (watch the count: "
+                                "`rocm-gate drain` acts when it grows)", line, value=measured))
+        elif path[-2:] == ("PCIE", "WIDTH") and limits.get("pcie_width"):
+            ok = measured >= limits["pcie_width"]
+            reading.add(finding("pcie.link", "ok" if ok else "failed", f"GPU {gpu} PCIe width x{measured:g}"
+                                + ("" if ok else f" below x{limits['pcie_width']}"), line, value=measured,
+                                threshold=limits["pcie_width"]))
+        elif path[-2:] == ("PCIE", "SPEED") and limits.get("pcie_speed_gts"):
+            ok = measured >= limits["pcie_speed_gts"]
+            reading.add(finding("pcie.link", "ok" if ok else "failed", f"GPU {gpu} PCIe speed {measured:g} GT/s"
+                                + ("" if ok else f" below {limits['pcie_speed_gts']:g}"), line, value=measured,
+                                threshold=limits["pcie_speed_gts"]))
+        elif len(path) >= 2 and path[-2] == "TEMPERATURE" and last in ("HOTSPOT", "MEM", "VRAM"):
+            sensor, key = ("hotspot", "hotspot_temperature_max_c") if last == "HOTSPOT" else ("memory", "memory_temperature_max_c")
+            judge_temperature(reading, line, str(gpu), measured, limits.get(key), sensor)
+    for (gpu, kind), entries in pages.items():
+        if all(NO_PAGES in v.lower() or not v for v, _ in entries) and any(NO_PAGES in v.lower() for v, _ in entries):
+            reading.add(finding("bad_pages", "ok", f"{kind}: no bad pages", entries[0][1]))
+            continue
+        count = sum(1 for v, _ in entries if v and NO_PAGES not in v.lower() and re.match(r"0x[0-9a-f]+", v, re.I))
+        status = {"RETIRED": "ok", "PENDING": "degraded"}.get(kind, "failed")
+        meaning = {"RETIRED": "retired (safe; `rocm-gate drain` acts when the count grows)",
+                   "PENDING": "pending retirement (reset the GPU to retire them)"}.get(kind, "unreservable: memory with errors stays in use")
+        reading.add(finding(f"bad_pages.{kind.lower()}", status, f"GPU {gpu}: {count} page(s) {meaning}",
+                            entries[0][1], value=count))
+
+
+def _read_xgmi(reading: Reading, lines: list[Line], limits: dict) -> None:
+    floor = limits.get("xgmi_bit_rate_gbps")
+    for line in lines:
+        stripped = line.text.strip()
+        if not stripped:
+            continue
+        if match := _XGMI_ROW.match(stripped):
+            reading.understood += 1
+            rate = number(match.group(2).split()[0])
+            if rate is None:
+                reading.add(finding("xgmi.bit_rate", "ok", "XGMI bit rate not reported (N/A)", line))
+            elif floor is not None and rate < floor:
+                reading.add(finding("xgmi.bit_rate", "degraded", f"GPU{match.group(1)} XGMI bit rate {rate:g} Gb/s "
+                                    f"below {floor:g} Gb/s", line, value=rate, threshold=floor))
+            else:
+                reading.add(finding("xgmi.bit_rate", "ok", f"XGMI links up at {rate:g} Gb/s", line, value=rate,
+                                    threshold=floor))
+        elif stripped.startswith(("LINK METRIC TABLE", "bdf", "Read", "Write")):
+            reading.understood += 1
+        else:
+            reading.unread.append(line)
+
+
+def _read_monitor(reading: Reading, lines: list[Line], limits: dict) -> None:
+    header: list[str] | None = None
+    for line in lines:
+        stripped = line.text.strip()
+        if not stripped:
+            continue
+        if re.match(r"^GPU\s+POWER\b", stripped):
+            header, reading.understood = stripped.split(), reading.understood + 1
+        elif header and re.match(r"^\d+\s", stripped):
+            reading.understood += 1
+            gpu, rest = stripped.split(None, 1)
+            cells = dict(zip(header[1:], (m.group(1) for m in _MONITOR_VALUE.finditer(rest))))
+            for column, sensor, key in (("GPU_T", "hotspot", "hotspot_temperature_max_c"),
+                                        ("HOTSPOT_T", "hotspot", "hotspot_temperature_max_c"),
+                                        ("MEM_T", "memory", "memory_temperature_max_c")):
+                if number(cells.get(column, "")) is not None:
+                    judge_temperature(reading, line, gpu, number(cells[column]), limits.get(key), sensor)
+            power, cap = number(cells.get("POWER", "")), number(cells.get("PWR_CAP", ""))
+            if power is not None and cap is not None:
+                judge_power(reading, line, gpu, power, cap)
+        elif stripped.startswith("amd-smi"):
+            reading.understood += 1  # the command line some captures start with
+        else:
+            reading.unread.append(line)

@@ -1,0 +1,140 @@
+"""rccl-tests (`all_reduce_perf` and friends): results table, `#wrong`, bus bandwidth, hangs and failures.
+
+Column positions are taken from the table's own header (rccl-tests added `redop`/`root` columns over
+the years, and old builds print `error` where new ones print `#wrong`), so any version reads the same.
+A run that printed its header and no rows stopped there: a hang or a crash.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, number
+
+_DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s")
+_FAILURE = re.compile(r"(TIMEOUT:|Test (?:NCCL|CUDA|HIP) failure|Test failure|NCCL WARN|RCCL WARN|segmentation fault|Aborted)", re.I)
+_BANNER = re.compile(r"^(# .*|#|rccl-tests: .*|nccl-tests: .*|RCCL version\s*:.*|HIP version\s*:.*|ROCm version\s*:.*|"
+                     r"Hostname\s*:.*|Librccl path\s*:.*|# Using devices)$")
+_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
+_COLLECTIVE = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(\w+)")
+GIB = 1024**3
+
+
+def size_text(size: float) -> str:
+    """8589934592 -> '8 GiB' (rccl-tests sizes are powers of two)."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= factor:
+            return f"{size / factor:g} {unit}"
+    return f"{size:g} B"
+
+
+def _header_columns(text: str) -> list[str] | None:
+    tokens = text.lstrip("#").split()
+    if "size" in tokens and "busbw" in tokens:
+        return tokens
+    return None
+
+
+def read(lines: list[Line], limits: dict) -> Reading:
+    reading = Reading()
+    hosts, ranks, collective = set(), 0, None
+    columns: list[str] | None = None
+    rows: list[tuple[Line, dict[str, list[str]]]] = []
+    for line in lines:
+        text = line.text.strip()
+        if not text:
+            continue
+        if match := _DEVICE.match(text):
+            hosts.add(match.group(1))
+            ranks += 1
+            reading.understood += 1
+        elif header := _header_columns(text):
+            columns = header
+            reading.understood += 1
+        elif match := _COLLECTIVE.search(text):
+            collective = match.group(1)
+        elif match := _OUT_OF_BOUNDS.match(text):
+            reading.understood += 1
+            if int(match.group(1)):
+                reading.add(finding("rccl.out_of_bounds", "failed",
+                                    f"{match.group(1)} result(s) out of bounds: the collective computed wrong values", line))
+        elif match := _AVERAGE.match(text):
+            reading.understood += 1
+        elif _FAILURE.search(text):
+            reading.understood += 1
+            reading.add(finding("rccl.failure", "failed", "the test reported a failure", line))
+        elif columns and not text.startswith("#") and (cells := _row(text, columns)):
+            rows.append((line, cells))
+            reading.understood += 1
+        elif not _BANNER.match(text):
+            reading.unread.append(line)
+    if columns is None:
+        if not reading.findings:
+            reading.add(finding("rccl.no_table", "failed", "no rccl-tests results table found (is this rccl-tests output?)"))
+        return reading
+    if not rows:
+        if not reading.findings:
+            reading.add(finding("rccl.no_rows", "failed",
+                                "the results table has a header and no rows: the test stopped before the first size "
+                                "(a hang or a crash of a GPU or link)", last_line(lines)))
+        return reading
+    _judge_rows(reading, rows, limits, collective, hosts, ranks)
+    return reading
+
+
+def _row(text: str, columns: list[str]) -> dict[str, list[str]] | None:
+    """A data row as {column name: [values in order]} ('busbw' has two: out-of-place, in-place)."""
+    cells = text.split()
+    if len(cells) != len(columns) or number(cells[0]) is None:
+        return None
+    row: dict[str, list[str]] = {}
+    for name, value in zip(columns, cells):
+        row.setdefault(name, []).append(value)
+    return row
+
+
+def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, hosts: set, ranks: int) -> None:
+    wrong_column = "#wrong" if "#wrong" in rows[0][1] else "error" if "error" in rows[0][1] else None
+    for line, row in rows:
+        for value in row.get(wrong_column, []) if wrong_column else []:
+            # rccl-tests marks a count over its error threshold with '*'
+            if "*" in value or number(value.rstrip("*")) not in (None, 0):
+                reading.add(finding("rccl.wrong", "failed",
+                                    f"{wrong_column} is {value} at {size_text(number(row['size'][0]) or 0)}: the collective computed wrong values", line))
+        bandwidths = [b for b in (number(v) for v in row["busbw"]) if b is not None]
+        size = number(row["size"][0]) or 0
+        ratio = limits.get("rccl_dip_ratio")
+        if ratio and size >= 64 * 1024**2 and len(bandwidths) == 2 and max(bandwidths) > 0 \
+                and min(bandwidths) / max(bandwidths) < ratio:
+            reading.add(finding("rccl.dip", "degraded",
+                                f"bus bandwidth dips at {size_text(size)}: out-of-place {bandwidths[0]:g} vs in-place "
+                                f"{bandwidths[1]:g} GB/s (a noisy link or a busy GPU)", line,
+                                value=round(min(bandwidths) / max(bandwidths), 3), threshold=ratio))
+    line, last = rows[-1]
+    size = number(last["size"][0]) or 0
+    busbw = min((b for b in (number(v) for v in last["busbw"]) if b is not None), default=None)
+    name = collective or "this collective"
+    threshold = limits.get("rccl_all_reduce_busbw_gbps")
+    if busbw is None:
+        reading.add(finding("rccl.bus_bandwidth", "failed", "the largest size has no bus bandwidth", line))
+    elif len(hosts) > 1:
+        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} over {len(hosts)} hosts "
+                            f"({ranks} ranks): a multi-node run is not compared with the single-node threshold",
+                            line, value=busbw))
+    elif collective not in (None, "all_reduce_perf") or ("redop" in last and last["redop"][0] == "none"):
+        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} ({name}): thresholds "
+                            "are set for all_reduce only", line, value=busbw))
+    elif threshold is None:
+        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)}: no all_reduce threshold "
+                            "for this SKU (see thresholds.toml)", line, value=busbw))
+    elif size < limits.get("rccl_large_message_bytes", GIB):
+        reading.add(finding("rccl.bus_bandwidth", "failed", f"the run stopped at {size_text(size)}, below "
+                            f"{size_text(limits.get('rccl_large_message_bytes', GIB))} where bus bandwidth is judged (run with -e 8G)",
+                            line, value=size, threshold=limits.get("rccl_large_message_bytes", GIB)))
+    elif busbw < threshold:
+        reading.add(finding("rccl.bus_bandwidth", "failed", f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
+                            f"is below {threshold:g} GB/s", line, value=busbw, threshold=threshold))
+    else:
+        reading.add(finding("rccl.bus_bandwidth", "ok", f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
+                            f"(at least {threshold:g})", line, value=busbw, threshold=threshold))

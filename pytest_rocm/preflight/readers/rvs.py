@@ -1,0 +1,87 @@
+"""ROCm Validation Suite (`rvs`): the pass/fail words of each module and the summary table of RVS 1.6+.
+
+RVS prints `[RESULT] [timestamp] [action] module ...` lines; the verdict words differ per module
+(`met: TRUE` for gst, `pass: TRUE` for iet, `peqt true`, `mem Test N : PASS`, `... violations N` for gm)
+and RVS 1.6 ends with a summary table (`| action | MODULE | PASS |`). `[ERROR]` lines fail the run.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pytest_rocm.preflight.evidence import Line, Reading, finding
+
+_RESULT = re.compile(r"^\[RESULT\]\s*\[\s*[\d.]+\s*\]\s*(.*)$")
+_ACTION = re.compile(r"^\[([^\]]+)\]\s*(.*)$")
+_VERDICTS = (  # (pattern on the text after [action], check, how to read pass)
+    (re.compile(r"\bmet:\s*(TRUE|FALSE)\b", re.I), "rvs.target_met"),
+    (re.compile(r"\bpass:\s*(TRUE|FALSE)\b", re.I), "rvs.pass"),
+    (re.compile(r"\bpeqt\s+(true|false)\b", re.I), "rvs.pcie_qualification"),
+    (re.compile(r"\bmem Test\s*(?:\d+)\s*:\s*(PASS|FAIL)\b", re.I), "rvs.memory_test"),
+)
+_VIOLATIONS = re.compile(r"\bgm\s+\S+\s+(\w+)\s+violations\s+(\d+)")
+_SUMMARY_ROW = re.compile(r"^\|\s*(\S[^|]*?)\s*\|\s*([A-Z]+)\s*\|\s*(PASS|FAIL|SKIP\w*)\s*\|$", re.I)
+_ERROR = re.compile(r"^\[ERROR\s*\]", re.I)
+# Lines RVS prints that carry no verdict: banners, the GPU list of `rvs -g`, tables' borders and headers.
+_GPU_LISTED = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d - GPU\[", re.I)  # `rvs -g`
+_KNOWN = re.compile(r"^(ROCm Validation Suite.*|Supported GPUs available:|"
+                    r"[+=|-][-=+| ]*|\|.*\||-{5,}|GPU Id\s+Function.*|\d+\s+(Read|Write|Copy|Mul|Add|Triad|Dot)\s.*)$")
+
+
+def read(lines: list[Line], limits: dict) -> Reading:
+    reading = Reading()
+    listed = []
+    for line in lines:
+        text = line.text.strip()
+        if not text:
+            continue
+        if _ERROR.match(text):
+            reading.understood += 1
+            reading.add(finding("rvs.error", "failed", "RVS reported an error", line))
+            continue
+        if match := _SUMMARY_ROW.match(text):
+            reading.understood += 1
+            action, module, result = match.groups()
+            if module.upper() == "MODULE":
+                continue
+            status = "ok" if result.upper() == "PASS" else "failed"
+            reading.add(finding("rvs.summary", status, f"{module} {result.upper()}" + ("" if status == "ok" else f" (action {action})"), line))
+            continue
+        if _GPU_LISTED.match(text):
+            reading.understood += 1
+            listed.append(line)
+            continue
+        if match := _RESULT.match(text):
+            reading.understood += 1
+            _judge_result(reading, line, match.group(1))
+            continue
+        if not _KNOWN.match(text):
+            reading.unread.append(line)
+    if listed:
+        expected = limits.get("gpus")
+        short = expected is not None and len(listed) < expected
+        reading.add(finding("rvs.gpus_visible", "failed" if short else "ok",
+                            f"RVS sees {len(listed)} GPU(s)" + (f"; this SKU's node has {expected}" if short else ""),
+                            listed[-1], value=len(listed), threshold=expected))
+    if not reading.findings:
+        if reading.understood:
+            reading.add(finding("rvs.listing", "ok", f"{reading.understood} RVS result line(s) with no pass/fail word "
+                                "(properties or bandwidths listed)"))
+        else:
+            reading.add(finding("rvs.no_results", "failed", "no RVS [RESULT] lines found (is this RVS output?)"))
+    return reading
+
+
+def _judge_result(reading: Reading, line: Line, body: str) -> None:
+    action = _ACTION.match(body)
+    name = action.group(1) if action else "rvs"
+    for pattern, check in _VERDICTS:
+        if match := pattern.search(body):
+            ok = match.group(1).upper() in ("TRUE", "PASS")
+            reading.add(finding(check, "ok" if ok else "failed",
+                                f"{name}: {'passed' if ok else 'FAILED'}", line))
+            return
+    if match := _VIOLATIONS.search(body):
+        kind, count = match.group(1), int(match.group(2))
+        reading.add(finding("rvs.violations", "ok" if count == 0 else "failed",
+                            f"{name}: {kind} violations {count}", line, value=count, threshold=0))
