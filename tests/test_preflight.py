@@ -306,3 +306,25 @@ def test_drain_names_a_corrupt_history_file(capsys, tmp_path):
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "n"]) == 2
     assert f"{tmp_path / 'broken.json'}: not valid JSON" in capsys.readouterr().err
     assert rocm_gate(["drain", "--history", str(tmp_path / "none"), "--node", "n"]) == 2
+
+
+def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path):
+    """`amd-smi metric --json` (ROCm 7 wraps GPUs in `gpu_data`) and `bad-pages` text with colours and CRLF, shaped
+    like the real captures; the values are set to show each check acting."""
+    metric = tmp_path / "metric.json"
+    metric.write_text(json.dumps({"gpu_data": [
+        {"gpu": 0, "ecc": {"total_correctable_count": 0, "total_uncorrectable_count": 2},
+         "pcie": {"width": 16, "speed": {"value": 16, "unit": "GT/s"}},
+         "temperature": {"edge": "N/A", "hotspot": {"value": 41, "unit": "C"}, "mem": {"value": 35, "unit": "C"}}},
+        {"gpu": 1, "retired": "No bad pages found.", "pending": [{"page_address": "0x1234", "page_size": 4096}]}]}))
+    pages = tmp_path / "bad-pages.txt"
+    pages.write_bytes(b"\x1b[32mGPU: 0\x1b[0m\r\n    RETIRED:\r\n        PAGE_ADDRESS: 0x2f1000\r\n        PAGE_SIZE: 4096\r\n"
+                      b"        PAGE_ADDRESS: 0x2f3000\r\n    PENDING: No bad pages found.\r\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"amd-smi={metric}", "--source", f"amd-smi={pages}")
+    findings = {(f["check"], f["status"], f["message"]) for f in layer(evidence, "hardware")["findings"]}
+    assert code == 3
+    assert ("ecc.uncorrectable", "failed", "GPU 0 ECC/TOTAL_UNCORRECTABLE_COUNT = 2") in findings
+    assert ("pcie.link", "failed", "GPU 0 PCIe speed 16 GT/s below 32") in findings
+    assert ("bad_pages.pending", "degraded", "GPU 1: 1 page(s) pending retirement (reset the GPU to retire them)") in findings
+    assert ("bad_pages.retired", "ok", "GPU 0: 2 page(s) retired (safe; `rocm-gate drain` acts when the count grows)") in findings
+    assert all(source["unread"] == 0 for source in layer(evidence, "hardware")["sources"])

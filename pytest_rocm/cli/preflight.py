@@ -119,6 +119,7 @@ def _outputs(args, platform) -> list:
 
 
 def run(args) -> int:
+    from pytest_rocm.cli.doctor import check
     from pytest_rocm.hw import detect
     from pytest_rocm.hw.profiles import ProfileError
     from pytest_rocm.preflight import drain, layers, thresholds
@@ -158,12 +159,12 @@ def run(args) -> int:
         layer.verdict = "failed" if decision.drain else "ok"
         layer.reason = "; ".join(f.message for f in layer.findings)
 
+    expect_gpus = args.expect_gpus if args.expect_gpus is not None else limits.get("gpus")
+    doctor_problems = check(platform, expect_gpus, sku, require_gpu=True)[1] if platform else []
     pipeline = layers.run_pipeline({
         "hardware": tool_layer("hardware"),
         "communication": tool_layer("communication"),
-        "framework": lambda layer: layers.framework_layer(layer, platform, args.expect_gpus if args.expect_gpus is not None
-                                                          else limits.get("gpus"), sku if platform else None,
-                                                          stack, expected_stack),
+        "framework": lambda layer: layers.framework_layer(layer, platform, doctor_problems, stack, expected_stack),
         "workload": lambda layer: layers.workload_layer(layer, platform, args.smoke_command, args.smoke_timeout),
         "recovery": recovery,
     })

@@ -93,19 +93,13 @@ def read_outputs(layer: Layer, outputs: list[ToolOutput], limits: dict, nothing:
         layer.reason = nothing
 
 
-def framework_layer(layer: Layer, platform, expect_gpus: int | None, expect_sku: str | None,
-                    stack: dict | None, expected_stack: dict | None) -> None:
-    """`doctor`'s check (GPU count and SKU) and the runner image's pinned stack against the job's."""
-    from pytest_rocm.cli.doctor import EXIT_HEALTHY, check
-
+def framework_layer(layer: Layer, platform, problems: list[str], stack: dict | None, expected_stack: dict | None) -> None:
+    """`doctor`'s problems with this platform (GPU count, SKU) and the runner image's pinned stack against the job's."""
     if platform is None:
         layer.reason = "no platform to check: run on the node, or give --platform"
         return
-    code, problems = check(platform, expect_gpus, expect_sku, require_gpu=True)
-    for problem in problems:
-        layer.findings.append(finding("doctor", "failed", problem))
-    if code == EXIT_HEALTHY:
-        layer.findings.append(finding("doctor", "ok", f"{platform.describe()}"))
+    layer.findings = [finding("doctor", "failed", problem) for problem in problems] or [
+        finding("doctor", "ok", platform.describe())]
     if expected_stack is not None:
         if stack is None:
             layer.findings.append(finding("stack", "failed", "the job pins a stack and this runner has no image manifest "

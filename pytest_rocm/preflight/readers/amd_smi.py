@@ -18,6 +18,7 @@ _KEY_VALUE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*)$")
 _XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*Gb/s)\s+(\w+)")
 _MONITOR_VALUE = re.compile(r"(N/A|-?[\d.]+)\s*(W|°C|C|MHz|%|GB|MB|MiB|GiB)?")
 NO_PAGES = "no bad pages found"
+PAGE_KINDS = ("RETIRED", "PENDING", "UN_RES")  # `amd-smi bad-pages` sections
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
@@ -95,9 +96,10 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
     pages: dict[tuple, list] = {}
     for gpu, path, value, line in values:
         last, measured = path[-1] if path else "", number(value.split()[0]) if value.split() else None
-        where = f"GPU {gpu} " + "/".join(path)
-        if "BAD" in " ".join(path) or (len(path) >= 1 and path[0] in ("RETIRED", "PENDING", "UN_RES")):
-            pages.setdefault((gpu, path[0] if path[0] in ("RETIRED", "PENDING", "UN_RES") else path[-1]), []).append((value, line))
+        where = f"GPU {gpu} " + "/".join(key for key in path if key != "GPU_DATA")  # amd-smi 7 wraps GPUs in gpu_data
+        page_kind = next((key for key in path if key in PAGE_KINDS), None)
+        if page_kind is not None:
+            pages.setdefault((gpu, page_kind), []).append((value, line))
             continue
         if measured is None:
             continue
