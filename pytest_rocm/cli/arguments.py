@@ -19,3 +19,12 @@ def whole_number(minimum: int, too_small: str):
         return number
 
     return parse
+
+
+def sku(value: str) -> str:
+    """An argparse `type`: a GPU SKU the SKU table knows ('mi300x' -> 'MI300X')."""
+    from pytest_rocm.hw.skus import ALL_SKUS, normalise_sku
+
+    if normalise_sku(value) is None:
+        raise argparse.ArgumentTypeError(f"unknown SKU {value!r}; use one of {', '.join(ALL_SKUS)}")
+    return normalise_sku(value)

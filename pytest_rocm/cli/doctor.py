@@ -11,10 +11,10 @@ import argparse
 import json
 import sys
 
-from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.cli.arguments import sku, whole_number
 from pytest_rocm.hw import SOURCE_NAMES
 from pytest_rocm.hw.model import Platform
-from pytest_rocm.hw.skus import ALL_SKUS, normalise_sku
+from pytest_rocm.hw.skus import normalise_sku
 from pytest_rocm.results.summary import table
 
 EXIT_HEALTHY = 0
@@ -74,12 +74,6 @@ def _source(value: str) -> tuple[str, str]:
     return name, path
 
 
-def _sku(value: str) -> str:
-    if normalise_sku(value) is None:
-        raise argparse.ArgumentTypeError(f"unknown SKU {value!r}; use one of {', '.join(ALL_SKUS)}")
-    return normalise_sku(value)
-
-
 def add_parser(commands, name: str) -> None:
     doctor = commands.add_parser(name, help="show the detected platform and check it against expectations",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,7 +84,7 @@ def add_parser(commands, name: str) -> None:
                              + ", ".join(SOURCE_NAMES))
     doctor.add_argument("--expect-gpus", type=whole_number(0, "a GPU count cannot be negative, got {value}"),
                         metavar="N", help="exit 3 unless exactly N GPUs are visible")
-    doctor.add_argument("--expect-sku", type=_sku, metavar="SKU", help="exit 3 unless every GPU is this SKU")
+    doctor.add_argument("--expect-sku", type=sku, metavar="SKU", help="exit 3 unless every GPU is this SKU")
     doctor.add_argument("--require-gpu", action="store_true", help="exit 4 when no GPU is visible")
 
 

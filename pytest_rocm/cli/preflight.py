@@ -21,7 +21,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.cli.arguments import sku, whole_number
 from pytest_rocm.preflight import LAYERS
 from pytest_rocm.preflight.readers import TOOLS
 
@@ -47,14 +47,6 @@ def _layers(value: str) -> tuple[str, ...]:
     return names
 
 
-def _sku(value: str) -> str:
-    from pytest_rocm.hw.skus import ALL_SKUS, normalise_sku
-
-    if normalise_sku(value) is None:
-        raise argparse.ArgumentTypeError(f"unknown SKU {value!r}; use one of {', '.join(ALL_SKUS)}")
-    return normalise_sku(value)
-
-
 def add_parser(commands, name: str) -> None:
     from pytest_rocm.preflight.layers import DEFAULT_REQUIRED
 
@@ -62,7 +54,7 @@ def add_parser(commands, name: str) -> None:
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", metavar="TOOL=FILE", type=_source, action="append", default=[],
                         help=f"read a tool's saved output instead of running it (repeatable): {', '.join(TOOLS)}")
-    parser.add_argument("--sku", type=_sku, help="the runner's SKU (default: named by the outputs or detected)")
+    parser.add_argument("--sku", type=sku, help="the runner's SKU (default: named by the outputs or detected)")
     parser.add_argument("--thresholds", metavar="FILE", help="per-SKU thresholds (default: the packaged thresholds.toml)")
     parser.add_argument("--platform", metavar="NAME|FILE", help="framework layer: a simulated profile instead of detecting")
     parser.add_argument("--expect-gpus", type=whole_number(0, "a GPU count cannot be negative, got {value}"), metavar="N",
@@ -136,8 +128,8 @@ def run(args) -> int:
     except (thresholds.ThresholdError, ProfileError, drain.HistoryError, ValueError) as exc:
         print(f"rocm-gate preflight: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    sku = args.sku or layers.guess_sku(outputs) or _platform_sku(platform)
-    limits = table.for_sku(sku)
+    runner_sku = args.sku or layers.guess_sku(outputs) or _platform_sku(platform)
+    limits = table.for_sku(runner_sku)
     node = layers.node_name(args.node)
 
     def tool_layer(name):
@@ -160,7 +152,7 @@ def run(args) -> int:
         layer.reason = "; ".join(f.message for f in layer.findings)
 
     expect_gpus = args.expect_gpus if args.expect_gpus is not None else limits.get("gpus")
-    doctor_problems = check(platform, expect_gpus, sku, require_gpu=True)[1] if platform else []
+    doctor_problems = check(platform, expect_gpus, runner_sku, require_gpu=True)[1] if platform else []
     pipeline = layers.run_pipeline({
         "hardware": tool_layer("hardware"),
         "communication": tool_layer("communication"),
@@ -169,7 +161,7 @@ def run(args) -> int:
         "recovery": recovery,
     })
     code, summary = layers.decide(pipeline, args.require)
-    evidence = {"schema": layers.PREFLIGHT_SCHEMA, "node": node, "sku": sku, "thresholds": str(table.path),
+    evidence = {"schema": layers.PREFLIGHT_SCHEMA, "node": node, "sku": runner_sku, "thresholds": str(table.path),
                 "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "exit_code": code, "accepted": code == layers.EXIT_ACCEPTED, "summary": summary,
                 "required": list(args.require), "layers": [layer.to_dict() for layer in pipeline]}
