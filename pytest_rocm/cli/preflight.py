@@ -102,12 +102,9 @@ def _outputs(args, platform) -> list:
     commands = live.quick_commands(args.kernel_log_since)
     if args.benchmarks:
         commands += live.benchmark_commands(platform.gpu_count if platform else 0)
-    found = []
-    for tool, command in commands:
-        timeout = 900 if tool in ("rccl-tests", "babelstream", "transferbench") else live.QUICK_TIMEOUT_S
-        result = live.run(tool, command, timeout)
-        found.append(ToolOutput(tool, result.label, result.text, result.problem))
-    return found
+    benchmarks = {tool for tool, _ in live.benchmark_commands(0)}
+    return [live.run(tool, command, live.BENCHMARK_TIMEOUT_S if tool in benchmarks else live.QUICK_TIMEOUT_S)
+            for tool, command in commands]
 
 
 def run(args) -> int:

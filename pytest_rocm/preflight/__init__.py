@@ -9,6 +9,5 @@ recovery decisions over a node's history (`drain.py`).
 """
 
 LAYERS = ("hardware", "communication", "framework", "workload", "recovery")
-VERDICTS = ("ok", "degraded", "failed", "skipped")
 
-__all__ = ["LAYERS", "VERDICTS", "evidence", "readers", "thresholds", "layers", "live", "drain"]
+__all__ = ["LAYERS", "evidence", "readers", "thresholds", "layers", "live", "drain"]

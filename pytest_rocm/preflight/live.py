@@ -10,18 +10,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rocm.preflight.layers import ToolOutput
+
 QUICK_TIMEOUT_S = 60
-
-
-@dataclass
-class Output:
-    tool: str
-    label: str  # the command line, shown as the evidence's file
-    text: str | None
-    problem: str | None = None  # why there is no text (not installed, timed out, ...)
+BENCHMARK_TIMEOUT_S = 900  # a hang must end: thresholds.toml's rccl_timeout_s says why 15 minutes
 
 
 def quick_commands(kernel_log_since: str) -> list[tuple[str, list[str]]]:
@@ -54,22 +48,22 @@ def _find(name: str) -> str | None:
     return None
 
 
-def run(tool: str, command: list[str], timeout_s: float) -> Output:
+def run(tool: str, command: list[str], timeout_s: float) -> ToolOutput:
     label = " ".join(command)
     exe = _find(command[0])
     if exe is None and tool == "dmesg":  # no systemd journal (containers): the kernel ring buffer
         command, exe = ["dmesg", "--ctime"], _find("dmesg")
         label = " ".join(command)
     if exe is None:
-        return Output(tool, label, None, f"{command[0]} is not installed")
+        return ToolOutput(tool, label, None, f"{command[0]} is not installed")
     try:
         done = subprocess.run([exe, *command[1:]], capture_output=True, text=True, timeout=timeout_s, errors="replace")
     except subprocess.TimeoutExpired as exc:
         partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return Output(tool, label, partial + f"\nTIMEOUT: did not finish in {timeout_s:g} s (hang)\n")
+        return ToolOutput(tool, label, partial + f"\nTIMEOUT: did not finish in {timeout_s:g} s (hang)\n")
     except OSError as exc:
-        return Output(tool, label, None, f"could not run: {exc}")
+        return ToolOutput(tool, label, None, f"could not run: {exc}")
     if done.returncode != 0 and not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Output(tool, label, None, f"exited with {done.returncode}: {last}")
-    return Output(tool, label, done.stdout)
+        return ToolOutput(tool, label, None, f"exited with {done.returncode}: {last}")
+    return ToolOutput(tool, label, done.stdout)

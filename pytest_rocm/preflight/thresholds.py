@@ -25,13 +25,8 @@ class Thresholds:
         self.path, self._default, self._per_sku = path, default, per_sku
 
     def for_sku(self, sku: str | None) -> dict:
-        """The values for one SKU: `[default]` overlaid with `[sku.NAME]`; `sources` says where each comes from."""
-        values = {**self._default, **self._per_sku.get(sku or "", {})}
-        return values
-
-    @property
-    def skus(self) -> list[str]:
-        return sorted(self._per_sku)
+        """The values for one SKU: `[default]` overlaid with `[sku.NAME]`, each beside its `<key>_source`."""
+        return {**self._default, **self._per_sku.get(sku or "", {})}
 
 
 def _check_table(path: Path, where: str, table: dict) -> dict:

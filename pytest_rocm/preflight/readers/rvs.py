@@ -13,7 +13,7 @@ from pytest_rocm.preflight.evidence import Line, Reading, finding
 
 _RESULT = re.compile(r"^\[RESULT\]\s*\[\s*[\d.]+\s*\]\s*(.*)$")
 _ACTION = re.compile(r"^\[([^\]]+)\]\s*(.*)$")
-_VERDICTS = (  # (pattern on the text after [action], check, how to read pass)
+_VERDICTS = (  # (pattern on the text after [action], check); group 1 is the pass/fail word
     (re.compile(r"\bmet:\s*(TRUE|FALSE)\b", re.I), "rvs.target_met"),
     (re.compile(r"\bpass:\s*(TRUE|FALSE)\b", re.I), "rvs.pass"),
     (re.compile(r"\bpeqt\s+(true|false)\b", re.I), "rvs.pcie_qualification"),
