@@ -24,7 +24,7 @@ def tools(tmp_path, monkeypatch):
     folder = tmp_path / "bin"
     folder.mkdir()
     monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
-    monkeypatch.setattr(detect, "_find_tool", lambda name: str(folder / name) if (folder / name).exists() else None)
+    monkeypatch.setattr(detect, "find_tool", lambda name: str(folder / name) if (folder / name).exists() else None)
     return folder
 
 

@@ -28,3 +28,17 @@ def sku(value: str) -> str:
     if normalise_sku(value) is None:
         raise argparse.ArgumentTypeError(f"unknown SKU {value!r}; use one of {', '.join(ALL_SKUS)}")
     return normalise_sku(value)
+
+
+def tool_file(names: tuple[str, ...], noun: str):
+    """An argparse `type` for `TOOL=FILE` (`--source` of doctor and preflight): (tool, path), the tool one of `names`;
+    `noun` is what the message calls the tool ("source", "tool")."""
+    def parse(value: str) -> tuple[str, str]:
+        name, sep, path = value.partition("=")
+        if not sep or not path:
+            raise argparse.ArgumentTypeError(f"expected TOOL=FILE, got {value!r}")
+        if name not in names:
+            raise argparse.ArgumentTypeError(f"unknown {noun} {name!r}; use one of {', '.join(names)}")
+        return name, path
+
+    return parse

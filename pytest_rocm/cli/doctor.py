@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from pytest_rocm.cli.arguments import sku, whole_number
+from pytest_rocm.cli.arguments import sku, tool_file, whole_number
 from pytest_rocm.hw import SOURCE_NAMES
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.hw.skus import normalise_sku
@@ -65,21 +65,12 @@ def render(platform: Platform, packages: dict[str, str], problems: list[str], co
     return "\n".join(lines)
 
 
-def _source(value: str) -> tuple[str, str]:
-    name, sep, path = value.partition("=")
-    if not sep or not path:
-        raise argparse.ArgumentTypeError(f"expected TOOL=FILE, got {value!r}")
-    if name not in SOURCE_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown source {name!r}; use one of {', '.join(SOURCE_NAMES)}")
-    return name, path
-
-
 def add_parser(commands, name: str) -> None:
     doctor = commands.add_parser(name, help="show the detected platform and check it against expectations",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     doctor.add_argument("--json", action="store_true", help="print JSON for machines")
     doctor.add_argument("--platform", metavar="NAME|FILE", help="show a simulated profile instead of detecting")
-    doctor.add_argument("--source", metavar="TOOL=FILE", type=_source, action="append", default=[],
+    doctor.add_argument("--source", metavar="TOOL=FILE", type=tool_file(SOURCE_NAMES, "source"), action="append", default=[],
                         help="read saved tool output instead of running the tool (repeatable): "
                              + ", ".join(SOURCE_NAMES))
     doctor.add_argument("--expect-gpus", type=whole_number(0, "a GPU count cannot be negative, got {value}"),

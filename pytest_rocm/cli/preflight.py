@@ -21,20 +21,11 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_rocm.cli.arguments import sku, whole_number
+from pytest_rocm.cli.arguments import sku, tool_file, whole_number
 from pytest_rocm.preflight import LAYERS
-from pytest_rocm.preflight.readers import TOOLS
+from pytest_rocm.preflight.readers import READERS, TOOLS
 
 EXIT_BAD_INPUT = 2
-
-
-def _source(value: str) -> tuple[str, str]:
-    tool, sep, path = value.partition("=")
-    if not sep or not path:
-        raise argparse.ArgumentTypeError(f"expected TOOL=FILE, got {value!r}")
-    if tool not in TOOLS:
-        raise argparse.ArgumentTypeError(f"unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
-    return tool, path
 
 
 def _layers(value: str) -> tuple[str, ...]:
@@ -52,7 +43,7 @@ def add_parser(commands, name: str) -> None:
 
     parser = commands.add_parser(name, help="prove this runner in five layers before it takes a job",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--source", metavar="TOOL=FILE", type=_source, action="append", default=[],
+    parser.add_argument("--source", metavar="TOOL=FILE", type=tool_file(TOOLS, "tool"), action="append", default=[],
                         help=f"read a tool's saved output instead of running it (repeatable): {', '.join(TOOLS)}")
     parser.add_argument("--sku", type=sku, help="the runner's SKU (default: named by the outputs or detected)")
     parser.add_argument("--thresholds", metavar="FILE", help="per-SKU thresholds (default: the packaged thresholds.toml)")
@@ -87,7 +78,7 @@ def _read_json(path: str, what: str) -> dict:
     return data
 
 
-def _outputs(args, platform) -> list:
+def _outputs(args, platform, benchmark_timeout_s: float) -> list:
     from pytest_rocm.preflight import live
     from pytest_rocm.preflight.layers import ToolOutput
 
@@ -103,7 +94,7 @@ def _outputs(args, platform) -> list:
     if args.benchmarks:
         commands += live.benchmark_commands(platform.gpu_count if platform else 0)
     benchmarks = {tool for tool, _ in live.benchmark_commands(0)}
-    return [live.run(tool, command, live.BENCHMARK_TIMEOUT_S if tool in benchmarks else live.QUICK_TIMEOUT_S)
+    return [live.run(tool, command, benchmark_timeout_s if tool in benchmarks else live.QUICK_TIMEOUT_S)
             for tool, command in commands]
 
 
@@ -111,7 +102,7 @@ def run(args) -> int:
     from pytest_rocm.cli.doctor import check
     from pytest_rocm.hw import detect
     from pytest_rocm.hw.profiles import ProfileError
-    from pytest_rocm.preflight import drain, layers, thresholds
+    from pytest_rocm.preflight import drain, layers, live, thresholds
     from pytest_rocm.preflight.layers import Layer
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -120,7 +111,8 @@ def run(args) -> int:
         stack = _read_json(args.stack, "the runner image's manifest") if args.stack else None
         expected_stack = _read_json(args.expect_stack, "the stack the job pins") if args.expect_stack else None
         platform = detect.detect(profile=args.platform) if args.platform else None if args.source else detect.detect_live()
-        outputs = _outputs(args, platform)
+        timeout_s = table.for_sku(args.sku or _platform_sku(platform)).get("rccl_timeout_s", live.BENCHMARK_TIMEOUT_S)
+        outputs = _outputs(args, platform, timeout_s)
         history = drain.read_history(Path(args.history)) if args.history else None
     except (thresholds.ThresholdError, ProfileError, drain.HistoryError, ValueError) as exc:
         print(f"rocm-gate preflight: {exc}", file=sys.stderr)
@@ -171,8 +163,6 @@ def run(args) -> int:
 
 
 def _layer_of(tool: str) -> str:
-    from pytest_rocm.preflight.readers import READERS
-
     return READERS[tool][1]
 
 

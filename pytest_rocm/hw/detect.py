@@ -50,15 +50,19 @@ FILE_SOURCES: dict[str, Callable[[str], Parsed]] = {
 assert SOURCE_NAMES == (*FILE_SOURCES, "sysfs")
 
 
-def _find_tool(name: str) -> str | None:
+ROCM_BIN = Path("/opt/rocm/bin")
+
+
+def find_tool(name: str, folders: tuple[Path, ...] = (ROCM_BIN,)) -> str | None:
+    """A tool on PATH, else in the given folders (ROCm installs its tools off PATH)."""
     return shutil.which(name) or next(
-        (str(p) for p in (Path("/opt/rocm/bin") / name,) if p.is_file() and os.access(p, os.X_OK)), None
+        (str(p) for p in (folder / name for folder in folders) if p.is_file() and os.access(p, os.X_OK)), None
     )
 
 
 def run_tool(command: list[str]) -> str:
     """Run a tool and return its stdout; raise with a message a user can act on."""
-    exe = _find_tool(command[0])
+    exe = find_tool(command[0])
     if exe is None:
         raise FileNotFoundError(f"{command[0]} is not installed (not on PATH nor in /opt/rocm/bin)")
     try:

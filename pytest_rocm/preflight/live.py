@@ -8,14 +8,15 @@ and give their output with `--source rvs=FILE`. Every command has a timeout: a h
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
+from pytest_rocm.hw.detect import ROCM_BIN, find_tool
 from pytest_rocm.preflight.layers import ToolOutput
 
 QUICK_TIMEOUT_S = 60
-BENCHMARK_TIMEOUT_S = 900  # a hang must end: thresholds.toml's rccl_timeout_s says why 15 minutes
+TOOL_FOLDERS = (ROCM_BIN, Path("/opt/rocm/share/rccl-tests"))  # where ROCm images put the tools off PATH
+BENCHMARK_TIMEOUT_S = 900  # when the thresholds file sets no rccl_timeout_s (the packaged one says why 900)
 
 
 def quick_commands(kernel_log_since: str) -> list[tuple[str, list[str]]]:
@@ -38,21 +39,11 @@ def benchmark_commands(gpus: int) -> list[tuple[str, list[str]]]:
     ]
 
 
-def _find(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    for folder in (Path("/opt/rocm/bin"), Path("/opt/rocm/share/rccl-tests"), Path("/usr/local/bin")):
-        if (folder / name).is_file():
-            return str(folder / name)
-    return None
-
-
 def run(tool: str, command: list[str], timeout_s: float) -> ToolOutput:
     label = " ".join(command)
-    exe = _find(command[0])
+    exe = find_tool(command[0], TOOL_FOLDERS)
     if exe is None and tool == "dmesg":  # no systemd journal (containers): the kernel ring buffer
-        command, exe = ["dmesg", "--ctime"], _find("dmesg")
+        command, exe = ["dmesg", "--ctime"], find_tool("dmesg")
         label = " ".join(command)
     if exe is None:
         return ToolOutput(tool, label, None, f"{command[0]} is not installed")
