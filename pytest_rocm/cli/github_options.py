@@ -1,0 +1,58 @@
+"""Options shared by the commands that talk to GitHub (publish, trust, rerun): where the API is, which
+repository, and the credentials, read from the environment as GitHub Actions sets it.
+
+Credentials: a GitHub App (ROCM_GATE_APP_ID, ROCM_GATE_APP_PRIVATE_KEY or ROCM_GATE_APP_PRIVATE_KEY_FILE,
+ROCM_GATE_APP_INSTALLATION_ID: an installation token is minted per run), else GITHUB_TOKEN (the Actions
+token is an installation token of the Actions App). No credential is ever printed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class OptionError(ValueError):
+    pass
+
+
+def add(parser, repo_help: str = "owner/name (default: $GITHUB_REPOSITORY)") -> None:
+    group = parser.add_argument_group("GitHub")
+    group.add_argument("--api-url", help="the REST API root (default: $GITHUB_API_URL, else https://api.github.com)")
+    group.add_argument("--repo", help=repo_help)
+    group.add_argument("--timeout", type=float, default=20.0, metavar="S", help="read timeout per request (default 20)")
+
+
+def repo(args) -> str:
+    value = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
+    if value.count("/") != 1 or not all(value.split("/")):
+        raise OptionError(f"--repo/$GITHUB_REPOSITORY must be owner/name, got {value!r}")
+    return value
+
+
+def client(args):
+    from pytest_rocm.github.api import connect
+
+    api_url = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
+    if not api_url.startswith(("https://", "http://")):
+        raise OptionError(f"--api-url/$GITHUB_API_URL must be an http(s) URL, got {api_url!r}")
+    env = os.environ
+    key = env.get("ROCM_GATE_APP_PRIVATE_KEY")
+    if not key and env.get("ROCM_GATE_APP_PRIVATE_KEY_FILE"):
+        try:
+            key = Path(env["ROCM_GATE_APP_PRIVATE_KEY_FILE"]).read_text()
+        except OSError as exc:
+            raise OptionError(f"$ROCM_GATE_APP_PRIVATE_KEY_FILE: cannot read it ({exc.strerror})") from None
+    app = (env.get("ROCM_GATE_APP_ID"), key, env.get("ROCM_GATE_APP_INSTALLATION_ID"))
+    if any(app) and not all(app):
+        raise OptionError("a GitHub App needs all of ROCM_GATE_APP_ID, ROCM_GATE_APP_PRIVATE_KEY(_FILE) and "
+                          "ROCM_GATE_APP_INSTALLATION_ID")
+    token = env.get("GITHUB_TOKEN")
+    if not all(app) and not token:
+        raise OptionError("no credentials: set GITHUB_TOKEN (an installation token, such as Actions' own) or the "
+                          "ROCM_GATE_APP_* variables")
+    try:
+        return connect(api_url, token=token, app_id=app[0], private_key=app[1], installation_id=app[2],
+                       read_timeout=args.timeout)
+    except Exception as exc:  # minting the installation token: say what failed, never the key
+        raise OptionError(f"cannot authenticate to {api_url}: {type(exc).__name__}: {str(exc)[:200]}") from None

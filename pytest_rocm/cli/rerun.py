@@ -1,0 +1,54 @@
+"""`rocm-gate rerun`: a `check_run` webhook (a button click, GitHub's Re-run) to a dispatch of the gate workflow.
+
+"Re-run AMD" reruns the failed and infra gates (scope `failed`), "Re-run all" and GitHub's Re-run every gate
+(scope `all`), for the check's head SHA and runner class, on the default branch's workflow file. Events for
+other checks, other Apps, or senders without write access are ignored, with the reason printed.
+
+Exit status: 0 dispatched or ignored, 2 bad input or GitHub refused the dispatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pytest_rocm.cli import github_options
+from pytest_rocm.cli.trust import read_event
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def add_parser(commands, name: str) -> None:
+    parser = commands.add_parser(name, help="turn a check run's rerun request into a workflow dispatch",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--event-path", help="the check_run payload (default: $GITHUB_EVENT_PATH)")
+    parser.add_argument("--workflow", default="rocm-gate.yml", help="the gate workflow file to dispatch (default: %(default)s)")
+    parser.add_argument("--app-id", type=int, help="act only on checks of this App")
+    parser.add_argument("--dry-run", action="store_true", help="print the dispatch; send nothing")
+    github_options.add(parser)
+
+
+def run(args) -> int:
+    from pytest_rocm.github import api, rerun
+
+    try:
+        payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"), "rerun")
+        repo = github_options.repo(args)
+        gh = None if args.dry_run else github_options.client(args)
+        asked = rerun.plan(payload, (lambda login: "write") if args.dry_run else
+                           (lambda login: api.permission(gh, repo, login)), args.app_id)
+        print(json.dumps({"workflow": args.workflow, "ref": asked.ref, "inputs": asked.inputs()}))
+        if not args.dry_run:
+            api.dispatch(gh, repo, args.workflow, asked.ref, asked.inputs())
+    except rerun.Ignored as exc:
+        print(f"rocm-gate rerun: ignored: {exc}")
+        return EXIT_OK
+    except (github_options.OptionError, KeyError, TypeError) as exc:
+        print(f"rocm-gate rerun: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except api.GITHUB_ERRORS as exc:
+        print(f"rocm-gate rerun: GitHub refused: {api.describe(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK

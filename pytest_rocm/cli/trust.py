@@ -1,0 +1,76 @@
+"""`rocm-gate trust`: may the event's code reach a self-hosted GPU runner, and which exact commit?
+
+Reads the event GitHub delivered ($GITHUB_EVENT_NAME, $GITHUB_EVENT_PATH) and asks the API for the
+sender's permission. Fork code is trusted only for the head SHA a writer approved (the approval label's
+`labeled` event, or a dispatch naming the SHA); a new push needs a new approval; pull_request_target is
+refused (see pytest_rocm/github/trust.py). Prints the decision as JSON and, under Actions, writes
+`trusted`, `sha`, `pr` and `reason` to $GITHUB_OUTPUT.
+
+Exit status: 0 decided (read `trusted`), 3 refused with --require, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from pytest_rocm.cli import github_options
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3
+
+
+def add_parser(commands, name: str) -> None:
+    parser = commands.add_parser(name, help="decide whether an event's code may run on the GPU runners",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--event-name", help="default: $GITHUB_EVENT_NAME")
+    parser.add_argument("--event-path", help="the event payload (default: $GITHUB_EVENT_PATH)")
+    parser.add_argument("--label", default="rocm-ci-approved", help="the approval label (default: %(default)s)")
+    parser.add_argument("--require", action="store_true", help="exit 3 when not trusted (a guard step)")
+    github_options.add(parser)
+
+
+def read_event(path: str | None, command: str) -> dict:
+    if not path:
+        raise github_options.OptionError("no event: give --event-path or set $GITHUB_EVENT_PATH")
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise github_options.OptionError(f"{path}: cannot read the event payload ({exc})") from None
+    if not isinstance(event, dict):
+        raise github_options.OptionError(f"{path}: the event payload is not a JSON object")
+    return event
+
+
+def run(args) -> int:
+    from pytest_rocm.github import api, trust
+
+    try:
+        event_name = args.event_name or os.environ.get("GITHUB_EVENT_NAME") or ""
+        if not event_name:
+            raise github_options.OptionError("no event name: give --event-name or set $GITHUB_EVENT_NAME")
+        event = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"), "trust")
+        repo = github_options.repo(args)
+        gh = None
+
+        def permission_of(login: str) -> str:
+            nonlocal gh
+            gh = gh or github_options.client(args)
+            return api.permission(gh, repo, login)
+
+        decision = trust.decide(event_name, event, permission_of, args.label)
+    except github_options.OptionError as exc:
+        print(f"rocm-gate trust: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except api.GITHUB_ERRORS as exc:
+        print(f"rocm-gate trust: cannot ask GitHub for the sender's permission: {api.describe(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(json.dumps(decision.to_dict()))
+    if os.environ.get("GITHUB_OUTPUT"):
+        with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
+            for key, value in decision.to_dict().items():
+                text = "true" if value is True else "false" if value is False else "" if value is None else str(value)
+                out.write(f"{key}={text.replace(chr(10), ' ')}\n")
+    return EXIT_REFUSED if args.require and not decision.trusted else EXIT_OK

@@ -1,0 +1,284 @@
+"""From a run's artifacts to the content of its check run: conclusion, summary, annotations, buttons.
+
+The conclusion table is the one place where the gate's conclusion becomes GitHub's. A required check passes on
+`success`, `neutral` and `skipped`, so `neutral` is given only with infrastructure evidence after the
+automatic reruns, and a run that did not execute what it collected, or ran no blocking gate, blocks
+(`action_required`) unless the repository chose soft rollout (`neutral`, with a warning on top).
+
+Everything is cut to GitHub's limits here (summary and text 65,535 characters, annotation titles 255,
+buttons' label and identifier 20 and description 40): a long list ends "and N more", it is never refused.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from pytest_rocm.github.artifacts import Results
+
+TEXT_LIMIT = 65535
+ANNOTATIONS_PER_REQUEST = 50
+ANNOTATION_TITLE_LIMIT = 255
+ANNOTATION_MESSAGE_LIMIT = 4000  # GitHub takes 64 KB; a reader wants the first lines
+EVIDENCE_LINES = 6
+INCOMPLETE_POLICIES = ("block", "neutral")
+
+# gate-report conclusion -> check-run conclusion (DESIGN section 3; README "Conclusions")
+CONCLUSIONS = {
+    "success": "success",          # blocking gates ran and none regressed
+    "failure": "failure",          # a blocking gate regressed (failed again on rerun, on a healthy device)
+    "neutral": "neutral",          # only with infra evidence after reruns; otherwise treated as incomplete
+    "incomplete": "action_required",  # did not run what it collected; `neutral` under soft rollout
+    "skipped": "action_required",  # no blocking gate ran: nothing proves this commit; `neutral` under soft rollout
+}
+# the run died before it wrote a gate report: the workflow run's conclusion decides
+MISSING_RESULTS = {"cancelled": "cancelled", "timed_out": "timed_out"}  # anything else: action_required
+
+ACTIONS = {
+    "rerun-amd": {"label": "Re-run AMD", "identifier": "rerun-amd", "description": "Rerun the failed and infra AMD gates"},
+    "rerun-all": {"label": "Re-run all", "identifier": "rerun-all", "description": "Rerun every AMD gate of this commit"},
+}
+
+
+@dataclass
+class CheckContent:
+    name: str
+    conclusion: str
+    title: str
+    summary: str
+    text: str = ""
+    annotations: list[dict] = field(default_factory=list)
+    actions: list[dict] = field(default_factory=list)
+
+    def output(self, annotations: list[dict] | None = None) -> dict:
+        out = {"title": self.title, "summary": self.summary}
+        if self.text:
+            out["text"] = self.text
+        if annotations:
+            out["annotations"] = annotations
+        return out
+
+
+def check_name(results: Results | None, runner_class: str | None) -> str:
+    """`rocm-gate / MI300X`: the runner class given, else the SKU the run saw, else its vendor."""
+    label = runner_class
+    if not label and results is not None:
+        platform = results.manifest.get("platform") or {}
+        skus = sorted({g.get("sku") for g in platform.get("gpus") or [] if g.get("sku")})
+        label = "/".join(skus) or platform.get("vendor") or "unknown"
+    return f"rocm-gate / {label or 'unknown'}"
+
+
+def _blocking_infra_without_evidence(tests: dict) -> list[str]:
+    """Blocking gates that ended `infra` with neither a rerun nor a failed health probe behind the verdict."""
+    return [nodeid for nodeid, t in tests.items() if t["blocking"] and t["verdict"] == "infra"
+            and len(t["attempts"]) < 2 and not any(not p.get("ok", True) for p in t["probes"])]
+
+
+def conclude(report: dict, incomplete_policy: str = "block") -> tuple[str, str, list[str]]:
+    """(check conclusion, why, warnings) from a gate report, by the table above."""
+    gate = report["conclusion"]
+    why = report.get("conclusion_reason") or gate
+    warnings = []
+    if gate == "neutral":
+        unproven = _blocking_infra_without_evidence(report["tests"])
+        if unproven:
+            gate = "incomplete"
+            why = (f"infra verdict without evidence on {len(unproven)} blocking gate(s) (no rerun, no failed health "
+                   f"probe), e.g. {unproven[0]}: not accepted as an infrastructure fault")
+    conclusion = CONCLUSIONS.get(gate, "action_required")
+    if gate in ("incomplete", "skipped") and incomplete_policy == "neutral":
+        conclusion = "neutral"
+        warnings.append(f"soft rollout: this run is {gate} ({why}) and reports `neutral` only because the "
+                        "repository chose `incomplete: neutral`; nothing here proves the commit")
+    return conclusion, why, warnings
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("`", "'") + "`"
+
+
+def _first_lines(*texts: str, limit: int = EVIDENCE_LINES) -> list[str]:
+    lines = []
+    for text in texts:
+        lines += [line for line in (text or "").splitlines() if line.strip()]
+        if len(lines) >= limit:
+            break
+    return [line[:300] for line in lines[:limit]]
+
+
+def _block(lines: list[str]) -> str:
+    body = "\n".join(lines).replace("```", "'''")
+    return f"  ```\n  {body.replace(chr(10), chr(10) + '  ')}\n  ```" if lines else ""
+
+
+def reproduce_command(nodeid: str, manifest: dict) -> str:
+    """The command that runs one test the way the run did: its config file and simulated platform, if any."""
+    args, keep = list(manifest.get("args") or []), []
+    for i, arg in enumerate(args):
+        if arg in ("-c", "--rootdir") and i + 1 < len(args):
+            keep += [arg, args[i + 1]]
+        elif arg.startswith(("--rocm-platform=", "--rootdir=", "--rocm-model-dir=")):
+            keep.append(arg)
+    return shlex.join(["python", "-m", "pytest", *keep, nodeid])
+
+
+def _regression_item(nodeid: str, test: dict, manifest: dict) -> str:
+    attempts = ", ".join(a["status"] for a in test["attempts"])
+    head = (f"- **{_code(nodeid)}** ({test.get('group') or 'no group'}; attempts: {attempts}): "
+            f"{test.get('verdict_reason') or test.get('message') or ''}".rstrip(": "))
+    evidence = _block(_first_lines(test.get("message", ""), test.get("detail", "")))
+    return "\n".join(filter(None, [head, evidence, f"  reproduce: {_code(reproduce_command(nodeid, manifest))}"]))
+
+
+def _infra_item(nodeid: str, test: dict, runner: str) -> str:
+    attempts = "; ".join(
+        f"{a['status']} on {a.get('worker') or 'main'} GPUs {a.get('gpus') if a.get('gpus') is not None else 'none'}"
+        + (f" ({a['signature']['name']}: {a['signature']['line'][:200]})" if a.get("signature") else "")
+        for a in test["attempts"])
+    probes = "; ".join(f"probe {'ok' if p.get('ok') else 'FAILED'} on devices {p.get('devices')}" for p in test["probes"])
+    reruns = len(test["attempts"]) - 1
+    return (f"- {_code(nodeid)} on runner {_code(runner)}: {test.get('verdict_reason', '')}\n"
+            f"  {reruns} rerun(s): {attempts}" + (f"; {probes}" if probes else ""))
+
+
+def _stack_lines(manifest: dict) -> list[str]:
+    platform = manifest.get("platform") or {}
+    versions = platform.get("versions") or {}
+    packages = manifest.get("packages") or {}
+    framework = ", ".join(f"{name} {packages[name]}" for name in sorted(packages)
+                          if name.split("-")[0] in ("vllm", "sglang")) or "not recorded"
+    skus = sorted({g.get("sku") or g.get("arch") or "?" for g in platform.get("gpus") or []})
+    rows = [("SKU", f"{', '.join(skus)} ({len(platform.get('gpus') or [])} GPUs)" if skus else platform.get("description")),
+            ("ROCm", versions.get("rocm") or versions.get("hip")), ("driver", versions.get("driver")),
+            ("torch", packages.get("torch") or versions.get("torch")), ("framework", framework),
+            ("image", manifest.get("container_image")), ("runner", manifest.get("runner")),
+            ("tested commit", manifest.get("git_sha"))]
+    return ["| stack | |", "|---|---|"] + [f"| {k} | {_code(str(v)) if v else 'not recorded'} |" for k, v in rows]
+
+
+def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
+    if not parity:
+        return ["No parity report in this run (`rocm-gate parity --out parity.json` adds one)."]
+    lines = ["| group | ROCm/CUDA parity | both pass / CUDA pass | merge-blocking | gaps | vs base |",
+             "|---|---|---|---|---|---|"]
+    base_groups = (base or {}).get("groups") or {}
+    for group, row in sorted(parity["groups"].items()):
+        value = row.get("parity")
+        change = ""
+        if group in base_groups and value is not None and base_groups[group].get("parity") is not None:
+            delta = value - base_groups[group]["parity"]
+            change = f"{delta:+.1%}" if abs(delta) >= 0.0005 else "same"
+        lines.append(f"| {group} | {f'{value:.1%}' if value is not None else 'n/a'} | {row['both_passing']}/"
+                     f"{row['reference_passing']} | {row['blocking']} | {len(row['gaps'])} | {change or 'no base'} |")
+    return lines
+
+
+def _fill(sections: list[tuple[str, list[str]]], fixed: str, budget: int, more_where: str) -> str:
+    """Fixed parts always; then each section's items in order while they fit, the rest as "and N more"."""
+    out, used = [], len(fixed)
+    for heading, items in sections:
+        if not items:
+            continue
+        block = [f"\n### {heading} ({len(items)})"]
+        used += len(block[0]) + 1
+        for i, item in enumerate(items):
+            tail = f"- and {len(items) - i} more ({more_where})"
+            if used + len(item) + 1 + len(tail) + 200 > budget:
+                block.append(tail)
+                used += len(tail) + 1
+                break
+            block.append(item)
+            used += len(item) + 1
+        out += block
+    text = fixed + "\n".join(out)
+    return text if len(text) <= budget else text[:budget - 40] + "\n... (cut at GitHub's limit)"
+
+
+def build(results: Results, name: str, details_url: str | None = None, path_prefix: str = "",
+          incomplete_policy: str = "block", base_parity: dict | None = None) -> CheckContent:
+    report, manifest = results.report, results.manifest
+    tests = report["tests"]
+    conclusion, why, warnings = conclude(report, incomplete_policy)
+    runner = str(manifest.get("runner") or "unknown")
+    blocking_regressions = [(n, t) for n, t in tests.items() if t["verdict"] == "regression" and t["blocking"]]
+    # failures that do not block: non-blocking (shadow) gates, and failures no rerun confirmed
+    other_regressions = [(n, t) for n, t in tests.items() if t["verdict"] in ("regression", "unconfirmed")
+                         and not (t["blocking"] and t["verdict"] == "regression")]
+    infra = [(n, t) for n, t in tests.items() if t["verdict"] == "infra"]
+    flaky = [(n, t) for n, t in tests.items() if t["verdict"] == "flaky"]
+    gaps = [(n, t) for n, t in tests.items() if t["verdict"] == "known_gap"]
+    ran = sum(1 for t in tests.values() if t["blocking"] and t["verdict"] in ("pass", "regression", "infra", "flaky"))
+    more_where = f"the run's artifacts: {details_url}" if details_url else "the run's gate-report.json"
+
+    head = [f"## {name}: **{conclusion}**", "", f"Why: {why}", ""]
+    head += [f"> [!WARNING]\n> {w}\n" for w in warnings]
+    head.append(f"{ran} blocking gate(s) ran; {len(blocking_regressions)} regressed, {len(infra)} infra, "
+                f"{len(flaky)} flaky, {len(gaps)} known gap(s), {len(tests)} test(s) in all.")
+    if not report["complete"]:
+        head += ["", "**The run is incomplete**: " + "; ".join(report["incomplete_causes"][:10])]
+        if report["never_ran"]:
+            head.append(f"{len(report['never_ran'])} gate(s) never ran, e.g. {_code(report['never_ran'][0])}.")
+    fixed_tail = ["", "### Parity with CUDA", *_parity_lines(results.parity, base_parity), "",
+                  "### Pinned stack", *_stack_lines(manifest)]
+    sections = [
+        ("Regressions (blocking)", [_regression_item(n, t, manifest) for n, t in blocking_regressions]),
+        ("Infrastructure faults", [_infra_item(n, t, runner) for n, t in infra]),
+        ("Other failures (non-blocking gates, or not confirmed by a rerun)", [_regression_item(n, t, manifest) for n, t in other_regressions]),
+        ("Collection errors", [f"- {_code(e['nodeid'])} ({e['cause']}): {_first_lines(e['detail'], limit=1)[0] if e['detail'].strip() else ''}"
+                               for e in report["collection_errors"]]),
+        ("Known gaps touched", [f"- {_code(n)}: {(t.get('known_gap') or {}).get('reason', '')} "
+                                f"{(t.get('known_gap') or {}).get('issue', '')}".rstrip() for n, t in gaps]),
+        ("Flaky (passed on rerun, not blocking)", [f"- {_code(n)}: {t.get('verdict_reason', '')}" for n, t in flaky]),
+    ]
+    # the lists between the head and the fixed tail, so the tail always fits
+    tail = "\n".join(fixed_tail)
+    body = _fill(sections, "\n".join(head), TEXT_LIMIT - len(tail) - 2, more_where)
+    summary = body + "\n" + tail
+    text = _fill([("Skipped, with reasons", [f"- {r['count']} {r['status']}: {r['reason']}" for r in report["skip_reasons"]]),
+                  ("Non-pass verdicts", [f"- {_code(n)}: {t['verdict']} ({t['status']})" for n, t in tests.items()
+                                         if t["verdict"] not in ("pass",)])],
+                 "", TEXT_LIMIT, more_where).strip()
+    title = (f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why)[:200]
+    return CheckContent(name=name, conclusion=conclusion, title=title, summary=summary, text=text,
+                        annotations=annotations(blocking_regressions, other_regressions, path_prefix),
+                        actions=actions_for(conclusion, bool(blocking_regressions or infra)))
+
+
+def actions_for(conclusion: str, rerunnable: bool) -> list[dict]:
+    """"Re-run AMD" only when there is something failed or infra to rerun; "Re-run all" always (at most 3)."""
+    return ([ACTIONS["rerun-amd"]] if rerunnable or conclusion != "success" else []) + [ACTIONS["rerun-all"]]
+
+
+LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*\.py):(?P<line>\d+):", re.MULTILINE)
+
+
+def _line_of(nodeid: str, detail: str) -> int:
+    """The failing line in the test's own file, from the traceback's `path:line:` entries (the last wins)."""
+    file = nodeid.split("::")[0]
+    lines = [int(m["line"]) for m in LOCATION.finditer(detail or "") if file.endswith(m["path"]) or m["path"].endswith(file)]
+    return lines[-1] if lines else 1
+
+
+def annotations(blocking: list, non_blocking: list, path_prefix: str = "") -> list[dict]:
+    out = []
+    for level, items in (("failure", blocking), ("warning", non_blocking)):
+        for nodeid, test in items:
+            line = _line_of(nodeid, test.get("detail", ""))
+            message = "\n".join(_first_lines(test.get("message", ""), test.get("detail", ""), limit=20)) \
+                or test.get("verdict_reason") or "regression"
+            out.append({"path": path_prefix + nodeid.split("::")[0], "start_line": line, "end_line": line,
+                        "annotation_level": level, "title": f"{test['verdict']}: {nodeid}"[:ANNOTATION_TITLE_LIMIT],
+                        "message": message[:ANNOTATION_MESSAGE_LIMIT]})
+    return out
+
+
+def missing_results(name: str, run_conclusion: str | None, why: str, details_url: str | None) -> CheckContent:
+    """The check of a run that left no usable results: it blocks, and says why."""
+    conclusion = MISSING_RESULTS.get(run_conclusion or "", "action_required")
+    summary = (f"## {name}: **{conclusion}**\n\nNo usable results: {why}\n\nThe workflow run ended "
+               f"{run_conclusion or 'without a conclusion'}. Nothing proves this commit; re-run the AMD gates."
+               + (f"\n\nRun: {details_url}" if details_url else ""))
+    return CheckContent(name=name, conclusion=conclusion, title=f"no results ({run_conclusion or 'unknown'})",
+                        summary=summary[:TEXT_LIMIT], actions=[ACTIONS["rerun-all"]])

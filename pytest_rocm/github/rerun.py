@@ -1,0 +1,61 @@
+"""The check run's buttons and GitHub's "Re-run": from a `check_run` webhook payload to a workflow dispatch.
+
+`requested_action` (our buttons: `rerun-amd` reruns the failed and infra gates, `rerun-all` every gate) and
+`rerequested` (GitHub's own re-run link: every gate) become one dispatch of the gate workflow for the
+check's head SHA. Only checks of this gate (name `rocm-gate / ...`, and the App's own when its id is given)
+are acted on, and only for a sender with write access.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pytest_rocm.github.checks import ACTIONS
+from pytest_rocm.github.trust import WRITERS
+
+SCOPES = {"rerun-amd": "failed", "rerun-all": "all"}
+
+
+@dataclass
+class Rerun:
+    sha: str
+    scope: str  # failed | all
+    runner_class: str
+    pr: int | None
+    ref: str  # the branch whose workflow file is dispatched (the default branch: trusted YAML)
+
+    def inputs(self) -> dict:
+        return {"sha": self.sha, "scope": self.scope, "runner-class": self.runner_class,
+                "pr": str(self.pr) if self.pr is not None else ""}
+
+
+class Ignored(ValueError):
+    """The payload asks for nothing this handler does; the message says why."""
+
+
+def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None = None) -> Rerun:
+    action = payload.get("action")
+    run = payload.get("check_run") or {}
+    name = run.get("name") or ""
+    if not name.startswith("rocm-gate / "):
+        raise Ignored(f"check {name!r} is not a rocm-gate check")
+    if app_id is not None and (run.get("app") or {}).get("id") != app_id:
+        raise Ignored(f"check {name!r} belongs to another App ({(run.get('app') or {}).get('id')}), not {app_id}")
+    if action == "requested_action":
+        identifier = (payload.get("requested_action") or {}).get("identifier")
+        if identifier not in ACTIONS:
+            raise Ignored(f"unknown button {identifier!r} (known: {', '.join(ACTIONS)})")
+        scope = SCOPES[identifier]
+    elif action == "rerequested":
+        scope = "all"
+    else:
+        raise Ignored(f"check_run action {action!r} asks for no rerun")
+    sender = (payload.get("sender") or {}).get("login") or "unknown"
+    role = permission_of(sender)
+    if role not in WRITERS:
+        raise Ignored(f"{sender} (permission {role}) may not rerun the AMD gates")
+    pulls = run.get("pull_requests") or []
+    repo = payload.get("repository") or {}
+    return Rerun(sha=run["head_sha"], scope=scope, runner_class=name.removeprefix("rocm-gate / "),
+                 pr=pulls[0]["number"] if pulls else None, ref=repo.get("default_branch") or "main")

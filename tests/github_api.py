@@ -1,0 +1,388 @@
+"""A loopback GitHub REST API for the tests, held to GitHub's official OpenAPI description.
+
+Every request body is validated against the operation's schema in `data/github/openapi-subset.json` (cut from
+`@octokit/openapi`, see `data/github/extract.py`) and refused with GitHub's 422 error shape when it does not
+fit; every response the fake sends is validated too (a violation is kept in `errors`, and the tests require
+none). Webhook payloads are checked with `validate_webhook` against `@octokit/openapi-webhooks`.
+
+Faults, to show that publishing converges: `every=(n, status)` fails every n-th request before applying it;
+`script` is a list of one-shot faults for the next requests: "502", "429", "secondary" (403 with
+Retry-After), "primary" (403 with X-RateLimit-Remaining 0 and a reset time), "hang" (the request is applied,
+then the answer comes too late for the client's read timeout), "applied-502" (applied, then a 502).
+
+State is what the tests assert on: check runs, their annotations, dispatches.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import itertools
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import jsonschema
+from openapi_schema_validator import OAS30Validator
+
+DATA = Path(__file__).resolve().parent / "data" / "github"
+SPEC = json.loads((DATA / "openapi-subset.json").read_text())
+
+
+def _nullable_enums(node) -> None:
+    """OpenAPI 3.0.3: `nullable: true` adds null to the allowed values, also of an `enum` (GitHub sends
+    `"conclusion": null` while a check runs); openapi-schema-validator wants null listed in the enum itself."""
+    if isinstance(node, dict):
+        if node.get("nullable") and isinstance(node.get("enum"), list) and None not in node["enum"]:
+            node["enum"].append(None)
+        for value in node.values():
+            _nullable_enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            _nullable_enums(value)
+
+
+_nullable_enums(SPEC)
+WEBHOOKS = json.loads((DATA / "webhooks-subset.json").read_text())
+EXAMPLES = json.loads((DATA / "webhook-examples.json").read_text())["examples"]
+
+
+def _webhook_validator(name: str):
+    schema = WEBHOOKS["webhooks"][name]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    root = {"$schema": "https://json-schema.org/draft/2020-12/schema", "components": WEBHOOKS["components"], **schema}
+    return jsonschema.Draft202012Validator(root)
+
+
+def _webhook_name(event: str) -> str | None:
+    name = event.replace("_", "-").replace(".", "-")
+    return name if name in WEBHOOKS["webhooks"] else None
+
+
+EMPTY = {"boolean": False, "string": "", "array": [], "object": {}, "integer": 0, "number": 0}
+
+
+def example(event: str) -> dict:
+    """A real webhook payload (from @octokit/webhooks-examples) to start a test's event from.
+
+    The examples predate a few fields the current schema requires (`has_discussions`, `auto_merge`, an App's
+    `events`): those are added with an empty value of their type (null where allowed); nothing else changes."""
+    payload = copy.deepcopy(EXAMPLES[event])
+    name = _webhook_name(event)
+    for _ in range(10):
+        missing = [e for e in _webhook_validator(name).iter_errors(payload) if e.validator == "required"] if name else []
+        if not missing:
+            break
+        for error in missing:
+            for prop in error.validator_value:
+                if prop not in error.instance:
+                    kind = (error.schema.get("properties") or {}).get(prop, {}).get("type", "null")
+                    kinds = kind if isinstance(kind, list) else [kind]
+                    error.instance[prop] = None if "null" in kinds else EMPTY.get(kinds[0])
+    return payload
+
+
+def validate_webhook(name: str, payload: dict) -> None:
+    """Raise jsonschema.ValidationError when `payload` is not a valid `name` webhook (e.g. pull-request-labeled)."""
+    _webhook_validator(name).validate(payload)
+
+
+def _route(template: str) -> re.Pattern:
+    return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "$")
+
+
+ROUTES = [(_route(path), path, method) for path, methods in SPEC["paths"].items() for method in methods]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeGitHub:
+    def __init__(self, token: str = "ghs_testtoken", app_public_key=None, hang_s: float = 3.0):
+        self.tokens = {token}
+        self.app_public_key = app_public_key  # an App's key: /app/installations/../access_tokens mints tokens
+        self.hang_s = hang_s
+        self.every: tuple[int, int] | None = None
+        self.script: list[str] = []
+        self.fail_after: int | None = None  # every request after this many fails with 502 (an outage)
+        self.permissions: dict[str, str] = {}  # login -> role_name
+        self.pulls: dict[int, dict] = {}
+        self.check_runs: dict[int, dict] = {}
+        self.annotations: dict[int, list[dict]] = {}
+        self.dispatches: list[dict] = []
+        self.errors: list[str] = []
+        self.log: list[tuple[str, str, int]] = []
+        self._ids = itertools.count(4001)
+        self._count = 0
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    # the state the tests read
+    def checks(self, sha: str, name: str | None = None) -> list[dict]:
+        return [r for r in self.check_runs.values() if r["head_sha"] == sha and (name is None or r["name"] == name)]
+
+    # --- request handling ---
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, body=None, headers: dict | None = None):
+                data = b"" if body is None else json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    if body is not None:
+                        self.send_header("Content-Type", "application/json; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a hang)
+                    pass
+
+            def _any(self, method: str):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                status, body, headers, after = fake.handle(method, self.path, self.headers, raw)
+                if after == "hang":
+                    time.sleep(fake.hang_s)
+                self._send(status, body, headers)
+
+            def do_GET(self):
+                self._any("get")
+
+            def do_POST(self):
+                self._any("post")
+
+            def do_PATCH(self):
+                self._any("patch")
+
+        return Handler
+
+    def handle(self, method: str, target: str, headers, raw: bytes):
+        split = urlsplit(target)
+        query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+        with self._lock:
+            self._count += 1
+            count = self._count
+            fault = self.script.pop(0) if self.script else None
+        if self.fail_after is not None and count > self.fail_after:
+            fault = "502"
+        if self.every and count % self.every[0] == 0 and fault is None:
+            fault = str(self.every[1])
+        result = self._handle(method, split.path, query, headers, raw, fault)
+        self.log.append((method.upper(), split.path, result[0]))
+        return result
+
+    def _handle(self, method, path, query, headers, raw, fault):
+        if fault in ("502", "500", "503"):
+            return int(fault), {"message": "Server Error"}, {}, None
+        if fault == "429":
+            return 429, {"message": "Too many requests"}, {"Retry-After": "1"}, None
+        if fault == "secondary":
+            return 403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you "
+                         "try again.", "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}, \
+                {"Retry-After": "1"}, None
+        if fault == "primary":
+            return 403, {"message": "API rate limit exceeded for installation.",
+                         "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}, \
+                {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}, None
+        for pattern, template, verb in ROUTES:
+            match = pattern.match(path)
+            if match and verb == method:
+                break
+        else:
+            return 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}, {}, None
+        operation = SPEC["paths"][template][method]
+        params = match.groupdict()
+        auth = headers.get("Authorization") or ""
+        if template.startswith("/app/"):
+            return self._mint_token(auth, params)
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() not in ("token", "bearer") or token not in self.tokens:
+            return 401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}, {}, None
+        body = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                return 400, {"message": "Problems parsing JSON"}, {}, None
+        schema = ((operation.get("requestBody") or {}).get("content") or {}).get("application/json", {}).get("schema")
+        if schema is not None:
+            problems = [f"{'/'.join(map(str, e.absolute_path)) or 'body'}: {e.message[:200]}"
+                        for e in OAS30Validator(schema).iter_errors(body)]
+            if problems:
+                return 422, {"message": "Invalid request.\n\n" + "\n".join(problems),
+                             "documentation_url": operation.get("externalDocs", {}).get("url", ""), "status": "422"}, {}, None
+        status, answer = getattr(self, "_" + operation["operationId"].replace("/", "_").replace("-", "_"))(params, query, body)
+        if status < 400:
+            self._check_response(operation, status, answer, template)
+        after = "hang" if fault == "hang" else None
+        if fault == "applied-502":
+            return 502, {"message": "Server Error"}, {}, None
+        return status, answer, {}, after
+
+    def _check_response(self, operation, status, answer, template):
+        content = (operation["responses"].get(str(status)) or {}).get("content") or {}
+        schema = content.get("application/json", {}).get("schema")
+        if schema is None:
+            if answer is not None:
+                self.errors.append(f"{template}: {status} has no body in the description")
+            return
+        for error in OAS30Validator(schema).iter_errors(answer):
+            self.errors.append(f"{template} {status}: {'/'.join(map(str, error.absolute_path))}: {error.message[:200]}")
+
+    def _example(self, template, method, status):
+        content = SPEC["paths"][template][method]["responses"][status]["content"]["application/json"]
+        examples = content.get("examples") or {}
+        return copy.deepcopy(next(iter(examples.values()))["value"] if examples else content["example"])
+
+    def _mint_token(self, auth, params):
+        import jwt
+
+        scheme, _, token = auth.partition(" ")
+        try:
+            claims = jwt.decode(token, self.app_public_key, algorithms=["RS256"])
+        except Exception as exc:  # any bad JWT is GitHub's 401
+            return 401, {"message": f"A JSON web token could not be decoded ({type(exc).__name__})"}, {}, None
+        minted = f"ghs_installation_{params['installation_id']}_{claims['iss']}"
+        self.tokens.add(minted)
+        expires = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        answer = {**self._example("/app/installations/{installation_id}/access_tokens", "post", "201"),
+                  "token": minted, "expires_at": expires}
+        self._check_response(SPEC["paths"]["/app/installations/{installation_id}/access_tokens"]["post"], 201, answer,
+                             "/app/installations/{installation_id}/access_tokens")
+        return 201, answer, {}, None
+
+    # --- operations (named by operationId) ---
+    def _repos_get(self, p, q, body):
+        repo = self._example("/repos/{owner}/{repo}", "get", "200")
+        full = f"{p['owner']}/{p['repo']}"
+        repo.update(name=p["repo"], full_name=full, url=f"{self.url}/repos/{full}")
+        repo["owner"]["login"] = p["owner"]
+        for part in (repo, repo.get("source") or {}, repo.get("parent") or {}):
+            part.setdefault("language", "Python")  # required by the schema, absent from GitHub's own example
+        return 200, repo
+
+    def _render(self, run: dict) -> dict:
+        out = self._example("/repos/{owner}/{repo}/check-runs/{check_run_id}", "get", "200")
+        base = f"{self.url}/repos/{run['repo']}/check-runs/{run['id']}"
+        out.update({k: run[k] for k in ("id", "head_sha", "name", "status", "conclusion", "started_at", "completed_at",
+                                         "details_url", "external_id")})
+        out.update(url=base, html_url=f"https://github.com/{run['repo']}/runs/{run['id']}", node_id=f"CR_{run['id']}",
+                   pull_requests=[], check_suite={"id": 5})
+        out["output"] = {"title": run["output"].get("title"), "summary": run["output"].get("summary"),
+                         "text": run["output"].get("text"), "annotations_count": len(self.annotations[run["id"]]),
+                         "annotations_url": f"{base}/annotations"}
+        return out
+
+    def _apply(self, run: dict, body: dict) -> tuple[int, dict] | None:
+        status = body.get("status", run["status"])
+        conclusion = body.get("conclusion", run["conclusion"] if status == "completed" else None)
+        if status == "completed" and not conclusion:  # GitHub's own rule, beyond the schema
+            return 422, {"message": "Invalid request.\n\nconclusion is required when status is completed", "status": "422"}
+        for key in ("name", "details_url", "external_id", "started_at", "actions"):
+            if key in body:
+                run[key] = body[key]
+        run["status"], run["conclusion"] = status, conclusion if status == "completed" else None
+        if status == "completed":
+            run["completed_at"] = body.get("completed_at") or _now()
+        if "output" in body:
+            output = dict(body["output"])
+            self.annotations[run["id"]] += [dict(a) for a in output.pop("annotations", [])]
+            run["output"] = output
+        return None
+
+    def _checks_create(self, p, q, body):
+        run = {"id": next(self._ids), "repo": f"{p['owner']}/{p['repo']}", "head_sha": body["head_sha"],
+               "name": body["name"], "status": "queued", "conclusion": None, "started_at": _now(), "completed_at": None,
+               "details_url": None, "external_id": None, "output": {}, "actions": []}
+        self.annotations[run["id"]] = []
+        refused = self._apply(run, body)
+        if refused:
+            return refused
+        self.check_runs[run["id"]] = run
+        return 201, self._render(run)
+
+    def _lookup(self, p):
+        run = self.check_runs.get(int(p["check_run_id"]))
+        return run if run and run["repo"] == f"{p['owner']}/{p['repo']}" else None
+
+    def _checks_get(self, p, q, body):
+        run = self._lookup(p)
+        return (200, self._render(run)) if run else (404, {"message": "Not Found"})
+
+    def _checks_update(self, p, q, body):
+        run = self._lookup(p)
+        if run is None:
+            return 404, {"message": "Not Found"}
+        return self._apply(run, body) or (200, self._render(run))
+
+    def _page(self, items, q):
+        per, page = min(int(q.get("per_page", 30)), 100), int(q.get("page", 1))
+        return items[(page - 1) * per: page * per]
+
+    def _checks_list_for_ref(self, p, q, body):
+        runs = [r for r in self.check_runs.values() if r["repo"] == f"{p['owner']}/{p['repo']}"
+                and r["head_sha"] == p["ref"] and ("check_name" not in q or r["name"] == q["check_name"])]
+        runs.sort(key=lambda r: -r["id"])
+        if q.get("filter", "latest") == "latest":  # GitHub's default: the newest run of each name
+            seen, latest = set(), []
+            for r in runs:
+                if r["name"] not in seen:
+                    seen.add(r["name"])
+                    latest.append(r)
+            runs = latest
+        return 200, {"total_count": len(runs), "check_runs": [self._render(r) for r in self._page(runs, q)]}
+
+    def _checks_list_annotations(self, p, q, body):
+        run = self._lookup(p)
+        if run is None:
+            return 404, {"message": "Not Found"}
+        items = [{"path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
+                  "start_column": a.get("start_column"), "end_column": a.get("end_column"),
+                  "annotation_level": a["annotation_level"], "title": a.get("title"), "message": a["message"],
+                  "raw_details": a.get("raw_details"), "blob_href": f"https://github.com/{run['repo']}/blob/x/{a['path']}"}
+                 for a in self.annotations[run["id"]]]
+        return 200, self._page(items, q)
+
+    def _repos_get_collaborator_permission_level(self, p, q, body):
+        role = self.permissions.get(p["username"])
+        if role is None:
+            return 404, {"message": "Not Found"}
+        answer = self._example("/repos/{owner}/{repo}/collaborators/{username}/permission", "get", "200")
+        answer["role_name"] = role
+        answer["permission"] = {"maintain": "write", "triage": "read"}.get(role, role)
+        answer["user"].update(login=p["username"], role_name=role)
+        return 200, answer
+
+    def _pulls_get(self, p, q, body):
+        pull = self.pulls.get(int(p["pull_number"]))
+        return (200, pull) if pull else (404, {"message": "Not Found"})
+
+    def _actions_create_workflow_dispatch(self, p, q, body):
+        self.dispatches.append({"repo": f"{p['owner']}/{p['repo']}", "workflow": p["workflow_id"], **body})
+        return 204, None

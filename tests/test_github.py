@@ -1,0 +1,359 @@
+"""`rocm-gate publish`, `trust` and `rerun` against a loopback GitHub held to GitHub's OpenAPI description.
+
+The results come from real runs of the plugin (pytester); the events are real webhook payloads
+(@octokit/webhooks-examples) changed to each scenario and validated against GitHub's webhook schemas. The
+tests assert on the fake's final state (one check per name and SHA, its conclusion, summary, annotations),
+not on how many calls it took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from github_api import FakeGitHub, example, validate_webhook
+
+TOKEN = "ghs_secretinstallationtoken"
+SHA = "a" * 40
+REPO_NAME = "vllm-project/vllm"
+ROCM_GATE = [sys.executable, "-m", "pytest_rocm.cli"]
+
+SUITE = '''
+import pytest
+
+pytestmark = pytest.mark.rocm_gate(group="attention")
+
+def test_fine():
+    pass
+
+def test_kernel_bug():
+    x = 1
+    assert x == 2, "paged attention output differs"
+
+@pytest.mark.rocm_gate(group="engine", blocking=False)
+def test_shadow_bug():
+    assert False, "shadow gate"
+'''
+
+
+@pytest.fixture
+def fake():
+    with FakeGitHub(token=TOKEN, hang_s=2.5) as server:
+        server.permissions.update({"maintainer": "maintain", "triager": "triage", "reader": "read"})
+        yield server
+        assert server.errors == [], "the fake sent a response GitHub's description does not allow"
+
+
+def rocm_gate(fake, *args, env: dict | None = None, token: str | None = TOKEN):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ROCM_GATE_"))}
+    environ.update(GITHUB_API_URL=fake.url, GITHUB_REPOSITORY=REPO_NAME, GITHUB_RUN_ID="9001",
+                   GITHUB_SERVER_URL="https://github.com", PYTHONPATH=str(REPO))
+    if token:
+        environ["GITHUB_TOKEN"] = token
+    environ.update(env or {})
+    result = subprocess.run([*ROCM_GATE, *args], env=environ, capture_output=True, text=True, timeout=240)
+    assert TOKEN not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def failing_results(tmp_path_factory):
+    """A real run's results: one blocking regression (failed again on rerun, healthy probe), a shadow one."""
+    root = tmp_path_factory.mktemp("run")
+    (root / "test_attention.py").write_text(SUITE)
+    subprocess.run([sys.executable, "-m", "pytest", "--rocm-platform=mi300x-1", "--rocm-report-dir=out",
+                    "--rocm-health-probe=true", "-p", "no:cacheprovider", "-p", "no:randomly", "test_attention.py"],
+                   cwd=root, capture_output=True, text=True, timeout=240,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    report = json.loads((root / "out/gate-report.json").read_text())
+    assert report["conclusion"] == "failure"
+    return root / "out"
+
+
+def copy_results(results: Path, to: Path, **changes) -> Path:
+    shutil.copytree(results, to)
+    report = json.loads((to / "gate-report.json").read_text())
+    report.update(changes)
+    (to / "gate-report.json").write_text(json.dumps(report))
+    return to
+
+
+def test_a_failing_run_publishes_one_blocking_check_with_evidence(fake, failing_results):
+    start = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--in-progress", "--runner-class", "MI300X")
+    assert start.returncode == 0, start.stderr
+    [check] = fake.checks(SHA)
+    assert check["status"] == "in_progress" and check["details_url"].endswith("/actions/runs/9001")
+    done = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X")
+    assert done.returncode == 0, done.stderr
+    [check] = fake.checks(SHA)
+    assert (check["name"], check["status"], check["conclusion"]) == ("rocm-gate / MI300X", "completed", "failure")
+    assert check["external_id"] == "9001"
+    summary = check["output"]["summary"]
+    assert summary.index("test_kernel_bug") < summary.index("Pinned stack")
+    assert "paged attention output differs" in summary
+    assert "python -m pytest --rocm-platform=mi300x-1 test_attention.py::test_kernel_bug" in summary
+    [blocking, shadow] = sorted(fake.annotations[check["id"]], key=lambda a: a["annotation_level"])
+    assert (blocking["path"], blocking["annotation_level"]) == ("test_attention.py", "failure")
+    assert blocking["start_line"] == SUITE.splitlines().index("    assert x == 2, \"paged attention output differs\"") + 1
+    assert shadow["annotation_level"] == "warning"
+    assert [a["label"] for a in check["actions"]] == ["Re-run AMD", "Re-run all"]
+
+
+def test_faults_converge_to_the_same_single_check(fake, failing_results):
+    fake.every = (3, 502)
+    fake.script = ["secondary", "429", "hang", "applied-502", "primary"]
+    result = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X",
+                       "--timeout", "1", "--backoff", "0.2", "--attempts", "8")
+    assert result.returncode == 0, result.stderr
+    again = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X",
+                      "--timeout", "1", "--backoff", "0.2", "--attempts", "8")
+    assert again.returncode == 0, again.stderr
+    [check] = fake.checks(SHA)
+    assert check["conclusion"] == "failure"
+    assert len(fake.annotations[check["id"]]) == 2  # each annotation once, though requests were replayed
+    assert {status for _, _, status in fake.log} >= {502, 429, 403, 200}
+
+
+def _many_regressions(results: Path, to: Path, count: int) -> Path:
+    report = json.loads((results / "gate-report.json").read_text())
+    bug = report["tests"]["test_attention.py::test_kernel_bug"]
+    tests = {f"test_attention.py::test_kernel_bug[{i}]": {**bug, "detail": bug["detail"] + "\n" + "x" * 2000}
+             for i in range(count)}
+    return copy_results(results, to, tests=tests)
+
+
+def test_an_interrupted_publish_converges_when_run_again(fake, failing_results, tmp_path):
+    results = _many_regressions(failing_results, tmp_path / "run", 120)  # three annotation batches
+    fake.fail_after = 5  # list, repository, create, two annotation batches: then GitHub goes away
+    broken = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "MI300X", "--attempts", "2",
+                       "--backoff", "0.1", "--unsent", str(tmp_path / "unsent.json"))
+    assert broken.returncode == 4 and "not published" in broken.stderr
+    unsent = json.loads((tmp_path / "unsent.json").read_text())
+    assert unsent["conclusion"] == "failure" and len(unsent["output"]["annotations"]) == 120
+    [check] = fake.checks(SHA)
+    assert 0 < len(fake.annotations[check["id"]]) < 120
+    fake.fail_after = None
+    assert rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "MI300X").returncode == 0
+    [check] = fake.checks(SHA)
+    annotations = fake.annotations[check["id"]]
+    assert len(annotations) == 120 and len({a["title"] for a in annotations}) == 120
+
+
+def test_a_payload_over_the_limits_is_cut_not_rejected(fake, failing_results, tmp_path):
+    results = _many_regressions(failing_results, tmp_path / "run", 3000)
+    result = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "MI300X")
+    assert result.returncode == 0, result.stderr
+    [check] = fake.checks(SHA)
+    summary = check["output"]["summary"]
+    assert len(summary) <= 65535 and "more (the run's artifacts: https://github.com/" in summary
+    assert summary.rstrip().endswith("|")  # the stack table at the end survived the cut
+    assert len(fake.annotations[check["id"]]) == 3000
+
+
+@pytest.mark.parametrize("change, conclusion, words", [
+    ({"conclusion": "neutral", "conclusion_reason": "infra"}, "action_required", "infra verdict without evidence"),
+    ({"conclusion": "skipped", "conclusion_reason": "no blocking gate ran"}, "action_required", "no blocking gate ran"),
+])
+def test_neutral_never_means_nothing_was_proven(fake, failing_results, tmp_path, change, conclusion, words):
+    report = json.loads((failing_results / "gate-report.json").read_text())
+    # infra on one attempt, no failed probe: no evidence behind the verdict
+    tests = {n: {**t, "verdict": "infra", "attempts": t["attempts"][:1]} if t["verdict"] == "regression" else t
+             for n, t in report["tests"].items()}
+    results = copy_results(failing_results, tmp_path / "run", tests=tests, **change)
+    assert rocm_gate(fake, "publish", str(results), "--sha", SHA).returncode == 0
+    [check] = fake.checks(SHA)
+    assert check["conclusion"] == conclusion and words in check["output"]["summary"]
+
+
+def test_soft_rollout_reports_incomplete_as_neutral_with_a_warning(fake, failing_results, tmp_path):
+    results = copy_results(failing_results, tmp_path / "run", conclusion="incomplete", complete=False,
+                           incomplete_causes=["INTERNALERROR in the controller"])
+    assert rocm_gate(fake, "publish", str(results), "--sha", SHA, "--incomplete", "neutral").returncode == 0
+    [check] = fake.checks(SHA)
+    assert check["conclusion"] == "neutral"
+    assert "soft rollout" in check["output"]["summary"] and "INTERNALERROR" in check["output"]["summary"]
+
+
+@pytest.mark.parametrize("damage, status", [
+    ("schema", 2), ("json", 2), ("sha", 2), ("symlink", 2), ("missing", 0)])
+def test_untrusted_results_are_refused_and_the_check_still_blocks(fake, failing_results, tmp_path, damage, status):
+    results = tmp_path / "run"
+    shutil.copytree(failing_results, results)
+    report = results / "gate-report.json"
+    if damage == "schema":
+        report.write_text(json.dumps({**json.loads(report.read_text()), "conclusion": "success", "complete": False}))
+    elif damage == "json":
+        report.write_text('{"schema": "pytest-rocm/gate-report/1", ')
+    elif damage == "sha":
+        manifest = json.loads((results / "manifest.json").read_text())
+        (results / "manifest.json").write_text(json.dumps({**manifest, "git_sha": "b" * 40}))
+    elif damage == "symlink":
+        report.unlink()
+        report.symlink_to("/etc/passwd")
+    else:
+        report.unlink()
+    result = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "MI300X",
+                       "--run-conclusion", "cancelled")
+    assert result.returncode == status, result.stderr
+    assert "gate-report.json" in result.stderr or "manifest.json" in result.stderr
+    [check] = fake.checks(SHA)
+    assert check["conclusion"] == ("cancelled" if damage == "missing" else "action_required")
+
+
+def test_no_credentials_or_a_bad_sha_is_a_clear_error(fake, failing_results):
+    result = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, token=None)
+    assert result.returncode == 2 and "GITHUB_TOKEN" in result.stderr
+    result = rocm_gate(fake, "publish", str(failing_results), "--sha", "main")
+    assert result.returncode == 2 and "40-hex" in result.stderr
+    wrong = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, token="ghs_wrong")
+    assert wrong.returncode == 2 and "401" in wrong.stderr and fake.checks(SHA) == []
+
+
+def test_a_github_app_mints_its_installation_token(fake, failing_results, tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    fake.app_public_key = key.public_key()
+    pem = tmp_path / "app.pem"
+    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    env = {"ROCM_GATE_APP_ID": "31337", "ROCM_GATE_APP_PRIVATE_KEY_FILE": str(pem), "ROCM_GATE_APP_INSTALLATION_ID": "77"}
+    result = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, env=env, token=None)
+    assert result.returncode == 0, result.stderr
+    assert [c["conclusion"] for c in fake.checks(SHA)] == ["failure"]
+
+
+# --- the trust gate ----------------------------------------------------------------------------------
+
+def fork_pr_event(action: str, sender: str, sha: str, label: str | None = None) -> dict:
+    event = example(f"pull_request.{action}")
+    pull = event["pull_request"]
+    pull["head"]["sha"] = sha
+    pull["head"]["repo"]["full_name"] = "someone/vllm-fork"
+    pull["base"]["repo"]["full_name"] = REPO_NAME
+    event["sender"]["login"] = sender
+    if label is not None:
+        event["label"]["name"] = label
+    validate_webhook(f"pull-request-{action}", event)  # still a payload GitHub could send
+    return event
+
+
+def trust(fake, tmp_path, event_name: str, event: dict, *extra):
+    path = tmp_path / f"event-{len(list(tmp_path.iterdir()))}.json"
+    path.write_text(json.dumps(event))
+    result = rocm_gate(fake, "trust", "--event-name", event_name, "--event-path", str(path), *extra,
+                       env={"GITHUB_OUTPUT": str(tmp_path / "output")})
+    assert result.returncode in (0, 3), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_trust_approve_then_push_needs_a_new_approval(fake, tmp_path):
+    approved = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "maintainer", "1" * 40, "rocm-ci-approved"))
+    assert approved["trusted"] and approved["sha"] == "1" * 40
+    assert "trusted=true" in (tmp_path / "output").read_text()
+    pushed = fork_pr_event("synchronize", "forker", "2" * 40)
+    pushed["pull_request"]["labels"] = [{**approved_label(), "name": "rocm-ci-approved"}]  # the label is still on
+    decision = trust(fake, tmp_path, "pull_request", pushed)
+    assert not decision["trusted"] and "new approval" in decision["reason"]
+
+
+def approved_label() -> dict:
+    return dict(example("pull_request.labeled")["label"])
+
+
+def test_trust_a_label_by_a_non_writer_approves_nothing(fake, tmp_path):
+    for who in ("triager", "reader", "stranger"):
+        decision = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", who, "1" * 40, "rocm-ci-approved"))
+        assert not decision["trusted"] and who in decision["reason"]
+    other = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "maintainer", "1" * 40, "bug"))
+    assert not other["trusted"]
+
+
+def test_trust_label_removed_and_re_added_is_judged_by_who_re_added_it(fake, tmp_path):
+    removed = trust(fake, tmp_path, "pull_request", fork_pr_event("unlabeled", "maintainer", "3" * 40, "rocm-ci-approved"))
+    assert not removed["trusted"]
+    by_triager = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "triager", "3" * 40, "rocm-ci-approved"))
+    assert not by_triager["trusted"]
+    by_writer = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "maintainer", "3" * 40, "rocm-ci-approved"))
+    assert by_writer["trusted"] and by_writer["sha"] == "3" * 40
+
+
+def test_trust_refuses_pull_request_target_and_requires_on_demand(fake, tmp_path):
+    event = fork_pr_event("labeled", "maintainer", "1" * 40, "rocm-ci-approved")
+    decision = trust(fake, tmp_path, "pull_request_target", event)
+    assert not decision["trusted"] and "pwn request" in decision["reason"]
+    path = tmp_path / "target.json"
+    path.write_text(json.dumps(event))
+    guard = rocm_gate(fake, "trust", "--event-name", "pull_request_target", "--event-path", str(path), "--require")
+    assert guard.returncode == 3
+
+
+def test_trust_same_repository_branches_merge_queue_and_dispatch(fake, tmp_path):
+    own = example("pull_request.opened")
+    validate_webhook("pull-request-opened", own)
+    assert trust(fake, tmp_path, "pull_request", own)["trusted"]
+    queue = example("merge_group.checks_requested")
+    validate_webhook("merge-group-checks-requested", queue)
+    decision = trust(fake, tmp_path, "merge_group", queue)
+    assert decision["trusted"] and decision["sha"] == queue["merge_group"]["head_sha"]
+    dispatch = example("workflow_dispatch")
+    dispatch["inputs"] = {"sha": "4" * 40, "pr": "12"}
+    dispatch["sender"]["login"] = "reader"
+    assert not trust(fake, tmp_path, "workflow_dispatch", dispatch)["trusted"]
+    dispatch["sender"]["login"] = "maintainer"
+    assert trust(fake, tmp_path, "workflow_dispatch", dispatch) == {
+        "trusted": True, "sha": "4" * 40, "pr": 12, "reason": f"dispatched for {'4' * 12} by maintainer (maintain)"}
+    dispatch["inputs"]["sha"] = "main"
+    assert not trust(fake, tmp_path, "workflow_dispatch", dispatch)["trusted"]
+
+
+def test_trust_bad_event_file_is_a_clear_error(fake, tmp_path):
+    path = tmp_path / "event.json"
+    path.write_text("{not json")
+    result = rocm_gate(fake, "trust", "--event-name", "pull_request", "--event-path", str(path))
+    assert result.returncode == 2 and str(path) in result.stderr
+
+
+# --- rerun buttons -----------------------------------------------------------------------------------
+
+def check_run_event(action: str, sender: str, identifier: str | None = None) -> dict:
+    event = example(f"check_run.{action}")
+    event["check_run"]["name"] = "rocm-gate / MI355X"
+    event["check_run"]["head_sha"] = "5" * 40
+    event["sender"]["login"] = sender
+    if identifier:
+        event["requested_action"] = {"identifier": identifier}
+    validate_webhook(f"check-run-{action.replace('_', '-')}", event)
+    return event
+
+
+@pytest.mark.parametrize("action, identifier, scope", [
+    ("requested_action", "rerun-amd", "failed"), ("requested_action", "rerun-all", "all"), ("rerequested", None, "all")])
+def test_a_rerun_request_becomes_one_dispatch(fake, tmp_path, action, identifier, scope):
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(check_run_event(action, "maintainer", identifier)))
+    result = rocm_gate(fake, "rerun", "--event-path", str(path))
+    assert result.returncode == 0, result.stderr
+    [sent] = fake.dispatches
+    assert sent["workflow"] == "rocm-gate.yml" and sent["inputs"]["sha"] == "5" * 40
+    assert sent["inputs"]["scope"] == scope and sent["inputs"]["runner-class"] == "MI355X"
+
+
+def test_a_rerun_by_a_non_writer_or_of_another_check_is_ignored(fake, tmp_path):
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(check_run_event("requested_action", "reader", "rerun-all")))
+    assert "ignored" in rocm_gate(fake, "rerun", "--event-path", str(path)).stdout
+    event = check_run_event("rerequested", "maintainer")
+    event["check_run"]["name"] = "build / cuda"
+    path.write_text(json.dumps(event))
+    assert "not a rocm-gate check" in rocm_gate(fake, "rerun", "--event-path", str(path)).stdout
+    assert fake.dispatches == []
