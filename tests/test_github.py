@@ -44,21 +44,23 @@ def test_shadow_bug():
 
 
 @pytest.fixture
-def fake():
+def fake(tmp_path):
     with FakeGitHub(token=TOKEN, hang_s=2.5) as server:
+        server.workdir = tmp_path  # where the commands run (and leave an unsent payload)
         server.permissions.update({"maintainer": "maintain", "triager": "triage", "reader": "read"})
         yield server
         assert server.errors == [], "the fake sent a response GitHub's description does not allow"
 
 
-def rocm_gate(fake, *args, env: dict | None = None, token: str | None = TOKEN):
+def rocm_gate(fake, *args, env: dict | None = None, token: str | None = TOKEN, cwd: Path | None = None):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ROCM_GATE_"))}
     environ.update(GITHUB_API_URL=fake.url, GITHUB_REPOSITORY=REPO_NAME, GITHUB_RUN_ID="9001",
                    GITHUB_SERVER_URL="https://github.com", PYTHONPATH=str(REPO))
     if token:
         environ["GITHUB_TOKEN"] = token
     environ.update(env or {})
-    result = subprocess.run([*ROCM_GATE, *args], env=environ, capture_output=True, text=True, timeout=240)
+    result = subprocess.run([*ROCM_GATE, *args], env=environ, capture_output=True, text=True, timeout=240,
+                            cwd=cwd or fake.workdir)
     assert TOKEN not in result.stdout + result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     return result
@@ -215,6 +217,7 @@ def test_no_credentials_or_a_bad_sha_is_a_clear_error(fake, failing_results):
     assert result.returncode == 2 and "40-hex" in result.stderr
     wrong = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, token="ghs_wrong")
     assert wrong.returncode == 2 and "401" in wrong.stderr and fake.checks(SHA) == []
+    assert json.loads((fake.workdir / "rocm-gate-unsent-check.json").read_text())["conclusion"] == "failure"
 
 
 def test_a_github_app_mints_its_installation_token(fake, failing_results, tmp_path):
