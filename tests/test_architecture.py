@@ -82,3 +82,11 @@ def test_xdist_internals_are_touched_in_two_modules():
         source = Path(importlib.util.find_spec(name).origin).read_text()
         for word in private:
             assert not re.search(word, source), f"{name} uses {word!r}: keep xdist internals in plugin/xdist_glue.py"
+
+
+def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
+    """DESIGN section 2: `github/` reads files (their schemas), not the plugin's Python objects or test code."""
+    for name in MODULES:
+        if name.startswith("pytest_rocm.github"):
+            outside = {m for m in imports_of(name) if not m.startswith(("pytest_rocm.github", "pytest_rocm.schemas"))}
+            assert not outside, f"{name} imports {sorted(outside)}"

@@ -89,14 +89,14 @@ def copy_results(results: Path, to: Path, **changes) -> Path:
 
 
 def test_a_failing_run_publishes_one_blocking_check_with_evidence(fake, failing_results):
-    start = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--in-progress", "--runner-class", "MI300X")
+    start = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--in-progress", "--runner-class", "mi300x-8")
     assert start.returncode == 0, start.stderr
     [check] = fake.checks(SHA)
     assert check["status"] == "in_progress" and check["details_url"].endswith("/actions/runs/9001")
-    done = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X")
+    done = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8")
     assert done.returncode == 0, done.stderr
     [check] = fake.checks(SHA)
-    assert (check["name"], check["status"], check["conclusion"]) == ("rocm-gate / MI300X", "completed", "failure")
+    assert (check["name"], check["status"], check["conclusion"]) == ("rocm-gate / MI300X-8", "completed", "failure")
     assert check["external_id"] == "9001"
     summary = check["output"]["summary"]
     assert summary.index("test_kernel_bug") < summary.index("Pinned stack")
@@ -330,7 +330,7 @@ def test_trust_bad_event_file_is_a_clear_error(fake, tmp_path):
 
 def check_run_event(action: str, sender: str, identifier: str | None = None) -> dict:
     event = example(f"check_run.{action}")
-    event["check_run"]["name"] = "rocm-gate / MI355X"
+    event["check_run"]["name"] = "rocm-gate / MI355X-8"  # as publish names it for runner class mi355x-8
     event["check_run"]["head_sha"] = "5" * 40
     event["sender"]["login"] = sender
     if identifier:
@@ -348,7 +348,14 @@ def test_a_rerun_request_becomes_one_dispatch(fake, tmp_path, action, identifier
     assert result.returncode == 0, result.stderr
     [sent] = fake.dispatches
     assert sent["workflow"] == "rocm-gate.yml" and sent["inputs"]["sha"] == "5" * 40
-    assert sent["inputs"]["scope"] == scope and sent["inputs"]["runner-class"] == "MI355X"
+    assert sent["inputs"]["scope"] == scope and sent["inputs"]["runner-class"] == "mi355x-8"
+    assert sent["inputs"]["previous-run"] == str(example(f"check_run.{action}")["check_run"]["external_id"] or "")
+
+
+def test_a_failed_scope_rerun_lists_the_failures_of_the_run(fake, failing_results):
+    listed = rocm_gate(fake, "rerun", "--list-failed", str(failing_results))
+    assert listed.returncode == 0
+    assert listed.stdout.split() == ["test_attention.py::test_kernel_bug", "test_attention.py::test_shadow_bug"]
 
 
 def test_a_rerun_by_a_non_writer_or_of_another_check_is_ignored(fake, tmp_path):
@@ -360,3 +367,21 @@ def test_a_rerun_by_a_non_writer_or_of_another_check_is_ignored(fake, tmp_path):
     path.write_text(json.dumps(event))
     assert "not a rocm-gate check" in rocm_gate(fake, "rerun", "--event-path", str(path)).stdout
     assert fake.dispatches == []
+
+
+# --- the workflows' linters --------------------------------------------------------------------------
+
+def test_the_workflow_linter_catches_a_pull_request_target_misuse():
+    """scripts/lint-workflows.sh runs zizmor at medium severity: the classic misuse must fail it, loudly."""
+    misuse = REPO / "tests/data/github/misuse-pull-request-target.yml"
+    zizmor = Path(sys.executable).parent / "zizmor"
+    result = subprocess.run([str(zizmor), "--offline", "--min-severity", "medium", "--format", "json", str(misuse)],
+                            capture_output=True, text=True, timeout=120)
+    found = {finding["ident"] for finding in json.loads(result.stdout)}
+    assert result.returncode != 0
+    assert {"dangerous-triggers", "template-injection", "unpinned-uses"} <= found, found
+    ours = subprocess.run([str(zizmor), "--offline", "--min-severity", "medium", "--format", "json",
+                           *map(str, sorted((REPO / ".github/workflows").glob("*.yml"))),
+                           *map(str, sorted((REPO / "examples/upstream").glob("*.yml")))],
+                          capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 0 and json.loads(ours.stdout) == []

@@ -4,7 +4,10 @@
 (scope `all`), for the check's head SHA and runner class, on the default branch's workflow file. Events for
 other checks, other Apps, or senders without write access are ignored, with the reason printed.
 
-Exit status: 0 dispatched or ignored, 2 bad input or GitHub refused the dispatch.
+`--list-failed RESULTS_DIR` prints, one per line, the test ids a `failed`-scope rerun runs (failures, infra
+faults and gates that never ran in that run's gate report); the gate workflow passes them to pytest.
+
+Exit status: 0 dispatched, ignored or listed, 2 bad input or GitHub refused the dispatch.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from pytest_rocm.cli import github_options
 from pytest_rocm.cli.trust import read_event
@@ -27,12 +31,21 @@ def add_parser(commands, name: str) -> None:
     parser.add_argument("--workflow", default="rocm-gate.yml", help="the gate workflow file to dispatch (default: %(default)s)")
     parser.add_argument("--app-id", type=int, help="act only on checks of this App")
     parser.add_argument("--dry-run", action="store_true", help="print the dispatch; send nothing")
+    parser.add_argument("--list-failed", metavar="RESULTS_DIR", help="print the test ids to rerun from a run's results")
     github_options.add(parser)
 
 
 def run(args) -> int:
-    from pytest_rocm.github import api, rerun
+    from pytest_rocm.github import api, artifacts, rerun
 
+    if args.list_failed:
+        try:
+            report = artifacts.read_results(Path(args.list_failed)).report
+        except artifacts.ArtifactError as exc:
+            print(f"rocm-gate rerun: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print("\n".join(rerun.failed_gates(report)))
+        return EXIT_OK
     try:
         payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"), "rerun")
         repo = github_options.repo(args)

@@ -61,8 +61,9 @@ class CheckContent:
 
 
 def check_name(results: Results | None, runner_class: str | None) -> str:
-    """`rocm-gate / MI300X`: the runner class given, else the SKU the run saw, else its vendor."""
-    label = runner_class
+    """`rocm-gate / MI300X-8`: the runner class given (upper case), else the SKU the run saw, else its vendor.
+    The rerun handler reads the class back from the name (lower case, as runner labels are)."""
+    label = runner_class.upper() if runner_class else None
     if not label and results is not None:
         platform = results.manifest.get("platform") or {}
         skus = sorted({g.get("sku") for g in platform.get("gpus") or [] if g.get("sku")})

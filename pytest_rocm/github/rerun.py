@@ -24,10 +24,11 @@ class Rerun:
     runner_class: str
     pr: int | None
     ref: str  # the branch whose workflow file is dispatched (the default branch: trusted YAML)
+    previous_run: str  # the run whose results the check shows (its external_id): `failed` reruns its failures
 
     def inputs(self) -> dict:
         return {"sha": self.sha, "scope": self.scope, "runner-class": self.runner_class,
-                "pr": str(self.pr) if self.pr is not None else ""}
+                "pr": str(self.pr) if self.pr is not None else "", "previous-run": self.previous_run}
 
 
 class Ignored(ValueError):
@@ -57,5 +58,15 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
         raise Ignored(f"{sender} (permission {role}) may not rerun the AMD gates")
     pulls = run.get("pull_requests") or []
     repo = payload.get("repository") or {}
-    return Rerun(sha=run["head_sha"], scope=scope, runner_class=name.removeprefix("rocm-gate / "),
-                 pr=pulls[0]["number"] if pulls else None, ref=repo.get("default_branch") or "main")
+    return Rerun(sha=run["head_sha"], scope=scope, runner_class=name.removeprefix("rocm-gate / ").lower(),
+                 pr=pulls[0]["number"] if pulls else None, ref=repo.get("default_branch") or "main",
+                 previous_run=str(run.get("external_id") or ""))
+
+
+RERUN_VERDICTS = ("regression", "unconfirmed", "infra")
+
+
+def failed_gates(report: dict) -> list[str]:
+    """The gates "Re-run AMD" runs again: those whose verdict was a failure or an infrastructure fault, and
+    the gates that never ran."""
+    return sorted({n for n, t in report["tests"].items() if t["verdict"] in RERUN_VERDICTS} | set(report["never_ran"]))
