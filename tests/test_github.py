@@ -385,3 +385,9 @@ def test_the_workflow_linter_catches_a_pull_request_target_misuse():
                            *map(str, sorted((REPO / "examples/upstream").glob("*.yml")))],
                           capture_output=True, text=True, timeout=120)
     assert ours.returncode == 0 and json.loads(ours.stdout) == []
+
+
+def test_the_readme_shows_exactly_the_linted_caller_workflows():
+    readme = (REPO / "README.md").read_text()
+    for name in ("rocm-gate.yml", "rocm-gate-publish.yml"):
+        assert "```yaml\n" + (REPO / "examples/upstream" / name).read_text().rstrip() + "\n```" in readme, name
