@@ -391,3 +391,13 @@ def test_the_readme_shows_exactly_the_linted_caller_workflows():
     readme = (REPO / "README.md").read_text()
     for name in ("rocm-gate.yml", "rocm-gate-publish.yml"):
         assert "```yaml\n" + (REPO / "examples/upstream" / name).read_text().rstrip() + "\n```" in readme, name
+
+
+def test_a_rerun_publishes_on_the_commit_its_results_tested(fake, failing_results, tmp_path):
+    results = tmp_path / "run"
+    shutil.copytree(failing_results, results)
+    manifest = json.loads((results / "manifest.json").read_text())
+    (results / "manifest.json").write_text(json.dumps({**manifest, "git_sha": "6" * 40}))
+    result = rocm_gate(fake, "publish", str(results), "--sha-from-results", "--runner-class", "mi300x-8")
+    assert result.returncode == 0, result.stderr
+    assert [c["conclusion"] for c in fake.checks("6" * 40)] == ["failure"]

@@ -39,6 +39,9 @@ def add_parser(commands, name: str) -> None:
     parser.add_argument("results", metavar="RESULTS_DIR", help="the run's folder (gate-report.json, manifest.json, parity.json)")
     github_options.add(parser)
     parser.add_argument("--sha", help="the commit (default: $GITHUB_SHA)")
+    parser.add_argument("--sha-from-results", action="store_true",
+                        help="the commit is the one the results say they tested (manifest git_sha): for runs "
+                             "started by a dispatch, whose workflow run names the default branch's commit")
     parser.add_argument("--runner-class", help="names the check `rocm-gate / CLASS` (default: the SKU the run saw)")
     parser.add_argument("--run-id", help="the gate run's id, kept as the check's external_id (default: $GITHUB_RUN_ID)")
     parser.add_argument("--details-url", help="the run's page (default: built from $GITHUB_SERVER_URL, repository and run id)")
@@ -59,6 +62,13 @@ def add_parser(commands, name: str) -> None:
 
 
 def _env_sha(args) -> str:
+    if args.sha_from_results:
+        try:
+            manifest = json.loads((Path(args.results) / "manifest.json").read_text(encoding="utf-8"))
+            claimed = manifest.get("git_sha") if isinstance(manifest, dict) else None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise github_options.OptionError(f"--sha-from-results: cannot read {args.results}/manifest.json ({exc})") from None
+        args.sha = claimed or ""
     sha = (args.sha or os.environ.get("GITHUB_SHA") or "").lower()
     if len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
         raise github_options.OptionError(f"--sha/$GITHUB_SHA must be a full 40-hex commit SHA, got {sha!r}")
