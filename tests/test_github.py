@@ -401,3 +401,19 @@ def test_a_rerun_publishes_on_the_commit_its_results_tested(fake, failing_result
     result = rocm_gate(fake, "publish", str(results), "--sha-from-results", "--runner-class", "mi300x-8")
     assert result.returncode == 0, result.stderr
     assert [c["conclusion"] for c in fake.checks("6" * 40)] == ["failure"]
+
+
+def test_the_loopback_api_refuses_what_github_would(fake):
+    """The fake is only worth its tests if it refuses a payload GitHub refuses: a button label over 20
+    characters, 51 annotations in one request, a completed check without a conclusion."""
+    import requests
+
+    headers = {"Authorization": f"token {TOKEN}"}
+    url = f"{fake.url}/repos/{REPO_NAME}/check-runs"
+    annotation = {"path": "a.py", "start_line": 1, "end_line": 1, "annotation_level": "failure", "message": "m"}
+    for body in ({"name": "x", "head_sha": SHA, "actions": [{"label": "L" * 21, "description": "d", "identifier": "i"}]},
+                 {"name": "x", "head_sha": SHA, "output": {"title": "t", "summary": "s", "annotations": [annotation] * 51}},
+                 {"name": "x", "head_sha": SHA, "status": "completed"}):
+        answer = requests.post(url, json=body, headers=headers, timeout=10)
+        assert answer.status_code == 422 and answer.json()["message"].startswith("Invalid request."), body
+    assert fake.check_runs == {}
