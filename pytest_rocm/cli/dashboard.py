@@ -1,0 +1,43 @@
+"""`rocm-gate dashboard --db HISTORY --out SITE`: build the coverage dashboard, a static site, from history.
+
+Pages: overview (parity with CUDA per SKU and group, now and over time; the latest runs and their run time),
+runs x groups (each cell the worst verdict, opening to the failing tests), suspects and flaky tests with known
+gaps, accepted stacks and drift. No script, no network: open SITE/index.html, or publish the folder
+(.github/workflows/dashboard.yml deploys it to GitHub Pages).
+
+Exit status: 0 built, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(commands, name: str) -> None:
+    parser = commands.add_parser(name, help="build the static coverage dashboard from history",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", required=True, help="the history file (rocm-gate history add)")
+    parser.add_argument("--out", required=True, help="the site folder to write")
+
+
+def run(args) -> int:
+    from pytest_rocm.dashboard import site
+    from pytest_rocm.history import store
+
+    if not Path(args.db).is_file():
+        print(f"rocm-gate dashboard: {args.db}: no such history file (create it with `rocm-gate history add`)",
+              file=sys.stderr)
+        return 2
+    try:
+        conn = store.connect(args.db)
+        sizes = site.build(conn, Path(args.out))
+    except store.HistoryError as exc:
+        print(f"rocm-gate dashboard: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"rocm-gate dashboard: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(f"built {len(sizes)} files, {sum(sizes.values()):,} bytes, in {args.out}/ (open index.html)")
+    return 0
