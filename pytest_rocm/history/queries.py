@@ -54,18 +54,24 @@ def _seconds(started: str | None, finished: str | None) -> float | None:
 
 def _history_by_test(conn, tests: set[str] | None = None) -> dict[str, list[tuple]]:
     """test -> its results oldest first: (run id, verdict, status, runner, devices, started)."""
-    sql = ("SELECT r.test, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started FROM results r "
-           f"JOIN runs u ON u.id = r.run_id ORDER BY r.test, {_order('u.')}")
+    names = dict(conn.execute("SELECT id, name FROM tests"))
+    wanted = [i for i, n in names.items() if tests is None or n in tests]
     found: dict[str, list[tuple]] = defaultdict(list)
-    for test, *rest in conn.execute(sql):
-        if tests is None or test in tests:
-            found[test].append(tuple(rest))
+    for chunk in range(0, len(wanted), 500):  # bounded IN lists, for any engine
+        ids = wanted[chunk:chunk + 500]
+        sql = ("SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started FROM results r "
+               f"JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
+               f"ORDER BY r.test_id, {_order('u.')}")
+        for test_id, *rest in conn.execute(sql, ids):
+            found[names[test_id]].append(tuple(rest))
     return found
 
 
 def _tests_with(conn, verdicts: tuple[str, ...]) -> set[str]:
     marks = ", ".join("?" for _ in verdicts)
-    return {row[0] for row in conn.execute(f"SELECT DISTINCT test FROM results WHERE verdict IN ({marks})", verdicts)}
+    return {row[0] for row in conn.execute(
+        f"SELECT DISTINCT t.name FROM results r JOIN tests t ON t.id = r.test_id WHERE r.verdict IN ({marks}) "
+        "AND r.verdict <> 'pass'", verdicts)}
 
 
 def suspects(conn: sqlite3.Connection, window: int = WINDOW, minimum: int = INFRA_MIN) -> list[dict]:
@@ -116,9 +122,10 @@ def flaky(conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = ST
 
 def known_gaps(conn: sqlite3.Connection) -> list[dict]:
     rows = conn.execute(
-        "SELECT r.test, r.gap_issue, r.gap_reason, MIN(u.started), MAX(u.started), COUNT(*) FROM results r "
-        "JOIN runs u ON u.id = r.run_id WHERE r.gap_issue IS NOT NULL GROUP BY r.test, r.gap_issue, r.gap_reason "
-        "ORDER BY MIN(u.started), r.test").fetchall()
+        "SELECT t.name, r.gap_issue, r.gap_reason, MIN(u.started), MAX(u.started), COUNT(*) FROM results r "
+        "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
+        "WHERE r.verdict <> 'pass' AND r.gap_issue IS NOT NULL GROUP BY t.name, r.gap_issue, r.gap_reason "
+        "ORDER BY MIN(u.started), t.name").fetchall()
     latest = {test: rows_[-1] for test, rows_ in _history_by_test(conn, {r[0] for r in rows}).items()}
     out = []
     for test, issue, reason, first, last, count in rows:
@@ -180,13 +187,15 @@ def grid(conn: sqlite3.Connection, limit: int = 30) -> dict:
     if ids:
         marks = ", ".join("?" for _ in ids)
         for run_id, group, verdict, count in conn.execute(
-                f"SELECT run_id, COALESCE(grp, 'ungrouped'), verdict, COUNT(*) FROM results WHERE run_id IN ({marks}) "
-                "GROUP BY run_id, COALESCE(grp, 'ungrouped'), verdict", ids):
+                f"SELECT r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict, COUNT(*) FROM results r "
+                f"JOIN tests t ON t.id = r.test_id WHERE r.run_id IN ({marks}) "
+                "GROUP BY r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict", ids):
             cell = cells.setdefault((run_id, group), {"counts": {}, "failing": []})
             cell["counts"][verdict] = count
         for run_id, group, test, verdict in conn.execute(
-                f"SELECT run_id, COALESCE(grp, 'ungrouped'), test, verdict FROM results WHERE run_id IN ({marks}) "
-                f"AND verdict IN ({', '.join('?' for _ in FAILED)}) ORDER BY test", [*ids, *FAILED]):
+                f"SELECT r.run_id, COALESCE(t.grp, 'ungrouped'), t.name, r.verdict FROM results r "
+                f"JOIN tests t ON t.id = r.test_id WHERE r.run_id IN ({marks}) "
+                f"AND r.verdict IN ({', '.join('?' for _ in FAILED)}) ORDER BY t.name", [*ids, *FAILED]):
             cells[(run_id, group)]["failing"].append({"test": test, "verdict": verdict})
     for cell in cells.values():
         cell["worst"] = next((v for v in ("regression", "unconfirmed", "infra", "flaky", "pass") if v in cell["counts"]),
