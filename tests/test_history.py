@@ -2,8 +2,8 @@
 with a seeded flaky test, an intermittent HSA fault that follows its test across runners, a device fault
 that follows one runner, and a known gap fixed in the last run; plus a CUDA reference for parity.
 
-The dashboard is then opened in headless Chromium as a person would see it (tests/test_dashboard_browser.py
-in this file's second half): no request leaves 127.0.0.1, no console error, tables match history.
+The dashboard is then opened in headless Chromium as a person would see it (the last test): no request
+leaves 127.0.0.1, no console error, tables match history, every chart has a size and a name.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from test_verdicts import CONFTEST  # the `attempt` fixture: which attempt of a test this is
 
 SUITE = '''
 import os
@@ -50,20 +51,6 @@ def test_gap():
     assert RUN >= 5, "not supported yet"
 '''
 
-CONFTEST = '''
-import glob
-import pathlib
-import pytest
-
-@pytest.fixture
-def attempt(request):
-    folder = pathlib.Path("attempts")
-    folder.mkdir(exist_ok=True)
-    name = request.node.nodeid.replace("/", "_").replace(":", "_")
-    number = len(list(folder.glob(glob.escape(name) + "-*")))
-    (folder / f"{name}-{number}").touch()
-    return number
-'''
 
 RUNNERS = ["node-7", "node-1", "node-7", "node-3", "node-7", "node-5"]
 
