@@ -129,7 +129,7 @@ CLI_CASES = [
      "give --reference and --candidate"),
     ("parity-junit-not-xml", lambda p: ["parity", "--reference", write(p, "r.xml", "not xml"),
                                         "--candidate", write(p, "c.xml", JUNIT), "--out", p], 2, "not well-formed XML"),
-    ("unknown-command", lambda p: ["dashboard"], 2, "invalid choice"),
+    ("unknown-command", lambda p: ["dashbord"], 2, "invalid choice"),
 ]
 
 
