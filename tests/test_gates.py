@@ -217,7 +217,8 @@ import pytest
 @pytest.mark.rocm_gate(group="engine")
 def test_greedy(golden):
     data = json.loads(os.environ["OUTPUTS"])
-    golden.check("greedy", data["ids"], [[{int(k): v for k, v in top.items()} for top in seq] for seq in data["lps"]])
+    golden.check("greedy", data["ids"], [[{int(k): v for k, v in top.items()} for top in seq] for seq in data["lps"]],
+                 dtype=os.environ.get("DTYPE"))
 """
 
 
@@ -251,9 +252,42 @@ def test_golden_divergence_names_position_tokens_and_logprobs(golden_suite, monk
     result = golden_suite.runpytest("--rocm-platform=mi300x-1", "--rocm-golden=golden", "--rocm-reruns=0")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*golden 'greedy': sequence 1 diverges at position 1: this run chose token 3 (logprob -0.2000), the reference "
+        "*golden 'greedy' (cross-platform: vLLM's check_logprobs_close (top-k)): sequence 1 diverges at position 1: "
+        "this run chose token 3 (logprob -0.2000), the reference "
         "chose 2 (logprob -0.4000); 3 is not in the reference's top-2; 2 is not in this run's top-2 "
         "(reference recorded on 1 x H100, *greedy.json)"])
+
+
+def _scaled(outputs_json: str, factor: float) -> str:
+    data = json.loads(outputs_json)
+    return outputs(data["ids"], [[{k: v * factor for k, v in top.items()} for top in seq] for seq in data["lps"]])
+
+
+def test_golden_on_the_same_platform_and_dtype_is_exact(pytester, monkeypatch):
+    """Logprobs scaled by 0.9, or a greedy choice of the second-best token, pass vLLM's lenient cross-platform
+    rule; against a reference of the same platform key and dtype they are regressions."""
+    pytester.makepyfile(test_golden=GOLDEN)
+    monkeypatch.setenv("OUTPUTS", REFERENCE)
+    monkeypatch.setenv("DTYPE", "bfloat16")
+    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-golden-record=golden").assert_outcomes(passed=1)
+    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-golden=golden").assert_outcomes(passed=1)
+    monkeypatch.setenv("OUTPUTS", _scaled(REFERENCE, 0.9))
+    scaled = pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-golden=golden", "--rocm-reruns=0")
+    scaled.assert_outcomes(failed=1)
+    scaled.stdout.fnmatch_lines(["*golden 'greedy' (same platform: exact tokens, logprobs within 0.02): sequence 0 "
+                                 "position 0: token 6 has logprob -1.8000, the reference -2.0000*"])
+    second_best = outputs([[5, 8, 9], [1, 2]], [[{"5": -0.1, "6": -2.0}, {"7": -0.2, "8": -1.5}, {"9": -0.3, "4": -1.0}],
+                                                 [{"1": -0.1, "3": -2.5}, {"2": -0.4, "0": -1.1}]])
+    monkeypatch.setenv("OUTPUTS", second_best)
+    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-golden=golden", "--rocm-reruns=0").stdout.fnmatch_lines(
+        ["*sequence 0 diverges at position 1: this run chose token 8 (logprob -1.5000), the reference chose 7*"])
+    # another dtype, or another platform: the lenient rule, and the report says so
+    monkeypatch.setenv("DTYPE", "float16")
+    monkeypatch.setenv("OUTPUTS", _scaled(REFERENCE, 0.9))
+    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-golden=golden", "--rocm-report-dir=out").assert_outcomes(passed=1)
+    records = [json.loads(line) for f in (pytester.path / "out").glob("records-*.jsonl") for line in f.read_text().splitlines()]
+    rules = [m["rule"] for r in records for m in r.get("measurements") or [] if m.get("kind") == "golden"]
+    assert rules == ["cross-platform: vLLM's check_logprobs_close (top-k)"]
 
 
 def test_golden_without_a_recording_says_how_to_make_one(pytester, monkeypatch):

@@ -96,12 +96,15 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
                        "after the abort against before")
 
 
-def test_golden_outputs(client, model_name, golden):
-    """Token ids with top-5 logprobs for a fixed prompt set, against those recorded on the reference platform
-    (vLLM's check_logprobs_close rule: a different token is accepted only inside the other side's top-5)."""
+def test_golden_outputs(vllm_server, client, model_name, golden):
+    """Token ids with top-5 logprobs for a fixed prompt set, against those recorded on the reference platform.
+    Same platform and dtype: exact tokens and logprobs within 0.02; across platforms, vLLM's
+    check_logprobs_close rule (a different token is accepted only inside the other side's top-5)."""
     generations = generate(client, model_name, PROMPTS, max_tokens=32)
+    command = list(vllm_server.command)
+    dtype = command[command.index("--dtype") + 1] if "--dtype" in command else "auto"
     golden.check(f"{model_name}-greedy-32", [g.token_ids for g in generations],
-                 [g.top_logprobs for g in generations])
+                 [g.top_logprobs for g in generations], dtype=dtype)
 
 
 def _wait_for(condition, timeout_s: float = 30.0) -> bool:
