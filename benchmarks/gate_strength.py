@@ -29,14 +29,15 @@ REPO = Path(__file__).resolve().parent.parent
 # name -> (what it breaks, the tests that should catch it, module to patch, patch code run after its import)
 INJECTIONS = {
     "abort-not-forwarded": (
-        "the API server acknowledges an abort but never tells the engine (the request keeps generating)",
+        "the API server acknowledges an abort but the engine never receives it (the request keeps generating)",
         ["engine/test_engine.py::test_aborted_request_does_not_disturb_others"],
-        "vllm.v1.engine.async_llm",
+        "vllm.v1.engine.core_client",
+        # every path to the engine: the client's abort, and the output handler's abort of outputs for
+        # requests it no longer knows (vLLM's own safety net, which would otherwise stop the request a step later)
         """
-        async def abort(self, request_id, internal=False):
-            ids = (request_id,) if isinstance(request_id, str) else list(request_id)
-            self.output_processor.abort_requests(ids, internal)  # and never engine_core.abort_requests_async
-        module.AsyncLLM.abort = abort
+        async def abort_requests_async(self, request_ids):
+            return None
+        module.AsyncMPClient.abort_requests_async = abort_requests_async
         """),
     "logprobs-scaled": (
         "returned logprobs scaled by 0.9, tokens unchanged",
@@ -108,7 +109,9 @@ class _After(importlib.abc.MetaPathFinder):
         return spec
 
 
-if NAME in TARGETS and "pytest" not in " ".join(getattr(sys, "orig_argv", sys.argv)):
+_ARGV = list(getattr(sys, "orig_argv", sys.argv))
+_PYTEST = _ARGV[1:3] == ["-m", "pytest"] or os.path.basename(_ARGV[0] if _ARGV else "") in ("pytest", "py.test")
+if NAME in TARGETS and not _PYTEST:
     sys.meta_path.insert(0, _After())
 '''
 
@@ -145,8 +148,8 @@ def main() -> None:
         start = time.monotonic()
         control = run_suites(every_test, folder / "control", None, folder)
         control_ok = all(control["tests"].get(t, {}).get("verdict") == "pass" for t in every_test)
-        print(f"control (no injection): {', '.join(f'{t.split(chr(58))[-1]} {control['tests'].get(t, {}).get('verdict')}' for t in every_test)}"
-              f" -> {'all pass' if control_ok else 'NOT all pass: the figures below mean little'}")
+        summary = ", ".join(f"{t.split('::')[-1]} {control['tests'].get(t, {}).get('verdict')}" for t in every_test)
+        print(f"control (no injection): {summary} -> {'all pass' if control_ok else 'NOT all pass: the figures below mean little'}")
         caught, missed = [], []
         for name in chosen:
             what, tests, _, _ = INJECTIONS[name]

@@ -187,7 +187,9 @@ def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     test = report["tests"]["engine/test_engine.py::test_golden_outputs"]
     assert test["verdict"] == "regression", test["verdict_reason"]
     assert len(test["attempts"]) == 2 and all(a["signature"] is None for a in test["attempts"])
-    assert "golden 'tiny-llama-greedy-32': sequence 0 diverges at position" in test["message"]
+    # recorded here with the same platform key and dtype: the exact rule applies, and the message says so
+    assert ("golden 'tiny-llama-greedy-32' (same platform: exact tokens, logprobs within 0.02): sequence 0 "
+            "diverges at position") in test["message"]
     assert "this run chose token" in test["message"] and "the reference chose" in test["message"]
     assert report["conclusion"] == "failure"
     records = [r for path in report_dir.glob("records-*.jsonl") for r in read_jsonl(path)]

@@ -107,6 +107,37 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
                        "after the abort against before")
 
 
+def test_an_abort_stops_the_engine_promptly(vllm_server_factory, model_name):
+    """An aborted request must leave the engine, not only the API server: the engine's own count of running
+    requests falls to zero within a fraction of the time the request would have taken to finish. (The
+    API server's token counters cannot show this: it drops the outputs of requests it has forgotten.) The
+    tiny model decodes a token in about 2 ms here, so its own server takes the longest generation its
+    positions allow, which an abort that never arrives runs to the end."""
+    vllm_server = vllm_server_factory(args=["--max-model-len", "1024"])
+    max_tokens = 1000
+
+    async def stream_then_close() -> tuple[float, float]:
+        async with async_client_for(vllm_server) as async_client:
+            stream = await async_client.completions.create(model=model_name, prompt=PROMPTS[5], max_tokens=max_tokens,
+                                                           temperature=0, stream=True, extra_body={"ignore_eos": True})
+            stamps = []
+            async for _ in stream:
+                stamps.append(time.monotonic())
+                if len(stamps) == 12:
+                    break
+            await stream.close()
+            return (stamps[-1] - stamps[1]) / (len(stamps) - 2), time.monotonic()
+
+    per_token, closed = asyncio.run(stream_then_close())
+    while metrics(vllm_server).get("vllm:num_requests_running", 1.0) != 0 and time.monotonic() - closed < 60:
+        time.sleep(0.05)
+    stopped_after = time.monotonic() - closed
+    would_run = (max_tokens - 12) * per_token
+    assert stopped_after < max(1.0, would_run / 4), (
+        f"the engine ran the aborted request for {stopped_after:.2f} s after its stream closed; finishing it would "
+        f"take about {would_run:.2f} s ({per_token * 1000:.1f} ms a token): the abort did not reach the engine")
+
+
 def test_golden_outputs(vllm_server, client, model_name, golden):
     """Token ids with top-5 logprobs for a fixed prompt set, against those recorded on the reference platform.
     Same platform and dtype: exact tokens and logprobs within 0.02; across platforms, vLLM's
