@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 INJECTIONS = {
     "abort-not-forwarded": (
         "the API server acknowledges an abort but the engine never receives it (the request keeps generating)",
-        ["engine/test_engine.py::test_aborted_request_does_not_disturb_others"],
+        ["engine/test_engine.py::test_aborted_request_does_not_disturb_others",
+         "engine/test_engine.py::test_an_abort_stops_the_engine_promptly"],
         "vllm.v1.engine.core_client",
         # every path to the engine: the client's abort, and the output handler's abort of outputs for
         # requests it no longer knows (vLLM's own safety net, which would otherwise stop the request a step later)

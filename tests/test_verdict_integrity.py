@@ -424,3 +424,17 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
                                                "tests/entrypoints")
     assert joined.ret == 0
     assert read_report(tree / "out")["tests"]["tests/entrypoints/test_api.py::test_a"]["group"] == "api"
+
+
+def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):
+    """`pytest -c suites/pytest.ini suites -n 1` from the repository, as the main job runs: node ids are relative
+    to suites/, and the last test's rerun (no worker left to take it: a subprocess) must still find it."""
+    suite = pytester.mkdir("suite")
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_last.py").write_text(
+        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_bug():\n    assert 1 == 2, 'a real bug'\n")
+    pytester.runpytest_subprocess("-c", "suite/pytest.ini", "suite", "-n", "1", "--rocm-platform=mi300x-1",
+                                  "--rocm-report-dir=out", "--rocm-health-probe=true", "-p", "no:cacheprovider")
+    report = json.loads((pytester.path / "out/gate-report.json").read_text())
+    bug = report["tests"]["test_last.py::test_bug"]
+    assert len(bug["attempts"]) == 2 and bug["verdict"] == "regression", bug["verdict_reason"]

@@ -225,11 +225,19 @@ class Controller:
 
     def _run_subprocess(self, nodeid: str, name: str, platform_file: Path) -> subprocess.CompletedProcess:
         folder = self.context.settings.report_dir
-        command = [sys.executable, "-m", "pytest", nodeid, *passthrough_args(self.config), "-n", "0",
+        command = [sys.executable, "-m", "pytest", self._as_invoked(nodeid), *passthrough_args(self.config), "-n", "0",
                    "-p", "no:cacheprovider", f"--rocm-report-dir={folder}",
                    f"--rocm-rerun-helper={self.context.session_id}:{name}:{platform_file}"]
         return subprocess.run(command, cwd=self.config.invocation_params.dir, capture_output=True, text=True,
                               errors="replace", stdin=subprocess.DEVNULL)
+
+    def _as_invoked(self, nodeid: str) -> str:
+        """The node id with its file relative to where pytest was started: node ids are relative to the rootdir,
+        and a run started elsewhere (`pytest -c suites/pytest.ini suites` from the repository) would
+        otherwise rerun a path that does not exist there."""
+        file, sep, rest = nodeid.partition("::")
+        path = os.path.relpath(self.config.rootpath / file, self.config.invocation_params.dir)
+        return path + sep + rest
 
     def _read_subprocess_rerun(self, nodeid: str, name: str, done: subprocess.CompletedProcess) -> None:
         attempt = last_attempt_records(self.context.settings.report_dir / f"records-{name}.jsonl", nodeid)
