@@ -75,6 +75,44 @@ def first_token_divergence(reference: list[Generation], measured: list[Generatio
     return None
 
 
+def transformers_greedy(model_path: str, prompts: list[list[int]], max_tokens: int, top_k: int = TOP_K) -> list[Generation]:
+    """The reference: transformers' own greedy `generate` on the same weights in float32 on the CPU, each prompt
+    alone, never stopping at EOS, with the top-k logprobs of every step."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+    generations = []
+    for prompt in prompts:
+        # A plain loop over the raw logits, not `generate`: its EOS handling would mask logits, and the
+        # served side ignores EOS without masking it.
+        ids, tops, past, step_input = [], [], None, torch.tensor([prompt])
+        with torch.no_grad():
+            for _ in range(max_tokens):
+                out = model(input_ids=step_input, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+                values, indices = logprobs.topk(top_k)
+                tops.append(dict(zip(indices.tolist(), values.tolist())))
+                ids.append(int(indices[0]))
+                step_input = torch.tensor([[ids[-1]]])
+        generations.append(Generation(text="", token_ids=ids, top_logprobs=tops, finish_reason="length"))
+    return generations
+
+
+def assert_close_by_vllm_rule(reference: list[Generation], measured: list[Generation], what: str) -> None:
+    """vLLM's check_logprobs_close: at the first differing token each side's choice must be in the other's
+    top-k (near-ties between implementations are not regressions); the message names the divergence."""
+    from pytest_rocm.gates.golden import first_divergence
+
+    def as_golden(generations):
+        return {"token_ids": [g.token_ids for g in generations],
+                "logprobs": [[sorted(top.items(), key=lambda x: -x[1]) for top in g.top_logprobs] for g in generations]}
+
+    problem = first_divergence(as_golden(reference), as_golden(measured))
+    assert problem is None, f"{what}: {problem}"
+
+
 def _top(top: dict[int, float]) -> str:
     return "{" + ", ".join(f"{t}: {v:.4f}" for t, v in sorted(top.items(), key=lambda x: -x[1])) + "}"
 

@@ -150,6 +150,14 @@ def served_model(request):
     return services(request).provider.served_model()
 
 
+@pytest.fixture(scope="session")
+def tiny_model(request):
+    """`tiny_model(architecture="mixtral", num_local_experts=8, ...)`: a tiny model of another architecture
+    (fields of `pytest_rocm.serving.tiny_models.TinyModelSpec`), built at test time like the default one;
+    serve it with `vllm_server_factory(model=...)`."""
+    return services(request).provider.tiny_model
+
+
 @pytest.fixture
 def vllm_server_factory(request):
     """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these extra settings

@@ -25,6 +25,7 @@ from pytest_rocm.plugin.fixtures import (  # noqa: F401
     served_model,
     sglang_server,
     vllm_server,
+    tiny_model,
     vllm_server_factory,
 )
 from pytest_rocm.plugin.markers import MARKER_HELP

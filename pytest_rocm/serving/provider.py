@@ -85,6 +85,16 @@ class ServerProvider:
                                           vllm_args=TINY_MODEL_VLLM_ARGS)
         return self._model
 
+    def tiny_model(self, **spec) -> ServedModel:
+        """A tiny model of another architecture (TinyModelSpec fields: `architecture="mixtral"`, ...), built
+        once per cache folder, with the run's weight seed unless `seed` is given."""
+        spec.setdefault("seed", self.config.getoption("rocm_tiny_model_seed"))
+        try:
+            path = ensure_tiny_model(self.model_cache(), TinyModelSpec(**spec))
+        except (ModelBuildError, TypeError) as exc:
+            pytest.fail(f"tiny model {spec}: {exc}", pytrace=False)
+        return ServedModel(path=str(path), name=f"tiny-{spec.get('architecture', 'llama')}")
+
     def pool(self, tmp_path_factory) -> ServerPool:
         if self._pool is None:
             config_path = self.settings.server_config

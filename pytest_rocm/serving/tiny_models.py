@@ -60,19 +60,38 @@ class TinyModelSpec:
     num_key_value_heads: int = 1
     head_dim: int = 64
     max_position_embeddings: int = 1024
+    # Other architectures of the gate groups; at their defaults they leave the Llama model's digest as it was.
+    architecture: str = "llama"  # llama, mistral (sliding window), mixtral (mixture of experts)
+    sliding_window: int | None = None
+    num_local_experts: int = 8
+    num_experts_per_tok: int = 2
+
+    def fields(self) -> dict:
+        """The spec as it decides the weights: the architecture's own fields only where they apply (so the
+        Llama model's digest, and its cached folder, stay what they were before there were others)."""
+        data = asdict(self)
+        for key in ("architecture", "sliding_window", "num_local_experts", "num_experts_per_tok"):
+            data.pop(key)
+        if self.architecture != "llama":
+            data["architecture"] = self.architecture
+            if self.sliding_window is not None:
+                data["sliding_window"] = self.sliding_window
+            if self.architecture == "mixtral":
+                data.update(num_local_experts=self.num_local_experts, num_experts_per_tok=self.num_experts_per_tok)
+        return data
 
     def training_text(self) -> str:
         return Path(inspect.getsourcefile(textwrap)).read_text()
 
     def digest(self) -> str:
         versions = {name: _version(name) for name in ("torch", "transformers", "tokenizers")}
-        blob = json.dumps({"spec": asdict(self), "versions": versions,
+        blob = json.dumps({"spec": self.fields(), "versions": versions,
                            "text": hashlib.sha256(self.training_text().encode()).hexdigest(),
                            "template": CHAT_TEMPLATE}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def folder_name(self) -> str:
-        return f"tiny-llama-seed{self.seed}-{self.digest()}"
+        return f"tiny-{self.architecture}-seed{self.seed}-{self.digest()}"
 
 
 def _version(name: str) -> str | None:
@@ -111,7 +130,8 @@ def build(out: Path, spec: TinyModelSpec) -> None:
     """Train the tokenizer and write the model with random weights from `spec.seed` (runs in the subprocess)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
+                              MixtralForCausalLM, PreTrainedTokenizerFast)
 
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -126,16 +146,28 @@ def build(out: Path, spec: TinyModelSpec) -> None:
     fast.save_pretrained(out)
 
     torch.manual_seed(spec.seed)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
-                         num_hidden_layers=spec.num_hidden_layers, num_attention_heads=spec.num_attention_heads,
-                         num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
-                         max_position_embeddings=spec.max_position_embeddings, bos_token_id=fast.bos_token_id,
-                         eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, torch_dtype="float32")
+    common = dict(vocab_size=len(fast), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
+                  num_hidden_layers=spec.num_hidden_layers, num_attention_heads=spec.num_attention_heads,
+                  num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
+                  max_position_embeddings=spec.max_position_embeddings, bos_token_id=fast.bos_token_id,
+                  eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, torch_dtype="float32")
+    if spec.architecture == "mistral":
+        config_class, model_class = MistralConfig, MistralForCausalLM
+        common["sliding_window"] = spec.sliding_window
+    elif spec.architecture == "mixtral":
+        config_class, model_class = MixtralConfig, MixtralForCausalLM
+        common.update(num_local_experts=spec.num_local_experts, num_experts_per_tok=spec.num_experts_per_tok,
+                      sliding_window=spec.sliding_window)
+    elif spec.architecture == "llama":
+        config_class, model_class = LlamaConfig, LlamaForCausalLM
+    else:
+        raise ValueError(f"unknown architecture {spec.architecture!r} (llama, mistral, mixtral)")
+    config = config_class(**common)
     # A wider init than Llama's 0.02 makes the random model's next-token choices decisive, so greedy
     # decoding is not decided by float rounding between near-equal logits.
     config.initializer_range = 0.2
-    LlamaForCausalLM(config).save_pretrained(out)
-    (out / SPEC_FILE).write_text(json.dumps({"spec": asdict(spec), "digest": spec.digest(),
+    model_class(config).save_pretrained(out)
+    (out / SPEC_FILE).write_text(json.dumps({"spec": spec.fields(), "digest": spec.digest(),
                                              "versions": {n: _version(n) for n in ("torch", "transformers", "tokenizers")}},
                                             indent=2))
 
