@@ -47,7 +47,7 @@ def run(args) -> int:
         print("\n".join(rerun.failed_gates(report)))
         return EXIT_OK
     try:
-        payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"), "rerun")
+        payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
         gh = None if args.dry_run else github_options.client(args)
         asked = rerun.plan(payload, (lambda login: "write") if args.dry_run else

@@ -32,7 +32,7 @@ def add_parser(commands, name: str) -> None:
     github_options.add(parser)
 
 
-def read_event(path: str | None, command: str) -> dict:
+def read_event(path: str | None) -> dict:
     if not path:
         raise github_options.OptionError("no event: give --event-path or set $GITHUB_EVENT_PATH")
     try:
@@ -51,7 +51,7 @@ def run(args) -> int:
         event_name = args.event_name or os.environ.get("GITHUB_EVENT_NAME") or ""
         if not event_name:
             raise github_options.OptionError("no event name: give --event-name or set $GITHUB_EVENT_NAME")
-        event = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"), "trust")
+        event = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
         gh = None
 
