@@ -113,6 +113,18 @@ def assert_close_by_vllm_rule(reference: list[Generation], measured: list[Genera
     assert problem is None, f"{what}: {problem}"
 
 
+def gate_worst_error(accuracy_gate, errors: dict[str, float], metric: str = "max_abs_error") -> None:
+    """Gate the worst of several cases' errors against the baseline (lower is better), naming the first case
+    past it and every case's error. NaN compares false everywhere: a NaN error is the worst and fails."""
+    worst = max(errors, key=lambda name: float("inf") if errors[name] != errors[name] else errors[name])
+    detail = ", ".join(f"{name} {error:.3g}" for name, error in errors.items())
+    try:
+        accuracy_gate.check(metric, errors[worst], direction="lower")
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc.msg}\nfirst case past it: {worst} (max abs error {errors[worst]:.3g}); all cases: {detail}",
+                    pytrace=False)
+
+
 def _top(top: dict[int, float]) -> str:
     return "{" + ", ".join(f"{t}: {v:.4f}" for t, v in sorted(top.items(), key=lambda x: -x[1])) + "}"
 

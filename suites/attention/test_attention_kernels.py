@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gate_support import gate_worst_error
 from paged import CASES, make_batch, reference, run_cpu_attn, run_triton_attn
 
 pytestmark = pytest.mark.rocm_gate(group="attention")
@@ -53,14 +54,7 @@ def test_paged_attention_matches_reference(backend, dtype, accuracy_gate):
             continue  # unified attention serves decoders: causal, and ALiBi through another path
         batch = make_batch(case, dtype)
         errors[case.name] = (_run(backend, batch).float() - reference(batch)).abs().max().item()
-    # NaN compares false everywhere: a NaN error is the worst case and fails the gate
-    worst = max(errors, key=lambda name: float("inf") if errors[name] != errors[name] else errors[name])
-    detail = ", ".join(f"{name} {error:.3g}" for name, error in errors.items())
-    try:
-        accuracy_gate.check("max_abs_error", errors[worst], direction="lower")
-    except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc.msg}\nfirst case past it: {worst} (max abs error {errors[worst]:.3g}); all cases: {detail}",
-                    pytrace=False)
+    gate_worst_error(accuracy_gate, errors)
 
 
 def test_the_reference_is_the_definition():

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from gate_support import gate_worst_error
+
 pytestmark = pytest.mark.rocm_gate(group="distributed_moe")
 
 
@@ -99,10 +101,4 @@ def test_fused_moe_matches_reference(backend, dtype, accuracy_gate):
     for case in CASES:
         tensors = make(case, dtype)
         errors[case.name] = (run(*tensors).float() - reference(*tensors)).abs().max().item()
-    worst = max(errors, key=lambda name: float("inf") if errors[name] != errors[name] else errors[name])
-    detail = ", ".join(f"{name} {error:.3g}" for name, error in errors.items())
-    try:
-        accuracy_gate.check("max_abs_error", errors[worst], direction="lower")
-    except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc.msg}\nfirst case past it: {worst} (max abs error {errors[worst]:.3g}); all cases: {detail}",
-                    pytrace=False)
+    gate_worst_error(accuracy_gate, errors)
