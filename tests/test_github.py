@@ -124,6 +124,17 @@ def test_faults_converge_to_the_same_single_check(fake, failing_results):
     assert {status for _, _, status in fake.log} >= {502, 429, 403, 200}
 
 
+def test_another_run_of_the_same_commit_gets_its_own_check(fake, failing_results):
+    """A rerun (a new run id) must not inherit the older run's annotations: a check of its own, the newest."""
+    assert rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8").returncode == 0
+    rerun = rocm_gate(fake, "publish", "tests/data/main-job", "--sha", SHA, "--runner-class", "mi300x-8",
+                      "--run-id", "9002", cwd=REPO)
+    assert "refusing" in rerun.stderr  # the main job's results claim another commit: refused, and it blocks
+    first, second = sorted(fake.checks(SHA), key=lambda c: c["id"])
+    assert (first["external_id"], second["external_id"]) == ("9001", "9002")
+    assert len(fake.annotations[first["id"]]) == 2 and fake.annotations[second["id"]] == []
+
+
 def _many_regressions(results: Path, to: Path, count: int) -> Path:
     report = json.loads((results / "gate-report.json").read_text())
     bug = report["tests"]["test_attention.py::test_kernel_bug"]

@@ -100,13 +100,15 @@ def _paged(gh: github3.GitHub, path: str, key: str | None, params: dict | None =
 
 
 def find_check(gh, repo: str, sha: str, name: str, external_id: str | None) -> dict | None:
-    """This run's check for the SHA (same name and external_id), else the newest of that name (reused, so a
-    commit has one check per name)."""
+    """This run's check for the SHA: same name and external_id (the run id). Another run of the same SHA (a
+    rerun button, a new push of the same commit) gets a check of its own, as GitHub Actions does: GitHub shows
+    and requires the newest of a name, and the older one's annotations do not leak into it. Without a run id,
+    the newest check of that name."""
     runs = [r for r in _paged(gh, f"/repos/{repo}/commits/{sha}/check-runs", "check_runs",
                               {"check_name": name, "filter": "all"}) if r["name"] == name and r["head_sha"] == sha]
-    same_run = [r for r in runs if external_id and r.get("external_id") == external_id]
-    pool = same_run or runs
-    return max(pool, key=lambda r: r["id"]) if pool else None
+    if external_id:
+        runs = [r for r in runs if r.get("external_id") == external_id]
+    return max(runs, key=lambda r: r["id"]) if runs else None
 
 
 def _annotation_key(a: dict) -> tuple:
