@@ -58,3 +58,29 @@ def test_mixtral_tp2_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
                                      env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
     tp2 = generate(client_for(tp2_server), mixtral.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(tp1, tp2, "vLLM TP=2 against TP=1")
+
+
+def _gpu_runner() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()  # ROCm's torch answers here too
+
+
+# On the CPU backend, --enable-expert-parallel with TP=2 passes /health and then a worker segfaults on the first
+# request (csrc/cpu/cpu_fused_moe.cpp:242: the CPU experts accept the parallel config, but apply() never passes
+# expert_map). vLLM tracks expert parallelism on the CPU backend in issue 57837. `rocm_known_gap` applies on AMD
+# platforms only, so on the CPU the test skips itself naming the gap and the issue; on GPU runners it runs.
+CPU_EP_GAP = ("known gap on vLLM's CPU backend: with expert parallelism a TP=2 worker segfaults on the first request "
+              "(cpu_fused_moe is never given expert_map); tracked in https://github.com/vllm-project/vllm/issues/57837")
+
+
+@pytest.mark.skipif(not _gpu_runner(), reason=CPU_EP_GAP)  # decided before any server starts
+def test_mixtral_expert_parallel_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
+    prompts = _prompt_ids(mixtral_tp1, mixtral.name)
+    tp1 = generate(client_for(mixtral_tp1), mixtral.name, prompts, max_tokens=MAX_TOKENS)
+    ep_server = vllm_server_factory(model=mixtral, args=["--tensor-parallel-size", "2", "--enable-expert-parallel"],
+                                    env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
+    ep = generate(client_for(ep_server), mixtral.name, prompts, max_tokens=MAX_TOKENS)
+    assert_close_by_vllm_rule(tp1, ep, "vLLM TP=2 with expert parallelism against TP=1")
