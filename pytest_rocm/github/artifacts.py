@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.schemas.artifacts import schema_document
+from pytest_rocm.schemas.artifacts import schema_error
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a gate report of 100,000 tests is about 40 MB
 FILES = {"gate-report.json": "gate-report", "manifest.json": "manifest", "parity.json": "parity"}
@@ -34,8 +34,6 @@ class Results:
 
 
 def _read_json(path: Path, kind: str) -> dict:
-    import jsonschema
-
     if path.is_symlink() or not path.is_file():
         raise ArtifactError(f"{path}: not a plain file (a link or folder is refused in a results folder)")
     size = path.stat().st_size
@@ -45,10 +43,9 @@ def _read_json(path: Path, kind: str) -> dict:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ArtifactError(f"{path}: not JSON ({exc})") from None
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema_document(kind)).iter_errors(data))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise ArtifactError(f"{path}: not a valid {kind} artifact at {where}: {error.message[:300]}")
+    problem = schema_error(data, kind)
+    if problem is not None:
+        raise ArtifactError(f"{path}: not a valid {kind} artifact at {problem[0]}: {problem[1]}")
     return data
 
 

@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from pytest_rocm.github.artifacts import Results
+from pytest_rocm.schemas.artifacts import manifest_stack
 
 TEXT_LIMIT = 65535
 ANNOTATIONS_PER_REQUEST = 50
@@ -145,17 +146,11 @@ def _infra_item(nodeid: str, test: dict, runner: str) -> str:
 
 
 def _stack_lines(manifest: dict) -> list[str]:
-    platform = manifest.get("platform") or {}
-    versions = platform.get("versions") or {}
-    packages = manifest.get("packages") or {}
-    framework = ", ".join(f"{name} {packages[name]}" for name in sorted(packages)
-                          if name.split("-")[0] in ("vllm", "sglang")) or "not recorded"
-    skus = sorted({g.get("sku") or g.get("arch") or "?" for g in platform.get("gpus") or []})
-    rows = [("SKU", f"{', '.join(skus)} ({len(platform.get('gpus') or [])} GPUs)" if skus else platform.get("description")),
-            ("ROCm", versions.get("rocm") or versions.get("hip")), ("driver", versions.get("driver")),
-            ("torch", packages.get("torch") or versions.get("torch")), ("framework", framework),
-            ("image", manifest.get("container_image")), ("runner", manifest.get("runner")),
-            ("tested commit", manifest.get("git_sha"))]
+    stack = manifest_stack(manifest)
+    sku = f"{', '.join(stack['skus'])} ({stack['gpu_count']} GPUs)" if stack["skus"] else stack["description"]
+    rows = [("SKU", sku), ("ROCm", stack["rocm"]), ("driver", stack["driver"]), ("torch", stack["torch"]),
+            ("framework", stack["framework"] or "not recorded"), ("image", stack["image"]),
+            ("runner", manifest.get("runner")), ("tested commit", manifest.get("git_sha"))]
     return ["| stack | |", "|---|---|"] + [f"| {k} | {_code(str(v)) if v else 'not recorded'} |" for k, v in rows]
 
 

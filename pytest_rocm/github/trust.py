@@ -58,8 +58,9 @@ def decide(event_name: str, event: dict, permission_of: Callable[[str], str], la
         pr = (event.get("inputs") or {}).get("pr")
         if not SHA.match(sha):
             return Decision(False, None, f"workflow_dispatch needs input `sha`, a full 40-hex commit SHA (got {sha!r})")
-        role = "bot of this repository" if _is_bot_of_this_repo(sender) else permission_of(login)
-        if role not in WRITERS and not _is_bot_of_this_repo(sender):
+        bot = _is_bot_of_this_repo(sender)
+        role = "bot of this repository" if bot else permission_of(login)
+        if not bot and role not in WRITERS:
             return Decision(False, None, f"dispatch by {login} (permission {role}): only writers approve a commit")
         return Decision(True, sha, f"dispatched for {sha[:12]} by {login} ({role})", int(pr) if str(pr or "").isdigit() else None)
     if event_name != "pull_request":

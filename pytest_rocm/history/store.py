@@ -18,7 +18,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.schemas.artifacts import schema_document
+from pytest_rocm.schemas.artifacts import manifest_stack, schema_error
 
 BUSY_TIMEOUT_S = 60
 # version -> statements; a database at version v gets every migration above v, in order
@@ -115,31 +115,21 @@ class Ingested:
 
 
 def _validated(path: Path, kind: str) -> tuple[dict, bytes]:
-    import jsonschema
-
     try:
         raw = path.read_bytes()
         data = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise HistoryError(f"{path}: cannot read it as a JSON {kind} ({exc})") from None
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema_document(kind)).iter_errors(data))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise HistoryError(f"{path}: not a valid {kind} at {where}: {error.message[:300]}")
+    problem = schema_error(data, kind)
+    if problem is not None:
+        raise HistoryError(f"{path}: not a valid {kind} at {problem[0]}: {problem[1]}")
     return data, raw
 
 
 def _stack(manifest: dict) -> dict:
-    platform = manifest.get("platform") or {}
-    versions = platform.get("versions") or {}
-    packages = manifest.get("packages") or {}
-    gpus = platform.get("gpus") or []
-    skus = sorted({g.get("sku") or g.get("arch") or "?" for g in gpus})
-    framework = ", ".join(f"{n} {packages[n]}" for n in sorted(packages) if n.split("-")[0] in ("vllm", "sglang"))
-    return {"vendor": platform.get("vendor") or "unknown", "sku": "/".join(skus) or platform.get("vendor") or "unknown",
-            "rocm": versions.get("rocm") or versions.get("hip") or versions.get("cuda"), "driver": versions.get("driver"),
-            "torch": packages.get("torch") or versions.get("torch"), "framework": framework or None,
-            "image": manifest.get("container_image")}
+    """The stack columns of a run: the SKUs joined (the vendor without GPUs), and CUDA where there is no ROCm."""
+    stack = manifest_stack(manifest)
+    return {**stack, "sku": "/".join(stack["skus"]) or stack["vendor"], "rocm": stack["rocm"] or stack["cuda"]}
 
 
 def read_run(source: Path) -> tuple[dict, dict, dict | None, str]:

@@ -1,4 +1,5 @@
-"""The JSON artifacts: their schema names and published JSON Schemas, and writes that never leave a file
+"""The JSON artifacts: their schema names and published JSON Schemas, checking a document against one, the
+stack a manifest names (for the readers of artifacts: publish, history), and writes that never leave a file
 half-written (a temporary file, then a rename; DESIGN section 5)."""
 
 from __future__ import annotations
@@ -18,6 +19,33 @@ def schema(kind: str, version: int = 1) -> str:
 def schema_document(kind: str) -> dict:
     """The published JSON Schema of an artifact kind (record, gate-report, manifest, parity)."""
     return json.loads((SCHEMA_FILES / f"{kind}.schema.json").read_text(encoding="utf-8"))
+
+
+def schema_error(data: Any, kind: str) -> tuple[str, str] | None:
+    """(where, what) of the most relevant way `data` breaks the published schema of `kind`, or None when valid.
+    `where` is the path in the document ("(top level)" for the root)."""
+    import jsonschema  # only readers of untrusted artifacts need it
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema_document(kind)).iter_errors(data))
+    if error is None:
+        return None
+    return "/".join(str(p) for p in error.absolute_path) or "(top level)", error.message[:300]
+
+
+def manifest_stack(manifest: dict) -> dict:
+    """The pinned stack a run manifest names: vendor, SKUs and GPU count, ROCm/HIP and CUDA, driver, torch, the
+    framework packages (vllm*, sglang*), the container image."""
+    platform = manifest.get("platform") or {}
+    versions = platform.get("versions") or {}
+    packages = manifest.get("packages") or {}
+    gpus = platform.get("gpus") or []
+    framework = ", ".join(f"{name} {packages[name]}" for name in sorted(packages)
+                          if name.split("-")[0] in ("vllm", "sglang"))
+    return {"vendor": platform.get("vendor") or "unknown", "description": platform.get("description"),
+            "skus": sorted({g.get("sku") or g.get("arch") or "?" for g in gpus}), "gpu_count": len(gpus),
+            "rocm": versions.get("rocm") or versions.get("hip"), "cuda": versions.get("cuda"),
+            "driver": versions.get("driver"), "torch": packages.get("torch") or versions.get("torch"),
+            "framework": framework or None, "image": manifest.get("container_image")}
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
