@@ -3,6 +3,7 @@ divergence, and the server's Prometheus metrics."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from dataclasses import dataclass
 
@@ -132,6 +133,14 @@ def _top(top: dict[int, float]) -> str:
 def assert_same_tokens(reference: list[Generation], measured: list[Generation], what: str) -> None:
     divergence = first_token_divergence(reference, measured)
     assert divergence is None, f"{what}: {divergence}"
+
+
+def tokenize(server, model: str, prompt: str) -> list[int]:
+    """The served model's token ids of a prompt (vLLM's /tokenize): the same input for the server and a reference."""
+    request = urllib.request.Request(server.url + "/tokenize", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"model": model, "prompt": prompt}).encode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["tokens"]
 
 
 def metrics(server) -> dict[str, float]:

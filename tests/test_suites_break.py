@@ -18,9 +18,10 @@ pytestmark = [pytest.mark.slow,
 BREAK_WINDOW = '''
 import json, shutil
 import pytest
-from gate_support import PROMPTS, SHARED_PREFIX, assert_close_by_vllm_rule, client_for, generate, transformers_greedy
+from gate_support import (PROMPTS, SHARED_PREFIX, assert_close_by_vllm_rule, client_for, generate, tokenize,
+                          transformers_greedy)
 from pytest_rocm.serving.pool import ServedModel
-from test_attention_engine import MAX_TOKENS, WINDOW, _tokens
+from test_attention_engine import MAX_TOKENS, WINDOW
 
 pytestmark = pytest.mark.rocm_gate(group="attention")
 
@@ -33,7 +34,7 @@ def test_window_ignored(vllm_server_factory, tiny_model, tmp_path_factory):
         config["sliding_window"] = None
         (copy / "config.json").write_text(json.dumps(config))
     server = vllm_server_factory(model=ServedModel(path=str(copy), name=model.name))
-    prompts = [_tokens(server, model.name, t) for t in [PROMPTS[1], (SHARED_PREFIX * 3) + PROMPTS[3]]]
+    prompts = [tokenize(server, model.name, t) for t in [PROMPTS[1], (SHARED_PREFIX * 3) + PROMPTS[3]]]
     served = generate(client_for(server), model.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(transformers_greedy(model.path, prompts, MAX_TOKENS), served, "window ignored")
 '''

@@ -9,12 +9,10 @@ block tables, prefill then decode, the window applied in both.
 
 from __future__ import annotations
 
-import json
-import urllib.request
-
 import pytest
 
-from gate_support import PROMPTS, SHARED_PREFIX, assert_close_by_vllm_rule, client_for, generate, transformers_greedy
+from gate_support import (PROMPTS, SHARED_PREFIX, assert_close_by_vllm_rule, client_for, generate, tokenize,
+                          transformers_greedy)
 
 pytestmark = pytest.mark.rocm_gate(group="attention")
 WINDOW = 32
@@ -26,17 +24,10 @@ def mistral(tiny_model):
     return tiny_model(architecture="mistral", sliding_window=WINDOW)
 
 
-def _tokens(server, model_name: str, prompt: str) -> list[int]:
-    request = urllib.request.Request(server.url + "/tokenize", headers={"Content-Type": "application/json"},
-                                     data=json.dumps({"model": model_name, "prompt": prompt}).encode())
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())["tokens"]
-
-
 def test_sliding_window_and_long_prompts_match_transformers(vllm_server_factory, mistral):
     server = vllm_server_factory(model=mistral)
     texts = [PROMPTS[1], PROMPTS[0], SHARED_PREFIX + PROMPTS[2], (SHARED_PREFIX * 3) + PROMPTS[3]]
-    prompts = [_tokens(server, mistral.name, text) for text in texts]
+    prompts = [tokenize(server, mistral.name, text) for text in texts]
     assert len(prompts[0]) < WINDOW and len(prompts[-1]) > 8 * WINDOW, [len(p) for p in prompts]
     served = generate(client_for(server), mistral.name, prompts, max_tokens=MAX_TOKENS)
     reference = transformers_greedy(mistral.path, prompts, MAX_TOKENS)

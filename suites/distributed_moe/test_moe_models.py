@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from gate_support import PROMPTS, assert_close_by_vllm_rule, client_for, generate, transformers_greedy
+from gate_support import PROMPTS, assert_close_by_vllm_rule, client_for, generate, tokenize, transformers_greedy
 
 pytestmark = pytest.mark.rocm_gate(group="distributed_moe")
 MAX_TOKENS = 24
@@ -25,16 +25,7 @@ def mixtral(tiny_model):
 
 
 def _prompt_ids(server, model_name: str) -> list[list[int]]:
-    import json
-    import urllib.request
-
-    ids = []
-    for prompt in PROMPTS[:4]:
-        request = urllib.request.Request(server.url + "/tokenize", data=json.dumps({"model": model_name, "prompt": prompt}).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            ids.append(json.loads(response.read())["tokens"])
-    return ids
+    return [tokenize(server, model_name, prompt) for prompt in PROMPTS[:4]]
 
 
 @pytest.fixture
