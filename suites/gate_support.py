@@ -135,6 +135,15 @@ def assert_same_tokens(reference: list[Generation], measured: list[Generation], 
     assert divergence is None, f"{what}: {divergence}"
 
 
+def gpu_runner() -> bool:
+    """Whether this process sees a GPU (ROCm's torch answers through `torch.cuda` too); False without torch."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def tokenize(server, model: str, prompt: str) -> list[int]:
     """The served model's token ids of a prompt (vLLM's /tokenize): the same input for the server and a reference."""
     request = urllib.request.Request(server.url + "/tokenize", headers={"Content-Type": "application/json"},

@@ -10,8 +10,8 @@ def test_markers_are_registered(pytester):
         "@pytest.mark.rocm_gate(group, blocking=True):*",
         "@pytest.mark.hardware(sku=None, arch=None, gpus=1, min_memory_gb=None, vendor=None):*",
         "@pytest.mark.rocm_known_gap(reason, issue, mode='skip'):*",
-        "@pytest.mark.vllm_server(args=[[]...[]], env={...}):*",
-        "@pytest.mark.sglang_server(args=[[]...[]], env={...}):*",
+        "@pytest.mark.vllm_server(args=[[]...[]], env={...}, tiny_model=None):*",
+        "@pytest.mark.sglang_server(args=[[]...[]], env={...}, tiny_model=None):*",
     ])
 
 
@@ -33,6 +33,11 @@ def test_markers_are_registered(pytester):
     ('vllm_server(arg=["--enforce-eager"])', "vllm_server got an unexpected keyword argument 'arg'"),
     ('vllm_server(args="--enforce-eager")', "args must be a list of strings, got '--enforce-eager'"),
     ('sglang_server(env={"A": 1})', "env must map strings to strings, got {'A': 1}"),
+    ('vllm_server(tiny_model={"architecure": "whisper"})',
+     "tiny_model has unknown field(s) architecure; allowed: architecture, head_dim,"),
+    ('vllm_server(tiny_model={"architecture": "whisperx"})',
+     "tiny_model architecture 'whisperx' is not one of llama, mistral, mixtral, qwen3_moe, deepseek_v2, idefics3, whisper"),
+    ('vllm_server(tiny_model="whisper")', "tiny_model must be a dict of TinyModelSpec fields, got 'whisper'"),
 ])
 def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker, message):
     pytester.makepyfile(test_bad=f"""

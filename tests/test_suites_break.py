@@ -1,6 +1,7 @@
-"""The served-model suites, broken on purpose: a served Mistral that ignores its sliding window, and a served
-Mixtral with two experts swapped in one layer, each against transformers on the intact weights, must end as
-`regression` naming the first divergence. The break is in the served copy of the weights only."""
+"""The served-model suites, broken on purpose: a served Mistral that ignores its sliding window, a served Mixtral
+with two experts swapped in one layer, and a served Idefics3 whose image connector has its rows reversed (the image
+reaches the language model scrambled), each against transformers on the intact weights, must end as `regression`
+naming the first divergence. The break is in the served copy of the weights only."""
 
 from __future__ import annotations
 
@@ -66,9 +67,37 @@ def test_swapped_expert(vllm_server_factory, tiny_model, tmp_path_factory):
 '''
 
 
+BREAK_CONNECTOR = '''
+import shutil
+import pytest
+from safetensors.torch import load_file, save_file
+from gate_support import assert_same_tokens, client_for
+from media import Idefics3Reference, chat_greedy, data_url, png_bytes, user_message
+from pytest_rocm.serving.pool import ServedModel
+
+pytestmark = pytest.mark.rocm_gate(group="multimodal")
+
+def test_scrambled_connector(vllm_server_factory, tiny_model, tmp_path_factory):
+    model = tiny_model(architecture="idefics3")
+    copy = tmp_path_factory.getbasetemp() / "scrambled"
+    if not copy.exists():
+        shutil.copytree(model.path, copy)
+        weights = load_file(copy / "model.safetensors")
+        [key] = [k for k in weights if "connector" in k]
+        weights[key] = weights[key].flip(0).contiguous()
+        save_file(weights, copy / "model.safetensors", metadata={"format": "pt"})
+    server = vllm_server_factory(model=ServedModel(path=str(copy), name=model.name))
+    messages = user_message("Describe it.", [data_url(png_bytes(1))])
+    served, _ = chat_greedy(client_for(server), model.name, messages, 8)
+    expected, _ = Idefics3Reference(model.path).greedy("Describe it.", [1], 8)
+    assert_same_tokens([expected], [served], "scrambled connector")
+'''
+
+
 @pytest.mark.parametrize("where, name, text, what", [
     ("attention", "test_break_window.py", BREAK_WINDOW, "window ignored"),
     ("distributed_moe", "test_break_expert.py", BREAK_EXPERT, "swapped expert"),
+    ("multimodal", "test_break_connector.py", BREAK_CONNECTOR, "scrambled connector"),
 ])
 def test_a_broken_served_model_is_a_regression_naming_the_divergence(pytester, tmp_path_factory, where, name, text, what):
     shutil.copytree(REPO / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("upstream", "__pycache__"))

@@ -169,14 +169,22 @@ def vllm_server_factory(request):
 
 @pytest.fixture(scope="module")
 def vllm_server(request):
-    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments);
-    held for the module, so servers that tests start beside it never stop it."""
-    marker = request.node.get_closest_marker("vllm_server")
-    return services(request).provider.server(request, "vllm", **(marker.kwargs if marker else {}))
+    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments, or names
+    a tiny model of another architecture); held for the module, so servers that tests start beside it never
+    stop it."""
+    return _module_server(request, "vllm")
 
 
 @pytest.fixture(scope="module")
 def sglang_server(request):
     """The real SGLang server for this module; skipped, saying why, where SGLang is not installed."""
-    marker = request.node.get_closest_marker("sglang_server")
-    return services(request).provider.server(request, "sglang", **(marker.kwargs if marker else {}))
+    return _module_server(request, "sglang")
+
+
+def _module_server(request, kind: str):
+    provider = services(request).provider
+    marker = request.node.get_closest_marker(f"{kind}_server")
+    settings = dict(marker.kwargs) if marker else {}
+    spec = settings.pop("tiny_model", None)
+    model = provider.tiny_model(**spec) if spec is not None else None
+    return provider.server(request, kind, model=model, **settings)

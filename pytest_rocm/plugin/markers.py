@@ -7,10 +7,12 @@ into a collection error naming the test and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from pytest_rocm.hw.model import Gpu, Platform
+from pytest_rocm.serving.tiny_models import ARCHITECTURES, TinyModelSpec
 from pytest_rocm.hw.skus import (
     ALL_SKUS,
     KNOWN_AMD_ARCHS,
@@ -26,10 +28,11 @@ MARKER_HELP = {
                 "hardware; elsewhere it is skipped as not applicable, with both sides in the reason.",
     "rocm_known_gap": "rocm_known_gap(reason, issue, mode='skip'): a known ROCm gap with its tracking issue URL; "
                       "on AMD platforms the test is skipped (mode='skip') or expected to fail (mode='xfail').",
-    "vllm_server": "vllm_server(args=[...], env={...}): extra arguments and environment for the module's "
-                   "`vllm_server` fixture (on the module's pytestmark).",
-    "sglang_server": "sglang_server(args=[...], env={...}): extra arguments and environment for the module's "
-                     "`sglang_server` fixture (on the module's pytestmark).",
+    "vllm_server": "vllm_server(args=[...], env={...}, tiny_model=None): extra arguments and environment for the "
+                   "module's `vllm_server` fixture (on the module's pytestmark); tiny_model={'architecture': "
+                   "'idefics3', ...} serves a tiny model of another architecture instead of the run's model.",
+    "sglang_server": "sglang_server(args=[...], env={...}, tiny_model=None): extra arguments and environment for the "
+                     "module's `sglang_server` fixture (on the module's pytestmark); tiny_model as for vllm_server.",
 }
 SERVER_MARKERS = ("vllm_server", "sglang_server")
 
@@ -116,8 +119,8 @@ def _known_gap_args(reason, issue=None, mode="skip"):
     return reason, issue, mode
 
 
-def _server_args(args=(), env=None):
-    return args, env
+def _server_args(args=(), env=None, tiny_model=None):
+    return args, env, tiny_model
 
 
 def _call(func, mark, name: str):
@@ -140,12 +143,29 @@ def parse_gate(mark, allowed_groups: set[str]) -> Gate:
 
 def parse_server(mark, name: str) -> None:
     """Check a server marker's arguments (the fixture reads them when it starts the server)."""
-    args, env = _call(_server_args, mark, name)
+    args, env, tiny_model = _call(_server_args, mark, name)
+    if tiny_model is not None:
+        problem = tiny_model_problem(tiny_model)
+        if problem:
+            raise MarkerError(f"@pytest.mark.{name}: tiny_model {problem}")
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
         raise MarkerError(f"@pytest.mark.{name}: args must be a list of strings, got {args!r}")
     if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                                for k, v in env.items())):
         raise MarkerError(f"@pytest.mark.{name}: env must map strings to strings, got {env!r}")
+
+
+def tiny_model_problem(spec) -> str | None:
+    """What is wrong with a tiny model's spec (fields of TinyModelSpec), or None."""
+    known = {field.name for field in dataclasses.fields(TinyModelSpec)}
+    if not isinstance(spec, dict) or not all(isinstance(key, str) for key in spec):
+        return f"must be a dict of TinyModelSpec fields, got {spec!r}"
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        return f"has unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
+    if spec.get("architecture", "llama") not in ARCHITECTURES:
+        return f"architecture {spec['architecture']!r} is not one of {', '.join(ARCHITECTURES)}"
+    return None
 
 
 def parse_hardware(mark) -> Hardware:

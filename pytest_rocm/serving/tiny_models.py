@@ -6,8 +6,15 @@ from a fixed seed, and a byte-level BPE tokenizer trained on a text that ships
 with Python, with a chat template that renders tools Hermes-style so vLLM's
 `hermes` tool parser works. The folder is built once per cache folder and spec:
 its name carries a digest of everything that decides the weights (the spec, the
-training text, the torch and transformers versions), so a changed input builds a
-new model instead of silently reusing an old one.
+training text, the torch and transformers versions, and for the other
+architectures their builder's source), so a changed input builds a new model
+instead of silently reusing an old one.
+
+The other architectures of the gate groups share that text model's sizes:
+Mistral (sliding window), Mixtral and Qwen3-MoE (mixture of experts),
+DeepSeek-V2 (multi-head latent attention, a shared expert, a dense first layer),
+Idefics3 (images through a SigLIP-style tower; no torchvision needed) and
+Whisper (speech to text).
 
 Built in a subprocess (`python -m pytest_rocm.serving.tiny_models`): torch and
 transformers stay out of the pytest processes, and a GPU runner's controller
@@ -61,7 +68,7 @@ class TinyModelSpec:
     head_dim: int = 64
     max_position_embeddings: int = 1024
     # Other architectures of the gate groups; at their defaults they leave the Llama model's digest as it was.
-    architecture: str = "llama"  # llama, mistral (sliding window), mixtral (mixture of experts)
+    architecture: str = "llama"  # one of ARCHITECTURES
     sliding_window: int | None = None
     num_local_experts: int = 8
     num_experts_per_tok: int = 2
@@ -76,8 +83,11 @@ class TinyModelSpec:
             data["architecture"] = self.architecture
             if self.sliding_window is not None:
                 data["sliding_window"] = self.sliding_window
-            if self.architecture == "mixtral":
+            if self.architecture in MOE_ARCHITECTURES:
                 data.update(num_local_experts=self.num_local_experts, num_experts_per_tok=self.num_experts_per_tok)
+            if self.architecture in BUILDER_FILES_DIGESTED:
+                # What these builders choose (tower sizes, special tokens) is in their code, not in the spec.
+                data["builder"] = hashlib.sha256(inspect.getsource(ARCHITECTURES[self.architecture]).encode()).hexdigest()
         return data
 
     def training_text(self) -> str:
@@ -128,52 +138,164 @@ def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec = TinyModelSpec()) ->
 
 def build(out: Path, spec: TinyModelSpec) -> None:
     """Train the tokenizer and write the model with random weights from `spec.seed` (runs in the subprocess)."""
+    if spec.architecture not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {spec.architecture!r} ({', '.join(ARCHITECTURES)})")
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
-                              MixtralForCausalLM, PreTrainedTokenizerFast)
-
-    tokenizer = Tokenizer(models.BPE(unk_token=None))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=spec.vocab_size, show_progress=False,
-                                  special_tokens=["<s>", "</s>", "<pad>", "<tool_call>", "</tool_call>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator([spec.training_text()], trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   additional_special_tokens=["<tool_call>", "</tool_call>"])
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(out)
 
     torch.manual_seed(spec.seed)
-    common = dict(vocab_size=len(fast), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
-                  num_hidden_layers=spec.num_hidden_layers, num_attention_heads=spec.num_attention_heads,
-                  num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
-                  max_position_embeddings=spec.max_position_embeddings, bos_token_id=fast.bos_token_id,
-                  eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, torch_dtype="float32")
-    if spec.architecture == "mistral":
-        config_class, model_class = MistralConfig, MistralForCausalLM
-        common["sliding_window"] = spec.sliding_window
-    elif spec.architecture == "mixtral":
-        config_class, model_class = MixtralConfig, MixtralForCausalLM
-        common.update(num_local_experts=spec.num_local_experts, num_experts_per_tok=spec.num_experts_per_tok,
-                      sliding_window=spec.sliding_window)
-    elif spec.architecture == "llama":
-        config_class, model_class = LlamaConfig, LlamaForCausalLM
-    else:
-        raise ValueError(f"unknown architecture {spec.architecture!r} (llama, mistral, mixtral)")
-    config = config_class(**common)
-    # A wider init than Llama's 0.02 makes the random model's next-token choices decisive, so greedy
-    # decoding is not decided by float rounding between near-equal logits.
-    config.initializer_range = 0.2
-    model_class(config).save_pretrained(out)
+    ARCHITECTURES[spec.architecture](out, spec)
     (out / SPEC_FILE).write_text(json.dumps({"spec": spec.fields(), "digest": spec.digest(),
                                              "versions": {n: _version(n) for n in ("torch", "transformers", "tokenizers")}},
                                             indent=2))
 
 
+def _bpe(spec: TinyModelSpec, special_tokens: list[str]):
+    """A byte-level BPE tokenizer trained on the spec's text, with these special tokens first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=spec.vocab_size, show_progress=False, special_tokens=special_tokens,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([spec.training_text()], trainer)
+    return tokenizer
+
+
+def _text_tokenizer(spec: TinyModelSpec, extra_special: list[str] = ()):
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = _bpe(spec, ["<s>", "</s>", "<pad>", "<tool_call>", "</tool_call>", *extra_special])
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   additional_special_tokens=["<tool_call>", "</tool_call>", *extra_special])
+
+
+def _text_config(spec: TinyModelSpec, tokenizer) -> dict:
+    return dict(vocab_size=len(tokenizer), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
+                num_hidden_layers=spec.num_hidden_layers, num_attention_heads=spec.num_attention_heads,
+                num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
+                max_position_embeddings=spec.max_position_embeddings, bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, torch_dtype="float32",
+                # A wider init than Llama's 0.02 makes the random model's next-token choices decisive, so greedy
+                # decoding is not decided by float rounding between near-equal logits.
+                initializer_range=0.2)
+
+
+def _save_causal_lm(out: Path, spec: TinyModelSpec, config_class, model_class, **extra) -> None:
+    tokenizer = _text_tokenizer(spec)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out)
+    model_class(config_class(**{**_text_config(spec, tokenizer), **extra})).save_pretrained(out)
+
+
+def _build_llama(out: Path, spec: TinyModelSpec) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _save_causal_lm(out, spec, LlamaConfig, LlamaForCausalLM)
+
+
+def _build_mistral(out: Path, spec: TinyModelSpec) -> None:
+    from transformers import MistralConfig, MistralForCausalLM
+
+    _save_causal_lm(out, spec, MistralConfig, MistralForCausalLM, sliding_window=spec.sliding_window)
+
+
+def _build_mixtral(out: Path, spec: TinyModelSpec) -> None:
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    _save_causal_lm(out, spec, MixtralConfig, MixtralForCausalLM, num_local_experts=spec.num_local_experts,
+                    num_experts_per_tok=spec.num_experts_per_tok, sliding_window=spec.sliding_window)
+
+
+def _build_qwen3_moe(out: Path, spec: TinyModelSpec) -> None:
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    # vLLM's CPU fused-MoE kernel needs the experts' intermediate size to be a multiple of 32.
+    _save_causal_lm(out, spec, Qwen3MoeConfig, Qwen3MoeForCausalLM, num_experts=spec.num_local_experts,
+                    num_experts_per_tok=spec.num_experts_per_tok, moe_intermediate_size=64, decoder_sparse_step=1,
+                    norm_topk_prob=True)
+
+
+def _build_deepseek_v2(out: Path, spec: TinyModelSpec) -> None:
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+
+    # Multi-head latent attention at DeepSeek-V2's own latent sizes (KV rank 512, rotary part 64), a shared expert
+    # beside the routed ones, and a dense first layer: the paths MLA and DeepSeek MoE kernels take.
+    _save_causal_lm(out, spec, DeepseekV2Config, DeepseekV2ForCausalLM, num_key_value_heads=spec.num_attention_heads,
+                    kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                    n_routed_experts=spec.num_local_experts, num_experts_per_tok=spec.num_experts_per_tok,
+                    n_shared_experts=1, moe_intermediate_size=64, first_k_dense_replace=1, topk_method="greedy",
+                    n_group=1, topk_group=1, routed_scaling_factor=1.0)
+
+
+# Idefics3's chat format; image parts become `<image>`, which the processor expands to the image's tokens.
+IDEFICS3_CHAT_TEMPLATE = (
+    "<s>{% for m in messages %}{{ m['role'] | capitalize }}:"
+    "{% if m['content'] is string %} {{ m['content'] }}{% else %}{% for part in m['content'] %}"
+    "{% if part['type'] == 'text' %} {{ part['text'] }}{% elif part['type'] == 'image' %}<image>{% endif %}"
+    "{% endfor %}{% endif %}<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+
+
+def _build_idefics3(out: Path, spec: TinyModelSpec) -> None:
+    """An image-text model: a 32x32 image is 16 patches of 8x8, pixel-shuffled by 2 into 4 image tokens. The PIL
+    image processor (no torchvision), resizing every image to 32x32 without splitting it into tiles."""
+    from transformers import (Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessorPil,
+                              Idefics3Processor, LlamaConfig)
+    from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
+
+    tokenizer = _text_tokenizer(spec, ["<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"])
+    tokenizer.chat_template = IDEFICS3_CHAT_TEMPLATE
+    image_processor = Idefics3ImageProcessorPil(do_resize=True, size={"longest_edge": 32},
+                                                max_image_size={"longest_edge": 32}, do_image_splitting=False)
+    Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4,
+                      chat_template=IDEFICS3_CHAT_TEMPLATE).save_pretrained(out)
+    text = LlamaConfig(**_text_config(spec, tokenizer))
+    vision = Idefics3VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                  image_size=32, patch_size=8, num_channels=3, initializer_range=0.2)
+    config = Idefics3Config(vision_config=vision.to_dict(), text_config=text.to_dict(), scale_factor=2,
+                            image_token_id=tokenizer.convert_tokens_to_ids("<image>"), tie_word_embeddings=False,
+                            pad_token_id=tokenizer.pad_token_id)
+    config.initializer_range = 0.2
+    Idefics3ForConditionalGeneration(config).save_pretrained(out)
+
+
+def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
+    """A speech-to-text model: Whisper's 80 mel bins and 30 s window (1500 encoder positions), with Whisper's
+    special tokens (every language, the tasks, `<|notimestamps|>`) around the trained BPE vocabulary.
+    Tied embeddings, as in every Whisper checkpoint: vLLM drops `proj_out` and always ties it to the embedding.
+    Init 0.5: at 0.2 the random decoder repeats one token whatever it hears."""
+    from transformers import (WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration,
+                              WhisperProcessor, WhisperTokenizer)
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    trained = json.loads(_bpe(spec, ["<|endoftext|>"]).to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in trained["merges"]]
+    tokenizer = WhisperTokenizer(vocab=trained["vocab"], merges=merges)
+    tokenizer.add_special_tokens({"additional_special_tokens": [
+        "<|startoftranscript|>", *(f"<|{code}|>" for code in LANGUAGES), "<|translate|>", "<|transcribe|>",
+        "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]})
+    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(out)
+    end = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = WhisperConfig(vocab_size=len(tokenizer), num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
+                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128,
+                           decoder_ffn_dim=128, max_source_positions=1500, max_target_positions=448,
+                           bos_token_id=end, eos_token_id=end, pad_token_id=end,
+                           decoder_start_token_id=tokenizer.convert_tokens_to_ids("<|startoftranscript|>"),
+                           suppress_tokens=None, begin_suppress_tokens=None, tie_word_embeddings=True, init_std=0.5)
+    WhisperForConditionalGeneration(config).save_pretrained(out)
+
+
+ARCHITECTURES = {"llama": _build_llama, "mistral": _build_mistral, "mixtral": _build_mixtral,
+                 "qwen3_moe": _build_qwen3_moe, "deepseek_v2": _build_deepseek_v2,
+                 "idefics3": _build_idefics3, "whisper": _build_whisper}
+MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v2")
+# The first three keep the digests (and cached folders) they had before the builders were split out.
+BUILDER_FILES_DIGESTED = ("qwen3_moe", "deepseek_v2", "idefics3", "whisper")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build a tiny Llama-style model with random weights (no download).")
+    parser = argparse.ArgumentParser(description="Build a tiny model with random weights (no download).")
     parser.add_argument("out", type=Path)
     parser.add_argument("--spec", default="{}", help="TinyModelSpec fields as JSON")
     args = parser.parse_args(argv)

@@ -1,0 +1,165 @@
+"""What the multimodal tests send and compare: images and sounds made from a seed, chat requests carrying them,
+and transformers' own greedy output on the same inputs (the reference).
+
+The media are made here, not downloaded: noise images and tones with noise, so two seeds give inputs that a
+working vision or audio path must tell apart.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import urllib.error
+import urllib.request
+
+from gate_support import TOP_K, Generation
+
+IMAGE_SIZE = (40, 48)  # not the tower's 32x32: the processor's resize is on the path under test
+SAMPLE_RATE = 16_000
+
+
+def image(seed: int):
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (*IMAGE_SIZE, 3), dtype=np.uint8)
+    return Image.fromarray(pixels)
+
+
+def png_bytes(seed: int) -> bytes:
+    buffer = io.BytesIO()
+    image(seed).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def data_url(payload: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64," + base64.b64encode(payload).decode()
+
+
+def image_part(url: str) -> dict:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def user_message(question: str, image_urls: list[str]) -> list[dict]:
+    return [{"role": "user", "content": [*(image_part(url) for url in image_urls), {"type": "text", "text": question}]}]
+
+
+def chat_greedy(client, model: str, messages: list[dict], max_tokens: int) -> tuple[Generation, int]:
+    """The served model's greedy tokens (EOS ignored) with their top-k logprobs, and its prompt's token count."""
+    response = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=max_tokens, temperature=0.0, logprobs=True, top_logprobs=TOP_K,
+        extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True})
+    choice = response.choices[0]
+    as_id = lambda token: int(token.removeprefix("token_id:"))  # noqa: E731
+    return (Generation(text=choice.message.content or "", token_ids=[as_id(t.token) for t in choice.logprobs.content],
+                       top_logprobs=[{as_id(top.token): top.logprob for top in t.top_logprobs}
+                                     for t in choice.logprobs.content],
+                       finish_reason=choice.finish_reason),
+            response.usage.prompt_tokens)
+
+
+def post_json(server, path: str, body: dict) -> tuple[int, dict]:
+    """Status and JSON body of a request, error statuses included (the client libraries raise on those)."""
+    request = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        text = error.read().decode(errors="replace")
+        try:
+            return error.code, json.loads(text)
+        except ValueError:
+            return error.code, {"unparsed": text}
+
+
+def openai_error_problem(status: int, body: dict, expected_status: int = 400) -> str | None:
+    """What is wrong with an error response against OpenAI's shape: {"error": {"message", "type", "code"}}."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if status != expected_status:
+        return f"status {status}, expected {expected_status}; body {json.dumps(body)[:300]}"
+    if not isinstance(error, dict) or not isinstance(error.get("message"), str) or not error["message"]:
+        return f"the body is not OpenAI's error shape {{'error': {{'message': ...}}}}: {json.dumps(body)[:300]}"
+    if not isinstance(error.get("type"), str):
+        return f"the error has no `type`: {json.dumps(body)[:300]}"
+    return None
+
+
+class Idefics3Reference:
+    """transformers' Idefics3 on the same folder: the prompt the processor builds, and greedy tokens with top-k
+    logprobs from a plain loop over the logits (EOS ignored, like the served side)."""
+
+    def __init__(self, model_path: str):
+        import torch
+        from transformers import AutoProcessor, Idefics3ForConditionalGeneration
+
+        self.torch = torch
+        self.processor = AutoProcessor.from_pretrained(model_path)
+        self.model = Idefics3ForConditionalGeneration.from_pretrained(model_path, dtype=torch.float32).eval()
+
+    def greedy(self, question: str, image_seeds: list[int], max_tokens: int) -> tuple[Generation, int]:
+        torch = self.torch
+        messages = [{"role": "user", "content": [*({"type": "image"} for _ in image_seeds),
+                                                 {"type": "text", "text": question}]}]
+        prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True)
+        inputs = self.processor(text=prompt, images=[[image(seed) for seed in image_seeds]], return_tensors="pt")
+        ids, tops = inputs["input_ids"], []
+        prompt_tokens = ids.shape[1]
+        with torch.no_grad():
+            for _ in range(max_tokens):
+                logits = self.model(input_ids=ids, pixel_values=inputs["pixel_values"],
+                                    pixel_attention_mask=inputs["pixel_attention_mask"]).logits[0, -1]
+                values, indices = torch.log_softmax(logits.float(), dim=-1).topk(TOP_K)
+                tops.append(dict(zip(indices.tolist(), values.tolist())))
+                ids = torch.cat([ids, indices[:1].view(1, 1)], dim=1)
+        generated = ids[0, prompt_tokens:].tolist()
+        return Generation(text="", token_ids=generated, top_logprobs=tops, finish_reason="length"), prompt_tokens
+
+
+def wav_bytes(seed: int, seconds: float = 1.5) -> bytes:
+    """A tone at a seed-chosen pitch with a little noise, as 16-bit PCM WAV at 16 kHz."""
+    import numpy as np
+    import soundfile
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(SAMPLE_RATE * seconds)) / SAMPLE_RATE
+    samples = 0.3 * np.sin(2 * np.pi * rng.uniform(200, 800) * t) + 0.05 * rng.standard_normal(t.size)
+    buffer = io.BytesIO()
+    soundfile.write(buffer, samples.astype(np.float32), SAMPLE_RATE, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+class WhisperReference:
+    """transformers' Whisper on the same folder: the log-mel features of the same WAV, the prompt vLLM builds
+    (`<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`), greedy decoding until EOS or `max_length`."""
+
+    PROMPT = ["<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+
+    def __init__(self, model_path: str):
+        import torch
+        from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+        self.torch = torch
+        self.processor = WhisperProcessor.from_pretrained(model_path)
+        self.model = WhisperForConditionalGeneration.from_pretrained(model_path, dtype=torch.float32).eval()
+
+    def greedy_ids(self, wav: bytes, max_length: int) -> list[int]:
+        import soundfile
+
+        torch, tokenizer = self.torch, self.processor.tokenizer
+        samples, rate = soundfile.read(io.BytesIO(wav), dtype="float32")
+        features = self.processor.feature_extractor(samples, sampling_rate=rate, return_tensors="pt").input_features
+        ids = tokenizer.convert_tokens_to_ids(self.PROMPT)
+        prompt_length = len(ids)
+        with torch.no_grad():
+            encoded = self.model.model.encoder(features)
+            while len(ids) < max_length:
+                logits = self.model(encoder_outputs=encoded, decoder_input_ids=torch.tensor([ids])).logits[0, -1]
+                ids.append(int(logits.argmax()))
+                if ids[-1] == tokenizer.eos_token_id:
+                    break
+        return ids[prompt_length:]
+
+    def text(self, token_ids: list[int]) -> str:
+        return self.processor.tokenizer.decode(token_ids, skip_special_tokens=True)
