@@ -12,13 +12,13 @@ import re
 from dataclasses import dataclass
 
 from pytest_rocm.hw.model import Gpu, Platform
-from pytest_rocm.serving.tiny_models import ARCHITECTURES, TinyModelSpec
 from pytest_rocm.hw.skus import (
     ALL_SKUS,
     KNOWN_AMD_ARCHS,
     NVIDIA_ARCH_BY_SKU,
     normalise_sku,
 )
+from pytest_rocm.serving.tiny_models import ARCHITECTURES, TinyModelSpec
 
 MARKER_HELP = {
     "rocm_gate": "rocm_gate(group, blocking=True): a gate test in a group "

@@ -85,7 +85,7 @@ class TinyModelSpec:
                 data["sliding_window"] = self.sliding_window
             if self.architecture in MOE_ARCHITECTURES:
                 data.update(num_local_experts=self.num_local_experts, num_experts_per_tok=self.num_experts_per_tok)
-            if self.architecture in BUILDER_FILES_DIGESTED:
+            if self.architecture in BUILDERS_IN_DIGEST:
                 # What these builders choose (tower sizes, special tokens) is in their code, not in the spec.
                 data["builder"] = hashlib.sha256(inspect.getsource(ARCHITECTURES[self.architecture]).encode()).hexdigest()
         return data
@@ -291,7 +291,7 @@ ARCHITECTURES = {"llama": _build_llama, "mistral": _build_mistral, "mixtral": _b
                  "idefics3": _build_idefics3, "whisper": _build_whisper}
 MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v2")
 # The first three keep the digests (and cached folders) they had before the builders were split out.
-BUILDER_FILES_DIGESTED = ("qwen3_moe", "deepseek_v2", "idefics3", "whisper")
+BUILDERS_IN_DIGEST = ("qwen3_moe", "deepseek_v2", "idefics3", "whisper")
 
 
 def main(argv: list[str] | None = None) -> int:
