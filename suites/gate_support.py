@@ -32,7 +32,7 @@ class Generation:
     finish_reason: str
 
 
-def _token_id(token: str) -> int:
+def token_id(token: str) -> int:
     # `return_tokens_as_token_ids` makes vLLM name every token "token_id:N", so tokens that decode to
     # the same text (or to nothing) stay distinct.
     return int(token.removeprefix("token_id:"))
@@ -48,8 +48,8 @@ def generate(client, model: str, prompts: list, max_tokens: int = 16, top_k: int
     for choice in sorted(response.choices, key=lambda c: c.index):
         lp = choice.logprobs
         generations.append(Generation(
-            text=choice.text, token_ids=[_token_id(t) for t in lp.tokens],
-            top_logprobs=[{_token_id(t): v for t, v in top.items()} for top in lp.top_logprobs],
+            text=choice.text, token_ids=[token_id(t) for t in lp.tokens],
+            top_logprobs=[{token_id(t): v for t, v in top.items()} for top in lp.top_logprobs],
             finish_reason=choice.finish_reason))
     return generations
 
@@ -133,6 +133,19 @@ def _top(top: dict[int, float]) -> str:
 def assert_same_tokens(reference: list[Generation], measured: list[Generation], what: str) -> None:
     divergence = first_token_divergence(reference, measured)
     assert divergence is None, f"{what}: {divergence}"
+
+
+def assert_openai_error(error: openai.APIStatusError, what: str, status: int | None = None) -> None:
+    """A refused request answered in OpenAI's error shape: a 4xx (or exactly `status`), a body of only
+    {"error": {...}} with a non-empty message, a type, and the status as its code."""
+    if status is None:
+        assert 400 <= error.status_code < 500, f"{what}: status {error.status_code}"
+    else:
+        assert error.status_code == status, f"{what}: status {error.status_code}, expected {status}: {error.message}"
+    body = error.response.json()
+    assert set(body) == {"error"}, f"{what}: {body}"
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"], f"{what}: {body}"
+    assert isinstance(body["error"]["type"], str) and body["error"]["code"] == error.status_code, f"{what}: {body}"
 
 
 def gpu_runner() -> bool:

@@ -13,7 +13,7 @@ import jsonschema
 import openai
 import pytest
 
-from gate_support import PROMPTS, async_client_for, generate
+from gate_support import PROMPTS, assert_openai_error, async_client_for, generate
 
 pytestmark = pytest.mark.rocm_gate(group="api")
 
@@ -203,12 +203,7 @@ def test_bad_request_gets_openai_error_and_server_keeps_serving(vllm_server, cli
         request["messages"] = [{"role": "user", "content": 42}]
     with pytest.raises(openai.APIStatusError) as raised:
         client.chat.completions.create(**request)
-    error = raised.value
-    assert 400 <= error.status_code < 500, f"{bad}: status {error.status_code}"
-    body = error.response.json()
-    assert set(body) == {"error"}, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    assert isinstance(body["error"]["type"], str) and body["error"]["code"] == error.status_code
+    assert_openai_error(raised.value, bad)
     ok = client.chat.completions.create(model=model_name, messages=CHAT, max_tokens=2)
     assert ok.choices[0].message.role == "assistant"
 

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import base64
 import io
-import json
-import urllib.error
-import urllib.request
 
-from gate_support import TOP_K, Generation
+from gate_support import TOP_K, Generation, token_id
 
 IMAGE_SIZE = (40, 48)  # not the tower's 32x32: the processor's resize is on the path under test
 SAMPLE_RATE = 16_000
@@ -51,39 +48,11 @@ def chat_greedy(client, model: str, messages: list[dict], max_tokens: int) -> tu
         model=model, messages=messages, max_tokens=max_tokens, temperature=0.0, logprobs=True, top_logprobs=TOP_K,
         extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True})
     choice = response.choices[0]
-    as_id = lambda token: int(token.removeprefix("token_id:"))  # noqa: E731
-    return (Generation(text=choice.message.content or "", token_ids=[as_id(t.token) for t in choice.logprobs.content],
-                       top_logprobs=[{as_id(top.token): top.logprob for top in t.top_logprobs}
+    return (Generation(text=choice.message.content or "", token_ids=[token_id(t.token) for t in choice.logprobs.content],
+                       top_logprobs=[{token_id(top.token): top.logprob for top in t.top_logprobs}
                                      for t in choice.logprobs.content],
                        finish_reason=choice.finish_reason),
             response.usage.prompt_tokens)
-
-
-def post_json(server, path: str, body: dict) -> tuple[int, dict]:
-    """Status and JSON body of a request, error statuses included (the client libraries raise on those)."""
-    request = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        text = error.read().decode(errors="replace")
-        try:
-            return error.code, json.loads(text)
-        except ValueError:
-            return error.code, {"unparsed": text}
-
-
-def openai_error_problem(status: int, body: dict, expected_status: int = 400) -> str | None:
-    """What is wrong with an error response against OpenAI's shape: {"error": {"message", "type", "code"}}."""
-    error = body.get("error") if isinstance(body, dict) else None
-    if status != expected_status:
-        return f"status {status}, expected {expected_status}; body {json.dumps(body)[:300]}"
-    if not isinstance(error, dict) or not isinstance(error.get("message"), str) or not error["message"]:
-        return f"the body is not OpenAI's error shape {{'error': {{'message': ...}}}}: {json.dumps(body)[:300]}"
-    if not isinstance(error.get("type"), str):
-        return f"the error has no `type`: {json.dumps(body)[:300]}"
-    return None
 
 
 class Idefics3Reference:

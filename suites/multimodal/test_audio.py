@@ -10,10 +10,11 @@ other way: there the test compares the first half of the text.
 
 from __future__ import annotations
 
+import openai
 import pytest
 
-from gate_support import client_for, gpu_runner
-from media import WhisperReference, openai_error_problem, wav_bytes
+from gate_support import assert_openai_error, gpu_runner
+from media import WhisperReference, wav_bytes
 
 # Whisper's decoder is short (448 positions); this length keeps each transcription to at most 44 tokens.
 MAX_MODEL_LEN = 48
@@ -23,23 +24,13 @@ SEEDS = (1, 2, 3)
 
 
 @pytest.fixture(scope="module")
-def whisper(tiny_model):
-    return tiny_model(architecture="whisper")
+def reference(vllm_server):
+    return WhisperReference(vllm_server.model)  # the folder the module's server serves
 
 
-@pytest.fixture(scope="module")
-def server(vllm_server):
-    return vllm_server
-
-
-@pytest.fixture(scope="module")
-def reference(whisper):
-    return WhisperReference(whisper.path)
-
-
-def _transcribe(server, whisper, wav: bytes) -> str:
-    return client_for(server).audio.transcriptions.create(model=whisper.name, file=("clip.wav", wav, "audio/wav"),
-                                                          language="en", response_format="json").text
+def _transcribe(client, model_name, wav: bytes) -> str:
+    return client.audio.transcriptions.create(model=model_name, file=("clip.wav", wav, "audio/wav"), language="en",
+                                              response_format="json").text
 
 
 def _same_text(served: str, expected: str) -> bool:
@@ -50,9 +41,9 @@ def _same_text(served: str, expected: str) -> bool:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_transcription_matches_transformers(server, whisper, reference, seed):
+def test_transcription_matches_transformers(client, model_name, reference, seed):
     wav = wav_bytes(seed)
-    served = _transcribe(server, whisper, wav)
+    served = _transcribe(client, model_name, wav)
     expected_ids = reference.greedy_ids(wav, MAX_MODEL_LEN)
     expected = reference.text(expected_ids)
     if gpu_runner():
@@ -61,22 +52,14 @@ def test_transcription_matches_transformers(server, whisper, reference, seed):
         f"clip {seed}: vLLM transcribed {served!r}, transformers {expected!r} (its token ids {expected_ids})")
 
 
-def test_the_audio_decides_the_text(server, whisper):
-    texts = {seed: _transcribe(server, whisper, wav_bytes(seed)) for seed in SEEDS}
+def test_the_audio_decides_the_text(client, model_name):
+    texts = {seed: _transcribe(client, model_name, wav_bytes(seed)) for seed in SEEDS}
     assert len(set(texts.values())) > 1, f"three different clips gave the same text: {texts}"
 
 
 @pytest.mark.parametrize("payload", [b"this is not audio", wav_bytes(1)[:30]], ids=["not-audio", "truncated-wav"])
-def test_a_bad_audio_file_is_a_400_and_the_server_keeps_serving(server, whisper, payload):
-    import httpx
-
-    response = httpx.post(server.base_url + "/audio/transcriptions", timeout=120,
-                          data={"model": whisper.name, "language": "en"},
-                          files={"file": ("clip.wav", payload, "audio/wav")})
-    try:
-        body = response.json()
-    except ValueError:
-        body = {"unparsed": response.text[:300]}
-    problem = openai_error_problem(response.status_code, body)
-    assert problem is None, f"a bad audio file: {problem}"
-    assert _transcribe(server, whisper, wav_bytes(2)), "after the bad file the server returned no text"
+def test_a_bad_audio_file_is_a_400_and_the_server_keeps_serving(client, model_name, payload):
+    with pytest.raises(openai.APIStatusError) as raised:
+        _transcribe(client, model_name, payload)
+    assert_openai_error(raised.value, "a bad audio file", status=400)
+    assert _transcribe(client, model_name, wav_bytes(2)), "after the bad file the server returned no text"

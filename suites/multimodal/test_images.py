@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 
+import openai
 import pytest
 
-from gate_support import assert_close_by_vllm_rule, assert_same_tokens, client_for, gpu_runner
-from media import Idefics3Reference, chat_greedy, data_url, openai_error_problem, png_bytes, post_json, user_message
+from gate_support import assert_close_by_vllm_rule, assert_openai_error, assert_same_tokens, gpu_runner
+from media import Idefics3Reference, chat_greedy, data_url, png_bytes, user_message
 
 MAX_TOKENS = 8
 IMAGE_LIMIT = 2
@@ -29,23 +30,18 @@ CASES = [("What is in the image?", [1]), ("Describe it.", [2]), ("Describe it.",
 
 
 @pytest.fixture(scope="module")
-def server(vllm_server):
-    return vllm_server
+def reference(vllm_server):
+    return Idefics3Reference(vllm_server.model)  # the folder the module's server serves
 
 
-@pytest.fixture(scope="module")
-def idefics3(tiny_model):
-    return tiny_model(architecture="idefics3")
+def _served(client, model_name, question, seeds):
+    return chat_greedy(client, model_name, user_message(question, [data_url(png_bytes(s)) for s in seeds]), MAX_TOKENS)
 
 
-@pytest.fixture(scope="module")
-def reference(idefics3):
-    return Idefics3Reference(idefics3.path)
-
-
-def _served(server, model, question, seeds):
-    return chat_greedy(client_for(server), model.name, user_message(question, [data_url(png_bytes(s)) for s in seeds]),
-                       MAX_TOKENS)
+def _refused(client, model_name, messages) -> openai.APIStatusError:
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model=model_name, messages=messages, max_tokens=2)
+    return raised.value
 
 
 def _compare(expected, measured, what):
@@ -53,8 +49,8 @@ def _compare(expected, measured, what):
 
 
 @pytest.mark.parametrize("question,seeds", CASES, ids=["image1-what", "image2-describe", "image1-describe"])
-def test_image_chat_matches_transformers(server, idefics3, reference, question, seeds):
-    served, served_prompt_tokens = _served(server, idefics3, question, seeds)
+def test_image_chat_matches_transformers(client, model_name, reference, question, seeds):
+    served, served_prompt_tokens = _served(client, model_name, question, seeds)
     expected, expected_prompt_tokens = reference.greedy(question, seeds, MAX_TOKENS)
     assert served_prompt_tokens == expected_prompt_tokens, (
         f"the server's prompt has {served_prompt_tokens} tokens, transformers' processor makes "
@@ -62,29 +58,27 @@ def test_image_chat_matches_transformers(server, idefics3, reference, question, 
     _compare([expected], [served], f"vLLM against transformers for image {seeds} and {question!r}")
 
 
-def test_the_image_decides_the_answer(server, idefics3):
-    first, _ = _served(server, idefics3, "Describe it.", [1])
-    second, _ = _served(server, idefics3, "Describe it.", [2])
+def test_the_image_decides_the_answer(client, model_name):
+    first, _ = _served(client, model_name, "Describe it.", [1])
+    second, _ = _served(client, model_name, "Describe it.", [2])
     assert first.token_ids != second.token_ids, (
         f"two different images gave the same {MAX_TOKENS} tokens {first.token_ids}: the image does not reach the "
         "language model")
 
 
-def test_images_up_to_the_limit_in_one_prompt(server, idefics3, reference):
-    served, served_prompt_tokens = _served(server, idefics3, "Compare them.", [1, 2])
+def test_images_up_to_the_limit_in_one_prompt(client, model_name, reference):
+    served, served_prompt_tokens = _served(client, model_name, "Compare them.", [1, 2])
     expected, expected_prompt_tokens = reference.greedy("Compare them.", [1, 2], MAX_TOKENS)
     assert served_prompt_tokens == expected_prompt_tokens
     _compare([expected], [served], "vLLM against transformers with two images in one prompt")
-    swapped, _ = _served(server, idefics3, "Compare them.", [2, 1])
+    swapped, _ = _served(client, model_name, "Compare them.", [2, 1])
     assert swapped.token_ids != served.token_ids, "the images' order in the prompt made no difference"
 
 
-def test_more_images_than_the_limit_are_refused(server, idefics3):
-    status, body = post_json(server, "/v1/chat/completions", {
-        "model": idefics3.name, "max_tokens": 2,
-        "messages": user_message("Too many.", [data_url(png_bytes(seed)) for seed in range(IMAGE_LIMIT + 1)])})
-    problem = openai_error_problem(status, body)
-    assert problem is None, f"{IMAGE_LIMIT + 1} images with --limit-mm-per-prompt image={IMAGE_LIMIT}: {problem}"
+def test_more_images_than_the_limit_are_refused(client, model_name):
+    error = _refused(client, model_name,
+                     user_message("Too many.", [data_url(png_bytes(seed)) for seed in range(IMAGE_LIMIT + 1)]))
+    assert_openai_error(error, f"{IMAGE_LIMIT + 1} images with --limit-mm-per-prompt image={IMAGE_LIMIT}", status=400)
 
 
 BAD_IMAGES = {
@@ -95,10 +89,8 @@ BAD_IMAGES = {
 
 
 @pytest.mark.parametrize("name", BAD_IMAGES)
-def test_a_bad_image_is_a_400_and_the_server_keeps_serving(server, idefics3, name):
-    status, body = post_json(server, "/v1/chat/completions", {
-        "model": idefics3.name, "max_tokens": 2, "messages": user_message("What is it?", [BAD_IMAGES[name]])})
-    problem = openai_error_problem(status, body)
-    assert problem is None, f"a bad image ({name}): {problem}"
-    after, _ = _served(server, idefics3, "Describe it.", [1])
+def test_a_bad_image_is_a_400_and_the_server_keeps_serving(client, model_name, name):
+    error = _refused(client, model_name, user_message("What is it?", [BAD_IMAGES[name]]))
+    assert_openai_error(error, f"a bad image ({name})", status=400)
+    after, _ = _served(client, model_name, "Describe it.", [1])
     assert len(after.token_ids) == MAX_TOKENS, f"after the bad image ({name}) the server answered {after}"
