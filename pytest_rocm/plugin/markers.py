@@ -7,7 +7,6 @@ into a collection error naming the test and what is allowed.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ from pytest_rocm.hw.skus import (
     NVIDIA_ARCH_BY_SKU,
     normalise_sku,
 )
-from pytest_rocm.serving.tiny_models import ARCHITECTURES, TinyModelSpec
+from pytest_rocm.serving.tiny_models import spec_problem
 
 MARKER_HELP = {
     "rocm_gate": "rocm_gate(group, blocking=True): a gate test in a group "
@@ -145,7 +144,7 @@ def parse_server(mark, name: str) -> None:
     """Check a server marker's arguments (the fixture reads them when it starts the server)."""
     args, env, tiny_model = _call(_server_args, mark, name)
     if tiny_model is not None:
-        problem = tiny_model_problem(tiny_model)
+        problem = spec_problem(tiny_model)
         if problem:
             raise MarkerError(f"@pytest.mark.{name}: tiny_model {problem}")
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
@@ -153,19 +152,6 @@ def parse_server(mark, name: str) -> None:
     if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                                for k, v in env.items())):
         raise MarkerError(f"@pytest.mark.{name}: env must map strings to strings, got {env!r}")
-
-
-def tiny_model_problem(spec) -> str | None:
-    """What is wrong with a tiny model's spec (fields of TinyModelSpec), or None."""
-    known = {field.name for field in dataclasses.fields(TinyModelSpec)}
-    if not isinstance(spec, dict) or not all(isinstance(key, str) for key in spec):
-        return f"must be a dict of TinyModelSpec fields, got {spec!r}"
-    unknown = sorted(set(spec) - known)
-    if unknown:
-        return f"has unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
-    if spec.get("architecture", "llama") not in ARCHITECTURES:
-        return f"architecture {spec['architecture']!r} is not one of {', '.join(ARCHITECTURES)}"
-    return None
 
 
 def parse_hardware(mark) -> Hardware:

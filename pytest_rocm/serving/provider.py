@@ -30,6 +30,7 @@ from pytest_rocm.serving.tiny_models import (
     ModelBuildError,
     TinyModelSpec,
     ensure_tiny_model,
+    spec_problem,
 )
 
 TINY_MODEL_NAME = "tiny-llama"
@@ -88,10 +89,13 @@ class ServerProvider:
     def tiny_model(self, **spec) -> ServedModel:
         """A tiny model of another architecture (TinyModelSpec fields: `architecture="mixtral"`, ...), built
         once per cache folder, with the run's weight seed unless `seed` is given."""
-        spec.setdefault("seed", self.config.getoption("rocm_tiny_model_seed"))
+        problem = spec_problem(spec)
+        if problem:
+            pytest.fail(f"tiny model {spec}: {problem}", pytrace=False)
+        spec = {"seed": self.config.getoption("rocm_tiny_model_seed"), **spec}
         try:
             path = ensure_tiny_model(self.model_cache(), TinyModelSpec(**spec))
-        except (ModelBuildError, TypeError) as exc:
+        except ModelBuildError as exc:
             pytest.fail(f"tiny model {spec}: {exc}", pytrace=False)
         return ServedModel(path=str(path), name=f"tiny-{spec.get('architecture', 'llama')}")
 

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -113,6 +114,20 @@ def _version(name: str) -> str | None:
 
 class ModelBuildError(RuntimeError):
     pass
+
+
+def spec_problem(spec) -> str | None:
+    """What is wrong with a tiny model's spec (a dict of TinyModelSpec fields), or None: checked before a build
+    (a marker's at collection), so a typo is named instead of failing in the build's subprocess."""
+    known = {field.name for field in dataclasses.fields(TinyModelSpec)}
+    if not isinstance(spec, dict) or not all(isinstance(key, str) for key in spec):
+        return f"must be a dict of TinyModelSpec fields, got {spec!r}"
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        return f"has unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
+    if spec.get("architecture", "llama") not in ARCHITECTURES:
+        return f"architecture {spec['architecture']!r} is not one of {', '.join(ARCHITECTURES)}"
+    return None
 
 
 def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec = TinyModelSpec()) -> Path:
