@@ -78,10 +78,11 @@ class RunContext:
                 self._platform = Platform.from_dict(self.workerinput["rocm_platform"])
             else:
                 from pytest_rocm.hw import detect as detect_mod
-                from pytest_rocm.hw.profiles import ProfileError
 
                 try:
                     self._platform = detect_mod.detect(self.config.getoption("rocm_platform"))
-                except ProfileError as exc:
+                # The class of the module that raised: a pytester run in this process restores sys.modules
+                # afterwards, and a fresh import of profiles would give a class the raise never matches.
+                except detect_mod.profiles.ProfileError as exc:
                     raise pytest.UsageError(str(exc)) from exc
         return self._platform
