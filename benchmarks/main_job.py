@@ -43,7 +43,8 @@ def main() -> int:
             for measured in record.get("measurements") or []:
                 samples = measured.get("samples")
                 if measured["kind"] == "golden":
-                    shown = "matches its reference (vLLM's check_logprobs_close rule)" if measured["passed"] else measured.get("divergence", "")
+                    rule = measured.get("rule", "")
+                    shown = f"matches its reference ({rule})" if measured["passed"] else f"{measured.get('divergence')} ({rule})"
                 elif samples:
                     shown = f"median {statistics.median(samples):.4g} of {', '.join(f'{s:.4g}' for s in samples)}"
                 else:

@@ -72,7 +72,7 @@ import shutil
 import pytest
 from safetensors.torch import load_file, save_file
 from gate_support import assert_same_tokens, client_for
-from media import Idefics3Reference, chat_greedy, data_url, png_bytes, user_message
+from media import ImageTextReference, chat_greedy, data_url, png_bytes, user_message
 from pytest_rocm.serving.pool import ServedModel
 
 pytestmark = pytest.mark.rocm_gate(group="multimodal")
@@ -89,7 +89,7 @@ def test_scrambled_connector(vllm_server_factory, tiny_model, tmp_path_factory):
     server = vllm_server_factory(model=ServedModel(path=str(copy), name=model.name))
     messages = user_message("Describe it.", [data_url(png_bytes(1))])
     served, _ = chat_greedy(client_for(server), model.name, messages, 8)
-    expected, _ = Idefics3Reference(model.path).greedy("Describe it.", [1], 8)
+    expected, _ = ImageTextReference(model.path).greedy("Describe it.", [1], 8)
     assert_same_tokens([expected], [served], "scrambled connector")
 '''
 

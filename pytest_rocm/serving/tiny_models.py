@@ -6,15 +6,18 @@ from a fixed seed, and a byte-level BPE tokenizer trained on a text that ships
 with Python, with a chat template that renders tools Hermes-style so vLLM's
 `hermes` tool parser works. The folder is built once per cache folder and spec:
 its name carries a digest of everything that decides the weights (the spec, the
-training text, the torch and transformers versions, and for the other
-architectures their builder's source), so a changed input builds a new model
+training text, the torch and transformers versions, and for the newer
+architectures this module's source), so a changed input builds a new model
 instead of silently reusing an old one.
 
 The other architectures of the gate groups share that text model's sizes:
 Mistral (sliding window), Mixtral and Qwen3-MoE (mixture of experts),
 DeepSeek-V2 (multi-head latent attention, a shared expert, a dense first layer),
-Idefics3 (images through a SigLIP-style tower; no torchvision needed) and
-Whisper (speech to text).
+Idefics3 (images through a SigLIP-style tower; no torchvision needed),
+Whisper (speech to text), and for GPU runners LLaVA (CLIP tower), PaliGemma and
+Gemma 3 (SigLIP towers), which vLLM cannot serve on its CPU backend.
+Qwen2-VL is not here: transformers 5.19 cannot build its processor without
+torchvision (the video processor is part of it).
 
 Built in a subprocess (`python -m pytest_rocm.serving.tiny_models`): torch and
 transformers stay out of the pytest processes, and a GPU runner's controller
@@ -87,8 +90,9 @@ class TinyModelSpec:
             if self.architecture in MOE_ARCHITECTURES:
                 data.update(num_local_experts=self.num_local_experts, num_experts_per_tok=self.num_experts_per_tok)
             if self.architecture in BUILDERS_IN_DIGEST:
-                # What these builders choose (tower sizes, special tokens) is in their code, not in the spec.
-                data["builder"] = hashlib.sha256(inspect.getsource(ARCHITECTURES[self.architecture]).encode()).hexdigest()
+                # What these builders choose (tower sizes, special tokens, templates) is in this module's code, not
+                # in the spec: any change to it builds their folders anew.
+                data["builder"] = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
         return data
 
     def training_text(self) -> str:
@@ -177,12 +181,16 @@ def _bpe(spec: TinyModelSpec, special_tokens: list[str]):
     return tokenizer
 
 
-def _text_tokenizer(spec: TinyModelSpec, extra_special: list[str] = ()):
+def _text_tokenizer(spec: TinyModelSpec, extra_special: list[str] = (), named_special: dict | None = None):
+    """The trained BPE as a transformers tokenizer. `named_special`: special tokens a processor finds by attribute
+    name (Gemma 3's `tokenizer.boi_token` and so on), saved with the tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
+    extra_special = [*extra_special, *(named_special or {}).values()]
     tokenizer = _bpe(spec, ["<s>", "</s>", "<pad>", "<tool_call>", "</tool_call>", *extra_special])
+    named = {"model_specific_special_tokens": named_special} if named_special else {}
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   additional_special_tokens=["<tool_call>", "</tool_call>", *extra_special])
+                                   additional_special_tokens=["<tool_call>", "</tool_call>", *extra_special], **named)
 
 
 def _text_config(spec: TinyModelSpec, tokenizer) -> dict:
@@ -301,12 +309,132 @@ def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
     WhisperForConditionalGeneration(config).save_pretrained(out)
 
 
+# Image-text architectures that vLLM serves on GPU runners only: its model files for them import torchvision
+# (no build for torch+cpu), and PaliGemma and Gemma 3 need prefix-LM attention, which the CPU backend lacks. The
+# towers are tiny (32x32 images in 8x8 patches) like Idefics3's; the PIL image processors keep torchvision out.
+TOWER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, image_size=32,
+             patch_size=8, initializer_range=0.2)
+# Gemma tokenizers have newline runs as tokens, and vLLM's Gemma processors look them up by text.
+GEMMA_NEWLINES = ["\n", "\n\n", "\n\n\n", "\n\n\n\n"]
+
+
+def _tower_under_vision_model(out: Path) -> None:
+    """Move a CLIP/SigLIP tower's weights under `vision_tower.vision_model.`, where published checkpoints and vLLM
+    keep them; transformers 5 saves them one level up and loads both layouts."""
+    from safetensors.torch import load_file, save_file
+
+    path = out / "model.safetensors"
+    tensors = load_file(path)
+    moved = {("vision_tower.vision_model." + key[len("vision_tower."):]
+              if key.startswith("vision_tower.") and not key.startswith("vision_tower.vision_model.") else key): value
+             for key, value in tensors.items()}
+    save_file(moved, path, metadata={"format": "pt"})
+
+
+LLAVA_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] | upper }}: {% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for part in m['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}{% else %}<image>\n{% endif %}"
+    "{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+
+
+def _build_llava(out: Path, spec: TinyModelSpec) -> None:
+    """LLaVA-1.5: a CLIP tower (16 patch tokens per image, its class token dropped) and a two-layer projector."""
+    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor)
+
+    tokenizer = _text_tokenizer(spec, ["<image>"])
+    tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=8,
+                   vision_feature_select_strategy="default", num_additional_image_tokens=1,
+                   chat_template=LLAVA_CHAT_TEMPLATE).save_pretrained(out)
+    config = LlavaConfig(vision_config=CLIPVisionConfig(**TOWER, projection_dim=64).to_dict(),
+                         text_config=LlamaConfig(**_text_config(spec, tokenizer)).to_dict(),
+                         image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_layer=-2,
+                         vision_feature_select_strategy="default", tie_word_embeddings=False)
+    config.initializer_range = 0.2
+    LlavaForConditionalGeneration(config).save_pretrained(out)
+    _tower_under_vision_model(out)
+
+
+# PaliGemma has no chat format: its processor puts the image tokens and BOS before the text and a newline after
+# it, so the chat template renders the text parts only (the OpenAI chat API needs a template).
+PALIGEMMA_CHAT_TEMPLATE = (
+    "{% for m in messages %}{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for part in m['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}"
+    "{% endif %}{% endfor %}"
+)
+
+
+def _build_paligemma(out: Path, spec: TinyModelSpec) -> None:
+    """PaliGemma: a SigLIP tower (16 image tokens) before a Gemma decoder; the prompt is the image tokens, BOS,
+    the text and a newline (the processor adds the location and segmentation tokens to the vocabulary)."""
+    from transformers import (GemmaConfig, PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor,
+                              SiglipImageProcessorPil, SiglipVisionConfig)
+
+    tokenizer = _text_tokenizer(spec, ["<image>"])
+    tokenizer.add_tokens(GEMMA_NEWLINES)
+    image_processor = SiglipImageProcessorPil(size={"height": 32, "width": 32})
+    image_processor.image_seq_length = (TOWER["image_size"] // TOWER["patch_size"]) ** 2
+    tokenizer.chat_template = PALIGEMMA_CHAT_TEMPLATE
+    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                                   chat_template=PALIGEMMA_CHAT_TEMPLATE)
+    processor.save_pretrained(out)
+    text = GemmaConfig(**{**_text_config(spec, tokenizer), "vocab_size": len(processor.tokenizer)})
+    config = PaliGemmaConfig(vision_config=SiglipVisionConfig(**TOWER).to_dict(), text_config=text.to_dict(),
+                             image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+                             projection_dim=spec.hidden_size, vocab_size=len(processor.tokenizer))
+    config.initializer_range = 0.2
+    PaliGemmaForConditionalGeneration(config).save_pretrained(out)
+    _tower_under_vision_model(out)
+
+
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for part in m['content'] %}"
+    "{% if part['type'] == 'text' %}{{ part['text'] }}{% else %}<start_of_image>{% endif %}{% endfor %}{% endif %}"
+    "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def _build_gemma3(out: Path, spec: TinyModelSpec) -> None:
+    """Gemma 3: a SigLIP tower pooled to 4 soft tokens per image between `<start_of_image>` and `<end_of_image>`.
+    Its projection initialises to zeros (the image would not reach the decoder): re-randomised here."""
+    import torch
+    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil,
+                              Gemma3Processor, Gemma3TextConfig, SiglipVisionConfig)
+
+    tokenizer = _text_tokenizer(spec, named_special={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                                                     "image_token": "<image_soft_token>"})
+    tokenizer.add_tokens(GEMMA_NEWLINES)
+    tokenizer.chat_template = GEMMA3_CHAT_TEMPLATE
+    image_processor = Gemma3ImageProcessorPil(size={"height": 32, "width": 32}, do_pan_and_scan=False)
+    Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_length=4,
+                    chat_template=GEMMA3_CHAT_TEMPLATE).save_pretrained(out)
+    # Untied: with the embedding as output layer (scaled by sqrt(hidden) on the way in) the random model only
+    # repeats the prompt's last token.
+    text = Gemma3TextConfig(**_text_config(spec, tokenizer), query_pre_attn_scalar=spec.head_dim,
+                            tie_word_embeddings=False)
+    config = Gemma3Config(text_config=text.to_dict(), vision_config=SiglipVisionConfig(**TOWER).to_dict(),
+                          mm_tokens_per_image=4, boi_token_index=tokenizer.boi_token_id,
+                          eoi_token_index=tokenizer.eoi_token_id, image_token_index=tokenizer.image_token_id,
+                          initializer_range=0.2, tie_word_embeddings=False)
+    model = Gemma3ForConditionalGeneration(config)
+    torch.nn.init.normal_(model.model.multi_modal_projector.mm_input_projection_weight, std=0.2)
+    model.save_pretrained(out)
+    _tower_under_vision_model(out)
+
+
 ARCHITECTURES = {"llama": _build_llama, "mistral": _build_mistral, "mixtral": _build_mixtral,
                  "qwen3_moe": _build_qwen3_moe, "deepseek_v2": _build_deepseek_v2,
-                 "idefics3": _build_idefics3, "whisper": _build_whisper}
+                 "idefics3": _build_idefics3, "whisper": _build_whisper, "llava": _build_llava,
+                 "paligemma": _build_paligemma, "gemma3": _build_gemma3}
 MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v2")
 # The first three keep the digests (and cached folders) they had before the builders were split out.
-BUILDERS_IN_DIGEST = ("qwen3_moe", "deepseek_v2", "idefics3", "whisper")
+BUILDERS_IN_DIGEST = ("qwen3_moe", "deepseek_v2", "idefics3", "whisper", "llava", "paligemma", "gemma3")
+# Image-text architectures vLLM cannot serve on its CPU backend (see TOWER above): GPU runners only.
+GPU_ONLY_IMAGE_ARCHITECTURES = ("llava", "paligemma", "gemma3")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ dense first layer) give transformers' greedy tokens at TP=1, and the Mixtral mod
 Compared by vLLM's own rule (at the first differing token each side's choice is in the other's top-5), since
 two implementations may break near-ties differently. On the CPU, TP=2 binds one OpenMP thread to each core
 (`VLLM_CPU_OMP_THREADS_BIND=0|1`); on GPU runners it takes two GPUs, and runners with fewer are skipped with
-that reason.
+that reason. The Mixtral TP=1 server is the module's, shared by the tests that compare with it (one start less).
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from gate_support import (
     transformers_greedy,
 )
 
-pytestmark = pytest.mark.rocm_gate(group="distributed_moe")
+MIXTRAL = {"architecture": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}
+pytestmark = [pytest.mark.rocm_gate(group="distributed_moe"), pytest.mark.vllm_server(tiny_model=MIXTRAL)]
 MAX_TOKENS = 24
 
 
 @pytest.fixture(scope="module")
 def mixtral(tiny_model):
-    return tiny_model(architecture="mixtral", num_local_experts=8, num_experts_per_tok=2)
+    return tiny_model(**MIXTRAL)  # the folder the module's server serves
 
 
 def _prompt_ids(server, model_name: str) -> list[list[int]]:
@@ -38,20 +39,26 @@ def _prompt_ids(server, model_name: str) -> list[list[int]]:
 
 
 @pytest.fixture
-def mixtral_tp1(vllm_server_factory, mixtral):
-    return vllm_server_factory(model=mixtral)
+def mixtral_tp1(vllm_server):
+    return vllm_server
 
 
 def test_mixtral_tp1_matches_transformers(mixtral_tp1, mixtral):
     _assert_matches_transformers(mixtral_tp1, mixtral)
 
 
-# DeepSeek-V2 is a shadow gate (reported, never blocking) until its divergence is explained: with vLLM 0.32 on the
-# CPU the tiny model leaves transformers 5.19's greedy path at the first token on some prompts, and also with every
-# layer dense and with MLA off (VLLM_MLA_DISABLE=1), so it lies in the attention or rotary path, not the experts.
+# DeepSeek-V2 on vLLM's CPU backend: its multi-head latent attention hands the rotary op a [tokens, heads, head_size]
+# query, which the CPU kernel rotates wrongly (suites/attention/test_rotary_kernel.py pins it: xfail on the CPU);
+# the served model then leaves transformers' greedy path within the first tokens, differently from run to run (the
+# kernel reads positions past its input). With the op replaced by vLLM's plain-torch form it matched 4 of 4 prompts.
+CPU_MLA_ROPE_GAP = ("known gap on vLLM's CPU backend: MLA's rotary embedding goes through the CPU rotary_embedding op "
+                    "with a [tokens, heads, head_size] query, which it rotates wrongly (see attention/"
+                    "test_rotary_kernel.py per_head); runs on GPU runners")
+
+
 @pytest.mark.parametrize("architecture", [
     "qwen3_moe",
-    pytest.param("deepseek_v2", marks=pytest.mark.rocm_gate(group="distributed_moe", blocking=False)),
+    pytest.param("deepseek_v2", marks=pytest.mark.skipif(not gpu_runner(), reason=CPU_MLA_ROPE_GAP)),
 ])
 def test_moe_model_matches_transformers(vllm_server_factory, tiny_model, architecture):
     model = tiny_model(architecture=architecture, num_local_experts=8, num_experts_per_tok=2)

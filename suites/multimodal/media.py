@@ -55,35 +55,39 @@ def chat_greedy(client, model: str, messages: list[dict], max_tokens: int) -> tu
             response.usage.prompt_tokens)
 
 
-class Idefics3Reference:
-    """transformers' Idefics3 on the same folder: the prompt the processor builds, and greedy tokens with top-k
-    logprobs from a plain loop over the logits (EOS ignored, like the served side)."""
+class ImageTextReference:
+    """transformers' own model of any image-text architecture on the same folder (AutoProcessor and
+    AutoModelForImageTextToText): the prompt its processor builds from the chat template, then greedy tokens with
+    top-k logprobs through the KV cache (EOS ignored, like the served side)."""
 
     def __init__(self, model_path: str):
         import torch
-        from transformers import AutoProcessor, Idefics3ForConditionalGeneration
+        from transformers import AutoModelForImageTextToText, AutoProcessor
 
         self.torch = torch
         self.processor = AutoProcessor.from_pretrained(model_path)
-        self.model = Idefics3ForConditionalGeneration.from_pretrained(model_path, dtype=torch.float32).eval()
+        self.model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).eval()
 
-    def greedy(self, question: str, image_seeds: list[int], max_tokens: int) -> tuple[Generation, int]:
-        torch = self.torch
-        messages = [{"role": "user", "content": [*({"type": "image"} for _ in image_seeds),
+    def prompt(self, question: str, image_count: int) -> str:
+        messages = [{"role": "user", "content": [*({"type": "image"} for _ in range(image_count)),
                                                  {"type": "text", "text": question}]}]
-        prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True)
-        inputs = self.processor(text=prompt, images=[[image(seed) for seed in image_seeds]], return_tensors="pt")
-        ids, tops = inputs["input_ids"], []
-        prompt_tokens = ids.shape[1]
+        return self.processor.apply_chat_template(messages, add_generation_prompt=True)
+
+    def greedy(self, question: str, image_seeds: list[int], max_tokens: int,
+               prompt: str | None = None) -> tuple[Generation, int]:
+        torch = self.torch
+        text = prompt if prompt is not None else self.prompt(question, len(image_seeds))
+        inputs = self.processor(text=text, images=[[image(seed) for seed in image_seeds]], return_tensors="pt")
+        prompt_tokens, ids, tops = inputs["input_ids"].shape[1], [], []
         with torch.no_grad():
+            out = self.model(**inputs, use_cache=True)
             for _ in range(max_tokens):
-                logits = self.model(input_ids=ids, pixel_values=inputs["pixel_values"],
-                                    pixel_attention_mask=inputs["pixel_attention_mask"]).logits[0, -1]
-                values, indices = torch.log_softmax(logits.float(), dim=-1).topk(TOP_K)
+                values, indices = torch.log_softmax(out.logits[0, -1].float(), dim=-1).topk(TOP_K)
                 tops.append(dict(zip(indices.tolist(), values.tolist())))
-                ids = torch.cat([ids, indices[:1].view(1, 1)], dim=1)
-        generated = ids[0, prompt_tokens:].tolist()
-        return Generation(text="", token_ids=generated, top_logprobs=tops, finish_reason="length"), prompt_tokens
+                ids.append(int(indices[0]))
+                out = self.model(input_ids=torch.tensor([[ids[-1]]]), past_key_values=out.past_key_values,
+                                 use_cache=True)
+        return Generation(text="", token_ids=ids, top_logprobs=tops, finish_reason="length"), prompt_tokens
 
 
 def wav_bytes(seed: int, seconds: float = 1.5) -> bytes:

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from gate_support import assert_close_by_vllm_rule, assert_openai_error, assert_same_tokens, gpu_runner
-from media import Idefics3Reference, chat_greedy, data_url, png_bytes, user_message
+from media import ImageTextReference, chat_greedy, data_url, png_bytes, user_message
 
 MAX_TOKENS = 8
 IMAGE_LIMIT = 2
@@ -31,7 +31,7 @@ CASES = [("What is in the image?", [1]), ("Describe it.", [2]), ("Describe it.",
 
 @pytest.fixture(scope="module")
 def reference(vllm_server):
-    return Idefics3Reference(vllm_server.model)  # the folder the module's server serves
+    return ImageTextReference(vllm_server.model)  # the folder the module's server serves
 
 
 def _served(client, model_name, question, seeds):
