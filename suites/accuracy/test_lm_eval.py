@@ -3,8 +3,8 @@
 `arith_mini` ships with the suites and runs on every runner: on the tiny random model its score is
 near zero, which is fine, the gate proves the whole path (lm-eval, the server, the baseline for the
 platform key). The configs in `configs/` name real models and the upstream tasks they are gated on
-(vLLM's lm-eval config format); they run where the weights are (`--rocm-model-dir`), and say so
-where they are not.
+(vLLM's lm-eval config format, plus an optional `group` for a model that gates another group); they
+run where the weights are (`--rocm-model-dir`), and say so where they are not.
 """
 
 from __future__ import annotations
@@ -25,7 +25,19 @@ pytestmark = pytest.mark.rocm_gate(group="accuracy")
 
 HERE = Path(__file__).parent
 TASKS = HERE / "tasks"
-CONFIGS = sorted((HERE / "configs").glob("*.yaml"))
+
+
+def _config_param(path: Path):
+    """A config as a test parameter, in its `group` when it names one (our key beside vLLM's format): a real MoE
+    model gates the distributed_moe group on the runners that have its weights."""
+    try:
+        group = (yaml.safe_load(path.read_text()) or {}).get("group")
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML, fix the file ({exc})") from None
+    return pytest.param(path, id=path.stem, marks=[pytest.mark.rocm_gate(group=group)] if group else [])
+
+
+CONFIGS = [_config_param(path) for path in sorted((HERE / "configs").glob("*.yaml"))]
 
 
 def run_lm_eval(server, model_name: str, task: str, include_path: Path | None, num_fewshot=None, limit=None) -> dict:
@@ -62,7 +74,7 @@ def model_dir(config) -> Path | None:
     return Path(value) if value else None
 
 
-@pytest.mark.parametrize("config_path", CONFIGS, ids=[p.stem for p in CONFIGS])
+@pytest.mark.parametrize("config_path", CONFIGS)
 def test_real_model(config_path, request, vllm_server_factory, accuracy_gate):
     config = yaml.safe_load(config_path.read_text())
     root = model_dir(request.config)
