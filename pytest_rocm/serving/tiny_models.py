@@ -309,9 +309,10 @@ def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
     WhisperForConditionalGeneration(config).save_pretrained(out)
 
 
-# Image-text architectures that vLLM serves on GPU runners only: its model files for them import torchvision
-# (no build for torch+cpu), and PaliGemma and Gemma 3 need prefix-LM attention, which the CPU backend lacks. The
-# towers are tiny (32x32 images in 8x8 patches) like Idefics3's; the PIL image processors keep torchvision out.
+# Image-text architectures that vLLM serves on GPU runners only: its code for them imports torchvision (no build
+# for torch+cpu; LLaVA and PaliGemma through vision.get_vision_encoder_info, which imports the Pixtral model, Gemma
+# 3 through its image processor), and PaliGemma and Gemma 3 need prefix-LM attention, which the CPU backend lacks.
+# The towers are tiny (32x32 images in 8x8 patches) like Idefics3's; the PIL image processors keep torchvision out.
 TOWER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, image_size=32,
              patch_size=8, initializer_range=0.2)
 # Gemma tokenizers have newline runs as tokens, and vLLM's Gemma processors look them up by text.

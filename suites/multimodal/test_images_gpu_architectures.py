@@ -3,9 +3,10 @@
 Each served model's greedy tokens through the chat API are compared with transformers' on the same folder, image
 and question (vLLM's rule, since the server runs in the GPU's dtype), and two images must give different answers.
 
-Not applicable on the CPU: vLLM's LLaVA model imports the Pixtral processor and its Gemma 3 model the Gemma 3
-image processor, both of which import torchvision (no build for torch+cpu); PaliGemma and Gemma 3 also need
-prefix-LM attention for image tokens, which vLLM's CPU attention backend does not support. The builders and the
+Not applicable on the CPU: vLLM's code for them imports torchvision (no build for torch+cpu): LLaVA and PaliGemma
+through `vision.get_vision_encoder_info`, which imports the Pixtral model (measured: a PaliGemma server here stops
+there), Gemma 3 through its image processor. PaliGemma and Gemma 3 also need prefix-LM attention for image
+tokens, which vLLM's CPU attention backend does not support. The builders and the
 transformers side are tested on every machine (`tests/test_tiny_models_gpu_architectures.py`).
 
 A shadow gate until a GPU runner's first measured run: reported, never blocking. The issue that asked for it
