@@ -189,3 +189,25 @@ def test_a_server_config_with_a_bad_section_fails_the_test_clearly(pytester):
                 raise AssertionError("accepted")
     """)
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("config,says", [
+    ("model_name: x/y\ngroup: [distributed_moe\n", "not valid YAML, fix the file"),
+    ("- a list\n- not a config\n", "must be a mapping of vLLM's lm-eval config keys"),
+    ("model_name: x/y\ngroup: distributed-moe\ntasks: []\n", "unknown group 'distributed-moe'"),
+])
+def test_a_broken_real_model_config_is_a_collection_error_naming_it(pytester, config, says):
+    """The accuracy suite's real-model configs (suites/accuracy/configs/*.yaml) as a hurried edit leaves them."""
+    import shutil
+    from pathlib import Path
+
+    pytest.importorskip("yaml")
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    shutil.copytree(suites / "accuracy", pytester.path / "accuracy", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(suites / "gate_support.py", pytester.path / "gate_support.py")
+    (pytester.path / "accuracy/configs/Broken.yaml").write_text(config)
+    result = pytester.runpytest_subprocess("accuracy/test_lm_eval.py", "--collect-only", "-p", "no:cacheprovider")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert says in output and ("Broken.yaml" in output or "test_real_model[Broken]" in output), output
+    assert "Traceback" not in output, output

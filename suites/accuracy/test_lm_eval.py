@@ -31,9 +31,12 @@ def _config_param(path: Path):
     """A config as a test parameter, in its `group` when it names one (our key beside vLLM's format): a real MoE
     model gates the distributed_moe group on the runners that have its weights."""
     try:
-        group = (yaml.safe_load(path.read_text()) or {}).get("group")
+        config, problem = yaml.safe_load(path.read_text()) or {}, None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML, fix the file ({exc})") from None
+        config, problem = {}, f"{path}: not valid YAML, fix the file ({' '.join(str(exc).split())})"
+    if problem or not isinstance(config, dict):
+        pytest.fail(problem or f"{path}: must be a mapping of vLLM's lm-eval config keys", pytrace=False)
+    group = config.get("group")
     return pytest.param(path, id=path.stem, marks=[pytest.mark.rocm_gate(group=group)] if group else [])
 
 
