@@ -73,11 +73,9 @@ class ImageTextReference:
                                                  {"type": "text", "text": question}]}]
         return self.processor.apply_chat_template(messages, add_generation_prompt=True)
 
-    def greedy(self, question: str, image_seeds: list[int], max_tokens: int,
-               prompt: str | None = None) -> tuple[Generation, int]:
+    def greedy(self, question: str, image_seeds: list[int], max_tokens: int) -> tuple[Generation, int]:
         torch = self.torch
-        text = prompt if prompt is not None else self.prompt(question, len(image_seeds))
-        inputs = self.processor(text=text, images=[[image(seed) for seed in image_seeds]], return_tensors="pt")
+        inputs = self.processor(text=self.prompt(question, len(image_seeds)), images=[[image(seed) for seed in image_seeds]], return_tensors="pt")
         prompt_tokens, ids, tops = inputs["input_ids"].shape[1], [], []
         with torch.no_grad():
             out = self.model(**inputs, use_cache=True)
