@@ -33,24 +33,27 @@ def main() -> int:
               f"ratio to the {BUDGET_S // 60}-minute budget: {wall / BUDGET_S:.2f}")
     report = json.loads((out / "gate-report.json").read_text())
     print(f"conclusion: {report['conclusion']}")
-    print("group         passed  skipped  failed  total")
+    records = [json.loads(line) for path in sorted(out.glob("records-*.jsonl")) for line in path.read_text().splitlines()]
+    seconds: dict[str, float] = {}
+    for record in records:  # set-up (a module's server start), call and teardown of every test, by its group
+        seconds[record.get("group")] = seconds.get(record.get("group"), 0.0) + (record.get("duration") or 0.0)
+    print("group            passed  skipped  failed  total  seconds")
     for name, counts in sorted(report["groups"].items()):
-        print(f"{name:12} {counts.get('passed', 0):7} {counts.get('skipped', 0):8} "
-              f"{counts.get('failed', 0) + counts.get('error', 0):7} {counts.get('total', 0):6}")
-    for path in sorted(out.glob("records-*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            for measured in record.get("measurements") or []:
-                samples = measured.get("samples")
-                if measured["kind"] == "golden":
-                    rule = measured.get("rule", "")
-                    shown = f"matches its reference ({rule})" if measured["passed"] else f"{measured.get('divergence')} ({rule})"
-                elif samples:
-                    shown = f"median {statistics.median(samples):.4g} of {', '.join(f'{s:.4g}' for s in samples)}"
-                else:
-                    shown = f"{measured['value']:.4g}"
-                print(f"{measured['kind']:11} {measured['metric']:28} {shown:34} baseline {measured.get('expected')}"
-                      f" {'pass' if measured.get('passed') else 'FAIL'}")
+        print(f"{name:15} {counts.get('passed', 0):7} {counts.get('skipped', 0):8} "
+              f"{counts.get('failed', 0) + counts.get('error', 0):7} {counts.get('total', 0):6} "
+              f"{seconds.get(name, 0.0):8.0f}")
+    for record in records:
+        for measured in record.get("measurements") or []:
+            samples = measured.get("samples")
+            if measured["kind"] == "golden":
+                rule = measured.get("rule", "")
+                shown = f"matches its reference ({rule})" if measured["passed"] else f"{measured.get('divergence')} ({rule})"
+            elif samples:
+                shown = f"median {statistics.median(samples):.4g} of {', '.join(f'{s:.4g}' for s in samples)}"
+            else:
+                shown = f"{measured['value']:.4g}"
+            print(f"{measured['kind']:11} {measured['metric']:28} {shown:34} baseline {measured.get('expected')}"
+                  f" {'pass' if measured.get('passed') else 'FAIL'}")
     starts = []
     for log in sorted((out / "servers").glob("*.log")):
         found = re.search(r"pytest-rocm: healthy after ([\d.]+) s", log.read_text(errors="replace"))

@@ -2,8 +2,10 @@
 key or option, and the documented exit status; never a traceback."""
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -198,9 +200,6 @@ def test_a_server_config_with_a_bad_section_fails_the_test_clearly(pytester):
 ])
 def test_a_broken_real_model_config_is_a_collection_error_naming_it(pytester, config, says):
     """The accuracy suite's real-model configs (suites/accuracy/configs/*.yaml) as a hurried edit leaves them."""
-    import shutil
-    from pathlib import Path
-
     pytest.importorskip("yaml")
     suites = Path(__file__).resolve().parent.parent / "suites"
     shutil.copytree(suites / "accuracy", pytester.path / "accuracy", ignore=shutil.ignore_patterns("__pycache__"))

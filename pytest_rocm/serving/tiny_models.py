@@ -27,6 +27,7 @@ never initialises HIP before xdist forks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import importlib.metadata
 import inspect
@@ -37,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 

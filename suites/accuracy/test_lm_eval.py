@@ -28,7 +28,7 @@ TASKS = HERE / "tasks"
 
 
 def _config_param(path: Path):
-    """A config as a test parameter, in its `group` when it names one (our key beside vLLM's format): a real MoE
+    """A config, read once, as a test parameter, in its `group` when it names one (our key beside vLLM's format): a real MoE
     model gates the distributed_moe group on the runners that have its weights."""
     try:
         config, problem = yaml.safe_load(path.read_text()) or {}, None
@@ -37,7 +37,7 @@ def _config_param(path: Path):
     if problem or not isinstance(config, dict):
         pytest.fail(problem or f"{path}: must be a mapping of vLLM's lm-eval config keys", pytrace=False)
     group = config.get("group")
-    return pytest.param(path, id=path.stem, marks=[pytest.mark.rocm_gate(group=group)] if group else [])
+    return pytest.param(config, id=path.stem, marks=[pytest.mark.rocm_gate(group=group)] if group else [])
 
 
 CONFIGS = [_config_param(path) for path in sorted((HERE / "configs").glob("*.yaml"))]
@@ -77,9 +77,8 @@ def model_dir(config) -> Path | None:
     return Path(value) if value else None
 
 
-@pytest.mark.parametrize("config_path", CONFIGS)
-def test_real_model(config_path, request, vllm_server_factory, accuracy_gate):
-    config = yaml.safe_load(config_path.read_text())
+@pytest.mark.parametrize("config", CONFIGS)
+def test_real_model(config, request, vllm_server_factory, accuracy_gate):
     root = model_dir(request.config)
     weights = root / config["model_name"] if root else None
     if weights is None or not (weights / "config.json").is_file():

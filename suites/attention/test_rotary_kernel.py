@@ -75,14 +75,13 @@ def test_rotary_embedding_matches_the_definition(layout, neox):
     key_buffer = torch.randn(TOKENS * HEADS, 1, HEAD_SIZE, generator=generator).to(device)
     positions, query, key = position_buffer[:TOKENS], query_buffer[:TOKENS], key_buffer[:TOKENS]
     untouched_query, untouched_key = query_buffer[TOKENS:].clone(), key_buffer[TOKENS:].clone()
-    expected_query = rotate(query, positions, cos_sin_cache(HEAD_SIZE, device), neox)
-    expected_key = rotate(key, positions, cos_sin_cache(HEAD_SIZE, device), neox)
+    cache = cos_sin_cache(HEAD_SIZE, device)
+    expected_query, expected_key = rotate(query, positions, cache, neox), rotate(key, positions, cache, neox)
 
     if layout == "flat":  # views of the same storage: the op works in place on the buffers
-        ops.rotary_embedding(positions, query.view(TOKENS, -1), key.view(TOKENS, -1), HEAD_SIZE,
-                             cos_sin_cache(HEAD_SIZE, device), neox)
+        ops.rotary_embedding(positions, query.view(TOKENS, -1), key.view(TOKENS, -1), HEAD_SIZE, cache, neox)
     else:
-        ops.rotary_embedding(positions, query, key, HEAD_SIZE, cos_sin_cache(HEAD_SIZE, device), neox)
+        ops.rotary_embedding(positions, query, key, HEAD_SIZE, cache, neox)
 
     assert torch.equal(query_buffer[TOKENS:], untouched_query) and torch.equal(key_buffer[TOKENS:], untouched_key), (
         f"rotary_embedding ({layout}) wrote outside its query and key tensors")
