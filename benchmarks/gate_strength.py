@@ -52,7 +52,7 @@ INJECTIONS = {
         """),
     "greedy-second-best": (
         "greedy sampling takes the second-best token",
-        ["engine/test_engine.py::test_golden_outputs", "api/test_openai_api.py::test_chat_logprobs_shape_and_greedy_top1"],
+        ["engine/test_engine.py::test_golden_outputs", "api/test_openai_api.py::test_chat_logprobs_shape_and_greedy_top1[vllm]"],
         "vllm.v1.sample.sampler",
         """
         def greedy_sample(logits):
@@ -61,7 +61,7 @@ INJECTIONS = {
         """),
     "usage-off-by-one": (
         "completion usage counts one token too many",
-        ["api/test_openai_api.py::test_completion_usage_adds_up"],
+        ["api/test_openai_api.py::test_completion_usage_adds_up[vllm]"],
         "vllm.entrypoints.openai.completion.serving",
         """
         usage_info = module.UsageInfo

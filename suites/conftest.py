@@ -1,10 +1,13 @@
-"""Clients for the suites: the official `openai` client against the module's server."""
+"""Clients for the suites (the official `openai` client against the module's server), and the `framework`
+parameter that runs a module's OpenAI-API tests against vLLM and SGLang."""
 
 from __future__ import annotations
 
 import pytest
 
 from gate_support import client_for
+
+FRAMEWORKS = ("vllm", "sglang")
 
 
 @pytest.fixture(scope="module")
@@ -15,3 +18,23 @@ def client(vllm_server):
 @pytest.fixture(scope="module")
 def model_name(vllm_server) -> str:
     return vllm_server.served_name
+
+
+@pytest.fixture(scope="module", params=FRAMEWORKS)
+def framework(request) -> str:
+    """The framework that serves this test: a module's tests that ask for it (or for `server`) run once per
+    framework, named `[vllm]` and `[sglang]` in node ids, the gate report and JUnit."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def server(request, framework):
+    """The module's server of `framework` (its `vllm_server` or `sglang_server` fixture)."""
+    return request.getfixturevalue(f"{framework}_server")
+
+
+def pytest_collection_modifyitems(items):
+    # Each framework's tests together, vLLM's first (a stable sort keeps every other order): a server is
+    # started once per framework, not once per module, where the pool keeps one idle server (on the CPU).
+    items.sort(key=lambda item: getattr(item, "callspec", None) is not None
+               and item.callspec.params.get("framework") == "sglang")

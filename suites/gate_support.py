@@ -54,6 +54,35 @@ def generate(client, model: str, prompts: list, max_tokens: int = 16, top_k: int
     return generations
 
 
+def sglang_generate(server, prompts: list[list[int]], max_tokens: int = 16, top_k: int = TOP_K) -> list[Generation]:
+    """Greedy generations of token-id prompts through SGLang's native `/generate` (one batch), ignoring EOS: its
+    logprobs name tokens by id (its OpenAI endpoints name them by text, which several tokens share)."""
+    body = {"input_ids": prompts, "return_logprob": True, "top_logprobs_num": top_k,
+            "sampling_params": {"temperature": 0.0, "max_new_tokens": max_tokens, "ignore_eos": True}}
+    request = urllib.request.Request(server.url + "/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        answers = json.loads(response.read())
+    generations = []
+    for answer in answers:
+        meta = answer["meta_info"]
+        # Each logprob entry is [logprob, token id, text or None].
+        generations.append(Generation(
+            text=answer["text"], token_ids=[int(entry[1]) for entry in meta["output_token_logprobs"]],
+            top_logprobs=[{int(entry[1]): float(entry[0]) for entry in top} for top in meta["output_top_logprobs"]],
+            finish_reason=(meta.get("finish_reason") or {}).get("type", "")))
+    return generations
+
+
+def greedy_generations(server, framework: str, model: str, prompts: list[list[int]], max_tokens: int,
+                       top_k: int = TOP_K) -> list[Generation]:
+    """Greedy token ids with top-k logprobs of token-id prompts, through each framework's interface that names
+    tokens by id: vLLM's completions (`return_tokens_as_token_ids`), SGLang's `/generate`."""
+    if framework == "sglang":
+        return sglang_generate(server, prompts, max_tokens, top_k)
+    return generate(client_for(server), model, prompts, max_tokens=max_tokens, top_k=top_k)
+
+
 def generate_each(client, model: str, prompts: list, **kwargs) -> list[Generation]:
     """Each prompt in a request of its own, one after another."""
     return [generate(client, model, [prompt], **kwargs)[0] for prompt in prompts]
@@ -101,16 +130,19 @@ def transformers_greedy(model_path: str, prompts: list[list[int]], max_tokens: i
     return generations
 
 
+def golden_layout(generations: list[Generation]) -> dict:
+    """Generations as the golden gates compare them (token ids, top-k logprobs best first)."""
+    from pytest_rocm.gates.golden import as_golden
+
+    return as_golden([g.token_ids for g in generations], [g.top_logprobs for g in generations])
+
+
 def assert_close_by_vllm_rule(reference: list[Generation], measured: list[Generation], what: str) -> None:
     """vLLM's check_logprobs_close: at the first differing token each side's choice must be in the other's
     top-k (near-ties between implementations are not regressions); the message names the divergence."""
     from pytest_rocm.gates.golden import first_divergence
 
-    def as_golden(generations):
-        return {"token_ids": [g.token_ids for g in generations],
-                "logprobs": [[sorted(top.items(), key=lambda x: -x[1]) for top in g.top_logprobs] for g in generations]}
-
-    problem = first_divergence(as_golden(reference), as_golden(measured))
+    problem = first_divergence(golden_layout(reference), golden_layout(measured))
     assert problem is None, f"{what}: {problem}"
 
 

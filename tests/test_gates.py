@@ -309,3 +309,51 @@ def test_a_proposed_baseline_entry_is_valid_toml_for_any_test_id():
                                      max_regression_pct=10.0))["baseline"][0]
     assert entry == {"test": test_id, "metric": "tok/s", "platform": "MI300X", "expected": 12.5, "direction": "higher",
                      "max_regression_pct": 10.0, "source": "run\tat\x1bnight"}
+
+
+LIVE = """
+import json
+import os
+import pytest
+from pytest_rocm.gates.golden import as_golden
+
+def layout(data):
+    return as_golden(data["ids"], [[{int(k): v for k, v in top.items()} for top in seq] for seq in data["lps"]])
+
+@pytest.mark.rocm_gate(group="engine")
+@pytest.mark.parametrize("framework", ["vllm", "sglang"])
+def test_against_reference(golden, framework):
+    golden.check_live("greedy", layout(json.loads(os.environ["REFERENCE"])),
+                      layout(json.loads(os.environ[framework.upper()])), reference_name="transformers", framework=framework)
+"""
+
+
+def test_live_reference_sets_the_frameworks_side_by_side(pytester, monkeypatch):
+    """Each framework against a reference computed in the run: a near-tie flip passes (vLLM's rule) and is shown
+    where it differs; tokens outside the reference's top-k fail naming the position; the report and the end of
+    the run list both frameworks against the same reference."""
+    pytester.makepyfile(test_live=LIVE)
+    monkeypatch.setenv("REFERENCE", REFERENCE)
+    # vLLM: the second sequence flips a near-tie at position 1 (each side's token in the other's top-k).
+    monkeypatch.setenv("VLLM", outputs([[5, 7, 9], [1, 0]], [[{"5": -0.1, "6": -2.0}, {"7": -0.2, "8": -1.5},
+                                                             {"9": -0.3, "4": -1.0}], [{"1": -0.1, "3": -2.5},
+                                                                                      {"0": -0.5, "2": -0.6}]]))
+    # SGLang: other weights, another token at position 0 that the reference does not rank at all.
+    monkeypatch.setenv("SGLANG", outputs([[8, 7, 9], [1, 2]], [[{"8": -0.2, "3": -1.0}, {"7": -0.2}, {"9": -0.3}],
+                                                               [{"1": -0.1}, {"2": -0.4}]]))
+    result = pytester.runpytest("--rocm-platform=cpu", "--rocm-report-dir=out", "--rocm-reruns=1", "-p", "no:cacheprovider")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "*golden 'greedy' against transformers (another implementation: vLLM's check_logprobs_close (top-k)), served "
+        "by sglang: sequence 0 diverges at position 0: this run chose token 8 (logprob -0.2000), the reference chose 5 "
+        "(logprob -0.1000); 8 is not in the reference's top-2; 5 is not in this run's top-2"])
+    result.stdout.fnmatch_lines([
+        "greedy tokens of each framework against the same reference (same weights, same prompts):",
+        "framework  golden  reference     same tokens  gate  first difference",
+        "vllm       greedy  transformers  4/5          pass  sequence 1 diverges at position 1: this run chose token 0*",
+        "sglang     greedy  transformers  2/5          FAIL  sequence 0 diverges at position 0: this run chose token 8*"])
+    report = read_report(pytester.path / "out")
+    rows = {row["framework"]: row for row in report["frameworks_against_reference"]}
+    assert set(rows) == {"vllm", "sglang"} and rows["vllm"]["passed"] and not rows["sglang"]["passed"]
+    assert rows["vllm"]["agreeing_tokens"] == 4 and rows["sglang"]["agreeing_tokens"] == 2 and rows["vllm"]["tokens"] == 5
+    assert report["tests"][rows["sglang"]["nodeid"]]["verdict"] == "regression"

@@ -107,7 +107,7 @@ def test_a_server_that_never_becomes_healthy_is_killed_with_its_workers(stub, tm
 
 
 def stub_pool(stub, tmp_path, max_alive: int) -> ServerPool:
-    def command(kind, model, name, port, args):
+    def command(kind, model, name, port, args, python):
         return [sys.executable, str(stub), str(port), "serve", *args]
 
     return ServerPool(session_id="lifecycle", platform=builtin("cpu"), platform_keys=["cpu"], config_path=None,

@@ -57,11 +57,40 @@ def test_server_config_merges_from_general_to_specific(tmp_path):
 def test_server_config_errors_name_the_file_and_section(tmp_path):
     path = tmp_path / "servers.toml"
     path.write_text('[vllm.cpu]\nargs = ["--dtype"]\nenviron = { A = "1" }\n')
-    with pytest.raises(ServerConfigError, match=r"servers.toml, \[vllm.cpu\]: unknown keys environ; allowed: args, env, health_timeout_s"):
+    with pytest.raises(ServerConfigError, match=r"servers.toml, \[vllm.cpu\]: unknown keys environ; allowed: args, env, health_timeout_s, python"):
         load_server_config(path, "vllm", [None, None, "cpu"])
     path.write_text("[vllm.cpu\n")
     with pytest.raises(ServerConfigError, match="servers.toml: not valid TOML"):
         load_server_config(path, "vllm", [None, None, "cpu"])
+
+
+def test_server_config_python_is_relative_to_the_file_and_checked(tmp_path):
+    path = tmp_path / "suites" / "servers.toml"
+    path.parent.mkdir()
+    path.write_text('[sglang.default]\nargs = ["--random-seed", "0"]\n[sglang.cpu]\npython = "../.venv-sglang/bin/python"\n')
+    assert load_server_config(path, "sglang", [None, None, "cpu"]).python == str(tmp_path / ".venv-sglang/bin/python")
+    assert load_server_config(path, "sglang", [None, None, "amd"]).python is None  # the interpreter running pytest
+    path.write_text('[sglang.cpu]\npython = ["python3"]\n')
+    with pytest.raises(ServerConfigError, match=r"\[sglang.cpu\]: python must be the path of an interpreter"):
+        load_server_config(path, "sglang", [None, None, "cpu"])
+
+
+def test_a_server_whose_interpreter_is_missing_is_skipped_naming_it_and_the_setup_command(pytester):
+    pytester.makefile(".toml", servers='[sglang.cpu]\npython = "no-such-env/bin/python"\n')
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="api")
+        def test_sglang(sglang_server):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider",
+                                           "--rocm-server-config=servers.toml")
+    result.assert_outcomes(skipped=1)
+    [entry] = read_report(pytester.path / "out")["skip_reasons"]
+    assert entry["reason"] == (f"sglang is not installed for {pytester.path / 'no-such-env/bin/python'}, the "
+                               "interpreter the server configuration names for this platform (create that "
+                               "environment: bash scripts/setup-sglang-env.sh)")
 
 
 def test_devices_wanted_from_parallel_sizes():

@@ -8,6 +8,11 @@
   top-k logprobs; numerics legitimately differ between platforms.
 
 The measurement in the gate report names the rule that applied.
+
+`check_live` compares with a reference computed in the run instead of a file (transformers' greedy tokens on
+the same weights), by vLLM's rule, which is how vLLM compares itself with transformers: two implementations
+may break a near-tie differently. Its measurement also says where the tokens first differ at all, so the
+gate report can set the frameworks side by side against the same reference.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ GOLDEN_SCHEMA = schema("golden")
 LOGPROB_ATOL = 0.02
 SAME_PLATFORM = "same platform: exact tokens, logprobs within 0.02"
 CROSS_PLATFORM = "cross-platform: vLLM's check_logprobs_close (top-k)"
+LIVE_REFERENCE = "another implementation: vLLM's check_logprobs_close (top-k)"
 
 
 def golden_path(folder: Path, nodeid: str, name: str) -> Path:
@@ -93,10 +99,7 @@ class GoldenGate:
             pytest.fail(f"golden {name!r}: token_ids and logprobs must have the same shape", pytrace=False)
         measured = {"schema": GOLDEN_SCHEMA, "test": self.context.nodeid, "name": name, "platform": self.platform,
                     "platform_key": self.context.platform_keys[0] if self.context.platform_keys else None,
-                    "dtype": dtype,
-                    "token_ids": [list(map(int, seq)) for seq in token_ids],
-                    "logprobs": [[sorted(((int(t), float(lp)) for t, lp in top.items()), key=lambda x: -x[1])
-                                  for top in seq] for seq in logprobs]}
+                    "dtype": dtype, **as_golden(token_ids, logprobs)}
         if self.record_dir is not None:
             path = write_json_atomic(golden_path(self.record_dir, self.context.nodeid, name), measured)
             self.context.measurements.append({"kind": "golden", "metric": name, "recorded": str(path), "passed": True})
@@ -122,3 +125,42 @@ class GoldenGate:
         if problem is not None:
             pytest.fail(f"golden {name!r} ({rule}): {problem} (reference recorded on {reference.get('platform')}"
                         f"{', ' + reference['dtype'] if reference.get('dtype') else ''}, {path})", pytrace=False)
+
+    def check_live(self, name: str, reference: dict, measured: dict, *, reference_name: str,
+                   framework: str) -> None:
+        """Compare `measured` (as_golden) with a reference computed in this run, by vLLM's rule; record both that
+        verdict and the first difference of any size, for the side-by-side comparison of frameworks."""
+        if len(reference["token_ids"]) != len(measured["token_ids"]):
+            pytest.fail(f"golden {name!r}: {len(measured['token_ids'])} sequences, {reference_name} gave "
+                        f"{len(reference['token_ids'])}", pytrace=False)
+        problem = first_divergence(reference, measured)
+        self.context.measurements.append({
+            "kind": "golden", "metric": name, "reference": reference_name, "framework": framework,
+            "rule": LIVE_REFERENCE, "passed": problem is None, "divergence": problem,
+            "first_difference": exact_divergence(reference, measured),
+            "sequences": len(measured["token_ids"]), "tokens": sum(len(seq) for seq in reference["token_ids"]),
+            "agreeing_tokens": agreeing_tokens(reference, measured)})
+        if problem is not None:
+            pytest.fail(f"golden {name!r} against {reference_name} ({LIVE_REFERENCE}), served by {framework}: {problem}",
+                        pytrace=False)
+
+
+def agreeing_tokens(reference: dict, measured: dict) -> int:
+    """How many tokens, over all sequences, equal the reference's before each sequence's first difference."""
+    total = 0
+    for ref_ids, got_ids in zip(reference["token_ids"], measured["token_ids"], strict=True):
+        same = 0
+        for ref_token, got_token in zip(ref_ids, got_ids):
+            if ref_token != got_token:
+                break
+            same += 1
+        total += same
+    return total
+
+
+def as_golden(token_ids: list[list[int]], logprobs: list[list[dict[int, float]]]) -> dict:
+    """Token ids and per-position {token: logprob} in the golden file's layout (top-k sorted, best first)."""
+    return {"token_ids": [list(map(int, seq)) for seq in token_ids],
+            "logprobs": [[sorted(((int(t), float(lp)) for t, lp in top.items()), key=lambda x: -x[1]) for top in seq]
+                         for seq in logprobs]}
+

@@ -102,6 +102,9 @@ class FixtureServices:
             report.sections.append((title, text))
             if ("rocm_server_log", path) not in item.user_properties:
                 item.user_properties.append(("rocm_server_log", path))
+        diagnoses = self._provider.diagnoses()
+        if diagnoses:  # first in the failure's text: the cause the log names, before the client's error
+            report.longrepr = "\n".join(f"pytest-rocm: {d}" for d in diagnoses) + "\n\n" + report.longreprtext
 
     def close(self) -> None:
         if self._provider is not None:
@@ -165,6 +168,13 @@ def vllm_server_factory(request):
     shared with any other fixture that asks for the same ones while it runs."""
     provider = services(request).provider
     return lambda args=(), env=None, model=None: provider.server(request, "vllm", args, env, model)
+
+
+@pytest.fixture
+def sglang_server_factory(request):
+    """`sglang_server_factory(args=[...], env={...}, model=None)`: as `vllm_server_factory`, for SGLang."""
+    provider = services(request).provider
+    return lambda args=(), env=None, model=None: provider.server(request, "sglang", args, env, model)
 
 
 @pytest.fixture(scope="module")

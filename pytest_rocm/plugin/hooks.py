@@ -24,8 +24,9 @@ from pytest_rocm.plugin.fixtures import (  # noqa: F401
     perf_gate,
     served_model,
     sglang_server,
-    vllm_server,
+    sglang_server_factory,
     tiny_model,
+    vllm_server,
     vllm_server_factory,
 )
 from pytest_rocm.plugin.markers import MARKER_HELP

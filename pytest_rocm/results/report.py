@@ -183,6 +183,17 @@ def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
     return [(status, reason, n) for (status, reason), n in reasons.most_common()]
 
 
+def frameworks_against_reference(records: list[dict]) -> list[dict]:
+    """The live-reference golden measurements (each framework's greedy tokens against transformers' on the same
+    prompts), the last attempt's of each test, in run order: the frameworks side by side."""
+    rows: dict[tuple[str, str], dict] = {}
+    for record in sorted(records, key=lambda r: r.get("t", 0.0)):
+        for measured in record.get("measurements") or ():
+            if measured.get("kind") == "golden" and measured.get("framework"):
+                rows[(record["nodeid"], measured["metric"])] = {"nodeid": record["nodeid"], **measured}
+    return list(rows.values())
+
+
 def build_gate_report(records: list[dict], manifest: dict, problems: list[str], group_of=None,
                       signatures=None) -> dict:
     signatures = signatures if signatures is not None else build_signatures()
@@ -201,6 +212,7 @@ def build_gate_report(records: list[dict], manifest: dict, problems: list[str], 
         "groups": group_counts(tests),
         "skip_reasons": [{"status": s, "reason": r, "count": n} for s, r, n in skip_reasons(tests)],
         "tests": tests,
+        "frameworks_against_reference": frameworks_against_reference(records),
         "record_problems": problems,
         "manifest": manifest,
     }

@@ -32,6 +32,12 @@ def group_table(groups: dict[str, dict[str, int]]) -> list[str]:
     return table(headers, [*rows, totals])
 
 
+def reference_table(rows: list[dict]) -> list[str]:
+    body = [[row["framework"], row["metric"], row["reference"], f"{row['agreeing_tokens']}/{row['tokens']}",
+             "pass" if row["passed"] else "FAIL", row["first_difference"] or "none"] for row in rows]
+    return table(["framework", "golden", "reference", "same tokens", "gate", "first difference"], body, numeric_from=6)
+
+
 def reason_lines(reasons: list[dict]) -> list[str]:
     return [f"{r['count']:>5}  {r['status']}: {r['reason']}" for r in reasons]
 
@@ -42,6 +48,10 @@ def terminal_lines(report: dict) -> list[tuple[str, str]]:
     if report["skip_reasons"]:
         lines += [("", "text"), ("tests that did not run, by reason:", "text")]
         lines += [(line, "text") for line in reason_lines(report["skip_reasons"])]
+    if report.get("frameworks_against_reference"):
+        lines += [("", "text"), ("greedy tokens of each framework against the same reference (same weights, same "
+                                 "prompts):", "text")]
+        lines += [(line, "text") for line in reference_table(report["frameworks_against_reference"])]
     for problem in report["record_problems"]:
         lines.append((f"record problem: {problem}", "problem"))
     for note in report.get("manifest", {}).get("notes", []):

@@ -34,7 +34,11 @@ class ServedModel:
 
     path: str
     name: str
-    vllm_args: tuple[str, ...] = ()  # what serving this model needs, on every platform
+    vllm_args: tuple[str, ...] = ()  # what serving this model with vLLM needs, on every platform
+    sglang_args: tuple[str, ...] = ()  # the same for SGLang
+
+    def args_for(self, kind: str) -> tuple[str, ...]:
+        return {"vllm": self.vllm_args, "sglang": self.sglang_args}[kind]
 
 
 def devices_wanted(args: list[str], platform_gpus: int) -> int:
@@ -72,7 +76,7 @@ class ServerPool:
         # module's server and a test's variant of it fit on a one-GPU runner; held until the pool closes.
         self.device_sets: dict[int, devices_mod.Allocation] = {}
         self.on_start = on_start  # on_start(server, error or None) after each start, for the records
-        self.command = command  # command(kind, model path, served name, port, args) -> argv
+        self.command = command  # command(kind, model path, served name, port, args, python) -> argv
 
     def config(self, kind: str) -> PlatformServerConfig:
         return load_server_config(self.config_path, kind, self.platform_keys)
@@ -119,16 +123,16 @@ class ServerPool:
     def _start(self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict) -> Server:
         self._trim(self.max_alive - 1)
         platform_config = self.config(kind)
-        all_args = [*platform_config.args, *(model.vllm_args if kind == "vllm" else ()), *args]
+        all_args = [*platform_config.args, *model.args_for(kind), *args]
         allocation = self._devices(devices_wanted(all_args, len(self.platform.gpus)))
         port = free_port()
         server = Server(kind=kind, model=model.path, served_name=model.name, port=port,
-                        command=self.command(kind, model.path, model.name, port, all_args),
+                        command=self.command(kind, model.path, model.name, port, all_args, platform_config.python),
                         env={**platform_config.env, **env, **allocation.env},
                         log_path=self.log_dir / f"{kind}-{port}.log", devices=allocation.devices)
         try:
             server.start(platform_config.health_timeout_s)
-        except ServerStartError as exc:
+        except (ServerStartError, ServerConfigError) as exc:
             if self.on_start:
                 self.on_start(server, str(exc).split("\n", 1)[0])
             raise
@@ -142,6 +146,10 @@ class ServerPool:
 
     def alive(self) -> list[Server]:
         return [server for server in self.servers.values() if server.alive()]
+
+    def started(self) -> list[Server]:
+        """Every server started and not stopped by the pool, alive or not (one that died keeps its log)."""
+        return list(self.servers.values())
 
     def _stop(self, key: tuple) -> None:
         self.holders.pop(key, None)

@@ -13,7 +13,10 @@ comes back on a rerun after a healthy probe (then a change broke the server).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -51,12 +54,15 @@ class PlatformServerConfig:
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+    python: str | None = None  # the interpreter of the server's environment; None: the one running pytest
     sources: list[str] = field(default_factory=list)  # the config sections merged, most general first
 
 
 def load_server_config(path: Path | None, kind: str, platform_keys: list[str | None]) -> PlatformServerConfig:
     """Merge `[KIND.default]` and the sections of the platform's keys (vendor, then arch, then SKU: the
-    most specific last, so it wins). Arguments append; environment and timeout override."""
+    most specific last, so it wins). Arguments append; environment, timeout and interpreter override. `python`,
+    relative to the configuration's folder, names the interpreter of an environment of its own (SGLang on the
+    CPU pins another torch than vLLM)."""
     merged = PlatformServerConfig()
     if path is None:
         return merged
@@ -69,7 +75,7 @@ def load_server_config(path: Path | None, kind: str, platform_keys: list[str | N
         where = f"server configuration {path}, [{kind}.{key}]"
         if not isinstance(section, dict):
             raise ServerConfigError(f"{where}: must be a table of args, env, health_timeout_s")
-        check_keys(section, where, ("args", "env", "health_timeout_s"), ServerConfigError)
+        check_keys(section, where, ("args", "env", "health_timeout_s", "python"), ServerConfigError)
         args = section.get("args", [])
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise ServerConfigError(f"{where}: args must be a list of strings")
@@ -83,6 +89,12 @@ def load_server_config(path: Path | None, kind: str, platform_keys: list[str | N
         merged.args += args
         merged.env.update({str(k): str(v) for k, v in env.items()})
         merged.health_timeout_s = float(timeout)
+        if "python" in section:
+            python = section["python"]
+            if not isinstance(python, str) or not python.strip():
+                raise ServerConfigError(f"{where}: python must be the path of an interpreter, relative to "
+                                        f"{path.parent}, got {python!r}")
+            merged.python = os.path.normpath(os.path.abspath(path.parent / os.path.expanduser(python)))
         merged.sources.append(f"{kind}.{key}")
     return merged
 
@@ -93,10 +105,54 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def is_installed(kind: str) -> bool:
-    import importlib.util
+@functools.cache
+def is_installed(kind: str, python: str | None = None) -> bool:
+    """Whether the interpreter that would run the server (this one, or `python`) can import `kind`'s package
+    (each kind is named after its package)."""
+    if python is None:
+        return importlib.util.find_spec(kind) is not None
+    try:
+        probe = subprocess.run([python, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({kind!r}) is None)"],
+                               capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
 
-    return importlib.util.find_spec(kind) is not None  # each kind is named after its package
+
+# What the SGLang CPU environment's import-only sgl_kernel stand-in (envs/sglang-cpu) leaves in a server's log.
+_STAND_IN_CALLED = re.compile(r"StandInOpCalled: sgl_kernel\.(\w+) was called")
+_MISSING_KERNEL_NAME = re.compile(r"cannot import name '(\w+)' from 'sgl_kernel' \(([^)\n]+)\)")
+_MISSING_KERNEL_MODULE = re.compile(r"No module named '(sgl_kernel\.[\w.]+)'")
+STAND_IN_MARK = "import-only stand-in"  # in the docstring of envs/sglang-cpu/sgl-kernel-standin/sgl_kernel
+
+
+def stand_in_problem(log: str) -> str | None:
+    """Why a server failed because SGLang needed more of sgl_kernel than the CPU environment's import-only
+    stand-in has, naming the op and what to do; None when the log shows no such thing. Never infrastructure:
+    the same server fails the same way every time."""
+    called = _STAND_IN_CALLED.search(log)
+    if called:
+        return (f"SGLang called sgl_kernel.{called[1]}, a CPU kernel op that the import-only sgl_kernel stand-in "
+                "does not implement (envs/sglang-cpu/sgl-kernel-standin): what needs it cannot run in this CPU "
+                "environment; run it on a runner with the real sgl-kernel (mark the test hardware(gpus=1))")
+    missing = _MISSING_KERNEL_NAME.search(log)
+    if missing:
+        name, module_file = missing.groups()
+        try:
+            is_stand_in = STAND_IN_MARK in Path(module_file).read_text(errors="replace")
+        except OSError:
+            is_stand_in = False
+        if is_stand_in:
+            return (f"SGLang imports sgl_kernel.{name} at start-up, which the import-only stand-in ({module_file}) "
+                    f"does not list: this SGLang is newer than the stand-in. Check that its CPU path never calls "
+                    f"{name}, add it to OPS in envs/sglang-cpu/sgl-kernel-standin/sgl_kernel/__init__.py, and rerun "
+                    "bash scripts/setup-sglang-env.sh")
+    module = _MISSING_KERNEL_MODULE.search(log)
+    if module:
+        return (f"SGLang imports {module[1]}, a part of the real kernel package that this environment's sgl_kernel "
+                "(the import-only stand-in, on the CPU) does not have: what needs it cannot run here; run it on a "
+                "runner with the real sgl-kernel (mark the test hardware(gpus=1))")
+    return None
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -110,8 +166,9 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def command_for(kind: str, model: str, served_name: str, port: int, args: list[str]) -> list[str]:
-    return [sys.executable, "-m", SERVER_MODULES[kind], MODEL_FLAG[kind], model, "--served-model-name", served_name,
+def command_for(kind: str, model: str, served_name: str, port: int, args: list[str],
+                python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", SERVER_MODULES[kind], MODEL_FLAG[kind], model, "--served-model-name", served_name,
             "--host", "127.0.0.1", "--port", str(port), *args]
 
 
@@ -141,6 +198,10 @@ class Server:
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return tail(self.log_path, lines)
 
+    def diagnosis(self) -> str | None:
+        """What the log says about a failure, where it names the cause (see `stand_in_problem`)."""
+        return stand_in_problem(self.log_tail(LOG_TAIL_LINES * 4))
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -169,6 +230,9 @@ class Server:
         while True:
             code = self.process.poll()
             if code is not None:
+                problem = self.diagnosis()
+                if problem:  # not infrastructure: the server needs a kernel this environment does not have
+                    raise ServerConfigError(f"{self.kind} server stopped at start-up: {problem} (log {self.log_path})")
                 raise ServerStartError(self._failure(f"{self.kind} server exited with code {code} before becoming "
                                                      "healthy"))
             try:

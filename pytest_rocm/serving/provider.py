@@ -36,6 +36,9 @@ from pytest_rocm.serving.tiny_models import (
 TINY_MODEL_NAME = "tiny-llama"
 # The tiny model's tokenizer has <tool_call> tokens and its chat template renders tools Hermes-style.
 TINY_MODEL_VLLM_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+TINY_MODEL_SGLANG_ARGS = ("--tool-call-parser", "hermes")
+# What creates the environment of a kind whose server runs in an interpreter of its own.
+SETUP_COMMANDS = {"sglang": "bash scripts/setup-sglang-env.sh"}
 
 
 def default_model_cache() -> Path:
@@ -83,7 +86,7 @@ class ServerProvider:
                 except ModelBuildError as exc:
                     pytest.fail(str(exc), pytrace=False)
                 self._model = ServedModel(path=str(path), name=TINY_MODEL_NAME,
-                                          vllm_args=TINY_MODEL_VLLM_ARGS)
+                                          vllm_args=TINY_MODEL_VLLM_ARGS, sglang_args=TINY_MODEL_SGLANG_ARGS)
         return self._model
 
     def tiny_model(self, **spec) -> ServedModel:
@@ -117,11 +120,18 @@ class ServerProvider:
     def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
         """A running server of `kind` for the served model (skipped, saying why, where it is not installed),
         held until the scope of the fixture behind `request` ends."""
-        if not is_installed(kind):
+        pool = self.pool(request.getfixturevalue("tmp_path_factory"))
+        try:
+            python = pool.config(kind).python
+        except ServerConfigError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        if python is not None and not is_installed(kind, python):
+            pytest.skip(f"{kind} is not installed for {python}, the interpreter the server configuration names for "
+                        f"this platform (create that environment: {SETUP_COMMANDS.get(kind, 'see suites/servers.toml')})")
+        if python is None and not is_installed(kind):
             pytest.skip(f"{kind} is not installed in this environment (install the suites' extra: "
                         f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
         model = model or self.served_model()
-        pool = self.pool(request.getfixturevalue("tmp_path_factory"))
         self._requester = request.node.nodeid
         try:
             server = pool.get(kind, model, args, env)
@@ -144,11 +154,21 @@ class ServerProvider:
         return self._pool.held_devices() if self._pool is not None else set()
 
     def log_sections(self) -> list[tuple[str, str, str]]:
-        """(title, log path, last lines) of every server running in this process, for a failed test's report."""
+        """(title, log path, last lines) of every server this process started and has not stopped (one that
+        died during the test too), for a failed test's report."""
         if self._pool is None:
             return []
-        return [(f"{LOG_SECTION} ({server.kind} on port {server.port}, last {LOG_TAIL_LINES} lines)",
-                 str(server.log_path), server.log_tail()) for server in self._pool.alive()]
+        return [(f"{LOG_SECTION} ({server.kind} on port {server.port}, {'running' if server.alive() else 'stopped'}, "
+                 f"last {LOG_TAIL_LINES} lines)", str(server.log_path), server.log_tail())
+                for server in self._pool.started()]
+
+    def diagnoses(self) -> list[str]:
+        """What the logs of this process's servers name as the cause of a failure (a kernel the environment
+        lacks), one line per server that has one."""
+        if self._pool is None:
+            return []
+        return [f"{server.kind} server on port {server.port}: {problem}" for server in self._pool.started()
+                if (problem := server.diagnosis())]
 
     def close(self) -> None:
         if self._pool is not None:

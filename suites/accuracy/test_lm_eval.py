@@ -1,4 +1,4 @@
-"""Accuracy through lm-eval against the live server (`local-completions`), gated per platform.
+"""Accuracy through lm-eval against the live server (`local-completions`), gated per platform and framework.
 
 `arith_mini` ships with the suites and runs on every runner: on the tiny random model its score is
 near zero, which is fine, the gate proves the whole path (lm-eval, the server, the baseline for the
@@ -64,8 +64,9 @@ def local_task(tmp_path: Path, name: str) -> Path:
     return tmp_path
 
 
-def test_arith_mini(vllm_server, model_name, accuracy_gate, tmp_path):
-    results = run_lm_eval(vllm_server, model_name, "arith_mini", local_task(tmp_path, "arith_mini"))
+def test_arith_mini(server, framework, accuracy_gate, tmp_path):
+    """The shipped task through each framework's OpenAI completions endpoint (lm-eval's `local-completions`)."""
+    results = run_lm_eval(server, server.served_name, "arith_mini", local_task(tmp_path, "arith_mini"))
     assert results["n-samples"]["arith_mini"]["effective"] == 40, results["n-samples"]
     scores = results["results"]["arith_mini"]
     check_all(lambda metric=metric: accuracy_gate.check(metric, scores[metric])

@@ -1,6 +1,9 @@
-"""OpenAI API correctness against the live vLLM server, with the official `openai` client.
+"""OpenAI API correctness against the live server of each framework (vLLM, SGLang), with the official `openai`
+client.
 
-Every check holds for any model: the tiny random one here, real weights on GPU runners.
+Every check holds for any model: the tiny random one here, real weights on GPU runners. Where SGLang answers
+differently from OpenAI's API (or lacks a vLLM extension a check relies on), the test is an expected failure
+on SGLang naming the difference (`FRAMEWORK_GAPS`), never a skip: the day SGLang changes, it shows as passed.
 """
 
 from __future__ import annotations
@@ -13,26 +16,81 @@ import jsonschema
 import openai
 import pytest
 
-from gate_support import PROMPTS, assert_openai_error, async_client_for, generate
+from gate_support import PROMPTS, assert_openai_error, async_client_for, client_for
 
 pytestmark = pytest.mark.rocm_gate(group="api")
 
 CHAT = [{"role": "user", "content": "Write one sentence about text wrapping."}]
 NO_EOS = {"ignore_eos": True}
+# The field of a completion choice that names the stop string it ended on: each framework's extension.
+STOP_FIELD = {"vllm": "stop_reason", "sglang": "matched_stop"}
+
+# Where SGLang answers differently, measured with SGLang 0.5.23 on the tiny model: test name (with its other
+# parameters, if any) -> (why, with the upstream issue where there is one; the exception the difference raises).
+# Each is an expected failure on SGLang, not a skip: it still runs, and the report shows it passed the day
+# SGLang changes. Any other exception is still a failure.
+SGLANG_GAPS = {
+    "test_n_with_seed_is_reproducible": (
+        "SGLang applies a request's `seed` only when the server runs with --enable-deterministic-inference "
+        "(sglang/srt/sampling/sampling_batch_info.py); without it two requests with seed=1234 sample differently "
+        "(https://github.com/sgl-project/sglang/issues/15481)", AssertionError),
+    "test_json_schema_response_validates": (
+        "SGLang's default grammar backend (xgrammar 0.2.7) lets invalid UTF-8 into a JSON string: it counts the "
+        "bytes F6 91 B8 82 as one character, so a `maxLength: 8` name decodes to 11 characters (measured; not "
+        "found upstream, to be filed)", jsonschema.ValidationError),
+    "test_named_tool_choice_arguments_match_parameters": (
+        "with a named tool_choice and the hermes parser, SGLang constrains the call's framing but not what follows "
+        "it: the tiny model writes on after </tool_call> until max_tokens, and the call comes back as text with "
+        "tool_calls None (vLLM constrains the whole answer to the arguments)", AssertionError),
+    "test_bad_request_gets_openai_error_and_server_keeps_serving[negative_max_tokens]": (
+        "SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
+        "(https://github.com/sgl-project/sglang/issues/33504)", AssertionError),
+    "test_bad_request_gets_openai_error_and_server_keeps_serving[message_without_role]": (
+        "SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
+        "(https://github.com/sgl-project/sglang/issues/33504)", AssertionError),
+    "test_bad_request_gets_openai_error_and_server_keeps_serving[content_not_text]": (
+        "SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
+        "(https://github.com/sgl-project/sglang/issues/33504)", AssertionError),
+    "test_bad_request_gets_openai_error_and_server_keeps_serving[unknown_model]": (
+        "SGLang's OpenAI routes answer a request for any model name with the served model "
+        "(https://github.com/sgl-project/sglang/issues/31404)", pytest.fail.Exception),
+}
+GAPS = {"sglang": SGLANG_GAPS}
 
 
-def test_models_and_health(vllm_server, client, model_name):
+@pytest.fixture(scope="module")
+def client(server):
+    return client_for(server)
+
+
+@pytest.fixture(scope="module")
+def model_name(server) -> str:
+    return server.served_name
+
+
+@pytest.fixture(autouse=True)
+def framework_gap(request, framework):
+    """Marks this test an expected failure where its framework has a known gap (`GAPS`)."""
+    params = {k: v for k, v in request.node.callspec.params.items() if k != "framework"}
+    name = request.node.originalname + (f"[{'-'.join(map(str, params.values()))}]" if params else "")
+    gap = GAPS.get(framework, {}).get(name)
+    if gap is not None:
+        reason, raises = gap
+        request.applymarker(pytest.mark.xfail(reason=f"{framework} gap: {reason}", raises=raises, strict=False))
+
+
+def test_models_and_health(server, client, model_name):
     assert [m.id for m in client.models.list()] == [model_name]
-    with urllib.request.urlopen(vllm_server.url + "/health", timeout=30) as response:
+    with urllib.request.urlopen(server.url + "/health", timeout=30) as response:
         assert response.status == 200
 
 
-def test_completion_usage_adds_up(vllm_server, client, model_name):
+def test_completion_usage_adds_up(server, client, model_name):
     response = client.completions.create(model=model_name, prompt=PROMPTS[0], max_tokens=12, temperature=0,
                                          extra_body=NO_EOS)
     choice = response.choices[0]
     assert response.object == "text_completion" and choice.index == 0
-    tokenized = json.loads(_post(vllm_server, "/tokenize", {"model": model_name, "prompt": PROMPTS[0]}))
+    tokenized = json.loads(_post(server, "/tokenize", {"model": model_name, "prompt": PROMPTS[0]}))
     assert response.usage.prompt_tokens == tokenized["count"]
     assert response.usage.completion_tokens == 12
     assert response.usage.total_tokens == response.usage.prompt_tokens + response.usage.completion_tokens
@@ -58,7 +116,7 @@ def test_max_tokens_gives_length(client, model_name, max_tokens):
     assert len(choice.logprobs.tokens) == max_tokens
 
 
-def test_stop_string_cuts_text(client, model_name):
+def test_stop_string_cuts_text(client, model_name, framework):
     full = client.completions.create(model=model_name, prompt=PROMPTS[3], max_tokens=24, temperature=0,
                                      extra_body=NO_EOS).choices[0].text
     # A stop string from the middle of the greedy text: the answer must end right before its first occurrence.
@@ -69,7 +127,7 @@ def test_stop_string_cuts_text(client, model_name):
                                     extra_body=NO_EOS).choices[0]
     assert cut.finish_reason == "stop"
     assert cut.text == full[:full.index(stop)], f"stop={stop!r}"
-    assert cut.stop_reason == stop
+    assert getattr(cut, STOP_FIELD[framework]) == stop
 
 
 def test_chat_stream_matches_non_streamed(client, model_name):
@@ -114,7 +172,7 @@ def test_n_with_seed_is_reproducible(client, model_name):
     assert len(set(first)) > 1, f"n=3 at temperature 1 gave three identical samples: {first}"
 
 
-def test_chat_logprobs_shape_and_greedy_top1(client, model_name):
+def test_chat_logprobs_shape_and_greedy_top1(client, model_name, framework):
     response = client.chat.completions.create(model=model_name, messages=CHAT, max_tokens=10, temperature=0,
                                               logprobs=True, top_logprobs=5,
                                               extra_body={**NO_EOS, "return_tokens_as_token_ids": True})
@@ -127,7 +185,8 @@ def test_chat_logprobs_shape_and_greedy_top1(client, model_name):
         # Greedy decoding: the chosen token is the most likely one.
         assert entry.logprob == pytest.approx(values[0], abs=1e-5), f"position {position}"
         assert entry.token == entry.top_logprobs[0].token or entry.logprob == pytest.approx(values[1], abs=1e-5)
-        assert entry.token.startswith("token_id:")
+        if framework == "vllm":  # vLLM's extension: tokens named by id
+            assert entry.token.startswith("token_id:")
 
 
 def test_completion_logprobs_shape(client, model_name):
@@ -191,7 +250,7 @@ def test_named_tool_choice_arguments_match_parameters(client, model_name, no_fre
 
 
 @pytest.mark.parametrize("bad", ["negative_max_tokens", "unknown_model", "message_without_role", "content_not_text"])
-def test_bad_request_gets_openai_error_and_server_keeps_serving(vllm_server, client, model_name, bad):
+def test_bad_request_gets_openai_error_and_server_keeps_serving(server, client, model_name, bad):
     request = {"model": model_name, "messages": CHAT, "max_tokens": 4}
     if bad == "negative_max_tokens":
         request["max_tokens"] = -1
@@ -208,7 +267,7 @@ def test_bad_request_gets_openai_error_and_server_keeps_serving(vllm_server, cli
     assert ok.choices[0].message.role == "assistant"
 
 
-def test_concurrent_greedy_equals_sequential(vllm_server, client, model_name):
+def test_concurrent_greedy_equals_sequential(server, client, model_name):
     prompts = [f"{PROMPTS[i % len(PROMPTS)]} {i}" for i in range(16)]
 
     def one(prompt):
@@ -218,7 +277,7 @@ def test_concurrent_greedy_equals_sequential(vllm_server, client, model_name):
     alone = [one(p) for p in prompts]
 
     async def together():
-        async with async_client_for(vllm_server) as async_client:
+        async with async_client_for(server) as async_client:
             responses = await asyncio.gather(*(async_client.completions.create(
                 model=model_name, prompt=p, max_tokens=16, temperature=0, extra_body=NO_EOS) for p in prompts))
         return [r.choices[0].text for r in responses]
@@ -230,8 +289,15 @@ def test_concurrent_greedy_equals_sequential(vllm_server, client, model_name):
 
 
 def test_batch_of_prompts_in_one_request(client, model_name):
-    batched = generate(client, model_name, PROMPTS, max_tokens=8)
-    assert [len(g.token_ids) for g in batched] == [8] * len(PROMPTS)
+    response = client.completions.create(model=model_name, prompt=PROMPTS, max_tokens=8, temperature=0, logprobs=1,
+                                         extra_body=NO_EOS)
+    choices = sorted(response.choices, key=lambda c: c.index)
+    assert [c.index for c in choices] == list(range(len(PROMPTS)))
+    assert [len(c.logprobs.tokens) for c in choices] == [8] * len(PROMPTS)
+    assert response.usage.completion_tokens == 8 * len(PROMPTS)
+    alone = client.completions.create(model=model_name, prompt=PROMPTS[3], max_tokens=8, temperature=0,
+                                      extra_body=NO_EOS).choices[0].text
+    assert choices[3].text == alone, "a prompt's greedy text depends on the batch it came in"
 
 
 def _post(server, path: str, body: dict) -> str:
