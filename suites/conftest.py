@@ -11,13 +11,20 @@ FRAMEWORKS = ("vllm", "sglang")
 
 
 @pytest.fixture(scope="module")
-def client(vllm_server):
-    return client_for(vllm_server)
+def module_server(vllm_server):
+    """The server `client` and `model_name` talk to: the module's vLLM server; a module whose tests run on every
+    framework overrides it with `server`."""
+    return vllm_server
 
 
 @pytest.fixture(scope="module")
-def model_name(vllm_server) -> str:
-    return vllm_server.served_name
+def client(module_server):
+    return client_for(module_server)
+
+
+@pytest.fixture(scope="module")
+def model_name(module_server) -> str:
+    return module_server.served_name
 
 
 @pytest.fixture(scope="module", params=FRAMEWORKS)

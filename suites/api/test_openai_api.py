@@ -16,7 +16,7 @@ import jsonschema
 import openai
 import pytest
 
-from gate_support import PROMPTS, assert_openai_error, async_client_for, client_for
+from gate_support import PROMPTS, assert_openai_error, async_client_for
 
 pytestmark = pytest.mark.rocm_gate(group="api")
 
@@ -59,13 +59,8 @@ GAPS = {"sglang": SGLANG_GAPS}
 
 
 @pytest.fixture(scope="module")
-def client(server):
-    return client_for(server)
-
-
-@pytest.fixture(scope="module")
-def model_name(server) -> str:
-    return server.served_name
+def module_server(server):
+    return server  # every framework's: `client` and `model_name` follow it
 
 
 @pytest.fixture(autouse=True)
