@@ -35,9 +35,10 @@ SGLANG_GAPS = {
         "(sglang/srt/sampling/sampling_batch_info.py); without it two requests with seed=1234 sample differently "
         "(https://github.com/sgl-project/sglang/issues/15481)", AssertionError),
     "test_json_schema_response_validates": (
-        "SGLang's default grammar backend (xgrammar 0.2.7) lets invalid UTF-8 into a JSON string: it counts the "
-        "bytes F6 91 B8 82 as one character, so a `maxLength: 8` name decodes to 11 characters (measured; not "
-        "found upstream, to be filed)", jsonschema.ValidationError),
+        "SGLang 0.5.23 pins xgrammar 0.2.7, whose JSON string grammar accepts invalid UTF-8 (lead byte F6, "
+        "overlong C0 80): the bytes F6 91 B8 82 count as one character, so a `maxLength: 8` name decodes to 11 "
+        "characters. Measured with xgrammar's GrammarMatcher: 0.2.8 (vLLM's) rejects both; SGLang's pin needs "
+        "the bump", jsonschema.ValidationError),
     "test_named_tool_choice_arguments_match_parameters": (
         "with a named tool_choice and the hermes parser, SGLang constrains the call's framing but not what follows "
         "it: the tiny model writes on after </tool_call> until max_tokens, and the call comes back as text with "
