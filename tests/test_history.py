@@ -140,6 +140,20 @@ def test_two_runners_adding_at_once_both_land(nightly, tmp_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_runners_creating_the_store_at_once_all_connect(tmp_path):
+    """Six processes open a store that does not exist yet, at once, ten times over. SQLite answers a journal-mode
+    switch that meets another connection's lock with "database is locked" without waiting (CI saw it: 1 in 90
+    connections failed before the switch waited)."""
+    script = "import sys; from pytest_rocm.history.store import connect; connect(sys.argv[1]).close()"
+    failures = []
+    for round_number in range(10):
+        db = tmp_path / f"fresh-{round_number}.db"
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(db)], env={**os.environ, "PYTHONPATH": str(REPO)},
+                                  stderr=subprocess.PIPE) for _ in range(6)]
+        failures += [proc.stderr.read().decode().strip().splitlines()[-1] for proc in procs if proc.wait(timeout=120)]
+    assert not failures, failures
+
+
 def test_accepted_stacks_and_what_changed(nightly, tmp_path):
     from pytest_rocm.history import queries, store
 
