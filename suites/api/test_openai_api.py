@@ -3,7 +3,7 @@ client.
 
 Every check holds for any model: the tiny random one here, real weights on GPU runners. Where SGLang answers
 differently from OpenAI's API (or lacks a vLLM extension a check relies on), the test is an expected failure
-on SGLang naming the difference (`FRAMEWORK_GAPS`), never a skip: the day SGLang changes, it shows as passed.
+on SGLang naming the difference (`SGLANG_GAPS`), never a skip: the day SGLang changes, it shows as passed.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ STOP_FIELD = {"vllm": "stop_reason", "sglang": "matched_stop"}
 # parameters, if any) -> (why, with the upstream issue where there is one; the exception the difference raises).
 # Each is an expected failure on SGLang, not a skip: it still runs, and the report shows it passed the day
 # SGLang changes. Any other exception is still a failure.
+ERROR_SHAPE_GAP = ("SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
+                   "(https://github.com/sgl-project/sglang/issues/33504)", AssertionError)
 SGLANG_GAPS = {
     "test_n_with_seed_is_reproducible": (
         "SGLang applies a request's `seed` only when the server runs with --enable-deterministic-inference "
@@ -43,15 +45,9 @@ SGLANG_GAPS = {
         "with a named tool_choice and the hermes parser, SGLang constrains the call's framing but not what follows "
         "it: the tiny model writes on after </tool_call> until max_tokens, and the call comes back as text with "
         "tool_calls None (vLLM constrains the whole answer to the arguments)", AssertionError),
-    "test_bad_request_gets_openai_error_and_server_keeps_serving[negative_max_tokens]": (
-        "SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
-        "(https://github.com/sgl-project/sglang/issues/33504)", AssertionError),
-    "test_bad_request_gets_openai_error_and_server_keeps_serving[message_without_role]": (
-        "SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
-        "(https://github.com/sgl-project/sglang/issues/33504)", AssertionError),
-    "test_bad_request_gets_openai_error_and_server_keeps_serving[content_not_text]": (
-        "SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
-        "(https://github.com/sgl-project/sglang/issues/33504)", AssertionError),
+    "test_bad_request_gets_openai_error_and_server_keeps_serving[negative_max_tokens]": ERROR_SHAPE_GAP,
+    "test_bad_request_gets_openai_error_and_server_keeps_serving[message_without_role]": ERROR_SHAPE_GAP,
+    "test_bad_request_gets_openai_error_and_server_keeps_serving[content_not_text]": ERROR_SHAPE_GAP,
     "test_bad_request_gets_openai_error_and_server_keeps_serving[unknown_model]": (
         "SGLang's OpenAI routes answer a request for any model name with the served model "
         "(https://github.com/sgl-project/sglang/issues/31404)", pytest.fail.Exception),
