@@ -190,7 +190,8 @@ def gpu_runner() -> bool:
 
 
 def tokenize(server, model: str, prompt: str) -> list[int]:
-    """The served model's token ids of a prompt (vLLM's /tokenize): the same input for the server and a reference."""
+    """The served model's token ids of a prompt (the /tokenize of vLLM and SGLang): the same input for the server and
+    a reference."""
     request = urllib.request.Request(server.url + "/tokenize", headers={"Content-Type": "application/json"},
                                      data=json.dumps({"model": model, "prompt": prompt}).encode())
     with urllib.request.urlopen(request, timeout=30) as response:

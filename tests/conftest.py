@@ -1,6 +1,7 @@
 """Shared helpers of the project's tests: where the vendored data is, and running pytest-rocm as a user does."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,28 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def read_report(folder: Path) -> dict:
     return json.loads((Path(folder) / "gate-report.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory) -> Path:
+    """One tiny-model cache for every test of this run (xdist workers share the base temp's parent)."""
+    folder = tmp_path_factory.getbasetemp().parent / "tiny-models"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def copy_suites(pytester) -> None:
+    """The gate suites, as shipped, into pytester's folder (`suites/`), to run or to break on purpose."""
+    shutil.copytree(REPO / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("upstream", "__pycache__"))
+
+
+def run_suites(pytester, model_cache: Path, *args) -> dict:
+    """The copied suites run as the main job runs them (on the CPU, the shared tiny-model cache, a health probe
+    that always passes); returns the gate report."""
+    pytester.runpytest_subprocess("-c", "suites/pytest.ini", "--rootdir", "suites", *args, "--rocm-platform=cpu",
+                                  "--rocm-report-dir=out", f"--rocm-model-cache={model_cache}",
+                                  "--rocm-health-probe=true", "-p", "no:cacheprovider")
+    return read_report(pytester.path / "out")
 
 
 @pytest.fixture

@@ -111,14 +111,6 @@ def test_server_start_failures_carry_the_server_not_healthy_signature():
     assert "server_not_healthy" in DEFAULT_SIGNATURES
 
 
-@pytest.fixture(scope="session")
-def model_cache(tmp_path_factory) -> Path:
-    """One tiny-model cache for every test of this run (xdist workers share the base temp's parent)."""
-    folder = tmp_path_factory.getbasetemp().parent / "tiny-models"
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
 @needs_vllm
 def test_tiny_model_is_built_deterministically(tmp_path, model_cache):
     from pytest_rocm.serving.tiny_models import TinyModelSpec, ensure_tiny_model

@@ -10,7 +10,6 @@ import importlib.metadata
 import json
 import os
 import re
-import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from conftest import REPO, read_report
+from conftest import REPO, copy_suites, run_suites
 from pytest_rocm.serving.process import load_server_config, stand_in_problem
 
 ENV = REPO / "envs" / "sglang-cpu"
@@ -140,18 +139,9 @@ print(json.dumps({"called": called, "unlisted": unlisted, "file": sgl_kernel.__f
     assert stand_in_problem("Ignore import error when loading sglang.srt.models.x: No module named 'sgl_kernel.y'") is None
 
 
-def copy_suites(pytester) -> None:
-    shutil.copytree(REPO / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("upstream", "__pycache__"))
+def copy_suites_with_sglang(pytester) -> None:
+    copy_suites(pytester)
     (pytester.path / ".venv-sglang").symlink_to(REPO / ".venv-sglang")  # servers.toml: ../.venv-sglang/bin/python
-
-
-def run_suites(pytester, tmp_path_factory, *args):
-    cache = tmp_path_factory.getbasetemp().parent / "tiny-models"  # shared with the other server tests
-    cache.mkdir(exist_ok=True)
-    pytester.runpytest_subprocess("-c", "suites/pytest.ini", "--rootdir", "suites", *args, "--rocm-platform=cpu",
-                                  "--rocm-report-dir=out", f"--rocm-model-cache={cache}", "--rocm-health-probe=true",
-                                  "-p", "no:cacheprovider")
-    return read_report(pytester.path / "out")
 
 
 STAND_IN_CALLED = '''
@@ -169,10 +159,10 @@ def test_sglang_speculative_decoding(sglang_server_factory, served_model):
 
 @pytest.mark.slow
 @needs_sglang
-def test_a_stand_in_op_that_sglang_calls_fails_the_test_naming_the_op(pytester, tmp_path_factory):
-    copy_suites(pytester)
+def test_a_stand_in_op_that_sglang_calls_fails_the_test_naming_the_op(pytester, model_cache):
+    copy_suites_with_sglang(pytester)
     (pytester.path / "suites" / "spec_decode" / "test_stand_in_called.py").write_text(STAND_IN_CALLED)
-    report = run_suites(pytester, tmp_path_factory, "suites/spec_decode/test_stand_in_called.py")
+    report = run_suites(pytester, model_cache, "suites/spec_decode/test_stand_in_called.py")
     [test] = report["tests"].values()
     assert test["status"] == "failed" and test["verdict"] == "regression", (test["status"], test["verdict_reason"])
     assert "SGLang called sgl_kernel.copy_all_layer_kv_cache_cpu" in test["message"], test["message"]
@@ -192,10 +182,10 @@ def pytest_collection_modifyitems(items):
 
 @pytest.mark.slow
 @needs_sglang
-def test_sglang_serving_other_weights_is_a_regression_naming_the_first_divergence(pytester, tmp_path_factory):
-    copy_suites(pytester)
+def test_sglang_serving_other_weights_is_a_regression_naming_the_first_divergence(pytester, model_cache):
+    copy_suites_with_sglang(pytester)
     (pytester.path / "suites" / "engine" / "conftest.py").write_text(OTHER_WEIGHTS)
-    report = run_suites(pytester, tmp_path_factory,
+    report = run_suites(pytester, model_cache,
                         "suites/engine/test_frameworks_against_transformers.py::test_greedy_matches_transformers[sglang]")
     [(nodeid, test)] = report["tests"].items()
     assert nodeid.endswith("test_greedy_matches_transformers[sglang]")

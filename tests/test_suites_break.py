@@ -6,11 +6,10 @@ naming the first divergence. The break is in the served copy of the weights only
 from __future__ import annotations
 
 import importlib.util
-import shutil
 
 import pytest
 
-from conftest import REPO, read_report
+from conftest import copy_suites, run_suites
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
@@ -99,15 +98,10 @@ def test_scrambled_connector(vllm_server_factory, tiny_model, tmp_path_factory):
     ("distributed_moe", "test_break_expert.py", BREAK_EXPERT, "swapped expert"),
     ("multimodal", "test_break_connector.py", BREAK_CONNECTOR, "scrambled connector"),
 ])
-def test_a_broken_served_model_is_a_regression_naming_the_divergence(pytester, tmp_path_factory, where, name, text, what):
-    shutil.copytree(REPO / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("upstream", "__pycache__"))
+def test_a_broken_served_model_is_a_regression_naming_the_divergence(pytester, model_cache, where, name, text, what):
+    copy_suites(pytester)
     (pytester.path / "suites" / where / name).write_text(text)
-    cache = tmp_path_factory.getbasetemp().parent / "tiny-models"  # shared with tests/test_servers.py
-    cache.mkdir(exist_ok=True)
-    pytester.runpytest_subprocess("-c", "suites/pytest.ini", "--rootdir", "suites", f"suites/{where}/{name}",
-                                  "--rocm-platform=cpu", "--rocm-report-dir=out", f"--rocm-model-cache={cache}",
-                                  "--rocm-health-probe=true", "-p", "no:cacheprovider")
-    report = read_report(pytester.path / "out")
+    report = run_suites(pytester, model_cache, f"suites/{where}/{name}")
     [test] = report["tests"].values()
     assert test["verdict"] == "regression", test["verdict_reason"]
     assert f"{what}: sequence" in test["message"] and "diverges at position" in test["message"]

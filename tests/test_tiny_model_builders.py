@@ -26,13 +26,10 @@ IMAGE_TOKEN = {"llava": "<image>", "paligemma": "<image>", "gemma3": "<image_sof
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    cache = tmp_path_factory.getbasetemp().parent / "tiny-models"
-    cache.mkdir(exist_ok=True)
-
+def built(model_cache):
     def build(architecture: str) -> Path:
-        with FileLock(str(cache / "build.lock")):
-            return ensure_tiny_model(cache, TinyModelSpec(architecture=architecture))
+        with FileLock(str(model_cache / "build.lock")):
+            return ensure_tiny_model(model_cache, TinyModelSpec(architecture=architecture))
     return build
 
 

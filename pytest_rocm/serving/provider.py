@@ -127,11 +127,10 @@ class ServerProvider:
             python = pool.config(kind).python
         except ServerConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        if python is not None and not is_installed(kind, python):
+        if not is_installed(kind, python):
             pytest.skip(f"{kind} is not installed for {python}, the interpreter the server configuration names for "
-                        f"this platform (create that environment: {SETUP_COMMANDS.get(kind, 'see suites/servers.toml')})")
-        if python is None and not is_installed(kind):
-            pytest.skip(f"{kind} is not installed in this environment (install the suites' extra: "
+                        f"this platform (create that environment: {SETUP_COMMANDS.get(kind, 'see suites/servers.toml')})"
+                        if python else f"{kind} is not installed in this environment (install the suites' extra: "
                         f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
         model = model or self.served_model()
         self._requester = request.node.nodeid
