@@ -41,7 +41,14 @@ def server(request, framework):
 
 
 def pytest_collection_modifyitems(items):
-    # Each framework's tests together, vLLM's first (a stable sort keeps every other order): a server is
-    # started once per framework, not once per module, where the pool keeps one idle server (on the CPU).
-    items.sort(key=lambda item: getattr(item, "callspec", None) is not None
-               and item.callspec.params.get("framework") == "sglang")
+    # The order tests run in on the CPU, where the pool keeps a single idle server, so a server starts again
+    # whenever the next test wants another (a stable sort keeps every other order, and a module's tests stay
+    # together, so its module-scoped fixtures are set up once):
+    # 1. each framework's tests together, vLLM's first: each framework's server starts once, not per module;
+    # 2. within vLLM, the modules served by the plain tiny model first (accuracy, API, engine, performance):
+    #    they share one server instead of starting it again after each module that serves another model.
+    on_plain_server = {item.module for item in items if {"vllm_server", "server"} & set(item.fixturenames)
+                       and not item.get_closest_marker("vllm_server")}
+    items.sort(key=lambda item: (getattr(item, "callspec", None) is not None
+                                 and item.callspec.params.get("framework") == "sglang",
+                                 item.module not in on_plain_server))

@@ -59,7 +59,9 @@ def test_downloads_count_on_the_filesystem_of_pips_temporary_folder(tmp_path):
 
 
 PIP_ON_A_FULL_DISK = r"""
-    for i in 1 2 3; do echo "WARNING: Location 'file:///opt/pypi/simple/p$i/' is ignored: it is neither a file nor a directory."; done
+    for i in 1 2 3; do
+        echo "WARNING: Location 'file:///opt/pypi/simple/p$i/' is ignored: it is neither a file nor a directory."
+    done
     echo "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"
     exit 1
 """
