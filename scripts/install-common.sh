@@ -13,14 +13,13 @@ wheel_store_notes='^WARNING: Location .* is ignored'
 # half-installed environment left behind.
 require_free_space() {
     local who="$1" target="$2" installed_mb="$3" download_mb="$4"
-    local tmp="${TMPDIR:-/tmp}" have_mb=0 need_mb free_mb tmp_free_mb
+    local tmp="${TMPDIR:-/tmp}" parent have_mb=0 need_mb free_mb tmp_free_mb downloads_here_mb=0
+    parent="$(dirname "$(realpath -m "$target")")"
     if [ -d "$target" ]; then
         have_mb=$(du -sm "$target" | cut -f1)
     fi
-    need_mb=$(( installed_mb > have_mb ? installed_mb - have_mb : 0 ))
-    free_mb=$(df -Pm "$(dirname "$(realpath -m "$target")")" | awk 'NR == 2 {print $4}')
-    if [ "$(stat -c %d "$(dirname "$(realpath -m "$target")")")" = "$(stat -c %d "$tmp")" ]; then
-        need_mb=$(( need_mb + download_mb ))
+    if [ "$(stat -c %d "$parent")" = "$(stat -c %d "$tmp")" ]; then
+        downloads_here_mb="$download_mb"
     else
         tmp_free_mb=$(df -Pm "$tmp" | awk 'NR == 2 {print $4}')
         if [ "$tmp_free_mb" -lt "$download_mb" ]; then
@@ -29,11 +28,14 @@ require_free_space() {
             exit 1
         fi
     fi
+    need_mb=$(( (installed_mb > have_mb ? installed_mb - have_mb : 0) + downloads_here_mb ))
+    free_mb=$(df -Pm "$parent" | awk 'NR == 2 {print $4}')
     if [ "$free_mb" -lt "$need_mb" ]; then
         echo "$who: not enough disk space to install $target: about $need_mb MB needed" \
-             "(${installed_mb} MB installed, ${have_mb} MB already there, ${download_mb} MB of downloads in $tmp)," \
-             "$free_mb MB free. Free space on that filesystem (another checkout's .venv and .venv-sglang take" \
-             "about 11 GB together) and rerun; nothing was installed." >&2
+             "(${installed_mb} MB installed, ${have_mb} MB already there," \
+             "${downloads_here_mb} MB of downloads in $tmp), $free_mb MB free. Free space on that filesystem" \
+             "(another checkout's .venv and .venv-sglang take about 11 GB together) and rerun; nothing was" \
+             "installed." >&2
         exit 1
     fi
 }
