@@ -128,10 +128,14 @@ class ServerProvider:
         except ServerConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
         if not is_installed(kind, python):
-            pytest.skip(f"{kind} is not installed for {python}, the interpreter the server configuration names for "
-                        f"this platform (create that environment: {SETUP_COMMANDS.get(kind, 'see suites/servers.toml')})"
-                        if python else f"{kind} is not installed in this environment (install the suites' extra: "
-                        f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
+            if python:
+                reason = (f"{kind} is not installed for {python}, the interpreter the server configuration names for "
+                          f"this platform (create that environment: "
+                          f"{SETUP_COMMANDS.get(kind, 'see suites/servers.toml')})")
+            else:
+                reason = (f"{kind} is not installed in this environment (install the suites' extra: "
+                          f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
+            pytest.skip(reason)
         model = model or self.served_model()
         self._requester = request.node.nodeid
         try:
