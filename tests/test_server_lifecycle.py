@@ -4,13 +4,16 @@ health timeout, process-group teardown, pool sharing and least-recently-used evi
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from pytest_rocm.hw.profiles import builtin
 from pytest_rocm.results.verdicts import build_signatures, find_signature
 from pytest_rocm.serving.pool import ServedModel, ServerPool
-from pytest_rocm.serving.process import Server, ServerStartError, free_port
+from pytest_rocm.serving.process import Server, ServerStartError, free_port, memory_problem
+
+DATA = Path(__file__).resolve().parent / "data" / "serving"
 
 # A stand-in for an OpenAI-compatible server: it starts a child (an engine worker), then serves /health,
 # or exits, or hangs, as its mode says.
@@ -21,6 +24,9 @@ print("stub starting", flush=True)
 if mode == "exit":
     print("RuntimeError: engine core failed to start", flush=True)
     sys.exit(3)
+if mode.startswith("replay="):  # print a real server's captured log, then exit as it did
+    print(open(mode.removeprefix("replay="), encoding="utf-8").read(), flush=True)
+    sys.exit(1)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 print(f"child {child.pid}", flush=True)
 if mode == "hang":
@@ -94,6 +100,31 @@ def test_a_server_that_exits_before_healthy_fails_with_its_log_and_the_infra_sig
     assert "vllm server exited with code 3 before becoming healthy" in message
     assert "engine core failed to start" in message  # the last lines of its log
     assert find_signature([message], build_signatures())["name"] == "server_not_healthy"
+
+
+def test_sglang_refusing_to_start_because_the_machine_took_its_memory_names_the_machine(stub, tmp_path):
+    """SGLang's own log of a start where another process took 3.5 GB at its memory baseline (captured here:
+    tests/data/serving/README.md): the failure says whose memory it was, and its signature is the machine's."""
+    log = DATA / "sglang-kv-budget-memory-taken.log"
+    server = make_server(stub, tmp_path, f"replay={log}")
+    with pytest.raises(ServerStartError) as info:
+        server.start(health_timeout_s=30)
+    message = str(info.value)
+    assert "server exited with code 1 before becoming healthy: memory the machine's other processes took" in message
+    assert "not the change's" in message and "--mem-fraction-static=0.05" in message
+    # SGLang measured 21.25 GB free before loading weights of 0 GB, and 17.1% of it was gone: 3.63 GB
+    assert "3.63 GB more were gone" in message, message.splitlines()[0]
+    assert find_signature([message], build_signatures())["name"] == "machine_memory"
+
+
+def test_a_kv_budget_that_the_weights_themselves_exhaust_is_not_called_the_machines():
+    log = (DATA / "sglang-kv-budget-memory-taken.log").read_text()
+    # the same refusal, had the weights taken what was gone (a model or change too large for the budget)
+    weights = log.replace("avail mem=17.63 GB, mem usage=-0.01 GB", "avail mem=17.63 GB, mem usage=3.60 GB")
+    problem = memory_problem(weights)
+    assert problem.startswith("the loaded weights (3.60 GB") and "machine" not in problem
+    assert find_signature([problem], build_signatures()) is None
+    assert memory_problem("RuntimeError: engine core failed to start") is None
 
 
 def test_a_server_that_never_becomes_healthy_is_killed_with_its_workers(stub, tmp_path):

@@ -18,7 +18,11 @@ import pytest
 from packaging.requirements import Requirement
 
 from conftest import REPO, copy_suites, run_suites
-from pytest_rocm.serving.process import load_server_config, stand_in_problem
+from memory_pressure import TakeMemoryAtBaseline, available_bytes
+from pytest_rocm.hw.profiles import builtin
+from pytest_rocm.serving.process import Server, command_for, free_port, load_server_config, stand_in_problem
+from pytest_rocm.serving.provider import TINY_MODEL_SGLANG_ARGS
+from pytest_rocm.serving.tiny_models import TinyModelSpec, ensure_tiny_model
 
 ENV = REPO / "envs" / "sglang-cpu"
 STAND_IN = ENV / "sgl-kernel-standin" / "sgl_kernel" / "__init__.py"
@@ -198,3 +202,30 @@ def test_sglang_serving_other_weights_is_a_regression_naming_the_first_divergenc
     [server] = report["manifest"]["servers"]  # the manifest names SGLang's own stack
     assert server["server"] == "sglang" and server["model_spec"]["spec"]["seed"] == 1
     assert server["packages"]["sglang"] == sglang_distribution().version and "sgl-kernel-cpu-standin" in server["packages"]
+
+
+@pytest.mark.slow
+@needs_sglang
+def test_sglang_starts_when_another_process_takes_memory_between_its_two_measurements(tmp_path, model_cache):
+    """CI once failed at random here: SGLang, started as the suites start it on the CPU, refused to start because
+    another process took memory while it started ("Loaded weights leave no GPU memory for the KV cache"). Here
+    15% of the free memory is taken at the worst moment, between SGLang's baseline and its KV-cache sizing (the
+    server frozen meanwhile); with suites/servers.toml's settings before the fix (--mem-fraction-static 0.05)
+    this start fails every time (the captured log: tests/data/serving/)."""
+    platform = builtin("cpu")
+    settings = load_server_config(REPO / "suites" / "servers.toml", "sglang", platform.keys())
+    model = ensure_tiny_model(model_cache, TinyModelSpec(seed=0))
+    port = free_port()
+    server = Server(kind="sglang", model=str(model), served_name="tiny-llama", port=port,
+                    command=command_for("sglang", str(model), "tiny-llama", port,
+                                        [*settings.args, *TINY_MODEL_SGLANG_ARGS], settings.python),
+                    env=settings.env, log_path=tmp_path / "sglang.log", devices=[])
+    taken = max(int(available_bytes() * 0.15), 1536 * 2**20)
+    with TakeMemoryAtBaseline(server, taken) as pressure:
+        try:
+            server.start(settings.health_timeout_s)
+        finally:
+            server.stop()
+    assert pressure.taken_at is not None, "the memory was never taken: SGLang logged no memory baseline"
+    assert not pressure.late, "SGLang had begun loading the weights before the memory was taken"
+    assert "pytest-rocm: healthy after" in server.log_path.read_text()

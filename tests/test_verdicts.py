@@ -49,6 +49,10 @@ SIGNATURE_LINES = {
     "collective_error": "NCCL WARN NET/IB : Got completion from peer with error 12",
     "no_space": "OSError: [Errno 28] No space left on device: '/root/.cache/vllm'",
     "server_not_healthy": "RuntimeError: vLLM server did not become healthy within 480 s",
+    # vLLM's CPU worker (vllm/v1/worker/cpu_worker.py, determine_available_memory), as it formats the line
+    "machine_memory": "ValueError: Available memory on node 0 (0.80/23.47 GiB) on kv cache allocation is less than "
+                      "requested memory for kv (1.00 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, "
+                      "or reduce CPU memory used by other processes.",
 }
 
 CAMPAIGN = '''

@@ -29,6 +29,10 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "collective_error": r"(?:RCCL|NCCL) (?:WARN|ERROR|error)|nccl(?:Unhandled\w*Error|SystemError|RemoteError|InternalError)"
                         r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
     "no_space": r"No space left on device",
+    # a server that found the machine's memory taken while it started (serving/process.py: memory_problem), or
+    # vLLM's CPU worker finding less free memory than its fixed KV cache (VLLM_CPU_KVCACHE_SPACE)
+    "machine_memory": r"memory the machine's other processes took while the server started"
+                      r"|on kv cache allocation is less than requested memory for kv",
     "server_not_healthy": r"did not become healthy|server (?:exited|died)(?: with (?:exit )?code -?\d+)? before becoming healthy",
     "timeout": r"Timeout \(>[\d.]+s\) from pytest-timeout|pytest-rocm: timed out after",
     # exit code 134 (128 + SIGABRT) is what a KFD GPU hang leaves; vLLM's AMD CI retries it once.

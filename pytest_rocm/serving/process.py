@@ -176,6 +176,40 @@ def stand_in_problem(log: str) -> str | None:
     return None
 
 
+# SGLang sizes its KV cache from the free memory it measures before loading the weights ("Memory baseline
+# taken"), less the share --mem-fraction-static holds back, against what is free when it sizes the cache. On
+# the CPU that memory is the machine's RAM, so anything else on the machine can take it in between.
+_KV_BUDGET_SHORT = re.compile(r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+                              r"(?P<fraction>[\d.]+)\. .*?minimum viable = 1 - available/pre = (?P<gone>[\d.]+)")
+_WEIGHTS_LOADED = re.compile(r"Load weight end\..*?avail mem=(?P<free>[\d.]+) GB, mem usage=(?P<weights>-?[\d.]+) GB")
+MACHINE_MEMORY = "memory the machine's other processes took while the server started"  # the infra signature's
+
+
+def memory_problem(log: str) -> str | None:
+    """Why SGLang refused to start for want of KV-cache memory, and whose it is: the loaded weights (the same
+    every time: the model or the change), or memory that other processes took while it started (the machine's,
+    not the change's). None when the log shows no such refusal."""
+    short = _KV_BUDGET_SHORT.search(log)
+    if short is None:
+        return None
+    fraction, gone = float(short["fraction"]), float(short["gone"])
+    loaded = _WEIGHTS_LOADED.search(log)
+    if loaded is None:
+        return (f"SGLang found {gone:.1%} of its start-up free memory gone when it sized the KV cache, past the "
+                f"{fraction:.0%} that --mem-fraction-static={fraction} gives the weights and the cache")
+    free_gb, weights_gb = float(loaded["free"]), max(float(loaded["weights"]), 0.0)
+    baseline_gb = free_gb / (1 - gone) if gone < 1 else free_gb
+    others_gb = max(baseline_gb * gone - weights_gb, 0.0)
+    if others_gb > weights_gb:
+        return (f"{MACHINE_MEMORY}: SGLang measured {baseline_gb:.2f} GB free before loading the weights "
+                f"({weights_gb:.2f} GB), and {others_gb:.2f} GB more were gone when it sized the KV cache, past the "
+                f"{fraction:.0%} of it that --mem-fraction-static={fraction} gives the weights and the cache. This is "
+                "the machine's state, not the change's: a rerun on a quieter machine decides; a KV cache sized in tokens (--max-total-tokens "
+                "with --mem-fraction-static 1.0, as suites/servers.toml does on the CPU) does not depend on it")
+    return (f"the loaded weights ({weights_gb:.2f} GB of {baseline_gb:.2f} GB free) leave no room for the KV cache "
+            f"under --mem-fraction-static={fraction}: raise it, or serve a smaller model")
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         with open(path, "rb") as handle:
@@ -254,8 +288,9 @@ class Server:
                 problem = self.diagnosis()
                 if problem:  # not infrastructure: the server needs a kernel this environment does not have
                     raise ServerConfigError(f"{self.kind} server stopped at start-up: {problem} (log {self.log_path})")
+                memory = memory_problem(self.log_tail(LOG_TAIL_LINES * 4))
                 raise ServerStartError(self._failure(f"{self.kind} server exited with code {code} before becoming "
-                                                     "healthy"))
+                                                     "healthy" + (f": {memory}" if memory else "")))
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as response:
                     if response.status == 200:
