@@ -8,7 +8,15 @@ none). Webhook payloads are checked with `validate_webhook` against `@octokit/op
 Faults, to show that publishing converges: `every=(n, status)` fails every n-th request before applying it;
 `script` is a list of one-shot faults for the next requests: "502", "429", "secondary" (403 with
 Retry-After), "primary" (403 with X-RateLimit-Remaining 0 and a reset time), "hang" (the request is applied,
-then the answer comes too late for the client's read timeout), "applied-502" (applied, then a 502).
+then the answer comes too late for the client's read timeout), "applied-502" (applied, then a 502), "late"
+(the answer never comes in time, and GitHub applies the request `late_s` later, as it does while it still works
+on a request its client gave up on: at most 10 s, docs.github.com/en/rest/using-the-rest-api/troubleshooting-
+the-rest-api#timeouts). `script_for` holds faults for the next requests of one method and path prefix only.
+
+Actions state, filled by the workflow harness (tests/actions.py): workflow runs, their jobs (with the runner
+group that ran them) and artifacts (their zips; a download redirects to a loopback "blob storage" URL, as
+GitHub's does), and the parents of commits. Tokens in `read_only_tokens` (a fork's GITHUB_TOKEN) may read but
+not write: GitHub's 403 "Resource not accessible by integration".
 
 State is what the tests assert on: check runs, their annotations, dispatches.
 """
@@ -114,6 +122,13 @@ class FakeGitHub:
         self.check_runs: dict[int, dict] = {}
         self.annotations: dict[int, list[dict]] = {}
         self.dispatches: list[dict] = []
+        self.workflow_runs: dict[int, dict] = {}  # id -> the fields of a REST workflow run that the harness sets
+        self.jobs: dict[int, list[dict]] = {}  # run id -> jobs (fields of a REST job)
+        self.artifacts: dict[int, dict] = {}  # id -> {"run_id", "name", "data" (zip bytes), "expired"}
+        self.commits: dict[str, list[str]] = {}  # sha -> parent shas
+        self.read_only_tokens: set[str] = set()
+        self.late_s = 0.5
+        self.script_for: list[tuple[str, str, str]] = []  # (method, path prefix, fault)
         self.errors: list[str] = []
         self.log: list[tuple[str, str, int]] = []
         self._ids = itertools.count(4001)
@@ -150,12 +165,13 @@ class FakeGitHub:
                 pass
 
             def _send(self, status: int, body=None, headers: dict | None = None):
-                data = b"" if body is None else json.dumps(body).encode()
+                raw = isinstance(body, bytes)
+                data = body if raw else b"" if body is None else json.dumps(body).encode()
                 try:
                     self.send_response(status)
                     for key, value in (headers or {}).items():
                         self.send_header(key, value)
-                    if body is not None:
+                    if body is not None and not raw:
                         self.send_header("Content-Type", "application/json; charset=utf-8")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
@@ -189,6 +205,11 @@ class FakeGitHub:
             self._count += 1
             count = self._count
             fault = self.script.pop(0) if self.script else None
+            for i, (verb, prefix, scripted) in enumerate(self.script_for):
+                if fault is None and verb == method and split.path.startswith(prefix):
+                    fault = scripted
+                    del self.script_for[i]
+                    break
         if self.fail_after is not None and count > self.fail_after:
             fault = "502"
         if self.every and count % self.every[0] == 0 and fault is None:
@@ -198,6 +219,9 @@ class FakeGitHub:
         return result
 
     def _handle(self, method, path, query, headers, raw, fault):
+        if path.startswith("/_blob/"):  # an artifact's pre-signed storage URL: no API, no token
+            artifact = self.artifacts.get(int(path.rsplit("/", 1)[1]))
+            return (200, artifact["data"], {"Content-Type": "application/zip"}, None) if artifact else (404, None, {}, None)
         if fault in ("502", "500", "503"):
             return int(fault), {"message": "Server Error"}, {}, None
         if fault == "429":
@@ -224,6 +248,9 @@ class FakeGitHub:
         scheme, _, token = auth.partition(" ")
         if scheme.lower() not in ("token", "bearer") or token not in self.tokens:
             return 401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}, {}, None
+        if method != "get" and token in self.read_only_tokens:
+            return 403, {"message": "Resource not accessible by integration",
+                         "documentation_url": "https://docs.github.com/rest"}, {}, None
         body = None
         if raw:
             try:
@@ -237,13 +264,25 @@ class FakeGitHub:
             if problems:
                 return 422, {"message": "Invalid request.\n\n" + "\n".join(problems),
                              "documentation_url": operation.get("externalDocs", {}).get("url", ""), "status": "422"}, {}, None
-        status, answer = getattr(self, "_" + operation["operationId"].replace("/", "_").replace("-", "_"))(params, query, body)
+        handler = getattr(self, "_" + operation["operationId"].replace("/", "_").replace("-", "_"))
+        if fault == "late":  # applied after the client gave up, and no answer in time
+            threading.Timer(self.late_s, lambda: self._apply_late(handler, operation, template, params, query, body)).start()
+            return 502, {"message": "Server Error"}, {}, "hang"
+        status, answer = handler(params, query, body)
+        headers_out = {}
+        if isinstance(answer, tuple):  # (body, headers): a redirect
+            answer, headers_out = answer
         if status < 400:
             self._check_response(operation, status, answer, template)
         after = "hang" if fault == "hang" else None
         if fault == "applied-502":
             return 502, {"message": "Server Error"}, {}, None
-        return status, answer, {}, after
+        return status, answer, headers_out, after
+
+    def _apply_late(self, handler, operation, template, params, query, body):
+        status, answer = handler(params, query, body)
+        if status < 400:
+            self._check_response(operation, status, answer, template)
 
     def _check_response(self, operation, status, answer, template):
         content = (operation["responses"].get(str(status)) or {}).get("content") or {}
@@ -386,3 +425,80 @@ class FakeGitHub:
     def _actions_create_workflow_dispatch(self, p, q, body):
         self.dispatches.append({"repo": f"{p['owner']}/{p['repo']}", "workflow": p["workflow_id"], **body})
         return 204, None
+
+    # --- Actions: workflow runs, jobs, artifacts (filled by tests/actions.py), commits ---
+    def _render_run(self, run: dict) -> dict:
+        out = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}", "get", "200")
+        base = f"{self.url}/repos/{run['repo']}/actions/runs/{run['id']}"
+        out.update({k: run[k] for k in ("id", "name", "event", "status", "conclusion", "head_sha", "head_branch", "path",
+                                        "display_title", "run_attempt", "referenced_workflows", "created_at",
+                                        "updated_at") if k in run})
+        out.update(url=base, html_url=f"https://github.com/{run['repo']}/actions/runs/{run['id']}",
+                   jobs_url=f"{base}/jobs", artifacts_url=f"{base}/artifacts", pull_requests=run.get("pull_requests", []),
+                   workflow_id=run.get("workflow_id", 1), run_number=run["id"], node_id=f"WFR_{run['id']}")
+        return out
+
+    def _actions_get_workflow_run(self, p, q, body):
+        run = self.workflow_runs.get(int(p["run_id"]))
+        if run is None or run["repo"] != f"{p['owner']}/{p['repo']}":
+            return 404, {"message": "Not Found"}
+        return 200, self._render_run(run)
+
+    def _actions_list_workflow_runs(self, p, q, body):
+        runs = [r for r in self.workflow_runs.values() if r["repo"] == f"{p['owner']}/{p['repo']}"
+                and p["workflow_id"] in (str(r.get("workflow_id")), r["path"].rsplit("/", 1)[-1])
+                and q.get("status") in (None, r["status"], r["conclusion"])
+                and (not q.get("created", "").startswith(">=") or r["created_at"] >= q["created"][2:])]
+        runs.sort(key=lambda r: -r["id"])
+        return 200, {"total_count": len(runs), "workflow_runs": [self._render_run(r) for r in self._page(runs, q)]}
+
+    def _actions_list_jobs_for_workflow_run(self, p, q, body):
+        run = self.workflow_runs.get(int(p["run_id"]))
+        if run is None:
+            return 404, {"message": "Not Found"}
+        template = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}/jobs", "get", "200")["jobs"][0]
+        jobs = []
+        for job in self.jobs.get(run["id"], []):
+            out = copy.deepcopy(template)
+            out.update({k: job.get(k) for k in ("id", "name", "status", "conclusion", "labels", "runner_name",
+                                                "runner_group_name", "runner_group_id", "runner_id", "started_at",
+                                                "completed_at")}, created_at=job.get("started_at"))
+            out.update(run_id=run["id"], head_sha=run["head_sha"], workflow_name=run["name"], steps=[],
+                       head_branch=run["head_branch"], run_attempt=1, node_id=f"J_{job['id']}",
+                       url=f"{self.url}/repos/{run['repo']}/actions/jobs/{job['id']}",
+                       run_url=f"{self.url}/repos/{run['repo']}/actions/runs/{run['id']}")
+            jobs.append(out)
+        return 200, {"total_count": len(jobs), "jobs": self._page(jobs, q)}
+
+    def _render_artifact(self, artifact_id: int, artifact: dict) -> dict:
+        run = self.workflow_runs[artifact["run_id"]]
+        out = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts", "get", "200")["artifacts"][0]
+        out.update(id=artifact_id, name=artifact["name"], size_in_bytes=len(artifact["data"]),
+                   expired=artifact.get("expired", False), node_id=f"A_{artifact_id}",
+                   url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}",
+                   archive_download_url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}/zip",
+                   workflow_run={"id": run["id"], "repository_id": 1, "head_repository_id": 1,
+                                 "head_branch": run["head_branch"], "head_sha": run["head_sha"]})
+        return out
+
+    def _actions_list_workflow_run_artifacts(self, p, q, body):
+        found = [(i, a) for i, a in sorted(self.artifacts.items()) if a["run_id"] == int(p["run_id"])
+                 and ("name" not in q or a["name"] == q["name"])]
+        items = [self._render_artifact(i, a) for i, a in found]
+        return 200, {"total_count": len(items), "artifacts": self._page(items, q)}
+
+    def _actions_download_artifact(self, p, q, body):
+        artifact = self.artifacts.get(int(p["artifact_id"]))
+        if artifact is None or artifact.get("expired"):
+            return 410, {"message": "Artifact has expired"}
+        return 302, (None, {"Location": f"{self.url}/_blob/{p['artifact_id']}"})
+
+    def _repos_get_commit(self, p, q, body):
+        parents = self.commits.get(p["ref"])
+        if parents is None:
+            return 404, {"message": "No commit found for SHA: " + p["ref"]}
+        out = self._example("/repos/{owner}/{repo}/commits/{ref}", "get", "200")
+        out.update(sha=p["ref"], node_id=f"C_{p['ref']}", files=[], parents=[
+            {"sha": sha, "url": f"{self.url}/repos/{p['owner']}/{p['repo']}/commits/{sha}",
+             "html_url": f"https://github.com/{p['owner']}/{p['repo']}/commit/{sha}"} for sha in parents])
+        return 200, out

@@ -1,6 +1,8 @@
 """Records, the gate report, the manifest, JUnit properties and the summary, through pytester."""
 
 import json
+import os
+import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -126,14 +128,53 @@ def test_records_one_line_per_phase_with_evidence(pytester):
     assert failed["group"] == "attention" and failed["blocking"] is True
 
 
+def git(cwd, *args) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
+
+
+def test_manifest_records_the_head_and_the_merge_commit_that_ran_apart(pytester, monkeypatch):
+    """A `pull_request` run tests the merge commit (GITHUB_SHA, refs/pull/N/merge) while its check belongs on the
+    PR's head: the manifest takes both from the event and the checkout, never one from an environment variable."""
+    root = pytester.path
+    git(root, "init", "-q", "-b", "main")
+    git(root, "commit", "-q", "--allow-empty", "-m", "base")
+    base = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "-b", "pr")
+    git(root, "commit", "-q", "--allow-empty", "-m", "the PR")
+    head = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    git(root, "merge", "-q", "--no-ff", "-m", "Merge head into base", "pr")
+    merge = git(root, "rev-parse", "HEAD")
+    event = root / "event.json"
+    event.write_text(json.dumps({"action": "synchronize", "number": 12, "pull_request": {
+        "number": 12, "head": {"sha": head}, "base": {"sha": base}}, "repository": {"default_branch": "main"}}))
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    monkeypatch.setenv("GITHUB_SHA", merge)
+    monkeypatch.setenv("GITHUB_REF", "refs/pull/12/merge")
+    monkeypatch.setenv("PYTEST_ROCM_GIT_SHA", "b" * 40)  # under Actions the event decides, not this
+    monkeypatch.setenv("RUNNER_NAME", "mi300x-runner-7")
+    run_suite(pytester)
+    manifest = load(pytester, "manifest.json")
+    origin = manifest["provenance"]
+    assert (origin["event"], origin["ref"], origin["pr"], origin["default_branch"]) == (
+        "pull_request", "refs/pull/12/merge", 12, "main")
+    assert (origin["head_sha"], origin["tested_sha"], origin["base_sha"]) == (head, merge, base)
+    assert origin["expected_tested_sha"] == merge and origin["tested_from"] == "git"
+    assert manifest["git_sha"] == merge and manifest["git_sha_from"].startswith("git rev-parse HEAD")
+
+
 def test_manifest(pytester, monkeypatch):
-    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("PYTEST_ROCM_GIT_SHA", "0123456789abcdef0123456789abcdef01234567")
     monkeypatch.setenv("RUNNER_NAME", "mi300x-runner-7")
     run_suite(pytester)
     manifest = load(pytester, "manifest.json")
     assert manifest["schema"] == "pytest-rocm/manifest/1"
-    assert manifest["git_sha"] == "0123456789abcdef0123456789abcdef01234567"
-    assert manifest["git_sha_from"] == "GITHUB_SHA"
+    assert manifest["git_sha"] == "0123456789abcdef0123456789abcdef01234567"  # no checkout, no event: the CI's name
+    assert manifest["git_sha_from"] == "PYTEST_ROCM_GIT_SHA"
+    assert manifest["provenance"]["event"] is None and manifest["provenance"]["head_sha"] == manifest["git_sha"]
     assert manifest["runner"] == "mi300x-runner-7"
     assert manifest["platform"]["profile"] == "mi300x-8"
     assert manifest["platform"]["description"] == "8 x MI300X"

@@ -14,7 +14,7 @@ import os
 import sys
 
 from pytest_rocm.cli import (baselines, dashboard, doctor, drain, groups, history, parity, preflight, publish, rerun,
-                             select, shard, trust, verdict)
+                             select, shard, sweep, trust, verdict)
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -22,11 +22,11 @@ EXIT_BAD_INPUT = 2
 DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
                "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
                "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
-               "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), keep every run's results (history) and build the coverage dashboard from them (dashboard). Run `rocm-gate COMMAND --help`.")
+               "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history) and build the coverage dashboard from them (dashboard). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
             "groups": groups, "shard": shard, "select": select, "preflight": preflight, "drain": drain,
-            "publish": publish, "trust": trust, "rerun": rerun, "history": history, "dashboard": dashboard}
+            "publish": publish, "sweep": sweep, "trust": trust, "rerun": rerun, "history": history, "dashboard": dashboard}
 
 
 def build_parser() -> argparse.ArgumentParser:

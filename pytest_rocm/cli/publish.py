@@ -1,22 +1,34 @@
-"""`rocm-gate publish RESULTS_DIR`: create or update the merge-blocking check run of a run's results.
+"""`rocm-gate publish`: the merge-blocking check run of a gate run's results.
 
-One check per runner class and head SHA (`rocm-gate / MI300X`), found again by name, SHA and
-`external_id` (the run id), so publishing twice, or again after an interruption, updates the same check.
-`--in-progress` marks it running at the start of a run; without it the results decide the conclusion:
+Two ways to call it:
+
+  rocm-gate publish --workflow-run --runner-class mi300x-8 --gate-workflow OWNER/REPO/.github/workflows/rocm-gate.yml@SHA \\
+      --runner-group rocm-mi300x-8
+      In the publish workflow (`on: workflow_run`, the default branch's definition, the App's key). Everything
+      comes from GitHub: the gate run named by $GITHUB_EVENT_PATH, the commit (the PR's head, or the SHA a
+      dispatch's run-name names), whether the run was approved (it used the pinned gate workflow and its gate
+      job ran on the class's runner group), and its results artifact, downloaded through the API. What the run
+      may write at each stage: pytest_rocm/github/publishing.py.
+  rocm-gate publish RESULTS_DIR --sha SHA
+      Results you made yourself, on a commit you name (another CI, a demo); `--dry-run` prints the check.
+
+One check per runner class, head SHA and gate run (`rocm-gate / MI300X-8`, external_id = the run id). The
+results decide the conclusion:
 
   gate report      check run
-  success          success
+  success          success (never for a simulated platform, which only --allow-simulated lets through at all)
   failure          failure
   neutral          neutral (only with infra evidence after reruns; otherwise as incomplete)
   incomplete       action_required (`--incomplete neutral`: neutral, with a warning)
   skipped          action_required (no blocking gate ran; `--incomplete neutral`: neutral, with a warning)
   no results       cancelled / timed_out as the workflow run ended, else action_required
 
-Results are untrusted input (they may come from a fork's run): sizes, schemas and the SHA the run claims
-are checked first; results that fail are published as a blocking check saying why (exit 2).
+Results are untrusted input (the PR's code wrote them): the strict loader checks every file, and their claims
+(head and tested commit, platform) are checked against GitHub's facts; results that fail publish a blocking
+check saying why (exit 2).
 
-Exit status: 0 published, 2 bad input (also: GitHub refused the credentials or the request), 4 not
-published after the retries. Whenever nothing was published the payload is written to --unsent.
+Exit status: 0 published (or nothing to write, said why), 2 bad input or refused results or GitHub refused the
+request, 4 not published after the attempts (the payload is written to --unsent).
 """
 
 from __future__ import annotations
@@ -36,61 +48,149 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_NOT_PUBLISHED = 0, 2, 4
 def add_parser(commands, name: str) -> None:
     parser = commands.add_parser(name, help="publish a run's results as a GitHub check run",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", metavar="RESULTS_DIR", help="the run's folder (gate-report.json, manifest.json, parity.json)")
+    parser.add_argument("results", metavar="RESULTS_DIR", nargs="?",
+                        help="results you made yourself (gate-report.json, manifest.json, parity.json)")
     github_options.add(parser)
-    parser.add_argument("--sha", help="the commit (default: $GITHUB_SHA)")
-    parser.add_argument("--sha-from-results", action="store_true",
-                        help="the commit is the one the results say they tested (manifest git_sha): for runs "
-                             "started by a dispatch, whose workflow run names the default branch's commit")
-    parser.add_argument("--runner-class", help="names the check `rocm-gate / CLASS` (default: the SKU the run saw)")
-    parser.add_argument("--run-id", help="the gate run's id, kept as the check's external_id (default: $GITHUB_RUN_ID)")
-    parser.add_argument("--details-url", help="the run's page (default: built from $GITHUB_SERVER_URL, repository and run id)")
-    parser.add_argument("--in-progress", action="store_true", help="mark the check running (start of a run)")
-    parser.add_argument("--run-conclusion", help="how the gate workflow run ended (used when it left no results)")
+    trusted = parser.add_argument_group("in the publish workflow (on: workflow_run)")
+    trusted.add_argument("--workflow-run", action="store_true",
+                         help="publish the gate run of the workflow_run event in $GITHUB_EVENT_PATH")
+    trusted.add_argument("--gate-workflow", metavar="PIN",
+                         help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller workflow uses")
+    trusted.add_argument("--runner-group", help="the self-hosted runner group of the runner class")
+    local = parser.add_argument_group("with RESULTS_DIR")
+    local.add_argument("--sha", help="the commit the check lands on (a PR's head, not its merge commit)")
+    local.add_argument("--sha-from-results", action="store_true", help=argparse.SUPPRESS)
+    local.add_argument("--run-id", help="kept as the check's external_id (default: $GITHUB_RUN_ID)")
+    local.add_argument("--details-url", help="the run's page (default: built from $GITHUB_SERVER_URL, repository, run id)")
+    local.add_argument("--in-progress", action="store_true", help="mark the check running (start of a run)")
+    local.add_argument("--run-conclusion", help="how the run ended (used when it left no results)")
+    local.add_argument("--dry-run", action="store_true", help="print the check run as JSON; send nothing")
+    parser.add_argument("--runner-class", help="names the check `rocm-gate / CLASS` (with RESULTS_DIR, default: the "
+                                               "SKU the run saw)")
     parser.add_argument("--incomplete", choices=("block", "neutral"), default="block",
                         help="conclusion of an incomplete run, or one where no blocking gate ran: block "
                              "(action_required, the default) or neutral (soft rollout, with a warning)")
+    parser.add_argument("--allow-simulated", action="store_true",
+                        help="publish results of a simulated platform (a demo): SIMULATED in the title and summary, "
+                             "and never `success`")
     parser.add_argument("--path-prefix", default="", help="prefix of the test ids' paths in the repository (for annotations)")
     parser.add_argument("--base-parity", metavar="FILE", help="the base branch's last parity.json, for the change per group")
     parser.add_argument("--unsent", metavar="FILE", default="rocm-gate-unsent-check.json",
                         help="where the payload goes when GitHub cannot be reached (default: %(default)s)")
     parser.add_argument("--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6,
-                        help="attempts before giving up (default 6)")
+                        help="attempts per request before giving up (default 6)")
     parser.add_argument("--backoff", type=float, default=2.0, metavar="S",
                         help="first wait after a failed attempt, doubled each time, capped at 120 s (default 2)")
-    parser.add_argument("--dry-run", action="store_true", help="print the check run as JSON; send nothing")
+    parser.add_argument("--settle", type=float, default=10.0, metavar="S",
+                        help="after a write that may have been applied, wait until S seconds after it was sent "
+                             "before reading the state again (default 10: GitHub's own limit per request)")
 
 
-def _env_sha(args) -> str:
-    if args.sha_from_results:
-        try:
-            manifest = json.loads((Path(args.results) / "manifest.json").read_text(encoding="utf-8"))
-            claimed = manifest.get("git_sha") if isinstance(manifest, dict) else None
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise github_options.OptionError(f"--sha-from-results: cannot read {args.results}/manifest.json ({exc})") from None
-        args.sha = claimed or ""
-    sha = (args.sha or os.environ.get("GITHUB_SHA") or "").lower()
+def _sha(value: str | None, what: str) -> str:
+    sha = (value or "").lower()
     if len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
-        raise github_options.OptionError(f"--sha/$GITHUB_SHA must be a full 40-hex commit SHA, got {sha!r}")
+        raise github_options.OptionError(f"{what} must be a full 40-hex commit SHA, got {value!r}")
     return sha
 
 
-def run(args) -> int:
-    from pytest_rocm.github import api, artifacts, checks
+def _base_parity(path: str | None) -> dict | None:
+    if not path:
+        return None
+    from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 
     try:
-        sha = _env_sha(args)
-        repo = github_options.repo(args) if not args.dry_run else (args.repo or os.environ.get("GITHUB_REPOSITORY", "owner/repo"))
-        base_parity = json.loads(Path(args.base_parity).read_text()) if args.base_parity else None
-    except (github_options.OptionError, OSError, ValueError) as exc:
+        return load_artifact(path, "parity")
+    except ArtifactError as exc:
+        raise github_options.OptionError(f"--base-parity {exc}") from None
+
+
+def _client(args, repo: str):
+    from pytest_rocm.github import api
+
+    return api.Client(github_options.client(args), repo, attempts=args.attempts, backoff=args.backoff,
+                      settle_s=args.settle)
+
+
+def _unsent(args, payload: dict, exc) -> int:
+    Path(args.unsent).write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"rocm-gate publish: not published: {exc}\n  the check run it would have sent is in {args.unsent}",
+          file=sys.stderr)
+    return EXIT_BAD_INPUT if getattr(exc, "refused", False) else EXIT_NOT_PUBLISHED
+
+
+def run(args) -> int:
+    try:
+        if args.sha_from_results:
+            raise github_options.OptionError(
+                "--sha-from-results is gone: the commit a check lands on never comes from the results (the PR's code "
+                "writes them); publish with --workflow-run, which takes it from GitHub")
+        base_parity = _base_parity(args.base_parity)
+        if args.workflow_run:
+            if args.results:
+                raise github_options.OptionError("--workflow-run downloads the results itself: give no RESULTS_DIR")
+            return _from_workflow_run(args, base_parity)
+        if not args.results:
+            raise github_options.OptionError("give RESULTS_DIR with --sha, or --workflow-run in the publish workflow")
+        return _from_folder(args, base_parity)
+    except github_options.OptionError as exc:
         print(f"rocm-gate publish: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _from_workflow_run(args, base_parity) -> int:
+    from pytest_rocm.cli.trust import read_event
+    from pytest_rocm.github import api, provenance, publishing
+
+    for flag in ("runner_class", "gate_workflow", "runner_group"):
+        if not getattr(args, flag):
+            raise github_options.OptionError(f"--workflow-run needs --{flag.replace('_', '-')}")
+    if os.environ.get("GITHUB_EVENT_NAME") not in (None, "", "workflow_run"):
+        raise github_options.OptionError(f"--workflow-run reads a workflow_run event, not "
+                                         f"{os.environ['GITHUB_EVENT_NAME']} ($GITHUB_EVENT_NAME)")
+    event = read_event(os.environ.get("GITHUB_EVENT_PATH"))
+    event_run = event.get("workflow_run")
+    if not isinstance(event_run, dict) or event.get("action") not in ("requested", "in_progress", "completed"):
+        raise github_options.OptionError(f"{os.environ.get('GITHUB_EVENT_PATH')}: not a workflow_run event")
+    options = publishing.Options(runner_class=args.runner_class.lower(), gate_workflow=args.gate_workflow,
+                                 runner_group=args.runner_group, incomplete=args.incomplete,
+                                 allow_simulated=args.allow_simulated, path_prefix=args.path_prefix,
+                                 base_parity=base_parity)
+    client = _client(args, github_options.repo(args))
+    try:
+        outcome = publishing.publish_run(client, event_run, event["action"], options)
+    except provenance.RunRefused as exc:
+        print(f"rocm-gate publish: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except api.PublishError as exc:
+        return _unsent(args, {"workflow_run": event_run.get("id"), "stage": event["action"]}, exc)
+    for line in client.log:
+        print(f"rocm-gate publish: {line}")
+    print(f"{outcome.name} on {outcome.run.head_sha[:12]} (run {outcome.run.run_id}, {outcome.run.event}): "
+          f"{outcome.action}" + (f" {outcome.published.html_url}" if outcome.published else ""))
+    for problem in outcome.problems:
+        print(f"rocm-gate publish: results refused: {problem}", file=sys.stderr)
+    return EXIT_BAD_INPUT if outcome.problems else EXIT_OK
+
+
+def _from_folder(args, base_parity) -> int:
+    from pytest_rocm.github import api, artifacts, checks
+
+    sha = _sha(args.sha, "--sha")
+    repo = github_options.repo(args) if not args.dry_run else (args.repo or os.environ.get("GITHUB_REPOSITORY", "owner/repo"))
     run_id = args.run_id or os.environ.get("GITHUB_RUN_ID")
     details_url = args.details_url or (f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{repo}/actions/runs/{run_id}"
                                        if run_id else None)
     status = EXIT_OK
     try:
-        results = artifacts.read_results(Path(args.results), sha)
+        results = artifacts.read_results(Path(args.results))
+        claimed = results.head_sha or results.tested_sha
+        if claimed and claimed != sha:
+            raise artifacts.ArtifactError(f"{Path(args.results) / 'manifest.json'}: the run was for {claimed}, not "
+                                          f"{sha}: refusing to publish its results for another commit")
+        if results.simulated_profile and not args.allow_simulated:
+            raise artifacts.ArtifactError(f"{Path(args.results) / 'manifest.json'}: the results come from the simulated "
+                                          f"platform {results.simulated_profile!r}: a simulated run makes no check "
+                                          "(--allow-simulated for a demo, marked SIMULATED and never success)")
         name = checks.check_name(results, args.runner_class)
         content = checks.build(results, name, details_url, args.path_prefix, args.incomplete, base_parity)
     except artifacts.ArtifactError as exc:
@@ -108,18 +208,13 @@ def run(args) -> int:
         print(json.dumps(payload, indent=2))
         return status
     try:
-        gh = github_options.client(args)
-        done = api.publish(gh, repo, sha, content, run_id, details_url, args.in_progress,
-                           attempts=args.attempts, backoff=args.backoff)
-    except github_options.OptionError as exc:
-        print(f"rocm-gate publish: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        client = _client(args, repo)
+        done = api.converge(client, sha, content, run_id, details_url, args.in_progress)
     except api.PublishError as exc:
-        Path(args.unsent).write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"rocm-gate publish: not published: {exc}\n  the check run it would have sent is in {args.unsent}",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT if exc.refused else EXIT_NOT_PUBLISHED
-    verb = "created" if done.created else "updated"
+        return _unsent(args, payload, exc)
+    for line in client.log:
+        print(f"rocm-gate publish: {line}")
+    verb = "created" if done.created else "updated" if done.status != "unchanged" else "left as it was (completed)"
     state = "in_progress" if args.in_progress else content.conclusion
     print(f"{verb} check {content.name!r} on {sha[:12]}: {state}, {len(content.annotations)} annotation(s) "
           f"({done.annotations_sent} sent now) {done.html_url}")

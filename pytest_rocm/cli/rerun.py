@@ -49,19 +49,18 @@ def run(args) -> int:
     try:
         payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
-        gh = None if args.dry_run else github_options.client(args)
-        asked = rerun.plan(payload, (lambda login: "write") if args.dry_run else
-                           (lambda login: api.permission(gh, repo, login)), args.app_id)
+        client = None if args.dry_run else api.Client(github_options.client(args), repo)
+        asked = rerun.plan(payload, (lambda login: "write") if args.dry_run else client.permission, args.app_id)
         print(json.dumps({"workflow": args.workflow, "ref": asked.ref, "inputs": asked.inputs()}))
         if not args.dry_run:
-            api.dispatch(gh, repo, args.workflow, asked.ref, asked.inputs())
+            client.dispatch(args.workflow, asked.ref, asked.inputs())
     except rerun.Ignored as exc:
         print(f"rocm-gate rerun: ignored: {exc}")
         return EXIT_OK
     except (github_options.OptionError, KeyError, TypeError) as exc:
         print(f"rocm-gate rerun: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except api.GITHUB_ERRORS as exc:
-        print(f"rocm-gate rerun: GitHub refused: {api.describe(exc)}", file=sys.stderr)
+    except (api.PublishError, *api.GITHUB_ERRORS) as exc:
+        print(f"rocm-gate rerun: not dispatched: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_OK

@@ -1,10 +1,12 @@
-"""`rocm-gate trust`: may the event's code reach a self-hosted GPU runner, and which exact commit?
+"""`rocm-gate trust`: may the event's code reach a self-hosted GPU runner, and which exact commits?
 
-Reads the event GitHub delivered ($GITHUB_EVENT_NAME, $GITHUB_EVENT_PATH) and asks the API for the
-sender's permission. Fork code is trusted only for the head SHA a writer approved (the approval label's
-`labeled` event, or a dispatch naming the SHA); a new push needs a new approval; pull_request_target is
-refused (see pytest_rocm/github/trust.py). Prints the decision as JSON and, under Actions, writes
-`trusted`, `sha`, `pr` and `reason` to $GITHUB_OUTPUT.
+Reads the event GitHub delivered ($GITHUB_EVENT_NAME, $GITHUB_EVENT_PATH, and $GITHUB_SHA: for pull_request the
+merge commit the run tests) and asks the API for the sender's permission. Fork code is trusted only for the
+head SHA a writer approved (the label `rocm-ci-approved`'s own `labeled` event, or a dispatch naming the SHA); a
+new push needs a new approval; another label's event is a no-op; pull_request_target is refused (see
+pytest_rocm/github/trust.py). The label is not an option: nothing a caller passes chooses it. Prints the
+decision as JSON and, under Actions, writes `trusted`, `head-sha`, `tested-sha`, `pr`, `noop` and `reason` to
+$GITHUB_OUTPUT.
 
 Exit status: 0 decided (read `trusted`), 3 refused with --require, 2 bad input.
 """
@@ -27,7 +29,6 @@ def add_parser(commands, name: str) -> None:
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--event-name", help="default: $GITHUB_EVENT_NAME")
     parser.add_argument("--event-path", help="the event payload (default: $GITHUB_EVENT_PATH)")
-    parser.add_argument("--label", default="rocm-ci-approved", help="the approval label (default: %(default)s)")
     parser.add_argument("--require", action="store_true", help="exit 3 when not trusted (a guard step)")
     github_options.add(parser)
 
@@ -37,8 +38,8 @@ def read_event(path: str | None) -> dict:
         raise github_options.OptionError("no event: give --event-path or set $GITHUB_EVENT_PATH")
     try:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise github_options.OptionError(f"{path}: cannot read the event payload ({exc})") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise github_options.OptionError(f"{path}: cannot read the event payload ({str(exc)[:200]})") from None
     if not isinstance(event, dict):
         raise github_options.OptionError(f"{path}: the event payload is not a JSON object")
     return event
@@ -53,24 +54,24 @@ def run(args) -> int:
             raise github_options.OptionError("no event name: give --event-name or set $GITHUB_EVENT_NAME")
         event = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
-        gh = None
+        client = None
 
         def permission_of(login: str) -> str:
-            nonlocal gh
-            gh = gh or github_options.client(args)
-            return api.permission(gh, repo, login)
+            nonlocal client
+            client = client or api.Client(github_options.client(args), repo)
+            return client.permission(login)
 
-        decision = trust.decide(event_name, event, permission_of, args.label)
+        decision = trust.decide(event_name, event, permission_of, os.environ.get("GITHUB_SHA"))
     except github_options.OptionError as exc:
         print(f"rocm-gate trust: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except api.GITHUB_ERRORS as exc:
-        print(f"rocm-gate trust: cannot ask GitHub for the sender's permission: {api.describe(exc)}", file=sys.stderr)
+    except (api.PublishError, *api.GITHUB_ERRORS) as exc:
+        print(f"rocm-gate trust: cannot ask GitHub for the sender's permission: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(json.dumps(decision.to_dict()))
     if os.environ.get("GITHUB_OUTPUT"):
         with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
             for key, value in decision.to_dict().items():
                 text = "true" if value is True else "false" if value is False else "" if value is None else str(value)
-                out.write(f"{key}={text.replace(chr(10), ' ')}\n")
+                out.write(f"{key.replace('_', '-')}={text.replace(chr(10), ' ').replace(chr(13), ' ')}\n")
     return EXIT_REFUSED if args.require and not decision.trusted else EXIT_OK

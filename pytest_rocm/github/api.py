@@ -1,74 +1,78 @@
-"""GitHub through github3.py: auth, bounded retries, and a publish that converges to one check run.
+"""GitHub's REST API through github3.py: auth, one retry rule per request, and check runs that converge.
 
-Retries, in two layers:
-- idempotent requests (GET and the like) are retried by urllib3's `Retry`, mounted on github3's requests
-  session: 5xx, 429, and 403 secondary rate limits with `Retry-After`, with backoff and a cap on any wait;
-- POST and PATCH are never replayed blind (a create that timed out may have happened, and every PATCH with
-  annotations appends them): `publish` reads the state again and sends only what is missing, a bounded
-  number of times, waiting out primary rate limits (`X-RateLimit-Reset`, capped).
+Requests (`Client`):
+- every request has its own budget of attempts, so a publish of 3,000 annotations under a 1-in-3 rate of 502s
+  sends all of them, as a publish of 6 does;
+- a read (GET) is retried on 5xx, 429, rate limits, read timeouts and dropped connections, waiting what GitHub
+  asks (`Retry-After`, `X-RateLimit-Reset`, each wait capped at MAX_WAIT_S), else a doubling backoff;
+- a write (POST, PATCH) is never replayed blind. One that failed after it was sent (a read timeout, a 5xx) may
+  have been applied, or may still be: GitHub works on a request for up to 10 seconds before it gives up
+  (docs.github.com/en/rest/using-the-rest-api/troubleshooting-the-rest-api#timeouts). So the writer waits until
+  SETTLE_S after it sent the request, reads the state again and sends only what is missing (`Ambiguous`). A
+  write GitHub refused before doing anything (429, a rate limit, a connection that never opened) is sent again
+  after the wait.
 
-So a publish that is interrupted and run again, or that met a 502 after GitHub applied the request, ends in
-the same state: one check per name and head SHA, each annotation once.
+Check runs (`converge`): one check per (name, head SHA, external_id = the gate run's id) whatever the order or
+timing of writes. The oldest such check is the one kept; any other (a create GitHub applied after its answer was
+lost, two publishers at once) is completed as a copy of it without annotations, since GitHub cannot delete a
+check and shows the newest. A completed check is never made `in_progress` again. Annotations are appended by
+GitHub on every update, so they are read back and each is sent once, by content.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import github3
 import requests
-from github3.checks import CheckRun
 from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
 
 from pytest_rocm.github.checks import ANNOTATIONS_PER_REQUEST, CheckContent
+
+__all__ = ["Ambiguous", "Client", "GITHUB_ERRORS", "PublishError", "connect", "converge", "describe"]
 
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 20.0
 MAX_WAIT_S = 120.0  # no single wait (Retry-After, rate-limit reset) longer than this
 ATTEMPTS = 6
-TRANSIENT_STATUS = (429, 500, 502, 503, 504)
+SETTLE_S = 10.0  # GitHub's own limit on processing one request
+MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
+TRANSIENT_STATUS = (500, 502, 503, 504)
 GITHUB_ERRORS = (github3.exceptions.GitHubException, requests.RequestException)
 
 
 class PublishError(RuntimeError):
-    """Publishing failed: GitHub refused (`refused`: credentials, permissions, a request it will not take) or
-    kept failing past the retries; the message says what failed last (never a token)."""
+    """GitHub refused (`refused`: credentials, permissions, a request it will not take) or kept failing past
+    the attempts; the message says what failed last (never a token)."""
 
     def __init__(self, message: str, refused: bool = False):
         super().__init__(message)
         self.refused = refused
 
 
-class GitHubRetry(Retry):
-    """urllib3's Retry, also honouring `Retry-After` on GitHub's 403 secondary rate limits, with waits capped."""
+class Ambiguous(Exception):
+    """A write that failed after it was sent: it may have been applied. Read the state again after `settle`."""
 
-    RETRY_AFTER_STATUS_CODES = frozenset({403, 413, 429, 503})
-
-    def get_retry_after(self, response):
-        seconds = super().get_retry_after(response)
-        return None if seconds is None else min(seconds, MAX_WAIT_S)
+    def __init__(self, what: str, sent_at: float):
+        super().__init__(what)
+        self.sent_at = sent_at
 
 
 def connect(api_url: str, token: str | None = None, app_id: str | None = None, private_key: str | None = None,
-            installation_id: str | None = None, read_timeout: float = READ_TIMEOUT_S,
-            retries: int = 4, backoff: float = 1.0) -> github3.GitHub:
+            installation_id: str | None = None, read_timeout: float = READ_TIMEOUT_S) -> github3.GitHub:
     """A github3 client for `api_url` (api.github.com, GitHub Enterprise's /api/v3, or a loopback server).
 
     Auth: an App (id, private key, installation id: an installation token minted now), else `token` (an
     Actions GITHUB_TOKEN or another installation token: check runs need one, a personal token is refused by
-    GitHub)."""
+    GitHub). Retries are `Client`'s, so the session itself retries nothing."""
     gh = github3.GitHub()
     session = gh.session
     session.base_url = api_url.rstrip("/")
     session.default_connect_timeout, session.default_read_timeout = CONNECT_TIMEOUT_S, read_timeout
-    retry = GitHubRetry(total=retries, connect=retries, read=retries, status=retries, backoff_factor=backoff,
-                        backoff_max=MAX_WAIT_S, status_forcelist=TRANSIENT_STATUS, respect_retry_after_header=True,
-                        raise_on_status=False)
-    adapter = HTTPAdapter(max_retries=retry)
+    adapter = HTTPAdapter(max_retries=0)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     if app_id and private_key and installation_id:
@@ -81,38 +85,179 @@ def connect(api_url: str, token: str | None = None, app_id: str | None = None, p
     return gh
 
 
-def _get_json(gh: github3.GitHub, path: str, params: dict | None = None):
-    response = gh.session.get(gh.session.base_url + path, params=params)
-    if response.status_code != 200:
-        raise github3.exceptions.error_for(response)
-    return response.json()
+def describe(exc: BaseException | None) -> str:
+    response = getattr(exc, "response", None)
+    if response is not None and getattr(response, "status_code", None):
+        request = getattr(response, "request", None)
+        where = f" from {request.method} {response.url}" if request is not None else ""
+        return f"HTTP {response.status_code}{where}: {str(exc)[:300]}"
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-def _paged(gh: github3.GitHub, path: str, key: str | None, params: dict | None = None, per_page: int = 100) -> list:
-    items, page = [], 1
-    while True:
-        body = _get_json(gh, path, {**(params or {}), "per_page": per_page, "page": page})
-        chunk = body[key] if key else body
-        items += chunk
-        if len(chunk) < per_page:
-            return items
-        page += 1
+def _rate_limited(response: requests.Response) -> bool:
+    if response.status_code == 429:
+        return True
+    headers = response.headers
+    return response.status_code == 403 and ("Retry-After" in headers or headers.get("X-RateLimit-Remaining") == "0")
 
 
-def find_check(gh, repo: str, sha: str, name: str, external_id: str | None) -> dict | None:
-    """This run's check for the SHA: same name and external_id (the run id). Another run of the same SHA (a
-    rerun button, a new push of the same commit) gets a check of its own, as GitHub Actions does: GitHub shows
-    and requires the newest of a name, and the older one's annotations do not leak into it. Without a run id,
-    the newest check of that name."""
-    runs = [r for r in _paged(gh, f"/repos/{repo}/commits/{sha}/check-runs", "check_runs",
-                              {"check_name": name, "filter": "all"}) if r["name"] == name and r["head_sha"] == sha]
-    if external_id:
-        runs = [r for r in runs if r.get("external_id") == external_id]
-    return max(runs, key=lambda r: r["id"]) if runs else None
+def _wait_for(response: requests.Response | None, attempt: int, backoff: float) -> float:
+    """Seconds to wait before the next attempt: a rate limit's own time when it gives one, else backoff."""
+    headers = response.headers if response is not None else {}
+    if headers.get("Retry-After", "").isdigit():
+        return min(float(headers["Retry-After"]), MAX_WAIT_S)
+    if headers.get("X-RateLimit-Remaining") == "0" and headers.get("X-RateLimit-Reset", "").isdigit():
+        return min(max(float(headers["X-RateLimit-Reset"]) - time.time(), 0.0) + 1.0, MAX_WAIT_S)
+    return min(backoff * 2 ** attempt, MAX_WAIT_S)
+
+
+class _Refused(Exception):
+    def __init__(self, response: requests.Response):
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+@dataclass
+class Client:
+    """One repository's API with the retry rule of the module docstring."""
+
+    gh: github3.GitHub
+    repo: str
+    attempts: int = ATTEMPTS
+    backoff: float = 1.0
+    settle_s: float = SETTLE_S
+    sleep: Callable[[float], None] = time.sleep
+    log: list[str] = field(default_factory=list)  # what was retried, for the command's output
+
+    @property
+    def base(self) -> str:
+        return self.gh.session.base_url
+
+    def _url(self, path: str) -> str:
+        return path if path.startswith(("http://", "https://")) else f"{self.base}{path.format(repo=self.repo)}"
+
+    def get(self, path: str, params: dict | None = None, *, ok_missing: bool = False):
+        """The JSON of a GET, retried as the module says; None for a 404 when `ok_missing`."""
+        last = None
+        for attempt in range(self.attempts):
+            try:
+                response = self.gh.session.get(self._url(path), params=params)
+            except requests.RequestException as exc:  # connection or read timeout: nothing changed, ask again
+                last = exc
+                self._pause(None, attempt, f"GET {path}: {type(exc).__name__}")
+                continue
+            if response.status_code == 404 and ok_missing:
+                return None
+            if response.status_code < 300:
+                return response.json() if response.content else None
+            if response.status_code in TRANSIENT_STATUS or _rate_limited(response):
+                last = github3.exceptions.error_for(response)
+                self._pause(response, attempt, f"GET {path}: HTTP {response.status_code}")
+                continue
+            raise PublishError(f"GitHub refused GET {path}: {describe(github3.exceptions.error_for(response))}",
+                               refused=True)
+        raise PublishError(f"GET {path} failed {self.attempts} times; the last error: {describe(last)}")
+
+    def paged(self, path: str, key: str | None, params: dict | None = None, per_page: int = 100) -> list:
+        items, page = [], 1
+        while True:
+            body = self.get(path, {**(params or {}), "per_page": per_page, "page": page})
+            chunk = (body or {}).get(key, []) if key else (body or [])
+            items += chunk
+            if len(chunk) < per_page:
+                return items
+            page += 1
+
+    def write(self, method: str, path: str, body: dict | None = None):
+        """One POST or PATCH. Sent again only when GitHub refused it before doing anything; `Ambiguous` when it
+        may have been applied; PublishError when GitHub will not take it."""
+        for attempt in range(self.attempts):
+            sent_at = time.monotonic()
+            try:
+                response = self.gh.session.request(method, self._url(path), json=body)
+            except requests.ConnectionError as exc:
+                if isinstance(exc, requests.exceptions.ConnectTimeout) or "Connection refused" in str(exc):
+                    self._pause(None, attempt, f"{method} {path}: no connection")  # never reached GitHub
+                    continue
+                raise Ambiguous(f"{method} {path}: {type(exc).__name__}", sent_at) from None
+            except requests.RequestException as exc:  # a read timeout: GitHub has it, and may act on it
+                raise Ambiguous(f"{method} {path}: {type(exc).__name__}", sent_at) from None
+            if response.status_code < 300:
+                return response.json() if response.content else None
+            if _rate_limited(response):
+                self._pause(response, attempt, f"{method} {path}: rate limited")
+                continue
+            if response.status_code in TRANSIENT_STATUS:
+                raise Ambiguous(f"{method} {path}: HTTP {response.status_code}", sent_at)
+            raise PublishError(f"GitHub refused {method} {path}: {describe(github3.exceptions.error_for(response))}",
+                               refused=True)
+        raise PublishError(f"{method} {path} was refused for rate limits {self.attempts} times")
+
+    def settle(self, ambiguous: Ambiguous) -> None:
+        """Wait until GitHub has finished with the ambiguous request (SETTLE_S after it was sent)."""
+        self.log.append(f"{ambiguous}: reading the state again before sending what is missing")
+        left = ambiguous.sent_at + self.settle_s - time.monotonic()
+        if left > 0:
+            self.sleep(left)
+
+    def _pause(self, response, attempt: int, what: str) -> None:
+        if attempt + 1 < self.attempts:
+            wait = _wait_for(response, attempt, self.backoff)
+            self.log.append(f"{what}: attempt {attempt + 1} of {self.attempts}, waiting {wait:.1f} s")
+            self.sleep(wait)
+
+    def download(self, path: str, limit: int = MAX_DOWNLOAD_BYTES) -> bytes:
+        """The bytes behind a GET that redirects to storage (an artifact's zip), at most `limit` of them."""
+        last = None
+        for attempt in range(self.attempts):
+            try:
+                with self.gh.session.get(self._url(path), stream=True, allow_redirects=True) as response:
+                    if response.status_code in TRANSIENT_STATUS or _rate_limited(response):
+                        last = f"HTTP {response.status_code}"
+                        self._pause(response, attempt, f"GET {path}: {last}")
+                        continue
+                    if response.status_code >= 300:
+                        raise PublishError(f"GitHub refused GET {path}: HTTP {response.status_code}", refused=True)
+                    data = bytearray()
+                    for chunk in response.iter_content(1 << 20):
+                        data += chunk
+                        if len(data) > limit:
+                            raise PublishError(f"GET {path}: more than {limit:,} bytes; refusing it", refused=True)
+                    return bytes(data)
+            except requests.RequestException as exc:
+                last = f"{type(exc).__name__}"
+                self._pause(None, attempt, f"GET {path}: {last}")
+        raise PublishError(f"GET {path} failed {self.attempts} times; the last error: {last}")
+
+    # --- what the publisher asks -------------------------------------------------------------------------
+
+    def checks(self, sha: str, name: str) -> list[dict]:
+        """Every check run of `name` on `sha` (all runs, not GitHub's default of the newest per name)."""
+        return [r for r in self.paged(f"/repos/{{repo}}/commits/{sha}/check-runs", "check_runs",
+                                      {"check_name": name, "filter": "all"})
+                if r["name"] == name and r["head_sha"] == sha]
+
+    def permission(self, user: str) -> str:
+        """The user's permission on the repository: admin, maintain, write, triage, read or none."""
+        body = self.get(f"/repos/{{repo}}/collaborators/{user}/permission", ok_missing=True)
+        return (body or {}).get("role_name") or (body or {}).get("permission") or "none"
+
+    def dispatch(self, workflow: str, ref: str, inputs: dict) -> None:
+        """Start `workflow` (a file name or id) on `ref` with `inputs` (POST .../dispatches, 204). A dispatch
+        whose answer was lost is not sent again: a second run of the same gate is worse than none."""
+        try:
+            self.write("POST", f"/repos/{{repo}}/actions/workflows/{workflow}/dispatches", {"ref": ref, "inputs": inputs})
+        except Ambiguous as exc:
+            raise PublishError(f"{exc}: the dispatch may or may not have started a run; look at the workflow's "
+                               "runs before dispatching again") from None
 
 
 def _annotation_key(a: dict) -> tuple:
     return (a["path"], a["start_line"], a.get("title") or "", a["message"])
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -121,125 +266,63 @@ class Published:
     html_url: str
     created: bool
     annotations_sent: int
+    status: str = "completed"  # completed | in_progress | unchanged (a completed check is never reopened)
+    duplicates: int = 0
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _converge(gh, repo: str, sha: str, content: CheckContent, external_id: str | None, details_url: str | None,
-              in_progress: bool, known: dict) -> Published:
-    """One attempt. `known` keeps what earlier attempts of this publish established (the repository, the
-    check, the annotations GitHub holds), so a retry does not redo requests that already succeeded; what a
-    failed request may or may not have done is read again."""
-    if "run" not in known:
-        found = find_check(gh, repo, sha, content.name, external_id)
-        if found is None:
-            if "repository" not in known:
-                known["repository"] = gh.repository(*repo.split("/", 1))
-            known["annotations"] = set()
-            known["dirty"] = True  # if the create fails, the next attempt lists again before creating
-            run = known["repository"].create_check_run(
-                name=content.name, head_sha=sha, details_url=details_url, external_id=external_id,
-                status="in_progress", started_at=_now(),
-                output={"title": "running", "summary": f"{content.name} is running."})
-            if run is None:
-                raise PublishError(f"creating the check {content.name!r} returned no check run")
-            known.update(created=True, dirty=False)
-        else:
-            run = CheckRun(found, gh.session)
-        known["run"] = run
-    run, created = known["run"], known.get("created", False)
-    common = {"details_url": details_url, "external_id": external_id, "actions": content.actions or None}
-    if in_progress:
-        run.update(status="in_progress", output={"title": "running", "summary": f"{content.name} is running."},
-                   **common)
-        return Published(run.id, run.html_url, created, 0)
-    if known.get("annotations") is None or known.get("dirty"):  # a PATCH with annotations may have landed
-        known["annotations"] = {_annotation_key(a) for a in
-                                _paged(gh, f"/repos/{repo}/check-runs/{run.id}/annotations", None)}
-        known["dirty"] = False
-    missing = [a for a in content.annotations if _annotation_key(a) not in known["annotations"]]
-    batches = [missing[i:i + ANNOTATIONS_PER_REQUEST] for i in range(0, len(missing), ANNOTATIONS_PER_REQUEST)]
-    first, rest = (batches[0], batches[1:]) if batches else (None, [])
-    if not known.get("completed"):
-        known["dirty"] = bool(first)
-        if not run.update(status="completed", conclusion=content.conclusion, completed_at=_now(),
-                          output=content.output(first), **common):
-            raise PublishError(f"updating the check {content.name!r} returned nothing")
-        known.update(completed=True, dirty=False, sent=known.get("sent", 0) + len(first or []))
-        known["annotations"] |= {_annotation_key(a) for a in first or []}
-    else:
-        rest = batches
-    for batch in rest:  # GitHub appends annotations given in later updates
-        known["dirty"] = True
-        run.update(output=content.output(batch))
-        known.update(dirty=False, sent=known.get("sent", 0) + len(batch))
-        known["annotations"] |= {_annotation_key(a) for a in batch}
-    return Published(run.id, run.html_url, created, known.get("sent", 0))
-
-
-def _wait_for(exc: Exception, attempt: int, backoff: float) -> float:
-    """Seconds to wait before the next attempt: a rate limit's own time when it gives one, else backoff."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    if headers.get("Retry-After", "").isdigit():
-        return min(float(headers["Retry-After"]), MAX_WAIT_S)
-    if headers.get("X-RateLimit-Remaining") == "0" and headers.get("X-RateLimit-Reset", "").isdigit():
-        return min(max(float(headers["X-RateLimit-Reset"]) - time.time(), 0.0) + 1.0, MAX_WAIT_S)
-    return min(backoff * 2 ** attempt, MAX_WAIT_S)
-
-
-def _transient(exc: Exception) -> bool:
-    if isinstance(exc, (requests.RequestException, github3.exceptions.TransportError)):
-        return True
-    code = getattr(exc, "code", None) or getattr(getattr(exc, "response", None), "status_code", None)
-    if code in TRANSIENT_STATUS:
-        return True
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    return code == 403 and ("Retry-After" in headers or headers.get("X-RateLimit-Remaining") == "0")
-
-
-def publish(gh, repo: str, sha: str, content: CheckContent, external_id: str | None = None,
-            details_url: str | None = None, in_progress: bool = False, attempts: int = ATTEMPTS,
-            backoff: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> Published:
-    """Create or update the check of `content.name` on `sha` until GitHub holds exactly `content`."""
-    last, known = None, {}
-    for attempt in range(attempts):
+def converge(client: Client, sha: str, content: CheckContent, external_id: str | None, details_url: str | None,
+             in_progress: bool = False) -> Published:
+    """Create or update this run's check until GitHub holds exactly `content` (see the module docstring)."""
+    tries: dict[str, int] = {}
+    created = False
+    sent = 0
+    while True:
         try:
-            return _converge(gh, repo, sha, content, external_id, details_url, in_progress, known)
-        except (github3.exceptions.GitHubException, requests.RequestException) as exc:
-            if not _transient(exc):
-                raise PublishError(f"GitHub refused the request: {describe(exc)}", refused=True) from None
-            last = exc
-            if attempt + 1 < attempts:
-                sleep(_wait_for(exc, attempt, backoff))
-    raise PublishError(f"gave up after {attempts} attempts; the last error: {describe(last)}")
+            runs = sorted((r for r in client.checks(sha, content.name)
+                           if external_id is None or r.get("external_id") == external_id), key=lambda r: r["id"])
+            if not runs:
+                _spend(client, tries, "create")
+                body = {"name": content.name, "head_sha": sha, "details_url": details_url,
+                        "external_id": external_id, "status": "in_progress", "started_at": _now(),
+                        "output": {"title": "running", "summary": f"{content.name} is running."}}
+                client.write("POST", "/repos/{repo}/check-runs", body)
+                created = True
+                continue  # read it back: a create may also have landed twice
+            canonical, extras = runs[0], runs[1:]
+            if in_progress:  # never reopen a completed check; a running one needs nothing more
+                status = "unchanged" if canonical["status"] == "completed" else "in_progress"
+                return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
+            common = {"details_url": details_url, "external_id": external_id, "actions": content.actions}
+            held = {_annotation_key(a) for a in
+                    client.paged(f"/repos/{{repo}}/check-runs/{canonical['id']}/annotations", None)}
+            missing = [a for a in content.annotations if _annotation_key(a) not in held]
+            first = missing[:ANNOTATIONS_PER_REQUEST]
+            _spend(client, tries, f"complete the check ({len(held)} annotations held)")
+            client.write("PATCH", f"/repos/{{repo}}/check-runs/{canonical['id']}",
+                         {"status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
+                          "output": content.output(first), **common})
+            sent += len(first)
+            for start in range(ANNOTATIONS_PER_REQUEST, len(missing), ANNOTATIONS_PER_REQUEST):
+                batch = missing[start:start + ANNOTATIONS_PER_REQUEST]
+                _spend(client, tries, f"annotations {len(held) + start + 1} to {len(held) + start + len(batch)}")
+                client.write("PATCH", f"/repos/{{repo}}/check-runs/{canonical['id']}", {"output": content.output(batch)})
+                sent += len(batch)
+            for extra in extras:
+                if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
+                    continue
+                _spend(client, tries, f"duplicate {extra['id']}")
+                client.write("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", {
+                    "status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
+                    "details_url": details_url, "output": {
+                        "title": content.title, "summary": f"A duplicate of {canonical['html_url']}, which has "
+                                                          f"the annotations.\n\n{content.summary}"[:65535]}})
+            return Published(canonical["id"], canonical["html_url"], created, sent, "completed", len(extras))
+        except Ambiguous as exc:
+            client.settle(exc)
 
 
-def describe(exc: Exception | None) -> str:
-    response = getattr(exc, "response", None)
-    if response is not None and getattr(response, "status_code", None):
-        return f"HTTP {response.status_code} from {response.request.method} {response.url}: {str(exc)[:300]}"
-    return f"{type(exc).__name__}: {str(exc)[:300]}"
-
-
-def permission(gh, repo: str, user: str) -> str:
-    """The user's permission on the repository: admin, maintain, write, triage, read or none."""
-    try:
-        body = _get_json(gh, f"/repos/{repo}/collaborators/{user}/permission")
-    except github3.exceptions.NotFoundError:
-        return "none"
-    return body.get("role_name") or body.get("permission") or "none"
-
-
-def pull_request(gh, repo: str, number: int) -> dict:
-    return _get_json(gh, f"/repos/{repo}/pulls/{number}")
-
-
-def dispatch(gh, repo: str, workflow: str, ref: str, inputs: dict) -> None:
-    """Start `workflow` (a file name or id) on `ref` with `inputs` (POST .../dispatches, 204)."""
-    response = gh.session.post(f"{gh.session.base_url}/repos/{repo}/actions/workflows/{workflow}/dispatches",
-                               json={"ref": ref, "inputs": inputs})
-    if response.status_code not in (200, 204):
-        raise github3.exceptions.error_for(response)
+def _spend(client: Client, tries: dict[str, int], key: str) -> None:
+    """Count one more attempt at the write `key`; past the budget, give up naming it."""
+    tries[key] = tries.get(key, 0) + 1
+    if tries[key] > client.attempts:
+        raise PublishError(f"{key}: tried {client.attempts} times without a clear answer from GitHub")

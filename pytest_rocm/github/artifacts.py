@@ -1,24 +1,21 @@
 """A results folder as untrusted input: what `rocm-gate publish` may believe of it.
 
-The folder may come from a fork's run (downloaded by the `workflow_run` publish job), so nothing in it is
-trusted: every file is a plain file under a size cap, every JSON artifact validates against its published
-schema, and the SHA the run claims to have tested (`manifest.git_sha`) must be the SHA being published.
+The folder comes from a job that ran the PR's code, so nothing in it is trusted (docs/architecture.md, "Threat
+model"). Each file goes through the strict loader (`schemas/loader.py`: plain file, size cap, JSON bounded in
+nesting, every field typed by its schema). What the results claim about their origin (the commits, the platform)
+is only ever compared with what GitHub says (`github/provenance.py`), never used to decide where a check goes.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.schemas.artifacts import schema_error
+from pytest_rocm.schemas.loader import MAX_FILE_BYTES, ArtifactError, check_document, load_artifact
 
-MAX_FILE_BYTES = 64 * 1024 * 1024  # a gate report of 100,000 tests is about 40 MB
+__all__ = ["ArtifactError", "FILES", "MAX_FILE_BYTES", "Results", "ResultsMissing", "read_results"]
+
 FILES = {"gate-report.json": "gate-report", "manifest.json": "manifest", "parity.json": "parity"}
-
-
-class ArtifactError(ValueError):
-    """A results folder that cannot be believed; the message names the file and what is wrong."""
 
 
 class ResultsMissing(ArtifactError):
@@ -32,38 +29,39 @@ class Results:
     manifest: dict
     parity: dict | None
 
+    @property
+    def provenance(self) -> dict:
+        return self.manifest.get("provenance") or {}
 
-def _read_json(path: Path, kind: str) -> dict:
-    if path.is_symlink() or not path.is_file():
-        raise ArtifactError(f"{path}: not a plain file (a link or folder is refused in a results folder)")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ArtifactError(f"{path}: {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte cap for one artifact")
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ArtifactError(f"{path}: not JSON ({exc})") from None
-    problem = schema_error(data, kind)
-    if problem is not None:
-        raise ArtifactError(f"{path}: not a valid {kind} artifact at {problem[0]}: {problem[1]}")
-    return data
+    @property
+    def head_sha(self) -> str | None:
+        return self.provenance.get("head_sha")
+
+    @property
+    def tested_sha(self) -> str | None:
+        """The commit the run says ran: its provenance, else (results older than provenance) `git_sha`."""
+        return self.provenance.get("tested_sha") or self.manifest.get("git_sha")
+
+    @property
+    def simulated_profile(self) -> str | None:
+        """The simulated platform profile the run used (`--rocm-platform`), None when detected live."""
+        return (self.manifest.get("platform") or {}).get("profile")
 
 
-def read_results(folder: Path, sha: str | None = None) -> Results:
-    """The folder's gate report (required), manifest (its own file, else the report's copy) and parity report.
-
-    `sha`: the commit being published; a run that claims to have tested another commit is refused."""
+def read_results(folder: Path) -> Results:
+    """The folder's gate report (required), manifest (its own file, else the report's copy) and parity report,
+    each checked by the strict loader."""
     folder = Path(folder)
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():
         raise ResultsMissing(f"{folder}: no such results folder")
-    if not (folder / "gate-report.json").exists():
+    if not (folder / "gate-report.json").exists() and not (folder / "gate-report.json").is_symlink():
         raise ResultsMissing(f"{folder}: no gate-report.json (the run ended before writing its report)")
-    report = _read_json(folder / "gate-report.json", "gate-report")
-    manifest = _read_json(folder / "manifest.json", "manifest") if (folder / "manifest.json").exists() \
-        else report["manifest"]
-    parity = _read_json(folder / "parity.json", "parity") if (folder / "parity.json").exists() else None
-    claimed = manifest.get("git_sha")
-    if sha and claimed and claimed != sha:
-        raise ArtifactError(f"{folder / 'manifest.json'}: the run tested {claimed}, not {sha}: refusing to publish "
-                            "its results for another commit")
+    report = load_artifact(folder / "gate-report.json", "gate-report")
+    if (folder / "manifest.json").exists() or (folder / "manifest.json").is_symlink():
+        manifest = load_artifact(folder / "manifest.json", "manifest")
+    else:
+        manifest = check_document(report["manifest"], "manifest", f"{folder / 'gate-report.json'}: manifest")
+    parity = None
+    if (folder / "parity.json").exists() or (folder / "parity.json").is_symlink():
+        parity = load_artifact(folder / "parity.json", "parity")
     return Results(folder, report, manifest, parity)

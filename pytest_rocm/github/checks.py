@@ -7,6 +7,11 @@ automatic reruns, and a run that did not execute what it collected, or ran no bl
 
 Everything is cut to GitHub's limits here (summary and text 65,535 characters, annotation titles 255,
 buttons' label and identifier 20 and description 40): a long list ends "and N more", it is never refused.
+Every string that comes from the results (ids, messages, reasons, runner and image names, group names) is
+written through `schemas/markdown.py`, so test output cannot add a heading, link, image, mention or HTML.
+
+Results from a simulated platform (`--rocm-platform`) publish only when the caller allows it (a demo): then the
+title and the summary say SIMULATED and the conclusion is never `success` (`action_required` instead).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from pytest_rocm.github.artifacts import Results
+from pytest_rocm.schemas import markdown as md
 from pytest_rocm.schemas.artifacts import manifest_stack
 
 TEXT_LIMIT = 65535
@@ -69,7 +75,7 @@ def check_name(results: Results | None, runner_class: str | None) -> str:
         platform = results.manifest.get("platform") or {}
         skus = sorted({g.get("sku") for g in platform.get("gpus") or [] if g.get("sku")})
         label = "/".join(skus) or platform.get("vendor") or "unknown"
-    return f"rocm-gate / {(label or 'unknown').upper()}"
+    return md.plain(f"rocm-gate / {(label or 'unknown').upper()}", 100)
 
 
 def _blocking_infra_without_evidence(tests: dict) -> list[str]:
@@ -92,13 +98,9 @@ def conclude(report: dict, incomplete_policy: str = "block") -> tuple[str, str, 
     conclusion = CONCLUSIONS.get(gate, "action_required")
     if gate in ("incomplete", "skipped") and incomplete_policy == "neutral":
         conclusion = "neutral"
-        warnings.append(f"soft rollout: this run is {gate} ({why}) and reports `neutral` only because the "
-                        "repository chose `incomplete: neutral`; nothing here proves the commit")
+        warnings.append(f"soft rollout: this run is {gate} ({md.code(why)}) and reports `neutral` only because "
+                        "the repository chose `incomplete: neutral`; nothing here proves the commit")
     return conclusion, why, warnings
-
-
-def _code(text: str) -> str:
-    return "`" + text.replace("`", "'") + "`"
 
 
 def _first_lines(*texts: str, limit: int = EVIDENCE_LINES) -> list[str]:
@@ -108,11 +110,6 @@ def _first_lines(*texts: str, limit: int = EVIDENCE_LINES) -> list[str]:
         if len(lines) >= limit:
             break
     return [line[:300] for line in lines[:limit]]
-
-
-def _block(lines: list[str]) -> str:
-    body = "\n".join(lines).replace("```", "'''")
-    return f"  ```\n  {body.replace(chr(10), chr(10) + '  ')}\n  ```" if lines else ""
 
 
 def reproduce_command(nodeid: str, manifest: dict) -> str:
@@ -128,20 +125,23 @@ def reproduce_command(nodeid: str, manifest: dict) -> str:
 
 def _regression_item(nodeid: str, test: dict, manifest: dict) -> str:
     attempts = ", ".join(a["status"] for a in test["attempts"])
-    head = (f"- **{_code(nodeid)}** ({test.get('group') or 'no group'}; attempts: {attempts}): "
-            f"{test.get('verdict_reason') or test.get('message') or ''}".rstrip(": "))
-    evidence = _block(_first_lines(test.get("message", ""), test.get("detail", "")))
-    return "\n".join(filter(None, [head, evidence, f"  reproduce: {_code(reproduce_command(nodeid, manifest))}"]))
+    why = test.get("verdict_reason") or test.get("message") or ""
+    head = (f"- **{md.code(nodeid)}** ({md.code(test.get('group') or 'no group')}; attempts: {attempts})"
+            + (f": {md.code(why)}" if why else ""))
+    evidence = md.block(_first_lines(test.get("message", ""), test.get("detail", "")), indent="  ")
+    return "\n".join(filter(None, [head, evidence, f"  reproduce: {md.code(reproduce_command(nodeid, manifest), 600)}"]))
 
 
 def _infra_item(nodeid: str, test: dict, runner: str) -> str:
     attempts = "; ".join(
-        f"{a['status']} on {a.get('worker') or 'main'} GPUs {a.get('gpus') if a.get('gpus') is not None else 'none'}"
-        + (f" ({a['signature']['name']}: {a['signature']['line'][:200]})" if a.get("signature") else "")
+        f"{a['status']} on {md.code(a.get('worker') or 'main')} GPUs "
+        f"{md.code(a.get('gpus') if a.get('gpus') is not None else 'none')}"
+        + (f" ({md.code(a['signature']['name'] + ': ' + a['signature']['line'][:200])})" if a.get("signature") else "")
         for a in test["attempts"])
-    probes = "; ".join(f"probe {'ok' if p.get('ok') else 'FAILED'} on devices {p.get('devices')}" for p in test["probes"])
+    probes = "; ".join(f"probe {'ok' if p.get('ok') else 'FAILED'} on devices {md.code(p.get('devices'))}"
+                       for p in test["probes"])
     reruns = len(test["attempts"]) - 1
-    return (f"- {_code(nodeid)} on runner {_code(runner)}: {test.get('verdict_reason', '')}\n"
+    return (f"- {md.code(nodeid)} on runner {md.code(runner)}: {md.code(test.get('verdict_reason', ''))}\n"
             f"  {reruns} rerun(s): {attempts}" + (f"; {probes}" if probes else ""))
 
 
@@ -151,12 +151,13 @@ def _stack_lines(manifest: dict) -> list[str]:
     rows = [("SKU", sku), ("ROCm", stack["rocm"]), ("driver", stack["driver"]), ("torch", stack["torch"]),
             ("framework", stack["framework"] or "not recorded"), ("image", stack["image"]),
             ("runner", manifest.get("runner")), ("tested commit", manifest.get("git_sha"))]
-    return ["| stack | |", "|---|---|"] + [f"| {k} | {_code(str(v)) if v else 'not recorded'} |" for k, v in rows]
+    return ["| stack | |", "|---|---|"] + [f"| {k} | {md.cell(v) if v else 'not recorded'} |" for k, v in rows]
 
 
 def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
     if not parity:
-        return ["No parity report in this run (`rocm-gate parity --out parity.json` adds one)."]
+        return ["No parity report in this run (`rocm-gate parity ... --out DIR` writes `DIR/parity.json`; the gate "
+                "job's results folder carries it when DIR is that folder)."]
     lines = ["| group | ROCm/CUDA parity | both pass / CUDA pass | merge-blocking | gaps | vs base |",
              "|---|---|---|---|---|---|"]
     base_groups = (base or {}).get("groups") or {}
@@ -166,7 +167,7 @@ def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
         if group in base_groups and value is not None and base_groups[group].get("parity") is not None:
             delta = value - base_groups[group]["parity"]
             change = f"{delta:+.1%}" if abs(delta) >= 0.0005 else "same"
-        lines.append(f"| {group} | {f'{value:.1%}' if value is not None else 'n/a'} | {row['both_passing']}/"
+        lines.append(f"| {md.cell(group)} | {f'{value:.1%}' if value is not None else 'n/a'} | {row['both_passing']}/"
                      f"{row['reference_passing']} | {row['blocking']} | {len(row['gaps'])} | {change or 'no base'} |")
     return lines
 
@@ -192,11 +193,23 @@ def _fill(sections: list[tuple[str, list[str]]], fixed: str, budget: int, more_w
     return text if len(text) <= budget else text[:budget - 40] + "\n... (cut at GitHub's limit)"
 
 
+SIMULATED = "SIMULATED"
+
+
 def build(results: Results, name: str, details_url: str | None = None, path_prefix: str = "",
-          incomplete_policy: str = "block", base_parity: dict | None = None) -> CheckContent:
+          incomplete_policy: str = "block", base_parity: dict | None = None, notes: list[str] = ()) -> CheckContent:
+    """The check of a run's results. `notes`: what the publisher established about the run (provenance), shown
+    under the head. A simulated platform's results never conclude `success`."""
     report, manifest = results.report, results.manifest
     tests = report["tests"]
     conclusion, why, warnings = conclude(report, incomplete_policy)
+    simulated = results.simulated_profile
+    if simulated:
+        warnings.insert(0, f"{SIMULATED}: these results come from the simulated platform profile "
+                           f"{md.code(simulated)} (`--rocm-platform`), not from AMD hardware; nothing here proves the "
+                           "commit on a GPU")
+        if conclusion == "success":
+            conclusion = "action_required"
     runner = str(manifest.get("runner") or "unknown")
     blocking_regressions = [(n, t) for n, t in tests.items() if t["verdict"] == "regression" and t["blocking"]]
     # failures that do not block: non-blocking (shadow) gates, and failures no rerun confirmed
@@ -208,35 +221,42 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
     ran = sum(1 for t in tests.values() if t["blocking"] and t["verdict"] in ("pass", "regression", "infra", "flaky"))
     more_where = f"the run's artifacts: {details_url}" if details_url else "the run's gate-report.json"
 
-    head = [f"## {name}: **{conclusion}**", "", f"Why: {why}", ""]
+    head = [f"## {md.plain(name)}: **{conclusion}**" + (f" ({SIMULATED})" if simulated else ""), "",
+            f"Why: {md.code(why)}", ""]
     head += [f"> [!WARNING]\n> {w}\n" for w in warnings]
+    head += [f"- {note}" for note in notes] + ([""] if notes else [])
     head.append(f"{ran} blocking gate(s) ran; {len(blocking_regressions)} regressed, {len(infra)} infra, "
                 f"{len(flaky)} flaky, {len(gaps)} known gap(s), {len(tests)} test(s) in all.")
     if not report["complete"]:
-        head += ["", "**The run is incomplete**: " + "; ".join(report["incomplete_causes"][:10])]
+        head += ["", "**The run is incomplete**: " + "; ".join(md.code(c) for c in report["incomplete_causes"][:10])]
         if report["never_ran"]:
-            head.append(f"{len(report['never_ran'])} gate(s) never ran, e.g. {_code(report['never_ran'][0])}.")
+            head.append(f"{len(report['never_ran'])} gate(s) never ran, e.g. {md.code(report['never_ran'][0])}.")
     fixed_tail = ["", "### Parity with CUDA", *_parity_lines(results.parity, base_parity), "",
                   "### Pinned stack", *_stack_lines(manifest)]
     sections = [
         ("Regressions (blocking)", [_regression_item(n, t, manifest) for n, t in blocking_regressions]),
         ("Infrastructure faults", [_infra_item(n, t, runner) for n, t in infra]),
         ("Other failures (non-blocking gates, or not confirmed by a rerun)", [_regression_item(n, t, manifest) for n, t in other_regressions]),
-        ("Collection errors", [f"- {_code(e['nodeid'])} ({e['cause']}): {_first_lines(e['detail'], limit=1)[0] if e['detail'].strip() else ''}"
+        ("Collection errors", [f"- {md.code(e['nodeid'])} ({e['cause']})"
+                               + (f": {md.code(_first_lines(e['detail'], limit=1)[0])}" if e["detail"].strip() else "")
                                for e in report["collection_errors"]]),
-        ("Known gaps touched", [f"- {_code(n)}: {(t.get('known_gap') or {}).get('reason', '')} "
-                                f"{(t.get('known_gap') or {}).get('issue', '')}".rstrip() for n, t in gaps]),
-        ("Flaky (passed on rerun, not blocking)", [f"- {_code(n)}: {t.get('verdict_reason', '')}" for n, t in flaky]),
+        ("Known gaps touched", [f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('reason', ''))} "
+                                f"{md.code((t.get('known_gap') or {}).get('issue', ''))}" for n, t in gaps]),
+        ("Flaky (passed on rerun, not blocking)", [f"- {md.code(n)}: {md.code(t.get('verdict_reason', ''))}"
+                                                   for n, t in flaky]),
     ]
     # the lists between the head and the fixed tail, so the tail always fits
     tail = "\n".join(fixed_tail)
     body = _fill(sections, "\n".join(head), TEXT_LIMIT - len(tail) - 2, more_where)
     summary = body + "\n" + tail
-    text = _fill([("Skipped, with reasons", [f"- {r['count']} {r['status']}: {r['reason']}" for r in report["skip_reasons"]]),
-                  ("Non-pass verdicts", [f"- {_code(n)}: {t['verdict']} ({t['status']})" for n, t in tests.items()
+    text = _fill([("Skipped, with reasons", [f"- {r['count']} {md.code(r['status'])}: {md.code(r['reason'])}"
+                                             for r in report["skip_reasons"]]),
+                  ("Non-pass verdicts", [f"- {md.code(n)}: {t['verdict']} ({t['status']})" for n, t in tests.items()
                                          if t["verdict"] not in ("pass",)])],
                  "", TEXT_LIMIT, more_where).strip()
-    title = (f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why)[:200]
+    title = md.plain(f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why, 200)
+    if simulated:
+        title = md.plain(f"{SIMULATED}: {title}", 200)
     return CheckContent(name=name, conclusion=conclusion, title=title, summary=summary, text=text,
                         annotations=annotations(blocking_regressions, other_regressions, path_prefix),
                         actions=actions_for(conclusion, bool(blocking_regressions or infra)))
@@ -264,8 +284,9 @@ def annotations(blocking: list, non_blocking: list, path_prefix: str = "") -> li
             line = _line_of(nodeid, test.get("detail", ""))
             message = "\n".join(_first_lines(test.get("message", ""), test.get("detail", ""), limit=20)) \
                 or test.get("verdict_reason") or "regression"
-            out.append({"path": path_prefix + nodeid.split("::")[0], "start_line": line, "end_line": line,
-                        "annotation_level": level, "title": f"{test['verdict']}: {nodeid}"[:ANNOTATION_TITLE_LIMIT],
+            out.append({"path": md.plain(path_prefix + nodeid.split("::")[0], 1000), "start_line": line,
+                        "end_line": line, "annotation_level": level,
+                        "title": md.plain(f"{test['verdict']}: {nodeid}", ANNOTATION_TITLE_LIMIT),
                         "message": message[:ANNOTATION_MESSAGE_LIMIT]})
     return out
 
@@ -273,8 +294,35 @@ def annotations(blocking: list, non_blocking: list, path_prefix: str = "") -> li
 def missing_results(name: str, run_conclusion: str | None, why: str, details_url: str | None) -> CheckContent:
     """The check of a run that left no usable results: it blocks, and says why."""
     conclusion = MISSING_RESULTS.get(run_conclusion or "", "action_required")
-    summary = (f"## {name}: **{conclusion}**\n\nNo usable results: {why}\n\nThe workflow run ended "
-               f"{run_conclusion or 'without a conclusion'}. Nothing proves this commit; re-run the AMD gates."
-               + (f"\n\nRun: {details_url}" if details_url else ""))
-    return CheckContent(name=name, conclusion=conclusion, title=f"no results ({run_conclusion or 'unknown'})",
+    summary = (f"## {md.plain(name)}: **{conclusion}**\n\nNo usable results: {md.code(why, 2000)}\n\nThe workflow run "
+               f"ended {md.code(run_conclusion or 'without a conclusion')}. Nothing proves this commit; re-run the AMD "
+               "gates." + (f"\n\nRun: {details_url}" if details_url else ""))
+    return CheckContent(name=name, conclusion=conclusion, title=md.plain(f"no results ({run_conclusion or 'unknown'})"),
                         summary=summary[:TEXT_LIMIT], actions=[ACTIONS["rerun-all"]])
+
+
+# Titles of the checks of runs that were not approved: the publisher recognises them on a commit by these
+# (only this App writes checks of these names), so such a check never stands over an approved run's result.
+WAITING_TITLE = "Waiting for approval"
+MIRROR_TITLE = "Not approved: an approved run's result stands"
+UNAPPROVED_TITLES = (WAITING_TITLE, MIRROR_TITLE)
+
+
+def waiting_for_approval(name: str, why: str, details_url: str | None) -> CheckContent:
+    """The check of a commit no approved run has gated yet: it blocks, and says what approves it."""
+    summary = (f"## {md.plain(name)}: **action_required**\n\nNo approved run has gated this commit: {md.code(why, 2000)}"
+               "\n\nA fork's commit reaches the AMD runners only after someone with write access approves that exact "
+               "commit: the label `rocm-ci-approved` (remove and add it again after a new push) or a dispatch of the "
+               "gate workflow naming the commit. The approved run's result replaces this check."
+               + (f"\n\nRun: {details_url}" if details_url else ""))
+    return CheckContent(name=name, conclusion="action_required", title=WAITING_TITLE, summary=summary)
+
+
+def mirror(name: str, standing: dict, why: str, details_url: str | None) -> CheckContent:
+    """The check of an unapproved run on a commit an approved run already gated: the same conclusion, pointing
+    at that check (GitHub takes the newest check of a name, which must not undo the approved result)."""
+    summary = (f"## {md.plain(name)}: **{standing['conclusion']}** (the result of an approved run)\n\nThis run was not "
+               f"approved ({md.code(why, 2000)}) and proved nothing new. The approved run's check on this commit "
+               f"stands: {standing.get('html_url') or standing.get('id')}"
+               + (f"\n\nThis run: {details_url}" if details_url else ""))
+    return CheckContent(name=name, conclusion=standing["conclusion"], title=MIRROR_TITLE, summary=summary)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pytest_rocm.github.checks import ACTIONS
-from pytest_rocm.github.trust import WRITERS
+from pytest_rocm.github.provenance import RUNNER_CLASS
+from pytest_rocm.github.trust import SHA, WRITERS
 
 SCOPES = {"rerun-amd": "failed", "rerun-all": "all"}
 
@@ -56,9 +57,12 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
     role = permission_of(sender)
     if role not in WRITERS:
         raise Ignored(f"{sender} (permission {role}) may not rerun the AMD gates")
+    runner_class, sha = name.removeprefix("rocm-gate / ").lower(), str(run.get("head_sha") or "")
+    if not RUNNER_CLASS.match(runner_class) or not SHA.match(sha):
+        raise Ignored(f"check {name!r} on {sha[:40]!r} names no runner class and commit this handler dispatches")
     pulls = run.get("pull_requests") or []
     repo = payload.get("repository") or {}
-    return Rerun(sha=run["head_sha"], scope=scope, runner_class=name.removeprefix("rocm-gate / ").lower(),
+    return Rerun(sha=sha, scope=scope, runner_class=runner_class,
                  pr=pulls[0]["number"] if pulls else None, ref=repo.get("default_branch") or "main",
                  previous_run=str(run.get("external_id") or ""))
 
@@ -68,5 +72,7 @@ RERUN_VERDICTS = ("regression", "unconfirmed", "infra")
 
 def failed_gates(report: dict) -> list[str]:
     """The gates "Re-run AMD" runs again: those whose verdict was a failure or an infrastructure fault, and
-    the gates that never ran."""
-    return sorted({n for n, t in report["tests"].items() if t["verdict"] in RERUN_VERDICTS} | set(report["never_ran"]))
+    the gates that never ran. The ids come from a previous run's results (the PR's code wrote them) and become
+    pytest arguments: one that pytest would read as an option (a leading `-`) or that spans lines is left out."""
+    ids = {n for n, t in report["tests"].items() if t["verdict"] in RERUN_VERDICTS} | set(report["never_ran"])
+    return sorted(n for n in ids if n and not n.startswith("-") and "\n" not in n and "\r" not in n and "\0" not in n)

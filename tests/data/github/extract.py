@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = {"pull_request": ["opened", "labeled", "unlabeled", "synchronize"], "check_run": ["requested_action", "rerequested"],
-            "merge_group": ["checks_requested"], "workflow_dispatch": [None]}
+            "merge_group": ["checks_requested"], "workflow_dispatch": [None], "workflow_run": ["requested", "completed"]}
 OPERATIONS = {
     "/repos/{owner}/{repo}": ["get"],
     "/repos/{owner}/{repo}/check-runs": ["post"],
@@ -32,9 +32,17 @@ OPERATIONS = {
     "/repos/{owner}/{repo}/pulls/{pull_number}": ["get"],
     "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations": ["get"],
     "/app/installations/{installation_id}/access_tokens": ["post"],
+    # the publisher's provenance checks and the sweep: the gate run, its jobs and artifacts, a tested commit
+    "/repos/{owner}/{repo}/actions/runs/{run_id}": ["get"],
+    "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs": ["get"],
+    "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts": ["get"],
+    "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/{archive_format}": ["get"],
+    "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs": ["get"],
+    "/repos/{owner}/{repo}/commits/{ref}": ["get"],
 }
 WEBHOOKS = ["check-run-requested-action", "check-run-rerequested", "pull-request-labeled", "pull-request-synchronize",
-            "pull-request-opened", "pull-request-unlabeled", "merge-group-checks-requested", "workflow-run-completed"]
+            "pull-request-opened", "pull-request-unlabeled", "merge-group-checks-requested", "workflow-run-completed",
+            "workflow-run-requested", "workflow-dispatch"]
 
 
 def refs(node, found: set[str]) -> None:

@@ -1,0 +1,68 @@
+"""`rocm-gate sweep`: finish every check a failed or lost publish left behind (the scheduled sweep workflow).
+
+For the gate runs of `--workflow` that completed in the last `--hours`, and each `--class CLASS=RUNNER_GROUP`,
+publishes the run's completed stage again from GitHub's facts and the run's artifact, exactly as the publish
+workflow would have (pytest_rocm/github/sweep.py). A check that still cannot be finished `--stuck-after` minutes
+after its run ended is completed `timed_out`, saying why, with the "Re-run all" button.
+
+Exit status: 0 swept, 2 bad input or GitHub refused, 4 GitHub could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pytest_rocm.cli import github_options
+from pytest_rocm.cli.arguments import whole_number
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 2, 4
+
+
+def runner_class_and_group(value: str) -> tuple[str, str]:
+    runner_class, sep, group = value.partition("=")
+    if not sep or not runner_class or not group:
+        raise argparse.ArgumentTypeError(f"expected CLASS=RUNNER_GROUP (mi300x-8=rocm-mi300x-8), got {value!r}")
+    return runner_class.lower(), group
+
+
+def add_parser(commands, name: str) -> None:
+    parser = commands.add_parser(name, help="finish the checks that publishing left unfinished",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    github_options.add(parser)
+    parser.add_argument("--workflow", default="rocm-gate.yml", help="the gate's caller workflow file (default: %(default)s)")
+    parser.add_argument("--gate-workflow", metavar="PIN", required=True,
+                        help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller uses")
+    parser.add_argument("--class", dest="classes", type=runner_class_and_group, action="append", required=True,
+                        metavar="CLASS=RUNNER_GROUP", help="a runner class and its self-hosted runner group (repeat)")
+    parser.add_argument("--hours", type=whole_number(1, "--hours must be at least 1, got {value}"), default=48,
+                        help="gate runs completed in this many hours (default 48)")
+    parser.add_argument("--stuck-after", type=whole_number(1, "--stuck-after must be at least 1, got {value}"),
+                        default=30, metavar="MINUTES", help="a check still unfinished this long after its run is "
+                                                            "completed timed_out (default 30)")
+    parser.add_argument("--incomplete", choices=("block", "neutral"), default="block")
+    parser.add_argument("--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6)
+    parser.add_argument("--backoff", type=float, default=2.0, metavar="S")
+    parser.add_argument("--settle", type=float, default=10.0, metavar="S")
+
+
+def run(args) -> int:
+    from pytest_rocm.github import api, publishing
+    from pytest_rocm.github.sweep import sweep
+
+    try:
+        client = api.Client(github_options.client(args), github_options.repo(args), attempts=args.attempts,
+                            backoff=args.backoff, settle_s=args.settle)
+        classes = [(publishing.Options(runner_class=c, gate_workflow=args.gate_workflow, runner_group=g,
+                                       incomplete=args.incomplete), c) for c, g in args.classes]
+        done = sweep(client, args.workflow, classes, hours=args.hours, stuck_after_min=args.stuck_after)
+    except github_options.OptionError as exc:
+        print(f"rocm-gate sweep: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except api.PublishError as exc:
+        print(f"rocm-gate sweep: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT if exc.refused else EXIT_UNREACHABLE
+    for item in done:
+        print(f"run {item.run_id} {item.runner_class}: {item.action}")
+    print(f"rocm-gate sweep: {len(done)} run(s) needed something")
+    return EXIT_OK

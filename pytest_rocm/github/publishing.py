@@ -1,0 +1,156 @@
+"""What a gate run may write on its commit's check, at each stage of its `workflow_run` events.
+
+One check per (runner class name, head SHA, gate run), and GitHub requires the newest check of a name on the
+PR's head. So a run that proves nothing must never put a check over one that proved something:
+
+  stage      the run                        the commit's checks of this name      writes
+  requested  any                            none                                  its own check, in_progress
+             any                            some                                  nothing (they stand until it ends)
+  completed  approved (provenance.gate_run) -                                     its result on its own check, or
+                                                                                  on the newest check if that is a
+                                                                                  placeholder (below); newer
+                                                                                  placeholders copy its result
+             not approved                   an approved run's completed check     its own check, if any, copies it
+             not approved                   none, or only its own                 "waiting for approval" (blocks)
+             not approved                   others (a placeholder, a running run) nothing
+
+A placeholder is the check of an unapproved run ("waiting for approval", or a copy of an approved result): it
+has no annotations, so an approved run takes it over instead of adding a second check, and an approved fork PR
+ends with one check on its head. A rerun (another approved run) gets a check of its own, the newest: the older
+one keeps its annotations, which GitHub cannot remove. A completed check is only ever completed again.
+
+"Approved" is established from GitHub (`provenance.gate_run`), never from the results; an approved run's results
+whose claims do not match GitHub's facts (`provenance.check_results`) make a blocking check that says why. A
+label other than the approval label starts no gate run at all (the caller's `if:`), and would change nothing here
+if it did: its run is not approved.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_rocm.github import checks
+from pytest_rocm.github.api import Ambiguous, Client, Published, converge
+from pytest_rocm.github.artifacts import ArtifactError, ResultsMissing
+from pytest_rocm.github.provenance import GateRun, check_results, fetch_results, gate_run
+
+__all__ = ["Options", "Outcome", "publish_run"]
+
+
+@dataclass
+class Options:
+    runner_class: str
+    gate_workflow: str  # OWNER/REPO/.github/workflows/rocm-gate.yml@<sha>: the pin the caller uses
+    runner_group: str  # the self-hosted runner group of the class
+    incomplete: str = "block"
+    allow_simulated: bool = False
+    path_prefix: str = ""
+    base_parity: dict | None = None
+
+
+@dataclass
+class Outcome:
+    run: GateRun
+    name: str
+    action: str  # what was written, in words
+    content: checks.CheckContent | None = None
+    published: Published | None = None
+    problems: list[str] = field(default_factory=list)  # results refused: why (exit 2)
+
+
+def _own(existing: list[dict], run: GateRun) -> list[dict]:
+    return [c for c in existing if c.get("external_id") == str(run.run_id)]
+
+
+def _standing(existing: list[dict], run: GateRun) -> dict | None:
+    """The newest completed check of an approved run (not this one) on the commit."""
+    approved = [c for c in existing if c.get("external_id") != str(run.run_id) and c["status"] == "completed"
+                and not _placeholder(c)]
+    return max(approved, key=lambda c: c["id"]) if approved else None
+
+
+def publish_run(client: Client, event_run: dict, stage: str, options: Options) -> Outcome:
+    run = gate_run(client, event_run, options.runner_class, options.gate_workflow, options.runner_group,
+                   wait_completed=stage == "completed")
+    name = checks.check_name(None, options.runner_class)
+    existing = client.checks(run.head_sha, name)
+    external_id, details = str(run.run_id), run.html_url
+    if stage != "completed" or run.status != "completed":
+        if existing:
+            return Outcome(run, name, "nothing: the commit has a check already; it stands until this run completes")
+        content = checks.CheckContent(name=name, conclusion="", title="running", summary="")
+        done = converge(client, run.head_sha, content, external_id, details, in_progress=True)
+        return Outcome(run, name, "marked running", content, done)
+    if run.approved:
+        return _publish_approved(client, run, name, existing, options)
+    own, standing = _own(existing, run), _standing(existing, run)
+    if standing is not None:
+        if not own:
+            return Outcome(run, name, f"nothing: not approved ({run.why}); the approved check {standing['id']} stands")
+        content = checks.mirror(name, standing, run.why, details)
+    elif own or not existing:
+        content = checks.waiting_for_approval(name, run.why, details)
+    else:
+        return Outcome(run, name, f"nothing: not approved ({run.why}); the commit's check already says it is not "
+                                  "proven")
+    done = converge(client, run.head_sha, content, external_id, details)
+    return Outcome(run, name, f"not approved ({run.why}): {content.title}", content, done)
+
+
+def _placeholder(check: dict) -> bool:
+    return (check.get("output") or {}).get("title") in checks.UNAPPROVED_TITLES
+
+
+def _take_over(client: Client, run: GateRun, existing: list[dict]) -> None:
+    """Make the newest check this run's, when it is a placeholder (no annotations to inherit)."""
+    if _own(existing, run) or not existing:
+        return
+    newest = max(existing, key=lambda c: c["id"])
+    if _placeholder(newest):
+        for _ in range(client.attempts):  # setting external_id again changes nothing
+            try:
+                client.write("PATCH", f"/repos/{{repo}}/check-runs/{newest['id']}", {"external_id": str(run.run_id)})
+                return
+            except Ambiguous as exc:
+                client.settle(exc)
+
+
+def _publish_approved(client: Client, run: GateRun, name: str, existing: list[dict], options: Options) -> Outcome:
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="rocm-gate-publish-") as scratch:
+        try:
+            results = fetch_results(client, run, options.runner_class, Path(scratch))
+            problems = check_results(client, run, results, options.runner_class, options.allow_simulated)
+            if problems:
+                content = checks.missing_results(name, None, "the results are refused: " + "; ".join(problems),
+                                                 run.html_url)
+            else:
+                content = checks.build(results, name, run.html_url, options.path_prefix, options.incomplete,
+                                       options.base_parity, notes=run.notes)
+        except ResultsMissing as exc:
+            content = checks.missing_results(name, run.conclusion, str(exc), run.html_url)
+        except ArtifactError as exc:
+            problems = [str(exc)]
+            content = checks.missing_results(name, None, str(exc), run.html_url)
+    _take_over(client, run, existing)
+    done = converge(client, run.head_sha, content, str(run.run_id), run.html_url)
+    _copy_onto_newer_unapproved(client, run, name, done, content)
+    return Outcome(run, name, f"published: {content.conclusion}", content, done, problems)
+
+
+def _copy_onto_newer_unapproved(client: Client, run: GateRun, name: str, done: Published,
+                                content: checks.CheckContent) -> None:
+    """Checks of unapproved runs created after this one (a race of two runs' starts) must not stand over it."""
+    standing = {"id": done.check_id, "html_url": done.html_url, "conclusion": content.conclusion}
+    for check in client.checks(run.head_sha, name):
+        if check["id"] > done.check_id and _placeholder(check):
+            copy = checks.mirror(name, standing, "an unapproved run of the same commit", check.get("details_url"))
+            body = {"status": "completed", "conclusion": copy.conclusion, "output": copy.output()}
+            for _ in range(client.attempts):  # no annotations: sending it again changes nothing
+                try:
+                    client.write("PATCH", f"/repos/{{repo}}/check-runs/{check['id']}", body)
+                    break
+                except Ambiguous as exc:
+                    client.settle(exc)

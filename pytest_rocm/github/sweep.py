@@ -1,0 +1,72 @@
+"""The scheduled sweep: no check stays `in_progress` after its gate run ended, and no finished run goes unpublished.
+
+A publish can fail where nothing can repair it at once: GitHub down past the attempts (exit 4), a create that
+GitHub applied after the publisher gave up, a publish job that never started. So a scheduled job
+(`rocm-gate sweep`, `.github/workflows/rocm-gate-sweep.yml`) looks at the gate runs that completed in the last
+hours and, for each runner class, publishes their completed stage again through `publishing.publish_run`,
+which reads everything from GitHub and the run's artifact again (the same result a first publish would have
+written; nothing kept from the failed attempt is trusted). A check it still cannot finish, once its run ended
+more than `stuck_after` ago, is completed `timed_out` with the reason, as PyTorch's relay marks stuck jobs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from pytest_rocm.github import checks
+from pytest_rocm.github.api import Client, PublishError, converge
+from pytest_rocm.github.provenance import RunRefused, head_sha_of
+from pytest_rocm.github.publishing import Options, publish_run
+
+__all__ = ["Swept", "sweep"]
+
+
+@dataclass
+class Swept:
+    run_id: int
+    runner_class: str
+    action: str
+
+
+def _ended(run: dict) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(run.get("updated_at")).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def sweep(client: Client, workflow: str, classes: list[tuple[Options, str]], hours: float = 48.0,
+          stuck_after_min: float = 30.0, now: dt.datetime | None = None) -> list[Swept]:
+    """`classes`: (options, runner class) pairs, as the publish job is called per class. Returns what was done
+    for each gate run that needed something."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    since = (now - dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    runs = client.paged(f"/repos/{{repo}}/actions/workflows/{workflow}/runs", "workflow_runs",
+                        {"status": "completed", "created": f">={since}"})
+    done = []
+    for run in runs:
+        try:
+            head = head_sha_of(run)
+        except RunRefused as exc:
+            done.append(Swept(run.get("id"), "-", f"skipped: {exc}"))
+            continue
+        for options, runner_class in classes:
+            name = checks.check_name(None, runner_class)
+            own = [c for c in client.checks(head, name) if c.get("external_id") == str(run["id"])]
+            if own and all(c["status"] == "completed" for c in own):
+                continue  # published
+            try:
+                outcome = publish_run(client, {"id": run["id"]}, "completed", options)
+                done.append(Swept(run["id"], runner_class, outcome.action))
+            except (PublishError, RunRefused) as exc:
+                ended = _ended(run)
+                late = ended is not None and (now - ended).total_seconds() > stuck_after_min * 60
+                if not (own and late):
+                    done.append(Swept(run["id"], runner_class, f"not yet: {exc}"))
+                    continue
+                stuck = checks.missing_results(name, "timed_out", f"the check could not be published after the "
+                                               f"run ended ({exc})", run.get("html_url"))
+                converge(client, head, stuck, str(run["id"]), run.get("html_url"))
+                done.append(Swept(run["id"], runner_class, f"timed_out: {exc}"))
+    return done

@@ -1,0 +1,74 @@
+"""Text from artifacts as GitHub markdown that shows as text, never as markup (docs/architecture.md, "Untrusted text").
+
+Everything a job that ran a PR's code wrote is the attacker's: test ids, messages, reasons, runner and image
+names. Where such a string becomes markdown (a check run's summary, parity.md) it goes through one of these, so
+no heading, list, link, image, mention, issue reference, HTML or table break can come from it:
+
+- `code(text)`: an inline code span on one line. GitHub renders nothing inside a code span (no emphasis, link,
+  HTML, and its mention and reference filters skip code), so the only ways out are the span's own end and the
+  line's end: the delimiter is one backtick longer than any run of backticks inside, and line breaks, control
+  and bidirectional-override characters become visible escapes (`\\n`, `\\u202e`).
+- `cell(text)`: the same, for a table cell: GitHub splits table rows on `|` before it sees code spans, so a `|`
+  becomes `｜` (U+FF5C) there.
+- `block(lines)`: a fenced code block whose fence is longer than any run of backticks inside.
+- `html_code(text)`: `<code>` with HTML escaping, for text inside an HTML element (`<summary>`), where markdown
+  does not apply.
+- `plain(text)`: one line of plain text for fields GitHub shows as text (check and annotation titles).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+__all__ = ["block", "cell", "code", "html_code", "plain"]
+
+INLINE_LIMIT = 300
+# C0 and C1 controls, DEL, and the characters that reorder or hide text (bidi embeddings, overrides, isolates
+# and marks; zero-width characters), which would make a shown id differ from the real one.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_BACKTICKS = re.compile("`+")
+
+
+def _visible(text: str, keep_newlines: bool = False) -> str:
+    def escape(match: re.Match) -> str:
+        char = match.group()
+        if keep_newlines and char == "\n":
+            return char
+        return {"\n": "\\n", "\r": "\\r", "\t": " "}.get(char, f"\\u{ord(char):04x}")
+
+    return _INVISIBLE.sub(escape, text)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def code(text: object, limit: int = INLINE_LIMIT) -> str:
+    body = _cut(_visible(str(text)), limit)
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(body)), default=0) + 1)
+    # One space inside each end: CommonMark strips exactly one from both, so a body that starts or ends with a
+    # backtick cannot merge into the fence.
+    return f"{fence} {body} {fence}"
+
+
+def cell(text: object, limit: int = INLINE_LIMIT) -> str:
+    return code(str(text).replace("|", "\uff5c"), limit)
+
+
+def block(lines: list[str], indent: str = "") -> str:
+    """A fenced block of `lines` (each already one line); empty when there are none."""
+    if not lines:
+        return ""
+    body = [_visible(line) for line in lines]
+    longest = max((len(run) for line in body for run in _BACKTICKS.findall(line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join(indent + line for line in [fence, *body, fence])
+
+
+def html_code(text: object, limit: int = INLINE_LIMIT) -> str:
+    return f"<code>{html.escape(_cut(_visible(str(text)), limit), quote=True)}</code>"
+
+
+def plain(text: object, limit: int = INLINE_LIMIT) -> str:
+    return _cut(_visible(str(text)), limit)

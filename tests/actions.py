@@ -1,0 +1,650 @@
+"""GitHub Actions, as GitHub documents it, running the shipped workflow files against the loopback GitHub.
+
+The tests of the trigger chain need what an upstream repository would see: which workflow definition runs for
+an event, with which GITHUB_SHA, GITHUB_REF, secrets and token, which runner takes a job, and what the jobs'
+`run:` scripts (parsed from the files, run in bash) leave behind. Each rule is GitHub's documented one:
+
+- Which definition runs (docs.github.com/en/actions/concepts/workflows-and-actions/workflows: "Each workflow run
+  will use the version of the workflow that is present in the associated commit SHA or Git ref of the event"):
+  `pull_request` the PR's merge commit, so a fork's own copy (.../security/securely-using-pull_request_target);
+  `workflow_dispatch` the dispatched ref; `merge_group` the merge group's commit; `workflow_run`, `schedule` and
+  `check_run` the default branch (.../events-that-trigger-workflows).
+- GITHUB_SHA and GITHUB_REF per event (.../events-that-trigger-workflows): `pull_request` the last merge commit
+  and `refs/pull/N/merge`; `workflow_dispatch` the ref's last commit; `merge_group` the group's SHA and ref;
+  `workflow_run` the default branch's last commit.
+- Secrets: none but GITHUB_TOKEN for a run triggered from a fork, and that token is read-only
+  (.../write-workflows/choose-what-workflows-do/use-secrets; .../workflow-syntax#how-permissions-are-calculated).
+- Reusable workflows (.../reusing-workflow-configurations): the caller's workflow-level `env` is not passed on;
+  an input or secret the called workflow does not declare is an error (the run fails to start:
+  `startup_failure`); the `github` context is the caller's; `job.workflow_sha` and `job.workflow_repository` are
+  the called file's (.../contexts#job-context); the run records each called workflow in `referenced_workflows`
+  (REST "Get a workflow run"); its jobs are named "caller job / called job".
+- Runner groups restricted to selected workflows (.../manage-runners/self-hosted-runners/manage-access): only
+  jobs defined directly in a listed workflow ref get the group's runners; any other job waits for a runner that
+  never comes (here: cancelled, with no runner).
+- `workflow_run` (.../events-that-trigger-workflows#workflow_run): `requested` when a run of a named workflow
+  starts, `completed` when it ends, each starting the listening workflows of the default branch, which get
+  secrets even after a fork's run.
+- Artifacts: a second upload of one name in a run fails (actions/upload-artifact README); a download through the
+  REST API redirects to storage (REST "Download an artifact").
+
+Actions the shipped workflows use are emulated: checkout (this project's own repository is not copied: the
+harness records the ref; the installed pytest-rocm is this working tree, which is the pinned commit),
+setup-python (nothing), upload- and download-artifact (the loopback GitHub's artifact store). `python -m pip` is
+recorded, not run. A self-hosted GPU runner answers `amd-smi` with a real MI300X capture (tests/data/samples).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import itertools
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from actions_expressions import condition, render
+from github_api import example, validate_webhook
+
+REPO = Path(__file__).resolve().parent.parent
+PYTEST_ROCM = "rocm/pytest-rocm"
+SAMPLES = REPO / "tests" / "data" / "samples" / "amd-smi"
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+ACTION_PREFIXES = ("actions/checkout@", "actions/setup-python@", "actions/upload-artifact@", "actions/download-artifact@")
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout.strip()
+
+
+def write_gpu_tools(folder: Path, sku: str = "mi300x-8") -> Path:
+    """A bin folder whose `amd-smi` prints a real capture of 8 MI300X (tests/data/samples/amd-smi), as a GPU runner's does."""
+    assert sku == "mi300x-8", "only the 8 x MI300X capture is vendored as JSON"
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "amd-smi"
+    tool.write_text("#!/bin/sh\ncase \"$1\" in\n"
+                    f"  static) cat '{SAMPLES / 'mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json'}' ;;\n"
+                    f"  version) cat '{SAMPLES / 'mi300x_amd-smi_version_json_rocm7.2.1_dell-ai.json'}' ;;\n"
+                    "  *) exit 2 ;;\nesac\n")
+    tool.chmod(0o755)
+    return folder
+
+
+def _on(definition: dict) -> dict:
+    on = definition.get("on", definition.get(True))  # YAML 1.1 reads a bare `on` key as true
+    if isinstance(on, str):
+        return {on: {}}
+    if isinstance(on, list):
+        return {name: {} for name in on}
+    return {name: (spec or {}) for name, spec in (on or {}).items()}
+
+
+DEFAULT_PR_TYPES = ("opened", "synchronize", "reopened")
+
+
+@dataclass
+class RunnerGroup:
+    name: str
+    labels: set[str]
+    selected_workflows: list[str]  # workflow refs (path@sha) whose own jobs may use it
+    tools: Path | None = None  # what the machine answers for its GPUs
+
+
+@dataclass
+class Pull:
+    number: int
+    head: str
+    base: str
+    merge: str
+    head_repo: str
+    author: str
+
+
+@dataclass
+class JobRecord:
+    name: str
+    workflow_ref: str
+    runs_on: object
+    runner_group: str | None
+    conclusion: str
+    steps: list[dict] = field(default_factory=list)  # name, conclusion, output
+    outputs: dict = field(default_factory=dict)
+    concurrency: str | None = None
+    checkouts: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class RunRecord:
+    id: int
+    workflow: str
+    event: str
+    conclusion: str
+    jobs: list[JobRecord] = field(default_factory=list)
+    triggered: list["RunRecord"] = field(default_factory=list)  # workflow_run runs it started
+
+    def all(self):
+        yield self
+        for run in self.triggered:
+            yield from run.all()
+
+    def report(self, tail: int = 1500) -> str:
+        """Every job and step of this run and the runs it started, with the end of each step's output."""
+        lines = []
+        for run in self.all():
+            lines.append(f"run {run.id} {run.workflow} ({run.event}): {run.conclusion}")
+            for job in run.jobs:
+                lines.append(f"  job {job.name}: {job.conclusion} on {job.runner_group or job.runs_on}")
+                lines += [f"    step {s['name']}: {s['conclusion']}\n      " + s["output"][-tail:].replace("\n", "\n      ")
+                          for s in job.steps]
+        return "\n".join(lines)
+
+    def job(self, suffix: str) -> JobRecord:
+        found = [j for run in self.all() for j in run.jobs if j.name.endswith(suffix)]
+        assert found, f"no job named *{suffix} in {[j.name for run in self.all() for j in run.jobs]}"
+        return found[-1]
+
+
+class StartupFailure(Exception):
+    """GitHub refuses the workflow before any job runs (an input the called workflow does not declare...)."""
+
+
+class Actions:
+    """An upstream repository on the loopback GitHub, with the shipped workflows, runners and an App."""
+
+    def __init__(self, fake, root: Path, repo: str = "vllm-project/vllm", secrets: dict | None = None):
+        self.fake, self.root, self.repo = fake, root, repo
+        self.git_dir = root / "upstream"
+        self.git_dir.mkdir(parents=True)
+        git(self.git_dir, "init", "-q", "-b", "main")
+        self.secrets = secrets or {}
+        self.runner_groups: list[RunnerGroup] = []
+        self.pip_log = root / "pip.log"
+        self.pip_log.touch()
+        self.shims = root / "shims"
+        self._write_shims(self.shims)
+        self._ids = itertools.count(700001)
+        self._jobs = itertools.count(900001)
+        self.pulls: dict[int, Pull] = {}
+        self.runs: list[RunRecord] = []
+
+    # --- the repository ---
+    def commit(self, files: dict[str, str], message: str, branch: str | None = "main", parent: str | None = None) -> str:
+        """A commit with `files` written over `parent`'s tree (default: the branch's tip); returns its SHA."""
+        work = self.root / f"work-{next(self._ids)}"
+        git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.git_dir), str(work))
+        start = parent or (git(self.git_dir, "rev-parse", branch) if branch and self._has(branch) else None)
+        if start:
+            git(work, "checkout", "-q", "--detach", start)
+        for name, text in files.items():
+            path = work / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        git(work, "add", "-A")
+        git(work, "commit", "-q", "--allow-empty", "-m", message)
+        sha = git(work, "rev-parse", "HEAD")
+        git(work, "push", "-q", str(self.git_dir), f"HEAD:refs/harness/{sha}")
+        if branch:
+            git(self.git_dir, "update-ref", f"refs/heads/{branch}", sha)
+        self._register(sha)
+        return sha
+
+    def _has(self, ref: str) -> bool:
+        return subprocess.run(["git", "-C", str(self.git_dir), "rev-parse", "--verify", "-q", ref],
+                              capture_output=True).returncode == 0
+
+    def _register(self, sha: str) -> None:
+        line = git(self.git_dir, "rev-list", "--parents", "-n", "1", sha).split()
+        self.fake.commits[sha] = line[1:]
+
+    def merge(self, base: str, head: str, message: str) -> str:
+        work = self.root / f"work-{next(self._ids)}"
+        git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.git_dir), str(work))
+        git(work, "checkout", "-q", "--detach", base)
+        git(work, "merge", "-q", "--no-ff", "-m", message, head)
+        sha = git(work, "rev-parse", "HEAD")
+        git(work, "push", "-q", str(self.git_dir), f"HEAD:refs/harness/{sha}")
+        self._register(sha)
+        return sha
+
+    def file_at(self, sha: str, path: str) -> str | None:
+        done = subprocess.run(["git", "-C", str(self.git_dir), "show", f"{sha}:{path}"], capture_output=True, text=True)
+        return done.stdout if done.returncode == 0 else None
+
+    def workflows_at(self, sha: str) -> dict[str, dict]:
+        names = git(self.git_dir, "ls-tree", "--name-only", f"{sha}:.github/workflows").split()
+        return {f".github/workflows/{n}": yaml.safe_load(self.file_at(sha, f".github/workflows/{n}"))
+                for n in names if n.endswith((".yml", ".yaml"))}
+
+    def main(self) -> str:
+        return git(self.git_dir, "rev-parse", "main")
+
+    def open_pull(self, number: int, files: dict[str, str], fork: bool, author: str = "forker") -> Pull:
+        base = self.main()
+        head = self.commit(files, f"PR {number}", branch=None, parent=base)
+        merge = self.merge(base, head, f"Merge {head} into {base}")
+        pull = Pull(number, head, base, merge, "someone/vllm-fork" if fork else self.repo, author)
+        self.pulls[number] = pull
+        return pull
+
+    def push_to_pull(self, pull: Pull, files: dict[str, str]) -> Pull:
+        pull.head = self.commit(files, f"PR {pull.number} again", branch=None, parent=pull.head)
+        pull.merge = self.merge(pull.base, pull.head, f"Merge {pull.head} into {pull.base}")
+        return pull
+
+    # --- events ---
+    def pull_request(self, pull: Pull, action: str, sender: str, label: str | None = None) -> RunRecord | None:
+        name = {"reopened": "opened"}.get(action, action)
+        event = example(f"pull_request.{name}")
+        event["action"] = action
+        event["number"] = pull.number
+        pr = event["pull_request"]
+        pr.update(number=pull.number, merge_commit_sha=pull.merge)
+        pr["head"].update(sha=pull.head, ref=f"pr-{pull.number}")
+        pr["head"]["repo"]["full_name"] = pull.head_repo
+        pr["base"].update(sha=pull.base, ref="main")
+        pr["base"]["repo"]["full_name"] = self.repo
+        event["repository"]["full_name"] = self.repo
+        event["repository"]["default_branch"] = "main"
+        event["sender"]["login"] = sender
+        if label is not None:
+            event["label"]["name"] = label
+        validate_webhook(f"pull-request-{name}", event)
+        github = {"event_name": "pull_request", "event": event, "sha": pull.merge, "ref": f"refs/pull/{pull.number}/merge",
+                  "head_ref": f"pr-{pull.number}", "base_ref": "main", "actor": sender}
+        return self._deliver("pull_request", event, github, definitions_at=pull.merge, head_sha=pull.head,
+                             fork=pull.head_repo != self.repo, head_branch=f"pr-{pull.number}", action=action)
+
+    def dispatch(self, workflow_file: str, inputs: dict, sender: str, ref: str = "main") -> RunRecord | None:
+        """What GitHub does with POST .../dispatches (only writers and Apps with actions: write may make one);
+        a sender ending in [bot] is an App's."""
+        event = example("workflow_dispatch")
+        event.update(inputs=inputs, ref=f"refs/heads/{ref}", workflow=f".github/workflows/{workflow_file}")
+        event["repository"]["full_name"] = self.repo
+        event["repository"]["default_branch"] = "main"
+        event["sender"]["login"] = sender
+        event["sender"]["type"] = "Bot" if sender.endswith("[bot]") else "User"
+        sha = git(self.git_dir, "rev-parse", ref)
+        github = {"event_name": "workflow_dispatch", "event": event, "sha": sha, "ref": f"refs/heads/{ref}", "actor": sender}
+        return self._deliver("workflow_dispatch", event, github, definitions_at=sha, head_sha=sha, fork=False,
+                             head_branch=ref, only=f".github/workflows/{workflow_file}")
+
+    def merge_group(self, pull: Pull) -> RunRecord | None:
+        event = example("merge_group.checks_requested")
+        group = self.merge(self.main(), pull.head, f"Merge queue: PR {pull.number}")
+        event["merge_group"].update(head_sha=group, base_sha=self.main(),
+                                    head_ref=f"refs/heads/gh-readonly-queue/main/pr-{pull.number}-{self.main()}")
+        event["repository"]["full_name"] = self.repo
+        event["repository"]["default_branch"] = "main"
+        validate_webhook("merge-group-checks-requested", event)
+        github = {"event_name": "merge_group", "event": event, "sha": group, "ref": event["merge_group"]["head_ref"],
+                  "actor": "github-merge-queue[bot]"}
+        return self._deliver("merge_group", event, github, definitions_at=group, head_sha=group, fork=False,
+                             head_branch=event["merge_group"]["head_ref"].removeprefix("refs/heads/"))
+
+    def schedule(self, workflow_file: str) -> RunRecord | None:
+        sha = self.main()
+        event = {"schedule": "*/30 * * * *"}
+        github = {"event_name": "schedule", "event": event, "sha": sha, "ref": "refs/heads/main", "actor": "github"}
+        return self._deliver("schedule", event, github, definitions_at=sha, head_sha=sha, fork=False,
+                             head_branch="main", only=f".github/workflows/{workflow_file}")
+
+    def _deliver(self, event_name, event, github, *, definitions_at, head_sha, fork, head_branch, action=None,
+                 only=None) -> RunRecord | None:
+        started = None
+        for path, definition in self.workflows_at(definitions_at).items():
+            if only and path != only:
+                continue
+            spec = _on(definition)
+            if event_name not in spec:
+                continue
+            types = (spec[event_name] or {}).get("types")
+            if event_name == "pull_request" and action not in (types or DEFAULT_PR_TYPES):
+                continue
+            record = self._run(path, definition, definitions_at, event_name, event, github, head_sha, fork, head_branch)
+            started = started or record
+        return started
+
+    # --- runs ---
+    def _run(self, path, definition, definitions_at, event_name, event, github, head_sha, fork, head_branch) -> RunRecord:
+        run_id = next(self._ids)
+        token = f"ghs_actions_{run_id}"
+        self.fake.tokens.add(token)
+        if fork:
+            self.fake.read_only_tokens.add(token)
+        event_path = self.root / f"event-{run_id}.json"
+        event_path.write_text(json.dumps(event))
+        github = {**github, "repository": self.repo, "run_id": str(run_id), "run_attempt": "1", "token": token,
+                  "workflow": definition.get("name") or path, "workflow_sha": definitions_at, "event_path": str(event_path),
+                  "workflow_ref": f"{self.repo}/{path}@{github['ref']}", "server_url": "https://github.com",
+                  "api_url": self.fake.url, "repository_owner": self.repo.split("/")[0]}
+        inputs = dict(event.get("inputs") or {}) if event_name == "workflow_dispatch" else {}
+        for name, spec in ((_on(definition).get("workflow_dispatch") or {}).get("inputs") or {}).items():
+            inputs.setdefault(name, (spec or {}).get("default", ""))
+        contexts = {"github": github, "inputs": inputs, "vars": {}, "secrets": {} if fork else dict(self.secrets),
+                    "env": {}, "needs": {}, "matrix": {}, "steps": {}, "job": {}, "runner": {}, "strategy": {}}
+        title = render(definition.get("run-name"), contexts) if definition.get("run-name") else None
+        now = "2026-12-02T06:00:00Z"
+        state = {"repo": self.repo, "id": run_id, "name": definition.get("name") or path, "event": event_name,
+                 "status": "queued", "conclusion": None, "head_sha": head_sha, "head_branch": head_branch,
+                 "path": path, "display_title": (str(title).strip() if title and str(title).strip() else
+                                                 f"{event_name} run {run_id}"),
+                 "run_attempt": 1, "referenced_workflows": [], "created_at": now, "updated_at": now}
+        self.fake.workflow_runs[run_id] = state
+        self.fake.jobs[run_id] = []
+        record = RunRecord(run_id, path, event_name, "queued")
+        self.runs.append(record)
+        try:
+            plan = self._plan(definition, f"{self.repo}/{path}@{github['ref']}", contexts, state)
+        except StartupFailure as exc:
+            state.update(status="completed", conclusion="startup_failure")
+            record.conclusion = "startup_failure"
+            record.jobs.append(JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure"))
+            return record
+        self._notify(record, state, "requested")
+        state["status"] = "in_progress"
+        try:
+            self._execute(plan, record, state, contexts, fork)
+            conclusions = [j.conclusion for j in record.jobs]
+            state["conclusion"] = ("failure" if "failure" in conclusions else "cancelled" if "cancelled" in conclusions
+                                   else "skipped" if conclusions and all(c == "skipped" for c in conclusions)
+                                   else "success")
+        except StartupFailure as exc:  # GitHub refuses an invalid call before any of its jobs run
+            state["conclusion"] = "startup_failure"
+            record.jobs.append(JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure"))
+        state["status"] = "completed"
+        state["updated_at"] = "2026-12-02T06:30:00Z"
+        record.conclusion = state["conclusion"]
+        self._notify(record, state, "completed")
+        return record
+
+    def _notify(self, record: RunRecord, state: dict, action: str) -> None:
+        """workflow_run events: the listening workflows of the default branch run, with secrets."""
+        sha = self.main()
+        for path, definition in self.workflows_at(sha).items():
+            spec = (_on(definition).get("workflow_run") or None)
+            if spec is None or state["name"] not in (spec.get("workflows") or []) or action not in (
+                    spec.get("types") or ["completed", "requested"]):
+                continue
+            event = example(f"workflow_run.{action}")
+            run = event["workflow_run"]
+            run.update({k: state[k] for k in ("id", "name", "event", "status", "conclusion", "head_sha", "head_branch",
+                                               "path", "run_attempt", "created_at", "updated_at")})
+            run["display_title"] = state["display_title"]
+            run["referenced_workflows"] = copy.deepcopy(state["referenced_workflows"])
+            run["html_url"] = f"https://github.com/{self.repo}/actions/runs/{state['id']}"
+            if action == "requested":
+                run.update(status="queued", conclusion=None)
+            event["action"] = action
+            event["repository"]["full_name"] = self.repo
+            event["repository"]["default_branch"] = "main"
+            validate_webhook(f"workflow-run-{action}", event)
+            github = {"event_name": "workflow_run", "event": event, "sha": sha, "ref": "refs/heads/main",
+                      "actor": "github"}
+            record.triggered.append(self._run(path, definition, sha, "workflow_run", event, github, sha, False, "main"))
+
+    def _load_called(self, uses: str, caller_ref: str, definitions_at: str) -> tuple[dict, str, str, str]:
+        """(definition, workflow ref, repository, sha) of a called workflow: this project's file for a pin of
+        rocm/pytest-rocm (the harness's working tree is every pinned commit), or the repository's own."""
+        if uses.startswith("./"):
+            return yaml.safe_load(self.file_at(definitions_at, uses[2:])), f"{self.repo}/{uses[2:]}@{definitions_at}", \
+                self.repo, definitions_at
+        target, _, ref = uses.partition("@")
+        owner_repo = "/".join(target.split("/")[:2])
+        file = "/".join(target.split("/")[2:])
+        if owner_repo != PYTEST_ROCM:
+            raise StartupFailure(f"the harness has no copy of {owner_repo}")
+        return yaml.safe_load((REPO / file).read_text()), f"{target}@{ref}", PYTEST_ROCM, ref
+
+    def _plan(self, definition: dict, workflow_ref: str, contexts: dict, state: dict, prefix: str = "",
+              called: dict | None = None) -> list[dict]:
+        """The jobs of a workflow (reusable calls expanded, inputs checked), in `needs` order."""
+        jobs = definition.get("jobs") or {}
+        order, seen = [], set()
+
+        def visit(job_id):
+            if job_id in seen:
+                return
+            seen.add(job_id)
+            needs = jobs[job_id].get("needs") or []
+            for need in [needs] if isinstance(needs, str) else needs:
+                visit(need)
+            order.append(job_id)
+
+        for job_id in jobs:
+            visit(job_id)
+        return [{"id": job_id, "spec": jobs[job_id], "workflow_ref": workflow_ref, "prefix": prefix,
+                 "called": called} for job_id in order]
+
+    def _execute(self, plan: list[dict], record: RunRecord, state: dict, contexts: dict, fork: bool) -> None:
+        results: dict[str, dict] = {}
+        for item in plan:
+            spec = item["spec"]
+            needs = spec.get("needs") or []
+            needs = [needs] if isinstance(needs, str) else needs
+            local = {**contexts, "needs": {n: results[n] for n in needs if n in results}}
+            ok = all(results.get(n, {}).get("result") == "success" for n in needs)
+            if not condition(spec.get("if"), local, {"success": ok}):
+                results[item["id"]] = {"result": "skipped", "outputs": {}}
+                record.jobs.append(JobRecord(item["prefix"] + (spec.get("name") or item["id"]), item["workflow_ref"],
+                                             None, None, "skipped"))
+                self._job_state(state, record.jobs[-1])
+                continue
+            outcome = "success"
+            for matrix in self._matrix(spec, local):
+                label = spec.get("name") or item["id"]
+                if matrix:
+                    label = f"{label} ({', '.join(str(v) for v in matrix.values())})"
+                name = item["prefix"] + label
+                if "uses" in spec:
+                    outcome = self._call(spec, name, {**local, "matrix": matrix}, record, state, fork) \
+                        if outcome == "success" else outcome
+                else:
+                    job = self._job(spec, name, item["workflow_ref"], {**local, "matrix": matrix}, state, fork)
+                    record.jobs.append(job)
+                    self._job_state(state, job)
+                    results.setdefault(item["id"], {"outputs": {}})["outputs"].update(job.outputs)
+                    if job.conclusion != "success":
+                        outcome = job.conclusion
+            results.setdefault(item["id"], {"outputs": {}})["result"] = outcome
+
+    def _matrix(self, spec: dict, contexts: dict) -> list[dict]:
+        strategy = render((spec.get("strategy") or {}).get("matrix"), contexts)
+        if not strategy:
+            return [{}]
+        include = strategy.pop("include", None) if isinstance(strategy, dict) else None
+        keys = [k for k in strategy if k != "exclude"]
+        combos = [dict(zip(keys, values)) for values in itertools.product(*(strategy[k] for k in keys))] if keys else []
+        return combos + list(include or []) or [{}]
+
+    def _call(self, spec: dict, name: str, contexts: dict, record: RunRecord, state: dict, fork: bool) -> str:
+        called, ref, repository, sha = self._load_called(spec["uses"], "", state["head_sha"])
+        state["referenced_workflows"].append({"path": ref, "sha": sha})
+        declared = (_on(called).get("workflow_call") or {})
+        given = render(spec.get("with") or {}, contexts)
+        unknown = set(given) - set(declared.get("inputs") or {})
+        if unknown:
+            raise StartupFailure(f"Invalid input, {sorted(unknown)[0]} is not defined in the referenced workflow.")
+        inputs = {}
+        for key, input_spec in (declared.get("inputs") or {}).items():
+            input_spec = input_spec or {}
+            if key in given:
+                inputs[key] = given[key]
+            elif input_spec.get("required"):
+                raise StartupFailure(f"Input required and not supplied: {key}")
+            else:
+                inputs[key] = input_spec.get("default", "" if input_spec.get("type") != "boolean" else False)
+        passed = render(spec.get("secrets") or {}, contexts)
+        secrets = dict(contexts["secrets"]) if passed == "inherit" else {
+            k: v for k, v in passed.items() if k in (declared.get("secrets") or {})}
+        inner = {**contexts, "inputs": inputs, "secrets": secrets,
+                 "job": {"workflow_sha": sha, "workflow_repository": repository, "workflow_ref": ref,
+                         "workflow_file_path": ref.split("@")[0].split("/", 2)[2]}}
+        before = len(record.jobs)
+        self._execute(self._plan(called, ref, inner, state, prefix=f"{name} / ", called=inner), record, state,
+                      inner, fork)
+        mine = [j.conclusion for j in record.jobs[before:]]
+        return "failure" if "failure" in mine else "cancelled" if "cancelled" in mine else "success"
+
+    def _runner(self, runs_on, workflow_ref: str) -> tuple[RunnerGroup | None, str | None]:
+        """(group, refusal): `ubuntu-latest` is a GitHub-hosted runner; labels with `self-hosted` need a group
+        with every label that admits jobs of `workflow_ref`."""
+        labels = {runs_on} if isinstance(runs_on, str) else set(runs_on or [])
+        if labels <= {"ubuntu-latest", "ubuntu-24.04"}:
+            return None, None
+        for group in self.runner_groups:
+            if labels <= group.labels:
+                if workflow_ref not in group.selected_workflows:
+                    return group, (f"runner group {group.name} admits only jobs of {group.selected_workflows}, not "
+                                   f"of {workflow_ref}: the job waits for a runner that never comes")
+                return group, None
+        return None, f"no runner has the labels {sorted(labels)}"
+
+    def _job(self, spec: dict, name: str, workflow_ref: str, contexts: dict, state: dict, fork: bool) -> JobRecord:
+        runs_on = render(spec.get("runs-on"), contexts)
+        group, refusal = self._runner(runs_on, workflow_ref)
+        job = JobRecord(name, workflow_ref, runs_on, group.name if group and not refusal else None, "success")
+        concurrency = spec.get("concurrency")
+        if concurrency:
+            job.concurrency = str(render(concurrency.get("group") if isinstance(concurrency, dict) else concurrency,
+                                         contexts))
+        if refusal:
+            job.conclusion = "cancelled"
+            job.steps.append({"name": "waiting for a runner", "conclusion": "cancelled", "output": refusal})
+            return job
+        work = self.root / "runners" / f"{state['id']}-{next(self._jobs)}"
+        work.mkdir(parents=True)
+        env = {**contexts, "env": render(spec.get("env") or {}, contexts)}
+        outputs_file = work / ".github_output"
+        steps: dict[str, dict] = {}
+        success = True
+        for index, step in enumerate(spec.get("steps") or []):
+            local = {**env, "steps": steps, "env": {**env["env"], **render(step.get("env") or {}, {**env, "steps": steps})}}
+            step_name = step.get("name") or step.get("uses") or f"step {index}"
+            if not condition(step.get("if"), local, {"success": success}):
+                job.steps.append({"name": step_name, "conclusion": "skipped", "output": ""})
+                continue
+            outputs_file.write_text("")
+            if "uses" in step:
+                code, output = self._action(step, local, work, state, job, fork)
+            else:
+                code, output = self._bash(step, local, work, outputs_file, state, group)
+            outputs = {}
+            for line in outputs_file.read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep:
+                    outputs[key] = value
+            if step.get("id"):
+                steps[step["id"]] = {"outputs": outputs, "outcome": "success" if code == 0 else "failure",
+                                     "conclusion": "success" if code == 0 or step.get("continue-on-error") else "failure"}
+            job.steps.append({"name": step_name, "conclusion": "success" if code == 0 else "failure", "output": output})
+            if code != 0 and not step.get("continue-on-error"):
+                success = False
+        job.conclusion = "success" if success else "failure"
+        job.outputs = {k: str(v) if v is not None else "" for k, v in
+                       render(spec.get("outputs") or {}, {**env, "steps": steps}).items()}
+        return job
+
+    def _bash(self, step: dict, contexts: dict, work: Path, outputs_file: Path, state: dict, group) -> tuple[int, str]:
+        script = render(step["run"], contexts)  # the shipped scripts keep ${{ }} out of run: (zizmor)
+        github = contexts["github"]
+        environ = {"PATH": f"{self.shims}:{group.tools}:/usr/bin:/bin" if group and group.tools else f"{self.shims}:/usr/bin:/bin",
+                   "HOME": str(work), "LANG": "C.UTF-8", "HARNESS_PIP_LOG": str(self.pip_log),
+                   "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_EVENT_NAME": github["event_name"],
+                   "GITHUB_EVENT_PATH": github["event_path"], "GITHUB_SHA": github["sha"], "GITHUB_REF": github["ref"],
+                   "GITHUB_REPOSITORY": self.repo, "GITHUB_RUN_ID": github["run_id"], "GITHUB_RUN_ATTEMPT": "1",
+                   "GITHUB_API_URL": self.fake.url, "GITHUB_SERVER_URL": "https://github.com",
+                   "GITHUB_WORKSPACE": str(work), "GITHUB_OUTPUT": str(outputs_file), "RUNNER_NAME":
+                   f"{group.name}-runner" if group else "GitHub Actions 2", "RUNNER_TEMP": str(work / ".tmp"),
+                   "TMPDIR": str(self.root / "tmp")}
+        (self.root / "tmp").mkdir(exist_ok=True)
+        environ.update({k: str(v) for k, v in contexts["env"].items()})
+        cwd = work / step.get("working-directory", ".")
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd, env=environ,
+                              capture_output=True, text=True, timeout=600)
+        return done.returncode, done.stdout + done.stderr
+
+    def _action(self, step: dict, contexts: dict, work: Path, state: dict, job: JobRecord, fork: bool) -> tuple[int, str]:
+        uses = step["uses"]
+        if not uses.startswith(ACTION_PREFIXES):
+            return 1, f"the harness does not emulate {uses}"
+        given = render(step.get("with") or {}, contexts)
+        if uses.startswith("actions/setup-python@"):
+            return 0, ""
+        if uses.startswith("actions/checkout@"):
+            repository = given.get("repository") or self.repo
+            ref = str(given.get("ref") or contexts["github"]["sha"])
+            dest = work / str(given.get("path") or ".")
+            job.checkouts.append((repository, ref))
+            if repository == PYTEST_ROCM:
+                dest.mkdir(parents=True, exist_ok=True)
+                (dest / "PINNED_COMMIT").write_text(ref)
+                return 0, f"{PYTEST_ROCM} at {ref} (the installed pytest-rocm: this working tree)"
+            if repository != self.repo:
+                return 1, f"the harness has no repository {repository}"
+            dest.mkdir(parents=True, exist_ok=True)
+            git(dest, "init", "-q")
+            (dest / ".git" / "objects" / "info" / "alternates").write_text(str(self.git_dir / ".git" / "objects") + "\n")
+            git(dest, "checkout", "-q", "--detach", ref)
+            return 0, f"checked out {ref}"
+        if uses.startswith("actions/upload-artifact@"):
+            name, source = str(given["name"]), work / str(given["path"])
+            if any(a["run_id"] == state["id"] and a["name"] == name for a in self.fake.artifacts.values()) \
+                    and not given.get("overwrite"):
+                return 1, f"an artifact named {name} already exists in this run"
+            files = [p for p in source.rglob("*") if p.is_file()] if source.is_dir() else []
+            if not files:
+                return (1 if given.get("if-no-files-found") == "error" else 0), f"no files at {source}"
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w") as archive:
+                for path in files:
+                    archive.write(path, path.relative_to(source).as_posix())
+            self.fake.artifacts[max(self.fake.artifacts, default=5000) + 1] = {
+                "run_id": state["id"], "name": name, "data": buffer.getvalue()}
+            return 0, f"uploaded {len(files)} file(s) as {name}"
+        if uses.startswith("actions/download-artifact@"):
+            run_id = int(given.get("run-id") or state["id"])
+            found = [a for a in self.fake.artifacts.values() if a["run_id"] == run_id and a["name"] == given.get("name")]
+            if not found:
+                return 1, f"Unable to download artifact(s): {given.get('name')} not found in run {run_id}"
+            dest = work / str(given.get("path") or ".")
+            dest.mkdir(parents=True, exist_ok=True)
+            zipfile.ZipFile(io.BytesIO(found[-1]["data"])).extractall(dest)
+            return 0, f"downloaded {given.get('name')}"
+        return 1, uses
+
+    def _job_state(self, state: dict, job: JobRecord) -> None:
+        self.fake.jobs[state["id"]].append({
+            "id": next(self._jobs), "name": job.name, "status": "completed", "conclusion": job.conclusion,
+            "labels": [job.runs_on] if isinstance(job.runs_on, str) else list(job.runs_on or []),
+            "runner_name": None if job.conclusion in ("skipped", "cancelled") else
+            (f"{job.runner_group}-runner" if job.runner_group else "GitHub Actions 2"),
+            "runner_group_name": job.runner_group or (None if job.conclusion in ("skipped", "cancelled") else
+                                                      "GitHub Actions"),
+            "runner_group_id": 7 if job.runner_group else 1, "runner_id": 1,
+            "started_at": "2026-12-02T06:01:00Z", "completed_at": "2026-12-02T06:29:00Z"})
+
+    def _write_shims(self, folder: Path) -> None:
+        folder.mkdir(parents=True)
+        python = folder / "python"
+        python.write_text("#!/bin/sh\n"
+                          "if [ \"$1\" = -m ] && [ \"$2\" = pip ]; then echo \"$*\" >> \"$HARNESS_PIP_LOG\"; exit 0; fi\n"
+                          f"exec '{sys.executable}' \"$@\"\n")
+        python.chmod(0o755)
+        (folder / "python3").symlink_to(python)
+        pip = folder / "pip"
+        pip.write_text("#!/bin/sh\necho \"-m pip $*\" >> \"$HARNESS_PIP_LOG\"\n")
+        pip.chmod(0o755)
+        gate = folder / "rocm-gate"
+        gate.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m pytest_rocm.cli \"$@\"\n")
+        gate.chmod(0o755)
+
+    def installs(self) -> list[str]:
+        return self.pip_log.read_text().splitlines()

