@@ -224,6 +224,8 @@ class FakeGitHub:
             return (200, artifact["data"], {"Content-Type": "application/zip"}, None) if artifact else (404, None, {}, None)
         if fault in ("502", "500", "503"):
             return int(fault), {"message": "Server Error"}, {}, None
+        if fault == "ok":  # a placeholder in `script_for`: this request goes through
+            fault = None
         if fault == "429":
             return 429, {"message": "Too many requests"}, {"Retry-After": "1"}, None
         if fault == "secondary":

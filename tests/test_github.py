@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from actions import write_gpu_tools
 from conftest import REPO
 from github_api import FakeGitHub, example, validate_webhook
 
@@ -66,17 +67,26 @@ def rocm_gate(fake, *args, env: dict | None = None, token: str | None = TOKEN, c
     return result
 
 
+def run_on_mi300x(root: Path, *args) -> None:
+    """pytest with pytest-rocm on a machine whose amd-smi answers as a real 8 x MI300X node does (the captured
+    output, tests/data/samples/amd-smi): detected, not simulated, as on a GPU runner."""
+    tools = write_gpu_tools(root / "gpu-tools")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PYTEST_ROCM_"))}
+    subprocess.run([sys.executable, "-m", "pytest", "--rocm-report-dir=out", "--rocm-health-probe=true",
+                    "-p", "no:cacheprovider", "-p", "no:randomly", *args], cwd=root, capture_output=True, text=True,
+                   timeout=240, env={**environ, "PYTHONPATH": str(REPO), "PATH": f"{tools}:{os.environ['PATH']}",
+                                     "PYTEST_ROCM_GIT_SHA": SHA})
+
+
 @pytest.fixture(scope="module")
 def failing_results(tmp_path_factory):
-    """A real run's results: one blocking regression (failed again on rerun, healthy probe), a shadow one."""
+    """A real run's results on 8 x MI300X: one blocking regression (failed again on rerun, healthy probe), a
+    shadow one; the run was for commit SHA."""
     root = tmp_path_factory.mktemp("run")
     (root / "test_attention.py").write_text(SUITE)
-    subprocess.run([sys.executable, "-m", "pytest", "--rocm-platform=mi300x-1", "--rocm-report-dir=out",
-                    "--rocm-health-probe=true", "-p", "no:cacheprovider", "-p", "no:randomly", "test_attention.py"],
-                   cwd=root, capture_output=True, text=True, timeout=240,
-                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    run_on_mi300x(root, "test_attention.py")
     report = json.loads((root / "out/gate-report.json").read_text())
-    assert report["conclusion"] == "failure"
+    assert report["conclusion"] == "failure" and report["manifest"]["platform"]["profile"] is None
     return root / "out"
 
 
@@ -101,7 +111,7 @@ def test_a_failing_run_publishes_one_blocking_check_with_evidence(fake, failing_
     summary = check["output"]["summary"]
     assert summary.index("test_kernel_bug") < summary.index("Pinned stack")
     assert "paged attention output differs" in summary
-    assert "python -m pytest --rocm-platform=mi300x-1 test_attention.py::test_kernel_bug" in summary
+    assert "python -m pytest test_attention.py::test_kernel_bug" in summary
     [blocking, shadow] = sorted(fake.annotations[check["id"]], key=lambda a: a["annotation_level"])
     assert (blocking["path"], blocking["annotation_level"]) == ("test_attention.py", "failure")
     assert blocking["start_line"] == SUITE.splitlines().index("    assert x == 2, \"paged attention output differs\"") + 1
@@ -112,11 +122,10 @@ def test_a_failing_run_publishes_one_blocking_check_with_evidence(fake, failing_
 def test_faults_converge_to_the_same_single_check(fake, failing_results):
     fake.every = (3, 502)
     fake.script = ["secondary", "429", "hang", "applied-502", "primary"]
-    result = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X",
-                       "--timeout", "1", "--backoff", "0.2", "--attempts", "8")
+    faults = ("--timeout", "1", "--backoff", "0.2", "--attempts", "8", "--settle", "0.3")  # the fake applies at once
+    result = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X", *faults)
     assert result.returncode == 0, result.stderr
-    again = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X",
-                      "--timeout", "1", "--backoff", "0.2", "--attempts", "8")
+    again = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X", *faults)
     assert again.returncode == 0, again.stderr
     [check] = fake.checks(SHA)
     assert check["conclusion"] == "failure"
@@ -124,12 +133,80 @@ def test_faults_converge_to_the_same_single_check(fake, failing_results):
     assert {status for _, _, status in fake.log} >= {502, 429, 403, 200}
 
 
+LATE = ("--timeout", "1", "--backoff", "0.1")
+
+
+def test_a_create_github_applies_after_the_client_gave_up_leaves_one_check(fake, failing_results):
+    """GitHub may still apply a request for up to 10 s after its client stopped waiting: the publisher reads
+    the state again only once that time has passed (--settle), so it does not create the check twice."""
+    fake.late_s = 1.5  # after the client's 1 s read timeout
+    fake.script_for = [("post", f"/repos/{REPO_NAME}/check-runs", "late")]
+    result = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8", *LATE,
+                       "--settle", "2.5")
+    assert result.returncode == 0, result.stderr
+    [check] = fake.checks(SHA)
+    assert check["status"] == "completed" and len(fake.annotations[check["id"]]) == 2
+
+
+def test_a_duplicate_a_late_create_left_is_completed_as_a_copy_by_the_next_publish(fake, failing_results):
+    fake.late_s = 1.5
+    fake.script_for = [("post", f"/repos/{REPO_NAME}/check-runs", "late")]
+    hasty = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8", *LATE,
+                      "--settle", "0")  # reads back at once, before GitHub applied the first create
+    assert hasty.returncode == 0, hasty.stderr
+    import time
+
+    time.sleep(2)
+    assert sorted(c["status"] for c in fake.checks(SHA)) == ["completed", "in_progress"]  # the bug, reproduced
+    again = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8")
+    assert again.returncode == 0, again.stderr
+    first, duplicate = sorted(fake.checks(SHA), key=lambda c: c["id"])
+    assert {first["conclusion"], duplicate["conclusion"]} == {"failure"}  # whichever GitHub shows, it blocks
+    assert len(fake.annotations[first["id"]]) == 2 and fake.annotations[duplicate["id"]] == []
+    assert "A duplicate of" in duplicate["output"]["summary"]
+
+
+def test_an_annotation_batch_applied_late_is_not_sent_again(fake, failing_results, tmp_path):
+    results = _many_regressions(failing_results, tmp_path / "run", 120)  # three batches of 50
+    fake.late_s = 1.5
+    fake.script_for = [("patch", f"/repos/{REPO_NAME}/check-runs/", "ok"), ("patch", f"/repos/{REPO_NAME}/check-runs/", "late")]
+    result = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "mi300x-8", *LATE,
+                       "--settle", "2.5")
+    assert result.returncode == 0, result.stderr
+    [check] = fake.checks(SHA)
+    annotations = fake.annotations[check["id"]]
+    assert len(annotations) == 120 and len({a["title"] for a in annotations}) == 120
+
+
+def test_a_late_in_progress_publish_never_reopens_a_completed_check(fake, failing_results):
+    assert rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8").returncode == 0
+    [done] = fake.checks(SHA)
+    late = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8", "--in-progress")
+    assert late.returncode == 0 and "left as it was (completed)" in late.stdout, late.stdout
+    [check] = fake.checks(SHA)
+    assert (check["status"], check["conclusion"], check["output"]["summary"]) == (
+        "completed", "failure", done["output"]["summary"])
+
+
+def test_every_request_has_its_own_attempts(fake, failing_results, tmp_path):
+    """3,000 annotations (60 batches) while every third request fails: each request gets its attempts, so
+    all of them arrive, each once (the fake fails these before applying them, so no settling is needed)."""
+    results = _many_regressions(failing_results, tmp_path / "run", 3000)
+    fake.every = (3, 502)
+    result = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "mi300x-8", "--backoff", "0",
+                       "--settle", "0")
+    assert result.returncode == 0, result.stderr
+    [check] = fake.checks(SHA)
+    assert len(fake.annotations[check["id"]]) == 3000
+    assert len({a["title"] for a in fake.annotations[check["id"]]}) == 3000
+
+
 def test_another_run_of_the_same_commit_gets_its_own_check(fake, failing_results):
     """A rerun (a new run id) must not inherit the older run's annotations: a check of its own, the newest."""
     assert rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8").returncode == 0
     rerun = rocm_gate(fake, "publish", "tests/data/main-job", "--sha", SHA, "--runner-class", "mi300x-8",
                       "--run-id", "9002", cwd=REPO)
-    assert "refusing" in rerun.stderr  # the main job's results claim another commit: refused, and it blocks
+    assert "refusing" in rerun.stderr  # the main job's results were for another commit: refused, and it blocks
     first, second = sorted(fake.checks(SHA), key=lambda c: c["id"])
     assert (first["external_id"], second["external_id"]) == ("9001", "9002")
     assert len(fake.annotations[first["id"]]) == 2 and fake.annotations[second["id"]] == []
@@ -145,9 +222,9 @@ def _many_regressions(results: Path, to: Path, count: int) -> Path:
 
 def test_an_interrupted_publish_converges_when_run_again(fake, failing_results, tmp_path):
     results = _many_regressions(failing_results, tmp_path / "run", 120)  # three annotation batches
-    fake.fail_after = 5  # list, repository, create, two annotation batches: then GitHub goes away
+    fake.fail_after = 6  # list, create, list, annotations, complete, one more batch: then GitHub goes away
     broken = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "MI300X", "--attempts", "2",
-                       "--backoff", "0.1", "--unsent", str(tmp_path / "unsent.json"))
+                       "--backoff", "0.1", "--settle", "0", "--unsent", str(tmp_path / "unsent.json"))
     assert broken.returncode == 4 and "not published" in broken.stderr
     unsent = json.loads((tmp_path / "unsent.json").read_text())
     assert unsent["conclusion"] == "failure" and len(unsent["output"]["annotations"]) == 120
@@ -207,7 +284,8 @@ def test_untrusted_results_are_refused_and_the_check_still_blocks(fake, failing_
         report.write_text('{"schema": "pytest-rocm/gate-report/1", ')
     elif damage == "sha":
         manifest = json.loads((results / "manifest.json").read_text())
-        (results / "manifest.json").write_text(json.dumps({**manifest, "git_sha": "b" * 40}))
+        provenance = {**manifest["provenance"], "head_sha": "b" * 40}
+        (results / "manifest.json").write_text(json.dumps({**manifest, "provenance": provenance}))
     elif damage == "symlink":
         report.unlink()
         report.symlink_to("/etc/passwd")
@@ -261,19 +339,23 @@ def fork_pr_event(action: str, sender: str, sha: str, label: str | None = None) 
     return event
 
 
+MERGE = "9" * 40  # a pull_request run's GITHUB_SHA: the merge commit GitHub built for it
+
+
 def trust(fake, tmp_path, event_name: str, event: dict, *extra):
     path = tmp_path / f"event-{len(list(tmp_path.iterdir()))}.json"
     path.write_text(json.dumps(event))
     result = rocm_gate(fake, "trust", "--event-name", event_name, "--event-path", str(path), *extra,
-                       env={"GITHUB_OUTPUT": str(tmp_path / "output")})
+                       env={"GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_SHA": MERGE})
     assert result.returncode in (0, 3), result.stderr
     return json.loads(result.stdout)
 
 
 def test_trust_approve_then_push_needs_a_new_approval(fake, tmp_path):
     approved = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "maintainer", "1" * 40, "rocm-ci-approved"))
-    assert approved["trusted"] and approved["sha"] == "1" * 40
-    assert "trusted=true" in (tmp_path / "output").read_text()
+    assert approved["trusted"] and (approved["head_sha"], approved["tested_sha"]) == ("1" * 40, MERGE)
+    output = (tmp_path / "output").read_text()
+    assert "trusted=true" in output and f"head-sha={'1' * 40}" in output and f"tested-sha={MERGE}" in output
     pushed = fork_pr_event("synchronize", "forker", "2" * 40)
     pushed["pull_request"]["labels"] = [{**approved_label(), "name": "rocm-ci-approved"}]  # the label is still on
     decision = trust(fake, tmp_path, "pull_request", pushed)
@@ -289,7 +371,7 @@ def test_trust_a_label_by_a_non_writer_approves_nothing(fake, tmp_path):
         decision = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", who, "1" * 40, "rocm-ci-approved"))
         assert not decision["trusted"] and who in decision["reason"]
     other = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "maintainer", "1" * 40, "bug"))
-    assert not other["trusted"]
+    assert not other["trusted"] and other["noop"] and "not the approval label" in other["reason"]
 
 
 def test_trust_label_removed_and_re_added_is_judged_by_who_re_added_it(fake, tmp_path):
@@ -298,7 +380,7 @@ def test_trust_label_removed_and_re_added_is_judged_by_who_re_added_it(fake, tmp
     by_triager = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "triager", "3" * 40, "rocm-ci-approved"))
     assert not by_triager["trusted"]
     by_writer = trust(fake, tmp_path, "pull_request", fork_pr_event("labeled", "maintainer", "3" * 40, "rocm-ci-approved"))
-    assert by_writer["trusted"] and by_writer["sha"] == "3" * 40
+    assert by_writer["trusted"] and by_writer["head_sha"] == "3" * 40
 
 
 def test_trust_refuses_pull_request_target_and_requires_on_demand(fake, tmp_path):
@@ -318,14 +400,15 @@ def test_trust_same_repository_branches_merge_queue_and_dispatch(fake, tmp_path)
     queue = example("merge_group.checks_requested")
     validate_webhook("merge-group-checks-requested", queue)
     decision = trust(fake, tmp_path, "merge_group", queue)
-    assert decision["trusted"] and decision["sha"] == queue["merge_group"]["head_sha"]
+    assert decision["trusted"] and decision["head_sha"] == decision["tested_sha"] == queue["merge_group"]["head_sha"]
     dispatch = example("workflow_dispatch")
     dispatch["inputs"] = {"sha": "4" * 40, "pr": "12"}
     dispatch["sender"]["login"] = "reader"
     assert not trust(fake, tmp_path, "workflow_dispatch", dispatch)["trusted"]
     dispatch["sender"]["login"] = "maintainer"
     assert trust(fake, tmp_path, "workflow_dispatch", dispatch) == {
-        "trusted": True, "sha": "4" * 40, "pr": 12, "reason": f"dispatched for {'4' * 12} by maintainer (maintain)"}
+        "trusted": True, "head_sha": "4" * 40, "tested_sha": "4" * 40, "pr": 12, "noop": False,
+        "reason": f"dispatched for {'4' * 12} by maintainer (maintain)"}
     dispatch["inputs"]["sha"] = "main"
     assert not trust(fake, tmp_path, "workflow_dispatch", dispatch)["trusted"]
 
@@ -398,20 +481,20 @@ def test_the_workflow_linter_catches_a_pull_request_target_misuse():
     assert ours.returncode == 0 and json.loads(ours.stdout) == []
 
 
-def test_the_readme_shows_exactly_the_linted_caller_workflows():
-    readme = (REPO / "README.md").read_text()
-    for name in ("rocm-gate.yml", "rocm-gate-publish.yml"):
-        assert "```yaml\n" + (REPO / "examples/upstream" / name).read_text().rstrip() + "\n```" in readme, name
+def test_the_guide_shows_exactly_the_linted_caller_workflows():
+    guide = (REPO / "docs" / "github.md").read_text()
+    for name in ("rocm-gate.yml", "rocm-gate-publish.yml", "rocm-gate-sweep.yml"):
+        assert "```yaml\n" + (REPO / "examples/upstream" / name).read_text().rstrip() + "\n```" in guide, name
 
 
-def test_a_rerun_publishes_on_the_commit_its_results_tested(fake, failing_results, tmp_path):
-    results = tmp_path / "run"
-    shutil.copytree(failing_results, results)
-    manifest = json.loads((results / "manifest.json").read_text())
-    (results / "manifest.json").write_text(json.dumps({**manifest, "git_sha": "6" * 40}))
-    result = rocm_gate(fake, "publish", str(results), "--sha-from-results", "--runner-class", "mi300x-8")
-    assert result.returncode == 0, result.stderr
-    assert [c["conclusion"] for c in fake.checks("6" * 40)] == ["failure"]
+def test_the_commit_never_comes_from_the_results(fake, failing_results):
+    """--sha-from-results put a green check on any commit the gated code named in its manifest: it is gone."""
+    result = rocm_gate(fake, "publish", str(failing_results), "--sha-from-results", "--runner-class", "mi300x-8")
+    assert result.returncode == 2 and "never comes from the results" in result.stderr
+    pull_request_env = {"GITHUB_SHA": "6" * 40}  # a pull_request run's GITHUB_SHA is the merge commit: not a default
+    result = rocm_gate(fake, "publish", str(failing_results), "--runner-class", "mi300x-8", env=pull_request_env)
+    assert result.returncode == 2 and "--sha must be a full 40-hex commit SHA" in result.stderr
+    assert fake.check_runs == {}
 
 
 def test_the_loopback_api_refuses_what_github_would(fake):

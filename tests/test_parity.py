@@ -125,9 +125,9 @@ def test_real_pair_from_junit_and_gate_reports(real_pair, tmp_path, capsys):
     # api has no reference pass: its row says why, and the reference's failure is listed
     assert "| api | 0 | 0 | n/a | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 0 (no) |" in markdown
     assert "<b>api</b>: 1 not passing on the reference" in markdown
-    assert "`test_pair.py::test_cuda_broken`: failed (assert False)" in markdown
-    assert f"fp8 kv cache not supported ([issue]({GAP}))" in markdown
-    assert "NVFP4 is Blackwell-only (1)" in markdown
+    assert "` test_pair.py::test_cuda_broken `: failed (` assert False `)" in markdown
+    assert f"` fp8 kv cache not supported ` (issue ` {GAP} `)" in markdown  # an issue link from the inputs is text
+    assert "` NVFP4 is Blackwell-only ` (1)" in markdown
 
 
 def test_real_pair_from_junit_alone(real_pair, tmp_path):

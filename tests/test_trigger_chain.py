@@ -19,6 +19,8 @@ from actions import PYTEST_ROCM, Actions, RunnerGroup, write_gpu_tools
 from conftest import REPO
 from github_api import FakeGitHub
 
+pytestmark = pytest.mark.slow  # each event runs the workflows' jobs: real git, real pytest with xdist workers
+
 EXAMPLES = REPO / "examples" / "upstream"
 PIN = re.search(r"rocm-gate\.yml@([0-9a-f]{40})", (EXAMPLES / "rocm-gate.yml").read_text())[1]
 GATE_PIN = f"{PYTEST_ROCM}/.github/workflows/rocm-gate.yml@{PIN}"
@@ -321,3 +323,32 @@ def test_the_merge_queue_gets_its_check_on_the_groups_commit(upstream, github):
     group = github.workflow_runs[queued.id]["head_sha"]
     [check] = checks(github, group)
     assert check["conclusion"] == "success" and check["external_id"] == str(queued.id)
+
+
+def test_a_check_left_running_is_finished_by_the_scheduled_sweep(upstream, github):
+    """The gate run's `completed` event never reaches the publish workflow (a lost webhook, a publish job that
+    failed): its check would stay in_progress and block forever. The sweep publishes it from GitHub's facts."""
+    upstream.undelivered.add("completed")
+    pull = upstream.open_pull(113, {"vllm/model.py": "x = 13\n"}, fork=False, author="maintainer")
+    run = upstream.pull_request(pull, "opened", "maintainer")
+    [check] = checks(github, pull.head)
+    assert check["status"] == "in_progress"
+    upstream.undelivered.clear()
+    swept = upstream.schedule("rocm-gate-sweep.yml")
+    step = swept.job("/ sweep").steps[-1]
+    assert step["conclusion"] == "success" and f"run {run.id} mi300x-8: published: success" in step["output"], step
+    [check] = checks(github, pull.head)
+    assert (check["status"], check["conclusion"], check["external_id"]) == ("completed", "success", str(run.id))
+    again = upstream.schedule("rocm-gate-sweep.yml")
+    assert "0 run(s) needed something" in again.job("/ sweep").steps[-1]["output"]  # nothing left to do
+
+
+def test_the_publishes_of_one_run_never_overlap(upstream, github):
+    """`requested` and `completed` publishes of a run share one concurrency group (one running, one pending:
+    docs.github.com/en/actions/reference/workflows-and-actions/workflow-syntax#concurrency), not cancelled."""
+    pull = upstream.open_pull(114, {"vllm/model.py": "x = 14\n"}, fork=False, author="maintainer")
+    run = upstream.pull_request(pull, "opened", "maintainer")
+    groups = [j.concurrency for r in run.triggered for j in r.jobs if j.name.endswith("/ publish")]
+    assert groups == [f"rocm-gate-publish-{run.id}-mi300x-8"] * 2
+    spec = (REPO / ".github/workflows/rocm-gate-publish.yml").read_text()
+    assert "cancel-in-progress: false" in spec

@@ -256,6 +256,14 @@ def _annotation_key(a: dict) -> tuple:
     return (a["path"], a["start_line"], a.get("title") or "", a["message"])
 
 
+def _batches(content: CheckContent, listed: list[dict]) -> tuple[int, list[list[dict]]]:
+    """(how many annotations GitHub holds, the batches of those it lacks; at least one, maybe empty)."""
+    have = {_annotation_key(a) for a in listed}
+    missing = [a for a in content.annotations if _annotation_key(a) not in have]
+    return len(listed), [missing[i:i + ANNOTATIONS_PER_REQUEST]
+                         for i in range(0, len(missing), ANNOTATIONS_PER_REQUEST)] or [[]]
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -275,50 +283,74 @@ def converge(client: Client, sha: str, content: CheckContent, external_id: str |
     """Create or update this run's check until GitHub holds exactly `content` (see the module docstring)."""
     tries: dict[str, int] = {}
     created = False
-    sent = 0
-    while True:
+    while True:  # find this run's checks; create one when there is none (and read back: it may land twice)
+        runs = sorted((r for r in client.checks(sha, content.name)
+                       if external_id is None or r.get("external_id") == external_id), key=lambda r: r["id"])
+        if runs:
+            break
+        _spend(client, tries, "create the check")
         try:
-            runs = sorted((r for r in client.checks(sha, content.name)
-                           if external_id is None or r.get("external_id") == external_id), key=lambda r: r["id"])
-            if not runs:
-                _spend(client, tries, "create")
-                body = {"name": content.name, "head_sha": sha, "details_url": details_url,
-                        "external_id": external_id, "status": "in_progress", "started_at": _now(),
-                        "output": {"title": "running", "summary": f"{content.name} is running."}}
-                client.write("POST", "/repos/{repo}/check-runs", body)
-                created = True
-                continue  # read it back: a create may also have landed twice
-            canonical, extras = runs[0], runs[1:]
-            if in_progress:  # never reopen a completed check; a running one needs nothing more
-                status = "unchanged" if canonical["status"] == "completed" else "in_progress"
-                return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
-            common = {"details_url": details_url, "external_id": external_id, "actions": content.actions}
-            held = {_annotation_key(a) for a in
-                    client.paged(f"/repos/{{repo}}/check-runs/{canonical['id']}/annotations", None)}
-            missing = [a for a in content.annotations if _annotation_key(a) not in held]
-            first = missing[:ANNOTATIONS_PER_REQUEST]
-            _spend(client, tries, f"complete the check ({len(held)} annotations held)")
-            client.write("PATCH", f"/repos/{{repo}}/check-runs/{canonical['id']}",
-                         {"status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
-                          "output": content.output(first), **common})
-            sent += len(first)
-            for start in range(ANNOTATIONS_PER_REQUEST, len(missing), ANNOTATIONS_PER_REQUEST):
-                batch = missing[start:start + ANNOTATIONS_PER_REQUEST]
-                _spend(client, tries, f"annotations {len(held) + start + 1} to {len(held) + start + len(batch)}")
-                client.write("PATCH", f"/repos/{{repo}}/check-runs/{canonical['id']}", {"output": content.output(batch)})
-                sent += len(batch)
-            for extra in extras:
-                if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
-                    continue
-                _spend(client, tries, f"duplicate {extra['id']}")
-                client.write("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", {
-                    "status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
-                    "details_url": details_url, "output": {
-                        "title": content.title, "summary": f"A duplicate of {canonical['html_url']}, which has "
-                                                          f"the annotations.\n\n{content.summary}"[:65535]}})
-            return Published(canonical["id"], canonical["html_url"], created, sent, "completed", len(extras))
+            client.write("POST", "/repos/{repo}/check-runs", {
+                "name": content.name, "head_sha": sha, "details_url": details_url, "external_id": external_id,
+                "status": "in_progress", "started_at": _now(),
+                "output": {"title": "running", "summary": f"{content.name} is running."}})
+            created = True
         except Ambiguous as exc:
             client.settle(exc)
+    canonical, extras = runs[0], runs[1:]
+    if in_progress:  # never reopen a completed check; a running one needs nothing more
+        status = "unchanged" if canonical["status"] == "completed" else "in_progress"
+        return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
+    path = f"/repos/{{repo}}/check-runs/{canonical['id']}"
+    common = {"details_url": details_url, "external_id": external_id, "actions": content.actions}
+    listed = client.paged(f"{path}/annotations", None)  # what GitHub holds: each annotation is sent once
+    held, batches = _batches(content, listed)
+    sent, index = 0, 0
+    while True:  # complete it with the first batch, then append the others
+        batch = batches[index]
+        if index == 0:
+            body = {"status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
+                    "output": content.output(batch), **common}
+        else:
+            body = {"output": content.output(batch)}
+        try:
+            _spend(client, tries, f"annotations {held + 1} to {held + len(batch)}" if index else "complete the check")
+            client.write("PATCH", path, body)
+            landed = True
+        except Ambiguous as exc:  # landed or not? GitHub's count of annotations says, once it is done with it
+            client.settle(exc)
+            now = client.get(path)
+            count = (now.get("output") or {}).get("annotations_count", -1)
+            completed = now.get("status") == "completed" and now.get("conclusion") == content.conclusion
+            if count == held + len(batch) and (index or completed):
+                landed = True
+            elif count == held:
+                landed = False  # send it again
+            else:  # something else changed it: read every annotation again
+                held, batches = _batches(content, client.paged(f"{path}/annotations", None))
+                index, landed = 0, False
+                continue
+        if landed:
+            held += len(batch)
+            sent += len(batch)
+            index += 1
+            if index == len(batches):
+                break
+    for extra in extras:  # what late creates left: copies without annotations, so none stands apart
+        if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
+            continue
+        body = {"status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
+                "details_url": details_url, "output": {
+                    "title": content.title, "summary": f"A duplicate of {canonical['html_url']}, which has the "
+                                                      f"annotations.\n\n{content.summary}"[:65535]}}
+        while True:  # no annotations: sending it again changes nothing
+            _spend(client, tries, f"duplicate {extra['id']}")
+            try:
+                client.write("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", body)
+                break
+            except Ambiguous as exc:
+                client.settle(exc)
+    return Published(canonical["id"], canonical["html_url"], created, sent, "completed", len(extras))
 
 
 def _spend(client: Client, tries: dict[str, int], key: str) -> None:

@@ -3,12 +3,15 @@
 The per-group table comes first, then the gaps. A check run summary holds at
 most 65,535 characters, so long lists are cut ("and N more") with fewer items
 shown until the page fits; every total stays exact because totals come from the
-data, not from the lists.
+data, not from the lists. Test ids, reasons, group names and issue links come
+from the inputs (a candidate run's JUnit is written by the PR's code), so they
+are written through `schemas/markdown.py`: text, never markup or a live link.
 """
 
 from __future__ import annotations
 
 from pytest_rocm.catalog.groups import UNGROUPED
+from pytest_rocm.schemas import markdown as md
 
 GITHUB_SUMMARY_LIMIT = 65_535
 LIST_LIMITS = (25, 10, 5, 2, 1, 0)
@@ -18,18 +21,14 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _code(text: str) -> str:
-    return "`" + text.replace("`", "'") + "`"
+_cell = md.cell
+_code = md.code
 
 
 def _reason(gap: dict) -> str:
     if gap["status"] == "known_gap" and gap["reason"].endswith(")") and "(http" in gap["reason"]:
         text, _, url = gap["reason"][:-1].rpartition(" (")
-        return f"{_cell(text)} ([issue]({url}))"
+        return f"{_cell(text)} (issue {_cell(url)})"
     return _cell(gap["reason"])
 
 
@@ -121,7 +120,7 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
         f"## ROCm parity against the reference: {_pct(overall['parity'])}{target}",
         "",
         f"{overall['both_passing']} of {overall['reference_passing']} tests that pass on the reference "
-        f"({inputs['reference']['label']}) also pass on the candidate ({inputs['candidate']['label']}). "
+        f"({md.name(inputs['reference']['label'])}) also pass on the candidate ({md.name(inputs['candidate']['label'])}). "
         f"Not applicable to ROCm, excluded: {overall['not_applicable']}. Candidate only: {overall['candidate_only']}.",
         "",
         "| group | passing on reference | passing on both | parity | failed | error | crashed | skipped "
@@ -131,7 +130,7 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
     columns = ("failed", "error", "crashed", "skipped", "xfailed", "known_gap", "missing", "reference_not_passing",
                "not_applicable")
     for name, group in report["groups"].items():
-        lines.append(f"| {name} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
+        lines.append(f"| {md.name(name)} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
                      + " | ".join(str(group[s]) for s in columns)
                      + f" | {group['blocking_tests']} ({group['blocking']}) |")
     lines.append(f"| **all** | **{overall['reference_passing']}** | **{overall['both_passing']}** | "
@@ -141,13 +140,13 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
                   "that pass on the reference only. `blocking gates`: tests passing on the reference that block a "
                   "merge on the candidate (`all` of the group, `partly`, or `no`)."]
     gating = report["gating"]
-    partly = [f"{g} ({report['groups'][g]['blocking_tests']} of {report['groups'][g]['reference_passing']})"
+    partly = [f"{md.name(g)} ({report['groups'][g]['blocking_tests']} of {report['groups'][g]['reference_passing']})"
               for g in gating["partly_blocking_groups"]]
     lines += ["", f"Gating coverage: {gating['blocking_tests']} of {gating['reference_passing_tests']} tests passing "
                   f"on the reference are merge-blocking on the candidate ({_pct(gating['tests_share'])}); "
                   f"{len(gating['fully_blocking_groups'])} of {len(gating['groups'])} groups are merge-blocking in "
                   f"full ({_pct(gating['groups_share'])})"
-                  + (f": {', '.join(gating['fully_blocking_groups'])}" if gating["fully_blocking_groups"] else "")
+                  + (f": {', '.join(map(md.name, gating['fully_blocking_groups']))}" if gating["fully_blocking_groups"] else "")
                   + (f"; partly: {', '.join(partly)}" if partly else "") + f". `{UNGROUPED}` is not counted as a group."]
 
     changes = report.get("changes")
@@ -166,10 +165,10 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
             continue
         any_gap = True
         total = sum(g["count"] for g in group["gaps"])
-        lines += ["", f"<details><summary><b>{name}</b>: {total} gap(s)</summary>", ""]
+        lines += ["", f"<details><summary><b>{md.html_name(name)}</b>: {total} gap(s)</summary>", ""]
         shown_reasons = group["gaps"][: max(n, 1) * 2]
         for gap in shown_reasons:
-            lines.append(f"- **{gap['status']}** ({gap['count']}): {_reason(gap)}")
+            lines.append(f"- **{md.name(gap['status'])}** ({gap['count']}): {_reason(gap)}")
             if n:
                 lines.append(f"  - {_cut([_code(t) for t in gap['tests']], n)}")
         hidden = group["gaps"][len(shown_reasons):]
@@ -183,9 +182,10 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
         lines += ["", f"### Not passing on the reference ({overall['reference_not_passing']}: outside parity, "
                       "shown so a group with few reference passes is explained)"]
         for name, tests in failing.items():
-            lines += ["", f"<details><summary><b>{name}</b>: {len(tests)} not passing on the reference</summary>", ""]
+            lines += ["", f"<details><summary><b>{md.html_name(name)}</b>: {len(tests)} not passing on the reference"
+                          "</summary>", ""]
             shown = tests[: max(n, 1) * 2]
-            lines += [f"- {_code(t)}: {entry['reference']}" + (f" ({_cell(entry['reason'][:200])})"
+            lines += [f"- {_code(t)}: {md.name(entry['reference'])}" + (f" ({_cell(entry['reason'][:200])})"
                                                                 if entry.get("reason") else "")
                       for t, entry in shown]
             if len(tests) > len(shown):
@@ -204,14 +204,14 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
         if repeated:
             lines += ["", f"### Seen more than once with different results on the {side} ({len(repeated)})",
                       "A test in several files counts as passing if any attempt passed, else as its worst result.",
-                      _cut([f"{_code(r['test'])} (seen {', '.join(r['attempts'])}; counted {r['counted']})"
+                      _cut([f"{_code(r['test'])} (seen {', '.join(map(md.name, r['attempts']))}; counted {md.name(r['counted'])})"
                             for r in repeated], max(n, 1))]
     for side in ("reference", "candidate"):
         reasons = report["skip_reasons"][side]
         if reasons:
             lines += ["", f"### Top skip reasons on the {side}"]
-            lines += [f"- {r['count']} {r['status']}: {_cell(r['reason'])}" for r in reasons]
+            lines += [f"- {r['count']} {md.name(r['status'])}: {_cell(r['reason'])}" for r in reasons]
     dropped = inputs["reference"]["dropped"] + inputs["candidate"]["dropped"]
     if dropped:
-        lines += ["", "### Input files that could not be read (dropped)"] + [f"- {_cell(d)}" for d in dropped]
+        lines += ["", "### Input files that could not be read (dropped)"] + [f"- {_cell(d, 600)}" for d in dropped]
     return "\n".join(lines) + "\n"

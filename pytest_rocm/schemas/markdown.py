@@ -14,6 +14,8 @@ no heading, list, link, image, mention, issue reference, HTML or table break can
 - `html_code(text)`: `<code>` with HTML escaping, for text inside an HTML element (`<summary>`), where markdown
   does not apply.
 - `plain(text)`: one line of plain text for fields GitHub shows as text (check and annotation titles).
+- `name(text)`: a name (a group, a status) as it is when it is an identifier that cannot be markup (a letter or
+  digit, then letters, digits, `_`, `.`, `-`), else as `cell` makes it.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["block", "cell", "code", "html_code", "plain"]
+__all__ = ["block", "cell", "code", "html_code", "html_name", "name", "plain"]
 
 INLINE_LIMIT = 300
 # C0 and C1 controls, DEL, and the characters that reorder or hide text (bidi embeddings, overrides, isolates
 # and marks; zero-width characters), which would make a shown id differ from the real one.
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _BACKTICKS = re.compile("`+")
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 def _visible(text: str, keep_newlines: bool = False) -> str:
@@ -72,3 +75,14 @@ def html_code(text: object, limit: int = INLINE_LIMIT) -> str:
 
 def plain(text: object, limit: int = INLINE_LIMIT) -> str:
     return _cut(_visible(str(text)), limit)
+
+
+def name(text: object) -> str:
+    text = str(text)
+    return text if _IDENTIFIER.fullmatch(text) else cell(text)
+
+
+def html_name(text: object) -> str:
+    """`name` inside an HTML element: the identifier as it is, anything else as `html_code`."""
+    text = str(text)
+    return text if _IDENTIFIER.fullmatch(text) else html_code(text)
