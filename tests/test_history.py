@@ -119,7 +119,7 @@ def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_pa
     truncated.write_text((first / "gate-report.json").read_text()[:500])
     result = rocm_gate("history", "add", "--db", db, broken, truncated, nightly["folders"][1])
     assert result.returncode == 2
-    assert f"{broken}/gate-report.json: not a valid gate-report at tests/test_suite.py::test_stable/verdict" in result.stderr
+    assert f"{broken}/gate-report.json: not a valid gate-report artifact at tests/test_suite.py::test_stable/verdict" in result.stderr
     assert str(truncated) in result.stderr and "added" in result.stdout  # the good one after them still lands
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2

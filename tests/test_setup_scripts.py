@@ -1,5 +1,6 @@
 """The set-up scripts' shared helpers (scripts/install-common.sh), run by bash as the scripts run them: the
-free-space check before a first install, and pip's output on failure, a full disk named as such."""
+checks before a first install (a path without whitespace, the free space), and pip's output on failure, a full
+disk named as such."""
 import os
 import re
 import shutil
@@ -84,3 +85,12 @@ def test_other_failures_point_at_pips_output_and_success_shows_it(tmp_path):
     passed = run_bash("pip_logged setup-x things bash -c \"echo 'WARNING: Location x is ignored'; echo done\"",
                       tmp_path)
     assert passed.returncode == 0 and passed.stdout == "done\n"
+
+
+def test_a_checkout_path_with_a_space_is_refused_before_installing_naming_the_cause(tmp_path):
+    spaced = tmp_path / "my checkout"
+    spaced.mkdir()
+    result = run_bash("require_plain_path setup-x; echo installing", spaced)
+    assert result.returncode == 2 and "installing" not in result.stdout
+    assert f"'{spaced}'" in result.stderr and "without spaces" in result.stderr and "upstream" in result.stderr
+    assert run_bash("require_plain_path setup-x; echo installing", tmp_path).stdout == "installing\n"

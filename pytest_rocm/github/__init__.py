@@ -1,14 +1,16 @@
-"""GitHub: the merge-blocking check run, the trust gate and the rerun buttons. Reads artifacts only.
+"""GitHub: the merge-blocking check run, the trust gate, the rerun buttons and the sweep. Reads artifacts and
+GitHub's API; never imports the plugin or test code (docs/architecture.md, "The GitHub side").
 
-- `artifacts`: a results folder as untrusted input (sizes, schemas, the SHA it claims);
+- `trust`: whether an event's exact head SHA may reach a self-hosted GPU runner, and which commit runs;
+- `artifacts`: a results folder as untrusted input, through the strict loader;
+- `provenance`: a gate run as GitHub describes it: its commit, whether it was approved, its results artifact,
+  and the results' claims checked against those facts;
+- `publishing`: what a run may write on its commit's check at each stage of its `workflow_run` events;
 - `checks`: from the artifacts to one check run's content (conclusion table, summary, annotations, buttons),
-  cut to GitHub's limits;
-- `api`: github3.py with bounded retries mounted on its session, App or Actions-token auth, and the
-  publish that converges to one check per name and head SHA;
-- `trust`: whether a PR's exact head SHA may reach a self-hosted GPU runner;
-- `rerun`: a `check_run` webhook payload (a button click, "Re-run") to a workflow dispatch.
-
-Nothing here imports the plugin or test code (DESIGN section 2).
+  cut to GitHub's limits, every string from the results escaped;
+- `api`: github3.py, one retry rule per request, and writes that converge to one check per name, SHA and run;
+- `rerun`: a `check_run` webhook payload (a button click, "Re-run") to a workflow dispatch;
+- `sweep`: the scheduled job that finishes what a failed or lost publish left.
 """
 
-__all__ = ["api", "artifacts", "checks", "rerun", "trust"]
+__all__ = ["api", "artifacts", "checks", "provenance", "publishing", "rerun", "sweep", "trust"]

@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_rocm.github.api import Client, PublishError
+from pytest_rocm.github.api import Client
 from pytest_rocm.github.artifacts import FILES, MAX_FILE_BYTES, ArtifactError, Results, ResultsMissing, read_results
 
 __all__ = ["DISPATCH_TITLE", "GateRun", "RunRefused", "check_results", "fetch_results", "gate_run", "head_sha_of",

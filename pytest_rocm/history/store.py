@@ -13,13 +13,13 @@ ingested (same SHA-256) is skipped.
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.schemas.artifacts import manifest_stack, schema_error
+from pytest_rocm.schemas.artifacts import manifest_stack
+from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 
 BUSY_TIMEOUT_S = 60
 # version -> statements; a database at version v gets every migration above v, in order
@@ -131,15 +131,11 @@ class Ingested:
 
 
 def _validated(path: Path, kind: str) -> tuple[dict, bytes]:
+    """The artifact through the strict loader (results are written by the gated code), and its bytes."""
     try:
-        raw = path.read_bytes()
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise HistoryError(f"{path}: cannot read it as a JSON {kind} ({exc})") from None
-    problem = schema_error(data, kind)
-    if problem is not None:
-        raise HistoryError(f"{path}: not a valid {kind} at {problem[0]}: {problem[1]}")
-    return data, raw
+        return load_artifact(path, kind), path.read_bytes()
+    except (ArtifactError, OSError) as exc:
+        raise HistoryError(str(exc)) from None
 
 
 def _stack(manifest: dict) -> dict:

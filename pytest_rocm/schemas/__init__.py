@@ -1,4 +1,5 @@
 """The shapes of the project's files: reading and checking configuration TOML (one validation helper for
-every file), the schema names and atomic writes of the JSON artifacts, and their JSON Schemas."""
+every file), the schema names and atomic writes of the JSON artifacts and their JSON Schemas, the strict
+loader of artifacts a PR's code wrote (`loader`), and the one way their text becomes markdown (`markdown`)."""
 
-__all__ = ["config", "artifacts"]
+__all__ = ["artifacts", "config", "loader", "markdown"]
