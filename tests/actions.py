@@ -342,8 +342,9 @@ class Actions:
         self.fake.jobs[run_id] = []
         record = RunRecord(run_id, path, event_name, "queued")
         self.runs.append(record)
+        plan = self._plan(definition, f"{self.repo}/{path}@{github['ref']}")
         try:
-            plan = self._plan(definition, f"{self.repo}/{path}@{github['ref']}", contexts, state)
+            self._check_calls(definition, definitions_at)
         except StartupFailure as exc:
             state.update(status="completed", conclusion="startup_failure")
             record.conclusion = "startup_failure"
@@ -393,7 +394,7 @@ class Actions:
                       "actor": "github"}
             record.triggered.append(self._run(path, definition, sha, "workflow_run", event, github, sha, False, "main"))
 
-    def _load_called(self, uses: str, caller_ref: str, definitions_at: str) -> tuple[dict, str, str, str]:
+    def _load_called(self, uses: str, definitions_at: str) -> tuple[dict, str, str, str]:
         """(definition, workflow ref, repository, sha) of a called workflow: this project's file for a pin of
         rocm/pytest-rocm (the harness's working tree is every pinned commit), or the repository's own."""
         if uses.startswith("./"):
@@ -406,8 +407,26 @@ class Actions:
             raise StartupFailure(f"the harness has no copy of {owner_repo}")
         return yaml.safe_load((REPO / file).read_text()), f"{target}@{ref}", PYTEST_ROCM, ref
 
-    def _plan(self, definition: dict, workflow_ref: str, contexts: dict, state: dict, prefix: str = "",
-              called: dict | None = None) -> list[dict]:
+    def _check_calls(self, definition: dict, definitions_at: str) -> None:
+        """GitHub validates a workflow's calls before any job runs: inputs and secrets the called workflow does
+        not declare, and required ones not given, fail the whole run (startup_failure)."""
+        for job in (definition.get("jobs") or {}).values():
+            if "uses" not in job:
+                continue
+            called = _on(self._load_called(job["uses"], definitions_at)[0]).get("workflow_call") or {}
+            declared = called.get("inputs") or {}
+            unknown = set(job.get("with") or {}) - set(declared)
+            if unknown:
+                raise StartupFailure(f"Invalid input, {sorted(unknown)[0]} is not defined in the referenced workflow.")
+            secrets = job.get("secrets")
+            if isinstance(secrets, dict) and set(secrets) - set(called.get("secrets") or {}):
+                raise StartupFailure(f"Invalid secret, {sorted(set(secrets) - set(called.get('secrets') or {}))[0]} "
+                                     "is not defined in the referenced workflow.")
+            missing = [k for k, v in declared.items() if (v or {}).get("required") and k not in (job.get("with") or {})]
+            if missing:
+                raise StartupFailure(f"Input required and not supplied: {missing[0]}")
+
+    def _plan(self, definition: dict, workflow_ref: str, prefix: str = "") -> list[dict]:
         """The jobs of a workflow (reusable calls expanded, inputs checked), in `needs` order."""
         jobs = definition.get("jobs") or {}
         order, seen = [], set()
@@ -423,8 +442,7 @@ class Actions:
 
         for job_id in jobs:
             visit(job_id)
-        return [{"id": job_id, "spec": jobs[job_id], "workflow_ref": workflow_ref, "prefix": prefix,
-                 "called": called} for job_id in order]
+        return [{"id": job_id, "spec": jobs[job_id], "workflow_ref": workflow_ref, "prefix": prefix} for job_id in order]
 
     def _execute(self, plan: list[dict], record: RunRecord, state: dict, contexts: dict, fork: bool) -> None:
         results: dict[str, dict] = {}
@@ -468,7 +486,7 @@ class Actions:
         return combos + list(include or []) or [{}]
 
     def _call(self, spec: dict, name: str, contexts: dict, record: RunRecord, state: dict, fork: bool) -> str:
-        called, ref, repository, sha = self._load_called(spec["uses"], "", state["head_sha"])
+        called, ref, repository, sha = self._load_called(spec["uses"], state["head_sha"])
         state["referenced_workflows"].append({"path": ref, "sha": sha})
         declared = (_on(called).get("workflow_call") or {})
         given = render(spec.get("with") or {}, contexts)
@@ -491,8 +509,7 @@ class Actions:
                  "job": {"workflow_sha": sha, "workflow_repository": repository, "workflow_ref": ref,
                          "workflow_file_path": ref.split("@")[0].split("/", 2)[2]}}
         before = len(record.jobs)
-        self._execute(self._plan(called, ref, inner, state, prefix=f"{name} / ", called=inner), record, state,
-                      inner, fork)
+        self._execute(self._plan(called, ref, prefix=f"{name} / "), record, state, inner, fork)
         mine = [j.conclusion for j in record.jobs[before:]]
         return "failure" if "failure" in mine else "cancelled" if "cancelled" in mine else "success"
 

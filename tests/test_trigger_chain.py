@@ -352,3 +352,24 @@ def test_the_publishes_of_one_run_never_overlap(upstream, github):
     assert groups == [f"rocm-gate-publish-{run.id}-mi300x-8"] * 2
     spec = (REPO / ".github/workflows/rocm-gate-publish.yml").read_text()
     assert "cancel-in-progress: false" in spec
+
+
+HOSTILE_JOB_NAME = '''  gate:
+    name: "gate\\n\\n# EVIL heading [EVIL](https://evil.example) @evil-team"
+    uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@%s
+    with:
+      runner-class: mi300x-8
+      suites: tests -m rocm_gate
+'''
+
+
+def test_names_a_fork_gives_its_jobs_stay_text_in_the_check(upstream, github):
+    from test_untrusted_results import render
+
+    pull = upstream.open_pull(115, fork_caller(HOSTILE_JOB_NAME % PIN), fork=True)
+    upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    [check] = checks(github, pull.head)
+    assert check["conclusion"] == "success", check["output"]["summary"]
+    page = render(check["output"]["summary"])
+    assert not [href for href in page.links if "evil" in (href or "")]
+    assert all("code" in around for text, around in page.texts if "EVIL" in text or "@evil" in text)

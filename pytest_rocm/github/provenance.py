@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pytest_rocm.github.api import Client
 from pytest_rocm.github.artifacts import FILES, MAX_FILE_BYTES, ArtifactError, Results, ResultsMissing, read_results
+from pytest_rocm.schemas import markdown as md
 
 __all__ = ["DISPATCH_TITLE", "GateRun", "RunRefused", "check_results", "fetch_results", "gate_run", "head_sha_of",
            "runner_class_of"]
@@ -119,7 +120,10 @@ def gate_run(client: Client, event_run: dict, runner_class: str, gate_workflow: 
     found.approved = True
     found.why = (f"gate job {found.gate_job.get('name')!r} ran on runner {found.gate_job.get('runner_name')!r} of the "
                  f"group {runner_group!r}, from {gate_workflow}")
-    found.notes.append(f"Run {run_id} ({found.event}) used the pinned gate workflow; {found.why}.")
+    # a fork's caller names its jobs: shown as text
+    found.notes.append(f"Run {run_id} ({md.code(found.event)}) used the pinned gate workflow; gate job "
+                       f"{md.code(found.gate_job.get('name'))} ran on runner {md.code(found.gate_job.get('runner_name'))} "
+                       f"of the group {md.code(runner_group)}.")
     return found
 
 
