@@ -152,6 +152,10 @@ class RunRecord:
         return found[-1]
 
 
+def args_attempt(state: dict) -> int:
+    return int(state.get("run_attempt") or 1)
+
+
 class StartupFailure(Exception):
     """GitHub refuses the workflow before any job runs (an input the called workflow does not declare...)."""
 
@@ -175,6 +179,7 @@ class Actions:
         self.pulls: dict[int, Pull] = {}
         self.runs: list[RunRecord] = []
         self.undelivered: set[str] = set()  # workflow_run actions GitHub fails to deliver (it happens)
+        self._started: dict[int, tuple] = {}  # run id -> what started it, for a re-run
 
     # --- the repository ---
     def commit(self, files: dict[str, str], message: str, branch: str | None = "main", parent: str | None = None) -> str:
@@ -314,15 +319,25 @@ class Actions:
         return started
 
     # --- runs ---
-    def _run(self, path, definition, definitions_at, event_name, event, github, head_sha, fork, head_branch) -> RunRecord:
-        run_id = next(self._ids)
+    def rerun(self, record: "RunRecord", files: dict[str, str] | None = None) -> "RunRecord":
+        """GitHub's "Re-run jobs": the same run id, the next attempt, the same definition and event; the
+        `requested` event does not occur again (.../events-that-trigger-workflows#workflow_run)."""
+        args = self._started[record.id]
+        return self._run(*args, run_id=record.id, attempt=args_attempt(self.fake.workflow_runs[record.id]) + 1)
+
+    def _run(self, path, definition, definitions_at, event_name, event, github, head_sha, fork, head_branch,
+             run_id: int | None = None, attempt: int = 1) -> RunRecord:
+        if run_id is None:
+            run_id = next(self._ids)
+            self._started[run_id] = (path, definition, definitions_at, event_name, event, github, head_sha, fork,
+                                     head_branch)
         token = f"ghs_actions_{run_id}"
         self.fake.tokens.add(token)
         if fork:
             self.fake.read_only_tokens.add(token)
         event_path = self.root / f"event-{run_id}.json"
         event_path.write_text(json.dumps(event))
-        github = {**github, "repository": self.repo, "run_id": str(run_id), "run_attempt": "1", "token": token,
+        github = {**github, "repository": self.repo, "run_id": str(run_id), "run_attempt": str(attempt), "token": token,
                   "workflow": definition.get("name") or path, "workflow_sha": definitions_at, "event_path": str(event_path),
                   "workflow_ref": f"{self.repo}/{path}@{github['ref']}", "server_url": "https://github.com",
                   "api_url": self.fake.url, "repository_owner": self.repo.split("/")[0]}
@@ -337,7 +352,7 @@ class Actions:
                  "status": "queued", "conclusion": None, "head_sha": head_sha, "head_branch": head_branch,
                  "path": path, "display_title": (str(title).strip() if title and str(title).strip() else
                                                  f"{event_name} run {run_id}"),
-                 "run_attempt": 1, "referenced_workflows": [], "created_at": now, "updated_at": now}
+                 "run_attempt": attempt, "referenced_workflows": [], "created_at": now, "updated_at": now}
         self.fake.workflow_runs[run_id] = state
         self.fake.jobs[run_id] = []
         record = RunRecord(run_id, path, event_name, "queued")
@@ -350,7 +365,8 @@ class Actions:
             record.conclusion = "startup_failure"
             record.jobs.append(JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure"))
             return record
-        self._notify(record, state, "requested")
+        if attempt == 1:
+            self._notify(record, state, "requested")
         state["status"] = "in_progress"
         try:
             self._execute(plan, record, state, contexts, fork)
@@ -579,7 +595,7 @@ class Actions:
                    "HOME": str(work), "LANG": "C.UTF-8", "HARNESS_PIP_LOG": str(self.pip_log),
                    "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_EVENT_NAME": github["event_name"],
                    "GITHUB_EVENT_PATH": github["event_path"], "GITHUB_SHA": github["sha"], "GITHUB_REF": github["ref"],
-                   "GITHUB_REPOSITORY": self.repo, "GITHUB_RUN_ID": github["run_id"], "GITHUB_RUN_ATTEMPT": "1",
+                   "GITHUB_REPOSITORY": self.repo, "GITHUB_RUN_ID": github["run_id"], "GITHUB_RUN_ATTEMPT": github["run_attempt"],
                    "GITHUB_API_URL": self.fake.url, "GITHUB_SERVER_URL": "https://github.com",
                    "GITHUB_WORKSPACE": str(work), "GITHUB_OUTPUT": str(outputs_file), "RUNNER_NAME":
                    f"{group.name}-runner" if group else "GitHub Actions 2", "RUNNER_TEMP": str(work / ".tmp"),
@@ -616,8 +632,8 @@ class Actions:
             return 0, f"checked out {ref}"
         if uses.startswith("actions/upload-artifact@"):
             name, source = str(given["name"]), work / str(given["path"])
-            if any(a["run_id"] == state["id"] and a["name"] == name for a in self.fake.artifacts.values()) \
-                    and not given.get("overwrite"):
+            if any(a["run_id"] == state["id"] and a.get("attempt", 1) == state["run_attempt"] and a["name"] == name
+                   for a in self.fake.artifacts.values()) and not given.get("overwrite"):
                 return 1, f"an artifact named {name} already exists in this run"
             files = [p for p in source.rglob("*") if p.is_file()] if source.is_dir() else []
             if not files:
@@ -627,7 +643,7 @@ class Actions:
                 for path in files:
                     archive.write(path, path.relative_to(source).as_posix())
             self.fake.artifacts[max(self.fake.artifacts, default=5000) + 1] = {
-                "run_id": state["id"], "name": name, "data": buffer.getvalue()}
+                "run_id": state["id"], "attempt": state["run_attempt"], "name": name, "data": buffer.getvalue()}
             return 0, f"uploaded {len(files)} file(s) as {name}"
         if uses.startswith("actions/download-artifact@"):
             run_id = int(given.get("run-id") or state["id"])

@@ -373,3 +373,17 @@ def test_names_a_fork_gives_its_jobs_stay_text_in_the_check(upstream, github):
     page = render(check["output"]["summary"])
     assert not [href for href in page.links if "evil" in (href or "")]
     assert all("code" in around for text, around in page.texts if "EVIL" in text or "@evil" in text)
+
+
+def test_a_re_run_of_the_workflow_run_gets_a_check_of_its_own(upstream, github):
+    """GitHub's "Re-run jobs" keeps the run id: the re-run's result must not land on the first attempt's check,
+    whose annotations GitHub cannot remove."""
+    pull = upstream.open_pull(116, REGRESSION, fork=False, author="maintainer")
+    first = upstream.pull_request(pull, "opened", "maintainer")
+    [failed] = checks(github, pull.head)
+    assert failed["conclusion"] == "failure" and github.annotations[failed["id"]]
+    again = upstream.rerun(first)
+    assert again.id == first.id and github.workflow_runs[first.id]["run_attempt"] == 2
+    older, newer = checks(github, pull.head)
+    assert older["id"] == failed["id"] and older["external_id"] == str(first.id)
+    assert newer["external_id"] == f"{first.id}-2" and newer["conclusion"] == "failure"

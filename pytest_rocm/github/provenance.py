@@ -59,10 +59,17 @@ class GateRun:
     status: str
     conclusion: str | None
     html_url: str | None
+    attempt: int = 1
     approved: bool = False
     why: str = ""  # why it is or is not approved, in words
     gate_job: dict | None = None
     notes: list[str] = field(default_factory=list)  # what the publisher checked, for the check's summary
+
+    @property
+    def external_id(self) -> str:
+        """The check's external_id: the run id, and the attempt after a re-run of the run (GitHub's "Re-run
+        jobs" keeps the id), so a re-run gets a check of its own instead of the first attempt's annotations."""
+        return str(self.run_id) if self.attempt <= 1 else f"{self.run_id}-{self.attempt}"
 
 
 def head_sha_of(run: dict) -> str:
@@ -98,8 +105,9 @@ def gate_run(client: Client, event_run: dict, runner_class: str, gate_workflow: 
             break
         client.sleep(min(client.backoff * 2 ** attempt, 30.0))
         run = client.get(f"/repos/{{repo}}/actions/runs/{run_id}")
+    attempt = run.get("run_attempt") if isinstance(run.get("run_attempt"), int) else 1
     found = GateRun(run_id=run_id, event=str(run.get("event")), head_sha=head_sha_of(run), status=str(run.get("status")),
-                    conclusion=run.get("conclusion"), html_url=run.get("html_url"))
+                    conclusion=run.get("conclusion"), html_url=run.get("html_url"), attempt=attempt)
     if found.status != "completed":
         found.why = "the run has not completed"
         return found
@@ -170,6 +178,8 @@ def check_results(client: Client, run: GateRun, results: Results, runner_class: 
                         f"{run.head_sha}")
     if not tested:
         problems.append("the results name no tested commit")
+    elif not re.fullmatch(r"[0-9a-f]{40}", str(tested)):
+        problems.append(f"the results name {str(tested)[:60]!r} as the tested commit, not a full commit SHA")
     elif tested != run.head_sha:
         commit = client.get(f"/repos/{{repo}}/commits/{tested}", ok_missing=True)
         parents = [p.get("sha") for p in (commit or {}).get("parents") or [] if isinstance(p, dict)]

@@ -61,12 +61,12 @@ class Outcome:
 
 
 def _own(existing: list[dict], run: GateRun) -> list[dict]:
-    return [c for c in existing if c.get("external_id") == str(run.run_id)]
+    return [c for c in existing if c.get("external_id") == run.external_id]
 
 
 def _standing(existing: list[dict], run: GateRun) -> dict | None:
     """The newest completed check of an approved run (not this one) on the commit."""
-    approved = [c for c in existing if c.get("external_id") != str(run.run_id) and c["status"] == "completed"
+    approved = [c for c in existing if c.get("external_id") != run.external_id and c["status"] == "completed"
                 and not _placeholder(c)]
     return max(approved, key=lambda c: c["id"]) if approved else None
 
@@ -76,7 +76,7 @@ def publish_run(client: Client, event_run: dict, stage: str, options: Options) -
                    wait_completed=stage == "completed")
     name = checks.check_name(None, options.runner_class)
     existing = client.checks(run.head_sha, name)
-    external_id, details = str(run.run_id), run.html_url
+    external_id, details = run.external_id, run.html_url
     if stage != "completed" or run.status != "completed":
         if existing:
             return Outcome(run, name, "nothing: the commit has a check already; it stands until this run completes")
@@ -111,7 +111,7 @@ def _take_over(client: Client, run: GateRun, existing: list[dict]) -> None:
     if _placeholder(newest):
         for _ in range(client.attempts):  # setting external_id again changes nothing
             try:
-                client.write("PATCH", f"/repos/{{repo}}/check-runs/{newest['id']}", {"external_id": str(run.run_id)})
+                client.write("PATCH", f"/repos/{{repo}}/check-runs/{newest['id']}", {"external_id": run.external_id})
                 return
             except Ambiguous as exc:
                 client.settle(exc)
@@ -135,7 +135,7 @@ def _publish_approved(client: Client, run: GateRun, name: str, existing: list[di
             problems = [str(exc)]
             content = checks.missing_results(name, None, str(exc), run.html_url)
     _take_over(client, run, existing)
-    done = converge(client, run.head_sha, content, str(run.run_id), run.html_url)
+    done = converge(client, run.head_sha, content, run.external_id, run.html_url)
     _copy_onto_newer_unapproved(client, run, name, done, content)
     return Outcome(run, name, f"published: {content.conclusion}", content, done, problems)
 

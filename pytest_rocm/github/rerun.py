@@ -64,7 +64,7 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
     repo = payload.get("repository") or {}
     return Rerun(sha=sha, scope=scope, runner_class=runner_class,
                  pr=pulls[0]["number"] if pulls else None, ref=repo.get("default_branch") or "main",
-                 previous_run=str(run.get("external_id") or ""))
+                 previous_run=str(run.get("external_id") or "").split("-")[0])  # "<run id>-<attempt>" after a re-run
 
 
 RERUN_VERDICTS = ("regression", "unconfirmed", "infra")

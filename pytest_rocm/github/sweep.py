@@ -53,7 +53,9 @@ def sweep(client: Client, workflow: str, classes: list[tuple[Options, str]], hou
             continue
         for options, runner_class in classes:
             name = checks.check_name(None, runner_class)
-            own = [c for c in client.checks(head, name) if c.get("external_id") == str(run["id"])]
+            attempt = run.get("run_attempt") if isinstance(run.get("run_attempt"), int) else 1
+            external_id = str(run["id"]) if attempt <= 1 else f"{run['id']}-{attempt}"
+            own = [c for c in client.checks(head, name) if c.get("external_id") == external_id]
             if own and all(c["status"] == "completed" for c in own):
                 continue  # published
             try:
@@ -67,6 +69,6 @@ def sweep(client: Client, workflow: str, classes: list[tuple[Options, str]], hou
                     continue
                 stuck = checks.missing_results(name, "timed_out", f"the check could not be published after the "
                                                f"run ended ({exc})", run.get("html_url"))
-                converge(client, head, stuck, str(run["id"]), run.get("html_url"))
+                converge(client, head, stuck, external_id, run.get("html_url"))
                 done.append(Swept(run["id"], runner_class, f"timed_out: {exc}"))
     return done
