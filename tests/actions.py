@@ -238,10 +238,12 @@ class Actions:
         merge = self.merge(base, head, f"Merge {head} into {base}")
         pull = Pull(number, head, base, merge, "someone/vllm-fork" if fork else self.repo, author)
         self.pulls[number] = pull
+        self.fake.pull_files[number] = sorted(files)
         return pull
 
     def push_to_pull(self, pull: Pull, files: dict[str, str]) -> Pull:
         pull.head = self.commit(files, f"PR {pull.number} again", branch=None, parent=pull.head)
+        self.fake.pull_files[pull.number] = sorted(set(self.fake.pull_files.get(pull.number, [])) | set(files))
         pull.merge = self.merge(pull.base, pull.head, f"Merge {pull.head} into {pull.base}")
         return pull
 
@@ -643,7 +645,8 @@ class Actions:
                 for path in files:
                     archive.write(path, path.relative_to(source).as_posix())
             self.fake.artifacts[max(self.fake.artifacts, default=5000) + 1] = {
-                "run_id": state["id"], "attempt": state["run_attempt"], "name": name, "data": buffer.getvalue()}
+                "run_id": state["id"], "attempt": state["run_attempt"], "name": name, "data": buffer.getvalue(),
+                "created_at": "2026-12-02T06:15:00Z"}  # while the job runs (its started_at, completed_at below)
             return 0, f"uploaded {len(files)} file(s) as {name}"
         if uses.startswith("actions/download-artifact@"):
             run_id = int(given.get("run-id") or state["id"])
@@ -657,6 +660,8 @@ class Actions:
         return 1, uses
 
     def _job_state(self, state: dict, job: JobRecord) -> None:
+        if job.conclusion != "skipped":  # Actions reports each job as a check run of its own App, on the head
+            self.fake.actions_check(self.repo, state["head_sha"], job.name, job.conclusion)
         self.fake.jobs[state["id"]].append({
             "id": next(self._jobs), "name": job.name, "status": "completed", "conclusion": job.conclusion,
             "labels": [job.runs_on] if isinstance(job.runs_on, str) else list(job.runs_on or []),

@@ -70,6 +70,7 @@ def _webhook_name(event: str) -> str | None:
     return name if name in WEBHOOKS["webhooks"] else None
 
 
+ACTIONS_APP_ID = 15368  # the GitHub Actions App: the GITHUB_TOKEN's, and the checks of Actions jobs
 EMPTY = {"boolean": False, "string": "", "array": [], "object": {}, "integer": 0, "number": 0}
 
 
@@ -119,6 +120,7 @@ class FakeGitHub:
         self.fail_after: int | None = None  # every request after this many fails with 502 (an outage)
         self.permissions: dict[str, str] = {}  # login -> role_name
         self.pulls: dict[int, dict] = {}
+        self.pull_files: dict[int, list[str]] = {}  # PR number -> the paths it changes
         self.check_runs: dict[int, dict] = {}
         self.annotations: dict[int, list[dict]] = {}
         self.dispatches: list[dict] = []
@@ -127,6 +129,7 @@ class FakeGitHub:
         self.artifacts: dict[int, dict] = {}  # id -> {"run_id", "name", "data" (zip bytes), "expired"}
         self.commits: dict[str, list[str]] = {}  # sha -> parent shas
         self.read_only_tokens: set[str] = set()
+        self.token_apps: dict[str, int] = {}  # token -> the App it belongs to (minted tokens: the JWT's App)
         self.late_s = 0.5
         self.script_for: list[tuple[str, str, str]] = []  # (method, path prefix, fault)
         self.errors: list[str] = []
@@ -151,8 +154,17 @@ class FakeGitHub:
         self.server.server_close()
 
     # the state the tests read
-    def checks(self, sha: str, name: str | None = None) -> list[dict]:
-        return [r for r in self.check_runs.values() if r["head_sha"] == sha and (name is None or r["name"] == name)]
+    def checks(self, sha: str, name: str | None = None, app_id: int | None = None) -> list[dict]:
+        return [r for r in self.check_runs.values() if r["head_sha"] == sha and (name is None or r["name"] == name)
+                and (app_id is None or r.get("app_id", ACTIONS_APP_ID) == app_id)]
+
+    def actions_check(self, repo: str, sha: str, name: str, conclusion: str) -> None:
+        """The check run GitHub Actions itself makes for a job (named after the job, on the PR's head)."""
+        run = {"id": next(self._ids), "repo": repo, "head_sha": sha, "name": name, "status": "completed",
+               "conclusion": conclusion, "started_at": _now(), "completed_at": _now(), "details_url": None,
+               "external_id": None, "output": {"title": name, "summary": ""}, "actions": [], "app_id": ACTIONS_APP_ID}
+        self.annotations[run["id"]] = []
+        self.check_runs[run["id"]] = run
 
     # --- request handling ---
     def _handler(self):
@@ -253,6 +265,7 @@ class FakeGitHub:
         if method != "get" and token in self.read_only_tokens:
             return 403, {"message": "Resource not accessible by integration",
                          "documentation_url": "https://docs.github.com/rest"}, {}, None
+        params["_app"] = self.token_apps.get(token, ACTIONS_APP_ID)  # who writes: an App's token, else Actions'
         body = None
         if raw:
             try:
@@ -311,6 +324,7 @@ class FakeGitHub:
             return 401, {"message": f"A JSON web token could not be decoded ({type(exc).__name__})"}, {}, None
         minted = f"ghs_installation_{params['installation_id']}_{claims['iss']}"
         self.tokens.add(minted)
+        self.token_apps[minted] = int(claims["iss"])
         expires = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         answer = {**self._example("/app/installations/{installation_id}/access_tokens", "post", "201"),
                   "token": minted, "expires_at": expires}
@@ -335,6 +349,8 @@ class FakeGitHub:
                                          "details_url", "external_id")})
         out.update(url=base, html_url=f"https://github.com/{run['repo']}/runs/{run['id']}", node_id=f"CR_{run['id']}",
                    pull_requests=[], check_suite={"id": 5})
+        if out.get("app"):
+            out["app"] = {**out["app"], "id": run.get("app_id", ACTIONS_APP_ID)}
         out["output"] = {"title": run["output"].get("title"), "summary": run["output"].get("summary"),
                          "text": run["output"].get("text"), "annotations_count": len(self.annotations[run["id"]]),
                          "annotations_url": f"{base}/annotations"}
@@ -360,7 +376,7 @@ class FakeGitHub:
     def _checks_create(self, p, q, body):
         run = {"id": next(self._ids), "repo": f"{p['owner']}/{p['repo']}", "head_sha": body["head_sha"],
                "name": body["name"], "status": "queued", "conclusion": None, "started_at": _now(), "completed_at": None,
-               "details_url": None, "external_id": None, "output": {}, "actions": []}
+               "details_url": None, "external_id": None, "output": {}, "actions": [], "app_id": p["_app"]}
         self.annotations[run["id"]] = []
         refused = self._apply(run, body)
         if refused:
@@ -388,7 +404,8 @@ class FakeGitHub:
 
     def _checks_list_for_ref(self, p, q, body):
         runs = [r for r in self.check_runs.values() if r["repo"] == f"{p['owner']}/{p['repo']}"
-                and r["head_sha"] == p["ref"] and ("check_name" not in q or r["name"] == q["check_name"])]
+                and r["head_sha"] == p["ref"] and ("check_name" not in q or r["name"] == q["check_name"])
+                and ("app_id" not in q or str(r.get("app_id", ACTIONS_APP_ID)) == q["app_id"])]
         runs.sort(key=lambda r: -r["id"])
         if q.get("filter", "latest") == "latest":  # GitHub's default: the newest run of each name
             seen, latest = set(), []
@@ -476,6 +493,7 @@ class FakeGitHub:
         run = self.workflow_runs[artifact["run_id"]]
         out = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts", "get", "200")["artifacts"][0]
         out.update(id=artifact_id, name=artifact["name"], size_in_bytes=len(artifact["data"]),
+                   created_at=artifact.get("created_at", out.get("created_at")),
                    expired=artifact.get("expired", False), node_id=f"A_{artifact_id}",
                    url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}",
                    archive_download_url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}/zip",
@@ -504,3 +522,9 @@ class FakeGitHub:
             {"sha": sha, "url": f"{self.url}/repos/{p['owner']}/{p['repo']}/commits/{sha}",
              "html_url": f"https://github.com/{p['owner']}/{p['repo']}/commit/{sha}"} for sha in parents])
         return 200, out
+
+    def _pulls_list_files(self, p, q, body):
+        template = self._example("/repos/{owner}/{repo}/pulls/{pull_number}/files", "get", "200")[0]
+        items = [{**template, "filename": name, "sha": "0" * 40, "status": "modified", "additions": 1, "deletions": 0,
+                  "changes": 1} for name in self.pull_files.get(int(p["pull_number"]), [])]
+        return 200, self._page(items, q)

@@ -545,3 +545,39 @@ def test_simulated_results_make_no_check_unless_allowed_and_then_never_success(f
     [shown] = [c for c in fake.checks(SHA) if c["external_id"] == "9002"]
     assert shown["conclusion"] == "action_required" and shown["output"]["title"].startswith("SIMULATED")
     assert "**action_required** (SIMULATED)" in shown["output"]["summary"]
+
+
+def test_trust_a_label_never_approves_a_fork_pr_that_changes_its_workflows(fake, tmp_path):
+    """The labeled run uses the fork's copy of the workflow files: their jobs and inputs would come with the
+    approval. A fork PR touching .github/ (or too large for GitHub to list in full) is approved by a dispatch."""
+    event = fork_pr_event("labeled", "maintainer", "1" * 40, "rocm-ci-approved")
+    number = event["pull_request"]["number"]
+    fake.pull_files[number] = ["vllm/model.py", ".github/workflows/rocm-gate.yml"]
+    decision = trust(fake, tmp_path, "pull_request", event)
+    assert not decision["trusted"] and ".github/workflows/rocm-gate.yml" in decision["reason"]
+    assert "dispatching the gate" in decision["reason"]
+    fake.pull_files[number] = [f"vllm/f{i}.py" for i in range(3000)]
+    assert "cannot list in full" in trust(fake, tmp_path, "pull_request", event)["reason"]
+    fake.pull_files[number] = ["vllm/model.py"]
+    assert trust(fake, tmp_path, "pull_request", event)["trusted"]
+
+
+def test_trust_an_odd_pr_input_of_a_dispatch_is_no_traceback(fake, tmp_path):
+    dispatch = example("workflow_dispatch")
+    dispatch["inputs"] = {"sha": "A" * 40, "pr": "\u00b2"}  # "²".isdigit() is True, int("²") raises
+    dispatch["sender"]["login"] = "maintainer"
+    decision = trust(fake, tmp_path, "workflow_dispatch", dispatch)
+    assert decision["trusted"] and decision["head_sha"] == "a" * 40 and decision["pr"] is None
+
+
+def test_a_dispatch_title_with_an_upper_case_sha_names_the_lower_case_commit():
+    from pytest_rocm.github.provenance import head_sha_of
+
+    assert head_sha_of({"event": "workflow_dispatch", "display_title": "rocm-gate dispatch " + "AB" * 20}) == "ab" * 20
+
+
+def test_rerun_ids_that_pytest_would_read_as_options_or_argument_files_are_left_out():
+    from pytest_rocm.github.rerun import failed_gates
+
+    tests = {n: {"verdict": "regression"} for n in ("t.py::ok", "-p evil", "@../previous/args", "a\nb")}
+    assert failed_gates({"tests": tests, "never_ran": []}) == ["t.py::ok"]

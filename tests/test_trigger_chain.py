@@ -65,7 +65,7 @@ def github(tmp_path):
 @pytest.fixture
 def upstream(github, tmp_path) -> Actions:
     actions = Actions(github, tmp_path / "github", secrets={
-        "ROCM_GATE_APP_ID": "31337", "ROCM_GATE_APP_PRIVATE_KEY": github.private_key,
+        "ROCM_GATE_APP_ID": str(APP_ID), "ROCM_GATE_APP_PRIVATE_KEY": github.private_key,
         "ROCM_GATE_APP_INSTALLATION_ID": "77"})
     actions.runner_groups.append(RunnerGroup("rocm-mi300x-8", {"self-hosted", "mi300x-8"}, [GATE_PIN],
                                              write_gpu_tools(tmp_path / "mi300x-8-tools")))
@@ -74,8 +74,12 @@ def upstream(github, tmp_path) -> Actions:
     return actions
 
 
+APP_ID = 31337
+
+
 def checks(github, sha: str) -> list[dict]:
-    return sorted(github.checks(sha, CHECK), key=lambda c: c["id"])
+    """The App's checks of the gate on a commit (Actions makes checks of its own, one per job)."""
+    return sorted(github.checks(sha, CHECK, app_id=APP_ID), key=lambda c: c["id"])
 
 
 def on_gpu(upstream: Actions) -> list[str]:
@@ -155,7 +159,11 @@ def test_another_label_on_an_approved_fork_pr_changes_nothing(upstream, github, 
     if caller != "shipped":
         files[".github/workflows/rocm-gate.yml"] = FORK_CALLER_IGNORING_LABELS % PIN
     pull = upstream.open_pull(105, files, fork=True)
-    upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    if caller == "shipped":
+        upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    else:  # a fork PR that changes .github/ is approved by a dispatch, which runs the default branch's files
+        upstream.dispatch("rocm-gate.yml", {"sha": pull.head, "pr": str(pull.number), "runner-class": "",
+                                            "scope": "all", "previous-run": ""}, "maintainer")
     [before] = checks(github, pull.head)
     assert before["conclusion"] == "success"
     run = upstream.pull_request(pull, "labeled", "maintainer", label="documentation")
@@ -205,9 +213,13 @@ OTHER_PIN = '''  gate:
 def test_a_fork_caller_never_gets_a_gpu_runner_even_after_approval(upstream, github, jobs):
     pull = upstream.open_pull(107, fork_caller(jobs), fork=True)
     run = upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
-    refused = [j for j in run.jobs if j.runs_on and "self-hosted" in j.runs_on]
-    assert refused and all(j.runner_group is None and j.conclusion == "cancelled" for j in refused)
-    assert "admits only jobs of" in refused[0].steps[0]["output"]
+    assert on_gpu(upstream) == []
+    if jobs is DIRECT_GPU_JOB:
+        [refused] = [j for j in run.jobs if j.runs_on and "self-hosted" in j.runs_on]
+        assert refused.runner_group is None and refused.conclusion == "cancelled"
+        assert "admits only jobs of" in refused.steps[0]["output"]
+    else:  # its trust job (any pin's) refuses a label on a fork PR that changes .github/
+        assert "review them and approve by dispatching" in run.job("/ trust").steps[-1]["output"]
     [check] = checks(github, pull.head)
     assert check["conclusion"] == "action_required"
 
@@ -363,11 +375,11 @@ HOSTILE_JOB_NAME = '''  gate:
 '''
 
 
-def test_names_a_fork_gives_its_jobs_stay_text_in_the_check(upstream, github):
+def test_names_a_caller_gives_its_jobs_stay_text_in_the_check(upstream, github):
     from test_untrusted_results import render
 
-    pull = upstream.open_pull(115, fork_caller(HOSTILE_JOB_NAME % PIN), fork=True)
-    upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
+    pull = upstream.open_pull(115, fork_caller(HOSTILE_JOB_NAME % PIN), fork=False, author="maintainer")
+    upstream.pull_request(pull, "opened", "maintainer")
     [check] = checks(github, pull.head)
     assert check["conclusion"] == "success", check["output"]["summary"]
     page = render(check["output"]["summary"])
@@ -387,3 +399,56 @@ def test_a_re_run_of_the_workflow_run_gets_a_check_of_its_own(upstream, github):
     older, newer = checks(github, pull.head)
     assert older["id"] == failed["id"] and older["external_id"] == str(first.id)
     assert newer["external_id"] == f"{first.id}-2" and newer["conclusion"] == "failure"
+
+
+IMPERSONATOR = {"vllm/model.py": "x = 17\n", ".github/workflows/impersonate.yml": """
+name: impersonate
+on: pull_request
+permissions: {}
+jobs:
+  wait:
+    runs-on: ubuntu-latest
+    steps:
+      - run: sleep 1
+  fake:
+    needs: wait
+    name: rocm-gate / MI300X-8
+    runs-on: ubuntu-latest
+    steps:
+      - run: "true"
+"""}
+
+
+def test_a_fork_job_named_like_the_check_is_not_taken_for_an_approved_result(upstream, github):
+    """Actions makes a check run per job, named after it: a fork's job called `rocm-gate / MI300X-8` that
+    succeeds must not be read as an approved run's result, nor copied onto the App's check."""
+    pull = upstream.open_pull(117, IMPERSONATOR, fork=True)
+    upstream.pull_request(pull, "opened", "forker")
+    fake = [c for c in github.checks(pull.head, CHECK) if c["app_id"] != APP_ID]
+    assert [c["conclusion"] for c in fake] == ["success"]  # the impersonation exists
+    [ours] = checks(github, pull.head)
+    assert ours["conclusion"] == "action_required" and ours["output"]["title"] == "Waiting for approval"
+
+
+def test_a_rerun_click_on_a_waiting_check_approves_nothing(upstream, github, tmp_path):
+    pull = upstream.open_pull(118, {"vllm/model.py": "x = 18\n"}, fork=True)
+    upstream.pull_request(pull, "opened", "forker")
+    [waiting] = checks(github, pull.head)
+    import os
+    import subprocess
+    import sys
+
+    from github_api import example
+
+    event = example("check_run.rerequested")
+    event["check_run"].update(name=waiting["name"], head_sha=pull.head, external_id=waiting["external_id"])
+    event["check_run"]["output"]["title"] = waiting["output"]["title"]
+    event["sender"]["login"] = "maintainer"
+    path = tmp_path / "click.json"
+    path.write_text(json.dumps(event))
+    github.tokens.add("ghs_relay")
+    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
+                          env={**os.environ, "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": upstream.repo,
+                               "GITHUB_TOKEN": "ghs_relay"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "ignored" in done.stdout and "approve it on purpose" in done.stdout
+    assert github.dispatches == [] and on_gpu(upstream) == []

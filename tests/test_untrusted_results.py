@@ -190,3 +190,50 @@ def test_a_base_parity_report_of_the_wrong_shape_is_a_clear_error(real_results, 
     done = publish_dry_run(real_results, "--base-parity", str(path))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"--base-parity {path}" in done.stderr and why in done.stderr, done.stderr
+
+
+def test_results_that_once_crashed_the_check_builder_make_a_check(real_results, tmp_path):
+    results = tmp_path / "odd"
+    shutil.copytree(real_results, results)
+    report = json.loads((results / "gate-report.json").read_text())
+    for test in report["tests"].values():
+        test["detail"] = "test_attention.py:" + "9" * 5000 + ": in test_bug\n    assert False"
+    (results / "gate-report.json").write_text(json.dumps(report))
+    (results / "parity.json").write_text('{"schema": "pytest-rocm/parity/1"}')  # no groups: valid
+    done = publish_dry_run(results)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "has no groups" in json.loads(done.stdout)["output"]["summary"]
+    row = {"reference_passing": 1, "both_passing": 1, "parity": 1.0, "reference_not_passing": 0,
+           "blocking_tests": 0, "blocking": "no", "gaps": []}
+    groups = {f"group-{i:04d}-{'x' * 30}": row for i in range(2000)}
+    (results / "parity.json").write_text(json.dumps({"schema": "pytest-rocm/parity/1", "groups": groups}))
+    done = publish_dry_run(results)
+    summary = json.loads(done.stdout)["output"]["summary"]
+    assert done.returncode == 0 and len(summary) <= 65535 and "and 1960 more groups" in summary
+
+
+def test_a_results_zip_that_cannot_be_read_is_an_artifact_error(tmp_path):
+    """A tampered or truncated upload (a bad CRC) is refused naming the artifact, never a traceback."""
+    import io
+    import zipfile
+
+    from pytest_rocm.github.artifacts import ArtifactError
+    from pytest_rocm.github.provenance import GateRun, fetch_results
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("gate-report.json", "{}" * 1000)
+    data = bytearray(buffer.getvalue())
+    data[data.index(b"{}") + 10] ^= 0xFF
+
+    class Storage:  # the two API calls fetch_results makes, answering with that upload
+        def paged(self, path, key, params=None):
+            return [{"id": 1, "name": "rocm-gate-results-mi300x-8", "expired": False}]
+
+        def download(self, path):
+            return bytes(data)
+
+    run = GateRun(run_id=7, event="pull_request", head_sha="a" * 40, status="completed", conclusion="success",
+                  html_url=None)
+    with pytest.raises(ArtifactError, match="rocm-gate-results-mi300x-8 of run 7: cannot be read"):
+        fetch_results(Storage(), run, "mi300x-8", tmp_path)

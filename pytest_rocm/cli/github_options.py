@@ -56,3 +56,13 @@ def client(args):
                        read_timeout=args.timeout)
     except Exception as exc:  # minting the installation token: say what failed, never the key
         raise OptionError(f"cannot authenticate to {api_url}: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def app_id() -> int | None:
+    """The GitHub App's id (ROCM_GATE_APP_ID) when the credentials are an App's, else None."""
+    value = os.environ.get("ROCM_GATE_APP_ID", "").strip()
+    if not value:
+        return None
+    if not value.isascii() or not value.isdigit():
+        raise OptionError(f"$ROCM_GATE_APP_ID must be the App's numeric id, got {value!r}")
+    return int(value)

@@ -108,7 +108,7 @@ def _client(args, repo: str):
     from pytest_rocm.github import api
 
     return api.Client(github_options.client(args), repo, attempts=args.attempts, backoff=args.backoff,
-                      settle_s=args.settle)
+                      settle_s=args.settle, app_id=github_options.app_id())
 
 
 def _unsent(args, payload: dict, exc) -> int:
@@ -147,6 +147,10 @@ def _from_workflow_run(args, base_parity) -> int:
     if os.environ.get("GITHUB_EVENT_NAME") not in (None, "", "workflow_run"):
         raise github_options.OptionError(f"--workflow-run reads a workflow_run event, not "
                                          f"{os.environ['GITHUB_EVENT_NAME']} ($GITHUB_EVENT_NAME)")
+    if github_options.app_id() is None:
+        raise github_options.OptionError("--workflow-run writes as the GitHub App (ROCM_GATE_APP_ID, "
+                                         "ROCM_GATE_APP_PRIVATE_KEY, ROCM_GATE_APP_INSTALLATION_ID): with the Actions "
+                                         "token its checks could not be told from a fork's jobs of the same name")
     event = read_event(os.environ.get("GITHUB_EVENT_PATH"))
     event_run = event.get("workflow_run")
     if not isinstance(event_run, dict) or event.get("action") not in ("requested", "in_progress", "completed"):

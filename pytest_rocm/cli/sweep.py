@@ -51,8 +51,11 @@ def run(args) -> int:
     from pytest_rocm.github.sweep import sweep
 
     try:
+        if github_options.app_id() is None:
+            raise github_options.OptionError("the sweep writes as the GitHub App: set ROCM_GATE_APP_ID, "
+                                             "ROCM_GATE_APP_PRIVATE_KEY and ROCM_GATE_APP_INSTALLATION_ID")
         client = api.Client(github_options.client(args), github_options.repo(args), attempts=args.attempts,
-                            backoff=args.backoff, settle_s=args.settle)
+                            backoff=args.backoff, settle_s=args.settle, app_id=github_options.app_id())
         classes = [(publishing.Options(runner_class=c, gate_workflow=args.gate_workflow, runner_group=g,
                                        incomplete=args.incomplete), c) for c, g in args.classes]
         done = sweep(client, args.workflow, classes, hours=args.hours, stuck_after_min=args.stuck_after)

@@ -61,7 +61,12 @@ def run(args) -> int:
             client = client or api.Client(github_options.client(args), repo)
             return client.permission(login)
 
-        decision = trust.decide(event_name, event, permission_of, os.environ.get("GITHUB_SHA"))
+        def files_of(number: int) -> list[str] | None:
+            nonlocal client
+            client = client or api.Client(github_options.client(args), repo)
+            return client.pull_files(number)
+
+        decision = trust.decide(event_name, event, permission_of, os.environ.get("GITHUB_SHA"), files_of)
     except github_options.OptionError as exc:
         print(f"rocm-gate trust: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

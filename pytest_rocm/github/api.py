@@ -104,9 +104,10 @@ def _rate_limited(response: requests.Response) -> bool:
 def _wait_for(response: requests.Response | None, attempt: int, backoff: float) -> float:
     """Seconds to wait before the next attempt: a rate limit's own time when it gives one, else backoff."""
     headers = response.headers if response is not None else {}
-    if headers.get("Retry-After", "").isdigit():
+    if headers.get("Retry-After", "").isascii() and headers.get("Retry-After", "").isdigit():
         return min(float(headers["Retry-After"]), MAX_WAIT_S)
-    if headers.get("X-RateLimit-Remaining") == "0" and headers.get("X-RateLimit-Reset", "").isdigit():
+    reset = headers.get("X-RateLimit-Reset", "")
+    if headers.get("X-RateLimit-Remaining") == "0" and reset.isascii() and reset.isdigit():
         return min(max(float(headers["X-RateLimit-Reset"]) - time.time(), 0.0) + 1.0, MAX_WAIT_S)
     return min(backoff * 2 ** attempt, MAX_WAIT_S)
 
@@ -128,6 +129,7 @@ class Client:
     settle_s: float = SETTLE_S
     sleep: Callable[[float], None] = time.sleep
     log: list[str] = field(default_factory=list)  # what was retried, for the command's output
+    app_id: int | None = None  # the App this publisher writes as: checks of any other app are not its own
 
     @property
     def base(self) -> str:
@@ -232,15 +234,25 @@ class Client:
     # --- what the publisher asks -------------------------------------------------------------------------
 
     def checks(self, sha: str, name: str) -> list[dict]:
-        """Every check run of `name` on `sha` (all runs, not GitHub's default of the newest per name)."""
-        return [r for r in self.paged(f"/repos/{{repo}}/commits/{sha}/check-runs", "check_runs",
-                                      {"check_name": name, "filter": "all"})
-                if r["name"] == name and r["head_sha"] == sha]
+        """Every check run of `name` on `sha` written by this App (all runs, not GitHub's default of the newest
+        per name). A check of the same name from any other app (a fork's Actions job can be called
+        `rocm-gate / MI300X-8`) is never read as ours."""
+        params = {"check_name": name, "filter": "all"}
+        if self.app_id is not None:
+            params["app_id"] = self.app_id
+        return [r for r in self.paged(f"/repos/{{repo}}/commits/{sha}/check-runs", "check_runs", params)
+                if r["name"] == name and r["head_sha"] == sha
+                and (self.app_id is None or (r.get("app") or {}).get("id") == self.app_id)]
 
     def permission(self, user: str) -> str:
         """The user's permission on the repository: admin, maintain, write, triage, read or none."""
         body = self.get(f"/repos/{{repo}}/collaborators/{user}/permission", ok_missing=True)
         return (body or {}).get("role_name") or (body or {}).get("permission") or "none"
+
+    def pull_files(self, number: int, limit: int = 3000) -> list[str] | None:
+        """The paths a PR changes (GitHub lists at most 3,000); None when there may be more."""
+        files = [f.get("filename", "") for f in self.paged(f"/repos/{{repo}}/pulls/{number}/files", None)]
+        return None if len(files) >= limit else files
 
     def dispatch(self, workflow: str, ref: str, inputs: dict) -> None:
         """Start `workflow` (a file name or id) on `ref` with `inputs` (POST .../dispatches, 204). A dispatch

@@ -29,6 +29,7 @@ ANNOTATIONS_PER_REQUEST = 50
 ANNOTATION_TITLE_LIMIT = 255
 ANNOTATION_MESSAGE_LIMIT = 4000  # GitHub takes 64 KB; a reader wants the first lines
 EVIDENCE_LINES = 6
+PARITY_ROWS = 40  # the parity table is in the fixed tail of the summary: bounded, so the lists above always fit
 INCOMPLETE_POLICIES = ("block", "neutral")
 
 # gate-report conclusion -> check-run conclusion (DESIGN section 3; README "Conclusions")
@@ -161,7 +162,10 @@ def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
     lines = ["| group | ROCm/CUDA parity | both pass / CUDA pass | merge-blocking | gaps | vs base |",
              "|---|---|---|---|---|---|"]
     base_groups = (base or {}).get("groups") or {}
-    for group, row in sorted(parity["groups"].items()):
+    groups = sorted((parity.get("groups") or {}).items())
+    if not groups:
+        return ["The run's parity report has no groups."]
+    for group, row in groups[:PARITY_ROWS]:
         value = row.get("parity")
         change = ""
         if group in base_groups and value is not None and base_groups[group].get("parity") is not None:
@@ -169,6 +173,8 @@ def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
             change = f"{delta:+.1%}" if abs(delta) >= 0.0005 else "same"
         lines.append(f"| {md.cell(group)} | {f'{value:.1%}' if value is not None else 'n/a'} | {row['both_passing']}/"
                      f"{row['reference_passing']} | {row['blocking']} | {len(row['gaps'])} | {change or 'no base'} |")
+    if len(groups) > PARITY_ROWS:
+        lines.append(f"| and {len(groups) - PARITY_ROWS} more groups (parity.json) | | | | | |")
     return lines
 
 
@@ -255,6 +261,8 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
                                          if t["verdict"] not in ("pass",)])],
                  "", TEXT_LIMIT, more_where).strip()
     title = md.plain(f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why, 200)
+    if title.startswith(UNAPPROVED_TITLES):  # the reason comes from the results: it must not pass for a placeholder
+        title = md.plain(f"results: {title}", 200)
     if simulated:
         title = md.plain(f"{SIMULATED}: {title}", 200)
     return CheckContent(name=name, conclusion=conclusion, title=title, summary=summary, text=text,
@@ -267,7 +275,7 @@ def actions_for(conclusion: str, rerunnable: bool) -> list[dict]:
     return ([ACTIONS["rerun-amd"]] if rerunnable or conclusion != "success" else []) + [ACTIONS["rerun-all"]]
 
 
-LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*\.py):(?P<line>\d+):", re.MULTILINE)
+LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*\.py):(?P<line>[1-9]\d{0,8}):", re.MULTILINE)
 
 
 def _line_of(nodeid: str, detail: str) -> int:

@@ -32,7 +32,7 @@ from pytest_rocm.schemas import markdown as md
 __all__ = ["DISPATCH_TITLE", "GateRun", "RunRefused", "check_results", "fetch_results", "gate_run", "head_sha_of",
            "runner_class_of"]
 
-DISPATCH_TITLE = re.compile(r"^rocm-gate dispatch (?P<sha>[0-9a-f]{40})\b")
+DISPATCH_TITLE = re.compile(r"^rocm-gate dispatch (?P<sha>[0-9a-fA-F]{40})\b")
 RUNNER_CLASS = re.compile(r"^(?P<sku>[a-z0-9]+)-(?P<gpus>[1-9][0-9]*)$")
 WORKFLOW_PIN = re.compile(r"^(?P<path>[\w.-]+/[\w.-]+/\.github/workflows/[\w./-]+\.ya?ml)@(?P<sha>[0-9a-f]{40})$")
 RESULTS_ARTIFACT = "rocm-gate-results-{runner_class}"
@@ -79,7 +79,7 @@ def head_sha_of(run: dict) -> str:
             raise RunRefused(f"workflow_dispatch run {run.get('id')} does not name the commit it gated: its title "
                              f"is {run.get('display_title')!r}; the caller must set "
                              "`run-name: rocm-gate dispatch <inputs.sha>` (examples/upstream/rocm-gate.yml)")
-        return match["sha"]
+        return match["sha"].lower()
     sha = str(run.get("head_sha") or "")
     if not re.fullmatch(r"[0-9a-f]{40}", sha):
         raise RunRefused(f"workflow run {run.get('id')} has no head SHA")
@@ -141,8 +141,15 @@ def fetch_results(client: Client, run: GateRun, runner_class: str, into: Path) -
     name = RESULTS_ARTIFACT.format(runner_class=runner_class)
     artifacts = [a for a in client.paged(f"/repos/{{repo}}/actions/runs/{run.run_id}/artifacts", "artifacts",
                                          {"name": name}) if a.get("name") == name and not a.get("expired")]
+    # Only what the gate job itself can have uploaded: made while it ran (another job of the run, or an earlier
+    # attempt of a re-run, could upload an artifact of that name too).
+    job = run.gate_job or {}
+    started, completed = str(job.get("started_at") or ""), str(job.get("completed_at") or "")
+    artifacts = [a for a in artifacts if not started or (started <= str(a.get("created_at") or "") and
+                                                          (not completed or str(a.get("created_at")) <= completed))]
     if not artifacts:
-        raise ResultsMissing(f"run {run.run_id} has no artifact {name} (the gate job ended before uploading it)")
+        raise ResultsMissing(f"run {run.run_id} has no artifact {name} made by its gate job (the job ended before "
+                             "uploading it)")
     newest = max(artifacts, key=lambda a: a.get("id", 0))
     data = client.download(f"/repos/{{repo}}/actions/artifacts/{newest['id']}/zip")
     folder = Path(tempfile.mkdtemp(prefix="rocm-gate-results-", dir=into))
@@ -150,6 +157,17 @@ def fetch_results(client: Client, run: GateRun, runner_class: str, into: Path) -
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
         raise ArtifactError(f"artifact {name} of run {run.run_id}: not a zip archive") from None
+    try:
+        _extract(archive, name, folder)
+    except ArtifactError:
+        raise
+    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError, ValueError) as exc:
+        raise ArtifactError(f"artifact {name} of run {run.run_id}: cannot be read ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})") from None
+    return read_results(folder)
+
+
+def _extract(archive: zipfile.ZipFile, name: str, folder: Path) -> None:
     with archive:
         for info in archive.infolist():
             if info.filename not in FILES or info.is_dir():
@@ -163,8 +181,6 @@ def fetch_results(client: Client, run: GateRun, runner_class: str, into: Path) -
             if len(body) > MAX_FILE_BYTES:
                 raise ArtifactError(f"artifact {name}: {info.filename} is over the {MAX_FILE_BYTES:,}-byte cap")
             (folder / info.filename).write_bytes(body)
-    return read_results(folder)
-
 
 
 def check_results(client: Client, run: GateRun, results: Results, runner_class: str,
@@ -185,12 +201,13 @@ def check_results(client: Client, run: GateRun, results: Results, runner_class: 
         parents = [p.get("sha") for p in (commit or {}).get("parents") or [] if isinstance(p, dict)]
         if commit is None:
             problems.append(f"the results say they tested {tested}, which this repository does not have")
-        elif run.head_sha not in parents:
+        elif len(parents) != 2 or parents[1] != run.head_sha:
+            # GitHub's test merge commit of a PR has two parents: the base, then the head
             problems.append(f"the results say they tested {tested}, which is neither {run.head_sha} nor a merge "
-                            f"commit of it (its parents: {', '.join(p[:12] for p in parents if p) or 'none'})")
+                            f"commit of it into a base (its parents: {', '.join(str(p)[:12] for p in parents) or 'none'})")
         else:
             run.notes.append(f"Tested commit {tested[:12]}: the merge of {run.head_sha[:12]} into its base "
-                             f"{next((p for p in parents if p != run.head_sha), '?')[:12]}.")
+                             f"{str(parents[0])[:12]}.")
     sku, gpus = runner_class_of(runner_class)
     platform = results.manifest.get("platform") or {}
     seen = sorted({str(g.get("sku")) for g in platform.get("gpus") or []})

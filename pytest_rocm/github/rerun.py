@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from pytest_rocm.github.checks import ACTIONS
+from pytest_rocm.github.checks import ACTIONS, UNAPPROVED_TITLES
 from pytest_rocm.github.provenance import RUNNER_CLASS
 from pytest_rocm.github.trust import SHA, WRITERS
 
@@ -57,6 +57,10 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
     role = permission_of(sender)
     if role not in WRITERS:
         raise Ignored(f"{sender} (permission {role}) may not rerun the AMD gates")
+    title = (run.get("output") or {}).get("title")
+    if title in UNAPPROVED_TITLES:  # a dispatch approves: a click to refresh must not approve unreviewed code
+        raise Ignored(f"check {name!r} says {title!r}: no approved run has gated its commit, and a rerun would "
+                      "approve it; approve it on purpose (the label, or a dispatch naming the SHA)")
     runner_class, sha = name.removeprefix("rocm-gate / ").lower(), str(run.get("head_sha") or "")
     if not RUNNER_CLASS.match(runner_class) or not SHA.match(sha):
         raise Ignored(f"check {name!r} on {sha[:40]!r} names no runner class and commit this handler dispatches")
@@ -75,4 +79,5 @@ def failed_gates(report: dict) -> list[str]:
     the gates that never ran. The ids come from a previous run's results (the PR's code wrote them) and become
     pytest arguments: one that pytest would read as an option (a leading `-`) or that spans lines is left out."""
     ids = {n for n, t in report["tests"].items() if t["verdict"] in RERUN_VERDICTS} | set(report["never_ran"])
-    return sorted(n for n in ids if n and not n.startswith("-") and "\n" not in n and "\r" not in n and "\0" not in n)
+    # `-` starts an option, `@` an arguments file (pytest 8.2 and later)
+    return sorted(n for n in ids if n and n[0] not in "-@" and "\n" not in n and "\r" not in n and "\0" not in n)

@@ -6,7 +6,9 @@ GitHub applied after the publisher gave up, a publish job that never started. So
 hours and, for each runner class, publishes their completed stage again through `publishing.publish_run`,
 which reads everything from GitHub and the run's artifact again (the same result a first publish would have
 written; nothing kept from the failed attempt is trusted). A check it still cannot finish, once its run ended
-more than `stuck_after` ago, is completed `timed_out` with the reason, as PyTorch's relay marks stuck jobs.
+more than `stuck_after` ago, is completed `timed_out` with the reason, as PyTorch's relay marks stuck jobs; one
+whose publish fails for any other reason (results that break the publisher) at once. Each run is handled on its
+own: one that fails never stops the sweep of the others.
 """
 
 from __future__ import annotations
@@ -61,14 +63,23 @@ def sweep(client: Client, workflow: str, classes: list[tuple[Options, str]], hou
             try:
                 outcome = publish_run(client, {"id": run["id"]}, "completed", options)
                 done.append(Swept(run["id"], runner_class, outcome.action))
-            except (PublishError, RunRefused) as exc:
+            except PublishError as exc:  # GitHub unreachable or refusing: this run waits for the next sweep
+                done.append(Swept(run["id"], runner_class, f"not yet: {exc}"))
                 ended = _ended(run)
-                late = ended is not None and (now - ended).total_seconds() > stuck_after_min * 60
-                if not (own and late):
-                    done.append(Swept(run["id"], runner_class, f"not yet: {exc}"))
-                    continue
-                stuck = checks.missing_results(name, "timed_out", f"the check could not be published after the "
-                                               f"run ended ({exc})", run.get("html_url"))
-                converge(client, head, stuck, external_id, run.get("html_url"))
-                done.append(Swept(run["id"], runner_class, f"timed_out: {exc}"))
+                if own and ended is not None and (now - ended).total_seconds() > stuck_after_min * 60:
+                    _timed_out(client, head, name, external_id, run, exc, done, runner_class)
+            except Exception as exc:  # noqa: BLE001 - one run whose results break the publisher must not stop the rest
+                done.append(Swept(run["id"], runner_class, f"failed: {type(exc).__name__}: {str(exc)[:200]}"))
+                if own:
+                    _timed_out(client, head, name, external_id, run, exc, done, runner_class)
     return done
+
+
+def _timed_out(client, head, name, external_id, run, exc, done, runner_class) -> None:
+    stuck = checks.missing_results(name, "timed_out", f"the check could not be published after the run ended "
+                                   f"({type(exc).__name__}: {str(exc)[:300]})", run.get("html_url"))
+    try:
+        converge(client, head, stuck, external_id, run.get("html_url"))
+        done.append(Swept(run["id"], runner_class, "timed_out"))
+    except PublishError as again:
+        done.append(Swept(run["id"], runner_class, f"still unfinished: {again}"))

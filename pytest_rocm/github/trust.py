@@ -10,6 +10,10 @@ The label is APPROVAL_LABEL, a constant of this code: nothing a fork edits (its 
 inputs) chooses it, and the reusable gate workflow installs this code from its own pinned commit before it asks
 (docs/architecture.md, "The trigger chain"). Any other label's event changes nothing (`noop`).
 
+A label approves only a fork PR that leaves `.github/` as it is: the labeled run uses the fork's copy of the
+workflow files, whose own jobs and inputs (which suites, what to install) would come with the approval. Such a
+PR is approved by a dispatch naming the SHA instead, which runs the default branch's workflow files.
+
 Two commits come out: `head_sha`, the commit a check lands on (the PR's head), and `tested_sha`, the commit the
 gate job checks out and runs: for `pull_request` the merge commit GitHub built for the run (`GITHUB_SHA`,
 `refs/pull/N/merge`), whose parents include the head; otherwise the head itself (merge group, dispatch, push).
@@ -56,9 +60,11 @@ def _is_bot(sender: dict) -> bool:
     return sender.get("type") == "Bot" and str(sender.get("login") or "").endswith("[bot]")
 
 
-def decide(event_name: str, event: dict, permission_of: Callable[[str], str], github_sha: str | None = None) -> Decision:
+def decide(event_name: str, event: dict, permission_of: Callable[[str], str], github_sha: str | None = None,
+           files_of: Callable[[int], list[str] | None] = lambda number: None) -> Decision:
     """The decision for one delivered event. `permission_of(login)` asks GitHub for a user's permission;
-    `github_sha` is the run's GITHUB_SHA (for `pull_request`, the merge commit GitHub built)."""
+    `github_sha` is the run's GITHUB_SHA (for `pull_request`, the merge commit GitHub built); `files_of(pr)` the
+    paths a PR changes, None when GitHub cannot list them all."""
     sender = event.get("sender") if isinstance(event.get("sender"), dict) else {}
     login = str(sender.get("login") or "unknown")
     if event_name == "pull_request_target":
@@ -82,7 +88,7 @@ def decide(event_name: str, event: dict, permission_of: Callable[[str], str], gi
         if not bot and role not in WRITERS:
             return Decision(False, None, None, f"dispatch by {login} (permission {role}): only writers approve a commit")
         return Decision(True, sha, sha, f"dispatched for {sha[:12]} by {login} ({role})",
-                        int(pr) if str(pr or "").isdigit() else None)
+                        int(pr) if re.fullmatch(r"[0-9]{1,9}", str(pr or "")) else None)
     if event_name != "pull_request":
         return Decision(False, None, None, f"{event_name} events never start the GPU gate")
     pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
@@ -107,6 +113,14 @@ def decide(event_name: str, event: dict, permission_of: Callable[[str], str], gi
     if action == "labeled":
         role = permission_of(login)
         if role in WRITERS:
+            files = files_of(number) if number is not None else None
+            workflows = [f for f in files or [] if f.startswith(".github/")]
+            if files is None or workflows:
+                what = (f"changes {', '.join(sorted(workflows)[:3])}" if workflows
+                        else "changes files GitHub cannot list in full")
+                return Decision(False, None, None, f"label {APPROVAL_LABEL!r} by {login}: this fork PR {what}, and its "
+                                "labeled run would use the fork's workflow files: review them and approve by "
+                                f"dispatching the gate for {sha[:12]} (it runs the default branch's files)", number)
             return Decision(True, sha, tested, f"label {APPROVAL_LABEL!r} added by {login} ({role}) approves "
                             f"{sha[:12]}", number)
         return Decision(False, None, None, f"label {APPROVAL_LABEL!r} added by {login} (permission {role}): only "

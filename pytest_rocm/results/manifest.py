@@ -109,7 +109,7 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
     elif name == "workflow_dispatch":
         inputs = event.get("inputs") if isinstance(event.get("inputs"), dict) else {}
         head = expected = _sha(inputs.get("sha")) or _sha(environ.get("GITHUB_SHA"))
-        pr = int(inputs["pr"]) if str(inputs.get("pr") or "").isdigit() else None
+        pr = int(inputs["pr"]) if re.fullmatch(r"[0-9]{1,9}", str(inputs.get("pr") or "")) else None
     elif name:
         head = expected = _sha(environ.get("GITHUB_SHA"))
     if name is None:

@@ -30,6 +30,7 @@ OPERATIONS = {
     "/repos/{owner}/{repo}/collaborators/{username}/permission": ["get"],
     "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches": ["post"],
     "/repos/{owner}/{repo}/pulls/{pull_number}": ["get"],
+    "/repos/{owner}/{repo}/pulls/{pull_number}/files": ["get"],
     "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations": ["get"],
     "/app/installations/{installation_id}/access_tokens": ["post"],
     # the publisher's provenance checks and the sweep: the gate run, its jobs and artifacts, a tested commit
