@@ -9,7 +9,10 @@ without the fork's code on a GPU runner.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -17,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from actions import PYTEST_ROCM, Actions, RunnerGroup, write_gpu_tools
 from conftest import REPO
-from github_api import FakeGitHub
+from github_api import FakeGitHub, example, validate_webhook
 
 pytestmark = pytest.mark.slow  # each event runs the workflows' jobs: real git, real pytest with xdist workers
 
@@ -286,26 +289,29 @@ def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
     assert f"the results say the head commit was {target}" in check["output"]["summary"]
 
 
-def rerun_button(upstream, github, check: dict, identifier: str, tmp_path) -> dict:
-    """What the relay does with the App's `check_run` webhook (README, "Buttons"): `rocm-gate rerun`."""
-    import os
-    import subprocess
-    import sys
-
-    from github_api import example, validate_webhook
-
-    event = example("check_run.requested_action")
+def click(upstream, github, check: dict, tmp_path, identifier: str | None = None) -> subprocess.CompletedProcess:
+    """What the relay does with the App's `check_run` webhook for a click on `check` (README, "Buttons"): a
+    button (`identifier`) or GitHub's own Re-run, handed to `rocm-gate rerun` with the App's token."""
+    action = "requested_action" if identifier else "rerequested"
+    event = example(f"check_run.{action}")
     event["check_run"].update(name=check["name"], head_sha=check["head_sha"], external_id=check["external_id"])
-    event["requested_action"] = {"identifier": identifier}
+    event["check_run"]["output"]["title"] = check["output"]["title"]
+    if identifier:
+        event["requested_action"] = {"identifier": identifier}
     event["sender"]["login"] = "maintainer"
     event["repository"]["default_branch"] = "main"
-    validate_webhook("check-run-requested-action", event)
+    validate_webhook(f"check-run-{action.replace('_', '-')}", event)
     path = tmp_path / "click.json"
     path.write_text(json.dumps(event))
     github.tokens.add("ghs_relay")
-    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
+    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
                           env={**os.environ, "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": upstream.repo,
                                "GITHUB_TOKEN": "ghs_relay"}, capture_output=True, text=True, timeout=120)
+
+
+def rerun_button(upstream, github, check: dict, identifier: str, tmp_path):
+    """A button click, and the dispatch the relay makes of it run as GitHub runs it."""
+    done = click(upstream, github, check, tmp_path, identifier)
     assert done.returncode == 0, done.stderr
     sent = github.dispatches[-1]
     return upstream.dispatch(sent["workflow"], sent["inputs"], "rocm-gate[bot]", ref=sent["ref"])
@@ -434,21 +440,6 @@ def test_a_rerun_click_on_a_waiting_check_approves_nothing(upstream, github, tmp
     pull = upstream.open_pull(118, {"vllm/model.py": "x = 18\n"}, fork=True)
     upstream.pull_request(pull, "opened", "forker")
     [waiting] = checks(github, pull.head)
-    import os
-    import subprocess
-    import sys
-
-    from github_api import example
-
-    event = example("check_run.rerequested")
-    event["check_run"].update(name=waiting["name"], head_sha=pull.head, external_id=waiting["external_id"])
-    event["check_run"]["output"]["title"] = waiting["output"]["title"]
-    event["sender"]["login"] = "maintainer"
-    path = tmp_path / "click.json"
-    path.write_text(json.dumps(event))
-    github.tokens.add("ghs_relay")
-    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
-                          env={**os.environ, "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": upstream.repo,
-                               "GITHUB_TOKEN": "ghs_relay"}, capture_output=True, text=True, timeout=120)
+    done = click(upstream, github, waiting, tmp_path)
     assert done.returncode == 0 and "ignored" in done.stdout and "approve it on purpose" in done.stdout
     assert github.dispatches == [] and on_gpu(upstream) == []

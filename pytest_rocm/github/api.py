@@ -195,6 +195,17 @@ class Client:
                                refused=True)
         raise PublishError(f"{method} {path} was refused for rate limits {self.attempts} times")
 
+    def write_again(self, method: str, path: str, body: dict):
+        """A write that changes nothing when GitHub gets it twice (a PATCH without annotations): sent again after
+        each ambiguous failure, each time after settling, up to the attempts."""
+        for attempt in range(self.attempts):
+            try:
+                return self.write(method, path, body)
+            except Ambiguous as exc:
+                if attempt + 1 == self.attempts:
+                    raise PublishError(f"{exc}: tried {self.attempts} times without a clear answer") from None
+                self.settle(exc)
+
     def settle(self, ambiguous: Ambiguous) -> None:
         """Wait until GitHub has finished with the ambiguous request (SETTLE_S after it was sent)."""
         self.log.append(f"{ambiguous}: reading the state again before sending what is missing")
@@ -355,13 +366,7 @@ def converge(client: Client, sha: str, content: CheckContent, external_id: str |
                 "details_url": details_url, "output": {
                     "title": content.title, "summary": f"A duplicate of {canonical['html_url']}, which has the "
                                                       f"annotations.\n\n{content.summary}"[:65535]}}
-        while True:  # no annotations: sending it again changes nothing
-            _spend(client, tries, f"duplicate {extra['id']}")
-            try:
-                client.write("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", body)
-                break
-            except Ambiguous as exc:
-                client.settle(exc)
+        client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", body)
     return Published(canonical["id"], canonical["html_url"], created, sent, "completed", len(extras))
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_rocm.github import checks
-from pytest_rocm.github.api import Ambiguous, Client, Published, converge
+from pytest_rocm.github.api import Client, Published, converge
 from pytest_rocm.github.artifacts import ArtifactError, ResultsMissing
 from pytest_rocm.github.provenance import GateRun, check_results, fetch_results, gate_run
 
@@ -109,12 +109,7 @@ def _take_over(client: Client, run: GateRun, existing: list[dict]) -> None:
         return
     newest = max(existing, key=lambda c: c["id"])
     if _placeholder(newest):
-        for _ in range(client.attempts):  # setting external_id again changes nothing
-            try:
-                client.write("PATCH", f"/repos/{{repo}}/check-runs/{newest['id']}", {"external_id": run.external_id})
-                return
-            except Ambiguous as exc:
-                client.settle(exc)
+        client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{newest['id']}", {"external_id": run.external_id})
 
 
 def _publish_approved(client: Client, run: GateRun, name: str, existing: list[dict], options: Options) -> Outcome:
@@ -147,10 +142,5 @@ def _copy_onto_newer_unapproved(client: Client, run: GateRun, name: str, done: P
     for check in client.checks(run.head_sha, name):
         if check["id"] > done.check_id and _placeholder(check):
             copy = checks.mirror(name, standing, "an unapproved run of the same commit", check.get("details_url"))
-            body = {"status": "completed", "conclusion": copy.conclusion, "output": copy.output()}
-            for _ in range(client.attempts):  # no annotations: sending it again changes nothing
-                try:
-                    client.write("PATCH", f"/repos/{{repo}}/check-runs/{check['id']}", body)
-                    break
-                except Ambiguous as exc:
-                    client.settle(exc)
+            client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{check['id']}",
+                               {"status": "completed", "conclusion": copy.conclusion, "output": copy.output()})
