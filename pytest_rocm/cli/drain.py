@@ -2,7 +2,8 @@
 
 Reads earlier preflight artifacts (`rocm-gate preflight --out`) and gate reports under --history, and
 prints the reasons, the `kubectl` cordon/drain commands, and the image to roll back to (the last one
-whose run concluded `success`). It prints commands; it never runs them.
+whose run concluded `success`). It prints commands, each argument quoted for the shell; it never runs
+them. A history file that is not a valid artifact is skipped and named on stderr.
 
 Exit status: 0 keep the node, 3 drain it, 2 bad input.
 """
@@ -27,19 +28,24 @@ def add_parser(commands, name: str) -> None:
 
 def run(args) -> int:
     from pytest_rocm.preflight import drain
+    from pytest_rocm.schemas.markdown import plain
 
     try:
         history = drain.read_history(Path(args.history))
     except drain.HistoryError as exc:
         print(f"rocm-gate drain: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    for problem in history.skipped:  # named, and the decision is made on the files that could be read
+        print(f"rocm-gate drain: skipped {problem}", file=sys.stderr)
     decision = drain.decide(args.node, history)
     if args.json:
-        print(json.dumps({**decision.to_dict(), "ignored_files": history.ignored}, indent=2))
+        print(json.dumps({**decision.to_dict(), "ignored_files": history.ignored, "skipped_files": history.skipped},
+                         indent=2))
     else:
-        print(f"node {args.node}: {'DRAIN' if decision.drain else 'keep'} "
-              f"({len(history.preflights)} preflight(s), {len(history.reports)} gate report(s) read)")
-        lines = [*(f"  - {reason}" for reason in decision.reasons)]
+        print(f"node {plain(args.node)}: {'DRAIN' if decision.drain else 'keep'} "
+              f"({len(history.preflights)} preflight(s), {len(history.reports)} gate report(s) read"
+              + (f", {len(history.skipped)} file(s) skipped" if history.skipped else "") + ")")
+        lines = [*(f"  - {reason}" for reason in decision.reasons), *(f"  note: {note}" for note in decision.notes)]
         if decision.rollback_image:
             lines.append(f"  last image with a successful run: {decision.rollback_image}"
                          + (" (the current one)" if decision.rollback_image == decision.current_image else ""))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +27,7 @@ from pytest_rocm.preflight import LAYERS
 from pytest_rocm.preflight.readers import READERS, TOOLS
 
 EXIT_BAD_INPUT = 2
+MAX_SOURCE_BYTES = 64 * 2**20  # the longest capture is a kernel log of a few MB; /dev/zero must not fill memory
 
 
 def _layers(value: str) -> tuple[str, ...]:
@@ -86,9 +88,14 @@ def _outputs(args, platform, benchmark_timeout_s: float) -> list:
         outputs = []
         for tool, path in args.source:
             try:
-                outputs.append(ToolOutput(tool, path, Path(path).read_text(encoding="utf-8", errors="replace")))
+                with open(path, "rb") as handle:  # a pipe too: --source dmesg=<(journalctl -k)
+                    raw = handle.read(MAX_SOURCE_BYTES + 1)
             except OSError as exc:
                 raise ValueError(f"{path}: cannot read it ({exc.strerror}); check the path given to --source {tool}=") from None
+            if len(raw) > MAX_SOURCE_BYTES:
+                raise ValueError(f"{path}: over {MAX_SOURCE_BYTES // 2**20} MiB, far more than {tool} prints; "
+                                 f"check the path given to --source {tool}=")
+            outputs.append(ToolOutput(tool, path, raw.decode("utf-8", errors="replace")))
         return outputs
     commands = live.quick_commands(args.kernel_log_since)
     if args.benchmarks:
@@ -107,6 +114,8 @@ def run(args) -> int:
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
+        if args.out:
+            check_writable(args.out)
         table = thresholds.load(args.thresholds)
         stack = _read_json(args.stack, "the runner image's manifest") if args.stack else None
         expected_stack = _read_json(args.expect_stack, "the stack the job pins") if args.expect_stack else None
@@ -125,7 +134,8 @@ def run(args) -> int:
         tools = ", ".join(t for t in TOOLS if _layer_of(t) == name)
         nothing = (f"no output of {tools}: give --source TOOL=FILE" if args.source
                    else f"{tools} not run: add --benchmarks" if name == "communication" else "no tool output")
-        return lambda layer: layers.read_outputs(layer, [o for o in outputs if _layer_of(o.tool) == name], limits, nothing)
+        return lambda layer: layers.read_outputs(layer, [o for o in outputs if _layer_of(o.tool) == name], limits, nothing,
+                                                 required=name in args.require)
 
     def recovery(layer: Layer) -> None:
         if history is None:
@@ -136,7 +146,8 @@ def run(args) -> int:
 
         layer.findings = [finding("drain", "failed", reason) for reason in decision.reasons] or [
             finding("drain", "ok", f"no drain pattern in {len(history.preflights)} preflight(s) and "
-                    f"{len(history.reports)} gate report(s)")]
+                    f"{len(history.reports)} gate report(s)"
+                    + (f" ({len(history.skipped)} file(s) skipped: {history.skipped[0]})" if history.skipped else ""))]
         layer.verdict = "failed" if decision.drain else "ok"
         layer.reason = "; ".join(f.message for f in layer.findings)
 
@@ -157,9 +168,29 @@ def run(args) -> int:
     if args.out:
         from pytest_rocm.schemas.artifacts import write_json_atomic
 
-        write_json_atomic(args.out, evidence)
+        try:
+            write_json_atomic(args.out, evidence)
+        except OSError as exc:
+            print(f"rocm-gate preflight: {args.out}: cannot write the evidence ({exc.strerror or exc})", file=sys.stderr)
+            return EXIT_BAD_INPUT
     print(json.dumps(evidence, indent=2) if args.json else render(evidence))
     return code
+
+
+def check_writable(out: str) -> None:
+    """Refuse an --out the evidence cannot be written to before the run starts (the run takes minutes)."""
+    path = Path(out)
+    if path.is_dir():
+        raise ValueError(f"{out}: a folder; give --out a file name, such as {path / 'preflight.json'}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{out}: not writable (check its permissions)")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{out}: {ancestor} is a file, not a folder; give --out a path in a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{out}: cannot create files in {ancestor} (check its permissions)")
 
 
 def _layer_of(tool: str) -> str:

@@ -6,14 +6,23 @@ One bad run is an incident; a pattern is a machine. A node is drained when its o
 - gate verdicts of `infra` that follow one GPU (`INFRA_ON_ONE_GPU` attempts of different tests on it)
   or the node (`INFRA_RUNS` runs with infra verdicts).
 The last image whose run concluded `success` in the history given is the rollback target.
+
+The history is untrusted (a gate report was written by a job that ran a PR's code): each file goes through
+the strict loader (schemas/loader.py) and is skipped, named, when it is not a valid artifact; an image name
+is used only when it is an OCI image reference, and every command printed is quoted for the shell.
 """
 
 from __future__ import annotations
 
-import json
+import re
+import shlex
+import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pytest_rocm.schemas.loader import MAX_FILE_BYTES, ArtifactError, check_document, parse
+from pytest_rocm.schemas.markdown import plain
 
 WINDOW = 5
 FAILED_PREFLIGHTS = 2
@@ -21,6 +30,15 @@ GROWING_OVER = 3
 INFRA_ON_ONE_GPU = 3
 INFRA_RUNS = 3
 COUNTED_CHECKS = ("ecc.correctable", "dmesg.ecc_correctable", "bad_pages.retired")
+KINDS = {"pytest-rocm/preflight/": "preflight", "pytest-rocm/gate-report/": "gate-report"}
+MANIFEST_TEXT = ("runner", "container_image", "finished")  # the manifest fields drain reads
+# An OCI image reference (github.com/distribution/reference, reference.go): [host[:port]/]path[:tag][@digest].
+_COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+IMAGE_REFERENCE = re.compile(rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
+                             r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+NAME_MAX = 255  # the reference's name part, at most
+REFERENCE_MAX = 512  # name, tag (128) and a sha512 digest fit; longer is refused before the pattern runs
 
 
 class HistoryError(ValueError):
@@ -31,7 +49,8 @@ class HistoryError(ValueError):
 class History:
     preflights: list[tuple[str, dict]] = field(default_factory=list)  # (file, preflight artifact)
     reports: list[tuple[str, dict]] = field(default_factory=list)  # (file, gate report)
-    ignored: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # JSON that is not an artifact drain reads
+    skipped: list[str] = field(default_factory=list)  # artifacts that could not be believed: what is wrong, by file
 
 
 @dataclass
@@ -41,44 +60,87 @@ class Decision:
     reasons: list[str]
     rollback_image: str | None
     current_image: str | None
+    notes: list[str] = field(default_factory=list)  # images refused as not OCI references
 
     def commands(self) -> list[str]:
+        """The commands an operator runs, each argument quoted: a node or image name never becomes shell syntax."""
+        node = shlex.quote(self.node)
         lines = []
         if self.drain:
-            reason = "pytest-rocm-preflight"
-            lines += [f"kubectl cordon {self.node}",
-                      f"kubectl label node {self.node} pytest-rocm/drained={reason} --overwrite",
-                      f"kubectl drain {self.node} --ignore-daemonsets --delete-emptydir-data --timeout=30m"]
+            lines += [f"kubectl cordon {node}",
+                      f"kubectl label node {node} pytest-rocm/drained=pytest-rocm-preflight --overwrite",
+                      f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout=30m"]
         if self.rollback_image and self.rollback_image != self.current_image:
-            lines.append(f"helm upgrade <runner-set> <chart> --reuse-values "
-                         f"--set 'template.spec.containers[0].image={self.rollback_image}'")
+            image = shlex.quote(f"template.spec.containers[0].image={self.rollback_image}")
+            lines.append(f"helm upgrade <runner-set> <chart> --reuse-values --set {image}")
         return lines
 
     def to_dict(self) -> dict:
         return {"node": self.node, "drain": self.drain, "reasons": self.reasons, "rollback_image": self.rollback_image,
-                "current_image": self.current_image, "commands": self.commands()}
+                "current_image": self.current_image, "notes": self.notes, "commands": self.commands()}
+
+
+def image_reference(value: object) -> str | None:
+    """`value` when it is an OCI image reference (`rocm/vllm:v0.9`, `ghcr.io/o/i@sha256:<64 hex>`), else None."""
+    if not isinstance(value, str) or len(value) > REFERENCE_MAX or not IMAGE_REFERENCE.fullmatch(value):
+        return None
+    name = value.split("@")[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return value if len(name) <= NAME_MAX else None
 
 
 def read_history(folder: Path) -> History:
-    """Every preflight artifact and gate report under a folder (other JSON files are listed as ignored)."""
+    """Every preflight artifact and gate report under a folder; other JSON is listed as ignored, and a file that
+    is not a valid artifact (damaged, a folder or link named *.json, wrong types) is skipped with the reason."""
     if not folder.is_dir():
         raise HistoryError(f"{folder}: no such folder (give the folder of earlier preflight.json and gate-report.json)")
     history = History()
     for path in sorted(folder.rglob("*.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise HistoryError(f"{path}: not valid JSON ({exc}); remove it or restore it from the run's artifacts") from None
-        kind = data.get("schema", "") if isinstance(data, dict) else ""
-        if kind.startswith("pytest-rocm/preflight/"):
+            kind, data = _read_artifact(path)
+        except ArtifactError as exc:
+            history.skipped.append(plain(exc, 500))
+            continue
+        if kind == "preflight":
             history.preflights.append((str(path), data))
-        elif kind.startswith("pytest-rocm/gate-report/"):
+        elif kind == "gate-report":
             history.reports.append((str(path), data))
         else:
             history.ignored.append(str(path))
-    history.preflights.sort(key=lambda item: item[1].get("finished") or "")
-    history.reports.sort(key=lambda item: ((item[1].get("manifest") or {}).get("finished") or ""))
+    history.preflights.sort(key=lambda item: item[1]["finished"])
+    history.reports.sort(key=lambda item: item[1]["manifest"].get("finished") or "")
     return history
+
+
+def _read_artifact(path: Path) -> tuple[str | None, dict | None]:
+    """(kind, document) of one history file through the strict loader; (None, None) for JSON of another kind."""
+    try:
+        info = path.lstat()
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ArtifactError(f"{path}: not a plain file (a link, folder or device is refused)")
+    if info.st_size > MAX_FILE_BYTES:
+        raise ArtifactError(f"{path}: {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte cap for one artifact")
+    try:
+        data = parse(path.read_bytes(), str(path))
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if not isinstance(data, dict) or "schema" not in data:
+        return None, None
+    if not isinstance(data["schema"], str):
+        raise ArtifactError(f"{path}: schema is {data['schema']!r}, not an artifact name such as pytest-rocm/preflight/1")
+    kind = next((kind for prefix, kind in KINDS.items() if data["schema"].startswith(prefix)), None)
+    if kind is None:
+        return None, None
+    check_document(data, kind, str(path))
+    if kind == "gate-report":
+        for key in MANIFEST_TEXT:
+            if data["manifest"].get(key) is not None and not isinstance(data["manifest"][key], str):
+                raise ArtifactError(f"{path}: not a valid gate-report artifact at manifest/{key}: "
+                                    f"{data['manifest'][key]!r} is not a string")
+    return kind, data
 
 
 def decide(node: str, history: History) -> Decision:
@@ -90,10 +152,15 @@ def decide(node: str, history: History) -> Decision:
         reasons.append(f"{len({f for f, _ in failed})} of the last {len(mine)} preflights failed: "
                        + "; ".join(f"{layer['name']}: {layer.get('reason', '')} ({Path(f).name})" for f, layer in failed[:3]))
     reasons += _growing_counts(mine)
-    reports = [(f, r) for f, r in history.reports if (r.get("manifest") or {}).get("runner") == node]
+    reports = [(f, r) for f, r in history.reports if r["manifest"].get("runner") == node]
     reasons += _infra_patterns(reports)
-    current = next(((r.get("manifest") or {}).get("container_image") for _, r in reversed(reports)), None)
-    return Decision(node, bool(reasons), reasons, _last_accepted_image(history.reports), current)
+    notes = [f"{Path(f).name}: the manifest's container_image is not an OCI image reference; it is not used or printed"
+             for f, r in history.reports if r["manifest"].get("container_image") is not None
+             and image_reference(r["manifest"]["container_image"]) is None]
+    current = next((r["manifest"].get("container_image") for _, r in reversed(reports)
+                    if r["manifest"].get("container_image")), None)
+    return Decision(node, bool(reasons), [plain(reason, 1000) for reason in reasons],
+                    _last_accepted_image(history.reports), image_reference(current), [plain(n, 500) for n in notes])
 
 
 def _growing_counts(preflights: list[tuple[str, dict]]) -> list[str]:
@@ -119,13 +186,13 @@ def _infra_patterns(reports: list[tuple[str, dict]]) -> list[str]:
     by_gpu: dict[int, set[str]] = defaultdict(set)
     runs_with_infra = []
     for path, report in reports:
-        infra = [(test, data) for test, data in (report.get("tests") or {}).items() if data.get("verdict") == "infra"]
+        infra = [(test, data) for test, data in report["tests"].items() if data["verdict"] == "infra"]
         if infra:
             runs_with_infra.append(Path(path).name)
         for test, data in infra:
-            for attempt in data.get("attempts", []):
-                if attempt.get("status") != "passed":
-                    for gpu in attempt.get("gpus") or []:
+            for attempt in data["attempts"]:
+                if attempt["status"] != "passed":
+                    for gpu in attempt["gpus"] or []:
                         by_gpu[gpu].add(test)
     reasons = [f"GPU {gpu}: infra failures of {len(tests)} different tests ({', '.join(sorted(tests)[:3])}): "
                "the device, not the tests" for gpu, tests in sorted(by_gpu.items()) if len(tests) >= INFRA_ON_ONE_GPU]
@@ -136,7 +203,7 @@ def _infra_patterns(reports: list[tuple[str, dict]]) -> list[str]:
 
 def _last_accepted_image(reports: list[tuple[str, dict]]) -> str | None:
     for _, report in reversed(reports):
-        image = (report.get("manifest") or {}).get("container_image")
-        if report.get("conclusion") == "success" and image:
+        image = image_reference(report["manifest"].get("container_image"))
+        if report["conclusion"] == "success" and image:
             return image
     return None

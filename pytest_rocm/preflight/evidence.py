@@ -9,6 +9,18 @@ from dataclasses import asdict, dataclass, field
 SEVERITY = {"ok": 0, "degraded": 1, "failed": 2}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 LINE_TEXT_LIMIT = 200  # evidence quotes the line, cut to this many characters
+# Lines a tool prints when it failed, whatever the tool: its own error mark, the HIP runtime's error, an RCCL
+# warning that something failed, a FAIL word, a non-zero return code it prints, a crash. Matched on every line
+# of every tool but the kernel log (other drivers' lines say "failed" routinely; dmesg has its own rules).
+TOOL_ERROR = re.compile(
+    r"\[\s*ERROR\s*\]|\bHIP Error\b|\bhipError(?!Success)[A-Z]\w*|\b[RN]CCL WARN\b.*\bfail|\bFAIL(?:ED|URE)?\b"
+    r"|\b(?:exit|exited|exiting)\b[^\n]*?\b(?:code|status)\b\s*(?:\w+\s*)?[:=\[]?\s*-?[1-9]\d*\b"
+    r"|^Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b")
+# A source with more than this share of characters that are not text (NUL and other controls, bytes that are
+# not UTF-8) is not a tool's output: tools print text, and a damaged or wrong file must not read as healthy.
+NOT_TEXT_SHARE = 0.10
+NO_FLOOR = "no floor for "  # how a finding starts to say the SKU has no absolute figure (the layer's reason shows it)
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
 
 @dataclass(frozen=True)
@@ -77,3 +89,14 @@ def number(text: str) -> float | None:
 def last_line(lines: list[Line]) -> Line | None:
     """Where a truncated output stops: its last line that is not blank."""
     return next((line for line in reversed(lines) if line.text.strip()), None)
+
+
+def not_text_share(text: str) -> float:
+    """The share of characters that no tool prints: controls other than tab, newline, CR and ESC, and U+FFFD
+    (what a byte that is not UTF-8 becomes when the file is read with errors="replace")."""
+    return len(_NOT_TEXT.findall(text)) / len(text) if text else 0.0
+
+
+def no_floor(limits: dict, ran: str) -> str:
+    """How a finding says that the SKU has no absolute figure and which relative checks decided instead."""
+    return f"{NO_FLOOR}{limits.get('sku') or 'an unknown SKU'}: relative checks only ({ran})"

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from pytest_rocm.hw.skus import AMD_DEVICE_IDS, sku_from_amd_name
 from pytest_rocm.preflight import LAYERS
-from pytest_rocm.preflight.evidence import Finding, finding, lines_of, worst
+from pytest_rocm.preflight.evidence import (NO_FLOOR, NOT_TEXT_SHARE, TOOL_ERROR, Finding, Reading, finding, lines_of,
+                                           not_text_share, worst)
 from pytest_rocm.preflight.readers import READERS, is_filler
 from pytest_rocm.schemas.artifacts import schema
 
@@ -62,35 +63,71 @@ def guess_sku(outputs: list[ToolOutput]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def read_outputs(layer: Layer, outputs: list[ToolOutput], limits: dict, nothing: str = "no tool output given") -> None:
-    """Fill a tool layer from its tools' outputs; an output that could not be produced says why."""
+def read_outputs(layer: Layer, outputs: list[ToolOutput], limits: dict, nothing: str = "no tool output given",
+                 required: bool = False) -> None:
+    """Fill a tool layer from its tools' outputs; an output that could not be produced says why.
+
+    An output that is not the tool's (mostly not text, or not one line its reader understands) proves
+    nothing: it fails a required layer and leaves an optional one not proven, naming the file. A line the
+    tool marks as an error fails the layer wherever the reader did not already quote it."""
     for output in outputs:
         reader = READERS[output.tool][0]
         if output.text is None or not output.text.strip():
             problem = output.problem or "printed nothing (no device of this kind, or the tool needs root)"
             layer.sources.append({"tool": output.tool, "file": output.label, "problem": problem})
             continue
+        if (share := not_text_share(output.text)) > NOT_TEXT_SHARE:
+            _unreadable(layer, output, f"{share:.0%} of it is not text: a binary or damaged file, not "
+                        f"{output.tool} output", required)
+            continue
         lines = lines_of(output.text)
         reading = reader(lines, limits)
+        if output.tool != "dmesg":
+            _tool_errors(reading, lines)
         unread = [line for line in reading.unread if not is_filler(line.text)]
+        source = {"tool": output.tool, "file": output.label, "lines": len(lines), "understood": reading.understood,
+                  "unread": len(unread), "unread_lines": [{"line": u.number, "text": u.text[:200]} for u in unread[:UNREAD_SHOWN]]}
+        if reading.understood == 0 and not any(f.status == "failed" and f.line for f in reading.findings):
+            shown = sum(1 for line in lines if line.text.strip())
+            _unreadable(layer, output, f"not one of its {shown} line(s) is {output.tool} output", required, source)
+            continue
         for item in reading.findings:
             item.tool, item.file = output.tool, output.label
             layer.findings.append(item)
-        layer.sources.append({"tool": output.tool, "file": output.label, "lines": len(lines),
-                              "understood": reading.understood, "unread": len(unread),
-                              "unread_lines": [{"line": u.number, "text": u.text[:200]} for u in unread[:UNREAD_SHOWN]]})
+        layer.sources.append(source)
     problems = [f"{s['file']}: {s['problem']}" for s in layer.sources if s.get("problem")]
     if layer.findings:
         layer.verdict = worst(f.status for f in layer.findings)
         deciding = [f for f in layer.findings if f.status == layer.verdict]
+        floorless = [f for f in layer.findings if NO_FLOOR in f.message and f not in deciding[:3]]
         layer.reason = "; ".join(f"{f.message} ({f.file}:{f.line})" if f.line else f"{f.message} ({f.file})"
-                                 for f in deciding[:3]) + (f"; and {len(deciding) - 3} more" if len(deciding) > 3 else "")
+                                 for f in deciding[:3] + floorless[:1])
+        layer.reason += f"; and {len(deciding) - 3} more" if len(deciding) > 3 else ""
     if problems and layer.verdict != "failed":
         # A tool that did not answer leaves the layer unproven, whatever the others said.
         layer.verdict = "skipped"
         layer.reason = "not proven: " + "; ".join(problems) + (f" (what was read: {layer.reason})" if layer.reason else "")
     elif not layer.findings:
         layer.reason = nothing
+
+
+def _unreadable(layer: Layer, output: ToolOutput, problem: str, required: bool, source: dict | None = None) -> None:
+    """A source that is not its tool's output: failed where the layer is required, else the layer is not proven."""
+    layer.sources.append({**(source or {"tool": output.tool, "file": output.label}), "problem": problem, "unreadable": True})
+    if required:
+        layer.findings.append(Finding(f"{output.tool}.unreadable", "failed", f"{problem}: nothing in it proves the node "
+                                      "(give the tool's own output)", tool=output.tool, file=output.label))
+
+
+def _tool_errors(reading: Reading, lines: list) -> None:
+    """Every line the tool marks as an error (evidence.TOOL_ERROR) that no failed finding quotes yet: one finding
+    quoting the first such line, counting the others."""
+    quoted = {f.line for f in reading.findings if f.status == "failed"}
+    errors = {line.number for line in lines if line.number not in quoted and TOOL_ERROR.search(line.text)}
+    for line in lines:
+        if line.number in errors:
+            reading.add(finding("tool.error", "failed", "the tool printed an error", line))
+    reading.unread = [line for line in reading.unread if line.number not in errors]
 
 
 def framework_layer(layer: Layer, platform, problems: list[str], stack: dict | None, expected_stack: dict | None) -> None:
@@ -162,11 +199,14 @@ def node_name(given: str | None = None) -> str:
 
 
 def decide(layers: list[Layer], required: tuple[str, ...]) -> tuple[int, str]:
-    """(exit status, one line): refused on a failed layer, not proven when a required layer was skipped."""
+    """(exit status, one line): refused on a failed layer, not proven when a required layer was skipped or any
+    layer was given a file that is not its tool's output."""
     failed = [layer for layer in layers if layer.verdict == "failed"]
     if failed:
         return EXIT_REFUSED, f"refused: the {failed[0].name} layer failed: {failed[0].reason}"
-    unproven = [layer for layer in layers if layer.name in required and layer.verdict == "skipped"]
+    # A file given that is not its tool's output: the run did not do what was asked, required layer or not.
+    unproven = [layer for layer in layers if layer.verdict == "skipped" and (
+        layer.name in required or any(source.get("unreadable") for source in layer.sources))]
     if unproven:
         return EXIT_NOT_PROVEN, "not proven: " + "; ".join(f"{l.name} skipped ({l.reason})" for l in unproven)
     degraded = [layer.name for layer in layers if layer.verdict == "degraded"]

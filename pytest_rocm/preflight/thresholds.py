@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 
@@ -12,8 +13,12 @@ KEYS = {
     "hotspot_temperature_max_c": float, "memory_temperature_max_c": float, "rccl_large_message_bytes": int,
     "rccl_dip_ratio": float, "rccl_timeout_s": float, "rccl_all_reduce_busbw_gbps": float,
     "babelstream_triad_mbps": float, "babelstream_copy_mbps": float, "transferbench_a2a_gbps": float,
-    "xgmi_bit_rate_gbps": float,
+    "xgmi_bit_rate_gbps": float, "bandwidth_fall_max_pct": float, "peer_degraded_pct": float,
+    "peer_failed_pct": float, "idle_vram_max_pct": float,
 }
+RELATIVE_KEYS = ("bandwidth_fall_max_pct", "peer_degraded_pct", "peer_failed_pct", "idle_vram_max_pct")
+BOUNDED = {"rccl_dip_ratio": 1, "bandwidth_fall_max_pct": 100, "peer_degraded_pct": 100, "peer_failed_pct": 100,
+           "idle_vram_max_pct": 100}  # a ratio is at most 1, a percentage at most 100
 
 
 class ThresholdError(ValueError):
@@ -25,21 +30,30 @@ class Thresholds:
         self.path, self._default, self._per_sku = path, default, per_sku
 
     def for_sku(self, sku: str | None) -> dict:
-        """The values for one SKU: `[default]` overlaid with `[sku.NAME]`, each beside its `<key>_source`."""
-        return {**self._default, **self._per_sku.get(sku or "", {})}
+        """The values for one SKU: `[default]` overlaid with `[sku.NAME]`, each beside its `<key>_source`, and the
+        SKU itself under `sku` (the readers name it where it has no floor)."""
+        return {**self._default, **self._per_sku.get(sku or "", {}), "sku": sku}
 
 
-def _check_table(path: Path, where: str, table: dict) -> dict:
+def _check_table(path: Path, where: str, table: object) -> dict:
+    if not isinstance(table, dict):
+        raise ThresholdError(f"{path}: {where} = {table!r} is not a table; write it as [{where}] with keys under it")
     values = {}
     for key, value in table.items():
         if key.endswith("_source"):
             if key[: -len("_source")] not in table:
                 raise ThresholdError(f"{path}: [{where}] {key} is the source of a value that is not set")
+            if not isinstance(value, str):
+                raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: a source is text (where the number comes from)")
             continue
         if key not in KEYS:
             raise ThresholdError(f"{path}: [{where}] unknown key {key!r}; known keys: {', '.join(sorted(KEYS))}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected a number that is not negative")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected a finite number that is not negative")
+        if KEYS[key] is int and value != int(value):
+            raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected a whole number")
+        if key in BOUNDED and value > BOUNDED[key]:
+            raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected at most {BOUNDED[key]}")
         if not str(table.get(f"{key}_source", "")).strip():
             raise ThresholdError(f"{path}: [{where}] {key} has no source: add {key}_source = \"where the number comes from\"")
         values[key] = KEYS[key](value)
@@ -53,6 +67,10 @@ def load(path: str | Path | None = None) -> Thresholds:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ThresholdError(f"{path}: no such thresholds file") from None
+    except IsADirectoryError:
+        raise ThresholdError(f"{path}: a folder; give the thresholds file (copy the packaged thresholds.toml)") from None
+    except OSError as exc:
+        raise ThresholdError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ThresholdError(f"{path}: not valid TOML ({exc})") from None
     unknown = set(data) - {"default", "sku"}
@@ -61,9 +79,25 @@ def load(path: str | Path | None = None) -> Thresholds:
     from pytest_rocm.hw.skus import normalise_sku
 
     per_sku = {}
-    for name, table in data.get("sku", {}).items():
+    skus = data.get("sku", {})
+    if not isinstance(skus, dict):
+        raise ThresholdError(f"{path}: sku = {skus!r} is not a table; write each SKU as [sku.NAME]")
+    for name, table in skus.items():
         sku = normalise_sku(name)
         if sku is None or not isinstance(table, dict):
             raise ThresholdError(f"{path}: [sku.{name}] is not a SKU table; use a SKU name such as MI300X")
         per_sku[sku] = _check_table(path, f"sku.{name}", table)
-    return Thresholds(path, _check_table(path, "default", data.get("default", {})), per_sku)
+    default = _check_table(path, "default", data.get("default", {}))
+    if path.resolve() != DEFAULT_FILE.resolve():
+        # The relative rules need no SKU figure: a site's own file written before they existed still gets them.
+        packaged = load(DEFAULT_FILE)._default
+        for key in RELATIVE_KEYS:
+            if key not in default:
+                default[key] = packaged[key]
+                default[f"{key}_source"] = f"the packaged thresholds.toml (not set in {path}): {packaged[f'{key}_source']}"
+    for where, table in (("default", default), *((f"sku.{sku}", values) for sku, values in per_sku.items())):
+        merged = {**default, **table}
+        if merged.get("peer_degraded_pct", 0) > merged.get("peer_failed_pct", 100):
+            raise ThresholdError(f"{path}: [{where}] peer_degraded_pct = {merged['peer_degraded_pct']:g} is above "
+                                 f"peer_failed_pct = {merged['peer_failed_pct']:g}; degraded comes first")
+    return Thresholds(path, default, per_sku)

@@ -55,9 +55,13 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
     # One compact line: json's C encoder only runs without `indent`, and a gate report of
     # thousands of tests took a quarter of a second with it. `python -m json.tool` pretty-prints.
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write (disk full, the path is a folder) leaves no half file
+        raise
     return path

@@ -1,4 +1,5 @@
-"""`amd-smi` health outputs: `metric` (ECC, PCIe, temperature), `bad-pages`, `topology`, `xgmi` and `monitor`.
+"""`amd-smi` health outputs: `metric` (ECC, PCIe, temperature, VRAM use), `bad-pages`, `topology`, `xgmi` and
+`monitor` (temperature, power, VRAM held by idle GPUs).
 
 Text output is nested `KEY: value` lines under `GPU: N`; `--json` output is the same tree as JSON. Both
 are flattened to (GPU, key path, value) and judged by the last keys of the path, so a new ROCm that adds
@@ -12,11 +13,15 @@ import re
 
 from pytest_rocm.preflight.evidence import Line, Reading, finding, number
 from pytest_rocm.preflight.readers.matrix import link_type_findings, tables
-from pytest_rocm.preflight.readers.rocm_smi import judge_power, judge_temperature
+from pytest_rocm.preflight.readers.rocm_smi import judge_idle_vram, judge_power, judge_temperature
 
 _KEY_VALUE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*)$")
 _XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*Gb/s)\s+(\w+)")
-_MONITOR_VALUE = re.compile(r"(N/A|-?[\d.]+)\s*(W|°C|C|MHz|%|GB|MB|MiB|GiB)?")
+# A `monitor` cell: a number or N/A with its unit, or a word (THROTTLE prints UNTHROTTLED); columns differ by
+# version and flags (GPU_T or GPU_TEMP, GFX% or GFX_UTIL), so cells are matched to the header by position.
+_MONITOR_CELL = re.compile(r"(N/A|-?[\d.]+)(?:\s*(?:W|°C|C|MHz|GHz|%|[KMGT]i?B|[KMG]b/s|B))?(?!\S)|([A-Za-z]\S*)")
+_MONITOR_HEADER = re.compile(r"^\s*GPU(?:\s+[A-Z][A-Z0-9_]*%?){2,}\s*$", re.M)
+_MEGABYTES = {"B": 1 / 1e6, "KB": 1e-3, "KIB": 1 / 1024, "MB": 1, "MIB": 1, "GB": 1e3, "GIB": 1024, "TB": 1e6}
 NO_PAGES = "no bad pages found"
 PAGE_KINDS = ("RETIRED", "PENDING", "UN_RES")  # `amd-smi bad-pages` sections
 
@@ -36,7 +41,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
             return _finish(reading)
     if "LINK METRIC TABLE" in text:
         _read_xgmi(reading, lines, limits)
-    elif re.search(r"^\s*GPU\s+POWER\b", text, re.M):
+    elif _MONITOR_HEADER.search(text):
         _read_monitor(reading, lines, limits)
     elif any(True for _ in tables(lines)):
         link_type_findings(reading, lines)
@@ -94,6 +99,7 @@ def _flatten_json(tree, gpu=None, path=()):
 
 def _judge_values(reading: Reading, values, limits: dict) -> None:
     pages: dict[tuple, list] = {}
+    memory: dict[object, dict] = {}  # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
     for gpu, path, value, line in values:
         last, measured = path[-1] if path else "", number(value.split()[0]) if value.split() else None
         where = f"GPU {gpu} " + "/".join(key for key in path if key != "GPU_DATA")  # amd-smi 7 wraps GPUs in gpu_data
@@ -103,7 +109,9 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
             continue
         if measured is None:
             continue
-        if last.endswith("UNCORRECTABLE_COUNT"):
+        if path[-2:] in (("MEM_USAGE", "USED_VRAM"), ("MEM_USAGE", "TOTAL_VRAM"), ("USAGE", "GFX_ACTIVITY")):
+            memory.setdefault(gpu, {})[last] = (value, line)
+        elif last.endswith("UNCORRECTABLE_COUNT"):
             limit = limits.get("ecc_uncorrectable_max", 0)
             reading.add(finding("ecc.uncorrectable", "failed" if measured > limit else "ok",
                                 f"{where} = {measured:g}" if measured > limit else "no uncorrectable ECC errors",
@@ -124,6 +132,13 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
         elif len(path) >= 2 and path[-2] == "TEMPERATURE" and last in ("HOTSPOT", "MEM", "VRAM"):
             sensor, key = ("hotspot", "hotspot_temperature_max_c") if last == "HOTSPOT" else ("memory", "memory_temperature_max_c")
             judge_temperature(reading, line, str(gpu), measured, limits.get(key), sensor)
+    for gpu, found in memory.items():
+        used = _megabytes(found.get("USED_VRAM", ("",))[0])
+        total = _megabytes(found.get("TOTAL_VRAM", ("",))[0])
+        if used is not None and total:
+            activity = found.get("GFX_ACTIVITY", ("",))[0].split()
+            judge_idle_vram(reading, found["USED_VRAM"][1], str(gpu), used / total * 100,
+                            number(activity[0]) if activity else None, limits)
     for (gpu, kind), entries in pages.items():
         if all(NO_PAGES in v.lower() or not v for v, _ in entries) and any(NO_PAGES in v.lower() for v, _ in entries):
             reading.add(finding("bad_pages", "ok", f"{kind}: no bad pages", entries[0][1]))
@@ -165,21 +180,36 @@ def _read_monitor(reading: Reading, lines: list[Line], limits: dict) -> None:
         stripped = line.text.strip()
         if not stripped:
             continue
-        if re.match(r"^GPU\s+POWER\b", stripped):
+        if _MONITOR_HEADER.match(stripped):
             header, reading.understood = stripped.split(), reading.understood + 1
         elif header and re.match(r"^\d+\s", stripped):
             reading.understood += 1
             gpu, rest = stripped.split(None, 1)
-            cells = dict(zip(header[1:], (m.group(1) for m in _MONITOR_VALUE.finditer(rest))))
+            cells = dict(zip(header[1:], (m.group(0) for m in _MONITOR_CELL.finditer(rest))))
+            value = {column: number(cell.split()[0]) if cell[:1].isdigit() or cell[:1] == "-" else None
+                     for column, cell in cells.items()}
             for column, sensor, key in (("GPU_T", "hotspot", "hotspot_temperature_max_c"),
+                                        ("GPU_TEMP", "hotspot", "hotspot_temperature_max_c"),
                                         ("HOTSPOT_T", "hotspot", "hotspot_temperature_max_c"),
-                                        ("MEM_T", "memory", "memory_temperature_max_c")):
-                if number(cells.get(column, "")) is not None:
-                    judge_temperature(reading, line, gpu, number(cells[column]), limits.get(key), sensor)
-            power, cap = number(cells.get("POWER", "")), number(cells.get("PWR_CAP", ""))
-            if power is not None and cap is not None:
-                judge_power(reading, line, gpu, power, cap)
+                                        ("MEM_T", "memory", "memory_temperature_max_c"),
+                                        ("MEM_TEMP", "memory", "memory_temperature_max_c")):
+                if value.get(column) is not None:
+                    judge_temperature(reading, line, gpu, value[column], limits.get(key), sensor)
+            if value.get("POWER") is not None and value.get("PWR_CAP") is not None:
+                judge_power(reading, line, gpu, value["POWER"], value["PWR_CAP"])
+            used, total = _megabytes(cells.get("VRAM_USED")), _megabytes(cells.get("VRAM_TOTAL"))
+            if used is not None and total:
+                activity = next((value[c] for c in ("GFX%", "GFX_UTIL") if value.get(c) is not None), None)
+                judge_idle_vram(reading, line, gpu, used / total * 100, activity, limits)
         elif stripped.startswith("amd-smi"):
             reading.understood += 1  # the command line some captures start with
         else:
             reading.unread.append(line)
+
+
+def _megabytes(cell: str | None) -> float | None:
+    """'283 MB' -> 283.0; '1.5 GB' -> 1500.0; N/A or no unit -> None."""
+    parts = (cell or "").split()
+    value = number(parts[0]) if parts else None
+    scale = _MEGABYTES.get(parts[1].upper()) if len(parts) == 2 else None
+    return value * scale if value is not None and scale else None

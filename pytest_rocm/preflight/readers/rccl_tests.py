@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, number
+from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no_floor, number
+from pytest_rocm.preflight.relative import falls
 
 _DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s")
 _FAILURE = re.compile(r"(TIMEOUT:|Test (?:NCCL|CUDA|HIP) failure|Test failure|NCCL WARN|RCCL WARN|segmentation fault|Aborted)", re.I)
@@ -19,6 +20,8 @@ _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
 _COLLECTIVE = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(\w+)")
 GIB = 1024**3
+COMPARED_FROM_GBPS = 1.0  # rccl-tests prints two decimals: under 1 GB/s one step of 0.01 is a 1 % change
+RELATIVE_CHECKS = "bandwidth across message sizes, out-of-place against in-place"
 
 
 def size_text(size: float) -> str:
@@ -111,6 +114,7 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
                                 f"bus bandwidth dips at {size_text(size)}: out-of-place {bandwidths[0]:g} vs in-place "
                                 f"{bandwidths[1]:g} GB/s (a noisy link or a busy GPU)", line,
                                 value=round(min(bandwidths) / max(bandwidths), 3), threshold=ratio))
+    _judge_sweep(reading, rows, limits)
     line, last = rows[-1]
     size = number(last["size"][0]) or 0
     busbw = min((b for b in (number(v) for v in last["busbw"]) if b is not None), default=None)
@@ -126,8 +130,8 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
         reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} ({name}): thresholds "
                             "are set for all_reduce only", line, value=busbw))
     elif threshold is None:
-        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)}: no all_reduce threshold "
-                            "for this SKU (see thresholds.toml)", line, value=busbw))
+        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)}: "
+                            + no_floor(limits, RELATIVE_CHECKS), line, value=busbw))
     elif size < limits.get("rccl_large_message_bytes", GIB):
         reading.add(finding("rccl.bus_bandwidth", "failed", f"the run stopped at {size_text(size)}, below "
                             f"{size_text(limits.get('rccl_large_message_bytes', GIB))} where bus bandwidth is judged (run with -e 8G)",
@@ -138,3 +142,42 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
     else:
         reading.add(finding("rccl.bus_bandwidth", "ok", f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
                             f"(at least {threshold:g})", line, value=busbw, threshold=threshold))
+
+
+def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
+    """Bus bandwidth over the message sizes: a fall that no floor is needed to see. A file may hold several sweeps
+    (runs or collectives one after another): a size that is not larger than the one before starts a new sweep."""
+    max_fall = limits.get("bandwidth_fall_max_pct")
+    points = [(line, number(row["size"][0]) or 0, max(bandwidths)) for line, row in rows
+              if (bandwidths := [b for b in (number(v) for v in row["busbw"]) if b is not None])]
+    if max_fall is None or len(points) < 2:
+        return
+    sweeps, found = [[points[0]]], False
+    for point in points[1:]:
+        if point[1] <= sweeps[-1][-1][1]:
+            sweeps.append([])
+        sweeps[-1].append(point)
+    for sweep in sweeps:
+        found |= _judge_one_sweep(reading, sweep, max_fall)
+    if not found:
+        reading.add(finding("rccl.size_sweep", "ok", f"bus bandwidth never falls more than {max_fall:g} % from one "
+                            f"message size to a larger one ({len(points)} sizes)", points[-1][0]))
+
+
+def _judge_one_sweep(reading: Reading, points: list, max_fall: float) -> bool:
+    fall = falls([bandwidth for _, _, bandwidth in points], max_fall, COMPARED_FROM_GBPS)
+    if fall is None:
+        return False
+    line, size, bandwidth = points[fall.at]
+    _, peak_size, peak = points[fall.peak]
+    _, last_size, last = points[-1]
+    drop = f"{bandwidth:g} GB/s at {size_text(size)}, {(1 - fall.ratio) * 100:.0f} % below {peak:g} GB/s at {size_text(peak_size)}"
+    if fall.sustained:
+        reading.add(finding("rccl.collapse", "failed", f"bus bandwidth collapses: {drop}, and stays down to the largest "
+                            f"size ({last:g} GB/s at {size_text(last_size)}): a link or GPU fails under load", line,
+                            value=round(fall.ratio, 3), threshold=round(1 - max_fall / 100, 3)))
+    else:
+        reading.add(finding("rccl.collapse", "degraded", f"bus bandwidth falls: {drop}, then recovers "
+                            f"({last:g} GB/s at {size_text(last_size)})", line,
+                            value=round(fall.ratio, 3), threshold=round(1 - max_fall / 100, 3)))
+    return True

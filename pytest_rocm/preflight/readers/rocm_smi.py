@@ -1,8 +1,11 @@
-"""`rocm-smi` (concise table and `--showtopo`): temperatures and power against limits, and GPU-to-GPU link types.
+"""`rocm-smi` (concise table, `--showtopo`, `--showmeminfo vram`, `--showuse`): temperatures and power against
+limits, VRAM held by idle GPUs, and GPU-to-GPU link types.
 
 The concise table's columns have changed across ROCm versions and hold spaces inside cells
 ("0x74a2,   1017", "NPS1, SPX, 0"), so values are found by their units rather than by position:
-the first `°C` is the junction temperature, the first `W` the socket power and the last `W` the cap.
+the first `°C` is the junction temperature, the first `W` the socket power and the last `W` the cap;
+where the header ends with `VRAM%  GPU%` (every version since ROCm 5), the last two `%` cells are those
+(`Fan` is a `%` cell too, earlier in the row).
 """
 
 from __future__ import annotations
@@ -15,27 +18,52 @@ from pytest_rocm.preflight.readers.matrix import link_type_findings
 _ROW = re.compile(r"^(\d+)\s+\S+\s+.*?°C")
 _TEMP = re.compile(r"([\d.]+)\s*°C")
 _WATTS = re.compile(r"([\d.]+)\s*W\b")
-_KNOWN = re.compile(r"^(=+.*=*|Device\s+Node.*|\(DID.*|\s*\(DID.*|WARNING:.*|GPU\[\d+\]\s*:.*|GPU\d+(\s+GPU\d+)*|"
+_PERCENT = re.compile(r"([\d.]+)\s*%")
+_VRAM_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*VRAM Total (Used )?Memory \(B\)\s*:\s*(\d+)")
+_USE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU use \(%\)\s*:\s*([\d.]+)")
+# Header and wrap lines: the ROCm 6.1+ layout prints a second header line "Name (20 chars) ..." and the
+# product name under each row ("AMD Instinct MI300X").
+_KNOWN = re.compile(r"^(=+.*=*|Device\s+(?:Node|\[Model).*|Name \(20 chars\).*|AMD Instinct .*|\(DID.*|\s*\(DID.*|"
+                    r"WARNING:.*|GPU\[\d+\]\s*:.*|GPU\d+(\s+GPU\d+)*|"
                     r"GPU\d+\s+.*)$")
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
+    vram_columns = False  # the concise header ends with VRAM% GPU%
+    memory: dict[str, dict] = {}  # --showmeminfo vram / --showuse lines, per GPU
     for line in lines:
         text = line.text.strip()
         if not text:
             continue
-        if _ROW.match(text) and (temps := _TEMP.findall(text)):
+        if text.startswith("Device") and "VRAM%" in text:
+            vram_columns = text.split()[-2:] == ["VRAM%", "GPU%"]
+            reading.understood += 1
+        elif _ROW.match(text) and (temps := _TEMP.findall(text)):
             reading.understood += 1
             gpu = text.split()[0]
             watts = [float(w) for w in _WATTS.findall(text)]
             judge_temperature(reading, line, gpu, float(temps[0]), limits.get("hotspot_temperature_max_c"), "junction")
             if len(watts) >= 2:
                 judge_power(reading, line, gpu, watts[0], watts[-1])
+            percents = _PERCENT.findall(text)
+            if vram_columns and len(percents) >= 2:
+                judge_idle_vram(reading, line, gpu, float(percents[-2]), float(percents[-1]), limits)
+        elif match := _VRAM_LINE.match(text):
+            reading.understood += 1
+            memory.setdefault(match.group(1), {})["used" if match.group(2) else "total"] = (int(match.group(3)), line)
+        elif match := _USE_LINE.match(text):
+            reading.understood += 1
+            memory.setdefault(match.group(1), {})["activity"] = (float(match.group(2)), line)
         elif _KNOWN.match(text):
             reading.understood += 1
         else:
             reading.unread.append(line)
+    for gpu, values in memory.items():
+        if "used" in values and values.get("total", (0,))[0] > 0:
+            used, line = values["used"]
+            activity = values.get("activity", (None,))[0]
+            judge_idle_vram(reading, line, gpu, used / values["total"][0] * 100, activity, limits)
     link_type_findings(reading, lines)
     if not reading.findings:
         reading.add(finding("rocm_smi.nothing", "failed", "no GPU rows or topology tables found in the rocm-smi output"))
@@ -59,3 +87,24 @@ def judge_power(reading: Reading, line: Line, gpu: str, watts: float, cap: float
                             value=watts, threshold=cap))
     else:
         reading.add(finding("power", "ok", "power within the cap", line, value=watts, threshold=cap))
+
+
+def judge_idle_vram(reading: Reading, line: Line | None, gpu: str, used_pct: float, activity_pct: float | None,
+                    limits: dict) -> None:
+    """A node offered for a job has no job on it: a GPU holding VRAM is a process that hung or was killed without
+    freeing it (0 % activity), or one still running; either way the next job cannot have the memory it plans for."""
+    limit = limits.get("idle_vram_max_pct")
+    if limit is None:
+        return
+    if used_pct <= limit:
+        reading.add(finding("vram.idle", "ok", f"no GPU holds more than {limit:g} % of its VRAM", line,
+                            value=round(used_pct, 1), threshold=limit))
+    elif not activity_pct:
+        activity = "at 0 % activity" if activity_pct == 0 else "(no activity figure)"
+        reading.add(finding("vram.idle", "failed", f"GPU {gpu} holds {used_pct:.0f} % of its VRAM {activity}: memory "
+                            "left by a hung or killed process; reset the GPU (amd-smi reset -G)", line,
+                            value=round(used_pct, 1), threshold=limit))
+    else:
+        reading.add(finding("vram.idle", "failed", f"GPU {gpu} holds {used_pct:.0f} % of its VRAM at {activity_pct:g} % "
+                            "activity: a process still runs on a node offered for a job", line,
+                            value=round(used_pct, 1), threshold=limit))

@@ -3,6 +3,8 @@
 RVS prints `[RESULT] [timestamp] [action] module ...` lines; the verdict words differ per module
 (`met: TRUE` for gst, `pass: TRUE` for iet, `peqt true`, `mem Test N : PASS`, `... violations N` for gm)
 and RVS 1.6 ends with a summary table (`| action | MODULE | PASS |`). `[ERROR]` lines fail the run.
+pbqt's `p2p-bandwidth` lines give each GPU pair's bandwidth: a pair far below the median of the other pairs
+of the same action is a slow link on any SKU (preflight/relative.py).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 
 from pytest_rocm.preflight.evidence import Line, Reading, finding
+from pytest_rocm.preflight.relative import below_peers
 
 _RESULT = re.compile(r"^\[RESULT\]\s*\[\s*[\d.]+\s*\]\s*(.*)$")
 _ACTION = re.compile(r"^\[([^\]]+)\]\s*(.*)$")
@@ -22,6 +25,8 @@ _VERDICTS = (  # (pattern on the text after [action], check); group 1 is the pas
 _VIOLATIONS = re.compile(r"\bgm\s+\S+\s+(\w+)\s+violations\s+(\d+)")
 _SUMMARY_ROW = re.compile(r"^\|\s*(\S[^|]*?)\s*\|\s*([A-Z]+)\s*\|\s*(PASS|FAIL|SKIP\w*)\s*\|$", re.I)
 _ERROR = re.compile(r"^\[ERROR\s*\]", re.I)
+_P2P_BANDWIDTH = re.compile(r"p2p-bandwidth\s*\[\s*\d+\s*/\s*\d+\s*\]\s*\[GPU::\s*(\d+)\b[^\]]*\]\s*\[GPU::\s*(\d+)\b[^\]]*\]"
+                            r"\s*bidirectional:\s*(true|false)\s+([\d.]+)\s*GBps", re.I)
 # Lines RVS prints that carry no verdict: banners, the GPU list of `rvs -g`, tables' borders and headers.
 _GPU_LISTED = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d - GPU\[", re.I)  # `rvs -g`
 _KNOWN = re.compile(r"^(ROCm Validation Suite.*|Supported GPUs available:|"
@@ -31,6 +36,7 @@ _KNOWN = re.compile(r"^(ROCm Validation Suite.*|Supported GPUs available:|"
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     listed = []
+    links: dict[str, dict] = {}  # "action, uni/bidirectional" -> {(GPU, GPU): (GB/s, line)}
     for line in lines:
         text = line.text.strip()
         if not text:
@@ -54,9 +60,14 @@ def read(lines: list[Line], limits: dict) -> Reading:
         if match := _RESULT.match(text):
             reading.understood += 1
             _judge_result(reading, line, match.group(1))
+            if bandwidth := _P2P_BANDWIDTH.search(match.group(1)):
+                action = _ACTION.match(match.group(1))
+                name = f"{action.group(1) if action else 'pbqt'}, {'bi' if bandwidth.group(3).lower() == 'true' else 'uni'}directional"
+                links.setdefault(name, {})[(int(bandwidth.group(1)), int(bandwidth.group(2)))] = (float(bandwidth.group(4)), line)
             continue
         if not _KNOWN.match(text):
             reading.unread.append(line)
+    _judge_links(reading, links, limits)
     if listed:
         expected = limits.get("gpus")
         short = expected is not None and len(listed) < expected
@@ -85,3 +96,19 @@ def _judge_result(reading: Reading, line: Line, body: str) -> None:
         kind, count = match.group(1), int(match.group(2))
         reading.add(finding("rvs.violations", "ok" if count == 0 else "failed",
                             f"{name}: {kind} violations {count}", line, value=count, threshold=0))
+
+
+def _judge_links(reading: Reading, links: dict[str, dict], limits: dict) -> None:
+    degraded, failed = limits.get("peer_degraded_pct"), limits.get("peer_failed_pct")
+    if degraded is None or failed is None:
+        return
+    for name, pairs in links.items():
+        slow = below_peers({pair: value for pair, (value, _) in pairs.items()}, degraded, failed)
+        for link in slow:
+            reading.add(finding("rvs.peer_link", link.status, f"{name}: GPU {link.key[0]} to GPU {link.key[1]} "
+                                f"{link.value:g} GB/s, {link.below_pct:.0f} % below the median of the other "
+                                f"{len(pairs) - 1} pairs ({link.peers_median:g} GB/s): a slow or retrained link",
+                                pairs[link.key][1], value=link.value))
+        if not slow and len(pairs) > 1:
+            reading.add(finding("rvs.peer_link", "ok", f"every GPU pair within {degraded:g} % of the others "
+                                f"({len(pairs)} pairs, {name})", min(pairs.values(), key=lambda item: item[1].number)[1]))

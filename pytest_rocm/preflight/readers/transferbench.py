@@ -1,21 +1,30 @@
-"""TransferBench: the all-to-all average bandwidth against the SKU's floor, and HIP errors that stop it.
+"""TransferBench: the all-to-all average against the SKU's floor, each p2p link against its peers, and HIP errors.
 
 TransferBench prints matrices and per-test lines (`Executor: GPU 00 | 47.772 GB/s | ...`) that are
 read as measurements; the a2a summary's `Average bandwidth (GPU Timed)` is the figure AMD's acceptance
-guide sets a floor on. With `AMD_LOG_LEVEL` set, the HIP runtime's log lines are read for errors.
+guide sets a floor on. The p2p matrices (`Unidirectional` / `Bidirectional copy peak bandwidth`) give
+every GPU-to-GPU link on its own: a link far below the median of the others is a bad link on any SKU.
+The a2a matrix is not compared that way: its healthy rows differ by 22 % (links contend by design).
+With `AMD_LOG_LEVEL` set, the HIP runtime's log lines are read for errors.
 """
 
 from __future__ import annotations
 
 import re
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding, number
+from pytest_rocm.preflight.evidence import Line, Reading, finding, no_floor, number
+from pytest_rocm.preflight.relative import below_peers
 
 _A2A_AVERAGE = re.compile(r"^Average\s+bandwidth\s+\(GPU Timed\):\s*([\d.]+)\s*GB/s")
 _MEASURE = re.compile(r"^(CPU->|Executor|Transfer|Aggregate|Test \d+:|##|Summary|SRC|GPU \d+|CPU \d+|RTotal|Averages|"
                       r"Aggregate bandwidth|=+$|Bytes|Unidirectional|Bidirectional|TransferBench|Using|Test)", re.I)
 _HIP_LOG = re.compile(r"^:(\d):")  # AMD_LOG_LEVEL lines: ':1:' is an error, higher numbers are information
 _HIP_ERROR = re.compile(r"(No compatible code objects found for: (\S+)|Returned (hipError\w+))")
+_P2P_TITLE = re.compile(r"^(Unidirectional|Bidirectional) copy peak bandwidth.*?(?:\((?:GPU-)?Executor:\s*(\w+)\))?\s*$", re.I)
+_MATRIX_HEADER = re.compile(r"^SRC\S*\s+(?:CPU|GPU)\s+\d+")
+_DEVICE = re.compile(r"\b(CPU|GPU)\s+(\d+)\b")
+_P2P_ROW = re.compile(r"^GPU\s+(\d+)\s+(->|<-|<->)?\s*((?:N/A|[\d.]+)(?:\s+(?:N/A|[\d.]+))*)$")
+RELATIVE_CHECKS = "p2p links against their peers; the all-to-all average is not judged"
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
@@ -36,8 +45,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
             value, floor = number(match.group(1)), limits.get("transferbench_a2a_gbps")
             if floor is None:
-                reading.add(finding("transferbench.a2a", "ok", f"all-to-all average {value:g} GB/s; no floor for "
-                                    "this SKU (see thresholds.toml)", line, value=value))
+                reading.add(finding("transferbench.a2a", "ok", f"all-to-all average {value:g} GB/s; "
+                                    + no_floor(limits, RELATIVE_CHECKS), line, value=value))
             else:
                 reading.add(finding("transferbench.a2a", "ok" if value >= floor else "failed",
                                     f"all-to-all average {value:g} GB/s " + ("meets" if value >= floor else "is below")
@@ -46,6 +55,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
         else:
             reading.unread.append(line)
+    _judge_p2p(reading, lines, limits)
     if not reading.findings:
         if reading.understood:
             reading.add(finding("transferbench.measured", "ok", "transfers measured; no figure with a floor "
@@ -53,3 +63,45 @@ def read(lines: list[Line], limits: dict) -> Reading:
         else:
             reading.add(finding("transferbench.no_results", "failed", "no TransferBench results found"))
     return reading
+
+
+def _p2p_links(lines: list[Line]) -> dict[str, dict[tuple[int, int], tuple[float, Line]]]:
+    """{matrix name: {(source GPU, destination GPU): (GB/s, row line)}} of the p2p tables, GPU to other GPU only
+    (a GPU to itself is its local copy, ten times faster; CPU cells are the host's links)."""
+    matrices: dict[str, dict] = {}
+    title, columns = None, []
+    for line in lines:
+        text = line.text.strip().replace("\\\\", "\\")
+        if match := _P2P_TITLE.match(text):  # one matrix per kind and executor (GFX, DMA)
+            title, columns = match.group(1).lower() + (f" {match.group(2)}" if match.group(2) else ""), []
+        elif title and _MATRIX_HEADER.match(text):
+            columns = _DEVICE.findall(text)
+        elif title and columns and (match := _P2P_ROW.match(text)):
+            source, direction, cells = int(match.group(1)), match.group(2) or "->", match.group(3).split()
+            name = f"{title} {direction}"
+            for (kind, index), cell in zip(columns, cells):
+                value = number(cell)
+                if kind == "GPU" and int(index) != source and value is not None:
+                    matrices.setdefault(name, {})[(source, int(index))] = (value, line)
+        elif text.startswith(("Averages", "Summary")):
+            title, columns = None, []
+    return matrices
+
+
+def _judge_p2p(reading: Reading, lines: list[Line], limits: dict) -> None:
+    degraded, failed = limits.get("peer_degraded_pct"), limits.get("peer_failed_pct")
+    if degraded is None or failed is None:
+        return
+    for name, links in _p2p_links(lines).items():
+        stragglers = below_peers({pair: value for pair, (value, _) in links.items()}, degraded, failed)
+        for slow in stragglers:
+            source, destination = slow.key
+            reading.add(finding("transferbench.peer_link", slow.status,
+                                f"GPU {source} to GPU {destination} ({name}): {slow.value:g} GB/s, {slow.below_pct:.0f} % "
+                                f"below the median of the other {len(links) - 1} links ({slow.peers_median:g} GB/s): "
+                                "a slow or retrained link", links[slow.key][1], value=slow.value,
+                                threshold=round(slow.peers_median * (1 - degraded / 100), 3)))
+        if not stragglers and len(links) > 1:
+            first = min(links.values(), key=lambda item: item[1].number)[1]
+            reading.add(finding("transferbench.peer_link", "ok", f"every GPU-to-GPU link within {degraded:g} % of its "
+                                f"peers ({len(links)} links, {name})", first))

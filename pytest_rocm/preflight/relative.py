@@ -1,0 +1,65 @@
+"""Relative rules: faults that no per-SKU floor names, found by comparing a node's figures with each other.
+
+- `falls`: a bandwidth that falls from one message (or array) size to a larger one by more than
+  `bandwidth_fall_max_pct`; sustained to the largest size it is a collapse (failed), recovered it is a dip.
+- `below_peers`: a link or GPU more than `peer_degraded_pct` (degraded) or `peer_failed_pct` (failed)
+  below the median of its peers in the same matrix or run.
+
+They need no SKU figure, so they run on every SKU, a new one included; thresholds.toml gives each number
+with where it comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+__all__ = ["Fall", "Straggler", "below_peers", "falls"]
+
+
+@dataclass(frozen=True)
+class Fall:
+    at: int  # index of the first point that fell
+    peak: int  # index of the best smaller point it fell from
+    ratio: float  # value at `at` / value at `peak`
+    sustained: bool  # the largest point is still below the limit: a collapse, not a dip
+
+
+@dataclass(frozen=True)
+class Straggler:
+    key: object
+    value: float
+    peers_median: float
+    below_pct: float
+    status: str  # degraded | failed
+
+
+def falls(values: list[float], max_fall_pct: float, compared_from: float = 0.0) -> Fall | None:
+    """The first point that falls more than `max_fall_pct` below the best point before it, or None.
+
+    `values` are in order of size. A point is compared only when the best before it is at least
+    `compared_from` (tiny sizes print 0.00 and 0.01: rounding, not bandwidth)."""
+    limit = 1 - max_fall_pct / 100
+    best = None
+    for index, value in enumerate(values):
+        if best is not None and values[best] >= compared_from and values[best] > 0 and value < values[best] * limit:
+            return Fall(index, best, value / values[best], sustained=values[-1] < values[best] * limit)
+        if best is None or value > values[best]:
+            best = index
+    return None
+
+
+def below_peers(values: dict, degraded_pct: float, failed_pct: float) -> list[Straggler]:
+    """Each entry more than `degraded_pct` below the median of the *other* entries (so one slow GPU of two is
+    still found); at least two entries are needed, and peers whose median is 0 are not judged."""
+    if len(values) < 2:
+        return []
+    found = []
+    for key, value in values.items():
+        peers = median(v for k, v in values.items() if k != key)
+        if peers <= 0:
+            continue
+        below = (1 - value / peers) * 100
+        if below > degraded_pct:
+            found.append(Straggler(key, value, peers, below, "failed" if below > failed_pct else "degraded"))
+    return found
