@@ -1,6 +1,7 @@
 """`rocm-gate preflight` and `rocm-gate drain` on real captured tool outputs (tests/data/samples/preflight)."""
 
 import json
+from pathlib import Path
 import shutil
 import sys
 
@@ -193,6 +194,29 @@ def test_a_bandwidth_collapse_fails_a_sku_without_a_floor(capsys, tmp_path):
     assert f"{collapsed}:43" in communication["reason"]
 
 
+def test_a_sweep_cut_short_proves_nothing_on_any_sku(capsys, tmp_path):
+    """The healthy MI210 sweep (no floor) cut after 512 MiB, as a run that hung there prints it."""
+    lines = _sample(MI210_HEALTHY).splitlines()
+    cut = tmp_path / "all_reduce.txt"
+    cut.write_text("\n".join(lines[:48]) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
+    assert code == 3 and layer(evidence, "communication")["reason"].startswith(
+        "the run stopped at 512 MiB, below 1 GiB where bus bandwidth is judged")
+
+
+@pytest.mark.parametrize("values,expected", [
+    ([1.0, 2.0, 59.64, 26.5, 30.9, 36.7], None),  # the MI210 algorithm switch: 56 %, recovers
+    ([1.33, 0.25, 100.0, 303.0, 300.0, 20.0, 20.1], (5, 3, True)),  # an early dip does not hide the collapse
+    ([100.0, 300.0, 10.0, 300.0], (2, 1, False)),  # a dip that recovers
+    ([5.0], None),
+])
+def test_falls_finds_the_collapse_first(values, expected):
+    from pytest_rocm.preflight.relative import falls
+
+    fall = falls(values, 75)
+    assert (fall.at, fall.peak, fall.sustained) == expected if expected else fall is None
+
+
 P2P = "transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollapsed.txt"
 
 
@@ -212,6 +236,30 @@ def test_one_link_below_its_peers_is_found(capsys, tmp_path, factor, status):
     assert hardware["verdict"] == status and code == (3 if status == "failed" else 0)
     [link] = [f for f in _findings(evidence, "hardware", "transferbench.peer_link") if f["status"] != "ok"]
     assert link["line"] == 9 and link["message"].startswith("GPU 3 to GPU 5 (unidirectional GFX ->): ")
+
+
+def test_a_p2p_matrix_with_a_missing_link_or_rows_fails(capsys, tmp_path):
+    """The real p2p matrix with the GPU 3 -> GPU 0 cell as N/A (no peer access), then cut after three GPU rows."""
+    lines = _sample(P2P).splitlines()
+    lines[8] = lines[8].replace(" 48.81 ", " N/A ", 1)
+    no_peer = tmp_path / "p2p.txt"
+    no_peer.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={no_peer}")
+    assert code == 3 and any(f["message"].startswith("GPU 3 to GPU 0 (unidirectional GFX ->): N/A")
+                             for f in _findings(evidence, "hardware", "transferbench.peer_link"))
+    cut = tmp_path / "p2p-cut.txt"
+    cut.write_text("\n".join(_sample(P2P).splitlines()[:8]) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={cut}")
+    assert code == 3 and _findings(evidence, "hardware", "transferbench.matrix")[0]["message"] == (
+        "the unidirectional GFX -> matrix has 3 of 8 GPU rows: the run stopped (a crash or a hang)")
+
+
+def test_transferbench_that_measured_nothing_fails(capsys, tmp_path):
+    banner = tmp_path / "tb.txt"
+    banner.write_text(_sample("transferbench/mi350x_transferbench_example-cfg_tests1-6_HSA_OVERRIDE_9.4.2_mhilgema-proj_EXCERPT.txt")
+                      .splitlines()[0] + "\n")
+    code, evidence = preflight(capsys, "--require", "hardware", "--source", f"transferbench={banner}")
+    assert code == 3 and "TransferBench started and measured nothing" in layer(evidence, "hardware")["reason"]
 
 
 BABELSTREAM = "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs_EXCERPT.txt"
@@ -266,6 +314,17 @@ def test_the_rocm_6_concise_layout_reads_every_line(capsys):
     assert layer(evidence, "hardware")["sources"][0]["unread"] == 0
 
 
+def test_a_polling_status_in_the_hip_log_is_not_an_error(capsys, tmp_path):
+    """AMD_LOG_LEVEL=3 logs every stream poll of rccl-tests as `Returned hipErrorNotReady`: not a failure."""
+    name = "rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt"
+    lines = _sample(name).splitlines()
+    lines.insert(20, ":3:hip_stream.cpp :393 : 2212396 us: [pid:1 tid:0x7f] hipStreamQuery: Returned hipErrorNotReady :")
+    logged = tmp_path / "all_reduce.txt"
+    logged.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"rccl-tests={logged}")
+    assert code == 0 and not _findings(evidence, "communication", "tool.error")
+
+
 CONCISE = "rocm-smi/mi350x_x8_rocm-smi_concise_idle_rocm7.0_mhilgema-proj.txt"
 
 
@@ -299,18 +358,45 @@ def test_vram_held_on_idle_gpus_fails_the_hardware_layer(capsys, tmp_path):
         "GPU 0 holds 75 % of its VRAM (no activity figure): memory left by a hung or killed process; reset the GPU (amd-smi reset -G)"}
 
 
-def test_a_line_the_tool_marks_as_an_error_fails_its_layer(capsys, tmp_path):
-    """The real 8x MI350X a2a capture with TransferBench's HIP error line inserted after its summary line."""
+def test_vram_columns_of_other_layouts(capsys, tmp_path):
+    """ROCm 7's `VRAM_USAGE` cell ("95.3/192.0 GB"), a concise row whose GPU% is N/A, and a monitor row whose
+    cells do not carry their column's unit (a layout the reader does not know: the cell is not judged)."""
+    monitor = tmp_path / "monitor.txt"
+    monitor.write_text("GPU  POWER  GPU_T  MEM_T  GFX_CLK  GFX%  MEM%  VRAM_USAGE\n"
+                       "  0  250 W  55 °C  43 °C  144 MHz   0 %   0 %  95.3/192.0 GB\n"
+                       "  1  250 W  55 °C  134 MHz  43 °C   0 %   0 %  0.3/192.0 GB\n")
+    lines = _sample(CONCISE).splitlines()
+    head, vram, activity = lines[6].rsplit(None, 2)
+    lines[6] = f"{head}  45%    N/A"
+    concise = tmp_path / "rocm-smi.txt"
+    concise.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--source", f"amd-smi={monitor}", "--source", f"rocm-smi={concise}")
+    failed = {f["message"] for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"}
+    assert code == 3 and failed == {
+        "GPU 0 holds 50 % of its VRAM at 0 % activity: memory left by a hung or killed process; reset the GPU (amd-smi reset -G)",
+        "GPU 1 holds 45 % of its VRAM (no activity figure): memory left by a hung or killed process; reset the GPU (amd-smi reset -G)"}
+    temperatures = [f for f in layer(evidence, "hardware")["findings"] if f["check"] == "temperature.memory"]
+    assert [f["status"] for f in temperatures] == ["ok"] and temperatures[0]["line"] == 2  # 134 MHz is not 134 C
+
+
+@pytest.mark.parametrize("error", [
+    "[ERROR] HIP Error: hipErrorIllegalAddress (an illegal memory access was encountered)",
+    "Exit code:    1",  # mpirun's report of a rank that failed
+    "[1,0]<stderr>:Traceback (most recent call last):",
+    "Aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION",
+])
+def test_a_line_the_tool_marks_as_an_error_fails_its_layer(capsys, tmp_path, error):
+    """The real 8x MI350X a2a capture with a tool's error line inserted after its summary line."""
     name = "transferbench/mi350x_x8_transferbench_a2a_51.4GBps_rocm7.0_mhilgema-proj_EXCERPT.txt"
     lines = _sample(name).splitlines()
-    lines.insert(2, "[ERROR] HIP Error: hipErrorIllegalAddress (an illegal memory access was encountered)")
+    lines.insert(2, error)
     broken = tmp_path / "a2a.txt"
     broken.write_text("\n".join(lines) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI350X", "--source", f"transferbench={broken}")
     hardware = layer(evidence, "hardware")
     assert code == 3 and hardware["verdict"] == "failed"
-    [error] = _findings(evidence, "hardware", "tool.error")
-    assert error["line"] == 3 and error["text"].startswith("[ERROR] HIP Error: hipErrorIllegalAddress")
+    [found] = _findings(evidence, "hardware", "tool.error")
+    assert found["line"] == 3 and found["text"] == error
     assert f"the tool printed an error ({broken}:3)" in hardware["reason"]
     assert hardware["sources"][0]["unread"] == 0  # quoted as the error, not counted as not understood
 
@@ -415,6 +501,9 @@ def test_bad_arguments_are_named(capsys, args, message):
     ("[default]\nidle_vram_max_pct = 5\nidle_vram_max_pct_source = 7\n", "idle_vram_max_pct_source = 7: a source is text"),
     ("[default]\npeer_degraded_pct = 30\npeer_degraded_pct_source = 'x'\n",
      "[default] peer_degraded_pct = 30 is above peer_failed_pct = 25"),
+    ("[default]\ngpus = 1" + "0" * 400 + "\ngpus_source = 'x'\n", "expected a finite number from 0 to 1e+15"),
+    ("[sku.MI300X]\ngpus = 8\ngpus_source = 'a'\n[sku.mi300x]\ngpus = 4\ngpus_source = 'b'\n",
+     "[sku.mi300x] is MI300X again; keep one table per SKU"),
 ])
 def test_a_broken_thresholds_file_is_named(capsys, tmp_path, text, message):
     broken = tmp_path / "thresholds.toml"
@@ -437,6 +526,12 @@ def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys
     assert rocm_gate(["preflight", "--out", str(tmp_path / "file" / "evidence.json"), "--source", sample]) == 2
     assert "is a file, not a folder" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["evidence.json", "file"]  # no half-written .tmp
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    for device_or_link in ("/dev/null", str(link)):  # the write renames over the path: it would replace them
+        assert rocm_gate(["preflight", "--out", device_or_link, "--source", sample]) == 2
+        assert f"{device_or_link}: not a plain file" in capsys.readouterr().err
+    assert link.is_symlink() and Path("/dev/null").is_char_device()
 
 
 def test_a_sites_thresholds_file_keeps_the_relative_rules(capsys, tmp_path):
@@ -549,6 +644,18 @@ def test_drain_skips_and_names_each_bad_history_file(capsys, tmp_path):
     assert "6 file(s) skipped" in captured.out and "GPU 2: infra failures of 3 different tests" in captured.out
     assert "kubectl cordon 'node 7'" in captured.out and "kubectl drain 'node 7' --ignore-daemonsets" in captured.out
     assert rocm_gate(["drain", "--history", str(tmp_path / "none"), "--node", "n"]) == 2
+
+
+@pytest.mark.parametrize("image,valid", [
+    ("rocm/vllm:rocm7.0_vllm_0.10.1", True), ("ghcr.io/owner/image@sha256:" + "a" * 64, True),
+    ("localhost:5000/a/b:c", True), ("[::1]:5000/rocm/vllm:v1", True), ("rocm/vllm@sha256:good", False),
+    ("rocm/vllm:vé", False), ("rocm/vllm:x\u1160", False), ("Rocm/Vllm", False), ("rocm/vllm:v1 --set x=y", False),
+    ("rocm/vllm:latest\n", False), ("a/" * 200 + "b", False),
+])
+def test_image_references_follow_the_distribution_grammar(image, valid):
+    from pytest_rocm.preflight.drain import image_reference
+
+    assert (image_reference(image) == image) is valid
 
 
 def test_drain_prints_no_image_name_that_is_not_an_oci_reference(capsys, tmp_path):

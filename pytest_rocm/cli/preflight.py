@@ -182,6 +182,9 @@ def check_writable(out: str) -> None:
     path = Path(out)
     if path.is_dir():
         raise ValueError(f"{out}: a folder; give --out a file name, such as {path / 'preflight.json'}")
+    if path.is_symlink() or path.exists() and not path.is_file():
+        # The write renames a new file over the path: it would replace a link or a device (/dev/null) itself.
+        raise ValueError(f"{out}: not a plain file (a link or a device); give --out the path of a file")
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{out}: not writable (check its permissions)")
     ancestor = path.parent

@@ -34,11 +34,13 @@ KINDS = {"pytest-rocm/preflight/": "preflight", "pytest-rocm/gate-report/": "gat
 MANIFEST_TEXT = ("runner", "container_image", "finished")  # the manifest fields drain reads
 # An OCI image reference (github.com/distribution/reference, reference.go): [host[:port]/]path[:tag][@digest].
 _COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
-_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+_HOST = (r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[a-fA-F0-9:]+\])"
+         r"(?::[0-9]+)?")
 IMAGE_REFERENCE = re.compile(rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
-                             r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+                             r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+                             re.ASCII)  # the grammar's \w is [A-Za-z0-9_]: no letter that only looks like one
 NAME_MAX = 255  # the reference's name part, at most
-REFERENCE_MAX = 512  # name, tag (128) and a sha512 digest fit; longer is refused before the pattern runs
+REFERENCE_MAX = 1024  # name, tag and a sha512 digest fit (255 + 129 + 136); longer is refused before the pattern
 
 
 class HistoryError(ValueError):

@@ -9,13 +9,16 @@ from dataclasses import asdict, dataclass, field
 SEVERITY = {"ok": 0, "degraded": 1, "failed": 2}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 LINE_TEXT_LIMIT = 200  # evidence quotes the line, cut to this many characters
-# Lines a tool prints when it failed, whatever the tool: its own error mark, the HIP runtime's error, an RCCL
-# warning that something failed, a FAIL word, a non-zero return code it prints, a crash. Matched on every line
-# of every tool but the kernel log (other drivers' lines say "failed" routinely; dmesg has its own rules).
+# Lines a tool prints when it failed, whatever the tool: its own error mark, the HIP and HSA runtimes' errors
+# (not hipErrorNotReady: rccl-tests polls streams, and AMD_LOG_LEVEL=3 logs every poll), an RCCL warning that
+# something failed, a FAIL word, a non-zero exit code it (or mpirun) prints, a crash. Matched on every line of
+# every tool but the kernel log (other drivers' lines say "failed" routinely; dmesg has its own rules).
 TOOL_ERROR = re.compile(
-    r"\[\s*ERROR\s*\]|\bHIP Error\b|\bhipError(?!Success)[A-Z]\w*|\b[RN]CCL WARN\b.*\bfail|\bFAIL(?:ED|URE)?\b"
-    r"|\b(?:exit|exited|exiting)\b[^\n]*?\b(?:code|status)\b\s*(?:\w+\s*)?[:=\[]?\s*-?[1-9]\d*\b"
-    r"|^Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b")
+    r"\[\s*ERROR\s*\]|\bHIP Error\b|\bhipError(?!Success\b|NotReady\b|PeerAccessAlreadyEnabled\b)[A-Z]\w*"
+    r"|\bHSA_STATUS_ERROR\w*|\b[RN]CCL WARN\b.*(?i:\bfail)|\bFAIL(?:ED|URE)?\b"
+    r"|(?i:\b(?:exit|exited|exiting)\b[^\n]*?\b(?:code|status)\b\s*(?:\w+\s*)?[:=\[]?\s*-?[1-9]\d*\b)"
+    r"|(?i:\bexited on signal\b)|Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b"
+    r"|\bterminate called after throwing\b")
 # A source with more than this share of characters that are not text (NUL and other controls, bytes that are
 # not UTF-8) is not a tool's output: tools print text, and a damaged or wrong file must not read as healthy.
 NOT_TEXT_SHARE = 0.10

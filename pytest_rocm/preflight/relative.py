@@ -35,15 +35,25 @@ class Straggler:
 
 
 def falls(values: list[float], max_fall_pct: float, compared_from: float = 0.0) -> Fall | None:
-    """The first point that falls more than `max_fall_pct` below the best point before it, or None.
+    """The fall that matters in `values` (in order of size), or None.
 
-    `values` are in order of size. A point is compared only when the best before it is at least
-    `compared_from` (tiny sizes print 0.00 and 0.01: rounding, not bandwidth)."""
+    A collapse first: the largest point more than `max_fall_pct` below the best point before it, reported
+    from the first point after that peak that fell and stayed down. Else the first dip: a point that falls
+    that far below the best before it and recovers. A point is compared only with a best of at least
+    `compared_from` (small sizes measure latency, and print 0.00 and 0.01: rounding, not bandwidth)."""
     limit = 1 - max_fall_pct / 100
+    if len(values) < 2:
+        return None
+    peak = max(range(len(values) - 1), key=lambda i: (values[i], -i))
+    if values[peak] >= compared_from and values[peak] > 0 and values[-1] < values[peak] * limit:
+        start = len(values) - 1
+        while start - 1 > peak and values[start - 1] < values[peak] * limit:
+            start -= 1
+        return Fall(start, peak, values[start] / values[peak], sustained=True)
     best = None
     for index, value in enumerate(values):
         if best is not None and values[best] >= compared_from and values[best] > 0 and value < values[best] * limit:
-            return Fall(index, best, value / values[best], sustained=values[-1] < values[best] * limit)
+            return Fall(index, best, value / values[best], sustained=False)
         if best is None or value > values[best]:
             best = index
     return None

@@ -21,6 +21,9 @@ BOUNDED = {"rccl_dip_ratio": 1, "bandwidth_fall_max_pct": 100, "peer_degraded_pc
            "idle_vram_max_pct": 100}  # a ratio is at most 1, a percentage at most 100
 
 
+LARGEST = 1e15  # above any figure a node prints (bytes of the largest message: 1.7e10); TOML integers are unbounded
+
+
 class ThresholdError(ValueError):
     """The thresholds file cannot be used; the message names the file, the key and the fix."""
 
@@ -48,8 +51,9 @@ def _check_table(path: Path, where: str, table: object) -> dict:
             continue
         if key not in KEYS:
             raise ThresholdError(f"{path}: [{where}] unknown key {key!r}; known keys: {', '.join(sorted(KEYS))}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected a finite number that is not negative")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
+                or isinstance(value, float) and not math.isfinite(value) or value > LARGEST:
+            raise ThresholdError(f"{path}: [{where}] {key} = {value!r:.40}: expected a finite number from 0 to {LARGEST:g}")
         if KEYS[key] is int and value != int(value):
             raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected a whole number")
         if key in BOUNDED and value > BOUNDED[key]:
@@ -86,6 +90,8 @@ def load(path: str | Path | None = None) -> Thresholds:
         sku = normalise_sku(name)
         if sku is None or not isinstance(table, dict):
             raise ThresholdError(f"{path}: [sku.{name}] is not a SKU table; use a SKU name such as MI300X")
+        if sku in per_sku:
+            raise ThresholdError(f"{path}: [sku.{name}] is {sku} again; keep one table per SKU")
         per_sku[sku] = _check_table(path, f"sku.{name}", table)
     default = _check_table(path, "default", data.get("default", {}))
     if path.resolve() != DEFAULT_FILE.resolve():

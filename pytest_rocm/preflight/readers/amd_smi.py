@@ -19,7 +19,12 @@ _KEY_VALUE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*)$")
 _XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*Gb/s)\s+(\w+)")
 # A `monitor` cell: a number or N/A with its unit, or a word (THROTTLE prints UNTHROTTLED); columns differ by
 # version and flags (GPU_T or GPU_TEMP, GFX% or GFX_UTIL), so cells are matched to the header by position.
-_MONITOR_CELL = re.compile(r"(N/A|-?[\d.]+)(?:\s*(?:W|°C|C|MHz|GHz|%|[KMGT]i?B|[KMG]b/s|B))?(?!\S)|([A-Za-z]\S*)")
+# A value is believed only with the unit its column must have: a layout this reader does not know (an added
+# column, a partition row with fewer cells) then leaves a cell unjudged instead of reading MHz as °C.
+_MONITOR_CELL = re.compile(r"(N/A|-?[\d.]+(?:/[\d.]+)?)(?:\s*(W|°C|C|MHz|GHz|%|[KMGT]i?B|[KMG]b/s|B))?(?!\S)|([A-Za-z]\S*)")
+_MONITOR_UNITS = {"GPU_T": ("°C", "C"), "GPU_TEMP": ("°C", "C"), "HOTSPOT_T": ("°C", "C"), "HOTSPOT_TEMP": ("°C", "C"),
+                  "MEM_T": ("°C", "C"), "MEM_TEMP": ("°C", "C"), "POWER": ("W",), "PWR_CAP": ("W",),
+                  "GFX%": ("%",), "GFX_UTIL": ("%",)}
 _MONITOR_HEADER = re.compile(r"^\s*GPU(?:\s+[A-Z][A-Z0-9_]*%?){2,}\s*$", re.M)
 _MEGABYTES = {"B": 1 / 1e6, "KB": 1e-3, "KIB": 1 / 1024, "MB": 1, "MIB": 1, "GB": 1e3, "GIB": 1024, "TB": 1e6}
 NO_PAGES = "no bad pages found"
@@ -185,12 +190,14 @@ def _read_monitor(reading: Reading, lines: list[Line], limits: dict) -> None:
         elif header and re.match(r"^\d+\s", stripped):
             reading.understood += 1
             gpu, rest = stripped.split(None, 1)
-            cells = dict(zip(header[1:], (m.group(0) for m in _MONITOR_CELL.finditer(rest))))
-            value = {column: number(cell.split()[0]) if cell[:1].isdigit() or cell[:1] == "-" else None
-                     for column, cell in cells.items()}
+            matches = dict(zip(header[1:], _MONITOR_CELL.finditer(rest)))
+            cells = {column: match.group(0) for column, match in matches.items()}
+            value = {column: number(matches[column].group(1)) for column, units in _MONITOR_UNITS.items()
+                     if column in matches and matches[column].group(2) in units}
             for column, sensor, key in (("GPU_T", "hotspot", "hotspot_temperature_max_c"),
                                         ("GPU_TEMP", "hotspot", "hotspot_temperature_max_c"),
                                         ("HOTSPOT_T", "hotspot", "hotspot_temperature_max_c"),
+                                        ("HOTSPOT_TEMP", "hotspot", "hotspot_temperature_max_c"),
                                         ("MEM_T", "memory", "memory_temperature_max_c"),
                                         ("MEM_TEMP", "memory", "memory_temperature_max_c")):
                 if value.get(column) is not None:
@@ -198,6 +205,9 @@ def _read_monitor(reading: Reading, lines: list[Line], limits: dict) -> None:
             if value.get("POWER") is not None and value.get("PWR_CAP") is not None:
                 judge_power(reading, line, gpu, value["POWER"], value["PWR_CAP"])
             used, total = _megabytes(cells.get("VRAM_USED")), _megabytes(cells.get("VRAM_TOTAL"))
+            if "VRAM_USAGE" in cells and "/" in cells["VRAM_USAGE"]:  # ROCm 7: "95.3/192.0 GB"
+                amounts, _, unit = cells["VRAM_USAGE"].partition(" ")
+                used, total = (_megabytes(f"{amount} {unit}") for amount in amounts.split("/", 1))
             if used is not None and total:
                 activity = next((value[c] for c in ("GFX%", "GFX_UTIL") if value.get(c) is not None), None)
                 judge_idle_vram(reading, line, gpu, used / total * 100, activity, limits)

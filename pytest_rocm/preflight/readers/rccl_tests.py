@@ -20,7 +20,10 @@ _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
 _COLLECTIVE = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(\w+)")
 GIB = 1024**3
-COMPARED_FROM_GBPS = 1.0  # rccl-tests prints two decimals: under 1 GB/s one step of 0.01 is a 1 % change
+# Sizes are compared from a best of 1 GB/s and a tenth of the sweep's peak up: rccl-tests prints two decimals
+# (under 1 GB/s one step of 0.01 is a 1 % change), and small messages measure latency, not bandwidth.
+COMPARED_FROM_GBPS = 1.0
+COMPARED_FROM_PEAK = 0.1
 RELATIVE_CHECKS = "bandwidth across message sizes, out-of-place against in-place"
 
 
@@ -129,13 +132,13 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
     elif collective not in (None, "all_reduce_perf") or ("redop" in last and last["redop"][0] == "none"):
         reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} ({name}): thresholds "
                             "are set for all_reduce only", line, value=busbw))
-    elif threshold is None:
-        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)}: "
-                            + no_floor(limits, RELATIVE_CHECKS), line, value=busbw))
-    elif size < limits.get("rccl_large_message_bytes", GIB):
+    elif size < limits.get("rccl_large_message_bytes", GIB):  # on any SKU: a sweep cut short proves nothing
         reading.add(finding("rccl.bus_bandwidth", "failed", f"the run stopped at {size_text(size)}, below "
                             f"{size_text(limits.get('rccl_large_message_bytes', GIB))} where bus bandwidth is judged (run with -e 8G)",
                             line, value=size, threshold=limits.get("rccl_large_message_bytes", GIB)))
+    elif threshold is None:
+        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)}: "
+                            + no_floor(limits, RELATIVE_CHECKS), line, value=busbw))
     elif busbw < threshold:
         reading.add(finding("rccl.bus_bandwidth", "failed", f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
                             f"is below {threshold:g} GB/s", line, value=busbw, threshold=threshold))
@@ -165,7 +168,8 @@ def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
 
 
 def _judge_one_sweep(reading: Reading, points: list, max_fall: float) -> bool:
-    fall = falls([bandwidth for _, _, bandwidth in points], max_fall, COMPARED_FROM_GBPS)
+    values = [bandwidth for _, _, bandwidth in points]
+    fall = falls(values, max_fall, max(COMPARED_FROM_GBPS, COMPARED_FROM_PEAK * max(values)))
     if fall is None:
         return False
     line, size, bandwidth = points[fall.at]

@@ -4,8 +4,8 @@ limits, VRAM held by idle GPUs, and GPU-to-GPU link types.
 The concise table's columns have changed across ROCm versions and hold spaces inside cells
 ("0x74a2,   1017", "NPS1, SPX, 0"), so values are found by their units rather than by position:
 the first `°C` is the junction temperature, the first `W` the socket power and the last `W` the cap;
-where the header ends with `VRAM%  GPU%` (every version since ROCm 5), the last two `%` cells are those
-(`Fan` is a `%` cell too, earlier in the row).
+where the header ends with `VRAM%  GPU%` (every version since ROCm 5), the row's last two cells are those
+(`75%`, or `N/A` where not measured).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import re
 from pytest_rocm.preflight.evidence import Line, Reading, finding
 from pytest_rocm.preflight.readers.matrix import link_type_findings
 
-_ROW = re.compile(r"^(\d+)\s+\S+\s+.*?°C")
-_TEMP = re.compile(r"([\d.]+)\s*°C")
+# `°` read from a Latin-1 terminal's capture is U+FFFD (the file is decoded as UTF-8 with errors="replace").
+_ROW = re.compile(r"^(\d+)\s+\S+\s+.*?[°\ufffd]C")
+_TEMP = re.compile(r"([\d.]+)\s*[°\ufffd]C")
 _WATTS = re.compile(r"([\d.]+)\s*W\b")
-_PERCENT = re.compile(r"([\d.]+)\s*%")
+_PERCENT = re.compile(r"([\d.]+)%")
 _VRAM_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*VRAM Total (Used )?Memory \(B\)\s*:\s*(\d+)")
 _USE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU use \(%\)\s*:\s*([\d.]+)")
 # Header and wrap lines: the ROCm 6.1+ layout prints a second header line "Name (20 chars) ..." and the
@@ -46,9 +47,9 @@ def read(lines: list[Line], limits: dict) -> Reading:
             judge_temperature(reading, line, gpu, float(temps[0]), limits.get("hotspot_temperature_max_c"), "junction")
             if len(watts) >= 2:
                 judge_power(reading, line, gpu, watts[0], watts[-1])
-            percents = _PERCENT.findall(text)
-            if vram_columns and len(percents) >= 2:
-                judge_idle_vram(reading, line, gpu, float(percents[-2]), float(percents[-1]), limits)
+            vram, activity = (_percent(cell) for cell in text.split()[-2:])
+            if vram_columns and vram is not None:
+                judge_idle_vram(reading, line, gpu, vram, activity, limits)
         elif match := _VRAM_LINE.match(text):
             reading.understood += 1
             memory.setdefault(match.group(1), {})["used" if match.group(2) else "total"] = (int(match.group(3)), line)
@@ -87,6 +88,12 @@ def judge_power(reading: Reading, line: Line, gpu: str, watts: float, cap: float
                             value=watts, threshold=cap))
     else:
         reading.add(finding("power", "ok", "power within the cap", line, value=watts, threshold=cap))
+
+
+def _percent(cell: str) -> float | None:
+    """'75%' -> 75.0; 'N/A' -> None."""
+    match = _PERCENT.fullmatch(cell)
+    return float(match.group(1)) if match else None
 
 
 def judge_idle_vram(reading: Reading, line: Line | None, gpu: str, used_pct: float, activity_pct: float | None,

@@ -11,28 +11,33 @@ With `AMD_LOG_LEVEL` set, the HIP runtime's log lines are read for errors.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding, no_floor, number
+from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no_floor, number
 from pytest_rocm.preflight.relative import below_peers
 
 _A2A_AVERAGE = re.compile(r"^Average\s+bandwidth\s+\(GPU Timed\):\s*([\d.]+)\s*GB/s")
 _MEASURE = re.compile(r"^(CPU->|Executor|Transfer|Aggregate|Test \d+:|##|Summary|SRC|GPU \d+|CPU \d+|RTotal|Averages|"
                       r"Aggregate bandwidth|=+$|Bytes|Unidirectional|Bidirectional|TransferBench|Using|Test)", re.I)
 _HIP_LOG = re.compile(r"^:(\d):")  # AMD_LOG_LEVEL lines: ':1:' is an error, higher numbers are information
-_HIP_ERROR = re.compile(r"(No compatible code objects found for: (\S+)|Returned (hipError\w+))")
+_HIP_ERROR = re.compile(r"(No compatible code objects found for: (\S+)|Returned (hipError(?!NotReady\b)\w+))")
 _P2P_TITLE = re.compile(r"^(Unidirectional|Bidirectional) copy peak bandwidth.*?(?:\((?:GPU-)?Executor:\s*(\w+)\))?\s*$", re.I)
 _MATRIX_HEADER = re.compile(r"^SRC\S*\s+(?:CPU|GPU)\s+\d+")
 _DEVICE = re.compile(r"\b(CPU|GPU)\s+(\d+)\b")
 _P2P_ROW = re.compile(r"^GPU\s+(\d+)\s+(->|<-|<->)?\s*((?:N/A|[\d.]+)(?:\s+(?:N/A|[\d.]+))*)$")
 RELATIVE_CHECKS = "p2p links against their peers; the all-to-all average is not judged"
+# A line that carries a measurement: a bandwidth, or a matrix row with numbers (banners and settings do not).
+_MEASUREMENT = re.compile(r"\d\s*GB/s|^(?:GPU|CPU)\s+\d+\s+(?:->|<-|<->)?\s*(?:N/A|[\d.]+)(?:\s|$)")
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
+    measured = 0
     for line in lines:
         text = line.text.strip().replace("\\|", "|").replace("\\\\", "\\")
         if not text:
             continue
+        measured += bool(_MEASUREMENT.search(text))
         if match := _HIP_ERROR.search(text):
             reading.understood += 1
             if match.group(2):
@@ -57,18 +62,32 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.unread.append(line)
     _judge_p2p(reading, lines, limits)
     if not reading.findings:
-        if reading.understood:
+        if measured:
             reading.add(finding("transferbench.measured", "ok", "transfers measured; no figure with a floor "
                                 "(the a2a summary has one)"))
+        elif reading.understood:
+            reading.add(finding("transferbench.no_results", "failed", "TransferBench started and measured nothing "
+                                "(the run stopped before its first transfer)", last_line(lines)))
         else:
             reading.add(finding("transferbench.no_results", "failed", "no TransferBench results found"))
     return reading
 
 
-def _p2p_links(lines: list[Line]) -> dict[str, dict[tuple[int, int], tuple[float, Line]]]:
-    """{matrix name: {(source GPU, destination GPU): (GB/s, row line)}} of the p2p tables, GPU to other GPU only
-    (a GPU to itself is its local copy, ten times faster; CPU cells are the host's links)."""
-    matrices: dict[str, dict] = {}
+@dataclass
+class Matrix:
+    """One p2p matrix: its GPU-to-GPU links, the links it printed as N/A, the GPUs of its columns and rows."""
+
+    links: dict[tuple[int, int], tuple[float, Line]] = field(default_factory=dict)
+    missing: list[tuple[int, int, Line]] = field(default_factory=list)
+    columns: set[int] = field(default_factory=set)
+    rows: set[int] = field(default_factory=set)
+    last: Line | None = None
+
+
+def _p2p_matrices(lines: list[Line]) -> dict[str, Matrix]:
+    """{matrix name: Matrix} of the p2p tables, GPU to other GPU only (a GPU to itself is its local copy, ten times
+    faster; CPU cells are the host's links)."""
+    matrices: dict[str, Matrix] = {}
     title, columns = None, []
     for line in lines:
         text = line.text.strip().replace("\\\\", "\\")
@@ -78,11 +97,17 @@ def _p2p_links(lines: list[Line]) -> dict[str, dict[tuple[int, int], tuple[float
             columns = _DEVICE.findall(text)
         elif title and columns and (match := _P2P_ROW.match(text)):
             source, direction, cells = int(match.group(1)), match.group(2) or "->", match.group(3).split()
-            name = f"{title} {direction}"
+            matrix = matrices.setdefault(f"{title} {direction}", Matrix())
+            matrix.columns.update(int(index) for kind, index in columns if kind == "GPU")
+            matrix.rows.add(source)
+            matrix.last = line
             for (kind, index), cell in zip(columns, cells):
-                value = number(cell)
-                if kind == "GPU" and int(index) != source and value is not None:
-                    matrices.setdefault(name, {})[(source, int(index))] = (value, line)
+                if kind != "GPU" or int(index) == source:
+                    continue
+                if (value := number(cell)) is None:
+                    matrix.missing.append((source, int(index), line))
+                else:
+                    matrix.links[(source, int(index))] = (value, line)
         elif text.startswith(("Averages", "Summary")):
             title, columns = None, []
     return matrices
@@ -90,9 +115,16 @@ def _p2p_links(lines: list[Line]) -> dict[str, dict[tuple[int, int], tuple[float
 
 def _judge_p2p(reading: Reading, lines: list[Line], limits: dict) -> None:
     degraded, failed = limits.get("peer_degraded_pct"), limits.get("peer_failed_pct")
-    if degraded is None or failed is None:
-        return
-    for name, links in _p2p_links(lines).items():
+    for name, matrix in _p2p_matrices(lines).items():
+        links = matrix.links
+        for source, destination, line in matrix.missing:
+            reading.add(finding("transferbench.peer_link", "failed", f"GPU {source} to GPU {destination} ({name}): N/A, "
+                                "no bandwidth: the GPUs have no peer access or the transfer failed", line))
+        if len(matrix.rows) < len(matrix.columns):
+            reading.add(finding("transferbench.matrix", "failed", f"the {name} matrix has {len(matrix.rows)} of "
+                                f"{len(matrix.columns)} GPU rows: the run stopped (a crash or a hang)", matrix.last))
+        if degraded is None or failed is None:
+            continue
         stragglers = below_peers({pair: value for pair, (value, _) in links.items()}, degraded, failed)
         for slow in stragglers:
             source, destination = slow.key
