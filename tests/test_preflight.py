@@ -188,9 +188,10 @@ def test_a_bandwidth_collapse_fails_a_sku_without_a_floor(capsys, tmp_path):
     code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={collapsed}")
     communication = layer(evidence, "communication")
     assert code == 3 and communication["verdict"] == "failed"
-    [collapse] = _findings(evidence, "communication", "rccl.collapse")
-    assert collapse["line"] == 43 and collapse["status"] == "failed"
-    assert collapse["message"].startswith("bus bandwidth collapses: 2.65 GB/s at 16 MiB, 96 % below 59.64 GB/s at 8 MiB")
+    out_of_place, in_place = _findings(evidence, "communication", "rccl.collapse")
+    assert out_of_place["line"] == in_place["line"] == 43 and out_of_place["status"] == in_place["status"] == "failed"
+    assert out_of_place["message"].startswith("bus bandwidth collapses: 2.65 GB/s at 16 MiB, 96 % below 59.64 GB/s at "
+                                              "8 MiB (out-of-place)")
     assert f"{collapsed}:43" in communication["reason"]
 
 
@@ -201,7 +202,20 @@ def test_a_sweep_cut_short_proves_nothing_on_any_sku(capsys, tmp_path):
     cut.write_text("\n".join(lines[:48]) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
     assert code == 3 and layer(evidence, "communication")["reason"].startswith(
-        "the run stopped at 512 MiB, below 1 GiB where bus bandwidth is judged")
+        "the run stopped at 512 MiB of the 4 GiB asked for (maxBytes): a hang or a crash")
+    # the same cut with the header line gone: no summary after the table, below the plateau
+    cut.write_text("\n".join(lines[1:48]) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
+    assert code == 3 and "the run stopped at 512 MiB, with no summary after it" in layer(evidence, "communication")["reason"]
+    # a complete short sweep (the rccl-tests README's -e 128M, with its summary) is judged, not called a hang
+    short = [line for line in lines if not (line.split() and line.split()[0].isdigit() and int(line.split()[0]) > 2**27)]
+    cut.write_text("\n".join(short).replace("maxBytes 4294967296", "maxBytes 134217728") + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
+    assert code == 0 and not _findings(evidence, "communication", "rccl.stopped")
+    # -e 5G with -f 2 ends at 4 GiB: the next size (8 GiB) is past maxBytes, so the sweep is complete
+    cut.write_text(_sample(MI210_HEALTHY).replace("maxBytes 4294967296", "maxBytes 5368709120"))
+    code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
+    assert code == 0 and not _findings(evidence, "communication", "rccl.stopped")
 
 
 @pytest.mark.parametrize("values,expected", [
@@ -429,6 +443,79 @@ def test_binary_garbage_is_never_a_healthy_kernel_log(capsys, tmp_path):
     assert code == 4 and layer(evidence, "hardware")["verdict"] == "skipped" and not evidence["accepted"]
 
 
+BOOT = "dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_augmxnt_EXCERPT.txt"
+
+
+@pytest.mark.parametrize("line,status", [
+    ("amdgpu 0000:05:00.0: probe with driver amdgpu failed with error -12", "failed"),
+    ("[drm:amdgpu_device_init [amdgpu]] *ERROR* sw_init of IP block <gmc_v9_0> failed -12", "failed"),
+    ("[drm:psp_hw_start [amdgpu]] *ERROR* PSP load tmr failed!", "failed"),
+    ("amdgpu 0000:05:00.0: amdgpu: SMU: I'm not done with your previous command: SMN_C2PMSG_66:0x0000000E", "failed"),
+    ("amdgpu 0000:05:00.0: amdgpu: GPU hang detected", "failed"),
+    ("amdgpu: Xgmi link is down", "failed"),
+    ("amdgpu 0000:05:00.0: amdgpu: Failed to disable gfxoff!", "degraded"),
+])
+def test_amdgpu_errors_in_the_kernel_log_are_not_chatter(capsys, tmp_path, line, status):
+    """The real healthy boot log of 8x MI300X with one amdgpu error line appended (timestamped like its lines)."""
+    log = tmp_path / "dmesg.txt"
+    log.write_text(_sample(BOOT).rstrip("\n") + f"\n[   14.999999] {line}\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"dmesg={log}")
+    hardware = layer(evidence, "hardware")
+    assert hardware["verdict"] == status, hardware["reason"]
+    assert [f["line"] for f in hardware["findings"] if f["status"] == status] == [len(_sample(BOOT).splitlines()) + 1]
+
+
+def test_text_that_is_mostly_something_else_is_not_a_kernel_log(capsys, tmp_path):
+    """base64 of the healthy boot log: text, with a few lines that happen to contain `drm`."""
+    import base64
+
+    encoded = tmp_path / "dmesg.b64"
+    encoded.write_text(base64.encodebytes(_sample(BOOT).encode() * 40).decode())
+    code, evidence = preflight(capsys, "--source", f"dmesg={encoded}")
+    assert code == 4 and " of its " in layer(evidence, "hardware")["reason"] and "dmesg output" in layer(evidence, "hardware")["reason"]
+
+
+def test_odd_but_readable_sources(capsys, tmp_path):
+    """A BOM before amd-smi's JSON, rocm-smi --json and --showmemuse, RVS peers:false, an RCCL advice warning,
+    nan as the largest size's bandwidth, a p2p row cut short, and a p2p matrix of zeros."""
+    ecc = tmp_path / "ecc.json"
+    ecc.write_bytes(b"\xef\xbb\xbf" + json.dumps({"gpu_data": [{"gpu": 0, "ecc": {"total_uncorrectable_count": 1}}]}).encode())
+    rocm_json = tmp_path / "rocm-smi.json"
+    rocm_json.write_text(json.dumps({"card0": {"GPU use (%)": "0", "GPU Memory Allocated (VRAM%)": "73"}}))
+    memuse = tmp_path / "memuse.txt"
+    memuse.write_text("GPU[0]\t\t: GPU Memory Allocated (VRAM%): 0\nGPU[0]\t\t: GPU use (%): 0\n")
+    rvs = tmp_path / "rvs.txt"
+    rvs.write_text(_sample("rvs/mi300x_x8_rvs_pbqt_single_p2p_system-acceptance-docs_EXCERPT.txt").replace("peers:true", "peers:false", 1))
+    code, evidence = preflight(capsys, "--source", f"amd-smi={ecc}", "--source", f"rocm-smi={rocm_json}",
+                               "--source", f"rocm-smi={memuse}", "--source", f"rvs={rvs}")
+    failed = {(f["check"], f.get("line")) for f in layer(evidence, "hardware")["findings"] if f["status"] == "failed"}
+    assert code == 3 and failed == {("ecc.uncorrectable", None), ("vram.idle", None), ("rvs.p2p_peers", 1)}
+    assert [f["status"] for f in _findings(evidence, "hardware", "vram.idle") if f.get("file") == str(memuse)] == ["ok"]
+
+    lines = _sample("rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt").splitlines()
+    advice = tmp_path / "advice.txt"
+    advice.write_text("\n".join(["NCCL WARN NUMA auto balancing enabled which can lead to variability in the RCCL "
+                                 "performance! Disable by \"sudo sysctl kernel.numa_balancing=0\"", *lines]) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"rccl-tests={advice}")
+    assert code == 0, layer(evidence, "communication")["reason"]
+    last = max(i for i, line in enumerate(lines) if line.startswith("8589934592"))
+    lines[last] = lines[last].replace(" 316.55 ", " nan ").replace(" 315.84 ", " -nan ")
+    not_a_number = tmp_path / "nan.txt"
+    not_a_number.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"rccl-tests={not_a_number}")
+    assert code == 3 and "the largest size has no bus bandwidth" in layer(evidence, "communication")["reason"]
+
+    p2p = _sample(P2P).splitlines()
+    cut_row = tmp_path / "p2p.txt"
+    cut_row.write_text("\n".join([*p2p[:12], p2p[12].rsplit(None, 3)[0]]) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={cut_row}")
+    assert code == 3 and "the unidirectional GFX -> row of GPU 7 has 7 of 10 cells" in layer(evidence, "hardware")["reason"]
+    zeros = tmp_path / "zeros.txt"
+    zeros.write_text("\n".join(p2p[:5] + [" ".join(line.split()[:3] + ["0.00"] * 10) for line in p2p[5:13]]) + "\n")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={zeros}")
+    assert code == 3 and "measured 0 GB/s: no transfer ran" in layer(evidence, "hardware")["reason"]
+
+
 def test_on_this_machine_the_layers_say_why_they_were_skipped(capsys):
     if shutil.which("amd-smi") or shutil.which("rocm-smi"):
         pytest.skip("this machine has AMD tools: the live path is checked on GPU runners")
@@ -532,6 +619,9 @@ def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys
         assert rocm_gate(["preflight", "--out", device_or_link, "--source", sample]) == 2
         assert f"{device_or_link}: not a plain file" in capsys.readouterr().err
     assert link.is_symlink() and Path("/dev/null").is_char_device()
+    for odd in (str(tmp_path / "new-folder") + "/", str(tmp_path / ("x" * 300))):
+        assert rocm_gate(["preflight", "--out", odd, "--source", sample]) == 2
+        assert odd in capsys.readouterr().err
 
 
 def test_a_sites_thresholds_file_keeps_the_relative_rules(capsys, tmp_path):
@@ -595,15 +685,19 @@ def _test_entry(status: str, verdict: str, gpu: int | None) -> dict:
             "verdict_reason": "", "attempts": attempts, "probes": [], "duration": 1.0, "detail": "", "message": ""}
 
 
-def _gate_report(path, runner, image, conclusion, infra_tests=(), gpu=None):
-    """A gate report that passes the published schema (the strict loader refuses anything else)."""
+MAIN = {"event": "push", "ref": "refs/heads/main", "default_branch": "main", "head_sha": "a" * 40, "tested_sha": "a" * 40}
+
+
+def _gate_report(path, runner, image, conclusion, infra_tests=(), gpu=None, provenance=MAIN):
+    """A gate report that passes the published schema (the strict loader refuses anything else); by default of
+    a run on the default branch."""
     tests = {test: _test_entry("crashed", "infra", gpu) for test in infra_tests}
     tests["t::ok"] = _test_entry("passed", "pass", 0)
     path.write_text(json.dumps({
         "schema": "pytest-rocm/gate-report/1", "conclusion": conclusion, "conclusion_reason": "", "complete": True,
         "incomplete_causes": [], "collection_errors": [], "never_ran": [], "groups": {"engine": {"total": len(tests)}},
         "skip_reasons": [], "tests": tests, "record_problems": [],
-        "manifest": {"runner": runner, "container_image": image, "finished": path.stem}}))
+        "manifest": {"runner": runner, "container_image": image, "finished": path.stem, "provenance": provenance}}))
 
 
 def test_drain_follows_infra_verdicts_to_one_gpu_and_names_the_rollback_image(capsys, tmp_path):
@@ -616,6 +710,7 @@ def test_drain_follows_infra_verdicts_to_one_gpu_and_names_the_rollback_image(ca
     decision = json.loads(capsys.readouterr().out)
     assert decision["reasons"] == ["GPU 5: infra failures of 3 different tests (a::x, b::y, c::z): the device, not the tests"]
     assert decision["rollback_image"] == GOOD and decision["current_image"] == NEW
+    assert decision["rollback_from"] == str(tmp_path / "2026-11-01.json")
     assert (f"helm upgrade <runner-set> <chart> --reuse-values --set 'template.spec.containers[0].image={GOOD}'"
             in decision["commands"])
     assert decision["ignored_files"] == [str(tmp_path / "notes.json")] and decision["skipped_files"] == []
@@ -656,6 +751,17 @@ def test_image_references_follow_the_distribution_grammar(image, valid):
     from pytest_rocm.preflight.drain import image_reference
 
     assert (image_reference(image) == image) is valid
+
+
+def test_a_pull_requests_report_never_names_the_rollback_image(capsys, tmp_path):
+    """A gate report of a PR's run was written by the PR's code: its image is not a rollback target."""
+    pr = {"event": "pull_request_target", "ref": "refs/pull/7/merge", "default_branch": "main", "pr": 7,
+          "head_sha": "b" * 40, "tested_sha": "b" * 40}
+    _gate_report(tmp_path / "2026-11-01.json", "node-7", GOOD, "success")
+    _gate_report(tmp_path / "2026-11-02.json", "node-7", "attacker/image:latest", "success", provenance=pr)
+    _gate_report(tmp_path / "2026-11-03.json", "node-7", NEW, "neutral")
+    assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rollback_image"] == GOOD
 
 
 def test_drain_prints_no_image_name_that_is_not_an_oci_reference(capsys, tmp_path):

@@ -2,7 +2,7 @@
 
 Reads earlier preflight artifacts (`rocm-gate preflight --out`) and gate reports under --history, and
 prints the reasons, the `kubectl` cordon/drain commands, and the image to roll back to (the last one
-whose run concluded `success`). It prints commands, each argument quoted for the shell; it never runs
+whose run on the default branch concluded `success`, with the report it comes from). It prints commands, each argument quoted for the shell; it never runs
 them. A history file that is not a valid artifact is skipped and named on stderr.
 
 Exit status: 0 keep the node, 3 drain it, 2 bad input.
@@ -47,8 +47,9 @@ def run(args) -> int:
               + (f", {len(history.skipped)} file(s) skipped" if history.skipped else "") + ")")
         lines = [*(f"  - {reason}" for reason in decision.reasons), *(f"  note: {note}" for note in decision.notes)]
         if decision.rollback_image:
-            lines.append(f"  last image with a successful run: {decision.rollback_image}"
-                         + (" (the current one)" if decision.rollback_image == decision.current_image else ""))
+            lines.append(f"  last image with a successful run on the default branch: {decision.rollback_image}"
+                         + (" (the current one)" if decision.rollback_image == decision.current_image else "")
+                         + f" (from {plain(decision.rollback_from)})")
         commands = decision.commands()
         if commands:
             lines += ["", "commands (run them yourself):", *(f"  {c}" for c in commands)]

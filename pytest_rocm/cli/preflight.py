@@ -95,7 +95,7 @@ def _outputs(args, platform, benchmark_timeout_s: float) -> list:
             if len(raw) > MAX_SOURCE_BYTES:
                 raise ValueError(f"{path}: over {MAX_SOURCE_BYTES // 2**20} MiB, far more than {tool} prints; "
                                  f"check the path given to --source {tool}=")
-            outputs.append(ToolOutput(tool, path, raw.decode("utf-8", errors="replace")))
+            outputs.append(ToolOutput(tool, path, raw.decode("utf-8-sig", errors="replace")))  # a BOM is not text
         return outputs
     commands = live.quick_commands(args.kernel_log_since)
     if args.benchmarks:
@@ -179,8 +179,15 @@ def run(args) -> int:
 
 def check_writable(out: str) -> None:
     """Refuse an --out the evidence cannot be written to before the run starts (the run takes minutes)."""
+    try:
+        _check_writable(out)
+    except OSError as exc:  # a name too long, a loop of links: said, not a traceback
+        raise ValueError(f"{out}: not a path a file can be written to ({exc.strerror or exc})") from None
+
+
+def _check_writable(out: str) -> None:
     path = Path(out)
-    if path.is_dir():
+    if out.endswith(("/", "\\")) or path.is_dir():
         raise ValueError(f"{out}: a folder; give --out a file name, such as {path / 'preflight.json'}")
     if path.is_symlink() or path.exists() and not path.is_file():
         # The write renames a new file over the path: it would replace a link or a device (/dev/null) itself.

@@ -5,7 +5,9 @@ One bad run is an incident; a pattern is a machine. A node is drained when its o
 - an error count that only grows (correctable ECC, retired pages) over `GROWING_OVER` preflights in a row;
 - gate verdicts of `infra` that follow one GPU (`INFRA_ON_ONE_GPU` attempts of different tests on it)
   or the node (`INFRA_RUNS` runs with infra verdicts).
-The last image whose run concluded `success` in the history given is the rollback target.
+The rollback target is the image of the newest run that concluded `success` on the default branch (its
+manifest's provenance: a push, schedule or dispatch on the default branch); a PR's run never names it, since
+a PR's code wrote that report. The file it comes from is named, for the operator to check.
 
 The history is untrusted (a gate report was written by a job that ran a PR's code): each file goes through
 the strict loader (schemas/loader.py) and is skipped, named, when it is not a valid artifact; an image name
@@ -62,6 +64,7 @@ class Decision:
     reasons: list[str]
     rollback_image: str | None
     current_image: str | None
+    rollback_from: str | None = None  # the gate report that names the rollback image
     notes: list[str] = field(default_factory=list)  # images refused as not OCI references
 
     def commands(self) -> list[str]:
@@ -79,6 +82,7 @@ class Decision:
 
     def to_dict(self) -> dict:
         return {"node": self.node, "drain": self.drain, "reasons": self.reasons, "rollback_image": self.rollback_image,
+                "rollback_from": self.rollback_from,
                 "current_image": self.current_image, "notes": self.notes, "commands": self.commands()}
 
 
@@ -95,10 +99,14 @@ def image_reference(value: object) -> str | None:
 def read_history(folder: Path) -> History:
     """Every preflight artifact and gate report under a folder; other JSON is listed as ignored, and a file that
     is not a valid artifact (damaged, a folder or link named *.json, wrong types) is skipped with the reason."""
-    if not folder.is_dir():
+    try:
+        paths = sorted(folder.rglob("*.json")) if folder.is_dir() else None
+    except OSError as exc:
+        raise HistoryError(f"{folder}: cannot read it ({exc.strerror or exc})") from None
+    if paths is None:
         raise HistoryError(f"{folder}: no such folder (give the folder of earlier preflight.json and gate-report.json)")
     history = History()
-    for path in sorted(folder.rglob("*.json")):
+    for path in paths:
         try:
             kind, data = _read_artifact(path)
         except ArtifactError as exc:
@@ -161,8 +169,9 @@ def decide(node: str, history: History) -> Decision:
              and image_reference(r["manifest"]["container_image"]) is None]
     current = next((r["manifest"].get("container_image") for _, r in reversed(reports)
                     if r["manifest"].get("container_image")), None)
-    return Decision(node, bool(reasons), [plain(reason, 1000) for reason in reasons],
-                    _last_accepted_image(history.reports), image_reference(current), [plain(n, 500) for n in notes])
+    rollback, rollback_from = _last_accepted_image(history.reports)
+    return Decision(node, bool(reasons), [plain(reason, 1000) for reason in reasons], rollback, image_reference(current),
+                    rollback_from=rollback_from, notes=[plain(n, 500) for n in notes])
 
 
 def _growing_counts(preflights: list[tuple[str, dict]]) -> list[str]:
@@ -203,9 +212,20 @@ def _infra_patterns(reports: list[tuple[str, dict]]) -> list[str]:
     return reasons
 
 
-def _last_accepted_image(reports: list[tuple[str, dict]]) -> str | None:
-    for _, report in reversed(reports):
+TRUSTED_EVENTS = ("push", "schedule", "workflow_dispatch")  # runs of the default branch's own code
+
+
+def _on_default_branch(manifest: dict) -> bool:
+    provenance = manifest.get("provenance")
+    if not isinstance(provenance, dict) or not isinstance(provenance.get("default_branch"), str):
+        return False
+    return provenance.get("event") in TRUSTED_EVENTS and provenance.get("ref") == f"refs/heads/{provenance['default_branch']}"
+
+
+def _last_accepted_image(reports: list[tuple[str, dict]]) -> tuple[str | None, str | None]:
+    """(image, file) of the newest successful run on the default branch."""
+    for path, report in reversed(reports):
         image = image_reference(report["manifest"].get("container_image"))
-        if report["conclusion"] == "success" and image:
-            return image
-    return None
+        if report["conclusion"] == "success" and image and _on_default_branch(report["manifest"]):
+            return image, path
+    return None, None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -16,11 +17,13 @@ LINE_TEXT_LIMIT = 200  # evidence quotes the line, cut to this many characters
 TOOL_ERROR = re.compile(
     r"\[\s*ERROR\s*\]|\bHIP Error\b|\bhipError(?!Success\b|NotReady\b|PeerAccessAlreadyEnabled\b)[A-Z]\w*"
     r"|\bHSA_STATUS_ERROR\w*|\b[RN]CCL WARN\b.*(?i:\bfail)|\bFAIL(?:ED|URE)?\b"
-    r"|(?i:\b(?:exit|exited|exiting)\b[^\n]*?\b(?:code|status)\b\s*(?:\w+\s*)?[:=\[]?\s*-?[1-9]\d*\b)"
+    r"|(?i:\b(?:exit|exited|exiting)\b[^\n]{0,40}?\b(?:code|status)\b\s*(?:\w+\s*)?[:=\[]?\s*-?[1-9]\d*\b)"
     r"|(?i:\bexited on signal\b)|Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b"
     r"|\bterminate called after throwing\b")
 # A source with more than this share of characters that are not text (NUL and other controls, bytes that are
 # not UTF-8) is not a tool's output: tools print text, and a damaged or wrong file must not read as healthy.
+ERROR_SCAN = 1000  # characters of each line searched for TOOL_ERROR: tools print their errors first, and a
+# hostile 100 KB line must not cost minutes
 NOT_TEXT_SHARE = 0.10
 NO_FLOOR = "no floor for "  # how a finding starts to say the SKU has no absolute figure (the layer's reason shows it)
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
@@ -82,11 +85,12 @@ def worst(statuses) -> str:
 
 
 def number(text: str) -> float | None:
-    """'315.91' -> 315.91; 'N/A', '-', '' -> None (tools print these for what they could not measure)."""
+    """'315.91' -> 315.91; 'N/A', '-', '', 'nan', 'inf' -> None (tools print these for what they could not measure)."""
     try:
-        return float(text.replace(",", ""))
+        value = float(text.replace(",", ""))
     except (ValueError, AttributeError):
         return None
+    return value if math.isfinite(value) else None  # 'nan', '-nan', 'inf' are not measurements
 
 
 def last_line(lines: list[Line]) -> Line | None:

@@ -38,11 +38,12 @@ def read(lines: list[Line], limits: dict) -> Reading:
     if start is not None:
         try:
             tree = json.loads("\n".join(line.text for line in lines[start:]))
-        except json.JSONDecodeError:
+            values = list(_flatten_json(tree))
+        except (json.JSONDecodeError, RecursionError):
             tree = None
         if tree is not None:
             reading.understood = len(lines) - start
-            _judge_values(reading, list(_flatten_json(tree)), limits)
+            _judge_values(reading, values, limits)
             return _finish(reading)
     if "LINK METRIC TABLE" in text:
         _read_xgmi(reading, lines, limits)
@@ -95,6 +96,7 @@ def _flatten_json(tree, gpu=None, path=()):
             yield gpu, path, f"{tree['value']} {tree['unit']}", None
             return
         gpu = tree.get("gpu", gpu)
+        gpu = gpu if isinstance(gpu, (int, str)) or gpu is None else json.dumps(gpu)[:40]  # a list or object: a label
         for key, value in tree.items():
             if key != "gpu":
                 yield from _flatten_json(value, gpu, (*path, str(key).upper()))

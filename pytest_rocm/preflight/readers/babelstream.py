@@ -46,7 +46,10 @@ def read(lines: list[Line], limits: dict) -> Reading:
             if function not in FLOORS:
                 continue
             measured[function].append((value, line))
-            if floor is None:
+            if value <= 0:
+                reading.add(finding(f"babelstream.{function.lower()}", "failed", f"{function} measured 0 MB/s: the "
+                                    "kernel did not run", line, value=value))
+            elif floor is None:
                 reading.add(finding(f"babelstream.{function.lower()}", "ok",
                                     f"{function} measured; " + no_floor(limits, RELATIVE_CHECKS), line, value=value))
             elif value < floor:
@@ -84,7 +87,10 @@ def _judge_peers(reading: Reading, measured: dict, limits: dict) -> None:
         if len(rows) < 2:
             continue
         slow_ones = below_peers(dict(enumerate(value for value, _ in rows)), degraded, failed)
-        if not slow_ones:
+        if max(value for value, _ in rows) <= 0:
+            reading.add(finding(f"babelstream.{function.lower()}_peers", "failed", f"{function} of every GPU is 0 MB/s: "
+                                "the kernels did not run", rows[-1][1]))
+        elif not slow_ones:
             reading.add(finding(f"babelstream.{function.lower()}_peers", "ok", f"{function} of each of {len(rows)} GPUs "
                                 f"within {degraded:g} % of the others", rows[-1][1]))
         for slow in slow_ones:

@@ -27,12 +27,19 @@ RULES = (
      "the GPU stopped responding"),
     (re.compile(r"HW Exception by GPU node-\d+.*reason\s*:\s*GPU Hang", re.I), "hip.gpu_hang", "failed",
      "the HIP runtime reported a GPU hang (application output, not the kernel log)"),
+    (re.compile(r"GPU hang detected|Xgmi link is down|Poison is (?:created|consumed)", re.I), "dmesg.gpu_fault", "failed",
+     "the GPU or its links failed (hang, XGMI link down, or poisoned memory)"),
+    (re.compile(r"probe with driver amdgpu failed|\*ERROR\*.*\bfail|PSP .*\bfail|\bSMU\b.*(?:not done|\bfail|timeout)",
+                re.I), "dmesg.driver_error", "failed",
+     "amdgpu reported an error from its driver or firmware (probe, IP block init, PSP, SMU): the GPU is not usable"),
     (re.compile(r"\[Hardware Error\]", re.I), "dmesg.hardware_error_record", "ok", None),  # ACA detail of a RAS event above
     (re.compile(r"retry page fault|page fault|VM_L2_PROTECTION_FAULT|Faulty UTCL2|MORE_FAULTS|WALKER_ERROR|"
                 r"PERMISSION_FAULTS|MAPPING_ERROR|\bRW: 0x|in page starting at|for process|cookie node_id", re.I),
      "dmesg.page_fault", "degraded", "a GPU page fault (usually a bug in the process named; the GPU stays usable)"),
     (re.compile(r"RAS INFO: ras initialized successfully|Initialized amdgpu|XGMI: Add node|ras_mask", re.I),
      "dmesg.init_ok", "ok", "amdgpu initialised with RAS enabled"),
+    (re.compile(r"bad page retirement enabled, [1-9]\d* bad pages|\*ERROR\*|\bFailed to\b", re.I), "dmesg.amdgpu_warning",
+     "degraded", "amdgpu reported a problem (retired bad pages, a driver error, a failed step): read the line"),
 )
 # amdgpu lines that carry no health signal (boot chatter)
 _CHATTER = re.compile(r"amdgpu|\[drm\]|kfd|\bdrm\b", re.I)

@@ -13,12 +13,17 @@ from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no
 from pytest_rocm.preflight.relative import falls
 
 _DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s")
-_FAILURE = re.compile(r"(TIMEOUT:|Test (?:NCCL|CUDA|HIP) failure|Test failure|NCCL WARN|RCCL WARN|segmentation fault|Aborted)", re.I)
+# RCCL prints warnings that are advice ("NCCL WARN NUMA auto balancing enabled ..."): a warning is a failure only
+# when it says something failed, timed out or was aborted.
+_FAILURE = re.compile(r"(TIMEOUT:|Test (?:NCCL|CUDA|HIP) failure|Test failure|[NR]CCL WARN.{0,300}?\b(?:fail|error|timed? ?out|abort)"
+                      r"|segmentation fault|Aborted)", re.I)
 _BANNER = re.compile(r"^(# .*|#|rccl-tests: .*|nccl-tests: .*|RCCL version\s*:.*|HIP version\s*:.*|ROCm version\s*:.*|"
                      r"Hostname\s*:.*|Librccl path\s*:.*|# Using devices)$")
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
 _COLLECTIVE = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(\w+)")
+_MAX_BYTES = re.compile(r"\bmaxBytes:?\s*(\d+)")
+_STEP = re.compile(r"\bstep:?\s*(\d+)\s*\((factor|bytes)\)")
 GIB = 1024**3
 # Sizes are compared from a best of 1 GB/s and a tenth of the sweep's peak up: rccl-tests prints two decimals
 # (under 1 GB/s one step of 0.01 is a 1 % change), and small messages measure latency, not bandwidth.
@@ -45,6 +50,8 @@ def _header_columns(text: str) -> list[str] | None:
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     hosts, ranks, collective = set(), 0, None
+    max_bytes, closed = None, False  # the largest size asked for (the header); the summary after the table
+    step = (2, "factor")  # how the header says sizes grow (-f 2 unless it says otherwise)
     columns: list[str] | None = None
     rows: list[tuple[Line, dict[str, list[str]]]] = []
     for line in lines:
@@ -55,6 +62,11 @@ def read(lines: list[Line], limits: dict) -> Reading:
             hosts.add(match.group(1))
             ranks += 1
             reading.understood += 1
+        elif text.startswith("#") and (match := _MAX_BYTES.search(text)):
+            max_bytes = int(match.group(1))
+            if found := _STEP.search(text):
+                step = (int(found.group(1)), found.group(2))
+            reading.understood += 1
         elif header := _header_columns(text):
             columns = header
             reading.understood += 1
@@ -62,11 +74,13 @@ def read(lines: list[Line], limits: dict) -> Reading:
             collective = match.group(1)
         elif match := _OUT_OF_BOUNDS.match(text):
             reading.understood += 1
+            closed = True
             if int(match.group(1)):
                 reading.add(finding("rccl.out_of_bounds", "failed",
                                     f"{match.group(1)} result(s) out of bounds: the collective computed wrong values", line))
         elif match := _AVERAGE.match(text):
             reading.understood += 1
+            closed = True
         elif _FAILURE.search(text):
             reading.understood += 1
             reading.add(finding("rccl.failure", "failed", "the test reported a failure", line))
@@ -85,7 +99,11 @@ def read(lines: list[Line], limits: dict) -> Reading:
                                 "the results table has a header and no rows: the test stopped before the first size "
                                 "(a hang or a crash of a GPU or link)", last_line(lines)))
         return reading
-    _judge_rows(reading, rows, limits, collective, hosts, ranks)
+    # The size after the last one, had the sweep gone on: when it is within maxBytes, the sweep stopped early.
+    last_size = number(rows[-1][1]["size"][0]) or 0
+    next_size = last_size * step[0] if step[1] == "factor" and step[0] > 1 else last_size + max(step[0], 1)
+    stopped_at = max_bytes if max_bytes is not None and next_size <= max_bytes else None
+    _judge_rows(reading, rows, limits, collective, hosts, ranks, max_bytes is not None, stopped_at, closed)
     return reading
 
 
@@ -100,7 +118,10 @@ def _row(text: str, columns: list[str]) -> dict[str, list[str]] | None:
     return row
 
 
-def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, hosts: set, ranks: int) -> None:
+def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, hosts: set, ranks: int,
+                asked: bool, stopped_before: int | None, closed: bool) -> None:
+    """`asked`: the header says how far the sweep goes; `stopped_before`: its maxBytes, when the sweep stopped
+    before reaching it; `closed`: the summary after the table was printed."""
     wrong_column = "#wrong" if "#wrong" in rows[0][1] else "error" if "error" in rows[0][1] else None
     for line, row in rows:
         for value in row.get(wrong_column, []) if wrong_column else []:
@@ -123,7 +144,15 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
     busbw = min((b for b in (number(v) for v in last["busbw"]) if b is not None), default=None)
     name = collective or "this collective"
     threshold = limits.get("rccl_all_reduce_busbw_gbps")
-    if busbw is None:
+    large = limits.get("rccl_large_message_bytes", GIB)
+    if stopped_before is not None or not asked and not closed and size < large:
+        # On any SKU: the sweep stopped before the size it was asked for (or, where the header is not shown,
+        # before the plateau with no summary after it): a hang or a crash, whatever the bandwidth so far.
+        why = (f" of the {size_text(stopped_before)} asked for (maxBytes)" if stopped_before is not None
+               else ", with no summary after it")
+        reading.add(finding("rccl.stopped", "failed", f"the run stopped at {size_text(size)}{why}: a hang or a crash "
+                            "of a GPU or link", line, value=size, threshold=stopped_before))
+    elif busbw is None:
         reading.add(finding("rccl.bus_bandwidth", "failed", "the largest size has no bus bandwidth", line))
     elif len(hosts) > 1:
         reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} over {len(hosts)} hosts "
@@ -132,13 +161,13 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
     elif collective not in (None, "all_reduce_perf") or ("redop" in last and last["redop"][0] == "none"):
         reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} ({name}): thresholds "
                             "are set for all_reduce only", line, value=busbw))
-    elif size < limits.get("rccl_large_message_bytes", GIB):  # on any SKU: a sweep cut short proves nothing
-        reading.add(finding("rccl.bus_bandwidth", "failed", f"the run stopped at {size_text(size)}, below "
-                            f"{size_text(limits.get('rccl_large_message_bytes', GIB))} where bus bandwidth is judged (run with -e 8G)",
-                            line, value=size, threshold=limits.get("rccl_large_message_bytes", GIB)))
     elif threshold is None:
         reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)}: "
                             + no_floor(limits, RELATIVE_CHECKS), line, value=busbw))
+    elif size < large:
+        reading.add(finding("rccl.bus_bandwidth", "failed", f"the run ended at {size_text(size)}, below "
+                            f"{size_text(large)} where bus bandwidth is judged against the floor (run with -e 8G)",
+                            line, value=size, threshold=large))
     elif busbw < threshold:
         reading.add(finding("rccl.bus_bandwidth", "failed", f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
                             f"is below {threshold:g} GB/s", line, value=busbw, threshold=threshold))
@@ -148,26 +177,32 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
 
 
 def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
-    """Bus bandwidth over the message sizes: a fall that no floor is needed to see. A file may hold several sweeps
-    (runs or collectives one after another): a size that is not larger than the one before starts a new sweep."""
+    """Bus bandwidth over the message sizes, out-of-place and in-place each: a fall that no floor is needed to see.
+    A file may hold several sweeps (runs or collectives one after another): a size that is not larger than the one
+    before starts a new sweep."""
     max_fall = limits.get("bandwidth_fall_max_pct")
-    points = [(line, number(row["size"][0]) or 0, max(bandwidths)) for line, row in rows
-              if (bandwidths := [b for b in (number(v) for v in row["busbw"]) if b is not None])]
-    if max_fall is None or len(points) < 2:
+    if max_fall is None:
         return
-    sweeps, found = [[points[0]]], False
-    for point in points[1:]:
-        if point[1] <= sweeps[-1][-1][1]:
-            sweeps.append([])
-        sweeps[-1].append(point)
-    for sweep in sweeps:
-        found |= _judge_one_sweep(reading, sweep, max_fall)
-    if not found:
+    found, compared = False, 0
+    for column, placement in enumerate(("out-of-place", "in-place")):
+        points = [(line, number(row["size"][0]) or 0, bandwidth) for line, row in rows
+                  if len(row["busbw"]) > column and (bandwidth := number(row["busbw"][column])) is not None]
+        if len(points) < 2:
+            continue
+        compared = max(compared, len(points))
+        sweeps = [[points[0]]]
+        for point in points[1:]:
+            if point[1] <= sweeps[-1][-1][1]:
+                sweeps.append([])
+            sweeps[-1].append(point)
+        for sweep in sweeps:
+            found |= _judge_one_sweep(reading, sweep, max_fall, placement)
+    if compared and not found:
         reading.add(finding("rccl.size_sweep", "ok", f"bus bandwidth never falls more than {max_fall:g} % from one "
-                            f"message size to a larger one ({len(points)} sizes)", points[-1][0]))
+                            f"message size to a larger one ({compared} sizes)", rows[-1][0]))
 
 
-def _judge_one_sweep(reading: Reading, points: list, max_fall: float) -> bool:
+def _judge_one_sweep(reading: Reading, points: list, max_fall: float, placement: str) -> bool:
     values = [bandwidth for _, _, bandwidth in points]
     fall = falls(values, max_fall, max(COMPARED_FROM_GBPS, COMPARED_FROM_PEAK * max(values)))
     if fall is None:
@@ -175,7 +210,8 @@ def _judge_one_sweep(reading: Reading, points: list, max_fall: float) -> bool:
     line, size, bandwidth = points[fall.at]
     _, peak_size, peak = points[fall.peak]
     _, last_size, last = points[-1]
-    drop = f"{bandwidth:g} GB/s at {size_text(size)}, {(1 - fall.ratio) * 100:.0f} % below {peak:g} GB/s at {size_text(peak_size)}"
+    drop = (f"{bandwidth:g} GB/s at {size_text(size)}, {(1 - fall.ratio) * 100:.0f} % below {peak:g} GB/s at "
+            f"{size_text(peak_size)} ({placement})")
     if fall.sustained:
         reading.add(finding("rccl.collapse", "failed", f"bus bandwidth collapses: {drop}, and stays down to the largest "
                             f"size ({last:g} GB/s at {size_text(last_size)}): a link or GPU fails under load", line,

@@ -1,5 +1,5 @@
-"""`rocm-smi` (concise table, `--showtopo`, `--showmeminfo vram`, `--showuse`): temperatures and power against
-limits, VRAM held by idle GPUs, and GPU-to-GPU link types.
+"""`rocm-smi` (concise table, `--showtopo`, `--showmeminfo vram`, `--showuse`, `--showmemuse`, and those as
+`--json`): temperatures and power against limits, VRAM held by idle GPUs, and GPU-to-GPU link types.
 
 The concise table's columns have changed across ROCm versions and hold spaces inside cells
 ("0x74a2,   1017", "NPS1, SPX, 0"), so values are found by their units rather than by position:
@@ -10,9 +10,10 @@ where the header ends with `VRAM%  GPU%` (every version since ROCm 5), the row's
 
 from __future__ import annotations
 
+import json
 import re
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding
+from pytest_rocm.preflight.evidence import Line, Reading, finding, number
 from pytest_rocm.preflight.readers.matrix import link_type_findings
 
 # `°` read from a Latin-1 terminal's capture is U+FFFD (the file is decoded as UTF-8 with errors="replace").
@@ -22,6 +23,10 @@ _WATTS = re.compile(r"([\d.]+)\s*W\b")
 _PERCENT = re.compile(r"([\d.]+)%")
 _VRAM_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*VRAM Total (Used )?Memory \(B\)\s*:\s*(\d+)")
 _USE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU use \(%\)\s*:\s*([\d.]+)")
+_MEMUSE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU Memory Allocated \(VRAM%\)\s*:\s*([\d.]+)")  # --showmemuse
+# `rocm-smi --json`: {"card0": {"VRAM Total Used Memory (B)": "...", "GPU use (%)": "0", ...}}
+JSON_KEYS = {"VRAM Total Memory (B)": "total", "VRAM Total Used Memory (B)": "used", "GPU use (%)": "activity",
+             "GPU Memory Allocated (VRAM%)": "percent"}
 # Header and wrap lines: the ROCm 6.1+ layout prints a second header line "Name (20 chars) ..." and the
 # product name under each row ("AMD Instinct MI300X").
 _KNOWN = re.compile(r"^(=+.*=*|Device\s+(?:Node|\[Model).*|Name \(20 chars\).*|AMD Instinct .*|\(DID.*|\s*\(DID.*|"
@@ -32,7 +37,9 @@ _KNOWN = re.compile(r"^(=+.*=*|Device\s+(?:Node|\[Model).*|Name \(20 chars\).*|A
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     vram_columns = False  # the concise header ends with VRAM% GPU%
-    memory: dict[str, dict] = {}  # --showmeminfo vram / --showuse lines, per GPU
+    memory: dict[str, dict] = {}  # --showmeminfo vram / --showuse / --showmemuse lines (or --json), per GPU
+    if _read_json(reading, lines, memory):
+        lines = []
     for line in lines:
         text = line.text.strip()
         if not text:
@@ -56,15 +63,20 @@ def read(lines: list[Line], limits: dict) -> Reading:
         elif match := _USE_LINE.match(text):
             reading.understood += 1
             memory.setdefault(match.group(1), {})["activity"] = (float(match.group(2)), line)
+        elif match := _MEMUSE_LINE.match(text):
+            reading.understood += 1
+            memory.setdefault(match.group(1), {})["percent"] = (float(match.group(2)), line)
         elif _KNOWN.match(text):
             reading.understood += 1
         else:
             reading.unread.append(line)
     for gpu, values in memory.items():
+        activity = values.get("activity", (None,))[0]
         if "used" in values and values.get("total", (0,))[0] > 0:
             used, line = values["used"]
-            activity = values.get("activity", (None,))[0]
             judge_idle_vram(reading, line, gpu, used / values["total"][0] * 100, activity, limits)
+        elif "percent" in values:
+            judge_idle_vram(reading, values["percent"][1], gpu, values["percent"][0], activity, limits)
     link_type_findings(reading, lines)
     if not reading.findings:
         reading.add(finding("rocm_smi.nothing", "failed", "no GPU rows or topology tables found in the rocm-smi output"))
@@ -88,6 +100,27 @@ def judge_power(reading: Reading, line: Line, gpu: str, watts: float, cap: float
                             value=watts, threshold=cap))
     else:
         reading.add(finding("power", "ok", "power within the cap", line, value=watts, threshold=cap))
+
+
+def _read_json(reading: Reading, lines: list[Line], memory: dict) -> bool:
+    """`rocm-smi ... --json`: the memory and use fields of each card into `memory`; False if it is not JSON."""
+    text = "\n".join(line.text for line in lines).strip()
+    if not text.startswith("{"):
+        return False
+    try:
+        cards = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    if not isinstance(cards, dict):
+        return False
+    reading.understood = sum(1 for line in lines if line.text.strip())
+    for card, fields in cards.items():
+        gpu = card.removeprefix("card")
+        for key, name in JSON_KEYS.items():
+            value = number(str(fields.get(key))) if isinstance(fields, dict) else None
+            if value is not None:
+                memory.setdefault(gpu, {})[name] = (value, None)
+    return True
 
 
 def _percent(cell: str) -> float | None:

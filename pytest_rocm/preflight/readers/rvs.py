@@ -21,6 +21,7 @@ _VERDICTS = (  # (pattern on the text after [action], check); group 1 is the pas
     (re.compile(r"\bpass:\s*(TRUE|FALSE)\b", re.I), "rvs.pass"),
     (re.compile(r"\bpeqt\s+(true|false)\b", re.I), "rvs.pcie_qualification"),
     (re.compile(r"\bmem Test\s*(?:\d+)\s*:\s*(PASS|FAIL)\b", re.I), "rvs.memory_test"),
+    (re.compile(r"\bpeers:\s*(true|false)\b", re.I), "rvs.p2p_peers"),  # pbqt: the two GPUs can reach each other
 )
 _VIOLATIONS = re.compile(r"\bgm\s+\S+\s+(\w+)\s+violations\s+(\d+)")
 _SUMMARY_ROW = re.compile(r"^\|\s*(\S[^|]*?)\s*\|\s*([A-Z]+)\s*\|\s*(PASS|FAIL|SKIP\w*)\s*\|$", re.I)
@@ -103,6 +104,10 @@ def _judge_links(reading: Reading, links: dict[str, dict], limits: dict) -> None
     if degraded is None or failed is None:
         return
     for name, pairs in links.items():
+        if max(value for value, _ in pairs.values()) <= 0:
+            reading.add(finding("rvs.peer_link", "failed", f"{name}: every GPU pair measured 0 GB/s: no transfer ran",
+                                max(pairs.values(), key=lambda item: item[1].number)[1]))
+            continue
         slow = below_peers({pair: value for pair, (value, _) in pairs.items()}, degraded, failed)
         for link in slow:
             reading.add(finding("rvs.peer_link", link.status, f"{name}: GPU {link.key[0]} to GPU {link.key[1]} "

@@ -32,7 +32,7 @@ _MEASUREMENT = re.compile(r"\d\s*GB/s|^(?:GPU|CPU)\s+\d+\s+(?:->|<-|<->)?\s*(?:N
 
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
-    measured = 0
+    measured, summary, average = 0, None, False  # the a2a summary line, and whether its average followed
     for line in lines:
         text = line.text.strip().replace("\\|", "|").replace("\\\\", "\\")
         if not text:
@@ -48,6 +48,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.add(finding("transferbench.hip_error", "failed", message, line))
         elif match := _A2A_AVERAGE.match(text):
             reading.understood += 1
+            average = True
             value, floor = number(match.group(1)), limits.get("transferbench_a2a_gbps")
             if floor is None:
                 reading.add(finding("transferbench.a2a", "ok", f"all-to-all average {value:g} GB/s; "
@@ -58,9 +59,14 @@ def read(lines: list[Line], limits: dict) -> Reading:
                                     + f" {floor:g} GB/s", line, value=value, threshold=floor))
         elif _HIP_LOG.match(text) or _MEASURE.match(text):
             reading.understood += 1
+            if text.startswith("Summary:") and "bytes per Transfer" in text and summary is None:  # the a2a summary
+                summary = line
         else:
             reading.unread.append(line)
     _judge_p2p(reading, lines, limits)
+    if summary is not None and not average:
+        reading.add(finding("transferbench.a2a", "failed", "the all-to-all summary has no `Average bandwidth` line: "
+                            "the run stopped before it ended (a crash or a hang)", last_line(lines)))
     if not reading.findings:
         if measured:
             reading.add(finding("transferbench.measured", "ok", "transfers measured; no figure with a floor "
@@ -81,6 +87,7 @@ class Matrix:
     missing: list[tuple[int, int, Line]] = field(default_factory=list)
     columns: set[int] = field(default_factory=set)
     rows: set[int] = field(default_factory=set)
+    short: list[tuple[int, int, int, Line]] = field(default_factory=list)  # rows cut short: (GPU, cells, columns, line)
     last: Line | None = None
 
 
@@ -101,6 +108,8 @@ def _p2p_matrices(lines: list[Line]) -> dict[str, Matrix]:
             matrix.columns.update(int(index) for kind, index in columns if kind == "GPU")
             matrix.rows.add(source)
             matrix.last = line
+            if len(cells) < len(columns):
+                matrix.short.append((source, len(cells), len(columns), line))
             for (kind, index), cell in zip(columns, cells):
                 if kind != "GPU" or int(index) == source:
                     continue
@@ -120,6 +129,13 @@ def _judge_p2p(reading: Reading, lines: list[Line], limits: dict) -> None:
         for source, destination, line in matrix.missing:
             reading.add(finding("transferbench.peer_link", "failed", f"GPU {source} to GPU {destination} ({name}): N/A, "
                                 "no bandwidth: the GPUs have no peer access or the transfer failed", line))
+        for source, cells, wanted, line in matrix.short:
+            reading.add(finding("transferbench.matrix", "failed", f"the {name} row of GPU {source} has {cells} of "
+                                f"{wanted} cells: the run stopped (a crash or a hang)", line))
+        if links and max(value for value, _ in links.values()) <= 0:
+            reading.add(finding("transferbench.peer_link", "failed", f"every GPU-to-GPU link of the {name} matrix "
+                                "measured 0 GB/s: no transfer ran", matrix.last))
+            continue
         if len(matrix.rows) < len(matrix.columns):
             reading.add(finding("transferbench.matrix", "failed", f"the {name} matrix has {len(matrix.rows)} of "
                                 f"{len(matrix.columns)} GPU rows: the run stopped (a crash or a hang)", matrix.last))
