@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_rocm.schemas.loader import MAX_FILE_BYTES, ArtifactError, check_document, parse
+from pytest_rocm.schemas.loader import ArtifactError, check_document, read_json_file
 from pytest_rocm.schemas.markdown import plain
 
 WINDOW = 5
@@ -125,18 +124,7 @@ def read_history(folder: Path) -> History:
 
 def _read_artifact(path: Path) -> tuple[str | None, dict | None]:
     """(kind, document) of one history file through the strict loader; (None, None) for JSON of another kind."""
-    try:
-        info = path.lstat()
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ArtifactError(f"{path}: not a plain file (a link, folder or device is refused)")
-    if info.st_size > MAX_FILE_BYTES:
-        raise ArtifactError(f"{path}: {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte cap for one artifact")
-    try:
-        data = parse(path.read_bytes(), str(path))
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    data = read_json_file(path)
     if not isinstance(data, dict) or "schema" not in data:
         return None, None
     if not isinstance(data["schema"], str):
