@@ -20,10 +20,11 @@ TOOL_ERROR = re.compile(
     r"|(?i:\b(?:exit|exited|exiting)\b[^\n]{0,40}?\b(?:code|status)\b\s*(?:\w+\s*)?[:=\[]?\s*-?[1-9]\d*\b)"
     r"|(?i:\bexited on signal\b)|Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b"
     r"|\bterminate called after throwing\b")
+# Characters of each line searched for TOOL_ERROR: tools print their errors first, and a hostile 100 KB line
+# must not cost minutes.
+ERROR_SCAN = 1000
 # A source with more than this share of characters that are not text (NUL and other controls, bytes that are
 # not UTF-8) is not a tool's output: tools print text, and a damaged or wrong file must not read as healthy.
-ERROR_SCAN = 1000  # characters of each line searched for TOOL_ERROR: tools print their errors first, and a
-# hostile 100 KB line must not cost minutes
 NOT_TEXT_SHARE = 0.10
 NO_FLOOR = "no floor for "  # how a finding starts to say the SKU has no absolute figure (the layer's reason shows it)
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")

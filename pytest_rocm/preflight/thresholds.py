@@ -19,8 +19,6 @@ KEYS = {
 RELATIVE_KEYS = ("bandwidth_fall_max_pct", "peer_degraded_pct", "peer_failed_pct", "idle_vram_max_pct")
 BOUNDED = {"rccl_dip_ratio": 1, "bandwidth_fall_max_pct": 100, "peer_degraded_pct": 100, "peer_failed_pct": 100,
            "idle_vram_max_pct": 100}  # a ratio is at most 1, a percentage at most 100
-
-
 LARGEST = 1e15  # above any figure a node prints (bytes of the largest message: 1.7e10); TOML integers are unbounded
 
 

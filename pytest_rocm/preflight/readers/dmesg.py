@@ -1,7 +1,8 @@
 """The kernel log (`dmesg`, `journalctl -k`) of amdgpu: RAS errors, resets, init failures, ring timeouts, faults.
 
 Each rule names what the line means for the node. Lines of other drivers are not the preflight's
-business and are skipped; amdgpu lines no rule knows are kept as unread so new messages get noticed.
+business and are skipped; amdgpu lines no rule knows are boot chatter (understood, no finding), so a new
+error message needs a rule here; lines that are neither kernel nor amdgpu lines are kept as unread.
 The HIP runtime's `HW Exception ... GPU Hang` lines are read too (they are printed by the application,
 not the kernel, but say the same about the GPU); the finding says so.
 """
