@@ -624,6 +624,28 @@ def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys
         assert odd in capsys.readouterr().err
 
 
+def test_an_interrupted_preflight_says_so_and_writes_nothing(tmp_path):
+    """Ctrl-C (or a job's cancel) during the smoke test: one line, exit 130, no evidence file and no traceback."""
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "evidence.json"
+    started = tmp_path / "started"
+    smoke = f"{sys.executable} -c \"import pathlib, time; pathlib.Path('{started}').touch(); time.sleep(60)\""
+    run = subprocess.Popen([sys.executable, "-m", "pytest_rocm.cli", "preflight", "--require", "none", "--platform",
+                            "mi300x-2", "--expect-gpus", "2", "--smoke-command", smoke, "--out", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.1)
+    run.send_signal(signal.SIGINT)
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 130, stderr
+    assert "rocm-gate preflight: interrupted before it finished; it concluded nothing" in stderr
+    assert "Traceback" not in stderr and "accepted" not in stdout and not out.exists()
+
+
 def test_a_sites_thresholds_file_keeps_the_relative_rules(capsys, tmp_path):
     """A site file written before the relative rules existed: they still run, with the packaged values."""
     site = tmp_path / "thresholds.toml"

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -44,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C or a job's cancel: said in one line; the artifacts are written atomically
+        print(f"rocm-gate {args.command}: interrupted before it finished; it concluded nothing", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
