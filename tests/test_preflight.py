@@ -624,26 +624,65 @@ def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys
         assert odd in capsys.readouterr().err
 
 
-def test_an_interrupted_preflight_says_so_and_writes_nothing(tmp_path):
-    """Ctrl-C (or a job's cancel) during the smoke test: one line, exit 130, no evidence file and no traceback."""
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_test(tmp_path, stop):
+    """Ctrl-C, or a job's cancel, during the smoke test: one line, exit 128 + the signal, no evidence file, no
+    traceback, and the smoke test (a grandchild, under the shell) is not left running on the GPU."""
+    import os
     import signal
     import subprocess
     import time
 
-    out = tmp_path / "evidence.json"
-    started = tmp_path / "started"
-    smoke = f"{sys.executable} -c \"import pathlib, time; pathlib.Path('{started}').touch(); time.sleep(60)\""
+    out, started, finished = tmp_path / "evidence.json", tmp_path / "smoke.pid", tmp_path / "smoke.finished"
+    smoke = (f"{sys.executable} -c \"import os, time; open('{started}', 'w').write(str(os.getpid())); time.sleep(30); "
+             f"open('{finished}', 'w')\"; true")
     run = subprocess.Popen([sys.executable, "-m", "pytest_rocm.cli", "preflight", "--require", "none", "--platform",
                             "mi300x-2", "--expect-gpus", "2", "--smoke-command", smoke, "--out", str(out)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not started.exists() and time.monotonic() < deadline and run.poll() is None:
+    while not (started.exists() and started.read_text()) and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.1)
-    run.send_signal(signal.SIGINT)
+    run.send_signal(getattr(signal, stop))
     stdout, stderr = run.communicate(timeout=120)
-    assert run.returncode == 130, stderr
+    assert run.returncode == 128 + getattr(signal, stop), stderr
     assert "rocm-gate preflight: interrupted before it finished; it concluded nothing" in stderr
     assert "Traceback" not in stderr and "accepted" not in stdout and not out.exists()
+    smoke_pid = int(started.read_text())
+    while time.monotonic() < deadline:
+        try:
+            os.kill(smoke_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(smoke_pid, signal.SIGKILL)
+        pytest.fail("the smoke test outlived the interrupted preflight")
+    assert not finished.exists(), "the preflight waited for the smoke test to end instead of stopping it"
+
+
+def test_a_smoke_test_past_its_timeout_is_stopped_with_what_it_started(capsys, tmp_path):
+    """A hung smoke test (a grandchild under the shell, as a server started by a script is) fails the layer and is
+    killed with its whole process group, not left holding the GPU."""
+    import os
+    import signal
+    import time
+
+    started = tmp_path / "smoke.pid"
+    smoke = f"{sys.executable} -c \"import os, time; open('{started}', 'w').write(str(os.getpid())); time.sleep(600)\"; true"
+    # 10 s: time enough for the grandchild to start and write its pid on a busy machine
+    code, evidence = preflight(capsys, "--platform", "mi300x-1", "--expect-gpus", "1", "--smoke-timeout", "10",
+                               "--smoke-command", smoke)
+    assert code == 3 and layer(evidence, "workload")["reason"] == "GPU 0: the smoke test did not finish in 10 s"
+    assert started.read_text(), "the smoke test did not start within its timeout"
+    smoke_pid, deadline = int(started.read_text()), time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            os.kill(smoke_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(smoke_pid, signal.SIGKILL)
+    pytest.fail("the timed-out smoke test was left running")
 
 
 def test_a_sites_thresholds_file_keeps_the_relative_rules(capsys, tmp_path):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 
 from pytest_rocm.cli import (baselines, dashboard, doctor, drain, groups, history, parity, preflight, publish, rerun,
                              select, shard, sweep, trust, verdict)
@@ -37,19 +39,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (a job's cancel, a pod's deletion) raised like Ctrl-C, so what a command started is cleaned up."""
+
+    signal_number = signal.SIGTERM
+
+
+def _stop(signal_number, frame):
+    raise Stopped()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Only the main thread may set a handler; a caller's own (main() run in-process) is put back after.
+    previous = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
     try:
         return COMMANDS[args.command].run(args)
     except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:  # Ctrl-C or a job's cancel: said in one line; the artifacts are written atomically
+    except KeyboardInterrupt as stopped:  # Ctrl-C or a job's cancel: one line; artifacts are written atomically
         print(f"rocm-gate {args.command}: interrupted before it finished; it concluded nothing", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return 128 + getattr(stopped, "signal_number", signal.SIGINT)  # as a shell reports the signal
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

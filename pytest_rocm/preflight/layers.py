@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 from collections.abc import Callable
@@ -182,19 +183,41 @@ def workload_layer(layer: Layer, platform, command: str | None, timeout_s: float
     for gpu in platform.gpus:
         env = {**os.environ, "HIP_VISIBLE_DEVICES": str(gpu.index), "CUDA_VISIBLE_DEVICES": str(gpu.index),
                "ROCR_VISIBLE_DEVICES": str(gpu.index)}
-        try:
-            done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, timeout=timeout_s,
-                                  errors="replace")
-        except subprocess.TimeoutExpired:
+        returncode, stdout, stderr = _run_smoke(command, env, timeout_s)
+        if returncode is None:
             failures.append(f"GPU {gpu.index}: the smoke test did not finish in {timeout_s:g} s")
-            continue
-        if done.returncode != 0:
-            last = ((done.stderr or done.stdout).strip().splitlines() or ["no output"])[-1][:200]
-            failures.append(f"GPU {gpu.index}: the smoke test exited with {done.returncode}: {last}")
+        elif returncode != 0:
+            last = ((stderr or stdout).strip().splitlines() or ["no output"])[-1][:200]
+            failures.append(f"GPU {gpu.index}: the smoke test exited with {returncode}: {last}")
     layer.findings = [finding("smoke", "failed", message) for message in failures] or [
         finding("smoke", "ok", f"the smoke test passed on each of {platform.gpu_count} GPU(s)")]
     layer.verdict = worst(f.status for f in layer.findings)
     layer.reason = "; ".join(f.message for f in layer.findings)
+
+
+def _run_smoke(command: str, env: dict, timeout_s: float) -> tuple[int | None, str, str]:
+    """(exit status or None on timeout, stdout, stderr) of the smoke command, run as its own process group: on a
+    timeout or an interrupt the whole group is killed, so a server it started does not keep holding the GPU."""
+    process = subprocess.Popen(command, shell=True, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               errors="replace", start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        return process.returncode, stdout, stderr
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        stdout, stderr = process.communicate()
+        return None, stdout, stderr
+    except BaseException:
+        _kill_group(process)
+        process.wait()
+        raise
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def node_name(given: str | None = None) -> str:
