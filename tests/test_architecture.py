@@ -85,8 +85,13 @@ def test_xdist_internals_are_touched_in_two_modules():
 
 
 def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
-    """DESIGN section 2: `github/` reads files (their schemas), not the plugin's Python objects or test code."""
+    """DESIGN section 2: `github/` reads files (their schemas), not the plugin's Python objects or test code. The
+    trunk attribution it uses reads the same artifacts (a gate report, a trunk state) and nothing else."""
+    readers = ("pytest_rocm.github", "pytest_rocm.schemas", "pytest_rocm.trunk.attribution")
     for name in MODULES:
         if name.startswith("pytest_rocm.github"):
-            outside = {m for m in imports_of(name) if not m.startswith(("pytest_rocm.github", "pytest_rocm.schemas"))}
+            outside = {m for m in imports_of(name) if not m.startswith(readers)}
             assert not outside, f"{name} imports {sorted(outside)}"
+    outside = {m for m in imports_of("pytest_rocm.trunk.attribution")
+               if not m.startswith(("pytest_rocm.schemas", "pytest_rocm.trunk.fingerprint"))}
+    assert not outside, f"pytest_rocm.trunk.attribution imports {sorted(outside)}"

@@ -5,19 +5,34 @@
                                                   one is refused, named, and nothing of it is written
   rocm-gate history suspects --db HISTORY         recurring infrastructure faults (a suspected real bug, or a
                                                   machine to drain), flaky tests, known gaps ready to close
+  rocm-gate history trunk --db HISTORY --sku SKU --out trunk.json [--repo CHECKOUT]
+                                                  the state of the default branch on one SKU, from main runs
+                                                  only (push, schedule, dispatch on it, its merge queue): per
+                                                  test failing since, last green, suspect commits, flips, time
+                                                  red, flaky; `rocm-gate publish --trunk` reads it. --repo: a
+                                                  checkout of the repository, for main's commit order and the
+                                                  commits of each suspect range (else only tested commits)
 
 The store is one SQLite file in WAL mode: several runners on one host may add at once.
 
-Exit status: 0 done, 2 bad input (after adding every good input given).
+Exit status: 0 done, 2 bad input (after adding every good input given), or a damaged store (named).
+Test ids and every other text from results are printed with control characters escaped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
+import subprocess
 import sys
+from pathlib import Path
+
+from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.schemas.markdown import visible
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+WINDOW = whole_number(1, "--window must be at least 1 run, got {value}")
 
 
 def add_parser(commands, name: str) -> None:
@@ -26,55 +41,132 @@ def add_parser(commands, name: str) -> None:
     actions = parser.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="ingest results folders or gate reports")
     add.add_argument("--db", required=True, help="the history file (created when missing)")
+    add.add_argument("--origin", choices=("manifest", "pr", "other"), default="manifest",
+                     help="where the runs come from: as their manifests say (default), or `pr` whatever they say: "
+                          "for results of runs GitHub lists as not on the default branch (a PR's code wrote "
+                          "them, and could claim to be main)")
     add.add_argument("results", nargs="*", metavar="RESULTS",
                      help="results folders or gate-report.json files (none: create or migrate the store only)")
     suspects = actions.add_parser("suspects", help="recurring infra, flaky tests, known gaps ready to close")
     suspects.add_argument("--db", required=True)
-    suspects.add_argument("--window", type=int, default=10, help="runs of each test to look at (default 10)")
+    suspects.add_argument("--window", type=WINDOW, default=10, help="runs of each test to look at (default 10)")
     suspects.add_argument("--json", action="store_true")
+    trunk = actions.add_parser("trunk", help="the default branch's state on one SKU, as trunk.json for publish")
+    trunk.add_argument("--db", required=True)
+    trunk.add_argument("--sku", required=True, help="the SKU as history stores it (MI300X; several: MI300X/MI355X)")
+    trunk.add_argument("--window", type=WINDOW, default=30, help="main commits to look at (default 30)")
+    trunk.add_argument("--repo", metavar="CHECKOUT", help="a checkout of the repository with main's history")
+    trunk.add_argument("--tracker-url", help="the failure tracker's issue (https://...), linked from the check")
+    trunk.add_argument("--out", default="trunk.json", help="the file to write (default %(default)s)")
 
 
 def run(args) -> int:
-    from pathlib import Path
+    from pytest_rocm.history import store
 
-    from pytest_rocm.history import queries, store
-
-    if args.action == "suspects" and not Path(args.db).is_file():
+    if args.action != "add" and not Path(args.db).is_file():
         print(f"rocm-gate history: {args.db}: no such history file (create it with `rocm-gate history add`)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         conn = store.connect(args.db)
+        return {"add": _add, "suspects": _suspects, "trunk": _trunk}[args.action](conn, args)
     except store.HistoryError as exc:
-        print(f"rocm-gate history: {exc}", file=sys.stderr)
+        print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.action == "add":
-        status = EXIT_OK
-        if not args.results:
-            print(f"{args.db}: history store at schema version {store.version(conn)}, {len(queries.runs(conn))} run(s)")
-        for source in args.results:
-            try:
-                done = store.ingest(conn, source)
-            except store.HistoryError as exc:
-                print(f"rocm-gate history: refused: {exc}", file=sys.stderr)
-                status = EXIT_BAD_INPUT
-                continue
-            print(f"{'added' if done.added else 'already in the store'}: {source} (run {done.run_id}, "
-                  f"{done.tests} tests)")
-        return status
+    except sqlite3.DatabaseError as exc:  # a damaged page found while reading, after the store opened
+        print(f"rocm-gate history: {args.db}: the history database is damaged ({exc}); restore it from a backup "
+              "or rebuild it with `rocm-gate history add` from the results folders", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _add(conn, args) -> int:
+    from pytest_rocm.history import queries, store
+
+    status = EXIT_OK
+    if not args.results:
+        print(f"{args.db}: history store at schema version {store.version(conn)}, {len(queries.runs(conn))} run(s)")
+    for source in args.results:
+        try:
+            done = store.ingest(conn, source, args.origin)
+        except store.HistoryError as exc:
+            print(f"rocm-gate history: refused: {visible(exc)}", file=sys.stderr)
+            status = EXIT_BAD_INPUT
+            continue
+        print(f"{'added' if done.added else 'already in the store'}: {visible(source)} (run {done.run_id}, "
+              f"{done.tests} tests)")
+    return status
+
+
+def _suspects(conn, args) -> int:
+    from pytest_rocm.history import queries
+
     found = {"suspects": queries.suspects(conn, args.window), **queries.flaky(conn, args.window),
              "known_gaps_ready_to_close": [g for g in queries.known_gaps(conn) if g["ready_to_close"]]}
     if args.json:
-        print(json.dumps(found, indent=2))
+        print(json.dumps(found, indent=2))  # JSON escapes control characters itself
         return EXIT_OK
     lines = [f"suspects ({len(found['suspects'])}):"]
     lines += [f"  {s['kind']}: {s['test']}: {s['reason']}" for s in found["suspects"]]
-    lines.append(f"flaky now ({len(found['flaky'])}):")
-    lines += [f"  {f['test']}: {f['flaky_runs']} flaky of its last {f['runs']} runs, pass rate {f['pass_rate']:.0%} "
+    lines.append(f"flaky now ({len(found['flaky'])}; pass and fail on one commit and SKU):")
+    lines += [f"  {f['test']}: {f['flaky_runs']} flaky of its last {f['runs']} runs on {', '.join(f['skus'])} "
               f"(first seen {f['first_seen']}, last {f['last_seen']})" for f in found["flaky"]]
     lines.append(f"no longer flaky ({len(found['stopped'])}):")
     lines += [f"  {f['test']} (last flake {f['last_seen']})" for f in found["stopped"]]
-    lines.append(f"known gaps whose test now passes ({len(found['known_gaps_ready_to_close'])}):")
-    lines += [f"  {g['test']}: {g['issue']}" for g in found["known_gaps_ready_to_close"]]
-    print("\n".join(lines))
+    lines.append(f"known gaps whose test now passes on every SKU it was seen on "
+                 f"({len(found['known_gaps_ready_to_close'])}):")
+    lines += [f"  {g['test']}: {g['issue']} ({', '.join(g['skus'])})" for g in found["known_gaps_ready_to_close"]]
+    print("\n".join(visible(line) for line in lines))
+    return EXIT_OK
+
+
+def _main_commits(checkout: str, newest: str | None) -> list[str]:
+    """main's first-parent commits up to the newest tested one, oldest first, from a checkout."""
+    if newest is None:
+        return []
+    try:
+        done = subprocess.run(["git", "-C", checkout, "rev-list", "--first-parent", "--reverse",
+                               "--max-count=20000", "--end-of-options", newest], capture_output=True, text=True,
+                              timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"--repo {checkout}: git failed ({exc})") from None
+    if done.returncode != 0:
+        raise ValueError(f"--repo {checkout}: cannot list main's commits up to {newest[:12]} (the newest tested "
+                         f"main commit): {done.stderr.strip()[:300]}; fetch main's history into that checkout")
+    return done.stdout.split()
+
+
+def _trunk(conn, args) -> int:
+    from pytest_rocm.history import queries
+    from pytest_rocm.schemas.artifacts import write_json_atomic
+    from pytest_rocm.trunk import state
+
+    runs = state.main_runs(conn, args.sku)
+    if args.tracker_url and not args.tracker_url.startswith("https://"):
+        print(f"rocm-gate history: --tracker-url must be an https:// link, got {visible(args.tracker_url)!r}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        commits = _main_commits(args.repo, runs[-1][1] if runs else None) if args.repo else None
+    except ValueError as exc:
+        print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from datetime import datetime, timezone
+
+    document = state.build(conn, args.sku, args.window, commits, datetime.now(timezone.utc).isoformat(
+        timespec="seconds"), args.tracker_url)
+    if not runs:
+        skus = sorted({r["sku"] for r in queries.runs(conn)})
+        print(f"rocm-gate history: warning: no main runs of {visible(args.sku)} in {args.db} (SKUs stored: "
+              f"{', '.join(map(visible, skus)) or 'none'}; a run counts as main when its manifest's provenance is a "
+              "push, schedule or dispatch on the default branch): the trunk state says nothing", file=sys.stderr)
+    try:
+        write_json_atomic(args.out, document)
+    except OSError as exc:
+        print(f"rocm-gate history: --out {visible(args.out)}: cannot write the trunk state ({exc.strerror or exc}); "
+              "give a file path in a writable folder", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    failing = sum(t["state"] == "failing" for t in document["tests"].values())
+    flaky = sum(bool(t["flaky_count"]) for t in document["tests"].values())
+    print(f"{args.out}: {visible(args.sku)} over {document['main_commits']} main commit(s) ({document['main_runs']} "
+          f"run(s)): {failing} failing, {flaky} flaky, {document['green']} green")
     return EXIT_OK

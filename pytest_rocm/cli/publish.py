@@ -23,6 +23,11 @@ results decide the conclusion:
   skipped          action_required (no blocking gate ran; `--incomplete neutral`: neutral, with a warning)
   no results       cancelled / timed_out as the workflow run ended, else action_required
 
+With --trunk (main's state on the run's SKU, `rocm-gate history trunk`, fetched from the default branch's
+workflow), each blocking failure is new (blocks), pre-existing on main or flaky on main (neither blocks): a
+`failure` whose every blocking failure is one of the latter becomes neutral (action_required when the run is
+also incomplete); main's failures that pass here are listed as fixed (pytest_rocm/trunk/attribution.py).
+
 Results are untrusted input (the PR's code wrote them): the strict loader checks every file, and their claims
 (head and tested commit, platform) are checked against GitHub's facts; results that fail publish a blocking
 check saying why (exit 2).
@@ -75,6 +80,10 @@ def add_parser(commands, name: str) -> None:
                              "and never `success`")
     parser.add_argument("--path-prefix", default="", help="prefix of the test ids' paths in the repository (for annotations)")
     parser.add_argument("--base-parity", metavar="FILE", help="the base branch's last parity.json, for the change per group")
+    parser.add_argument("--trunk", metavar="FILE",
+                        help="main's state on this SKU (`rocm-gate history trunk`, made on the default branch): each "
+                             "blocking failure is then new (blocks), pre-existing on main or flaky on main (neither "
+                             "blocks); README \"Conclusions\"")
     parser.add_argument("--unsent", metavar="FILE", default="rocm-gate-unsent-check.json",
                         help="where the payload goes when GitHub cannot be reached (default: %(default)s)")
     parser.add_argument("--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6,
@@ -104,6 +113,17 @@ def _base_parity(path: str | None) -> dict | None:
         raise github_options.OptionError(f"--base-parity {exc}") from None
 
 
+def _trunk(path: str | None) -> dict | None:
+    if not path:
+        return None
+    from pytest_rocm.schemas.loader import ArtifactError, load_artifact
+
+    try:
+        return load_artifact(path, "trunk")
+    except ArtifactError as exc:
+        raise github_options.OptionError(f"--trunk {exc}") from None
+
+
 def _client(args, repo: str):
     from pytest_rocm.github import api
 
@@ -125,6 +145,7 @@ def run(args) -> int:
                 "--sha-from-results is gone: the commit a check lands on never comes from the results (the PR's code "
                 "writes them); publish with --workflow-run, which takes it from GitHub")
         base_parity = _base_parity(args.base_parity)
+        args.trunk_state = _trunk(args.trunk)
         if args.workflow_run:
             if args.results:
                 raise github_options.OptionError("--workflow-run downloads the results itself: give no RESULTS_DIR")
@@ -158,7 +179,7 @@ def _from_workflow_run(args, base_parity) -> int:
     options = publishing.Options(runner_class=args.runner_class.lower(), gate_workflow=args.gate_workflow,
                                  runner_group=args.runner_group, incomplete=args.incomplete,
                                  allow_simulated=args.allow_simulated, path_prefix=args.path_prefix,
-                                 base_parity=base_parity)
+                                 base_parity=base_parity, trunk=args.trunk_state)
     client = _client(args, github_options.repo(args))
     try:
         outcome = publishing.publish_run(client, event_run, event["action"], options)
@@ -196,7 +217,8 @@ def _from_folder(args, base_parity) -> int:
                                           f"platform {results.simulated_profile!r}: a simulated run makes no check "
                                           "(--allow-simulated for a demo, marked SIMULATED and never success)")
         name = checks.check_name(results, args.runner_class)
-        content = checks.build(results, name, details_url, args.path_prefix, args.incomplete, base_parity)
+        content = checks.build(results, name, details_url, args.path_prefix, args.incomplete, base_parity,
+                               trunk=args.trunk_state)
     except artifacts.ArtifactError as exc:
         # the check still ends, and blocks: a run without believable results proves nothing
         name = checks.check_name(None, args.runner_class)

@@ -202,13 +202,65 @@ def _fill(sections: list[tuple[str, list[str]]], fixed: str, budget: int, more_w
 SIMULATED = "SIMULATED"
 
 
+def _against_trunk(results: Results, trunk: dict | None, conclusion: str, why: str, warnings: list[str],
+                   base_sha: str | None = None):
+    """(attribution or None, conclusion, why): a PR run's blocking failures against main's state (trunk/). A run
+    whose every blocking failure is pre-existing or flaky on main is judged again without them: it can reach
+    `neutral` (never `success`: main is red on those tests), `action_required` when it is also incomplete, and
+    it still blocks (`failure`) for a test file that failed to collect."""
+    if trunk is None:
+        return None, conclusion, why
+    from pytest_rocm.trunk.attribution import attribute
+
+    sku = "/".join(manifest_stack(results.manifest)["skus"])
+    if trunk.get("sku") != sku:
+        warnings.append(f"the trunk state given is for {md.code(trunk.get('sku'))}, this run is on {md.code(sku)}: "
+                        "not used; every failure is judged on this run alone")
+        return None, conclusion, why
+    report = results.report
+    provenance = results.provenance
+    if base_sha:  # GitHub's fact wins over the run's claim
+        provenance = {**provenance, "base_sha": base_sha, "merge_base": None}
+    found = attribute(report["tests"], provenance, trunk, results.parity)
+    if conclusion != "failure" or found.new() or not found.classes:
+        return found, conclusion, why
+    if any(e["cause"] == "change" for e in report["collection_errors"]):  # something else blocks
+        return found, conclusion, why
+    none_new = (f"{len(found.classes)} blocking failure(s), none new: already failing on main or flaky on main "
+                f"({', '.join(found.not_blocking()[:5])})")
+    if not report["complete"]:
+        return found, CONCLUSIONS["incomplete"], f"{none_new}; but the run is incomplete: " + "; ".join(
+            report["incomplete_causes"][:3])
+    return found, "neutral", none_new
+
+
+def _trunk_items(found, tests: dict, manifest: dict, trunk: dict) -> dict[str, list[str]]:
+    tracker = trunk.get("tracker_url")
+    link = f" (tracker: {md.code(tracker)})" if tracker else ""
+
+    def item(nodeid: str) -> str:
+        cuda = " **also fails on the CUDA reference**" if nodeid in found.on_cuda_too else ""
+        return f"- {md.code(nodeid)}{cuda}: {md.code(found.reasons[nodeid], 600)}"
+
+    return {
+        "pre_existing": [item(n) + link for n in found.not_blocking() if found.classes[n] == "pre_existing"],
+        "flaky_on_main": [item(n) for n in found.not_blocking() if found.classes[n] == "flaky_on_main"],
+        "new_reasons": {n: found.reasons[n] for n in found.new()},
+        "fixed": [f"- {md.code(n)}: main fails it since {md.code((trunk['tests'][n]['since'] or {}).get('sha', '')[:12])}"
+                  f"; it passes here" for n in sorted(found.fixed)],
+    }
+
+
 def build(results: Results, name: str, details_url: str | None = None, path_prefix: str = "",
-          incomplete_policy: str = "block", base_parity: dict | None = None, notes: list[str] = ()) -> CheckContent:
+          incomplete_policy: str = "block", base_parity: dict | None = None, notes: list[str] = (),
+          trunk: dict | None = None, base_sha: str | None = None) -> CheckContent:
     """The check of a run's results. `notes`: what the publisher established about the run (provenance), shown
-    under the head. A simulated platform's results never conclude `success`."""
+    under the head. `trunk`: main's state on the run's SKU (trunk/state.py), for a PR run: its failures are
+    classed against it. A simulated platform's results never conclude `success`."""
     report, manifest = results.report, results.manifest
     tests = report["tests"]
     conclusion, why, warnings = conclude(report, incomplete_policy)
+    found, conclusion, why = _against_trunk(results, trunk, conclusion, why, warnings, base_sha)
     simulated = results.simulated_profile
     if simulated:
         warnings.insert(0, f"{SIMULATED}: these results come from the simulated platform profile "
@@ -217,10 +269,13 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
         if conclusion == "success":
             conclusion = "action_required"
     runner = str(manifest.get("runner") or "unknown")
-    blocking_regressions = [(n, t) for n, t in tests.items() if t["verdict"] == "regression" and t["blocking"]]
+    attributed = set(found.not_blocking()) if found else set()
+    blocking_regressions = [(n, t) for n, t in tests.items() if t["verdict"] == "regression" and t["blocking"]
+                            and n not in attributed]
     # failures that do not block: non-blocking (shadow) gates, and failures no rerun confirmed
     other_regressions = [(n, t) for n, t in tests.items() if t["verdict"] in ("regression", "unconfirmed")
-                         and not (t["blocking"] and t["verdict"] == "regression")]
+                         and not (t["blocking"] and t["verdict"] == "regression") and n not in attributed]
+    against = _trunk_items(found, tests, manifest, trunk) if found else None
     infra = [(n, t) for n, t in tests.items() if t["verdict"] == "infra"]
     flaky = [(n, t) for n, t in tests.items() if t["verdict"] == "flaky"]
     gaps = [(n, t) for n, t in tests.items() if t["verdict"] == "known_gap"]
@@ -231,6 +286,11 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
             f"Why: {md.code(why)}", ""]
     head += [f"> [!WARNING]\n> {w}\n" for w in warnings]
     head += [f"- {note}" for note in notes] + ([""] if notes else [])
+    if found is not None:
+        newest = (trunk.get("newest") or {}).get("sha") or "none"
+        head += [f"Judged against main's state on {md.code(trunk['sku'])} ({trunk['main_commits']} main commit(s), "
+                 f"newest {md.code(newest[:12])}); this run's code is based on {md.code((found.base or 'unknown')[:12])}"
+                 + (f" ({md.code(found.note)})" if found.note else "") + ".", ""]
     head.append(f"{ran} blocking gate(s) ran; {len(blocking_regressions)} regressed, {len(infra)} infra, "
                 f"{len(flaky)} flaky, {len(gaps)} known gap(s), {len(tests)} test(s) in all.")
     if not report["complete"]:
@@ -239,8 +299,14 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
             head.append(f"{len(report['never_ran'])} gate(s) never ran, e.g. {md.code(report['never_ran'][0])}.")
     fixed_tail = ["", "### Parity with CUDA", *_parity_lines(results.parity, base_parity), "",
                   "### Pinned stack", *_stack_lines(manifest)]
+    new_reasons = against["new_reasons"] if against else {}
     sections = [
-        ("Regressions (blocking)", [_regression_item(n, t, manifest) for n, t in blocking_regressions]),
+        ("Pre-existing on main (not blocking)", against["pre_existing"] if against else []),
+        ("Flaky on main (not blocking)", against["flaky_on_main"] if against else []),
+        ("Regressions (blocking)" + (": new in this PR" if against else ""),
+         [_regression_item(n, t, manifest) + (f"\n  against main: {md.code(new_reasons[n], 600)}" if n in new_reasons
+                                               else "") for n, t in blocking_regressions]),
+        ("Fixed by this PR (failing on main, passing here)", against["fixed"] if against else []),
         ("Infrastructure faults", [_infra_item(n, t, runner) for n, t in infra]),
         ("Other failures (non-blocking gates, or not confirmed by a rerun)", [_regression_item(n, t, manifest) for n, t in other_regressions]),
         ("Collection errors", [f"- {md.code(e['nodeid'])} ({e['cause']})"
@@ -251,6 +317,8 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
         ("Flaky (passed on rerun, not blocking)", [f"- {md.code(n)}: {md.code(t.get('verdict_reason', ''))}"
                                                    for n, t in flaky]),
     ]
+    if found is not None:  # pre-existing failures are annotated as warnings, new ones as failures
+        other_regressions = other_regressions + [(n, tests[n]) for n in sorted(attributed)]
     # the lists between the head and the fixed tail, so the tail always fits
     tail = "\n".join(fixed_tail)
     body = _fill(sections, "\n".join(head), TEXT_LIMIT - len(tail) - 2, more_where)

@@ -63,6 +63,7 @@ class GateRun:
     approved: bool = False
     why: str = ""  # why it is or is not approved, in words
     gate_job: dict | None = None
+    base_sha: str | None = None  # the PR's base, as GitHub lists it on the run (absent for a fork's PR)
     notes: list[str] = field(default_factory=list)  # what the publisher checked, for the check's summary
 
     @property
@@ -70,6 +71,16 @@ class GateRun:
         """The check's external_id: the run id, and the attempt after a re-run of the run (GitHub's "Re-run
         jobs" keeps the id), so a re-run gets a check of its own instead of the first attempt's annotations."""
         return str(self.run_id) if self.attempt <= 1 else f"{self.run_id}-{self.attempt}"
+
+
+def _listed_base(run: dict, head: str) -> str | None:
+    """The base SHA of the PR GitHub lists on the run with this head (GitHub lists none for a fork's PR)."""
+    for pull in run.get("pull_requests") or []:
+        if isinstance(pull, dict) and (pull.get("head") or {}).get("sha") == head:
+            base = (pull.get("base") or {}).get("sha")
+            if isinstance(base, str) and len(base) == 40:
+                return base.lower()
+    return None
 
 
 def head_sha_of(run: dict) -> str:
@@ -107,7 +118,8 @@ def gate_run(client: Client, event_run: dict, runner_class: str, gate_workflow: 
         run = client.get(f"/repos/{{repo}}/actions/runs/{run_id}")
     attempt = run.get("run_attempt") if isinstance(run.get("run_attempt"), int) else 1
     found = GateRun(run_id=run_id, event=str(run.get("event")), head_sha=head_sha_of(run), status=str(run.get("status")),
-                    conclusion=run.get("conclusion"), html_url=run.get("html_url"), attempt=attempt)
+                    conclusion=run.get("conclusion"), html_url=run.get("html_url"), attempt=attempt,
+                    base_sha=_listed_base(run, head_sha_of(run)))
     if found.status != "completed":
         found.why = "the run has not completed"
         return found

@@ -48,6 +48,7 @@ class Options:
     allow_simulated: bool = False
     path_prefix: str = ""
     base_parity: dict | None = None
+    trunk: dict | None = None  # main's state on the class's SKU (`rocm-gate history trunk`), from the default branch
 
 
 @dataclass
@@ -123,7 +124,8 @@ def _publish_approved(client: Client, run: GateRun, name: str, existing: list[di
                                                  run.html_url)
             else:
                 content = checks.build(results, name, run.html_url, options.path_prefix, options.incomplete,
-                                       options.base_parity, notes=run.notes)
+                                       options.base_parity, notes=run.notes, trunk=options.trunk,
+                                       base_sha=run.base_sha)
         except ResultsMissing as exc:
             content = checks.missing_results(name, run.conclusion, str(exc), run.html_url)
         except ArtifactError as exc:

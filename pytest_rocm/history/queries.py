@@ -5,10 +5,14 @@ with `%s` for `?`). Runs are ordered by start time, then by the order they were 
   INFRA_MIN of its last WINDOW runs is a suspected real bug when those faults happened on two or more runners
   or devices (an intermittent software fault, like an HSA exception that follows the test); when they all
   happened on one runner, or one device of it, the machine is the suspect (a drain candidate).
-- `flaky`: tests whose `flaky` verdicts, or whose pass rate between 0.2 and 0.8 (vLLM's AMD dashboard rule),
-  in their last WINDOW runs make them unstable; with first and last seen, and tests that stopped being flaky
-  (no flake in their last STABLE_AFTER runs).
-- `known_gaps`: per gap, its issue, first seen and age; "ready to close" when its latest run passed.
+- `flaky`: tests that passed and failed on the same commit and SKU (a `flaky` verdict is that within one run;
+  two runs of one commit on one SKU with a pass and a fail are that across runs) in their last WINDOW runs.
+  A test that fails on some commits and passes on others changed (a regression, then its fix), and one that
+  fails on one SKU and passes on another differs by SKU: neither is flaky. A run with no commit recorded is a
+  commit of its own. With first and last seen, and tests that stopped being flaky (no flake in their last
+  STABLE_AFTER runs).
+- `known_gaps`: per gap, its issue, first seen and age, and per SKU it was seen on whether that SKU's newest
+  run of the test passed; "ready to close" only when it passed on every one of them.
 - `accepted_stacks`: per SKU, the runs that concluded `success` and were complete, and what changed between
   consecutive ones.
 """
@@ -53,13 +57,14 @@ def _seconds(started: str | None, finished: str | None) -> float | None:
 
 
 def _history_by_test(conn, tests: set[str] | None = None) -> dict[str, list[tuple]]:
-    """test -> its results oldest first: (run id, verdict, status, runner, devices, started)."""
+    """test -> its results oldest first: (run id, verdict, status, runner, devices, started, sku, commit)."""
     names = dict(conn.execute("SELECT id, name FROM tests"))
     wanted = [i for i, n in names.items() if tests is None or n in tests]
     found: dict[str, list[tuple]] = defaultdict(list)
     for chunk in range(0, len(wanted), 500):  # bounded IN lists, for any engine
         ids = wanted[chunk:chunk + 500]
-        sql = ("SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started FROM results r "
+        sql = ("SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started, u.sku, u.git_sha "
+               "FROM results r "
                f"JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
                f"ORDER BY r.test_id, {_order('u.')}")
         for test_id, *rest in conn.execute(sql, ids):
@@ -105,19 +110,33 @@ def flaky(conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = ST
         ran = [r for r in rows if r[1] in ("pass",) + FAILED]
         if not ran:
             continue
+        flaky_runs = _flaky_runs(ran)
         last = ran[-window:]
-        flakes = [r for r in ran if r[1] == "flaky"]
+        recent = [r for r in last if r[0] in flaky_runs]
+        flakes = [r for r in ran if r[0] in flaky_runs]
         passed = sum(r[1] == "pass" for r in last) / len(last)
-        unstable = any(r[1] == "flaky" for r in last) or (len(last) >= 5 and 0.2 <= passed <= 0.8)
-        entry = {"test": test, "runs": len(last), "flaky_runs": sum(r[1] == "flaky" for r in last),
-                 "pass_rate": round(passed, 3), "first_seen": flakes[0][5] if flakes else None,
+        entry = {"test": test, "runs": len(last), "flaky_runs": len(recent), "pass_rate": round(passed, 3),
+                 "skus": sorted({r[6] for r in recent}), "first_seen": flakes[0][5] if flakes else None,
                  "last_seen": flakes[-1][5] if flakes else None}
-        if unstable:
+        if recent:
             now.append(entry)
-        elif flakes and all(r[1] == "pass" for r in ran[-stable_after:]) and len(ran) - ran.index(flakes[-1]) > stable_after:
+        elif flakes and len(ran) - ran.index(flakes[-1]) > stable_after:
             stopped.append(entry)
     key = (lambda e: (-e["flaky_runs"], e["pass_rate"], e["test"]))
     return {"flaky": sorted(now, key=key), "stopped": sorted(stopped, key=lambda e: e["test"])}
+
+
+def _flaky_runs(rows: list[tuple]) -> set[int]:
+    """The runs that show a flake: a `flaky` verdict, or a failure on a (commit, SKU) that also passed."""
+    by_place: dict[tuple, list[tuple]] = defaultdict(list)
+    for row in rows:
+        by_place[(row[7] or f"run {row[0]}", row[6])].append(row)
+    out = set()
+    for same in by_place.values():
+        verdicts = {r[1] for r in same}
+        mixed = "pass" in verdicts and verdicts & {"regression", "unconfirmed"}
+        out |= {r[0] for r in same if r[1] == "flaky" or (mixed and r[1] != "pass")}
+    return out
 
 
 def known_gaps(conn: sqlite3.Connection) -> list[dict]:
@@ -126,13 +145,18 @@ def known_gaps(conn: sqlite3.Connection) -> list[dict]:
         "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
         "WHERE r.verdict <> 'pass' AND r.gap_issue IS NOT NULL GROUP BY t.name, r.gap_issue, r.gap_reason "
         "ORDER BY MIN(u.started), t.name").fetchall()
-    latest = {test: rows_[-1] for test, rows_ in _history_by_test(conn, {r[0] for r in rows}).items()}
+    history = _history_by_test(conn, {r[0] for r in rows})
     out = []
     for test, issue, reason, first, last, count in rows:
-        newest = latest.get(test)
-        ready = bool(newest) and newest[2] in ("passed", "xpassed")
+        results = history.get(test, [])
+        # the SKUs the gap was seen on, and each one's newest result of the test
+        seen_on = sorted({r[6] for r in results if r[1] == "known_gap"} or {r[6] for r in results})
+        newest = {sku: [r for r in results if r[6] == sku][-1] for sku in seen_on if any(r[6] == sku for r in results)}
+        passing = sorted(sku for sku, r in newest.items() if r[2] in ("passed", "xpassed"))
+        ready = bool(newest) and len(passing) == len(newest)
         out.append({"test": test, "issue": issue, "reason": reason, "first_seen": first, "last_seen": last,
-                    "runs": count, "age_days": _days(first, last), "ready_to_close": ready})
+                    "runs": count, "age_days": _days(first, last), "skus": seen_on, "passing_on": passing,
+                    "still_failing_on": sorted(set(newest) - set(passing)), "ready_to_close": ready})
     return out
 
 
@@ -156,10 +180,12 @@ def accepted_stacks(conn: sqlite3.Connection) -> dict[str, list[dict]]:
 
 
 def drift(conn: sqlite3.Connection) -> list[dict]:
-    """Runs whose stack differs from their SKU's last accepted stack before them (what changed, and how it ended)."""
+    """Runs not accepted whose stack differs from their SKU's last accepted stack before them (what changed, and
+    how it ended). An accepted run's own change is in `accepted_stacks`, not here."""
     accepted = accepted_stacks(conn)
     out = []
-    sql = f"SELECT id, sku, started, conclusion, {', '.join(STACK_FIELDS)} FROM runs ORDER BY {_order()}"
+    sql = (f"SELECT id, sku, started, conclusion, {', '.join(STACK_FIELDS)} FROM runs "
+           f"WHERE NOT (conclusion = 'success' AND complete = 1) ORDER BY {_order()}")
     for run_id, sku, started, conclusion, *values in conn.execute(sql):
         before = [a for a in accepted.get(sku, []) if (a["started"] or "", a["run"]) < (started or "", run_id)]
         if not before:

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
+from pytest_rocm.results.manifest import origin_kind
 from pytest_rocm.schemas.artifacts import manifest_stack
 from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 
@@ -51,6 +53,23 @@ MIGRATIONS = {
             PRIMARY KEY (run_id, grp))""",
         "CREATE TABLE schema_version (version INTEGER NOT NULL)",
         "INSERT INTO schema_version (version) VALUES (0)",
+    ],
+    # Where a run comes from (the manifest's provenance): main runs say what state the default branch is in,
+    # PR runs do not (results/manifest.py: origin_kind). Runs stored before this are `other`. A failure keeps
+    # its fingerprint, so a PR's failure can be told from main's failure of the same test.
+    2: [
+        "ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT 'other'",
+        "ALTER TABLE runs ADD COLUMN event TEXT",
+        "ALTER TABLE runs ADD COLUMN ref TEXT",
+        "ALTER TABLE runs ADD COLUMN default_branch TEXT",
+        "ALTER TABLE runs ADD COLUMN repository TEXT",
+        "ALTER TABLE runs ADD COLUMN pr INTEGER",
+        "ALTER TABLE runs ADD COLUMN head_sha TEXT",
+        "ALTER TABLE runs ADD COLUMN base_sha TEXT",
+        "ALTER TABLE runs ADD COLUMN merge_base TEXT",
+        "ALTER TABLE runs ADD COLUMN gh_run_id TEXT",
+        "ALTER TABLE results ADD COLUMN fingerprint TEXT",
+        "CREATE INDEX runs_by_origin ON runs (origin, sku)",
     ],
 }
 VERSION = max(MIGRATIONS)
@@ -158,16 +177,22 @@ def read_run(source: Path) -> tuple[dict, dict, dict | None, str]:
     return report, manifest, parity, hashlib.sha256(raw).hexdigest()
 
 
-def ingest(conn: Connection, source: str | Path) -> Ingested:
-    """Validate a results folder (or gate report) whole, then add it in one transaction."""
+ORIGINS = ("manifest", "pr", "other")
+
+
+def ingest(conn: Connection, source: str | Path, origin: str = "manifest") -> Ingested:
+    """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`: `manifest`
+    keeps where the manifest says the run comes from; `pr` or `other` overrides it, for results whose run
+    GitHub says was not a main run (a PR's code wrote them, and may claim to be main)."""
     report, manifest, parity, digest = read_run(Path(source))  # all validated before anything is written
-    return insert_run(conn, report, manifest, parity, digest, str(source))
+    return insert_run(conn, report, manifest, parity, digest, str(source), origin)
 
 
 def insert_run(conn: Connection, report: dict, manifest: dict, parity: dict | None, digest: str,
-               source: str) -> Ingested:
+               source: str, origin_override: str = "manifest") -> Ingested:
     """Add one validated run (a no-op when its digest is already stored)."""
     stack = _stack(manifest)
+    origin = manifest.get("provenance") if isinstance(manifest.get("provenance"), dict) else {}
     conn.execute("BEGIN IMMEDIATE")
     try:
         row = conn.execute("SELECT id FROM runs WHERE digest = ?", (digest,)).fetchone()
@@ -176,15 +201,21 @@ def insert_run(conn: Connection, report: dict, manifest: dict, parity: dict | No
             return Ingested(str(source), False, row[0], len(report["tests"]))
         cursor = conn.execute(
             "INSERT INTO runs (digest, source, started, finished, vendor, sku, runner, git_sha, conclusion, complete, "
-            "rocm, driver, torch, framework, image) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "rocm, driver, torch, framework, image, origin, event, ref, default_branch, repository, pr, head_sha, "
+            "base_sha, merge_base, gh_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?)",
             (digest, str(source), manifest.get("started"), manifest.get("finished"), stack["vendor"], stack["sku"],
              manifest.get("runner"), manifest.get("git_sha"), report["conclusion"], int(report["complete"]),
-             stack["rocm"], stack["driver"], stack["torch"], stack["framework"], stack["image"]))
+             stack["rocm"], stack["driver"], stack["torch"], stack["framework"], stack["image"],
+             origin_kind(origin) if origin_override == "manifest" else origin_override,
+             origin.get("event"), origin.get("ref"), origin.get("default_branch"), origin.get("repository"),
+             origin.get("pr"), origin.get("head_sha"), origin.get("base_sha"), origin.get("merge_base"),
+             origin.get("run_id")))
         run_id = cursor.lastrowid
         ids = _test_ids(conn, report["tests"])
         conn.executemany(
             "INSERT INTO results (run_id, test_id, blocking, status, verdict, duration, devices, attempts, gap_issue, "
-            "gap_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _result_rows(run_id, ids, report["tests"]))
+            "gap_reason, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _result_rows(run_id, ids, report["tests"]))
         if parity:
             conn.executemany(
                 "INSERT INTO parity (run_id, grp, parity, both_passing, reference_passing, blocking, gaps) "
@@ -217,11 +248,19 @@ def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
     for name, t in tests.items():
         verdict = t["verdict"]
         if verdict == "pass":
-            yield run_id, ids[name], t["blocking"], t["status"], verdict, t["duration"], None, len(t["attempts"]), None, None
+            yield (run_id, ids[name], t["blocking"], t["status"], verdict, _duration(t["duration"]), None,
+                   len(t["attempts"]), None, None, None)
         else:
             gap = t.get("known_gap") or {}
-            yield (run_id, ids[name], t["blocking"], t["status"], verdict, t["duration"], _devices(t),
-                   len(t["attempts"]), gap.get("issue"), gap.get("reason"))
+            yield (run_id, ids[name], t["blocking"], t["status"], verdict, _duration(t["duration"]), _devices(t),
+                   len(t["attempts"]), gap.get("issue"), gap.get("reason"),
+                   fingerprint_of(t) if verdict in ("regression", "unconfirmed", "flaky") else None)
+
+
+def _duration(value: float) -> float | None:
+    """A duration as stored: a finite number of seconds under a year, else unknown (the schema checks the
+    type; 10**30 or a negative figure says the run's clock or writer was wrong, not how long a test took)."""
+    return float(value) if 0 <= value < 366 * 86400 else None
 
 
 def _devices(test: dict) -> str | None:

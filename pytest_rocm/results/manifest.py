@@ -55,6 +55,19 @@ def git_sha(path: Path) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def merge_base(path: Path, base: str | None, head: str | None) -> str | None:
+    """`git merge-base BASE HEAD` in the checkout, when both commits are in it (a shallow checkout, the default
+    of actions/checkout, lacks them: then None, and readers fall back to the base SHA)."""
+    if not base or not head:
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(path), "merge-base", "--end-of-options", base, head],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return _sha(done.stdout.strip()) if done.returncode == 0 else None
+
+
 def _first_env(names) -> tuple[str | None, str | None]:
     for name in names:
         if os.environ.get(name):
@@ -81,7 +94,7 @@ def _event(environ) -> tuple[str | None, dict]:
 def provenance(rootdir: Path, environ=os.environ) -> dict:
     """Event, ref, repository and default branch, PR number, the head SHA (the commit a check lands on), the
     tested SHA (what ran: `git rev-parse HEAD` of the checkout), the SHA the event says should have run, and
-    the base SHA, by the event's rules:
+    the base SHA, by the event's rules, and the merge base of base and head (where the checkout has both):
 
       event               head                       expected tested            base
       pull_request(_target) pull_request.head.sha    GITHUB_SHA (merge commit)  pull_request.base.sha
@@ -92,7 +105,7 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
     """
     name, event = _event(environ)
     tested = git_sha(rootdir)
-    head = base = pr = None
+    head = base = pr = dispatched = None
     if name in ("pull_request", "pull_request_target"):
         pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
         head = _sha((pull.get("head") or {}).get("sha"))
@@ -108,7 +121,8 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
         base = _sha(event.get("before"))
     elif name == "workflow_dispatch":
         inputs = event.get("inputs") if isinstance(event.get("inputs"), dict) else {}
-        head = expected = _sha(inputs.get("sha")) or _sha(environ.get("GITHUB_SHA"))
+        dispatched = _sha(inputs.get("sha"))
+        head = expected = dispatched or _sha(environ.get("GITHUB_SHA"))
         pr = int(inputs["pr"]) if re.fullmatch(r"[0-9]{1,9}", str(inputs.get("pr") or "")) else None
     elif name:
         head = expected = _sha(environ.get("GITHUB_SHA"))
@@ -123,9 +137,36 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
             or None, "default_branch": repository.get("default_branch") if isinstance(
                 repository.get("default_branch"), str) else None, "pr": pr,
             "head_sha": head, "tested_sha": tested or expected, "tested_from": "git" if tested else source,
-            "expected_tested_sha": expected, "base_sha": base,
+            "expected_tested_sha": expected, "base_sha": base, "merge_base": merge_base(rootdir, base, head),
+            "dispatch_sha": dispatched,
             "run_id": environ.get("GITHUB_RUN_ID") or None, "run_attempt": environ.get("GITHUB_RUN_ATTEMPT") or None,
             "source": source}
+
+
+MAIN_EVENTS = ("push", "schedule")  # a run of the default branch's own commit
+MERGE_QUEUE_REF = "refs/heads/gh-readonly-queue/"  # merge_group runs: gh-readonly-queue/<base branch>/pr-N-<sha>
+
+
+def origin_kind(provenance) -> str:
+    """`main`: a run of the default branch (a push or schedule on it, its merge queue, or a dispatch on it that
+    names no commit); `pr`: a run of a pull request (or a dispatch naming one); `other`: any other branch, a
+    dispatch naming a commit (that is how a maintainer approves a fork's commit: it need not be on main), or no
+    event (a local run, another CI). History keeps main runs apart: only they say what state main is in."""
+    if not isinstance(provenance, dict):
+        return "other"
+    event, ref, default = provenance.get("event"), provenance.get("ref"), provenance.get("default_branch")
+    if event in ("pull_request", "pull_request_target") or isinstance(provenance.get("pr"), int):
+        return "pr"
+    if not isinstance(default, str) or not default or not isinstance(ref, str):
+        return "other"
+    if event in MAIN_EVENTS and ref == f"refs/heads/{default}":
+        return "main"
+    if event == "workflow_dispatch" and ref == f"refs/heads/{default}" and "dispatch_sha" in provenance \
+            and provenance["dispatch_sha"] is None:
+        return "main"
+    if event == "merge_group" and ref.startswith(f"{MERGE_QUEUE_REF}{default}/"):
+        return "main"
+    return "other"
 
 
 def build_manifest(platform: Platform, rootdir: Path, started: str, finished: str | None, args: list[str]) -> dict:

@@ -65,3 +65,13 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
         tmp.unlink(missing_ok=True)  # a failed write (disk full, the path is a folder) leaves no half file
         raise
     return path
+
+
+def blocking_failures(tests: dict[str, dict]) -> list[str]:
+    """The tests of a gate report whose failure makes its conclusion `failure` (results/conclusion.py): blocking
+    gates that regressed, and blocking gates that failed, were never rerun and carry no infrastructure
+    signature. Here, with the artifact, so readers that may not import the plugin (github/, trunk/) apply the
+    same rule."""
+    return sorted(n for n, t in tests.items() if t["blocking"] and (
+        t["verdict"] == "regression" or (t["verdict"] == "unconfirmed"
+                                         and not any(a.get("signature") for a in t["attempts"]))))

@@ -43,6 +43,12 @@ def _visible(text: str, keep_newlines: bool = False) -> str:
     return _INVISIBLE.sub(escape, text)
 
 
+def visible(text: object) -> str:
+    """Text safe to print on a terminal or in a log: controls (escape sequences, a clipboard write) and hiding
+    characters escaped as `\\uXXXX`, nothing else changed."""
+    return _visible(str(text))
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 

@@ -1,0 +1,229 @@
+"""Trunk-aware verdicts from real plugin runs: main runs (push events on the default branch) of a small
+repository's commits, PR runs (pull_request events) on top of them, `rocm-gate history trunk` and
+`rocm-gate publish --trunk` as the workflows call them; and the replay of vLLM's real main history
+(benchmarks/trunk_replay.py) at a small size, which must meet the issue's goals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import trunk_replay as replay  # noqa: E402  (the harness that runs the plugin under a GitHub event)
+
+ENGINE, API, MOE, ATTENTION = (f"test_suite.py::{n}" for n in ("test_engine_0", "test_api_1", "test_moe_0",
+                                                                 "test_attention_3"))
+
+
+def rocm_gate(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def world(broken=None, flaky=None) -> dict:
+    return {"broken": broken or {}, "flaky": flaky or {}, "infra": [], "jitter": 3}
+
+
+def broken_engine(token: int) -> dict:
+    return {"test_engine_0": f"output of test_engine_0 diverged at token {token} (logprob 0.{token})"}
+
+
+def push(commits, index, w, platform="mi300x-1") -> replay.Run:
+    return replay.Run(f"main-{platform}-{index}", w, "push",
+                      {"after": commits[index], "before": commits[index - 1] if index else "0" * 40,
+                       "repository": {"default_branch": "main"}},
+                      {"GITHUB_REF": "refs/heads/main", "GITHUB_SHA": commits[index], "GITHUB_RUN_ID": str(index)},
+                      platform=platform)
+
+
+def pull(number, base_sha, w) -> replay.Run:
+    return replay.Run(f"pr-{number}", w, "pull_request",
+                      {"pull_request": {"number": number, "head": {"sha": replay.fake_sha("head", number)},
+                                        "base": {"sha": base_sha}}, "repository": {"default_branch": "main"}},
+                      {"GITHUB_REF": f"refs/pull/{number}/merge", "GITHUB_SHA": replay.fake_sha("merge", number)})
+
+
+@pytest.fixture(scope="module")
+def trunk(tmp_path_factory):
+    """Main: 8 real commits; tested at c0, c2, c4, c6 on MI300X. test_engine_0 breaks at c3 (untested), the
+    flaky test flakes at c2, test_moe_0 fails at c2 and c4 and is fixed by c6 (a regression, not a flake);
+    on MI355X test_attention_3 always fails (an SKU difference, not a flake). Then five PRs."""
+    root = tmp_path_factory.mktemp("trunk")
+    repo = root / "upstream"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    for i in range(8):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    commits = subprocess.run([*git, "rev-list", "--reverse", "main"], capture_output=True, text=True).stdout.split()
+    moe = {"test_moe_0": "moe routing off by 3"}
+    mains = [push(commits, 0, world()), push(commits, 2, world(moe, {"test_api_1": "attempt"})),
+             push(commits, 4, world({**moe, **broken_engine(17)})), push(commits, 6, world(broken_engine(41)))]
+    sku_diff = {"test_attention_3": "fp8 kernel missing"}
+    mains += [push(commits, 2, world(sku_diff), "mi355x-1"), push(commits, 6, world(sku_diff), "mi355x-1")]
+    prs = {
+        "clean": pull(1, commits[6], world(broken_engine(88))),
+        "new": pull(2, commits[6], world({**broken_engine(9), "test_attention_0": "KeyError: 'rope_scaling'"})),
+        "differently": pull(3, commits[6], world({"test_engine_0": "KeyError: 'rope_scaling'"})),
+        "before_break": pull(4, commits[2], world(broken_engine(5))),
+        "fixes": pull(5, commits[6], world()),
+    }
+    for run in mains + list(prs.values()):
+        replay.execute(run, root)
+    db = root / "history.db"
+    added = rocm_gate("history", "add", "--db", db, *[r.folder for r in mains + list(prs.values())])
+    assert added.returncode == 0, added.stderr
+    out = root / "trunk.json"
+    made = rocm_gate("history", "trunk", "--db", db, "--sku", "MI300X", "--repo", repo, "--out", out,
+                     "--tracker-url", "https://github.com/o/r/issues/9")
+    assert made.returncode == 0, made.stderr
+    return {"root": root, "db": db, "commits": commits, "prs": prs, "trunk": out, "state": json.loads(out.read_text())}
+
+
+def publish(run: replay.Run, *extra) -> tuple[subprocess.CompletedProcess, dict]:
+    head = run.payload["pull_request"]["head"]["sha"]
+    done = rocm_gate("publish", run.folder, "--sha", head, "--dry-run", "--allow-simulated", *extra)
+    return done, (json.loads(done.stdout) if done.stdout.startswith("{") else {})
+
+
+def test_trunk_state_names_since_last_green_and_the_suspect_commits(trunk):
+    state, commits = trunk["state"], trunk["commits"]
+    engine = state["tests"][ENGINE]
+    assert engine["state"] == "failing"
+    assert engine["since"]["sha"] == commits[4] and engine["last_green"]["sha"] == commits[2]
+    # the untested c3 is in the range, from the checkout's history
+    assert engine["suspects"] == [commits[3], commits[4]] and engine["suspect_count"] == 2
+    assert engine["fingerprints"] == ["AssertionError: output of test_engine_0 diverged at token N (logprob N)"]
+    assert state["main_runs"] == 4 and state["newest"]["sha"] == commits[6]
+    assert state["tests"][MOE]["state"] == "passing" and state["tests"][MOE]["flips"] == 2
+    # PR runs never enter main's state: PR 2's new failure is not in it
+    assert "test_suite.py::test_attention_0" not in state["tests"]
+
+
+def test_flaky_means_pass_and_fail_on_one_commit_and_sku(trunk):
+    found = json.loads(rocm_gate("history", "suspects", "--db", trunk["db"], "--json").stdout)
+    assert [f["test"] for f in found["flaky"]] == [API]  # not the fixed regression, not the MI355X-only failure
+    assert trunk["state"]["tests"][API]["flaky_count"] == 1 and not trunk["state"]["tests"][MOE]["flaky_count"]
+    mi355x = rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", trunk["root"] / "t.json")
+    assert mi355x.returncode == 0, mi355x.stderr
+    other = json.loads((trunk["root"] / "t.json").read_text())
+    assert other["tests"][ATTENTION]["state"] == "failing" and not other["tests"][ATTENTION]["flaky_count"]
+    assert other["tests"][ATTENTION]["last_green"] is None  # red since before its window
+
+
+def test_a_pr_is_not_blocked_by_a_failure_already_on_main(trunk):
+    alone = publish(trunk["prs"]["clean"])[1]
+    assert alone["conclusion"] == "failure"
+    done, check = publish(trunk["prs"]["clean"], "--trunk", trunk["trunk"])
+    assert done.returncode == 0, done.stderr
+    assert check["conclusion"] == "neutral"
+    summary = check["output"]["summary"]
+    assert "Pre-existing on main (not blocking) (1)" in summary and trunk["commits"][4][:12] in summary
+    assert "https://github.com/o/r/issues/9" in summary
+    assert summary.index("Pre-existing on main") < summary.index("Parity with CUDA")
+    assert all(a["annotation_level"] == "warning" for a in check["output"].get("annotations", []))
+
+
+def test_a_new_regression_still_blocks_and_is_listed_apart(trunk):
+    check = publish(trunk["prs"]["new"], "--trunk", trunk["trunk"])[1]
+    assert check["conclusion"] == "failure"
+    summary = check["output"]["summary"]
+    assert "Regressions (blocking): new in this PR (1)" in summary and "test_attention_0" in summary
+    assert "Pre-existing on main (not blocking) (1)" in summary
+    assert check["output"]["title"].endswith(" 1 regression(s)")  # after SIMULATED:
+
+
+def test_a_different_failure_of_a_test_main_fails_still_blocks(trunk):
+    check = publish(trunk["prs"]["differently"], "--trunk", trunk["trunk"])[1]
+    assert check["conclusion"] == "failure"
+    assert "but differently" in check["output"]["summary"]
+
+
+def test_a_pr_based_before_main_broke_is_blocked_by_the_same_failure(trunk):
+    # its base (c2) is main's last green commit for the test: main's failure is not in the code that ran
+    check = publish(trunk["prs"]["before_break"], "--trunk", trunk["trunk"])[1]
+    assert check["conclusion"] == "failure"
+    assert "at or before main's last green commit" in check["output"]["summary"]
+
+
+def test_a_fix_of_main_is_said(trunk):
+    check = publish(trunk["prs"]["fixes"], "--trunk", trunk["trunk"])[1]
+    assert "Fixed by this PR (failing on main, passing here) (1)" in check["output"]["summary"]
+    assert check["conclusion"] == "action_required"  # simulated results never pass
+
+
+def test_a_trunk_state_of_another_sku_is_not_used_and_says_so(trunk, tmp_path):
+    other = tmp_path / "t.json"
+    assert rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", other).returncode == 0
+    check = publish(trunk["prs"]["clean"], "--trunk", other)[1]
+    assert check["conclusion"] == "failure" and "not used" in check["output"]["summary"]
+
+
+@pytest.mark.parametrize("content", ["{", '{"schema": "pytest-rocm/trunk/1"}', '[1]'])
+def test_a_bad_trunk_file_is_refused_naming_it(trunk, tmp_path, content):
+    bad = tmp_path / "trunk.json"
+    bad.write_text(content)
+    done, _ = publish(trunk["prs"]["clean"], "--trunk", bad)
+    assert done.returncode == 2 and str(bad) in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("window", ["0", "-3", "x"])
+def test_a_window_below_one_is_a_usage_error(trunk, window):
+    done = rocm_gate("history", "suspects", "--db", trunk["db"], "--window", window)
+    assert done.returncode == 2 and "--window" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_damaged_store_is_named_not_a_traceback(trunk, tmp_path):
+    damaged = tmp_path / "damaged.db"
+    raw = bytearray(trunk["db"].read_bytes())
+    raw[4096 * 2:4096 * 6] = b"\xff" * (4096 * 4)  # pages of the tables, not the header
+    damaged.write_bytes(bytes(raw))
+    for args in (["suspects"], ["trunk", "--sku", "MI300X", "--out", tmp_path / "t.json"]):
+        done = rocm_gate("history", args[0], "--db", damaged, *args[1:])
+        assert done.returncode == 2, done.stdout
+        assert str(damaged) in done.stderr and "Traceback" not in done.stderr
+
+
+def test_control_characters_in_test_ids_are_escaped_in_terminal_output(trunk, tmp_path):
+    import shutil
+
+    folder = tmp_path / "crafted"
+    shutil.copytree(trunk["prs"]["clean"].folder, folder)
+    report = json.loads((folder / "gate-report.json").read_text())
+    evil = "test_suite.py::test_x\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J"
+    report["tests"][evil] = {**report["tests"][API], "verdict": "flaky", "status": "passed"}
+    (folder / "gate-report.json").write_text(json.dumps(report))
+    db = tmp_path / "h.db"
+    assert rocm_gate("history", "add", "--db", db, folder).returncode == 0
+    shown = rocm_gate("history", "suspects", "--db", db)
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    assert "\\u001b]52" in shown.stdout
+
+
+def test_no_main_runs_of_the_sku_is_said(trunk, tmp_path):
+    done = rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI325X", "--out", tmp_path / "t.json")
+    assert done.returncode == 0 and "no main runs of MI325X" in done.stderr
+    assert json.loads((tmp_path / "t.json").read_text())["tests"] == {}
+
+
+def test_the_replay_of_vllm_main_meets_the_goals(tmp_path):
+    figures = tmp_path / "replay.json"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "trunk_replay.py"), "--commits", "160",
+                           "--every", "4", "--prs", "16", "--json", figures], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(figures.read_text())
+    assert out["breaks_seen_on_main"] >= 1 and out["prs_with_own_regression"] >= 1
+    assert out["trunk"]["blocked_preexisting"] == 0
+    assert out["trunk"]["new_blocked"] == out["prs_with_own_regression"]
+    assert out["suspect_range_contains_culprit"] == out["breaks_seen_on_main"]
+    assert out["flaky_flagged"] == out["flaky_truth"]
