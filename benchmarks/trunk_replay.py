@@ -164,6 +164,7 @@ class Run:
     folder: Path | None = None
     extra: dict = field(default_factory=dict)
     platform: str = "mi300x-1"
+    args: tuple = ()  # more pytest arguments
 
 
 def world_at(index: int, breaks: list[Break], rng: random.Random, flake_p: float, infra_p: float) -> dict:
@@ -191,7 +192,7 @@ def execute(run: Run, root: Path) -> Run:
            "GITHUB_EVENT_PATH": str(folder / "event.json"), "GITHUB_REPOSITORY": "vllm-project/vllm", **run.env}
     env.pop("PYTEST_ROCM_PLATFORM", None)
     subprocess.run([sys.executable, "-m", "pytest", f"--rocm-platform={run.platform}", "--rocm-report-dir=results",
-                    "-p", "no:cacheprovider", "-q", "test_suite.py"], cwd=folder, env=env, capture_output=True,
+                    "-p", "no:cacheprovider", "-q", *run.args, "test_suite.py"], cwd=folder, env=env, capture_output=True,
                    text=True, timeout=600)
     run.folder = folder / "results"
     if not (run.folder / "gate-report.json").is_file():

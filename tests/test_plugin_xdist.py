@@ -65,7 +65,7 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     assert killed["verdict_reason"].endswith("not rerun, so neither confirmed nor excused")
     assert report["conclusion"] == "neutral"
     assert report["conclusion_reason"].startswith("1 blocking gate(s) hit infrastructure faults on runner ")
-    assert report["conclusion_reason"].endswith("rerun them on another runner: test_kill.py::test_killed")
+    assert report["conclusion_reason"].endswith("rerun on another runner the 1 that never passed: test_kill.py::test_killed")
     result.stdout.fnmatch_lines(["engine * 6 * 0 * 0 * 1 *", "conclusion: neutral*"])
 
 

@@ -209,10 +209,81 @@ def test_control_characters_in_test_ids_are_escaped_in_terminal_output(trunk, tm
     assert "\\u001b]52" in shown.stdout
 
 
+def test_a_known_gap_that_now_passes_is_said_in_the_check(trunk, tmp_path):
+    import shutil
+
+    folder = tmp_path / "gap"
+    shutil.copytree(trunk["prs"]["fixes"].folder, folder)
+    report = json.loads((folder / "gate-report.json").read_text())
+    report["tests"][ATTENTION]["known_gap"] = {"reason": "fp8", "issue": "https://github.com/o/r/issues/5", "mode": "xfail"}
+    report["tests"][ATTENTION]["status"] = "xpassed"
+    (folder / "gate-report.json").write_text(json.dumps(report))
+    run = replay.Run("gap", {}, "pull_request", trunk["prs"]["fixes"].payload, {}, folder=folder)
+    summary = publish(run)[1]["output"]["summary"]
+    assert "Known gaps that now pass (remove the marker, close the issue) (1)" in summary
+    assert "issues/5" in summary
+
+
 def test_no_main_runs_of_the_sku_is_said(trunk, tmp_path):
     done = rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI325X", "--out", tmp_path / "t.json")
     assert done.returncode == 0 and "no main runs of MI325X" in done.stderr
     assert json.loads((tmp_path / "t.json").read_text())["tests"] == {}
+
+
+def test_quarantine_adds_main_failures_red_too_long_and_lifts_green_ones(trunk, tmp_path):
+    file = tmp_path / "quarantine.json"
+    done = rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file", file, "--after-hours", "0")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(file.read_text())
+    assert [(e["test"], e["sku"], e["since"]) for e in document["tests"]] == [(ENGINE, "MI300X", trunk["commits"][4])]
+    assert "added: " + ENGINE in done.stdout
+    # again: nothing new; a day's threshold adds nothing to a fresh file
+    assert "0 added, 0 lifted" in rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file",
+                                             file, "--after-hours", "0").stdout
+    fresh = tmp_path / "fresh.json"
+    assert "0 quarantined" in rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file",
+                                        fresh, "--after-hours", "24").stdout
+    # test_moe_0 failed at c2 and c4 and passed at c6: lifted after one green main run, not after two
+    for lift, kept in (("2", True), ("1", False)):
+        document["tests"].append({"test": MOE, "sku": "MI300X", "since": trunk["commits"][2], "reason": "by hand"})
+        file.write_text(json.dumps(document))
+        done = rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file", file,
+                         "--lift-after", lift, "--after-hours", "0")
+        document = json.loads(file.read_text())
+        assert (MOE in [e["test"] for e in document["tests"]]) is kept, done.stdout
+        assert ("lifted: " + MOE in done.stdout) is not kept
+
+
+def test_a_quarantined_test_runs_never_blocks_and_is_reported(trunk, tmp_path):
+    file = tmp_path / "quarantine.json"
+    assert rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file", file,
+                     "--after-hours", "0").returncode == 0
+    run = pull(7, trunk["commits"][6], world(broken_engine(3)))
+    run.args = (f"--rocm-quarantine={file}",)
+    replay.execute(run, tmp_path)
+    report = json.loads((run.folder / "gate-report.json").read_text())
+    engine = report["tests"][ENGINE]
+    # it ran (and failed); not blocking, so not rerun either
+    assert engine["verdict"] == "unconfirmed" and engine["blocking"] is False and engine["status"] == "failed"
+    assert engine["quarantine"]["since"] == trunk["commits"][4]
+    assert report["conclusion"] == "success"
+    check = publish(run)[1]
+    assert "Quarantined (ran, never blocks) (1)" in check["output"]["summary"]
+    # on another SKU the entry does not apply
+    other = pull(8, trunk["commits"][6], world(broken_engine(3)))
+    other.args, other.platform = (f"--rocm-quarantine={file}",), "mi355x-1"
+    replay.execute(other, tmp_path)
+    assert json.loads((other.folder / "gate-report.json").read_text())["conclusion"] == "failure"
+
+
+@pytest.mark.parametrize("content", ["{", '{"schema": "pytest-rocm/quarantine/1", "tests": [{"test": 3}]}'])
+def test_a_bad_quarantine_file_stops_the_run_naming_it(tmp_path, content):
+    file = tmp_path / "q.json"
+    file.write_text(content)
+    run = pull(9, "a" * 40, world())
+    run.args = (f"--rocm-quarantine={file}",)
+    with pytest.raises(SystemExit, match="no gate report"):
+        replay.execute(run, tmp_path)
 
 
 def test_the_replay_of_vllm_main_meets_the_goals(tmp_path):

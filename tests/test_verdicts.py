@@ -212,7 +212,11 @@ def test_infrastructure_only_run_is_neutral_and_names_what_to_rerun(pytester):
     assert report["conclusion"] == "neutral"
     reason = report["conclusion_reason"]
     assert reason.startswith("3 blocking gate(s) hit infrastructure faults on runner ")
-    assert "rerun them on another runner: test_campaign.py::test_child_killed_134_once" in reason
+    # every one passed on its rerun: nothing is left to rerun, and the rerun's healthy devices are not suspects
+    assert "passed on their rerun: nothing to rerun" in reason and "test_campaign.py::test_child_killed_134_once" in reason
+    failed_on = {str(d) for t in report["tests"].values() if t["verdict"] == "infra"
+                 for a in t["attempts"] if a["status"] != "passed" for d in a["gpus"] or []}
+    assert f"(devices {','.join(sorted(failed_on, key=lambda d: (len(d), d)))})" in reason
 
 
 def test_flaky_only_run_succeeds(pytester):

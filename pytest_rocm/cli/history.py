@@ -12,6 +12,10 @@
                                                   red, flaky; `rocm-gate publish --trunk` reads it. --repo: a
                                                   checkout of the repository, for main's commit order and the
                                                   commits of each suspect range (else only tested commits)
+  rocm-gate history quarantine --db HISTORY --sku SKU --file quarantine.json [--after-hours 72] [--lift-after 3]
+                                                  keep the quarantine file: add tests red on main past the
+                                                  time, lift those green on their last K main runs; the
+                                                  plugin reads it with --rocm-quarantine
 
 The store is one SQLite file in WAL mode: several runners on one host may add at once.
 
@@ -58,6 +62,15 @@ def add_parser(commands, name: str) -> None:
     trunk.add_argument("--repo", metavar="CHECKOUT", help="a checkout of the repository with main's history")
     trunk.add_argument("--tracker-url", help="the failure tracker's issue (https://...), linked from the check")
     trunk.add_argument("--out", default="trunk.json", help="the file to write (default %(default)s)")
+    quarantine = actions.add_parser("quarantine", help="add main failures red too long, lift those green again")
+    quarantine.add_argument("--db", required=True)
+    quarantine.add_argument("--sku", required=True)
+    quarantine.add_argument("--file", required=True, help="the quarantine file (created when missing)")
+    quarantine.add_argument("--after-hours", type=float, default=72.0,
+                            help="red on main this long makes a test quarantined (default 72)")
+    quarantine.add_argument("--lift-after", type=whole_number(1, "--lift-after must be at least 1 run, got {value}"),
+                            default=3, help="green main runs in a row that lift it (default 3)")
+    quarantine.add_argument("--window", type=WINDOW, default=30, help="main commits to look at (default 30)")
 
 
 def run(args) -> int:
@@ -69,7 +82,7 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     try:
         conn = store.connect(args.db)
-        return {"add": _add, "suspects": _suspects, "trunk": _trunk}[args.action](conn, args)
+        return {"add": _add, "suspects": _suspects, "trunk": _trunk, "quarantine": _quarantine}[args.action](conn, args)
     except store.HistoryError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -169,4 +182,33 @@ def _trunk(conn, args) -> int:
     flaky = sum(bool(t["flaky_count"]) for t in document["tests"].values())
     print(f"{args.out}: {visible(args.sku)} over {document['main_commits']} main commit(s) ({document['main_runs']} "
           f"run(s)): {failing} failing, {flaky} flaky, {document['green']} green")
+    return EXIT_OK
+
+
+def _quarantine(conn, args) -> int:
+    from pytest_rocm.schemas.artifacts import write_json_atomic
+    from pytest_rocm.schemas.loader import ArtifactError, load_artifact
+    from pytest_rocm.trunk import quarantine, state
+
+    if not (args.after_hours >= 0 and args.after_hours < 1e6):
+        print(f"rocm-gate history: --after-hours must be a number of hours from 0, got {args.after_hours}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    path = Path(args.file)
+    try:
+        document = load_artifact(path, "quarantine") if path.exists() else quarantine.empty()
+    except ArtifactError as exc:
+        print(f"rocm-gate history: {visible(exc)}; fix it or delete it to start again", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    trunk = state.build(conn, args.sku, args.window)
+    document, added, lifted = quarantine.update(conn, document, trunk, args.after_hours, args.lift_after)
+    try:
+        write_json_atomic(path, document)
+    except OSError as exc:
+        print(f"rocm-gate history: --file {visible(path)}: cannot write it ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    lines = [f"{path}: {len(document['tests'])} quarantined, {len(added)} added, {len(lifted)} lifted on "
+             f"{args.sku}"]
+    lines += [f"  added: {name}" for name in added] + [f"  lifted: {name}" for name in lifted]
+    print("\n".join(visible(line) for line in lines))
     return EXIT_OK

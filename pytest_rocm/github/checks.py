@@ -273,8 +273,10 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
     blocking_regressions = [(n, t) for n, t in tests.items() if t["verdict"] == "regression" and t["blocking"]
                             and n not in attributed]
     # failures that do not block: non-blocking (shadow) gates, and failures no rerun confirmed
+    quarantined = [(n, t) for n, t in tests.items() if t.get("quarantine")]
     other_regressions = [(n, t) for n, t in tests.items() if t["verdict"] in ("regression", "unconfirmed")
-                         and not (t["blocking"] and t["verdict"] == "regression") and n not in attributed]
+                         and not (t["blocking"] and t["verdict"] == "regression") and n not in attributed
+                         and not t.get("quarantine")]
     against = _trunk_items(found, tests, manifest, trunk) if found else None
     infra = [(n, t) for n, t in tests.items() if t["verdict"] == "infra"]
     flaky = [(n, t) for n, t in tests.items() if t["verdict"] == "flaky"]
@@ -307,6 +309,8 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
          [_regression_item(n, t, manifest) + (f"\n  against main: {md.code(new_reasons[n], 600)}" if n in new_reasons
                                                else "") for n, t in blocking_regressions]),
         ("Fixed by this PR (failing on main, passing here)", against["fixed"] if against else []),
+        ("Quarantined (ran, never blocks)", [f"- {md.code(n)}: {t['verdict']}; {md.code(t['quarantine'].get('reason', ''))}"
+                                             for n, t in quarantined]),
         ("Infrastructure faults", [_infra_item(n, t, runner) for n, t in infra]),
         ("Other failures (non-blocking gates, or not confirmed by a rerun)", [_regression_item(n, t, manifest) for n, t in other_regressions]),
         ("Collection errors", [f"- {md.code(e['nodeid'])} ({e['cause']})"
@@ -314,6 +318,9 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
                                for e in report["collection_errors"]]),
         ("Known gaps touched", [f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('reason', ''))} "
                                 f"{md.code((t.get('known_gap') or {}).get('issue', ''))}" for n, t in gaps]),
+        ("Known gaps that now pass (remove the marker, close the issue)",
+         [f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('issue', ''))}" for n, t in tests.items()
+          if t.get("known_gap") and t["verdict"] == "pass"]),
         ("Flaky (passed on rerun, not blocking)", [f"- {md.code(n)}: {md.code(t.get('verdict_reason', ''))}"
                                                    for n, t in flaky]),
     ]

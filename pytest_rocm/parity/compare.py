@@ -124,7 +124,8 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             counts["candidate_passing"] += c is not None and c.status in PASSING
             if r.status in PASSING:
                 counts["reference_passing"] += 1
-                counts["blocking_tests"] += bool(c is not None and c.blocking)
+                # a blocking gate the candidate ran: a known gap, a skip or an xfail blocks nothing
+                counts["blocking_tests"] += bool(c is not None and c.blocking and c.status not in NOT_GATING)
                 status = "missing" if c is None else c.status
                 entry["parity"] = status
                 counts[status] += 1
@@ -212,6 +213,9 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     if previous is not None:
         report["changes"] = _changes(previous, tests, passing)
     return report
+
+
+NOT_GATING = ("known_gap", "skipped", "xfailed", "not_applicable")
 
 
 def _blocking(blocking_tests: int, reference_passing: int) -> str:

@@ -7,6 +7,7 @@ applies on AMD platforms only; gate tests get their group's timeout.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ class TestSpec:
     hardware: Hardware | None = None
     known_gap: KnownGap | None = None  # set only where the gap applies (AMD platforms)
     not_applicable: str | None = None  # the both-sided reason, where the hardware requirement is not met
+    quarantine: dict | None = None  # {reason, since}: listed in the quarantine file for this SKU; never blocks
 
     def record_fields(self) -> dict:
         """The fields every record of this test carries."""
@@ -53,6 +55,8 @@ class TestSpec:
                                    "mode": self.known_gap.mode}
         if self.not_applicable:
             fields["not_applicable"] = self.not_applicable
+        if self.quarantine:
+            fields["quarantine"] = self.quarantine
         return fields
 
     def encoded_fields(self) -> str:
@@ -81,6 +85,17 @@ class Annotator:
     def __init__(self, context: RunContext):
         self.context = context
         self.specs: dict[str, TestSpec] = {}
+        self._quarantined: dict[str, dict] | None = None
+
+    @property
+    def quarantined(self) -> dict[str, dict]:
+        """test id -> quarantine entry, for this platform's SKUs (read once)."""
+        if self._quarantined is None:
+            from pytest_rocm.trunk.quarantine import applying
+
+            document = self.context.settings.quarantine
+            self._quarantined = applying(document, self.platform.skus()) if document else {}
+        return self._quarantined
 
     @property
     def platform(self) -> Platform:
@@ -137,6 +152,10 @@ class Annotator:
             blocking=gate.blocking if gate else (rule.blocking if rule else False),
             gate=gate is not None, hardware=hardware, known_gap=applied_gap, not_applicable=not_applicable,
         )
+        entry = self.quarantined.get(item.nodeid)
+        if entry is not None:
+            spec = dataclasses.replace(spec, blocking=False, quarantine={
+                "reason": entry["reason"], "since": entry.get("since"), "sku": entry.get("sku")})
         self.specs[item.nodeid] = spec
         timeout = settings.timeouts.get(spec.group or "", settings.timeouts.get("default"))
         if timeout and not item.get_closest_marker("timeout") and item.config.pluginmanager.hasplugin("timeout"):
@@ -164,6 +183,8 @@ class Annotator:
                 props.append(("rocm_blocking", str(spec.blocking).lower()))
         if spec.known_gap:
             props.append(("rocm_known_gap", spec.known_gap.issue))
+        if spec.quarantine:
+            props.append(("rocm_quarantined", spec.quarantine["reason"]))
         if full:
             platform = self.platform
             props.append(("rocm_sku", ",".join(platform.skus()) or "none"))

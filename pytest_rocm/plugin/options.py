@@ -51,6 +51,9 @@ def add_options(parser: pytest.Parser) -> None:
            help="baseline TOML file or folder for accuracy/performance gates (repeatable; ini rocm_baselines)")
     option("--rocm-propose-baselines", default=None, metavar="FILE",
            help="write a proposed baseline entry for every measured metric (baseline files are never changed)")
+    option("--rocm-quarantine", default=None, metavar="FILE",
+           help="the quarantine file (`rocm-gate quarantine`, kept on the default branch): its tests for this "
+                "platform's SKU still run, never block, and are reported as quarantined (ini rocm_quarantine)")
     option("--rocm-golden", default=None, metavar="DIR",
            help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR")
     option("--rocm-golden-record", default=None, metavar="DIR",
@@ -91,6 +94,7 @@ def add_options(parser: pytest.Parser) -> None:
     ini("rocm_baselines", "baseline TOML files or folders (relative to the ini file)", type="linelist", default=[])
     ini("rocm_golden_dir", "default for --rocm-golden (relative to the ini file)", default="")
     ini("rocm_reruns", "default for --rocm-reruns", default="")
+    ini("rocm_quarantine", "default for --rocm-quarantine", default="")
     ini("rocm_health_probe", "default for --rocm-health-probe", default="")
     ini("rocm_exit_by_conclusion", "pytest's exit status follows the conclusion (true/false)", default="")
     ini("rocm_infra_signatures", "extra infrastructure signatures, `name=regex` per line; `!name` drops "
@@ -152,6 +156,7 @@ class Settings:
     scheduler: str  # --rocm-scheduler: auto, gpu or xdist
     durations_path: Path | None
     paths: PathRule = field(repr=False)
+    quarantine: dict | None = None  # the quarantine file's document (trunk/quarantine.py)
 
 
 def _bool_ini(config: pytest.Config, name: str) -> bool:
@@ -216,7 +221,8 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(f"--rocm-scheduler=gpu schedules test by test; it cannot be combined with "
                                 f"--dist {config.option.dist} (use -n N alone, or --dist load)")
     junit = _choice(config, "rocm_junit_properties", JUNIT_PROPERTIES)
-    return Settings(report_dir=report_dir.resolve() if report_dir else None, group_map_path=group_map,
+    quarantine = _quarantine(paths.setting("rocm_quarantine", "rocm_quarantine"))
+    return Settings(quarantine=quarantine, report_dir=report_dir.resolve() if report_dir else None, group_map_path=group_map,
                     allowed_groups=allowed, reruns=reruns,
                     probe_command=command, probe_argv=argv, signatures=signatures,
                     timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
@@ -226,7 +232,7 @@ def read_settings(config: pytest.Config) -> Settings:
 
 
 # Options whose value is a path, as typed with a space (`--rocm-group-map FILE`).
-PATH_OPTIONS = ("--rocm-durations", "--rocm-group-map", "--rocm-baselines", "--rocm-golden", "--rocm-server-config", "--rocm-platform",
+PATH_OPTIONS = ("--rocm-quarantine", "--rocm-durations", "--rocm-group-map", "--rocm-baselines", "--rocm-golden", "--rocm-server-config", "--rocm-platform",
                 "--rocm-report-dir", "--rocm-model-cache", "--rocm-golden-record", "--rocm-propose-baselines")
 
 
@@ -246,6 +252,19 @@ def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
                 f"{arg} {args[index + 1]}: pytest took this path for a test path and chose the rootdir {root} "
                 f"(ini {config.inipath}), which holds none of the tests; write {arg}={args[index + 1]} with '=', "
                 "or set it in the tree's own ini file")
+
+
+def _quarantine(path: Path | None) -> dict | None:
+    """The quarantine file through the strict loader (it decides what blocks): a bad one stops the run."""
+    if path is None:
+        return None
+    from pytest_rocm.schemas.loader import ArtifactError, load_artifact
+
+    try:
+        return load_artifact(path, "quarantine")
+    except ArtifactError as exc:
+        raise pytest.UsageError(f"--rocm-quarantine / rocm_quarantine: {exc}; fix the file or write it again with "
+                                "`rocm-gate quarantine`") from None
 
 
 def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:

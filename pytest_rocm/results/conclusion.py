@@ -110,10 +110,18 @@ def conclusion(tests: dict[str, dict], run: dict, runner: str | None = None,
             return "neutral", (f"the health probe failed{where} before any test ran on devices "
                                f"{','.join(map(str, preflight.get('devices', [])))} ({preflight.get('detail')}); "
                                "rerun on another runner")
-        devices = sorted({str(d) for n in infra for a in blocking[n]["attempts"] for d in (a.get("gpus") or [])})
+        # the devices of the attempts that failed: a rerun that passed ran on a healthy device
+        devices = sorted({str(d) for n in infra for a in blocking[n]["attempts"] if a["status"] != "passed"
+                          for d in (a.get("gpus") or [])}, key=lambda d: (len(d), d))
         on = f" (devices {','.join(devices)})" if devices else ""
+        recovered = [n for n in infra if blocking[n]["attempts"][-1]["status"] == "passed"]
+        if len(recovered) == len(infra):
+            return "neutral", (f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on} and passed on "
+                               f"their rerun: nothing to rerun; the faulty devices are the suspects "
+                               f"({', '.join(infra[:10])})")
+        left = [n for n in infra if n not in recovered]
         return "neutral", (f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on}; "
-                           f"rerun them on another runner: {', '.join(infra[:10])}")
+                           f"rerun on another runner the {len(left)} that never passed: {', '.join(left[:10])}")
     if not executed:
         return "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"
     flaky = [n for n, t in blocking.items() if t["verdict"] == "flaky"]

@@ -99,6 +99,9 @@ def status_of_test(records: list[dict], probes: list[dict], signatures, run_ende
         "requires": first.get("requires"),
         "known_gap": known_gap,
     }
+    quarantine = next((r["quarantine"] for r in records if r.get("quarantine")), None)
+    if quarantine:
+        result["quarantine"] = quarantine
     attempts = []
     for attempt_records in split_attempts(records):
         status, detail, message = attempt_status(attempt_records, known_gap, run_ended)
@@ -140,7 +143,8 @@ def _plain_pass(records: list[dict]) -> dict:
             "requires": first.get("requires"), "known_gap": first.get("known_gap"), "status": "passed", "detail": "",
             "message": "", "duration": duration, "worker": first.get("worker"),
             "attempts": [{"status": "passed", "worker": first.get("worker"), "gpus": gpus, "duration": duration}],
-            "probes": [], "verdict": "pass", "verdict_reason": ""}
+            "probes": [], "verdict": "pass", "verdict_reason": "", **(
+                {"quarantine": first["quarantine"]} if "quarantine" in first else {})}
 
 
 def summarise(records: list[dict], group_of=None, signatures=None, run_ended: bool = True) -> dict[str, dict]:

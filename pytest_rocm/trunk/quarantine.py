@@ -1,0 +1,77 @@
+"""Quarantine with a lifecycle: main failures left red too long stop blocking, and come back by themselves.
+
+The quarantine file (`pytest-rocm/quarantine/1`, JSON, kept on the default branch) lists tests per SKU. The
+plugin reads it at run start (`--rocm-quarantine FILE`): a listed test still runs on that SKU, never blocks,
+and its report entry and the check say it is quarantined and why. `rocm-gate quarantine` keeps the file:
+
+- a test failing on main (trunk/state.py) for at least AFTER hours on the SKU is added, with the commit it has
+  failed since and its fingerprints;
+- an entry is lifted once the test's newest LIFT_AFTER main runs on the SKU all passed it;
+- everything else is kept as it was (a run that did not run the test neither adds nor lifts it).
+
+Entries without a SKU apply on every SKU (a person may add one by hand; the command never lifts those).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+
+from pytest_rocm.schemas.artifacts import schema
+
+QUARANTINE_SCHEMA = schema("quarantine")
+AFTER_HOURS = 72.0
+LIFT_AFTER = 3
+
+
+def empty() -> dict:
+    return {"schema": QUARANTINE_SCHEMA, "updated": None, "tests": []}
+
+
+def applying(document: dict, skus: list[str]) -> dict[str, dict]:
+    """test id -> its entry, for the entries that apply on a platform with these SKUs."""
+    wanted = {s.upper() for s in skus}
+    out = {}
+    for entry in document["tests"]:
+        sku = entry.get("sku")
+        if sku is None or sku.upper() in wanted or set(sku.upper().split("/")) <= wanted:
+            out.setdefault(entry["test"], entry)
+    return out
+
+
+def _green_streak(conn: sqlite3.Connection, test: str, sku: str, count: int) -> bool:
+    """Whether the test's newest `count` informative main runs on the SKU all passed it."""
+    rows = conn.execute(
+        "SELECT r.verdict FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
+        "WHERE t.name = ? AND u.origin = 'main' AND u.sku = ? AND r.verdict IN ('pass', 'regression', "
+        "'unconfirmed', 'flaky') ORDER BY COALESCE(u.started, '') DESC, u.id DESC LIMIT ?",
+        (test, sku, count)).fetchall()
+    return len(rows) == count and all(v == "pass" for (v,) in rows)
+
+
+def update(conn: sqlite3.Connection, document: dict, trunk: dict, after_hours: float = AFTER_HOURS,
+           lift_after: int = LIFT_AFTER, now: str | None = None) -> tuple[dict, list[str], list[str]]:
+    """(the new document, tests added, tests lifted) for the trunk state's SKU."""
+    sku = trunk["sku"]
+    now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    kept, lifted = [], []
+    for entry in document["tests"]:
+        if entry.get("sku") == sku and _green_streak(conn, entry["test"], sku, lift_after):
+            lifted.append(entry["test"])
+        else:
+            kept.append(entry)
+    listed = {(e["test"], e.get("sku")) for e in kept}
+    added = []
+    for name, state in trunk["tests"].items():
+        red = state.get("red_seconds")
+        if state["state"] != "failing" or red is None or red < after_hours * 3600 or (name, sku) in listed:
+            continue
+        since = state["since"]["sha"]
+        kept.append({"test": name, "sku": sku, "since": since, "quarantined": now,
+                     "fingerprints": state["fingerprints"][:5],
+                     "reason": f"red on main ({sku}) for {red / 3600:.1f} h since {since[:12]}, past {after_hours:g} h; "
+                               f"lifted after {lift_after} green main runs"})
+        added.append(name)
+    kept.sort(key=lambda e: (e["test"], e.get("sku") or ""))
+    return {"schema": QUARANTINE_SCHEMA, "updated": now, "after_hours": after_hours, "lift_after": lift_after,
+            "tests": kept}, added, lifted
