@@ -128,6 +128,7 @@ class FakeGitHub:
         self.jobs: dict[int, list[dict]] = {}  # run id -> jobs (fields of a REST job)
         self.artifacts: dict[int, dict] = {}  # id -> {"run_id", "name", "data" (zip bytes), "expired"}
         self.commits: dict[str, list[str]] = {}  # sha -> parent shas
+        self.issues: dict[int, dict] = {}  # number -> {"repo", "title", "body", "state", "labels", "user"}
         self.read_only_tokens: set[str] = set()
         self.token_apps: dict[str, int] = {}  # token -> the App it belongs to (minted tokens: the JWT's App)
         self.late_s = 0.5
@@ -397,6 +398,44 @@ class FakeGitHub:
         if run is None:
             return 404, {"message": "Not Found"}
         return self._apply(run, body) or (200, self._render(run))
+
+    def _render_issue(self, issue: dict) -> dict:
+        out = self._example("/repos/{owner}/{repo}/issues/{issue_number}", "patch", "200")
+        base = f"{self.url}/repos/{issue['repo']}/issues/{issue['number']}"
+        out.update(number=issue["number"], id=issue["number"] + 90000, node_id=f"I_{issue['number']}",
+                   title=issue["title"], body=issue["body"], state=issue["state"], url=base,
+                   html_url=f"https://github.com/{issue['repo']}/issues/{issue['number']}",
+                   labels=[{**out["labels"][0], "name": name} for name in issue["labels"]] if out.get("labels") else [],
+                   closed_at=None if issue["state"] == "open" else _now(), updated_at=issue["updated_at"])
+        out["user"] = {**out["user"], "login": issue["user"]}
+        out.pop("pull_request", None)
+        return out
+
+    def _issues_list_for_repo(self, p, q, body):
+        repo = f"{p['owner']}/{p['repo']}"
+        wanted = set(filter(None, q.get("labels", "").split(",")))
+        state = q.get("state", "open")
+        found = [i for _, i in sorted(self.issues.items()) if i["repo"] == repo and wanted <= set(i["labels"])
+                 and (state == "all" or i["state"] == state)]
+        return 200, [self._render_issue(i) for i in self._page(found, q)]
+
+    def _issues_create(self, p, q, body):
+        number = next(self._ids)
+        labels = [label if isinstance(label, str) else label.get("name") for label in body.get("labels") or []]
+        self.issues[number] = {"repo": f"{p['owner']}/{p['repo']}", "number": number, "title": body["title"],
+                               "body": body.get("body"), "state": "open", "labels": labels,
+                               "user": "rocm-gate[bot]", "updated_at": _now()}
+        return 201, self._render_issue(self.issues[number])
+
+    def _issues_update(self, p, q, body):
+        issue = self.issues.get(int(p["issue_number"]))
+        if issue is None or issue["repo"] != f"{p['owner']}/{p['repo']}":
+            return 404, {"message": "Not Found"}
+        for key in ("title", "body", "state"):
+            if key in body:
+                issue[key] = body[key]
+        issue["updated_at"] = _now()
+        return 200, self._render_issue(issue)
 
     def _page(self, items, q):
         per, page = min(int(q.get("per_page", 30)), 100), int(q.get("page", 1))

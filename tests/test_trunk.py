@@ -298,3 +298,67 @@ def test_the_replay_of_vllm_main_meets_the_goals(tmp_path):
     assert out["trunk"]["new_blocked"] == out["prs_with_own_regression"]
     assert out["suspect_range_contains_culprit"] == out["breaks_seen_on_main"]
     assert out["flaky_flagged"] == out["flaky_truth"]
+
+
+@pytest.fixture
+def github():
+    from github_api import FakeGitHub
+
+    with FakeGitHub(token="ghs_trackertoken") as server:
+        yield server
+        assert server.errors == [], "the fake sent a response GitHub's description does not allow"
+
+
+def tracker(github, *args):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ROCM_GATE_"))}
+    environ.update(GITHUB_API_URL=github.url, GITHUB_REPOSITORY="vllm-project/vllm", GITHUB_TOKEN="ghs_trackertoken",
+                   PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "tracker", *map(str, args)], env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr and "ghs_trackertoken" not in done.stdout + done.stderr
+    return done
+
+
+def test_the_tracker_keeps_one_issue_per_sku_and_writes_only_changes(trunk, github, tmp_path):
+    mi355x = tmp_path / "trunk-MI355X.json"
+    assert rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", mi355x).returncode == 0
+    first = tracker(github, "--trunk", trunk["trunk"], "--trunk", mi355x, "--framework", "vllm", "--db", trunk["db"])
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count(" created ") == 2
+    issues = sorted(github.issues.values(), key=lambda i: i["number"])
+    mi300x = issues[0]
+    assert mi300x["labels"] == ["rocm-gate-tracker"] and mi300x["title"].startswith("rocm-gate: main on MI300X (vllm): 1 failing")
+    body = mi300x["body"]
+    assert ENGINE in body and trunk["commits"][4][:12] in body and trunk["commits"][3][:12] in body  # suspects
+    assert "Flaky on main (1)" in body and API in body
+    assert "<details><summary>Green again (1)</summary>" in body and MOE in body  # quiet ones collapsed
+    writes = [entry for entry in github.log if entry[0] in ("POST", "PATCH")]
+    again = tracker(github, "--trunk", trunk["trunk"], "--trunk", mi355x, "--framework", "vllm", "--db", trunk["db"])
+    assert again.stdout.count(" unchanged") == 2
+    assert [entry for entry in github.log if entry[0] in ("POST", "PATCH")] == writes  # nothing written
+    # another framework is another issue; an edited issue is written back
+    github.issues[mi300x["number"]]["body"] += "edited by hand"
+    third = tracker(github, "--trunk", trunk["trunk"], "--framework", "vllm")
+    assert f"issue #{mi300x['number']} updated" in third.stdout
+    assert "edited by hand" not in github.issues[mi300x["number"]]["body"]
+    assert " created " in tracker(github, "--trunk", trunk["trunk"], "--framework", "sglang").stdout
+    assert len(github.issues) == 3
+
+
+def test_a_tracker_create_that_timed_out_is_not_sent_twice(trunk, github):
+    from pytest_rocm.github import api, tracker as tracking
+
+    state = json.loads(trunk["trunk"].read_text())
+    client = api.Client(api.connect(github.url, token="ghs_trackertoken", read_timeout=0.3), "vllm-project/vllm",
+                        settle_s=1.0)
+    github.late_s = 0.3
+    github.script_for = [("post", "/repos/vllm-project/vllm/issues", "late")]
+    done = tracking.keep(client, state, "vllm")
+    assert len(github.issues) == 1 and done.number in github.issues
+
+
+def test_a_bad_trunk_file_for_the_tracker_is_named(github, tmp_path):
+    bad = tmp_path / "trunk.json"
+    bad.write_text('{"schema": "pytest-rocm/trunk/1"}')
+    done = tracker(github, "--trunk", bad, "--framework", "vllm")
+    assert done.returncode == 2 and str(bad) in done.stderr and not github.issues

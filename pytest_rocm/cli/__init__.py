@@ -16,7 +16,7 @@ import sys
 import threading
 
 from pytest_rocm.cli import (baselines, dashboard, doctor, drain, groups, history, parity, preflight, publish, rerun,
-                             select, shard, sweep, trust, verdict)
+                             select, shard, sweep, tracker, trust, verdict)
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -24,11 +24,12 @@ EXIT_BAD_INPUT = 2
 DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
                "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
                "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
-               "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history) and build the coverage dashboard from them (dashboard). Run `rocm-gate COMMAND --help`.")
+               "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker) and build the coverage dashboard from them (dashboard). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
             "groups": groups, "shard": shard, "select": select, "preflight": preflight, "drain": drain,
-            "publish": publish, "sweep": sweep, "trust": trust, "rerun": rerun, "history": history, "dashboard": dashboard}
+            "publish": publish, "sweep": sweep, "trust": trust, "rerun": rerun, "history": history, "tracker": tracker,
+            "dashboard": dashboard}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,8 @@ GitHub's API; never imports the plugin or test code (docs/architecture.md, "The 
   cut to GitHub's limits, every string from the results escaped;
 - `api`: github3.py, one retry rule per request, and writes that converge to one check per name, SHA and run;
 - `rerun`: a `check_run` webhook payload (a button click, "Re-run") to a workflow dispatch;
-- `sweep`: the scheduled job that finishes what a failed or lost publish left.
+- `sweep`: the scheduled job that finishes what a failed or lost publish left;
+- `tracker`: one issue per SKU and framework saying what is red on main, kept up to date idempotently.
 """
 
-__all__ = ["api", "artifacts", "checks", "provenance", "publishing", "rerun", "sweep", "trust"]
+__all__ = ["api", "artifacts", "checks", "provenance", "publishing", "rerun", "sweep", "tracker", "trust"]

@@ -9,7 +9,7 @@ unpacking each package's `package/` folder:
 
     python tests/data/github/extract.py OPENAPI_FOLDER WEBHOOKS_FOLDER EXAMPLES_FOLDER
 
-The operations kept are those `rocm-gate publish`, `trust` and `rerun` call; the webhooks are the events the
+The operations kept are those `rocm-gate publish`, `trust`, `rerun` and `tracker` call; the webhooks are the events the
 workflows and the rerun handler read.
 """
 
@@ -40,6 +40,9 @@ OPERATIONS = {
     "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/{archive_format}": ["get"],
     "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs": ["get"],
     "/repos/{owner}/{repo}/commits/{ref}": ["get"],
+    # `rocm-gate tracker`: one issue per SKU and framework, found by its label, written again when it changed
+    "/repos/{owner}/{repo}/issues": ["get", "post"],
+    "/repos/{owner}/{repo}/issues/{issue_number}": ["patch"],
 }
 WEBHOOKS = ["check-run-requested-action", "check-run-rerequested", "pull-request-labeled", "pull-request-synchronize",
             "pull-request-opened", "pull-request-unlabeled", "merge-group-checks-requested", "workflow-run-completed",

@@ -1,0 +1,81 @@
+"""`rocm-gate tracker`: keep the failure tracker issue of main, one per SKU and framework.
+
+  rocm-gate tracker --trunk trunk-MI300X.json [--trunk trunk-MI355X.json] --framework vllm [--db HISTORY]
+      For each trunk state (`rocm-gate history trunk`), create or update the issue labelled rocm-gate-tracker
+      that lists what fails on main on that SKU: since which commit, for how long, the suspect range, last seen
+      and how; flaky tests; with --db, history's infra suspects and drain candidates. An issue whose text would
+      not change is not written (pytest_rocm/github/tracker.py). `--dry-run` prints the issues instead.
+
+Credentials and repository as for publish (GITHUB_TOKEN with issues: write, or the App's variables).
+
+Exit status: 0 done, 2 bad input or GitHub refused a request, 4 GitHub could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pytest_rocm.cli import github_options
+from pytest_rocm.schemas.markdown import visible
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_NOT_SENT = 0, 2, 4
+
+
+def add_parser(commands, name: str) -> None:
+    parser = commands.add_parser(name, help="keep the failure tracker issue of main per SKU",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trunk", action="append", required=True, metavar="FILE",
+                        help="a trunk state (`rocm-gate history trunk --out FILE`); repeat for each SKU")
+    parser.add_argument("--framework", required=True, help="the framework the tests are of (vllm, sglang)")
+    parser.add_argument("--db", help="the history store, for infra suspects and drain candidates")
+    parser.add_argument("--dry-run", action="store_true", help="print each issue's title and body; send nothing")
+    github_options.add(parser)
+
+
+def run(args) -> int:
+    from pytest_rocm.github import api, tracker
+    from pytest_rocm.schemas.loader import ArtifactError, load_artifact
+
+    try:
+        states = [load_artifact(path, "trunk") for path in args.trunk]
+    except ArtifactError as exc:
+        print(f"rocm-gate tracker: {visible(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    suspects = _suspects(args.db) if args.db else []
+    if suspects is None:
+        return EXIT_BAD_INPUT
+    if args.dry_run:
+        for state in states:
+            title, body = tracker.render(state, args.framework, [s for s in suspects if s.get("sku") in (None, state["sku"])])
+            print(json.dumps({"title": title, "body": body}, indent=2))
+        return EXIT_OK
+    try:
+        client = api.Client(github_options.client(args), github_options.repo(args))
+        for state in states:
+            done = tracker.keep(client, state, args.framework, suspects)
+            print(f"{visible(state['sku'])}: issue #{done.number} {done.action} {done.html_url or ''}".rstrip())
+    except github_options.OptionError as exc:
+        print(f"rocm-gate tracker: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except api.PublishError as exc:
+        print(f"rocm-gate tracker: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT if exc.refused else EXIT_NOT_SENT
+    return EXIT_OK
+
+
+def _suspects(db: str) -> list[dict] | None:
+    import sqlite3
+    from pathlib import Path
+
+    from pytest_rocm.history import queries, store
+
+    if not Path(db).is_file():
+        print(f"rocm-gate tracker: --db {visible(db)}: no such history file", file=sys.stderr)
+        return None
+    try:
+        return queries.suspects(store.connect(db))
+    except (store.HistoryError, sqlite3.DatabaseError) as exc:
+        print(f"rocm-gate tracker: --db {visible(db)}: {visible(exc)}", file=sys.stderr)
+        return None

@@ -1,0 +1,122 @@
+"""The failure tracker: one GitHub issue per SKU and framework that says what is red on main, kept up to date.
+
+SGLang's AMD failure tracker is an issue a bot maintains; this is that, from a trunk state (trunk/state.py,
+`rocm-gate history trunk`) and history's suspects. The issue shows, per test failing on main: since which
+commit, for how long, the suspect range, when it last failed and how (its fingerprint); then flaky tests, infra
+suspects and drain candidates; tests that are green again but flipped in the window are collapsed.
+
+Idempotent: the issue is found by its label and the marker line in its body (`<!-- rocm-gate-tracker SKU
+FRAMEWORK -->`), and written only when its title, body or state would change. Its text depends only on the
+inputs (the trunk state's newest main commit stands for "now"), so a second run with the same state writes
+nothing. A create that may have been applied (GitHub's timeout) is looked for again before it is sent again.
+Every string from results is escaped (schemas/markdown.py); the body is cut to GitHub's 65,536 characters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_rocm.github.api import Ambiguous, Client
+from pytest_rocm.schemas import markdown as md
+
+LABEL = "rocm-gate-tracker"
+BODY_LIMIT = 65536
+ROWS = 200  # failing tests listed in full; the rest are counted
+
+
+@dataclass
+class Tracked:
+    number: int
+    action: str  # created, updated, unchanged
+    html_url: str | None
+
+
+def marker(sku: str, framework: str) -> str:
+    return f"<!-- {LABEL} {md.plain(sku, 100)} {md.plain(framework, 100)} -->"
+
+
+def _hours(seconds) -> str:
+    if seconds is None:
+        return "unknown"
+    return f"{seconds / 3600:.1f} h" if seconds < 86400 * 2 else f"{seconds / 86400:.1f} days"
+
+
+def _sha(commit) -> str:
+    return md.code(((commit or {}).get("sha") or "none")[:12])
+
+
+def render(trunk: dict, framework: str, suspects: list[dict] = ()) -> tuple[str, str]:
+    """(title, body) of the tracker issue of one trunk state."""
+    sku = trunk["sku"]
+    tests = trunk["tests"]
+    failing = sorted(((n, t) for n, t in tests.items() if t["state"] == "failing"),
+                     key=lambda item: (-(item[1].get("red_seconds") or 0), item[0]))
+    flaky = sorted((n, t) for n, t in tests.items() if t["flaky_count"] and t["state"] != "failing")
+    quiet = sorted((n, t) for n, t in tests.items() if t["state"] == "passing" and not t["flaky_count"])
+    newest = trunk.get("newest") or {}
+    title = md.plain(f"rocm-gate: main on {sku} ({framework}): {len(failing)} failing, {len(flaky)} flaky", 250)
+    lines = [marker(sku, framework), f"## Main on {md.code(sku)} ({md.code(framework)})", "",
+             f"From {trunk['main_runs']} main run(s) over {trunk['main_commits']} commit(s), newest "
+             f"{_sha(newest)} ({md.code(newest.get('started') or 'unknown')}). This issue is rewritten by "
+             "`rocm-gate tracker`; edits are lost.", "",
+             f"### Failing on main ({len(failing)})", ""]
+    if failing:
+        lines += ["| test | broken since | red for | last green | suspects | last failed | failure |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, t in failing[:ROWS]:
+            suspects_text = (f"{t['suspect_count']}: " + ", ".join(s[:12] for s in (t.get("suspects") or [])[:5])
+                             + (" ..." if (t["suspect_count"] or 0) > 5 else "")) if t.get("suspect_count") else \
+                ("before the window" if t.get("last_green") is None else "tested commits only")
+            lines.append(f"| {md.cell(name)} | {_sha(t['since'])} | {_hours(t.get('red_seconds'))} | "
+                         f"{_sha(t['last_green']) if t.get('last_green') else 'none in the window'} | "
+                         f"{md.cell(suspects_text)} | {md.cell(t.get('last_failed') or 'unknown')} | "
+                         f"{md.cell('; '.join(t['fingerprints'][:2]) or 'no message', 200)} |")
+        if len(failing) > ROWS:
+            lines.append(f"| and {len(failing) - ROWS} more | | | | | | |")
+    else:
+        lines.append("Nothing is failing on main.")
+    lines += ["", f"### Flaky on main ({len(flaky)})", ""]
+    lines += [f"- {md.code(n)}: passed and failed on {t['flaky_count']} main commit(s)" for n, t in flaky[:ROWS]] or \
+        ["None."]
+    infra = [s for s in suspects if s.get("kind") == "suspected real bug"]
+    drain = [s for s in suspects if s.get("kind") == "drain candidate"]
+    lines += ["", f"### Infra suspects ({len(infra)}) and drain candidates ({len(drain)})", ""]
+    lines += [f"- {s['kind']}: {md.code(s['test'])}: {md.code(s['reason'])}" for s in (infra + drain)[:ROWS]] or \
+        ["None."]
+    if quiet:
+        lines += ["", f"<details><summary>Green again ({len(quiet)})</summary>", ""]
+        lines += [f"- {md.code(n)}: {t['flips']} flip(s) in the window" for n, t in quiet[:ROWS]]
+        lines += ["", "</details>"]
+    body = "\n".join(lines) + "\n"
+    if len(body) > BODY_LIMIT:
+        body = body[:BODY_LIMIT - 60] + "\n\n... (cut at GitHub's limit)\n"
+    return title, body
+
+
+def _find(client: Client, sku: str, framework: str) -> dict | None:
+    mark = marker(sku, framework)
+    found = [i for i in client.paged("/repos/{repo}/issues", None, {"labels": LABEL, "state": "all"})
+             if isinstance(i, dict) and "pull_request" not in i and (i.get("body") or "").startswith(mark)]
+    return min(found, key=lambda i: i["number"]) if found else None  # the first one, should two exist
+
+
+def keep(client: Client, trunk: dict, framework: str, suspects: list[dict] = ()) -> Tracked:
+    """Create or update the tracker issue of the trunk state's SKU and this framework."""
+    title, body = render(trunk, framework, suspects)
+    existing = _find(client, trunk["sku"], framework)
+    if existing is None:
+        try:
+            made = client.write("POST", "/repos/{repo}/issues", {"title": title, "body": body, "labels": [LABEL]})
+        except Ambiguous as exc:
+            client.settle(exc)
+            existing = _find(client, trunk["sku"], framework)
+            if existing is None:
+                made = client.write("POST", "/repos/{repo}/issues", {"title": title, "body": body, "labels": [LABEL]})
+                return Tracked(made["number"], "created", made.get("html_url"))
+        else:
+            return Tracked(made["number"], "created", made.get("html_url"))
+    if existing.get("title") == title and existing.get("body") == body and existing.get("state") == "open":
+        return Tracked(existing["number"], "unchanged", existing.get("html_url"))
+    client.write_again("PATCH", f"/repos/{{repo}}/issues/{existing['number']}",
+                       {"title": title, "body": body, "state": "open"})
+    return Tracked(existing["number"], "updated", existing.get("html_url"))
