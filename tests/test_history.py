@@ -231,7 +231,7 @@ def test_the_dashboard_in_headless_chromium(served_site, nightly):
                 route.abort()
 
         page.route("**/*", guard)
-        for name in ("index.html", "grid.html", "suspects.html", "stacks.html"):
+        for name in ("index.html", "trunk.html", "grid.html", "suspects.html", "stacks.html"):
             response = page.goto(f"{served_site}/{name}")
             assert response.status == 200
             for chart in page.locator("svg[role=img]").all():
@@ -243,12 +243,19 @@ def test_the_dashboard_in_headless_chromium(served_site, nightly):
                 assert page.locator("table").filter(has_text="Latest runs").locator("tbody tr").count() == runs
                 assert page.locator("svg[role=img]").count() >= 3
             if name == "grid.html":
-                assert page.locator("#grid tbody tr").count() == runs
-                assert page.locator("#grid td[data-verdict=infra]").count() >= 1
+                assert page.locator("table.grid tbody tr").count() == runs
+                assert page.locator("table.grid td[data-verdict=infra]").count() >= 1
             if name == "suspects.html":
                 suspects = page.locator("table").filter(has_text="Suspects").first.locator("tbody tr")
                 assert suspects.count() == 2
                 assert page.get_by_role("link", name="https://github.com/vllm-project/vllm/issues/777").count() == 1
+        # at phone width no page is wider than the screen: wide tables scroll inside their own box
+        phone = browser.new_page(viewport={"width": 390, "height": 844})
+        phone.route("**/*", guard)
+        for name in ("index.html", "trunk.html", "grid.html", "suspects.html", "stacks.html"):
+            phone.goto(f"{served_site}/{name}")
+            assert phone.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth + 1"), name
+            phone.screenshot(path=str(SCREENSHOTS / name.replace(".html", "-phone.png")), full_page=True)
         browser.close()
     assert errors == [] and outside == []
 

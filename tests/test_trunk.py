@@ -362,3 +362,37 @@ def test_a_bad_trunk_file_for_the_tracker_is_named(github, tmp_path):
     bad.write_text('{"schema": "pytest-rocm/trunk/1"}')
     done = tracker(github, "--trunk", bad, "--framework", "vllm")
     assert done.returncode == 2 and str(bad) in done.stderr and not github.issues
+
+
+def test_the_dashboard_shows_trunk_health_a_page_per_test_and_main_apart(trunk, tmp_path):
+    site = tmp_path / "site"
+    done = rocm_gate("dashboard", "--db", trunk["db"], "--out", site)
+    assert done.returncode == 0, done.stderr
+    page = (site / "trunk.html").read_text()
+    # engine is red on MI300X at c2 (test_moe_0), c4 and c6 (test_engine_0): three runs; green last at c0
+    assert f"<td>MI300X</td><td>engine</td><td>red</td><td>3</td><td>{trunk['commits'][0][:12]} " in page
+    engine_page = site / f"test-{__import__('hashlib').sha256(ENGINE.encode()).hexdigest()[:16]}.html"
+    assert engine_page.is_file() and engine_page.name in page
+    runs = engine_page.read_text()
+    assert f"https://github.com/vllm-project/vllm/commit/{trunk['commits'][4]}" in runs
+    assert "https://github.com/vllm-project/vllm/actions/runs/4" in runs and "pr #1" in runs
+    grid = (site / "grid.html").read_text()
+    assert 'id="grid-main"' in grid and 'id="grid-pr"' in grid
+    assert grid.index('id="grid-main"') < grid.index('id="grid-pr"')
+
+
+def test_a_huge_failing_run_makes_a_capped_grid(trunk, tmp_path):
+    import shutil
+
+    folder = tmp_path / "huge"
+    shutil.copytree(trunk["prs"]["new"].folder, folder)
+    report = json.loads((folder / "gate-report.json").read_text())
+    entry = report["tests"][ENGINE]
+    report["tests"] = {f"tests/test_big.py::test_{i}": {**entry, "group": "engine"} for i in range(10000)}
+    (folder / "gate-report.json").write_text(json.dumps(report))
+    db = tmp_path / "h.db"
+    assert rocm_gate("history", "add", "--db", db, folder).returncode == 0
+    site = tmp_path / "site"
+    assert rocm_gate("dashboard", "--db", db, "--out", site).returncode == 0
+    grid = (site / "grid.html").read_text()
+    assert "and 9950 more" in grid and len(grid) < 200_000

@@ -1,8 +1,10 @@
 """`rocm-gate dashboard --db HISTORY --out SITE`: build the coverage dashboard, a static site, from history.
 
-Pages: overview (parity with CUDA per SKU and group, now and over time; the latest runs and their run time),
-runs x groups (each cell the worst verdict, opening to the failing tests), suspects and flaky tests with known
-gaps, accepted stacks and drift. No script, no network: open SITE/index.html, or publish the folder
+Pages: overview (parity per SKU and group against the named reference, now and over time, and overall per SKU;
+the latest runs and their run time), trunk health (per SKU and group from main runs: streak, last green, flips,
+time to recovery; a page per test that failed on main, with its runs across SKUs and commits), runs x groups
+(main runs apart from PR runs; each cell the worst verdict, opening to the failing tests), suspects and flaky
+tests with known gaps, accepted stacks and drift. No script, no network: open SITE/index.html, or publish the folder
 (.github/workflows/dashboard.yml deploys it to GitHub Pages).
 
 Exit status: 0 built, 2 bad input.
@@ -11,6 +13,7 @@ Exit status: 0 built, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -35,6 +38,10 @@ def run(args) -> int:
         sizes = site.build(conn, Path(args.out))
     except store.HistoryError as exc:
         print(f"rocm-gate dashboard: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:  # a damaged page found while reading
+        print(f"rocm-gate dashboard: {args.db}: the history database is damaged ({exc}); restore it from a backup "
+              "or rebuild it with `rocm-gate history add`", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"rocm-gate dashboard: cannot write {args.out}: {exc.strerror}", file=sys.stderr)

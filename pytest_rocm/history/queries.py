@@ -35,15 +35,19 @@ def _order(alias: str = "", newest_first: bool = False) -> str:
     return f"COALESCE({alias}started, ''){way}, {alias}id{way}"
 
 
-def runs(conn: sqlite3.Connection, limit: int | None = None) -> list[dict]:
-    """The newest runs first: id, time, SKU, runner, commit, conclusion, run time in seconds."""
-    sql = (f"SELECT id, started, finished, vendor, sku, runner, git_sha, conclusion, complete FROM runs "
-           f"ORDER BY {_order(newest_first=True)}")
-    rows = conn.execute(sql + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
+def runs(conn: sqlite3.Connection, limit: int | None = None, origin: str | None = None) -> list[dict]:
+    """The newest runs first (of one origin: main, pr, other): id, time, SKU, runner, commit, conclusion, run
+    time in seconds, where it comes from, and its links' parts (repository, GitHub run id)."""
+    where = "WHERE origin = ? " if origin else ""
+    sql = (f"SELECT id, started, finished, vendor, sku, runner, git_sha, conclusion, complete, origin, repository, "
+           f"gh_run_id, pr, reference, parity_overall FROM runs {where}ORDER BY {_order(newest_first=True)}")
+    rows = conn.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (origin,) if origin else ()).fetchall()
     out = []
     for r in rows:
         out.append({"id": r[0], "started": r[1], "finished": r[2], "vendor": r[3], "sku": r[4], "runner": r[5],
-                    "git_sha": r[6], "conclusion": r[7], "complete": bool(r[8]), "seconds": _seconds(r[1], r[2])})
+                    "git_sha": r[6], "conclusion": r[7], "complete": bool(r[8]), "seconds": _seconds(r[1], r[2]),
+                    "origin": r[9], "repository": r[10], "gh_run_id": r[11], "pr": r[12], "reference": r[13],
+                    "parity": r[14]})
     return out
 
 
@@ -199,15 +203,18 @@ def drift(conn: sqlite3.Connection) -> list[dict]:
 
 def parity_trend(conn: sqlite3.Connection) -> list[dict]:
     """Per run with a parity report: SKU, group, parity, both passing / passing on CUDA, merge-blocking."""
-    sql = ("SELECT u.id, u.started, u.sku, p.grp, p.parity, p.both_passing, p.reference_passing, p.blocking, p.gaps "
-           f"FROM parity p JOIN runs u ON u.id = p.run_id ORDER BY {_order('u.')}, p.grp")
-    keys = ("run", "started", "sku", "group", "parity", "both_passing", "reference_passing", "blocking", "gaps")
+    sql = ("SELECT u.id, u.started, u.sku, p.grp, p.parity, p.both_passing, p.reference_passing, p.blocking, p.gaps, "
+           f"COALESCE(u.reference, 'reference (unnamed)') FROM parity p JOIN runs u ON u.id = p.run_id "
+           f"ORDER BY {_order('u.')}, p.grp")
+    keys = ("run", "started", "sku", "group", "parity", "both_passing", "reference_passing", "blocking", "gaps",
+            "reference")
     return [dict(zip(keys, row)) for row in conn.execute(sql)]
 
 
-def grid(conn: sqlite3.Connection, limit: int = 30) -> dict:
-    """The newest `limit` runs x groups: per cell the worst verdict and the counts, with the failing tests."""
-    recent = runs(conn, limit)
+def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -> dict:
+    """The newest `limit` runs (of one origin) x groups: per cell the worst verdict and the counts, with the
+    failing tests."""
+    recent = runs(conn, limit, origin)
     ids = [r["id"] for r in recent]
     cells: dict[tuple[int, str], dict] = {}
     if ids:
@@ -228,3 +235,60 @@ def grid(conn: sqlite3.Connection, limit: int = 30) -> dict:
                              "other")
     groups = sorted({g for _, g in cells})
     return {"runs": recent, "groups": groups, "cells": cells}
+
+
+def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
+    """Per SKU and group, over main runs: the current streak (green or red, in runs), the last green run, flips
+    over the last `window` runs, and the median time to recovery (first red run to the next green one). A group
+    is red in a run when one of its blocking gates regressed or failed unconfirmed there."""
+    rows = conn.execute(
+        "SELECT u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), "
+        "SUM(CASE WHEN r.verdict IN ('regression', 'unconfirmed') THEN 1 ELSE 0 END) FROM results r "
+        "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id WHERE u.origin = 'main' AND r.blocking = 1 "
+        f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped') ORDER BY {_order('u.')}").fetchall()
+    series: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    for run_id, sku, started, sha, group, red in rows:
+        series[(sku, group)].append((run_id, started, sha, bool(red)))
+    out = []
+    for (sku, group), runs_ in sorted(series.items()):
+        state = runs_[-1][3]
+        streak = next((i for i, r in enumerate(reversed(runs_)) if r[3] != state), len(runs_))
+        green = [r for r in runs_ if not r[3]]
+        last = runs_[-window:]
+        flips = sum(1 for a, b in zip(last, last[1:]) if a[3] != b[3])
+        recoveries, red_since = [], None
+        for run_id, started, sha, red in runs_:
+            if red and red_since is None:
+                red_since = started
+            elif not red and red_since is not None:
+                seconds = _seconds(red_since, started)
+                if seconds is not None:
+                    recoveries.append(seconds)
+                red_since = None
+        recoveries.sort()
+        median = recoveries[len(recoveries) // 2] if recoveries else None
+        out.append({"sku": sku, "group": group, "state": "red" if state else "green", "streak": streak,
+                    "last_green": {"run": green[-1][0], "started": green[-1][1], "sha": green[-1][2]} if green else None,
+                    "flips": flips, "runs": len(last), "recoveries": len(recoveries),
+                    "median_recovery_s": median})
+    return out
+
+
+def main_failures(conn: sqlite3.Connection, limit: int = 300) -> list[str]:
+    """Tests that failed (regression or unconfirmed) or were flaky in a main run, most recent first."""
+    rows = conn.execute(
+        "SELECT t.name, MAX(COALESCE(u.started, '')) FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t "
+        "ON t.id = r.test_id WHERE u.origin = 'main' AND r.verdict IN ('regression', 'unconfirmed', 'flaky') "
+        "GROUP BY t.name ORDER BY MAX(COALESCE(u.started, '')) DESC, t.name LIMIT ?", (limit,)).fetchall()
+    return [name for name, _ in rows]
+
+
+def test_runs(conn: sqlite3.Connection, test: str, limit: int = 200) -> list[dict]:
+    """One test's runs across SKUs and commits, newest first."""
+    rows = conn.execute(
+        "SELECT u.id, u.started, u.sku, u.git_sha, u.origin, u.pr, u.repository, u.gh_run_id, u.runner, r.verdict, "
+        "r.status, r.fingerprint FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
+        f"WHERE t.name = ? ORDER BY {_order('u.', newest_first=True)} LIMIT ?", (test, limit)).fetchall()
+    keys = ("run", "started", "sku", "git_sha", "origin", "pr", "repository", "gh_run_id", "runner", "verdict",
+            "status", "fingerprint")
+    return [dict(zip(keys, row)) for row in rows]

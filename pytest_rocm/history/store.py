@@ -68,6 +68,8 @@ MIGRATIONS = {
         "ALTER TABLE runs ADD COLUMN base_sha TEXT",
         "ALTER TABLE runs ADD COLUMN merge_base TEXT",
         "ALTER TABLE runs ADD COLUMN gh_run_id TEXT",
+        "ALTER TABLE runs ADD COLUMN reference TEXT",  # the parity report's reference (CUDA, H100 nightly, ...)
+        "ALTER TABLE runs ADD COLUMN parity_overall REAL",
         "ALTER TABLE results ADD COLUMN fingerprint TEXT",
         "CREATE INDEX runs_by_origin ON runs (origin, sku)",
     ],
@@ -202,15 +204,15 @@ def insert_run(conn: Connection, report: dict, manifest: dict, parity: dict | No
         cursor = conn.execute(
             "INSERT INTO runs (digest, source, started, finished, vendor, sku, runner, git_sha, conclusion, complete, "
             "rocm, driver, torch, framework, image, origin, event, ref, default_branch, repository, pr, head_sha, "
-            "base_sha, merge_base, gh_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?)",
+            "base_sha, merge_base, gh_run_id, reference, parity_overall) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (digest, str(source), manifest.get("started"), manifest.get("finished"), stack["vendor"], stack["sku"],
              manifest.get("runner"), manifest.get("git_sha"), report["conclusion"], int(report["complete"]),
              stack["rocm"], stack["driver"], stack["torch"], stack["framework"], stack["image"],
              origin_kind(origin) if origin_override == "manifest" else origin_override,
              origin.get("event"), origin.get("ref"), origin.get("default_branch"), origin.get("repository"),
              origin.get("pr"), origin.get("head_sha"), origin.get("base_sha"), origin.get("merge_base"),
-             origin.get("run_id")))
+             origin.get("run_id"), *_reference(parity)))
         run_id = cursor.lastrowid
         ids = _test_ids(conn, report["tests"])
         conn.executemany(
@@ -227,6 +229,16 @@ def insert_run(conn: Connection, report: dict, manifest: dict, parity: dict | No
         conn.execute("ROLLBACK")
         raise
     return Ingested(str(source), True, run_id, len(report["tests"]))
+
+
+def _reference(parity: dict | None) -> tuple[str | None, float | None]:
+    """The parity report's reference label and overall parity (None when there is no report)."""
+    if not parity:
+        return None, None
+    inputs = parity.get("inputs") if isinstance(parity.get("inputs"), dict) else {}
+    side = inputs.get("reference") if isinstance(inputs.get("reference"), dict) else {}
+    label = side.get("label") if isinstance(side.get("label"), str) else None
+    return (label[:100] if label else "reference (unnamed)"), (parity.get("overall") or {}).get("parity")
 
 
 def _test_ids(conn: Connection, tests: dict[str, dict]) -> dict[str, int]:
