@@ -104,11 +104,12 @@ def test_real_pair_from_junit_and_gate_reports(real_pair, tmp_path, capsys):
     overall = report["overall"]
     assert (overall["reference_passing"], overall["both_passing"], overall["not_applicable"]) == (8, 5, 1)
     assert overall["parity"] == 0.625
+    # attention's two known gaps block nothing (skipped and xfailed on ROCm): 6 of 8 tests gate a merge
     assert report["gating"] == {
-        "reference_passing_tests": 8, "blocking_tests": 8, "tests_share": 1.0,
+        "reference_passing_tests": 8, "blocking_tests": 6, "tests_share": 0.75,
         "groups": ["attention", "distributed_moe", "engine"],  # api: none passes on the reference
-        "fully_blocking_groups": ["attention", "distributed_moe", "engine"], "partly_blocking_groups": [],
-        "groups_share": 1.0}
+        "fully_blocking_groups": ["distributed_moe", "engine"], "partly_blocking_groups": ["attention"],
+        "groups_share": 0.666667}
     assert overall["reference_not_passing"] == 1 and overall["tests_not_passing_on_both"] == len(report["tests"])
     gaps = {(g["status"], g["reason"]): g["tests"] for g in groups["attention"]["gaps"]}
     assert gaps == {("known_gap", f"fp8 kv cache not supported ({GAP})"): ["test_pair.py::test_fp8_kv_cache"],
@@ -121,7 +122,7 @@ def test_real_pair_from_junit_and_gate_reports(real_pair, tmp_path, capsys):
         "reason": groups["engine"]["gaps"][0]["reason"]}  # a blocking gate: rerun once, failed again
     markdown = (tmp_path / "parity.md").read_text()
     assert markdown.startswith("## ROCm parity against the reference: 62.5%")
-    assert "| attention | 5 | 3 | 60.0% | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 5 (all) |" in markdown
+    assert "| attention | 5 | 3 | 60.0% | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 3 (partly) |" in markdown
     # api has no reference pass: its row says why, and the reference's failure is listed
     assert "| api | 0 | 0 | n/a | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 0 (no) |" in markdown
     assert "<b>api</b>: 1 not passing on the reference" in markdown

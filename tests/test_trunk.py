@@ -286,6 +286,7 @@ def test_a_bad_quarantine_file_stops_the_run_naming_it(tmp_path, content):
         replay.execute(run, tmp_path)
 
 
+@pytest.mark.slow
 def test_the_replay_of_vllm_main_meets_the_goals(tmp_path):
     figures = tmp_path / "replay.json"
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "trunk_replay.py"), "--commits", "160",
@@ -396,3 +397,21 @@ def test_a_huge_failing_run_makes_a_capped_grid(trunk, tmp_path):
     assert rocm_gate("dashboard", "--db", db, "--out", site).returncode == 0
     grid = (site / "grid.html").read_text()
     assert "and 9950 more" in grid and len(grid) < 200_000
+
+
+def test_a_store_of_schema_version_1_is_migrated_and_its_runs_are_not_main(trunk, tmp_path):
+    from pytest_rocm.history import queries, store
+
+    old = tmp_path / "v1.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    for statement in store.MIGRATIONS[1]:
+        conn.execute(statement)
+    conn.execute("UPDATE schema_version SET version = 1")
+    conn.execute("INSERT INTO runs (digest, source, started, vendor, sku, git_sha, conclusion, complete) "
+                 "VALUES ('d', 's', '2026-01-01T00:00:00+00:00', 'amd', 'MI300X', ?, 'success', 1)", ("a" * 40,))
+    conn.close()
+    migrated = store.connect(old)
+    assert store.version(migrated) == store.VERSION == 2
+    assert [r["origin"] for r in queries.runs(migrated)] == ["other"]
+    store.ingest(migrated, trunk["prs"]["clean"].folder)  # a new run lands with its origin
+    assert sorted(r["origin"] for r in queries.runs(migrated)) == ["other", "pr"]
