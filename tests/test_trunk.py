@@ -224,6 +224,17 @@ def test_a_known_gap_that_now_passes_is_said_in_the_check(trunk, tmp_path):
     assert "issues/5" in summary
 
 
+def test_results_added_as_pr_runs_never_make_main_state_whatever_they_claim(trunk, tmp_path):
+    # a fork's results folder can claim a push on main in its manifest: the dashboard workflow adds every run
+    # GitHub does not list as main with --origin pr
+    main_folders = sorted(trunk["root"].glob("main-mi300x-1-*/results"))
+    db = tmp_path / "h.db"
+    assert rocm_gate("history", "add", "--db", db, "--origin", "pr", *main_folders).returncode == 0
+    done = rocm_gate("history", "trunk", "--db", db, "--sku", "MI300X", "--out", tmp_path / "t.json")
+    assert "no main runs of MI300X" in done.stderr
+    assert json.loads((tmp_path / "t.json").read_text())["main_runs"] == 0
+
+
 def test_no_main_runs_of_the_sku_is_said(trunk, tmp_path):
     done = rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI325X", "--out", tmp_path / "t.json")
     assert done.returncode == 0 and "no main runs of MI325X" in done.stderr

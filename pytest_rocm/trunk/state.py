@@ -87,7 +87,8 @@ def _commit_list(tested: list[str], commits: list[str] | None) -> list[str]:
     """Main's commits from the oldest tested one to the newest tested one: the list given, else the tested."""
     if not commits or not tested:
         return list(tested)
-    known = [c for c in tested if c in set(commits)]
+    listed = set(commits)
+    known = [c for c in tested if c in listed]
     if not known:
         return list(tested)
     start, end = commits.index(known[0]), commits.index(known[-1])
