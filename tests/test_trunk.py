@@ -125,12 +125,27 @@ def test_a_pr_is_not_blocked_by_a_failure_already_on_main(trunk):
     assert alone["conclusion"] == "failure"
     done, check = publish(trunk["prs"]["clean"], "--trunk", trunk["trunk"])
     assert done.returncode == 0, done.stderr
-    assert check["conclusion"] == "neutral"
+    # neutral against main's state; these results are simulated, and a simulated run never passes a check
+    assert check["conclusion"] == "action_required"
     summary = check["output"]["summary"]
+    assert "none new: already failing on main" in summary
     assert "Pre-existing on main (not blocking) (1)" in summary and trunk["commits"][4][:12] in summary
     assert "https://github.com/o/r/issues/9" in summary
     assert summary.index("Pre-existing on main") < summary.index("Parity with CUDA")
     assert all(a["annotation_level"] == "warning" for a in check["output"].get("annotations", []))
+
+
+def test_on_a_detected_platform_a_pr_with_only_main_failures_is_neutral(trunk):
+    from pytest_rocm.github import artifacts, checks
+
+    results = artifacts.read_results(trunk["prs"]["clean"].folder)
+    results.manifest["platform"].pop("profile")  # as a run on detected hardware records it
+    state = json.loads(trunk["trunk"].read_text())
+    assert checks.build(results, "rocm-gate / MI300X-1").conclusion == "failure"
+    assert checks.build(results, "rocm-gate / MI300X-1", trunk=state).conclusion == "neutral"
+    new = artifacts.read_results(trunk["prs"]["new"].folder)
+    new.manifest["platform"].pop("profile")
+    assert checks.build(new, "rocm-gate / MI300X-1", trunk=state).conclusion == "failure"
 
 
 def test_a_new_regression_still_blocks_and_is_listed_apart(trunk):

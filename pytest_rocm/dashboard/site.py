@@ -103,7 +103,8 @@ def overview(conn: sqlite3.Connection) -> str:
              f'<p class="muted">Share of the tests passing on the reference ({escape(references)}) that also pass on '
              "ROCm, per SKU and group, from each SKU's newest parity report; the reference is named on every row.</p>"]
     overall: dict[str, dict] = {}
-    for run in reversed(queries.runs(conn)):
+    # main runs say what a SKU's parity is (a PR's results are written by its own code); without any, every run
+    for run in reversed(queries.runs(conn, origin="main") or queries.runs(conn)):
         if run["parity"] is not None:
             overall[run["sku"]] = run
     parts.append(_table("Overall parity per SKU (newest parity report)", ["SKU", "parity", "reference", "run"],

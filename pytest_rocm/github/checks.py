@@ -11,7 +11,8 @@ Every string that comes from the results (ids, messages, reasons, runner and ima
 written through `schemas/markdown.py`, so test output cannot add a heading, link, image, mention or HTML.
 
 Results from a simulated platform (`--rocm-platform`) publish only when the caller allows it (a demo): then the
-title and the summary say SIMULATED and the conclusion is never `success` (`action_required` instead).
+title and the summary say SIMULATED and the conclusion is never `success` or `neutral`, which both pass a required
+check (`action_required` instead).
 """
 
 from __future__ import annotations
@@ -206,7 +207,8 @@ def _against_trunk(results: Results, trunk: dict | None, conclusion: str, why: s
                    base_sha: str | None = None):
     """(attribution or None, conclusion, why): a PR run's blocking failures against main's state (trunk/). A run
     whose every blocking failure is pre-existing or flaky on main is judged again without them: it can reach
-    `neutral` (never `success`: main is red on those tests), `action_required` when it is also incomplete, and
+    `neutral` (never `success`: main is red on those tests), `action_required` when it is also incomplete or a
+    blocking infra verdict lacks evidence, and
     it still blocks (`failure`) for a test file that failed to collect."""
     if trunk is None:
         return None, conclusion, why
@@ -231,6 +233,10 @@ def _against_trunk(results: Results, trunk: dict | None, conclusion: str, why: s
     if not report["complete"]:
         return found, CONCLUSIONS["incomplete"], f"{none_new}; but the run is incomplete: " + "; ".join(
             report["incomplete_causes"][:3])
+    unproven = _blocking_infra_without_evidence(report["tests"])
+    if unproven:  # the same rule as `conclude`: infra is accepted only with evidence
+        return found, CONCLUSIONS["incomplete"], (f"{none_new}; but {len(unproven)} blocking gate(s) ended infra "
+                                                  f"without evidence, e.g. {unproven[0]}")
     return found, "neutral", none_new
 
 
@@ -266,7 +272,7 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
         warnings.insert(0, f"{SIMULATED}: these results come from the simulated platform profile "
                            f"{md.code(simulated)} (`--rocm-platform`), not from AMD hardware; nothing here proves the "
                            "commit on a GPU")
-        if conclusion == "success":
+        if conclusion in ("success", "neutral"):  # both pass a required check
             conclusion = "action_required"
     runner = str(manifest.get("runner") or "unknown")
     attributed = set(found.not_blocking()) if found else set()

@@ -144,14 +144,14 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
 
 
 MAIN_EVENTS = ("push", "schedule")  # a run of the default branch's own commit
-MERGE_QUEUE_REF = "refs/heads/gh-readonly-queue/"  # merge_group runs: gh-readonly-queue/<base branch>/pr-N-<sha>
 
 
 def origin_kind(provenance) -> str:
-    """`main`: a run of the default branch (a push or schedule on it, its merge queue, or a dispatch on it that
-    names no commit); `pr`: a run of a pull request (or a dispatch naming one); `other`: any other branch, a
-    dispatch naming a commit (that is how a maintainer approves a fork's commit: it need not be on main), or no
-    event (a local run, another CI). History keeps main runs apart: only they say what state main is in."""
+    """`main`: a run of the default branch (a push or schedule on it, or a dispatch on it that names no commit);
+    `pr`: a run of a pull request (or a dispatch naming one); `other`: any other branch, the merge queue (its
+    candidate commit lands only if it passes: an ejected candidate's failure is not main's), a dispatch naming a
+    commit (that is how a maintainer approves a fork's commit: it need not be on main), or no event (a local run,
+    another CI). History keeps main runs apart: only they say what state main is in."""
     if not isinstance(provenance, dict):
         return "other"
     event, ref, default = provenance.get("event"), provenance.get("ref"), provenance.get("default_branch")
@@ -163,8 +163,6 @@ def origin_kind(provenance) -> str:
         return "main"
     if event == "workflow_dispatch" and ref == f"refs/heads/{default}" and "dispatch_sha" in provenance \
             and provenance["dispatch_sha"] is None:
-        return "main"
-    if event == "merge_group" and ref.startswith(f"{MERGE_QUEUE_REF}{default}/"):
         return "main"
     return "other"
 

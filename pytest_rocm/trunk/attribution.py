@@ -76,8 +76,9 @@ def _class_of(test: dict, entry: dict | None, base: str | None, position: dict[s
     mine = fingerprint_of(test)
     if entry is not None and entry["state"] in ("passing", "flaky") and entry["flaky_count"]:
         if mine in entry.get("flaky_fingerprints", []):
+            last = (entry.get("flaky_commits") or ["unknown"])[-1]
             return FLAKY_ON_MAIN, (f"flaky on main, failing the same way: passed and failed on {entry['flaky_count']} "
-                                   f"main commit(s), last {entry['flaky_commits'][-1][:12]}")
+                                   f"main commit(s), last {last[:12]}")
         theirs = "; ".join(f or "(no message)" for f in entry.get("flaky_fingerprints", [])[:2])
         return NEW, f"flaky on main, but this failure differs: main: {theirs}; here: {mine or '(no message)'}"
     if entry is None or entry["state"] != "failing":
@@ -92,6 +93,7 @@ def _class_of(test: dict, entry: dict | None, base: str | None, position: dict[s
         return NEW, f"main fails this test since {since[:12]}, but differently: main: {theirs}; here: {mine or '(no message)'}"
     where = ("based on it or later" if base in position and position[base] >= position.get(since, 1 << 30)
              else "based inside the suspect range" if base in position
-             else "based on a commit the trunk state does not list (newer than its last main run)" if base
+             else "based on a commit the trunk state does not list (newer than its last main run, or older than "
+                  "its commit list)" if base
              else "no base named")
     return PRE_EXISTING, f"pre-existing on main since {since[:12]}, the same failure ({where})"

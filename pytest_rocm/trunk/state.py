@@ -10,8 +10,8 @@ passes on every MI300X run is two states on two SKUs, not a flake.
 A test's state now is what its newest informative commit says. A failing test's streak runs back to the
 oldest consecutive failing commit (`since`); the passing commit before it is `last_green`, and the suspect
 range is every main commit after last_green up to and including `since` (from the commit list given, else
-only the tested commits). Commits are ordered by the list given (`git rev-list --first-parent`), else by
-their first run's start time.
+only the tested commits). Commits are ordered by the list given (`git rev-list --first-parent`; a tested
+commit not on it never landed on main and is left out), else by their first run's start time.
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ def build(conn: sqlite3.Connection, sku: str, window: int = WINDOW, commits: lis
     first_run: dict[str, tuple] = {}
     for run in runs:
         first_run.setdefault(run[1], run)
-    ordered = sorted(first_run, key=lambda sha: (position.get(sha, len(position)), first_run[sha][2] or "",
-                                                 first_run[sha][0]))
+    # with main's commit list, a tested commit not on it never landed on main (or the checkout is stale): left out
+    candidates = [sha for sha in first_run if not position or sha in position]
+    ordered = sorted(candidates, key=lambda sha: (position.get(sha, 0), first_run[sha][2] or "", first_run[sha][0]))
     tested = ordered[-window:]
     keep = set(tested)
     run_ids = [r[0] for r in runs if r[1] in keep]
@@ -84,15 +85,12 @@ def build(conn: sqlite3.Connection, sku: str, window: int = WINDOW, commits: lis
 
 
 def _commit_list(tested: list[str], commits: list[str] | None) -> list[str]:
-    """Main's commits from the oldest tested one to the newest tested one: the list given, else the tested."""
+    """Main's commits up to the newest tested one (at most COMMITS_LIMIT, so a PR's base older than the window
+    is still placed): the list given, else only the tested commits."""
     if not commits or not tested:
         return list(tested)
-    listed = set(commits)
-    known = [c for c in tested if c in listed]
-    if not known:
-        return list(tested)
-    start, end = commits.index(known[0]), commits.index(known[-1])
-    return commits[start:end + 1] if end >= start else list(tested)
+    end = commits.index(tested[-1])
+    return commits[max(0, end + 1 - COMMITS_LIMIT):end + 1]
 
 
 def _results(conn, run_ids: list[int]) -> dict[str, list[tuple]]:
