@@ -102,26 +102,16 @@ def _sha(value: str | None, what: str) -> str:
     return sha
 
 
-def _base_parity(path: str | None) -> dict | None:
+def _optional_artifact(path: str | None, kind: str, option: str) -> dict | None:
+    """The `kind` artifact an option names, through the strict loader (None when not given)."""
     if not path:
         return None
     from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 
     try:
-        return load_artifact(path, "parity")
+        return load_artifact(path, kind)
     except ArtifactError as exc:
-        raise github_options.OptionError(f"--base-parity {exc}") from None
-
-
-def _trunk(path: str | None) -> dict | None:
-    if not path:
-        return None
-    from pytest_rocm.schemas.loader import ArtifactError, load_artifact
-
-    try:
-        return load_artifact(path, "trunk")
-    except ArtifactError as exc:
-        raise github_options.OptionError(f"--trunk {exc}") from None
+        raise github_options.OptionError(f"{option} {exc}") from None
 
 
 def _client(args, repo: str):
@@ -144,8 +134,8 @@ def run(args) -> int:
             raise github_options.OptionError(
                 "--sha-from-results is gone: the commit a check lands on never comes from the results (the PR's code "
                 "writes them); publish with --workflow-run, which takes it from GitHub")
-        base_parity = _base_parity(args.base_parity)
-        args.trunk_state = _trunk(args.trunk)
+        base_parity = _optional_artifact(args.base_parity, "parity", "--base-parity")
+        args.trunk_state = _optional_artifact(args.trunk, "trunk", "--trunk")
         if args.workflow_run:
             if args.results:
                 raise github_options.OptionError("--workflow-run downloads the results itself: give no RESULTS_DIR")
