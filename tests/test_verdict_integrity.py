@@ -340,6 +340,18 @@ def test_a_group_map_that_matches_nothing_is_loud(pytester, run_gates):
     result.stdout.fnmatch_lines(["*group map * matched none of the 1 collected test(s)*"])
 
 
+def test_a_right_map_and_a_run_of_only_ungrouped_tests_is_no_problem(pytester, run_gates):
+    """The map sorts a file of the tree; this run only selected a test it leaves ungrouped: no advice to fix it."""
+    pytester.makefile(".toml", groups='[[rule]]\ngroup = "api"\npaths = ["tests/entrypoints/"]\n')
+    pytester.mkpydir("tests")
+    (pytester.path / "tests" / "entrypoints").mkdir()
+    (pytester.path / "tests" / "entrypoints" / "test_api.py").write_text("def test_api(): pass\n")
+    pytester.makepyfile(test_plain="def test_a(): pass")
+    result, report = run_gates("--rocm-group-map=groups.toml", "test_plain.py")
+    assert not any("group map" in note for note in report["manifest"]["notes"]), report["manifest"]["notes"]
+    assert "matched none" not in result.stdout.str()
+
+
 # --- 8. stacked markers that disagree ---------------------------------------------------------------
 
 def test_stacked_known_gaps_that_disagree_are_a_collection_error(pytester):
@@ -438,3 +450,15 @@ def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):
     report = json.loads((pytester.path / "out/gate-report.json").read_text())
     bug = report["tests"]["test_last.py::test_bug"]
     assert len(bug["attempts"]) == 2 and bug["verdict"] == "regression", bug["verdict_reason"]
+
+
+def test_collect_only_does_not_call_a_pattern_stale_when_its_file_failed_to_collect(pytester):
+    """The hint's count must agree with `rocm-gate groups` on the tree, which sees the broken file."""
+    pytester.makefile(".toml", groups='[[rule]]\ngroup = "api"\npaths = ["test_api.py"]\n\n'
+                                      '[[rule]]\ngroup = "engine"\npaths = ["test_engine.py", "test_gone.py"]\n')
+    pytester.makepyfile(test_api="def test_api(:\n    pass\n", test_engine="def test_engine(): pass\n")
+    result = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-group-map=groups.toml", "--collect-only",
+                                           "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(["all * 1 * 1 *", "files that failed to collect*(1):", "  test_api.py"])
+    assert "map: 1 pattern(s) match none of these tests" in out, out  # test_gone.py only

@@ -44,10 +44,12 @@ class TreeEntry:
 
 
 def sort_tree(entries: list[TreeEntry], group_map: GroupMap | None, applicability: Applicability | None = None,
-              items_known: bool = True) -> dict:
+              items_known: bool = True, uncollected: frozenset[str] = frozenset()) -> dict:
     """The sorting of a tree into groups, as a JSON-able dict (see the module docstring).
 
-    `items_known` is False for a file list: then each entry is a file and items are not counted.
+    `items_known` is False for a file list: then each entry is a file and items are not counted. `uncollected`
+    are files that exist but failed to collect (`--collect-only` with errors): they have no tests to count,
+    and a pattern that names one of them is not stale (`rocm-gate groups` on the tree sees the file).
     """
     rules = group_map.rules if group_map else ()
     groups: dict[str, dict] = defaultdict(lambda: {"items": 0, "files": set(), "gates": 0, "blocking": 0})
@@ -98,9 +100,10 @@ def sort_tree(entries: list[TreeEntry], group_map: GroupMap | None, applicabilit
                                          key=lambda kv: (kv[0] == UNGROUPED, order.get(kv[0], len(order)), kv[0]))},
         "total": {"items": len(entries) if items_known else None, "files": len(paths)},
         "ungrouped_files": sorted(ungrouped_files),
+        "uncollected_files": sorted(uncollected),
         "not_applicable": [{"reason": reason, "files": sorted(files)} for reason, files in
                            sorted(not_applicable.items(), key=lambda kv: -len(kv[1]))],
-        "unused_patterns": _unused_patterns(rules, paths, nodeids),
+        "unused_patterns": _unused_patterns(rules, paths | set(uncollected), nodeids),
         "rules_winning_nothing": [{"rule": i + 1, "group": rule.group} for i, rule in enumerate(rules)
                                   if not won[i]],
         "overlaps": sorted(overlaps.values(), key=lambda o: o["file"]),
@@ -181,6 +184,8 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) 
     for entry in report["not_applicable"]:
         lines += _listed(f"not applicable to ROCm, in no group: {entry['reason']}", entry["files"], limit)
     lines += _listed(f"files in no group (counted as `{UNGROUPED}`)", report["ungrouped_files"], limit)
+    lines += _listed("files that failed to collect, so none of their tests is counted (pytest's errors say why)",
+                     report.get("uncollected_files", []), limit)
     checked = [p for p in report["unused_patterns"] if not p.get("unchecked")]
     if not map_details:
         if checked or report["rules_winning_nothing"]:

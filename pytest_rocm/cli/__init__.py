@@ -3,8 +3,7 @@
 Each command module has `add_parser(commands)` (its arguments) and `run(args) -> int` (its exit status).
 Commands import what they need when they run: `parity` at CI scale should not pay for detection.
 
-Exit statuses shared by every command: 0 done, 2 bad input (the message names the file or option and the
-fix); each command documents its others in its `--help`.
+Exit statuses: one scheme for every command, in `exits` (README, "Exit statuses").
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from pytest_rocm.cli import (baselines, dashboard, doctor, drain, groups, histor
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-EXIT_BAD_INPUT = 2
 DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
                "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
                "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "

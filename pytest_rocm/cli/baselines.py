@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
-EXIT_LOOSENED = 3
+from pytest_rocm.cli import exits
+
 
 
 def add_parser(commands, name: str) -> None:
@@ -34,7 +34,7 @@ def run(args) -> int:
         changes = baselines_mod.diff(baselines_mod.load([args.old]), baselines_mod.load([args.new]))
     except baselines_mod.BaselineError as exc:
         print(f"rocm-gate baselines diff: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     if args.json:
         print(json.dumps(changes, indent=2))
     else:
@@ -46,4 +46,4 @@ def run(args) -> int:
                   for kind in ("loosened", "tightened", "moved", "added", "removed")}
         print(", ".join(f"{n} {kind}" for kind, n in counts.items()))
     loosened = any(c["change"] == "loosened" for c in changes)
-    return EXIT_LOOSENED if loosened and args.fail_on_loosened else 0
+    return exits.NO if loosened and args.fail_on_loosened else 0

@@ -11,34 +11,13 @@ import argparse
 import json
 import sys
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import sku, tool_file, whole_number
-from pytest_rocm.hw import SOURCE_NAMES
+from pytest_rocm.hw import SOURCE_NAMES, expectations
 from pytest_rocm.hw.model import Platform
-from pytest_rocm.hw.skus import normalise_sku
 from pytest_rocm.results.summary import table
 
-EXIT_HEALTHY = 0
-EXIT_BAD_INPUT = 2
-EXIT_MISMATCH = 3
-EXIT_NO_GPU = 4
-
-
-def check(platform: Platform, expect_gpus: int | None, expect_sku: str | None, require_gpu: bool) -> tuple[int, list[str]]:
-    """Compare the platform with what the job expects; return (exit code, problems)."""
-    wanted_sku = normalise_sku(expect_sku) if expect_sku else None
-    expecting = require_gpu or expect_gpus is not None or wanted_sku is not None
-    if expecting and platform.gpu_count == 0:
-        failed = [f"{s.name}: {s.detail}" for s in platform.sources if not s.ok]
-        return EXIT_NO_GPU, ["no GPU visible" + (f"; sources that failed: {'; '.join(failed)}" if failed else "")]
-    problems = []
-    if expect_gpus is not None and platform.gpu_count != expect_gpus:
-        problems.append(f"expected {expect_gpus} GPU(s), this runner has {platform.describe()}")
-    if wanted_sku is not None:
-        others = [g for g in platform.gpus if g.sku != wanted_sku]
-        if others:
-            shown = ", ".join(f"GPU {g.index}: {g.label()}" for g in others[:8])
-            problems.append(f"expected every GPU to be {wanted_sku}; {len(others)} are not ({shown})")
-    return (EXIT_MISMATCH if problems else EXIT_HEALTHY), problems
+EXIT_BY_STATUS = {expectations.HEALTHY: exits.OK, expectations.MISMATCH: exits.NO, expectations.NO_GPU: exits.NOT_DONE}
 
 
 def render(platform: Platform, packages: dict[str, str], problems: list[str], code: int, origin: str) -> str:
@@ -57,10 +36,10 @@ def render(platform: Platform, packages: dict[str, str], problems: list[str], co
     for source in platform.sources:
         lines.append(f"  {'ok  ' if source.ok else 'FAIL'}  {source.name:<18} {source.detail}")
     lines.append("")
-    if code == EXIT_HEALTHY:
+    if code == exits.OK:
         lines.append("health: ok")
     else:
-        lines += [f"health: {'NO GPU' if code == EXIT_NO_GPU else 'MISMATCH'} (exit {code})",
+        lines += [f"health: {'NO GPU' if code == exits.NOT_DONE else 'MISMATCH'} (exit {code})",
                   *(f"  - {p}" for p in problems)]
     return "\n".join(lines)
 
@@ -93,15 +72,15 @@ def run(args) -> int:
             platform, origin = detect_mod.detect_live(), "detected on this machine"
     except ProfileError as exc:
         print(f"rocm-gate doctor: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     if args.source and not any(s.ok for s in platform.sources):
         failed = "; ".join(f"{s.name}: {s.detail}" for s in platform.sources)
         print(f"rocm-gate doctor: none of the given --source files could be read ({failed})", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     packages = package_versions()
-    code, problems = check(platform, args.expect_gpus, args.expect_sku, args.require_gpu)
+    status, problems = expectations.check(platform, args.expect_gpus, args.expect_sku, args.require_gpu)
+    code = EXIT_BY_STATUS[status]
     if args.json:
-        status = {EXIT_HEALTHY: "healthy", EXIT_MISMATCH: "mismatch", EXIT_NO_GPU: "no_gpu"}[code]
         print(json.dumps({"platform": platform.to_dict(), "packages": packages,
                           "health": {"status": status, "exit_code": code, "problems": problems}}, indent=2))
     else:

@@ -15,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-EXIT_KEEP, EXIT_DRAIN, EXIT_BAD_INPUT = 0, 3, 2
+from pytest_rocm.cli import exits
+
 
 
 def add_parser(commands, name: str) -> None:
@@ -32,9 +33,9 @@ def run(args) -> int:
 
     try:
         history = drain.read_history(Path(args.history))
-    except drain.HistoryError as exc:
+    except drain.EvidenceFolderError as exc:
         print(f"rocm-gate drain: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     for problem in history.skipped:  # named, and the decision is made on the files that could be read
         print(f"rocm-gate drain: skipped {problem}", file=sys.stderr)
     decision = drain.decide(args.node, history)
@@ -54,4 +55,4 @@ def run(args) -> int:
         if commands:
             lines += ["", "commands (run them yourself):", *(f"  {c}" for c in commands)]
         print("\n".join(lines))
-    return EXIT_DRAIN if decision.drain else EXIT_KEEP
+    return exits.NO if decision.drain else exits.OK

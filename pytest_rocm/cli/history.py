@@ -32,10 +32,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import whole_number
 from pytest_rocm.schemas.markdown import visible
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 WINDOW = whole_number(1, "--window must be at least 1 run, got {value}")
 
 
@@ -79,23 +79,23 @@ def run(args) -> int:
     if args.action != "add" and not Path(args.db).is_file():
         print(f"rocm-gate history: {args.db}: no such history file (create it with `rocm-gate history add`)",
               file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     try:
         conn = store.connect(args.db)
         return {"add": _add, "suspects": _suspects, "trunk": _trunk, "quarantine": _quarantine}[args.action](conn, args)
     except store.HistoryError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except sqlite3.DatabaseError as exc:  # a damaged page found while reading, after the store opened
         print(f"rocm-gate history: {args.db}: the history database is damaged ({exc}); restore it from a backup "
               "or rebuild it with `rocm-gate history add` from the results folders", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
 
 
 def _add(conn, args) -> int:
     from pytest_rocm.history import queries, store
 
-    status = EXIT_OK
+    status = exits.OK
     if not args.results:
         print(f"{args.db}: history store at schema version {store.version(conn)}, {len(queries.runs(conn))} run(s)")
     for source in args.results:
@@ -103,7 +103,7 @@ def _add(conn, args) -> int:
             done = store.ingest(conn, source, args.origin)
         except store.HistoryError as exc:
             print(f"rocm-gate history: refused: {visible(exc)}", file=sys.stderr)
-            status = EXIT_BAD_INPUT
+            status = exits.BAD_INPUT
             continue
         print(f"{'added' if done.added else 'already in the store'}: {visible(source)} (run {done.run_id}, "
               f"{done.tests} tests)")
@@ -117,7 +117,7 @@ def _suspects(conn, args) -> int:
              "known_gaps_ready_to_close": [g for g in queries.known_gaps(conn) if g["ready_to_close"]]}
     if args.json:
         print(json.dumps(found, indent=2))  # JSON escapes control characters itself
-        return EXIT_OK
+        return exits.OK
     lines = [f"suspects ({len(found['suspects'])}):"]
     lines += [f"  {s['kind']}: {s['test']}: {s['reason']}" for s in found["suspects"]]
     lines.append(f"flaky now ({len(found['flaky'])}; pass and fail on one commit and SKU):")
@@ -129,7 +129,7 @@ def _suspects(conn, args) -> int:
                  f"({len(found['known_gaps_ready_to_close'])}):")
     lines += [f"  {g['test']}: {g['issue']} ({', '.join(g['skus'])})" for g in found["known_gaps_ready_to_close"]]
     print("\n".join(visible(line) for line in lines))
-    return EXIT_OK
+    return exits.OK
 
 
 def _main_commits(checkout: str, newest: str | None) -> list[str]:
@@ -157,12 +157,12 @@ def _trunk(conn, args) -> int:
     if args.tracker_url and not args.tracker_url.startswith("https://"):
         print(f"rocm-gate history: --tracker-url must be an https:// link, got {visible(args.tracker_url)!r}",
               file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     try:
         commits = _main_commits(args.repo, runs[-1][1] if runs else None) if args.repo else None
     except ValueError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     from datetime import datetime, timezone
 
     document = state.build(conn, args.sku, args.window, commits, datetime.now(timezone.utc).isoformat(
@@ -177,12 +177,12 @@ def _trunk(conn, args) -> int:
     except OSError as exc:
         print(f"rocm-gate history: --out {visible(args.out)}: cannot write the trunk state ({exc.strerror or exc}); "
               "give a file path in a writable folder", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     failing = sum(t["state"] == "failing" for t in document["tests"].values())
     flaky = sum(bool(t["flaky_count"]) for t in document["tests"].values())
     print(f"{args.out}: {visible(args.sku)} over {document['main_commits']} main commit(s) ({document['main_runs']} "
           f"run(s)): {failing} failing, {flaky} flaky, {document['green']} green")
-    return EXIT_OK
+    return exits.OK
 
 
 def _quarantine(conn, args) -> int:
@@ -193,22 +193,22 @@ def _quarantine(conn, args) -> int:
     if not (args.after_hours >= 0 and args.after_hours < 1e6):
         print(f"rocm-gate history: --after-hours must be a number of hours from 0, got {args.after_hours}",
               file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     path = Path(args.file)
     try:
         document = load_artifact(path, "quarantine") if path.exists() else quarantine.empty()
     except ArtifactError as exc:
         print(f"rocm-gate history: {visible(exc)}; fix it or delete it to start again", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     trunk = state.build(conn, args.sku, args.window)
     document, added, lifted = quarantine.update(conn, document, trunk, args.after_hours, args.lift_after)
     try:
         write_json_atomic(path, document)
     except OSError as exc:
         print(f"rocm-gate history: --file {visible(path)}: cannot write it ({exc.strerror or exc})", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     lines = [f"{path}: {len(document['tests'])} quarantined, {len(added)} added, {len(lifted)} lifted on "
              f"{args.sku}"]
     lines += [f"  added: {name}" for name in added] + [f"  lifted: {name}" for name in lifted]
     print("\n".join(visible(line) for line in lines))
-    return EXIT_OK
+    return exits.OK

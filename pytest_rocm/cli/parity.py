@@ -12,8 +12,8 @@ import math
 import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
-EXIT_BELOW_MIN_PARITY = 3
+from pytest_rocm.cli import exits
+
 
 
 def _fraction(value: str) -> float:
@@ -71,7 +71,7 @@ def run(args) -> int:
 
     if bool(args.reference) != bool(args.candidate) or not (args.reference or args.sglang_registry):
         print("rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     try:
         group_map = load_group_map(args.groups) if args.groups else None
         applicability = load_applicability(args.applicability) if args.applicability else None
@@ -90,10 +90,10 @@ def run(args) -> int:
                 report["sglang"]["executed"] = executed_coverage(registered, report, applicability)
     except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
         print(f"rocm-gate parity: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except (OSError, ValueError) as exc:
         print(f"rocm-gate parity: cannot read {args.previous}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     markdown = render(report, args.min_parity)
     write_json_atomic(args.out / "parity.json", report)
     (args.out / "parity.md").write_text(markdown, encoding="utf-8")
@@ -105,5 +105,5 @@ def run(args) -> int:
     print(f"wrote {args.out / 'parity.json'} and {args.out / 'parity.md'}")
     if args.min_parity is not None and (headline is None or headline < args.min_parity):
         print(f"parity {headline} is below the minimum {args.min_parity}", file=sys.stderr)
-        return EXIT_BELOW_MIN_PARITY
+        return exits.NO
     return 0

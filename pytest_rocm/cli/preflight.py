@@ -22,11 +22,11 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import sku, tool_file, whole_number
 from pytest_rocm.preflight import LAYERS
 from pytest_rocm.preflight.readers import READERS, TOOLS
 
-EXIT_BAD_INPUT = 2
 MAX_SOURCE_BYTES = 64 * 2**20  # the longest capture is a kernel log of a few MB; /dev/zero must not fill memory
 
 
@@ -106,7 +106,7 @@ def _outputs(args, platform, benchmark_timeout_s: float) -> list:
 
 
 def run(args) -> int:
-    from pytest_rocm.cli.doctor import check
+    from pytest_rocm.hw.expectations import check
     from pytest_rocm.hw import detect
     from pytest_rocm.hw.profiles import ProfileError
     from pytest_rocm.preflight import drain, layers, live, thresholds
@@ -123,9 +123,9 @@ def run(args) -> int:
         timeout_s = table.for_sku(args.sku or _platform_sku(platform)).get("rccl_timeout_s", live.BENCHMARK_TIMEOUT_S)
         outputs = _outputs(args, platform, timeout_s)
         history = drain.read_history(Path(args.history)) if args.history else None
-    except (thresholds.ThresholdError, ProfileError, drain.HistoryError, ValueError) as exc:
+    except (thresholds.ThresholdError, ProfileError, drain.EvidenceFolderError, ValueError) as exc:
         print(f"rocm-gate preflight: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     runner_sku = args.sku or layers.guess_sku(outputs) or _platform_sku(platform)
     limits = table.for_sku(runner_sku)
     node = layers.node_name(args.node)
@@ -160,10 +160,11 @@ def run(args) -> int:
         "workload": lambda layer: layers.workload_layer(layer, platform, args.smoke_command, args.smoke_timeout),
         "recovery": recovery,
     })
-    code, summary = layers.decide(pipeline, args.require)
+    decision, summary = layers.decide(pipeline, args.require)
+    code = {layers.ACCEPTED: exits.OK, layers.REFUSED: exits.NO, layers.NOT_PROVEN: exits.NOT_DONE}[decision]
     evidence = {"schema": layers.PREFLIGHT_SCHEMA, "node": node, "sku": runner_sku, "thresholds": str(table.path),
                 "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "exit_code": code, "accepted": code == layers.EXIT_ACCEPTED, "summary": summary,
+                "exit_code": code, "accepted": decision == layers.ACCEPTED, "summary": summary,
                 "required": list(args.require), "layers": [layer.to_dict() for layer in pipeline]}
     if args.out:
         from pytest_rocm.schemas.artifacts import write_json_atomic
@@ -172,7 +173,7 @@ def run(args) -> int:
             write_json_atomic(args.out, evidence)
         except OSError as exc:
             print(f"rocm-gate preflight: {args.out}: cannot write the evidence ({exc.strerror or exc})", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return exits.BAD_INPUT
     print(json.dumps(evidence, indent=2) if args.json else render(evidence))
     return code
 

@@ -44,10 +44,10 @@ import os
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli import github_options
 from pytest_rocm.cli.arguments import whole_number
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_NOT_PUBLISHED = 0, 2, 4
 
 
 def add_parser(commands, name: str) -> None:
@@ -125,7 +125,7 @@ def _unsent(args, payload: dict, exc) -> int:
     Path(args.unsent).write_text(json.dumps(payload, indent=2) + "\n")
     print(f"rocm-gate publish: not published: {exc}\n  the check run it would have sent is in {args.unsent}",
           file=sys.stderr)
-    return EXIT_BAD_INPUT if getattr(exc, "refused", False) else EXIT_NOT_PUBLISHED
+    return exits.BAD_INPUT if getattr(exc, "refused", False) else exits.NOT_DONE
 
 
 def run(args) -> int:
@@ -145,7 +145,7 @@ def run(args) -> int:
         return _from_folder(args, base_parity)
     except github_options.OptionError as exc:
         print(f"rocm-gate publish: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
 
 
 def _from_workflow_run(args, base_parity) -> int:
@@ -175,7 +175,7 @@ def _from_workflow_run(args, base_parity) -> int:
         outcome = publishing.publish_run(client, event_run, event["action"], options)
     except provenance.RunRefused as exc:
         print(f"rocm-gate publish: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except api.PublishError as exc:
         return _unsent(args, {"workflow_run": event_run.get("id"), "stage": event["action"]}, exc)
     for line in client.log:
@@ -184,7 +184,7 @@ def _from_workflow_run(args, base_parity) -> int:
           f"{outcome.action}" + (f" {outcome.published.html_url}" if outcome.published else ""))
     for problem in outcome.problems:
         print(f"rocm-gate publish: results refused: {problem}", file=sys.stderr)
-    return EXIT_BAD_INPUT if outcome.problems else EXIT_OK
+    return exits.BAD_INPUT if outcome.problems else exits.OK
 
 
 def _from_folder(args, base_parity) -> int:
@@ -195,7 +195,7 @@ def _from_folder(args, base_parity) -> int:
     run_id = args.run_id or os.environ.get("GITHUB_RUN_ID")
     details_url = args.details_url or (f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{repo}/actions/runs/{run_id}"
                                        if run_id else None)
-    status = EXIT_OK
+    status = exits.OK
     try:
         results = artifacts.read_results(Path(args.results))
         claimed = results.head_sha or results.tested_sha
@@ -215,7 +215,7 @@ def _from_folder(args, base_parity) -> int:
         content = checks.missing_results(name, None if not isinstance(exc, artifacts.ResultsMissing)
                                          else args.run_conclusion, str(exc), details_url)
         print(f"rocm-gate publish: {exc}", file=sys.stderr)
-        status = EXIT_OK if isinstance(exc, artifacts.ResultsMissing) else EXIT_BAD_INPUT
+        status = exits.OK if isinstance(exc, artifacts.ResultsMissing) else exits.BAD_INPUT
     payload = {"repo": repo, "head_sha": sha, "name": content.name, "external_id": run_id, "details_url": details_url,
                "status": "in_progress" if args.in_progress else "completed",
                "conclusion": None if args.in_progress else content.conclusion, "output": content.output(content.annotations),

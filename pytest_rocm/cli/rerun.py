@@ -18,10 +18,10 @@ import os
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli import github_options
 from pytest_rocm.cli.trust import read_event
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def add_parser(commands, name: str) -> None:
@@ -43,9 +43,9 @@ def run(args) -> int:
             report = artifacts.read_results(Path(args.list_failed)).report
         except artifacts.ArtifactError as exc:
             print(f"rocm-gate rerun: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return exits.BAD_INPUT
         print("\n".join(rerun.failed_gates(report)))
-        return EXIT_OK
+        return exits.OK
     try:
         payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
@@ -56,11 +56,11 @@ def run(args) -> int:
             client.dispatch(args.workflow, asked.ref, asked.inputs())
     except rerun.Ignored as exc:
         print(f"rocm-gate rerun: ignored: {exc}")
-        return EXIT_OK
+        return exits.OK
     except (github_options.OptionError, KeyError, TypeError) as exc:
         print(f"rocm-gate rerun: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except (api.PublishError, *api.GITHUB_ERRORS) as exc:
         print(f"rocm-gate rerun: not dispatched: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return EXIT_OK
+        return exits.BAD_INPUT
+    return exits.OK

@@ -19,9 +19,9 @@ import json
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import whole_number
 
-EXIT_BAD_INPUT = 2
 
 
 def add_parser(commands, name: str) -> None:
@@ -42,7 +42,7 @@ def add_parser(commands, name: str) -> None:
 
 def _fail(message: str) -> int:
     print(f"rocm-gate shard: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return exits.BAD_INPUT
 
 
 def _registered_jobs(path: Path, suite: str | None):

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli import github_options
 from pytest_rocm.cli.arguments import whole_number
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 2, 4
 
 
 def runner_class_and_group(value: str) -> tuple[str, str]:
@@ -61,11 +61,11 @@ def run(args) -> int:
         done = sweep(client, args.workflow, classes, hours=args.hours, stuck_after_min=args.stuck_after)
     except github_options.OptionError as exc:
         print(f"rocm-gate sweep: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except api.PublishError as exc:
         print(f"rocm-gate sweep: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT if exc.refused else EXIT_UNREACHABLE
+        return exits.BAD_INPUT if exc.refused else exits.NOT_DONE
     for item in done:
         print(f"run {item.run_id} {item.runner_class}: {item.action}")
     print(f"rocm-gate sweep: {len(done)} run(s) needed something")
-    return EXIT_OK
+    return exits.OK

@@ -17,10 +17,10 @@ import argparse
 import json
 import sys
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli import github_options
 from pytest_rocm.schemas.markdown import visible
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_NOT_SENT = 0, 2, 4
 
 
 def add_parser(commands, name: str) -> None:
@@ -42,15 +42,15 @@ def run(args) -> int:
         states = [load_artifact(path, "trunk") for path in args.trunk]
     except ArtifactError as exc:
         print(f"rocm-gate tracker: {visible(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     suspects = _suspects(args.db) if args.db else []
     if suspects is None:
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     if args.dry_run:
         for state in states:
             title, body = tracker.render(state, args.framework, [s for s in suspects if s.get("sku") in (None, state["sku"])])
             print(json.dumps({"title": title, "body": body}, indent=2))
-        return EXIT_OK
+        return exits.OK
     try:
         client = api.Client(github_options.client(args), github_options.repo(args))
         for state in states:
@@ -58,11 +58,11 @@ def run(args) -> int:
             print(f"{visible(state['sku'])}: issue #{done.number} {done.action} {done.html_url or ''}".rstrip())
     except github_options.OptionError as exc:
         print(f"rocm-gate tracker: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except api.PublishError as exc:
         print(f"rocm-gate tracker: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT if exc.refused else EXIT_NOT_SENT
-    return EXIT_OK
+        return exits.BAD_INPUT if exc.refused else exits.NOT_DONE
+    return exits.OK
 
 
 def _suspects(db: str) -> list[dict] | None:

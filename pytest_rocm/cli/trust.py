@@ -19,9 +19,9 @@ import os
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli import github_options
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3
 
 
 def add_parser(commands, name: str) -> None:
@@ -69,14 +69,14 @@ def run(args) -> int:
         decision = trust.decide(event_name, event, permission_of, os.environ.get("GITHUB_SHA"), files_of)
     except github_options.OptionError as exc:
         print(f"rocm-gate trust: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except (api.PublishError, *api.GITHUB_ERRORS) as exc:
         print(f"rocm-gate trust: cannot ask GitHub for the sender's permission: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     print(json.dumps(decision.to_dict()))
     if os.environ.get("GITHUB_OUTPUT"):
         with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
             for key, value in decision.to_dict().items():
                 text = "true" if value is True else "false" if value is False else "" if value is None else str(value)
                 out.write(f"{key.replace('_', '-')}={text.replace(chr(10), ' ').replace(chr(13), ' ')}\n")
-    return EXIT_REFUSED if args.require and not decision.trusted else EXIT_OK
+    return exits.NO if args.require and not decision.trusted else exits.OK

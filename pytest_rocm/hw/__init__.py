@@ -4,4 +4,4 @@
 # without importing the detection machinery).
 SOURCE_NAMES = ("amd-smi", "amd-smi-version", "rocminfo", "rocm-smi", "nvidia-smi", "collect-env", "sysfs")
 
-__all__ = ["SOURCE_NAMES", "model", "detect", "profiles", "skus", "allocation", "parsers"]
+__all__ = ["SOURCE_NAMES", "model", "detect", "profiles", "skus", "expectations", "allocation", "parsers"]

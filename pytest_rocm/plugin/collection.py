@@ -132,6 +132,7 @@ class Annotator:
             if mark.name in _READ_MARKERS:
                 closest.setdefault(mark.name, mark)
         if closest:
+            self.context.activation.marked = True
             _check_not_stacked(item)
         gate_mark, hardware_mark, gap_mark = (closest.get(name) for name in OUR_MARKERS)
         for name in SERVER_MARKERS:
@@ -196,9 +197,9 @@ class Annotator:
 def junit_platform_properties(config: pytest.Config, platform: Platform) -> None:
     """The runner's SKUs and architectures, once per JUnit file (`<testsuite><properties>`), where pytest writes
     one (`--junitxml`). This is the process that writes the file, under xdist the controller."""
-    from _pytest.junitxml import xml_key  # pytest's own record_testsuite_property reads the same stash key
+    from pytest_rocm.plugin.internals import junit_writer
 
-    xml = config.stash.get(xml_key, None)
+    xml = junit_writer(config)
     if xml is not None:
         xml.add_global_property("rocm_sku", ",".join(platform.skus()) or "none")
         xml.add_global_property("rocm_arch", ",".join(platform.archs()) or "none")

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_rocm.catalog import groups as groups_mod
 from pytest_rocm.hw.model import Platform
+from pytest_rocm.plugin.activation import Activation
 from pytest_rocm.plugin.options import Settings, read_settings
 
 
@@ -34,6 +35,7 @@ class RunContext:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.settings: Settings = read_settings(config)
+        self.activation = Activation(config)
         self.workerinput: dict | None = getattr(config, "workerinput", None) or rerun_helper_input(config)
         self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
         self.session_id = self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]

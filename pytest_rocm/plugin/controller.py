@@ -1,8 +1,8 @@
 """The controller role: the process that sees every report (the xdist controller, or the only process).
 
-It owns the report folder for the run (a lock: two runs never mix their
-records), checks the devices with the health probe before any test runs, plans
-reruns as attempts end, records dead workers, runs the reruns nothing took
+It claims the report folder for the run (`report_folder`: two runs never mix
+their files), checks the devices with the health probe before any test runs,
+plans reruns of blocking gates as attempts end, records dead workers, runs the reruns nothing took
 during the pass (in this process without xdist; with xdist in pytest
 subprocesses, as many at a time as there are workers), and at the end writes the
 manifest and the gate report, saying whether the run was complete.
@@ -21,17 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rocm.plugin import xdist_glue
+from pytest_rocm.plugin import internals
+from pytest_rocm.plugin.activation import carries_marker
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.options import DEFAULT_PROBE
+from pytest_rocm.plugin.report_folder import ReportFolder
 from pytest_rocm.results import health_probe
 from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION
-from pytest_rocm.results.records import (
-    RecordWriter,
-    clear_records,
-    last_attempt_records,
-    read_records,
-)
+from pytest_rocm.results.records import RecordWriter, last_attempt_records, read_records
 from pytest_rocm.results.report import build_gate_report, evidence_texts
 from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
 from pytest_rocm.schemas.artifacts import write_json_atomic
@@ -45,7 +42,6 @@ _NOT_PASSED_ON = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesse
 _TAKES_VALUE = {"-n", "--numprocesses", "--dist", "--tx", "--maxprocesses", "--max-worker-restart",
                 "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
                 "--rocm-propose-baselines", "--rocm-rerun-helper", "--maxfail", "--basetemp"}
-LOCK_NAME = ".pytest-rocm.lock"
 
 
 def passthrough_args(config: pytest.Config) -> list[str]:
@@ -80,42 +76,45 @@ class Controller:
         self.collected: list[str] | None = None
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
-        self._lock = None
         self.planner: RerunPlanner | None = None
-        if settings.report_dir is not None:
-            self._lock_report_dir(settings.report_dir)
-            clear_records(settings.report_dir)  # workers start after this, so they never lose records
-
-    # -- the report folder belongs to one run at a time ------------------------------------------
-    def _lock_report_dir(self, folder: Path) -> None:
-        from filelock import FileLock, Timeout
-
-        folder.mkdir(parents=True, exist_ok=True)
-        owner = folder / ".pytest-rocm.owner"
-        self._lock = FileLock(folder / LOCK_NAME)
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            other = owner.read_text(encoding="utf-8", errors="replace").strip() if owner.exists() else "another run"
-            raise pytest.UsageError(f"--rocm-report-dir {folder} is in use by {other}; give this run its own folder "
-                                "(two runs in one folder would mix their records)") from None
-        owner.write_text(f"run {self.context.session_id} (pid {os.getpid()} on {socket.gethostname()}, started "
-                         f"{self.context.started})\n", encoding="utf-8")
+        self.report_folder: ReportFolder | None = None
+        if settings.report_dir is not None and not self.config.option.collectonly:  # a listing writes nothing
+            # Claimed before any worker starts, so no worker's records are ever removed.
+            self.report_folder = ReportFolder(settings.report_dir)
+            self.report_folder.claim(f"run {context.session_id} (pid {os.getpid()} on {socket.gethostname()}, "
+                                     f"started {context.started})")
 
     def write(self, record: dict) -> None:
         if self._write is not None:
             self._write(record)
             return
-        folder = self.context.settings.report_dir
-        if folder is None:
+        if self.report_folder is None:
             return
+        folder = self.report_folder.folder
         if self._own_writer is None:
             self._own_writer = RecordWriter(folder, "controller")
         self._own_writer.write(record)
 
     # -- start --------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Before any test: the planner, and the health probe once on every device of the platform."""
+        """Before any test of a run that asked for the plugin: the planner, and the health probe once on every
+        device of the platform. A run that did not ask makes its planner when a marked test first reports."""
+        if not self.context.activation.asked:
+            return
+        devices = self._make_planner()
+        settings = self.context.settings
+        if devices and not self.config.option.collectonly:
+            if settings.probe_command == DEFAULT_PROBE and not health_probe.has_device_nodes():
+                # What the default probe would answer here (a simulated platform): no process to start.
+                result = {"ok": True, "devices": devices, "detail": health_probe.NO_DEVICES, "exit_code": 0}
+            else:
+                result = run_probe(settings.probe_argv, devices, self.context.platform.vendor)
+            self.write({"kind": "preflight", "nodeid": "", **result, "command": settings.probe_command})
+            if not result["ok"]:
+                self.notes.append(f"the health probe failed on devices {','.join(map(str, devices))} before any "
+                                  f"test ran: {result['detail']}; verdicts on this runner are not trusted")
+
+    def _make_planner(self) -> list[int]:
         context, settings = self.context, self.context.settings
         platform = context.platform
         devices = [gpu.index for gpu in platform.gpus]
@@ -123,25 +122,17 @@ class Controller:
             reruns=settings.reruns, probe_argv=settings.probe_argv, signatures=settings.signatures,
             session_id=context.session_id, all_devices=devices, vendor=platform.vendor,
             write_probe=lambda nodeid, result: self.write({"kind": "probe", "nodeid": nodeid, **result}),
-            hand_over=lambda nodeid: xdist_glue.hand_to_live_worker(self.config, nodeid))
-        if devices and not self.config.option.collectonly:
-            if settings.probe_command == DEFAULT_PROBE and not health_probe.has_device_nodes():
-                # What the default probe would answer here (a simulated platform): no process to start.
-                result = {"ok": True, "devices": devices, "detail": health_probe.NO_DEVICES, "exit_code": 0}
-            else:
-                result = run_probe(settings.probe_argv, devices, platform.vendor)
-            self.write({"kind": "preflight", "nodeid": "", **result, "command": settings.probe_command})
-            if not result["ok"]:
-                self.notes.append(f"the health probe failed on devices {','.join(map(str, devices))} before any "
-                                  f"test ran: {result['detail']}; verdicts on this runner are not trusted")
+            hand_over=lambda nodeid: internals.hand_to_live_worker(self.config, nodeid))
+        return devices
 
     def make_scheduler(self, log):
         """The project's xdist scheduler for `--rocm-scheduler=gpu`, and for `auto` on a runner with GPUs (real or
         simulated) under `--dist load`; None leaves xdist's own."""
         settings = self.context.settings
+        if not self.context.activation.asked or getattr(self.config.option, "dist", "no") != "load":
+            return None  # (xdist asks before any test is collected: markers cannot ask for it)
         platform = self.context.platform
-        wanted = settings.scheduler == "gpu" or (settings.scheduler == "auto" and bool(platform.gpus))
-        if not wanted or getattr(self.config.option, "dist", "no") != "load":
+        if not (settings.scheduler == "gpu" or (settings.scheduler == "auto" and bool(platform.gpus))):
             return None
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.scheduling.durations import DurationStore
@@ -150,7 +141,7 @@ class Controller:
         store = DurationStore.load(settings.durations_path)
         if store.problem:
             self.notes.append(store.problem)
-        workers = xdist_glue.expected_workers(self.config)
+        workers = internals.expected_workers(self.config)
         capacity = len(platform.gpus) or workers  # a CPU runner: its worker slots
         return GpuScheduling(self.config, log, capacity, store.expected(platform.keys()[0]),
                              lock_root(self.context.session_id), workers)
@@ -165,15 +156,19 @@ class Controller:
             self.collected = list(nodeids)
 
     def on_report(self, report) -> None:
-        if self.planner is not None:
-            self.planner.on_report(report)
+        if self.planner is None:
+            if not carries_marker(report.keywords):
+                return
+            self.context.activation.marked = True  # under xdist the controller learns it from the reports
+            self._make_planner()
+        self.planner.on_report(report)
 
     def on_crash(self, nodeid: str, report) -> None:
         """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe, reschedule."""
         node = getattr(report, "node", None)
-        worker = xdist_glue.worker_id(node)
-        exit_code = xdist_glue.worker_exit_code(node)
-        folder = self.context.settings.report_dir
+        worker = internals.worker_id(node)
+        exit_code = internals.worker_exit_code(node)
+        folder = self.report_folder.folder if self.report_folder else None
         earlier = last_attempt_records(folder / f"records-{worker}.jsonl", nodeid) if worker and folder else []
         self._record_crash(nodeid, worker, exit_code, f"{report.longrepr} ({describe_exit(exit_code)})", earlier)
 
@@ -193,7 +188,7 @@ class Controller:
     def run_queued_reruns(self, session: pytest.Session) -> None:
         if self.planner is None or session.shouldstop or session.shouldfail:
             return
-        if xdist_glue.is_controller(self.config):
+        if internals.is_controller(self.config):
             self._rerun_in_subprocesses()
             return
         items = {item.nodeid: item for item in session.items}
@@ -206,13 +201,13 @@ class Controller:
                     item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
 
     def _rerun_in_subprocesses(self) -> None:
-        folder = self.context.settings.report_dir
-        if folder is None:
+        if self.report_folder is None:
             return  # without records no verdict reads the rerun
+        folder = self.report_folder.folder
         platform_file = folder / f".platform-{self.context.session_id}.json"
         write_json_atomic(platform_file, self.context.platform.to_dict())
         number = 0
-        with ThreadPoolExecutor(max_workers=xdist_glue.worker_count(self.config)) as pool:
+        with ThreadPoolExecutor(max_workers=internals.worker_count(self.config)) as pool:
             while leftovers := self.planner.leftovers():
                 runs = []
                 for nodeid in leftovers:
@@ -259,10 +254,10 @@ class Controller:
         from pytest_rocm.results.manifest import build_manifest, now
 
         shutil.rmtree(lock_root(self.context.session_id), ignore_errors=True)
-        folder = self.context.settings.report_dir
-        if folder is None or self.config.option.collectonly:  # nothing was asked to run: no verdict to give
+        if self.report_folder is None:  # no folder, or --collect-only: no verdict to give
             self._release()
             return
+        folder = self.report_folder.folder
         self.write({"kind": "session", "nodeid": "", "exitstatus": int(exitstatus),
                     "stopped": str(session.shouldfail or session.shouldstop or "") or None,
                     "collection_errors": [{"nodeid": n, "text": t[-2000:]} for n, t in self.collection_errors.items()],
@@ -299,15 +294,19 @@ class Controller:
     def _release(self) -> None:
         if self._own_writer is not None:
             self._own_writer.close()
-        if self._lock is not None:
-            self._lock.release()
+        if self.report_folder is not None:
+            self.report_folder.release()
 
     def _check_group_map(self) -> None:
-        """A group map that sorts none of the collected tests is a mistake, never a silent `ungrouped`: most
-        often pytest took the map's path for a test path (`--rocm-group-map FILE` with a space, before the
-        tests), settled on another rootdir, and the node ids no longer start with the paths the map names."""
+        """A group map that sorts none of the collected tests, and no file under the rootdir either, is a
+        mistake, never a silent `ungrouped`: most often pytest took the map's path for a test path
+        (`--rocm-group-map FILE` with a space, before the tests), settled on another rootdir, and the node ids
+        no longer start with the paths the map names. A map that sorts files of the tree is right, and a run
+        of tests it leaves ungrouped is only that (the table shows them as `ungrouped`)."""
         group_map = self.context.group_map
         if group_map is None or not self.collected or any(group_map.rule_for(n) for n in self.collected):
+            return
+        if _sorts_a_file_under(group_map, self.config.rootpath):
             return
         self.notes.append(
             f"group map {group_map.path} matched none of the {len(self.collected)} collected test(s) (the first is "
@@ -340,3 +339,23 @@ class Controller:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(baselines_mod.proposals(records, self.context.platform.keys()[0], manifest))
         return path
+
+
+_NOT_WALKED = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", ".tox", ".eggs"}
+_MOST_FILES_WALKED = 200_000
+
+
+def _sorts_a_file_under(group_map, root: Path) -> bool:
+    """Whether any Python file under `root` (as its path relative to the rootdir, the way node ids start) is
+    sorted by a rule of the map: stops at the first one."""
+    walked = 0
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [d for d in subfolders if d not in _NOT_WALKED and not d.startswith(".")]
+        relative = os.path.relpath(folder, root).replace(os.sep, "/")
+        for name in files:
+            walked += 1
+            if walked > _MOST_FILES_WALKED:
+                return False
+            if name.endswith(".py") and group_map.rule_for(name if relative == "." else f"{relative}/{name}"):
+                return True
+    return False

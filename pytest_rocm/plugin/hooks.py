@@ -1,6 +1,8 @@
 """The pytest hooks (entry point `rocm`): each is a line or two that calls the object whose job it is.
 
-At configure time each process gets the roles that apply to it: the one that
+Installed, the plugin is inert until a run asks for it (`activation`): a
+`--rocm-*` option, a `rocm_*` ini setting, or a collected test with one of its
+markers. At configure time each process gets the roles that apply to it: the one that
 runs tests records (`Recorder`, fixtures); the one that sees every report
 controls (`Controller`: reruns, crashes, the report). Without xdist one process
 has both; under xdist the controller and its workers are different processes.
@@ -11,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_rocm.catalog.tree import sort_tree, tree_lines
-from pytest_rocm.plugin import xdist_glue
+from pytest_rocm.plugin import activation, internals
 from pytest_rocm.plugin.collection import Annotator, junit_platform_properties
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.controller import Controller
@@ -40,6 +42,7 @@ CONTROLLER = pytest.StashKey[Controller]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+    activation.remember_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     context = RunContext(config)
     annotator = config.stash[ANNOTATOR] = Annotator(context)
     recorder = None
-    if not xdist_glue.is_controller(config):  # this process runs tests
+    if not internals.is_controller(config):  # this process runs tests
         recorder = Recorder(context, annotator)
         config.stash[SERVICES] = FixtureServices(context, recorder)
         config.pluginmanager.register(RecordingHooks(recorder), "rocm-recording")
@@ -116,7 +119,8 @@ class ControllerHooks:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.controller.start()
-        junit_platform_properties(session.config, self.controller.context.platform)
+        if self.controller.context.activation.asked:
+            junit_platform_properties(session.config, self.controller.context.platform)
 
     def pytest_collectreport(self, report) -> None:
         self.controller.on_collect_report(report)
@@ -137,9 +141,12 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
-        """Hand each xdist worker the platform detected here and the run's id, so all processes agree."""
-        node.workerinput["rocm_platform"] = self.controller.context.platform.to_dict()
-        node.workerinput["rocm_session"] = self.controller.context.session_id
+        """Hand each xdist worker the run's id and, in a run that asked, the platform detected here, so all
+        processes agree (an unasked run detects nothing here; a worker whose marked tests need it detects it)."""
+        context = self.controller.context
+        if context.activation.asked:
+            node.workerinput["rocm_platform"] = context.platform.to_dict()
+        node.workerinput["rocm_session"] = context.session_id
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
@@ -150,6 +157,9 @@ class ControllerHooks:
     def pytest_runtestloop(self, session: pytest.Session):
         result = yield
         self.controller.run_queued_reruns(session)  # reruns no worker could take, after the pass
+        context = self.controller.context
+        if context.activation.marked and not context.activation.asked:  # before pytest writes the JUnit file
+            junit_platform_properties(session.config, context.platform)
         return result
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
@@ -158,10 +168,14 @@ class ControllerHooks:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         controller = self.controller
         config = terminalreporter.config
+        if not controller.context.activation.active:
+            return
         if config.option.collectonly and controller.collected is not None:  # nothing ran: show the sorting
             entries = config.stash[ANNOTATOR].tree_entries(controller.collected)
+            failed = frozenset(nodeid for nodeid in controller.collection_errors if nodeid.endswith(".py"))
             terminalreporter.write_sep("=", "pytest-rocm: how the collected tests sort into groups")
-            for line in tree_lines(sort_tree(entries, controller.context.group_map), map_details=False):
+            report = sort_tree(entries, controller.context.group_map, uncollected=failed)
+            for line in tree_lines(report, map_details=False):
                 terminalreporter.write_line(line)
             return
         if controller.gate_report is None:

@@ -24,11 +24,17 @@ DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
 # plugin knows; the xdist scheduler: the gpu one on runners with GPUs, the gpu one, or xdist's own.
 JUNIT_PROPERTIES = ("minimal", "full")
 SCHEDULERS = ("auto", "gpu", "xdist")
+INI_SETTINGS: set[str] = set()  # the plugin's ini names (`plugin.activation` reads whether any is set)
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("rocm", "pytest-rocm: ROCm gates, hardware pinning and reports")
-    option, ini = group.addoption, parser.addini
+    option = group.addoption
+
+    def ini(name: str, help: str, **kwargs) -> None:
+        INI_SETTINGS.add(name)
+        parser.addini(name, help, **kwargs)
+
     option("--rocm-platform", default=None, metavar="NAME|FILE",
            help="simulate a platform: a built-in profile (cpu, mi300x-8, h100-8, ...) or a JSON file; "
                 "default: $PYTEST_ROCM_PLATFORM, else detect the real one")

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.results.records import (
@@ -34,7 +35,8 @@ class Recorder:
 
     @property
     def writer(self) -> RecordWriter | None:
-        if self._writer is None and self.context.settings.report_dir is not None:
+        if self._writer is None and self.context.settings.report_dir is not None \
+                and not self.context.config.option.collectonly:  # a listing never writes into the folder
             self._writer = RecordWriter(self.context.settings.report_dir, self.context.worker)
         return self._writer
 
@@ -44,7 +46,7 @@ class Recorder:
 
     def record_report(self, report: pytest.TestReport) -> None:
         """Write one phase outcome."""
-        if self.context.settings.report_dir is None:
+        if self._writer is None and self.writer is None:  # no report folder
             return
         nodeid = report.nodeid
         # The common case, a phase that passed with nothing to add, is formatted directly (3 per test).
@@ -53,7 +55,7 @@ class Recorder:
             encoded = self.spec_json.get(nodeid)
             if encoded is None:
                 encoded = self._encoded_spec(nodeid)
-            (self._writer or self.writer).write_phase(self.nodeid_json[nodeid], report.when, "passed",
+            self._writer.write_phase(self.nodeid_json[nodeid], report.when, "passed",
                                                       report.duration, encoded)
             return
         record = {"nodeid": nodeid, "when": report.when, "outcome": report.outcome,
@@ -84,7 +86,7 @@ class Recorder:
         """What this run set out to run: the gates and grouped tests collected, with their specs. One process
         writes it (the only one, or the first xdist worker: they all collect the same tests), so the report
         can name the tests that never ran when a run stops early."""
-        if self.context.worker not in ("controller", "gw0") or self.context.settings.report_dir is None:
+        if not internals.writes_collection(self.context.worker) or self.writer is None:
             return
         specs = self.annotator.specs
         self.write({"kind": "collection", "nodeid": "", "tests": len(items),
@@ -97,7 +99,9 @@ class Recorder:
         """For the gpu scheduler: each test's GPU demand, beside the run's device locks, before the controller
         schedules (a test that cannot run here needs none: it is skipped as not applicable). Written by every
         xdist worker unless `--rocm-scheduler=xdist`: the controller decides whether it uses them."""
-        if self.context.settings.scheduler == "xdist" or not self.context.is_worker or not self.context.platform.gpus:
+        context = self.context
+        if (not context.activation.asked or context.settings.scheduler == "xdist" or not context.is_worker
+                or not context.platform.gpus):  # only a run that asked can have the gpu scheduler
             return
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.scheduling.xdist_scheduler import write_demands

@@ -44,8 +44,8 @@ NAME_MAX = 255  # the reference's name part, at most
 REFERENCE_MAX = 1024  # name, tag and a sha512 digest fit (255 + 129 + 136); longer is refused before the pattern
 
 
-class HistoryError(ValueError):
-    """A history file cannot be read; the message names it."""
+class EvidenceFolderError(ValueError):
+    """The folder of earlier preflight and gate-report evidence cannot be read; the message names it."""
 
 
 @dataclass
@@ -101,9 +101,9 @@ def read_history(folder: Path) -> History:
     try:
         paths = sorted(folder.rglob("*.json")) if folder.is_dir() else None
     except OSError as exc:
-        raise HistoryError(f"{folder}: cannot read it ({exc.strerror or exc})") from None
+        raise EvidenceFolderError(f"{folder}: cannot read it ({exc.strerror or exc})") from None
     if paths is None:
-        raise HistoryError(f"{folder}: no such folder (give the folder of earlier preflight.json and gate-report.json)")
+        raise EvidenceFolderError(f"{folder}: no such folder (give the folder of earlier preflight.json and gate-report.json)")
     history = History()
     for path in paths:
         try:

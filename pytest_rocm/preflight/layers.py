@@ -27,7 +27,7 @@ UNREAD_SHOWN = 20  # unread lines kept per source in the artifact
 # A source of at least this many lines of which the reader understood under this share is another file (a log
 # of something else, base64): every shared capture has all but 2 of its lines understood.
 MOSTLY_UNREAD_LINES, UNDERSTOOD_SHARE = 20, 0.05
-EXIT_ACCEPTED, EXIT_REFUSED, EXIT_NOT_PROVEN = 0, 3, 4
+ACCEPTED, REFUSED, NOT_PROVEN = "accepted", "refused", "not_proven"  # `decide`: the CLI maps them to exits
 DEFAULT_REQUIRED = ("hardware", "communication", "framework")
 _SKU_NAME = re.compile(r"\b(?:Instinct\s+|Product:\s*)(MI\d{3}[AX]?)\b", re.I)
 _DEVICE_ID = re.compile(r"\b0x(7[45][0-9a-f]{2})\b", re.I)
@@ -227,19 +227,19 @@ def node_name(given: str | None = None) -> str:
                          socket.gethostname())
 
 
-def decide(layers: list[Layer], required: tuple[str, ...]) -> tuple[int, str]:
-    """(exit status, one line): refused on a failed layer, not proven when a required layer was skipped or any
-    layer was given a file that is not its tool's output."""
+def decide(layers: list[Layer], required: tuple[str, ...]) -> tuple[str, str]:
+    """(ACCEPTED, REFUSED or NOT_PROVEN, one line): refused on a failed layer, not proven when a required layer
+    was skipped or any layer was given a file that is not its tool's output."""
     failed = [layer for layer in layers if layer.verdict == "failed"]
     if failed:
-        return EXIT_REFUSED, f"refused: the {failed[0].name} layer failed: {failed[0].reason}"
+        return REFUSED, f"refused: the {failed[0].name} layer failed: {failed[0].reason}"
     # A file given that is not its tool's output: the run did not do what was asked, required layer or not.
     unproven = [layer for layer in layers if layer.verdict == "skipped" and (
         layer.name in required or any(source.get("unreadable") for source in layer.sources))]
     if unproven:
-        return EXIT_NOT_PROVEN, "not proven: " + "; ".join(f"{l.name} skipped ({l.reason})" for l in unproven)
+        return NOT_PROVEN, "not proven: " + "; ".join(f"{l.name} skipped ({l.reason})" for l in unproven)
     degraded = [layer.name for layer in layers if layer.verdict == "degraded"]
-    return EXIT_ACCEPTED, "accepted" + (f" (degraded: {', '.join(degraded)})" if degraded else "")
+    return ACCEPTED, "accepted" + (f" (degraded: {', '.join(degraded)})" if degraded else "")
 
 
 def run_pipeline(fillers: dict[str, Callable[[Layer], None]]) -> list[Layer]:

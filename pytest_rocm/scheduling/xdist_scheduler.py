@@ -3,7 +3,7 @@
 xdist (3.8) asks a scheduler for: `nodes`, `collection_is_completed`, `tests_finished`, `has_pending`,
 `add_node`, `add_node_collection`, `mark_test_complete`, `mark_test_pending`,
 `remove_pending_tests_from_node`, `remove_node` and `schedule` (DESIGN.md section 9). This module and
-`plugin/xdist_glue.py` are the only ones that touch xdist's worker objects (`send_runtest_some`,
+`plugin/internals.py` are the only ones that touch xdist's worker objects (`send_runtest_some`,
 `shutdown`, `shutting_down`, `gateway`).
 
 What it knows of each test comes from outside xdist: the GPU demand from the workers' collection (each
@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_rocm.scheduling.dispatch import SHUTDOWN, Dispatcher, Job
 from pytest_rocm.schemas.artifacts import write_json_atomic
@@ -120,7 +121,7 @@ class GpuScheduling:
 
     def mark_test_pending(self, item: str) -> None:
         """A rerun: first in line, for the next worker that can take it."""
-        index = self.index_of[item]  # KeyError/AttributeError: xdist_glue falls back to a rerun process
+        index = self.index_of[item]  # plugin/internals.py hands over only tests of `collection`
         self.dispatcher.requeue_front(self.jobs[index])
         self._fill([node for node in self._nodes if not node.shutting_down])
 
@@ -165,3 +166,9 @@ class GpuScheduling:
                 node.send_runtest_some(indices)
             if SHUTDOWN in things:
                 node.shutdown()
+
+
+if TYPE_CHECKING:  # a type checker holds GpuScheduling to xdist's own scheduler protocol
+    from xdist.scheduler.protocol import Scheduling
+
+    _PROTOCOL: type[Scheduling] = GpuScheduling

@@ -1,10 +1,12 @@
-"""Every use of pytest-xdist's (and execnet's) internals, in one place: an xdist upgrade is this file to read.
+"""Every use of pytest's and pytest-xdist's (and execnet's) internals, in one place: an upgrade is this file to read.
 
-What the plugin needs of xdist beyond its documented hooks: the controller's
-scheduler (to hand it a rerun), whether any worker can still take a test
-(a worker that has been told to shut down runs its last test and exits, so a
-rerun given to the scheduler then would never run), and a dead worker's exit
-status (execnet keeps the worker's Popen on the gateway).
+What the plugin needs beyond their documented hooks: of pytest, the JUnit writer
+(to add the platform once per file, as `record_testsuite_property` does); of
+xdist, the controller's scheduler (to hand it a rerun), whether any worker can
+still take a test (a worker that has been told to shut down runs its last test
+and exits, so a rerun given to the scheduler then would never run), the name
+of the worker that writes the run's collection, and a dead worker's exit status
+(execnet keeps the worker's Popen on the gateway).
 """
 
 from __future__ import annotations
@@ -30,13 +32,28 @@ def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
     if sched is None or getattr(dsession, "shuttingdown", True) or getattr(dsession, "shouldstop", False):
         return False
     live = [node for node in getattr(sched, "nodes", ()) if not getattr(node, "shutting_down", True)]
-    if not live:
+    collection = getattr(sched, "collection", None)  # xdist's load schedulers and ours: the tests they hand out
+    if not live or collection is None or nodeid not in collection:
         return False
     try:
         sched.mark_test_pending(nodeid)
-    except (NotImplementedError, ValueError, KeyError, AttributeError, AssertionError):
-        return False  # --dist each/loadscope/loadfile cannot reschedule one test
+    except NotImplementedError:  # the protocol's "cannot": --dist each/loadscope/loadfile never reschedule one test
+        return False
     return True
+
+
+def writes_collection(worker: str) -> bool:
+    """The process that records what the run collected: the only one, or xdist's first worker (they all collect
+    the same tests; xdist names its workers gw0, gw1, ... and a restarted worker gets a new name)."""
+    return worker in ("controller", "gw0")
+
+
+def junit_writer(config: pytest.Config):
+    """pytest's JUnit writer of this process (`--junitxml`), or None: `add_global_property` adds a
+    `<testsuite><property>` as the public `record_testsuite_property` fixture does."""
+    from _pytest.junitxml import xml_key
+
+    return config.stash.get(xml_key, None)
 
 
 def worker_id(node) -> str | None:
