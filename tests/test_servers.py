@@ -111,6 +111,7 @@ def test_server_start_failures_carry_the_server_not_healthy_signature():
     assert "server_not_healthy" in DEFAULT_SIGNATURES
 
 
+@pytest.mark.slow
 @needs_vllm
 def test_tiny_model_is_built_deterministically(tmp_path, model_cache):
     from pytest_rocm.serving.tiny_models import TinyModelSpec, ensure_tiny_model
@@ -159,6 +160,7 @@ def _processes_with(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @needs_vllm
 def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
     pytester.makepyfile(test_dies=SERVER_TEST.format(args=["--dtype", "no-such-dtype"]))

@@ -43,6 +43,7 @@ def media(monkeypatch):
     return media
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", GPU_ONLY_IMAGE_ARCHITECTURES)
 def test_weights_are_where_vllm_loads_them_and_transformers_loads_all(built, architecture):
     import torch
