@@ -28,7 +28,8 @@ def write(tmp_path, name, content) -> str:
     return str(path)
 
 
-def records_dir(tmp_path, manifest: bytes | None = None) -> str:
+def records_dir(tmp_path, manifest: bytes | None = None, folder_named: str | None = None,
+                link_to: str | None = None) -> str:
     folder = tmp_path / "run"
     folder.mkdir()
     record = {"schema": "pytest-rocm/record/1", "nodeid": "t.py::test_a", "worker": "gw0", "when": "setup",
@@ -36,6 +37,17 @@ def records_dir(tmp_path, manifest: bytes | None = None) -> str:
     (folder / "records-gw0.jsonl").write_text(json.dumps(record) + "\n")
     if manifest is not None:
         (folder / "manifest.json").write_bytes(manifest)
+    if folder_named is not None:  # a folder where a worker's records file belongs (an unpacked artifact, a copy)
+        (folder / folder_named).mkdir()
+    if link_to is not None:  # a results folder copied with links whose targets stayed behind
+        (folder / "records-gw1.jsonl").symlink_to(link_to)
+    return str(folder)
+
+
+def looping_records(tmp_path) -> str:
+    """A worker's records file that is a symbolic link to itself (as a bad `ln -s` or a copy tool leaves one)."""
+    folder = Path(records_dir(tmp_path))
+    (folder / "records-gw1.jsonl").symlink_to("records-gw1.jsonl")
     return str(folder)
 
 
@@ -66,17 +78,30 @@ CLI_CASES = [
      "platform profile file"),
     ("profile-unknown-vendor", lambda p: ["doctor", "--platform", write(p, "v.json", '{"vendor": "intel"}')], 2,
      "vendor 'intel'"),
-    ("verdict-no-folder", lambda p: ["verdict", "--records", p / "nope"], 2, "is not a folder of records"),
-    ("verdict-empty-folder", lambda p: ["verdict", "--records", p], 2, "no records-*.jsonl files"),
-    ("verdict-corrupt-manifest", lambda p: ["verdict", "--records", records_dir(p, b'{"schema": ')], 2,
+    ("verdict-no-folder", lambda p: ["verdict", p / "nope"], 2, "is not a folder of records"),
+    ("verdict-no-folder-deprecated-option", lambda p: ["verdict", "--records", p / "nope"], 2,
+     "is not a folder of records"),
+    ("verdict-no-folder-given", lambda p: ["verdict"], 2,
+     "give the results folder of a run: rocm-gate verdict RESULTS_DIR"),
+    ("verdict-two-folders", lambda p: ["verdict", records_dir(p), "--records", p], 2,
+     "two results folders given"),
+    ("verdict-empty-folder", lambda p: ["verdict", p], 2, "no records-*.jsonl files"),
+    ("verdict-records-symlink-loop", lambda p: ["verdict", looping_records(p)], 2,
+     "records-gw1.jsonl: a symbolic link that loops back on itself; a records file is the JSON lines one process "
+     "of the run wrote there: put the run's own file in its place, or move this out of the folder"),
+    ("verdict-records-a-folder", lambda p: ["verdict", records_dir(p, folder_named="records-gw1.jsonl")], 2,
+     "records-gw1.jsonl: a folder, not a records file; a records file is the JSON lines"),
+    ("verdict-records-dangling-link", lambda p: ["verdict", records_dir(p, link_to="gone/records.jsonl")], 2,
+     "records-gw1.jsonl: a symbolic link to 'gone/records.jsonl', which does not exist"),
+    ("verdict-corrupt-manifest", lambda p: ["verdict", records_dir(p, b'{"schema": ')], 2,
      "not a readable manifest"),
-    ("verdict-manifest-a-list", lambda p: ["verdict", "--records", records_dir(p, b"[]")], 2, "not a pytest-rocm/manifest/1"),
-    ("verdict-manifest-bad-signatures", lambda p: ["verdict", "--records", records_dir(
+    ("verdict-manifest-a-list", lambda p: ["verdict", records_dir(p, b"[]")], 2, "not a pytest-rocm/manifest/1"),
+    ("verdict-manifest-bad-signatures", lambda p: ["verdict", records_dir(
         p, b'{"schema": "pytest-rocm/manifest/1", "verdict_config": {"infra_signatures": {"x": "("}}}')], 2,
      "bad regex"),
-    ("verdict-group-map-not-utf8", lambda p: ["verdict", "--records", records_dir(p), "--group-map",
+    ("verdict-group-map-not-utf8", lambda p: ["verdict", records_dir(p), "--group-map",
                                               write(p, "g.toml", NOT_UTF8)], 2, "not UTF-8 text"),
-    ("verdict-group-map-rule-7", lambda p: ["verdict", "--records", records_dir(p), "--group-map",
+    ("verdict-group-map-rule-7", lambda p: ["verdict", records_dir(p), "--group-map",
                                             write(p, "g.toml", "rule = 7\n")], 2, "`rule` must be a list of tables"),
     ("baseline-is-5", lambda p: ["baselines", "diff", write(p, "a.toml", "baseline = 5\n"), write(p, "b.toml", "")],
      2, "`baseline` must be a list of tables"),

@@ -115,3 +115,26 @@ def test_gpus_on_a_machine_without_gpus(pytester):
             assert gpus == []
     """)
     pytester.runpytest("--rocm-platform=cpu").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_file_where_the_lock_folder_goes_is_a_usage_error_naming_it(pytester, monkeypatch, workers):
+    """`$TMPDIR/pytest-rocm-locks` left as a file (a stray `touch`, another tool's name): no INTERNALERROR, the
+    path and the fix."""
+    temporary = pytester.path / "tmp"
+    temporary.mkdir()
+    (temporary / "pytest-rocm-locks").write_text("")
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    pytester.makepyfile(test_x="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_x(gpus):
+            assert gpus
+    """)
+    result = pytester.runpytest_subprocess("--rocm-platform=mi300x-2", "-p", "no:cacheprovider", *workers)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: pytest-rocm: {temporary}/pytest-rocm-locks is a file, not a folder; "
+                                 f"* Remove it (rm {temporary}/pytest-rocm-locks) or give the run another temporary "
+                                 "folder (TMPDIR=/some/folder pytest ...)"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -357,3 +357,22 @@ def test_live_reference_sets_the_frameworks_side_by_side(pytester, monkeypatch):
     assert set(rows) == {"vllm", "sglang"} and rows["vllm"]["passed"] and not rows["sglang"]["passed"]
     assert rows["vllm"]["agreeing_tokens"] == 4 and rows["sglang"]["agreeing_tokens"] == 2 and rows["vllm"]["tokens"] == 5
     assert report["tests"][rows["sglang"]["nodeid"]]["verdict"] == "regression"
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda text: text[: len(text) // 2], "is not JSON (line *: it is damaged or cut short"),
+    (lambda text: "[]", "is not a golden file (a JSON list, not an object)"),
+    (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "logprobs"}),
+     "has no `logprobs`: a golden file holds the token ids and their top-k logprobs"),
+    (lambda text: json.dumps({**json.loads(text), "logprobs": [[[[5, "x"]]] * 3, [[[1, -0.1]]] * 2]}),
+     "has `logprobs` at sequence 0 position 0 that are not [[]token, logprob[]] pairs"),
+])
+def test_a_damaged_golden_file_fails_the_test_naming_the_file_and_the_fix(golden_suite, damage, says):
+    [path] = (golden_suite.path / "golden").rglob("*.json")
+    path.write_text(damage(path.read_text()))
+    result = golden_suite.runpytest("--rocm-platform=mi300x-1", "--rocm-golden=golden", "--rocm-reruns=0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*golden 'greedy': *{path.name} {says}; record it again on the reference platform "
+                                 "with --rocm-golden-record *golden*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.no_fnmatch_line("*json/decoder.py*")

@@ -53,6 +53,11 @@ SIGNATURE_LINES = {
     "machine_memory": "ValueError: Available memory on node 0 (0.80/23.47 GiB) on kv cache allocation is less than "
                       "requested memory for kv (1.00 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, "
                       "or reduce CPU memory used by other processes.",
+    # requests (urllib3 2.x) when huggingface.co refuses the connection
+    "network": "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
+               "exceeded with url: /api/models/facebook/opt-125m (Caused by NewConnectionError(\"HTTPSConnection("
+               "host='huggingface.co', port=443): Failed to establish a new connection: [Errno 111] Connection "
+               "refused\"))",
 }
 
 CAMPAIGN = '''
@@ -243,9 +248,14 @@ def test_rebuilt_offline_verdicts_are_identical(pytester, capsys):
     from pytest_rocm.cli import main as rocm_gate
 
     report = run_campaign(pytester, CAMPAIGN.format(lines={"no_space": SIGNATURE_LINES["no_space"]}))
-    assert rocm_gate(["verdict", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 1  # failure
+    assert rocm_gate(["verdict", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 1  # failure
     again = read_report(pytester.path / "again")
     assert again == report
+    capsys.readouterr()
+    # the older spelling still works, and says it is deprecated
+    assert rocm_gate(["verdict", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "old")]) == 1
+    assert read_report(pytester.path / "old") == report
+    assert "--records is deprecated; give the folder alone: rocm-gate verdict " in capsys.readouterr().err
 
 
 # --- the rules themselves -------------------------------------------------------------------------
@@ -437,3 +447,243 @@ def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
     assert flaky["verdict"] == "unconfirmed"  # not rerun: it stands on its one attempt, unconfirmed
     assert any("could not rerun test_last.py::test_flaky: pytest exited 4" in n for n in report["manifest"]["notes"])
     result.stdout.fnmatch_lines(["*pytest-rocm: could not rerun test_last.py::test_flaky: pytest exited 4*"])
+
+
+# --- network faults: a remote host's, never the test's own server's -----------------------------------------------
+
+# Real requests through the real libraries; only the network is arranged: huggingface.co resolves to a closed
+# port of this machine (the connection is refused there) or does not resolve, and httpx's transport answers 503.
+NETWORK_SUITE = '''
+import http.server
+import socket
+import threading
+
+import httpx
+import httpx2
+import pytest
+import requests
+from huggingface_hub.utils import hf_raise_for_status
+
+pytestmark = pytest.mark.rocm_gate(group="engine")
+HUB = "https://huggingface.co/api/models/facebook/opt-125m"
+
+
+def closed_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def hub_refuses(monkeypatch):
+    port, real = closed_port(), socket.getaddrinfo
+    def resolve(host, *args, **kwargs):
+        return real("127.0.0.1", port, *args[1:], **kwargs) if host == "huggingface.co" else real(host, *args, **kwargs)
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+
+
+@pytest.fixture
+def no_dns(monkeypatch):
+    def resolve(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+
+
+def answer_503(request):
+    return httpx.Response(503, request=request)
+
+
+def test_hub_refuses_once(attempt, hub_refuses):
+    if attempt == 0:
+        requests.get(HUB, timeout=5)
+
+
+def test_hub_does_not_resolve_once(attempt, no_dns):
+    if attempt == 0:
+        requests.get(HUB, timeout=5)
+
+
+def test_hub_answers_503_once(attempt):
+    if attempt == 0:
+        httpx.Client(transport=httpx.MockTransport(answer_503)).get(HUB).raise_for_status()
+
+
+def test_huggingface_hub_answers_503_once(attempt):
+    if attempt == 0:
+        client = httpx2.Client(transport=httpx2.MockTransport(lambda request: httpx2.Response(503, request=request)))
+        hf_raise_for_status(client.get(HUB))
+
+
+def test_own_server_refuses_once(attempt):
+    if attempt == 0:
+        requests.get(f"http://127.0.0.1:{closed_port()}/v1/models", timeout=5)
+
+
+def test_own_server_answers_500():
+    class Broken(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(500)
+            self.end_headers()
+    server = http.server.HTTPServer(("localhost", 0), Broken)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    try:
+        requests.get(f"http://localhost:{server.server_port}/v1/completions", timeout=5).raise_for_status()
+    finally:
+        server.server_close()
+
+
+def test_own_server_answers_503_once(attempt):
+    if attempt == 0:
+        httpx.Client(transport=httpx.MockTransport(answer_503)).get("http://localhost:8000/health").raise_for_status()
+'''
+
+
+def test_network_faults_on_the_way_to_a_remote_host_are_infra_and_the_tests_own_server_is_not(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_network=NETWORK_SUITE)
+    pytester.runpytest_subprocess("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--rocm-health-probe=true",
+                                  "-p", "no:cacheprovider")
+    tests = read_report(pytester.path / "out")["tests"]
+    found = {n.split("::")[1]: (t["verdict"], (t["attempts"][0].get("signature") or {}).get("name"))
+             for n, t in tests.items()}
+    assert found == {
+        "test_hub_refuses_once": ("infra", "network"),
+        "test_hub_does_not_resolve_once": ("infra", "network"),
+        "test_hub_answers_503_once": ("infra", "network"),
+        "test_huggingface_hub_answers_503_once": ("infra", "network"),
+        # this machine's server: its failure is the change's until a rerun passes, and then only a flake
+        "test_own_server_refuses_once": ("flaky", None),
+        "test_own_server_answers_500": ("regression", None),
+        "test_own_server_answers_503_once": ("flaky", None),
+    }
+    line = tests["test_network.py::test_hub_refuses_once"]["attempts"][0]["signature"]["line"]
+    assert "host='huggingface.co', port=443): Max retries exceeded" in line and "[Errno 111] Connection" in line
+
+
+# --- collection errors: the change's, or the run's ----------------------------------------------------------------
+
+def _collection_errors(report) -> dict[str, tuple[str, str]]:
+    return {e["nodeid"]: (e["cause"], e["detail"]) for e in report["collection_errors"]}
+
+
+def test_a_missing_module_of_the_project_under_test_is_a_defect_of_the_change(run_gates, pytester):
+    pytester.makepyfile(**{"vllm/__init__.py": "", "vllm/engine.py": "VERSION = 1\n",
+                           "test_ok.py": "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n"
+                                         "    pass\n",
+                           "test_renamed.py": "from vllm.engine import VERSION\nfrom vllm.renamed import thing\n"})
+    _, report = run_gates("--continue-on-collection-errors")
+    cause, detail = _collection_errors(report)["test_renamed.py"]
+    assert cause == "change" and "No module named 'vllm.renamed'" in detail
+    assert report["conclusion"] == "failure"
+    assert "test_renamed.py: ModuleNotFoundError: No module named 'vllm.renamed'" in report["conclusion_reason"]
+
+
+def test_what_the_runner_lacks_is_a_set_up_problem_naming_it_and_the_fix(run_gates, pytester):
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_asyncio") is not None:
+        pytest.skip("pytest_asyncio is installed here: its absence cannot be shown")
+    pytester.makepyfile(**{
+        # a plain source checkout: vllm/ without its compiled extensions, found before any installed vLLM
+        "vllm/__init__.py": "", "vllm/_custom_ops.py": "import vllm._C\n",
+        "test_ok.py": "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n    pass\n",
+        "test_ops.py": "from vllm import _custom_ops\n",
+        "test_async.py": "import pytest_asyncio\n",
+        "test_hub.py": "import socket\nimport requests\n\n"
+                       "def _no_dns(*args, **kwargs):\n"
+                       "    raise socket.gaierror(socket.EAI_AGAIN, 'Temporary failure in name resolution')\n\n"
+                       "socket.getaddrinfo = _no_dns\n"
+                       "requests.get('https://huggingface.co/api/models/facebook/opt-125m', timeout=5)\n"})
+    _, report = run_gates("--continue-on-collection-errors")
+    errors = _collection_errors(report)
+    assert {n: c for n, (c, _) in errors.items()} == {"test_ops.py": "infra", "test_async.py": "infra",
+                                                      "test_hub.py": "infra"}
+    assert errors["test_ops.py"][1].startswith("set-up problem: vLLM was imported without its compiled extensions "
+                                               "(`No module named 'vllm._C'`)")
+    assert "a plain checkout's vllm/ folder shadows the installed package" in errors["test_ops.py"][1]
+    assert "pip install -e ." in errors["test_ops.py"][1]
+    assert errors["test_async.py"][1] == (
+        "set-up problem: the test requirement 'pytest_asyncio' is not installed on this runner (`No module named "
+        "'pytest_asyncio'`): install the project's test requirements in the job's image (vLLM: `pip install -r "
+        "requirements/test.txt`, the versions it pins)")
+    assert errors["test_hub.py"][1].startswith("infrastructure: network: ")
+    assert report["conclusion"] == "incomplete"
+    assert report["tests"]["test_ok.py::test_fine"]["status"] == "passed"
+
+
+def test_the_project_package_missing_altogether_is_a_set_up_problem(run_gates, pytester):
+    # A runner without vLLM: this one may have it installed, so its import system is made to find none, with
+    # the error Python's own import raises then.
+    pytester.makeconftest("""
+        import sys
+
+        class NoVllm:
+            def find_spec(self, name, path=None, target=None):
+                if name == "vllm":
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        sys.meta_path.insert(0, NoVllm())
+    """)
+    pytester.makepyfile(test_ok="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n    pass\n",
+                        test_llm="from vllm import LLM\n")
+    _, report = run_gates("--continue-on-collection-errors")
+    cause, detail = _collection_errors(report)["test_llm.py"]
+    assert (cause, detail) == ("infra", "set-up problem: vLLM is not installed on this runner (`No module named "
+                                        "'vllm'`): install vLLM in the job's image before the tests run")
+    assert report["conclusion"] == "incomplete"
+
+
+# vLLM's way: parametrizing over a set, whose order follows each process's hash seed
+SET_ORDERED = """
+import pytest
+
+MODELS = {"facebook/opt-125m", "Qwen/Qwen3-0.6B", "meta-llama/Llama-3.2-1B", "google/gemma-3-1b-it",
+          "microsoft/phi-2", "mistralai/Mistral-7B-v0.1", "ibm-granite/granite-3.0-2b", "THUDM/glm-4-9b"}
+
+@pytest.mark.rocm_gate(group="api")
+@pytest.mark.parametrize("model", MODELS)
+def test_model(model):
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_workers_that_order_a_set_differently_make_an_incomplete_run_naming_the_file_and_the_hash_seed(
+        run_gates, pytester, monkeypatch):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)  # each worker draws its own seed, as in vLLM's CI
+    pytester.makepyfile(test_models=SET_ORDERED, test_other="import pytest\n\n@pytest.mark.rocm_gate(group='api')\n"
+                                                            "def test_fine():\n    pass\n")
+    _, report = run_gates("-n", "2")
+    assert report["conclusion"] == "incomplete", report["conclusion_reason"]
+    [(nodeid, (cause, detail))] = _collection_errors(report).items()
+    assert cause == "infra" and nodeid.startswith("gw")
+    assert detail.startswith("run problem: the xdist workers (gw")
+    assert "test id(s) differ or stand in another order, in test_models.py;" in detail
+    assert "test_other.py" not in detail
+    assert "set PYTHONHASHSEED=0" in detail
+    monkeypatch.setenv("PYTHONHASHSEED", "0")  # the fix
+    _, fixed = run_gates("-n", "2")
+    assert fixed["conclusion"] == "success" and fixed["collection_errors"] == []
+
+
+def test_a_cut_xdist_difference_still_names_the_files_it_shows(tmp_path, capsys):
+    """The controller keeps the last 2,000 characters of a collection error: a long difference loses its head."""
+    from xdist.report import report_collection_diff
+
+    from pytest_rocm.cli import main as rocm_gate
+
+    first = [f"tests/models/test_generate.py::test_model[{name}-{n}]" for n in range(30) for name in ("a", "b")]
+    second = [f"tests/models/test_generate.py::test_model[{name}-{n}]" for n in range(30) for name in ("b", "a")]
+    first += ["tests/lora/test_lora.py::test_adapter[x-y]"]
+    second += ["tests/lora/test_lora.py::test_adapter[y-x]"]
+    text = report_collection_diff(first, second, "gw0", "gw3")
+    assert len(text) > 2000
+    record = {"schema": "pytest-rocm/record/1", "worker": "controller", "kind": "session", "nodeid": "", "t": 2.0,
+              "exitstatus": 1, "stopped": None, "collected": None,
+              "collection_errors": [{"nodeid": "gw3", "text": text[-2000:]}]}
+    (tmp_path / "records-controller.jsonl").write_text(json.dumps(record) + "\n")
+    assert rocm_gate(["verdict", str(tmp_path)]) == 3  # incomplete
+    detail = read_report(tmp_path)["collection_errors"][0]["detail"]
+    assert "in tests/models/test_generate.py, tests/lora/test_lora.py (the start of xdist's list was cut)" in detail
+    assert "PYTHONHASHSEED=0" in detail
+    assert "PYTHONHASHSEED=0" in capsys.readouterr().out  # the printed conclusion says it too

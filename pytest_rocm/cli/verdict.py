@@ -1,4 +1,8 @@
-"""`rocm-gate verdict --records DIR`: rebuild gate-report.json (verdicts, conclusion) from a run's records, offline.
+"""`rocm-gate verdict RESULTS_DIR`: rebuild gate-report.json (verdicts, conclusion) from a run's records, offline.
+
+RESULTS_DIR is the run's --rocm-report-dir (records-*.jsonl, manifest.json), named as `rocm-gate publish
+RESULTS_DIR` and `rocm-gate history add RESULTS` name it. `--records DIR` is the older spelling of the same
+argument, still accepted (deprecated: it says so on stderr).
 
 Exit status follows the conclusion, so a workflow can gate on it without reading
 JSON: 0 success or neutral (infrastructure fault, evidence attached: passes a
@@ -12,22 +16,40 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
+from pytest_rocm.cli import exits
 
 
 def add_parser(commands, name: str) -> None:
     report = commands.add_parser(name, help="rebuild gate-report.json (verdicts, conclusion) from a folder of "
                                             "records, offline" + (" (same as verdict)" if name == "report" else ""),
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    report.add_argument("--records", required=True, type=Path, metavar="DIR",
+    report.add_argument("results", nargs="?", type=Path, metavar="RESULTS_DIR",
                         help="the --rocm-report-dir of a run (records-*.jsonl, manifest.json)")
-    report.add_argument("--out", type=Path, metavar="DIR", help="where to write gate-report.json (default: DIR)")
+    report.add_argument("--records", type=Path, metavar="DIR",
+                        help="deprecated spelling of RESULTS_DIR")
+    report.add_argument("--out", type=Path, metavar="DIR", help="where to write gate-report.json (default: "
+                                                                 "RESULTS_DIR)")
     report.add_argument("--group-map", type=Path, metavar="TOML", help="groups for records that carry none")
 
 
 def _fail(message: str) -> int:
     print(f"rocm-gate verdict: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return exits.BAD_INPUT
+
+
+def _results_folder(args) -> Path | None:
+    """RESULTS_DIR, or the deprecated --records DIR; None (after saying why) when neither or two differ."""
+    if args.records is not None:
+        if args.results is not None and args.results != args.records:
+            _fail(f"two results folders given: RESULTS_DIR {args.results} and --records {args.records}; give one "
+                  "(`rocm-gate verdict RESULTS_DIR`)")
+            return None
+        print(f"rocm-gate verdict: --records is deprecated; give the folder alone: rocm-gate verdict {args.records}",
+              file=sys.stderr)
+        return args.records
+    if args.results is None:
+        _fail("give the results folder of a run: rocm-gate verdict RESULTS_DIR (its --rocm-report-dir)")
+    return args.results
 
 
 def run(args) -> int:
@@ -40,12 +62,19 @@ def run(args) -> int:
     from pytest_rocm.results.verdicts import SignatureError, build_signatures
     from pytest_rocm.schemas.artifacts import write_json_atomic
 
-    if not args.records.is_dir():
-        return _fail(f"{args.records} is not a folder of records")
-    loaded = read_records(args.records)
+    folder = _results_folder(args)
+    if folder is None:
+        return exits.BAD_INPUT
+    if not folder.is_dir():
+        return _fail(f"{folder} is not a folder of records")
+    loaded = read_records(folder)
+    if loaded.unreadable:  # a report without one process's records would blame or excuse the wrong tests
+        for problem in loaded.unreadable:
+            _fail(problem)
+        return exits.BAD_INPUT
     if not loaded.files:
-        return _fail(f"no records-*.jsonl files in {args.records}")
-    manifest_path = args.records / "manifest.json"
+        return _fail(f"no records-*.jsonl files in {folder}")
+    manifest_path = folder / "manifest.json"
     try:
         manifest = read_manifest(manifest_path) if manifest_path.is_file() else {}
     except ManifestError as exc:
@@ -63,7 +92,7 @@ def run(args) -> int:
     except SignatureError as exc:
         return _fail(f"{manifest_path}: {exc}")
     report = build_gate_report(loaded.records, manifest, loaded.problems, group_of, signatures)
-    out = write_json_atomic((args.out or args.records) / "gate-report.json", report)
+    out = write_json_atomic((args.out or folder) / "gate-report.json", report)
     print("\n".join(line for line, _ in terminal_lines(report)))
     print(f"wrote {out}")
     return EXIT_BY_CONCLUSION[report["conclusion"]]

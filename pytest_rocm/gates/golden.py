@@ -111,7 +111,7 @@ class GoldenGate:
         if not path.is_file():
             pytest.fail(f"golden {name!r}: {path} does not exist; record it on the reference platform with "
                         f"--rocm-golden-record {self.compare_dir}", pytrace=False)
-        reference = json.loads(path.read_text())
+        reference = read_golden(path, name, self.compare_dir)
         if len(reference["token_ids"]) != len(measured["token_ids"]):
             pytest.fail(f"golden {name!r}: {len(measured['token_ids'])} sequences, the reference has "
                         f"{len(reference['token_ids'])} ({path})", pytrace=False)
@@ -143,6 +143,49 @@ class GoldenGate:
         if problem is not None:
             pytest.fail(f"golden {name!r} against {reference_name} ({LIVE_REFERENCE}), served by {framework}: {problem}",
                         pytrace=False)
+
+
+def read_golden(path: Path, name: str, folder: Path) -> dict:
+    """A recorded golden file, checked enough to compare with: else the test fails naming the file and the fix
+    (record it again), never with a traceback from inside the comparison."""
+    def refuse(why: str):
+        pytest.fail(f"golden {name!r}: {path} {why}; record it again on the reference platform with "
+                    f"--rocm-golden-record {folder} (or restore the file from the reference run)", pytrace=False)
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        refuse(f"is not UTF-8 text (byte {exc.start})")
+    except json.JSONDecodeError as exc:
+        refuse(f"is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): it is damaged or cut short")
+    except OSError as exc:
+        refuse(f"cannot be read ({exc.strerror or exc})")
+    if not isinstance(data, dict):
+        refuse(f"is not a golden file (a JSON {type(data).__name__}, not an object)")
+    if data.get("schema") not in (None, GOLDEN_SCHEMA):
+        refuse(f"is a {data.get('schema')!r} file, not a {GOLDEN_SCHEMA} one")
+    token_ids, logprobs = data.get("token_ids"), data.get("logprobs")
+    if token_ids is None or logprobs is None:
+        missing = " and ".join(k for k in ("token_ids", "logprobs") if data.get(k) is None)
+        refuse(f"has no `{missing}`: a golden file holds the token ids and their top-k logprobs")
+    if not isinstance(token_ids, list) or not all(
+            isinstance(seq, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in seq)
+            for seq in token_ids):
+        refuse("has `token_ids` that are not lists of token ids (whole numbers)")
+    if not isinstance(logprobs, list) or len(logprobs) != len(token_ids):
+        refuse(f"has `logprobs` for {len(logprobs) if isinstance(logprobs, list) else 'no'} sequence(s) and "
+               f"`token_ids` for {len(token_ids)}")
+    for index, (ids, tops) in enumerate(zip(token_ids, logprobs)):
+        if not isinstance(tops, list) or len(tops) != len(ids):
+            refuse(f"has `logprobs` of sequence {index} that do not give one top-k list per token "
+                   f"({len(ids)} tokens)")
+        for position, top in enumerate(tops):
+            if not isinstance(top, list) or not all(
+                    isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int)
+                    and isinstance(pair[1], (int, float)) and not isinstance(pair[1], bool) for pair in top):
+                refuse(f"has `logprobs` at sequence {index} position {position} that are not [token, logprob] "
+                       "pairs")
+    return data
 
 
 def agreeing_tokens(reference: dict, measured: dict) -> int:

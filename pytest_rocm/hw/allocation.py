@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 DEFAULT_WAIT_S = 3600.0
 
 # Which variable makes a subprocess see only its devices. HIP honours HIP_VISIBLE_DEVICES (and
@@ -41,8 +43,36 @@ class AllocationTimeout(RuntimeError):
     pass
 
 
+class LockFolderError(AllocationTimeout, pytest.UsageError):
+    """The folder of the device locks cannot be used (a file in its place, no permission): a usage error naming
+    the path and the fix, in the `gpus` fixture (a test that cannot get devices) as in pytest's hooks."""
+
+
+LOCKS_FOLDER = "pytest-rocm-locks"
+
+
 def lock_root(session_id: str) -> Path:
-    return Path(tempfile.gettempdir()) / "pytest-rocm-locks" / session_id
+    """The run's folder of device locks, under `$TMPDIR/pytest-rocm-locks`; LockFolderError when something that
+    is not a folder holds that name (every run on this machine would fail on it)."""
+    base = Path(tempfile.gettempdir()) / LOCKS_FOLDER
+    if not base.is_dir() and (base.exists() or base.is_symlink()):
+        what = "a symbolic link that leads to no folder" if base.is_symlink() else "a file, not a folder"
+        raise LockFolderError(
+            f"pytest-rocm: {base} is {what}; pytest-rocm keeps the device locks of every run there. Remove it "
+            f"(rm {base}) or give the run another temporary folder (TMPDIR=/some/folder pytest ...)")
+    return base / session_id
+
+
+def _make(root: Path) -> Path:
+    """Create the run's lock folder; LockFolderError, naming it, when the system refuses."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LockFolderError(
+            f"pytest-rocm: cannot create the device lock folder {root} ({exc.strerror or exc}); make "
+            f"{root.parent} a folder this user can write, or give the run another temporary folder "
+            "(TMPDIR=/some/folder pytest ...)") from None
+    return root
 
 
 def _key(nodeid: str) -> str:
@@ -51,15 +81,17 @@ def _key(nodeid: str) -> str:
 
 def write_avoid(session_id: str, nodeid: str, devices: list[int]) -> None:
     """Ask the next attempt of `nodeid` to run on other devices than these."""
-    root = lock_root(session_id)
-    root.mkdir(parents=True, exist_ok=True)
+    root = _make(lock_root(session_id))
     path = root / f"avoid-{_key(nodeid)}.json"
     previous = set(json.loads(path.read_text())) if path.exists() else set()
     path.write_text(json.dumps(sorted(previous | set(devices))))
 
 
 def read_avoid(session_id: str, nodeid: str) -> set[int]:
-    path = lock_root(session_id) / f"avoid-{_key(nodeid)}.json"
+    try:
+        path = lock_root(session_id) / f"avoid-{_key(nodeid)}.json"
+    except LockFolderError:  # no folder, no rerun asked for other devices; taking a device says what is wrong
+        return set()
     return set(json.loads(path.read_text())) if path.exists() else set()
 
 
@@ -91,8 +123,7 @@ def allocate(session_id: str, pool: list[int], count: int, vendor: str, avoid: s
         return Allocation([], vendor)
     if count > len(pool):
         raise AllocationTimeout(f"needs {count} devices, the runner has {len(pool)}")
-    root = lock_root(session_id)
-    root.mkdir(parents=True, exist_ok=True)
+    root = _make(lock_root(session_id))
     preferred = [d for d in pool if d not in avoid] + [d for d in pool if d in avoid]
     started = time.monotonic()
     deadline = started + wait_s

@@ -30,8 +30,32 @@ EXIT_BY_CONCLUSION = {"success": 0, "neutral": 0, "failure": 1, "incomplete": 3,
 EXECUTED = {"passed", "failed", "error", "crashed", "xpassed"}
 # pytest's exit statuses of a run that stopped before its end: interrupted, internal error.
 STOPPED_EXIT = {2: "interrupted (Ctrl-C, or pytest stopped the session)", 3: "INTERNALERROR"}
-# A collection error caused by the runner, not by the change: an import of a package not installed here.
-_MISSING_PACKAGE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)")
+# The packages of the projects pytest-rocm gates, with their names in messages. A missing module of one of them
+# is the change's (it removed or renamed a module its code or tests still import); the package itself missing,
+# shadowed, or without its compiled extensions is the runner's set-up.
+PROJECT_PACKAGES = {"vllm": "vLLM", "sglang": "SGLang"}
+# The test tree's own package (vLLM's tests/ is one: `from tests.utils import ...`).
+TEST_PACKAGES = ("tests",)
+# The compiled extensions of a project package (vLLM's setup.py: vllm._C, vllm._moe_C, vllm._rocm_C,
+# vllm._C_stable_libtorch, vllm.cumem_allocator, vllm.vllm_flash_attn._vllm_fa2_C, ...): a plain source checkout
+# has none of them.
+_COMPILED = re.compile(r"(?:^|\.)(?:_\w*C|cumem_allocator)$")
+_NO_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)'?"
+                        r"(?:; '([\w.]+)' is not a package)?")
+_CANNOT_IMPORT = re.compile(r"ImportError: cannot import name '(\w+)' from '([\w.]+)' \(([^)\n]*)\)")
+_INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+TEST_REQUIREMENTS_FIX = ("install the project's test requirements in the job's image (vLLM: `pip install -r "
+                         "requirements/test.txt`, the versions it pins)")
+SHADOW_FIX = ("a plain checkout's {package}/ folder shadows the installed package: run pytest from a directory where "
+              "the installed one wins (vLLM's CI runs from the checkout's tests/ folder) or install the checkout "
+              "with `pip install -e .`")
+# pytest-xdist's own text when two workers collected different tests (xdist/report.py: report_collection_diff);
+# the controller keeps the end of a collection error's text, so its last line is what is sure to be there.
+_XDIST_DIFF = re.compile(r"Different tests were collected between (\S+) and (\S+)\.|To see why this happens see "
+                         r"'Known limitations' in documentation for pytest-xdist")
+HASH_SEED_FIX = ("test ids that change from process to process come from parametrizing over a set, whose order "
+                 "follows Python's per-process hash seed (vLLM's tests do): set PYTHONHASHSEED=0 in the job's "
+                 "environment so every xdist worker collects the same ids in the same order")
 
 
 def completeness(session: dict | None, collection: dict | None, tests: dict[str, dict], signatures) -> dict:
@@ -53,7 +77,8 @@ def completeness(session: dict | None, collection: dict | None, tests: dict[str,
             errors.append({"nodeid": error.get("nodeid"), "cause": cause["kind"], "detail": cause["detail"]})
         if errors:
             causes.append(f"{len(errors)} collection error(s): " + "; ".join(
-                f"{e['nodeid']} ({e['cause']}: {e['detail']})" for e in errors[:5]))
+                f"{e['nodeid']} ({e['detail'] if e['cause'] == 'infra' else 'the change: ' + e['detail']})"
+                for e in errors[:5]))
     specs = (collection or {}).get("specs") or {}
     never_ran = sorted(n for n, spec in specs.items() if (spec.get("gate") or spec.get("blocking"))
                        and (n not in tests or tests[n]["status"] == "interrupted"))
@@ -67,17 +92,92 @@ def completeness(session: dict | None, collection: dict | None, tests: dict[str,
 
 
 def collection_error_cause(text: str, signatures) -> dict:
-    """Why a file failed to collect: `infra` (an infrastructure signature, or a package this runner lacks)
-    or `change` (anything else: a syntax error, a bad marker, an import of the project's own code that
-    broke, which reproduces on any runner)."""
+    """Why a file failed to collect: `infra` (the runner's reason: a run problem such as xdist workers that
+    collected different tests, an infrastructure signature, or a set-up problem such as a test requirement or the
+    project's package missing here) or `change` (anything else: a syntax error, a bad marker, an import of the
+    project's own code that broke, which reproduces on any runner). The detail says which, and the fix."""
+    differing = _xdist_difference(text)
+    if differing is not None:
+        return {"kind": "infra", "detail": differing}
     signature = find_signature([text], signatures)
     if signature is not None:
-        return {"kind": "infra", "detail": f"{signature['name']}: {signature['line']}"}
-    missing = _MISSING_PACKAGE.search(text)
-    if missing:
-        return {"kind": "infra", "detail": f"package {missing.group(1)!r} is not installed on this runner"}
+        return {"kind": "infra", "detail": f"infrastructure: {signature['name']}: {signature['line']}"}
+    missing = _missing_module(text)
+    if missing is not None:
+        return missing
     lines = [line for line in text.strip().splitlines() if line.startswith("E ")] or text.strip().splitlines()
     return {"kind": "change", "detail": (lines[-1] if lines else "no detail").removeprefix("E").strip()[:300]}
+
+
+def _xdist_difference(text: str) -> str | None:
+    """xdist's "Different tests were collected between gw0 and gw1" error: the test files whose ids differ
+    between the workers (the lines of its diff), and the fix."""
+    found = _XDIST_DIFF.search(text)
+    if found is None:
+        return None
+    header = re.search(r"Different tests were collected between (\S+) and (\S+)\.", text)
+    between = f" ({header.group(1)} and {header.group(2)})" if header else ""
+    files: list[str] = []
+    ids: set[str] = set()  # an id only one worker has, or one both have in another place (`-` and `+`)
+    for line in text.splitlines():
+        if line[:1] not in "+-" or line.startswith(("---", "+++")) or len(line) < 2 or " " in line[1:].split("::")[0]:
+            continue
+        ids.add(line[1:])
+        path = line[1:].split("::", 1)[0]
+        if path not in files:
+            files.append(path)
+    if files:
+        shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+        what = (f"{len(ids)} test id(s) differ or stand in another order, in {shown}"
+                + ("" if header else " (the start of xdist's list was cut)"))
+    else:
+        what = "xdist's list of the differing ids was cut"
+    return f"run problem: the xdist workers{between} collected different tests: {what}; {HASH_SEED_FIX}"
+
+
+def _missing_module(text: str) -> dict | None:
+    """An import that failed for want of a module: the change's, or the runner's set-up (see PROJECT_PACKAGES)."""
+    missing = [(m.group(1), m.group(2)) for m in _NO_MODULE.finditer(text)]
+    for name, _ in missing:  # anywhere in the text: the import of one is what broke what followed
+        top = name.split(".")[0]
+        if top in PROJECT_PACKAGES and _COMPILED.search(name):
+            return _setup(f"{PROJECT_PACKAGES[top]} was imported without its compiled extensions (`No module named "
+                          f"{name!r}`): a plain source checkout, not an installed build; "
+                          + SHADOW_FIX.format(package=top))
+    if missing:
+        name, not_package = missing[-1]
+        top = name.split(".")[0]
+        if not_package:
+            return _setup(f"`{not_package}` is a module, not the package: a file named {not_package}.py shadows "
+                          f"it (`No module named {name!r}`); rename that file or run from another directory")
+        if top in PROJECT_PACKAGES or top in TEST_PACKAGES:
+            if name == top:
+                if top in TEST_PACKAGES:
+                    return _setup(f"the test tree's package {top!r} does not import (`No module named {top!r}`): "
+                                  "run pytest from the checkout, with its rootdir at the tree's root")
+                return _setup(f"{PROJECT_PACKAGES[top]} is not installed on this runner (`No module named {top!r}`): "
+                              f"install {PROJECT_PACKAGES[top]} in the job's image before the tests run")
+            return {"kind": "change", "detail": f"ModuleNotFoundError: No module named {name!r}: the change's "
+                                                f"own package has no module {name!r} (removed or renamed while "
+                                                "something still imports it)"}
+        return _setup(f"the test requirement {top!r} is not installed on this runner (`No module named {name!r}`): "
+                      + TEST_REQUIREMENTS_FIX)
+    cannot = list(_CANNOT_IMPORT.finditer(text))
+    if cannot:
+        name, module, where = cannot[-1].groups()
+        top = module.split(".")[0]
+        if top in PROJECT_PACKAGES and where == "unknown location":
+            return _setup(f"{module!r} was imported from a folder that is not the installed package (`cannot import "
+                          f"name {name!r} from {module!r} (unknown location)`): "
+                          + SHADOW_FIX.format(package=top))
+        if top not in PROJECT_PACKAGES and top not in TEST_PACKAGES and _INSTALLED.search(where):
+            return _setup(f"the installed {top!r} has no {name!r} (`cannot import name {name!r} from {module!r}`): "
+                          f"another version than the tests need; " + TEST_REQUIREMENTS_FIX)
+    return None
+
+
+def _setup(detail: str) -> dict:
+    return {"kind": "infra", "detail": "set-up problem: " + detail}
 
 
 def conclusion(tests: dict[str, dict], run: dict, runner: str | None = None,

@@ -8,8 +8,10 @@ which the reader reports and skips).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +60,9 @@ class LoadedRecords:
     records: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # unreadable lines, named by file and line
     files: list[str] = field(default_factory=list)
+    # records-*.jsonl names that are no records file (a folder, a link that loops or leads nowhere): each names
+    # the path and the fix; also in `problems`, so a run's own report says it
+    unreadable: list[str] = field(default_factory=list)
 
 
 def record_files(directory: Path) -> list[Path]:
@@ -70,11 +75,40 @@ def clear_records(directory: Path) -> None:
         path.unlink()
 
 
+def unreadable_file(path: Path) -> str | None:
+    """Why `path` (named like a records file) cannot be read as one, with the fix; None when it is a plain file."""
+    try:
+        mode = path.stat().st_mode  # through links: a link to a records file is read
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            why = "a symbolic link that loops back on itself"
+        elif exc.errno == errno.ENOENT and path.is_symlink():
+            why = f"a symbolic link to {os.readlink(path)!r}, which does not exist"
+        else:
+            why = f"cannot be read ({exc.strerror or exc})"
+    else:
+        if stat.S_ISREG(mode):
+            return None
+        why = "a folder, not a records file" if stat.S_ISDIR(mode) else "not a plain file (a pipe, socket or device)"
+    return (f"{path}: {why}; a records file is the JSON lines one process of the run wrote there: put the run's own "
+            f"file in its place, or move this out of the folder")
+
+
 def read_records(directory: Path) -> LoadedRecords:
     loaded = LoadedRecords()
     for path in record_files(directory):
+        problem = unreadable_file(path)
+        if problem is None:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:  # it went away, or this user may not read it
+                problem = (f"{path}: cannot be read ({exc.strerror or exc}); make it readable to this user, or "
+                           "move it out of the folder")
+        if problem is not None:
+            loaded.unreadable.append(problem)
+            loaded.problems.append(f"{problem}; skipped")
+            continue
         loaded.files.append(path.name)
-        text = path.read_text(encoding="utf-8", errors="replace")
         lines = text.split("\n")
         for number, line in enumerate(lines, start=1):
             if not line.strip():

@@ -1,7 +1,7 @@
 """The gate report: per-test attempts, status and verdict from the records, per-group counts, the conclusion.
 
 Built from records alone, so rebuilding it from the same records gives the same
-file (`rocm-gate verdict --records DIR`). A test may have several attempts (the
+file (`rocm-gate verdict DIR`). A test may have several attempts (the
 main pass and reruns); each attempt starts with a setup record, and a crash
 record from the xdist controller ends the attempt its worker died in.
 
@@ -82,6 +82,11 @@ def evidence_texts(records: list[dict]) -> list[str]:
     for record in records:
         failure = record.get("failure", "")
         texts.append(failure if record.get("crashed") or record.get("hang") else failure_evidence(failure))
+        # pytest's one-line summary is the last exception of a chain; the failure's text is kept from its head
+        # (FAILURE_HEAD_CHARS), so a long chain (huggingface_hub's, over httpx's) loses it there
+        message = record.get("message", "")
+        if message and isinstance(message, str) and message not in failure:
+            texts.append(message)
         texts += [record.get(key, "") for key in ("stdout_tail", "stderr_tail", "log_tail")]
     return [t for t in texts if t]
 

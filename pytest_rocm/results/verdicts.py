@@ -10,13 +10,35 @@ A signature alone never decides: a new kernel that writes out of bounds prints
 - not rerun at all (a non-blocking test, `--rocm-reruns 0`, a rerun that could not start):
   `unconfirmed`, never `regression`: only a failure that came back is confirmed.
 
-Verdicts are computed from records alone, so `rocm-gate verdict --records DIR` rebuilds them.
+Verdicts are computed from records alone, so `rocm-gate verdict DIR` rebuilds them.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+# A host that is not this machine: a test's own server listens on localhost, and a refused or failing request to
+# it is the server's (the change's) until a rerun says otherwise; only a remote host makes a network fault.
+_REMOTE = r"(?!(?:localhost|127(?:\.\d{1,3}){3}|0\.0\.0\.0|\[?::1\]?)(?:[:'/\]\s]|$))"
+# Network faults on the way to a remote host, as the libraries print them:
+NETWORK = "|".join((
+    # urllib3/requests: refused, reset, DNS, connect or read timeouts, after the retries
+    rf"host='{_REMOTE}[^']+', port=\d+\): (?:Max retries exceeded|Read timed out)",
+    # urllib3's NameResolutionError, and the resolver's own words (no host is ever this machine's)
+    r"Failed to resolve '[^']+'|Temporary failure in name resolution|Name or service not known"
+    r"|nodename nor servname provided|No address associated with hostname|getaddrinfo failed",
+    # aiohttp's ClientConnectorError
+    rf"Cannot connect to host {_REMOTE}\S+:\d+ ssl:",
+    # HTTP 5xx or 429 from a remote host: requests, httpx (and huggingface_hub, which wraps it), hub retries
+    rf"(?:(?:5\d\d|429) (?:Server|Client) Error: [^\n]*? for url: |(?:Server|Client) error '(?:5\d\d|429) [^'\n]*' "
+    rf"for url '|HTTP Error (?:5\d\d|429) thrown while requesting [A-Z]+ |429 Too Many Requests for url: )https?://{_REMOTE}",
+    # huggingface_hub: the Hub unreachable and nothing cached; a download that broke off; a retried request
+    r"An error happened while trying to locate the file on the Hub",
+    rf"Error while downloading from https?://{_REMOTE}|' thrown while requesting [A-Z]+ https?://{_REMOTE}",
+    # transformers: the Hub unreachable and nothing cached
+    rf"We couldn't connect to 'https?://{_REMOTE}",
+))
 
 # name -> pattern, matched against a failure's text, its captured output and any attached log.
 DEFAULT_SIGNATURES: dict[str, str] = {
@@ -39,6 +61,9 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "kfd_hang_exit": r"(?:exit(?:ed)?(?: with)? (?:code|status)|returncode[=:]?)\s*-?134\b|\bSIGABRT\b",
     "killed_by_signal": r"(?:killed|terminated) by signal|\bSIG(?:KILL|SEGV|BUS|TERM)\b|returncode[=:]?\s*-(?:9|11|7|15)\b",
     "worker_crashed": r"worker '\w+' crashed while running",
+    # refused, reset, unresolvable or timed out on the way to a remote host (huggingface.co, a CDN), or a 5xx/429
+    # from one; never a request to this machine (the test's own server)
+    "network": NETWORK,
 }
 
 VERDICTS = ("pass", "regression", "unconfirmed", "infra", "flaky", "interrupted", "known_gap", "skipped",
