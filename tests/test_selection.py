@@ -59,13 +59,19 @@ def test_each_kind_of_change_says_why(small):
     assert not chosen.everything
     assert set(chosen.groups) == {"attention", "engine"}
     assert any("rule `sources` of group attention" in r for r in chosen.groups["attention"])
-    assert any("co-changed with tests/v1/core/" in r and "3 commit(s)" in r for r in chosen.groups["engine"])
+    assert any("co-changed with tests/v1/core/ (vllm/v1/core/ changed with tests/v1/core/ in 3 of 3 commits" in r
+               for r in chosen.groups["engine"])
     assert "tests/v1/core/test_kv.py" in chosen.tests
     assert chosen.tests["tests/v1/"] == ["tests/v1/conftest.py changed (not a test: the tests under tests/v1/ use it)"]
     assert chosen.ignored == ["docs/a.md"]
     assert select(["setup.py"], group_map, history).why_everything == "setup.py is in the map's `[selection] everything`"
     unknown = select(["vllm/never_seen.py"], group_map, history)
-    assert unknown.everything and "history has too little" in unknown.why_everything
+    assert unknown.everything and unknown.why_everything == (
+        "vllm/never_seen.py: no rule's `sources` names it and history has too little on it: it (or a folder of it) "
+        "changed together with tests in 0 of the 3 commits learned from, fewer than 3")
+    without_history = select(["vllm/v1/core/new_policy.py"], group_map, None)
+    assert without_history.everything and without_history.why_everything.endswith(
+        "no history was given to learn co-change from (--history FILE or --learn-from-git N)")
     assert select(["docs/only.md"], group_map, history).groups == {}
     helper = select(["tests/kernels/utils.py"], group_map, history)  # kernels/attention is under it
     assert set(helper.groups) == {"attention", "ungrouped"} and "tests/kernels/" in helper.tests
@@ -104,9 +110,85 @@ def test_the_cli_from_a_file_and_from_git(small):
                      "--learn-from-git", 50, "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["tests"] == {"tests/v1/core/": [
-        "vllm/sched.py: co-changed (vllm/sched.py changed with tests in 3 commit(s))"]}
+        "vllm/sched.py: co-changed (vllm/sched.py changed with tests/v1/core/ in 3 of 3 commits that changed it with "
+        "tests)"]}
     done = rocm_gate("select", "--map", small / "map.toml", "--base", "nope", "--head", "HEAD", "--repo", repo)
-    assert done.returncode == 2 and "git diff nope...HEAD" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "--base 'nope' is no commit of" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout.startswith("everything: could not decide: --base 'nope' is no commit of")
+
+
+def _repo_with_a_change(small):
+    repo = small / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "docs").mkdir()
+    (repo / "docs/a.md").write_text("a\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (repo / "docs/a.md").write_text("b\n")
+    subprocess.run([*git, "commit", "-qam", "docs"], check=True)
+    return repo
+
+
+@pytest.mark.parametrize("base, why", [
+    ("", "--base is empty (an unset workflow variable?)"),
+    ("   ", "--base is empty (an unset workflow variable?)"),
+    ("--output=written.txt", "--base '--output=written.txt' is not a commit: it starts with '-'"),
+    ("HEAD~1 --output=written.txt", "is no commit of"),
+    ("0" * 40, "is no commit of"),
+])
+def test_a_base_it_cannot_trust_selects_everything_and_fails(small, base, why):
+    """An unset workflow variable, or an option where the commit goes, never reads as "nothing to run"."""
+    repo = _repo_with_a_change(small)
+    done = rocm_gate("select", "--map", small / "map.toml", f"--base={base}", "--head", "HEAD", "--repo", repo,
+                     "--json", cwd=repo)
+    assert done.returncode == 2 and why in done.stderr and "Traceback" not in done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["everything"] is True and why in printed["why_everything"]
+    assert not (repo / "written.txt").exists()  # never handed to git as an option
+    # the same change with a real base is decided: only documentation, nothing to run
+    done = rocm_gate("select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo)
+    assert done.returncode == 0 and done.stdout.startswith("nothing to run: every changed file is ignored")
+
+
+def test_an_empty_change_or_an_unreadable_list_selects_everything(small):
+    (small / "empty.txt").write_text("\n")
+    done = rocm_gate("select", "--map", small / "map.toml", "--changed-files", small / "empty.txt", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["everything"] is True
+    done = rocm_gate("select", "--map", small / "map.toml", "--changed-files", small / "missing.txt", "--json")
+    assert done.returncode == 2 and "missing.txt" in done.stderr
+    assert json.loads(done.stdout)["everything"] is True
+
+
+def test_one_coincidence_links_nothing_and_a_root_test_file_is_not_the_whole_tree(small):
+    group_map = load_group_map(small / "map.toml")
+    # vllm/worker/ changed with tests in 16 commits; once with tests/kernels/, every time with a root test file
+    commits = [{"files": ["vllm/worker/runner.py", "tests/test_sequence.py"]} for _ in range(15)]
+    commits.append({"files": ["vllm/worker/runner.py", "tests/test_sequence.py", "tests/kernels/test_x.py"]})
+    chosen = select(["vllm/worker/runner.py"], group_map, CoChange.learn(commits))
+    assert not chosen.everything
+    assert set(chosen.tests) == {"tests/test_sequence.py"}  # the file, not tests/ (every test)
+    assert chosen.tests["tests/test_sequence.py"] == [
+        "vllm/worker/runner.py: co-changed (vllm/worker/runner.py changed with tests/test_sequence.py in 16 of 16 "
+        "commits that changed it with tests; vllm/worker/ changed with tests/test_sequence.py in 16 of 16 commits "
+        "that changed it with tests)"]
+    # linked to no folder often enough: as unknown as never seen
+    scattered = CoChange.learn([{"files": ["vllm/lora/a.py", f"tests/t{n}/test_x.py"]} for n in range(5)])
+    unlinked = select(["vllm/lora/a.py"], group_map, scattered)
+    assert unlinked.everything and "links it to no test folder often enough" in unlinked.why_everything
+
+
+def test_another_platforms_files_select_nothing_on_the_vllm_map():
+    group_map = load_group_map(VLLM_MAP)
+    history = CoChange.learn(read_history(UPSTREAM / "vllm-main-history.jsonl"))
+    xpu_only = ["vllm/platforms/xpu.py", "vllm/v1/worker/xpu_worker.py", "vllm/v1/worker/xpu_model_runner.py",
+                "vllm/distributed/device_communicators/xpu_communicator.py", "requirements/xpu.txt",
+                ".buildkite/scripts/hardware_ci/run-xpu-test.sh", "vllm/lora/punica_wrapper/punica_xpu.py"]
+    chosen = select(xpu_only, group_map, history)
+    assert not chosen.everything and chosen.groups == {} and chosen.ignored == xpu_only
+    # and the names that only look alike still count
+    assert select(["vllm/v1/engine/output_processor.py"], group_map, history).groups
 
 
 @pytest.mark.parametrize("args, message", [
@@ -125,7 +207,7 @@ def test_bad_input_is_named(small, args, message):
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
-def test_recall_on_vllms_held_out_history_stays_above_0_99():
+def test_recall_on_vllms_held_out_history_stays_above_0_98():
     """Learn from the older 2,000 upstream commits, check the newer ones: a commit that changes tests of group G
     with source files must select G from its source files alone (benchmarks/selection.py adds the GPU time)."""
     group_map = load_group_map(VLLM_MAP)
@@ -138,7 +220,8 @@ def test_recall_on_vllms_held_out_history_stays_above_0_99():
         if sources and truth:
             pairs += len(truth)
             hits += len(truth & set(select(sources, group_map, history).groups))
-    assert pairs > 300 and hits / pairs >= 0.99
+    # 0.9834 with the defaults (cochange.py says why not 0.99); vLLM's own AMD rules reach 0.9475
+    assert pairs > 300 and hits / pairs >= 0.98
 
 
 # --- sharding --------------------------------------------------------------------------------------------

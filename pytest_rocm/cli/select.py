@@ -9,7 +9,11 @@ anything else is unknown and runs everything. Every group selected says why.
 History to learn from: --history FILE, one JSON object per commit with its `files` (the vendored
 `tests/data/upstream/vllm-main-history.jsonl`), or --learn-from-git N: the last N first-parent commits of --repo.
 
-Exit statuses: 0 done, 2 bad input (a map, history or git call that fails, named).
+It fails closed: when it cannot read or decide (a map, history or changed-files list that cannot be read, a
+--base or --head that is empty, an option, or no commit, a git call that fails), it still prints a selection of
+everything, saying why, and exits 2, so a workflow that reads the output runs every group.
+
+Exit statuses (docs/architecture.md, "Exit statuses"): 0 decided, 2 could not decide (everything printed).
 """
 
 from __future__ import annotations
@@ -20,9 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import whole_number
-
-EXIT_BAD_INPUT = 2
 
 
 def add_parser(commands, name: str) -> None:
@@ -40,9 +43,32 @@ def add_parser(commands, name: str) -> None:
     select.add_argument("--json", action="store_true", help="print the selection as JSON")
 
 
-def _fail(message: str) -> int:
-    print(f"rocm-gate select: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+class CannotDecide(ValueError):
+    """Something the selection needs that cannot be read or trusted: it runs everything."""
+
+
+def _fail_closed(args, message: str) -> int:
+    """Say why on stderr, and print a selection of everything: a reader that ignores the exit status still runs
+    every group."""
+    from pytest_rocm.selection.select import Selection, everything
+
+    print(f"rocm-gate select: {message}; selecting everything", file=sys.stderr)
+    _print(args, [], everything(Selection(), f"could not decide: {message}"))
+    return exits.BAD_INPUT
+
+
+def _commit(args, option: str, value: str | None) -> str:
+    """--base or --head as the full id of a commit of --repo; CannotDecide for an empty value (an unset workflow
+    variable), an option in its place, or no such commit."""
+    if value is None or not value.strip():
+        raise CannotDecide(f"{option} is empty (an unset workflow variable?): give the commit's id")
+    if value.startswith("-"):
+        raise CannotDecide(f"{option} {value!r} is not a commit: it starts with '-' (give {option}=SHA)")
+    done = subprocess.run(["git", "-C", str(args.repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                           f"{value}^{{commit}}"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CannotDecide(f"{option} {value!r} is no commit of {args.repo} (fetch it first, or check the id)")
+    return done.stdout.strip()
 
 
 def _changed(args) -> list[str]:
@@ -55,20 +81,26 @@ def _changed(args) -> list[str]:
             return [line.strip() for line in data.decode("utf-8").splitlines() if line.strip()]
         except UnicodeDecodeError as exc:
             raise ValueError(f"{args.changed_files}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    done = subprocess.run(["git", "-C", str(args.repo), "diff", "--name-only", f"{args.base}...{args.head}"],
-                          capture_output=True, text=True)
+    base, head = _commit(args, "--base", args.base), _commit(args, "--head", args.head)
+    done = subprocess.run(["git", "-C", str(args.repo), "diff", "--name-only", "-z", "--end-of-options",
+                           f"{base}...{head}"], capture_output=True)
     if done.returncode != 0:
-        raise ValueError(f"git diff {args.base}...{args.head} in {args.repo} failed: "
-                         f"{(done.stderr.strip() or done.stdout.strip()).splitlines()[-1:]}")
-    return [line for line in done.stdout.splitlines() if line.strip()]
+        said = (done.stderr.decode("utf-8", "replace").strip() or "no output").splitlines()[-1]
+        raise CannotDecide(f"git diff {args.base}...{args.head} in {args.repo} failed: {said}")
+    try:
+        return [name for name in done.stdout.decode("utf-8").split("\0") if name.strip()]
+    except UnicodeDecodeError as exc:
+        raise CannotDecide(f"git diff {args.base}...{args.head} names a path that is not UTF-8 (byte "
+                           f"{exc.start})") from None
 
 
 def _git_history(repo: Path, commits: int, before: str | None) -> list[dict]:
     """The last `commits` first-parent commits (before `before`, when given) as {"sha", "files"}."""
-    command = ["git", "-C", str(repo), "log", "--first-parent", f"-n{commits}", "--name-only", "--format=@%H"]
+    command = ["git", "-C", str(repo), "log", "--first-parent", f"-n{commits}", "--name-only", "--format=@%H",
+               "--end-of-options"]
     done = subprocess.run(command + ([before] if before else []), capture_output=True, text=True)
     if done.returncode != 0:
-        raise ValueError(f"git log in {repo} failed: {(done.stderr.strip() or 'no output').splitlines()[-1]}")
+        raise CannotDecide(f"git log in {repo} failed: {(done.stderr.strip() or 'no output').splitlines()[-1]}")
     history: list[dict] = []
     for line in done.stdout.splitlines():
         if line.startswith("@"):
@@ -80,35 +112,39 @@ def _git_history(repo: Path, commits: int, before: str | None) -> list[dict]:
 
 def run(args) -> int:
     from pytest_rocm.catalog.groups import GroupMapError, load_group_map
-    from pytest_rocm.selection.cochange import CoChange, HistoryError, read_history
+    from pytest_rocm.selection.cochange import CoChange, CommitHistoryError, read_history
     from pytest_rocm.selection.select import select
 
     git_range = args.base is not None or args.head is not None
     if (args.changed_files is not None) == git_range or (git_range and (args.base is None or args.head is None)):
-        return _fail("give --changed-files FILE, or --base SHA and --head SHA")
+        return _fail_closed(args, "give --changed-files FILE, or --base SHA and --head SHA")
     if args.history and args.learn_from_git:
-        return _fail("give --history FILE or --learn-from-git N, not both")
+        return _fail_closed(args, "give --history FILE or --learn-from-git N, not both")
     try:
         group_map = load_group_map(args.map)
-        history = CoChange.learn(read_history(args.history)) if args.history else (
-            CoChange.learn(_git_history(args.repo, args.learn_from_git, args.base)) if args.learn_from_git else None)
         changed = _changed(args)
-    except (GroupMapError, HistoryError, ValueError, OSError) as exc:
-        return _fail(str(exc))
-    chosen = select(changed, group_map, history)
+        base = _commit(args, "--base", args.base) if args.learn_from_git and args.base is not None else None
+        history = CoChange.learn(read_history(args.history)) if args.history else (
+            CoChange.learn(_git_history(args.repo, args.learn_from_git, base)) if args.learn_from_git else None)
+    except (GroupMapError, CommitHistoryError, CannotDecide, ValueError, OSError) as exc:
+        return _fail_closed(args, str(exc))
+    _print(args, changed, select(changed, group_map, history))
+    return exits.OK
+
+
+def _print(args, changed: list[str], chosen) -> None:
     if args.json:
         print(json.dumps({"changed": changed, **chosen.to_dict()}, indent=2))
-        return 0
+        return
     if chosen.everything:
         print(f"everything: {chosen.why_everything}")
     elif not chosen.groups:
-        print("nothing to run: " + ("every changed file is ignored" if changed else "no file changed"))
-    for group, reasons in sorted(chosen.groups.items()):
-        if not chosen.everything:
-            print(f"{group}: {reasons[0]}" + (f" (and {len(set(reasons)) - 1} more reasons)" if len(set(reasons)) > 1 else ""))
-    if not chosen.everything:
+        print("nothing to run: every changed file is ignored")
+    else:
+        for group, reasons in sorted(chosen.groups.items()):
+            others = len(set(reasons)) - 1
+            print(f"{group}: {reasons[0]}" + (f" (and {others} more reasons)" if others else ""))
         for test in sorted(chosen.tests):
             print(f"  run {test}")
     for path in chosen.ignored:
         print(f"  ignored {path}")
-    return 0

@@ -62,7 +62,7 @@ def _registered_jobs(path: Path, suite: str | None):
 
 
 def run(args) -> int:
-    from pytest_rocm.cli.groups import SourceError, read_sources
+    from pytest_rocm.catalog.sources import SourceError, read_sources
     from pytest_rocm.catalog.tree import DEFAULT_TEST_FILES
     from pytest_rocm.scheduling.dispatch import Job
     from pytest_rocm.scheduling.durations import DurationStore

@@ -135,7 +135,7 @@ def _read_gate_report(path: Path, side: Side) -> None:
     for nodeid, test in tests.items():
         if not isinstance(test, dict) or test.get("status") not in GATE_STATUSES:
             raise JUnitError(f"{path}: test {nodeid!r} has no valid `status` (one of {', '.join(GATE_STATUSES)}); "
-                             "rebuild the report with `rocm-gate verdict --records DIR`")
+                             "rebuild the report with `rocm-gate verdict DIR`")
         status = test["status"]
         gap = test.get("known_gap") or {}
         message = test.get("message") or test.get("detail", "")

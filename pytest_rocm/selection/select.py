@@ -8,6 +8,9 @@ Per changed file, the first that applies:
 4. a rule's `sources`: that rule's group and test paths;
 5. co-change learned from history (`cochange`): the test folders that changed with it, and their groups;
 6. anything else is unknown: every group (an unknown file never lets a regression through).
+
+An empty change (no path at all) also runs everything: a list that came out empty is more often a step that
+failed to write it than a pull request that changes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from pytest_rocm.catalog.groups import GROUPS, UNGROUPED, GroupMap
-from pytest_rocm.selection.cochange import CoChange, is_test_file, is_test_path
+from pytest_rocm.selection.cochange import SUPPORT, CoChange, is_test_file, is_test_path
 
 
 @dataclass
@@ -36,6 +39,8 @@ class Selection:
 
 def select(changed: list[str], group_map: GroupMap, history: CoChange | None = None) -> Selection:
     selection = Selection()
+    if not any(path.strip() for path in changed):
+        return everything(selection, "no changed file was given: an empty change is nothing to decide from")
     for path in changed:
         path = path.strip().removeprefix("./")
         if not path:
@@ -49,7 +54,7 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
             # a conftest, helper or data file: every test at or below its folder depends on it
             folder = path.rsplit("/", 1)[0] + "/"
             if folder.count("/") == 1:  # the test tree's own root (tests/conftest.py)
-                return _everything(selection, f"{path} is shared by the whole test tree")
+                return everything(selection, f"{path} is shared by the whole test tree")
             for group in _groups_under(group_map, folder):
                 selection.groups[group].append(f"{path}: the tests under {folder} use it")
             selection.tests[folder].append(f"{path} changed (not a test: the tests under {folder} use it)")
@@ -58,21 +63,32 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
             selection.ignored.append(path)
             continue
         if group_map.everything.matches(path, path):
-            return _everything(selection, f"{path} is in the map's `[selection] everything`")
+            return everything(selection, f"{path} is in the map's `[selection] everything`")
         ruled = [rule for rule in group_map.rules if rule.sources.matches(path, path)]
         for rule in ruled:
             selection.groups[rule.group].append(f"{path}: rule `sources` of group {rule.group}")
             for pattern in rule.include.patterns:
                 selection.tests[pattern].append(f"{path}: rule `sources` of group {rule.group}")
-        folders, evidence = history.tests_for(path) if history is not None else (None, None)
-        if folders is not None:
-            for folder in sorted(folders):
-                group = group_map.group_of(folder + "test_x.py") or UNGROUPED
-                selection.groups[group].append(f"{path}: co-changed with {folder} ({evidence})")
-                selection.tests[folder].append(f"{path}: co-changed ({evidence})")
-        if not ruled and folders is None:
-            return _everything(selection, f"{path}: no rule names it and history has too little on it")
+        linked = history.tests_for(path) if history is not None else None
+        for target, evidence in sorted((linked or {}).items()):
+            # a folder, or a test file right in the tree's root (cochange.test_folder)
+            group = group_map.group_of(target if target.endswith(".py") else target + "test_x.py") or UNGROUPED
+            selection.groups[group].append(f"{path}: co-changed with {target} ({evidence})")
+            selection.tests[target].append(f"{path}: co-changed ({evidence})")
+        if not ruled and linked is None:
+            return everything(selection, f"{path}: no rule's `sources` names it and " + _why_unlinked(path, history))
     return selection
+
+
+def _why_unlinked(path: str, history: CoChange | None) -> str:
+    if history is None:
+        return "no history was given to learn co-change from (--history FILE or --learn-from-git N)"
+    seen = history.seen_with_tests(path)
+    if seen < SUPPORT:
+        return (f"history has too little on it: it (or a folder of it) changed together with tests in {seen} of "
+                f"the {history.commits} commits learned from, fewer than {SUPPORT}")
+    return (f"history links it to no test folder often enough (it changed with tests in {seen} commits; a link "
+            f"needs {history.min_together} of them and {history.rate:.0%})")
 
 
 def _groups_under(group_map: GroupMap, folder: str) -> set[str]:
@@ -84,7 +100,7 @@ def _groups_under(group_map: GroupMap, folder: str) -> set[str]:
     return groups
 
 
-def _everything(selection: Selection, why: str) -> Selection:
+def everything(selection: Selection, why: str) -> Selection:
     selection.everything, selection.why_everything = True, why
     for group in GROUPS:
         selection.groups[group].append(f"everything: {why}")
