@@ -32,8 +32,10 @@ def _reason(gap: dict) -> str:
     return _cell(gap["reason"])
 
 
-def _cut(items: list[str], limit: int) -> str:
-    shown = ", ".join(items[:limit])
+def _cut(items: list, limit: int, show=str) -> str:
+    """The first `limit` items as `show` writes them (only those are written: a list may hold 100,000s), then
+    how many more."""
+    shown = ", ".join(show(item) for item in items[:limit])
     rest = len(items) - min(limit, len(items))
     if rest and shown:
         return f"{shown} and {rest} more"
@@ -102,10 +104,10 @@ def _render_sglang(sglang: dict, n: int) -> str:
                                                      "(register them)"),
                             ("declared_not_passing", "Registered for AMD, not passing on the candidate")):
             if executed[kind]:
-                lines += ["", f"{title}: " + _cut([_code(p) for p in executed[kind]], max(n, 1) * 4)]
+                lines += ["", f"{title}: " + _cut(executed[kind], max(n, 1) * 4, _code)]
     if sglang["missing_on_amd"]:
         lines += ["", f"### CUDA test files without an enabled AMD registration ({len(sglang['missing_on_amd'])})",
-                  _cut([_code(m["path"]) for m in sglang["missing_on_amd"]], n * 4) if n else ""]
+                  _cut(sglang["missing_on_amd"], n * 4, lambda m: _code(m["path"])) if n else ""]
     return "\n".join(lines) + "\n"
 
 
@@ -154,9 +156,9 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
         lines += ["", f"### Since the previous report: {len(changes['newly_broken'])} newly broken, "
                       f"{len(changes['newly_fixed'])} newly fixed"]
         if changes["newly_broken"]:
-            lines.append("- broken: " + _cut([f"{_code(c['test'])} ({c['now']})" for c in changes["newly_broken"]], n))
+            lines.append("- broken: " + _cut(changes["newly_broken"], n, lambda c: f"{_code(c['test'])} ({c['now']})"))
         if changes["newly_fixed"]:
-            lines.append("- fixed: " + _cut([_code(c["test"]) for c in changes["newly_fixed"]], n))
+            lines.append("- fixed: " + _cut(changes["newly_fixed"], n, lambda c: _code(c["test"])))
 
     lines += ["", "### Gaps (pass on the reference, not on the candidate)"]
     any_gap = False
@@ -170,7 +172,7 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
         for gap in shown_reasons:
             lines.append(f"- **{md.name(gap['status'])}** ({gap['count']}): {_reason(gap)}")
             if n:
-                lines.append(f"  - {_cut([_code(t) for t in gap['tests']], n)}")
+                lines.append(f"  - {_cut(gap['tests'], n, _code)}")
         hidden = group["gaps"][len(shown_reasons):]
         if hidden:
             lines.append(f"- and {len(hidden)} more reasons covering {sum(g['count'] for g in hidden)} tests")
@@ -195,17 +197,17 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
         lines += ["", "### Not applicable to ROCm (excluded from parity)"]
         for entry in report["not_applicable"]:
             lines.append(f"- {_cell(entry['reason'])} ({entry['count']})"
-                         + (f": {_cut([_code(t) for t in entry['tests']], n)}" if n else ""))
+                         + (f": {_cut(entry['tests'], n, _code)}" if n else ""))
     if report["unmatched"]:
         lines += ["", f"### `{UNGROUPED}`: tests no marker or map rule puts in a group ({len(report['unmatched'])})",
-                  _cut([_code(t) for t in report["unmatched"]], n) if n else ""]
+                  _cut(report["unmatched"], n, _code) if n else ""]
     for side in ("reference", "candidate"):
         repeated = report.get("repeated", {}).get(side, [])
         if repeated:
             lines += ["", f"### Seen more than once with different results on the {side} ({len(repeated)})",
                       "A test in several files counts as passing if any attempt passed, else as its worst result.",
-                      _cut([f"{_code(r['test'])} (seen {', '.join(map(md.name, r['attempts']))}; counted {md.name(r['counted'])})"
-                            for r in repeated], max(n, 1))]
+                      _cut(repeated, max(n, 1), lambda r: f"{_code(r['test'])} (seen "
+                           f"{', '.join(map(md.name, r['attempts']))}; counted {md.name(r['counted'])})")]
     for side in ("reference", "candidate"):
         reasons = report["skip_reasons"][side]
         if reasons:
