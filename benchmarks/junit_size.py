@@ -1,7 +1,7 @@
 """JUnit XML size: what pytest-rocm's properties add to `--junitxml` on an upstream-sized run.
 
 A generated tree shaped like vLLM's (48,000 parametrized tests in files under the folders of
-`suites/upstream/vllm.toml`, so the map gives most of them a group; a few `rocm_gate` markers, blocking and
+`pytest_rocm/maps/vllm.toml`, so the map gives most of them a group; a few `rocm_gate` markers, blocking and
 not) runs once per setting, side by side, on a simulated MI300X runner:
 
 - anchor: pytest's own file, the plugin disabled (`-p no:rocm`);
@@ -41,7 +41,7 @@ def write_tree(root: Path, tests: int, per_file: int = 400) -> None:
 
 
 def run(root: Path, junit: Path, *args: str) -> int:
-    plugin = [] if "no:rocm" in args else [f"--rocm-group-map={REPO / 'suites/upstream/vllm.toml'}",
+    plugin = [] if "no:rocm" in args else [f"--rocm-group-map={REPO / 'pytest_rocm/maps/vllm.toml'}",
                                            "--rocm-platform=mi300x-8"]
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *plugin, *args]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True)

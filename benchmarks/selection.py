@@ -4,7 +4,7 @@ Data (the shared folder's `data/`): 3,000 first-parent commits of vLLM's main br
 fork's own work (after upstream's 9aaf83ef) and are left out. Learn from the older 2,000 commits, evaluate
 on the rest (947 upstream commits).
 
-- Ground truth: a commit that changes test files of group G (by `suites/upstream/vllm.toml`) together with
+- Ground truth: a commit that changes test files of group G (by `pytest_rocm/maps/vllm.toml`) together with
   source files must select G from its source files alone.
 - Anchor: vLLM's `test-amd.yaml` (the steps that run by default, not `optional`): a step runs when a changed
   source file starts with one of its `source_file_dependencies` (none: always). The groups a step covers are
@@ -99,7 +99,7 @@ def main() -> None:
                         help="the shared data folder: vLLM's CI step definitions (vllm-buildkite/, not copied into "
                              "this repository); the history is read from tests/data/upstream/")
     args = parser.parse_args()
-    group_map = load_group_map(REPO / "suites/upstream/vllm.toml")
+    group_map = load_group_map(REPO / "pytest_rocm/maps/vllm.toml")
     tree = [line.strip() for line in (REPO / "tests/data/upstream/vllm-tests-tree.txt").read_text().splitlines()]
     if not (args.data / "vllm-buildkite/test-amd.yaml").is_file():
         sys.exit(f"{args.data}/vllm-buildkite/test-amd.yaml not found: give the shared data folder with --data")

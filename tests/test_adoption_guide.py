@@ -1,6 +1,7 @@
 """The adoption guide (docs/adoption.md) runs as written: every `bash` block as a command, every `diff` block
-applied with `git apply`, in order, on trees shaped like vLLM's and SGLang's checkouts; then the artifacts the
-guide promises are checked. A guide step that stops working fails here."""
+applied with `git apply`, in order, on trees shaped like vLLM's and SGLang's checkouts (vLLM's a git checkout
+whose history changes the files vLLM's real 3,000 commits changed); then the artifacts the guide promises are
+checked, and the files it changed pass vLLM's pre-commit checks. A guide step that stops working fails here."""
 
 import json
 import os
@@ -26,8 +27,14 @@ PIP_CHECK = textwrap.dedent("""
         shift
         "$PYTHON" - "$@" <<'PY'
     import importlib.metadata, pathlib, sys
-    for arg in sys.argv[1:]:
-        if arg.startswith("-") :
+    args = iter(sys.argv[1:])
+    for arg in args:
+        if arg == "-r":  # a requirements file: each name in it must be installed here
+            for line in pathlib.Path(next(args)).read_text().splitlines():
+                if line.strip() and not line.startswith("#"):
+                    importlib.metadata.version(line.split("#")[0].strip())
+            continue
+        if arg.startswith("-"):
             continue
         if "/" in arg or arg == ".":
             assert (pathlib.Path(arg) / "pyproject.toml").is_file(), f"pip install {arg}: no project there"
@@ -49,12 +56,40 @@ def guide_script() -> str:
     return "\n".join(parts)
 
 
+def vllm_checkout(tree: Path) -> None:
+    """Make the vLLM-shaped tree a git checkout whose history is vLLM's: one commit per commit of the vendored
+    history (oldest first, the files it changed, empty), then the tree itself (everything else removed), which
+    is `origin/main`; the guide's changes are then the working tree's."""
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    commits = [json.loads(line) for line in (DATA / "upstream" / "vllm-main-history.jsonl").read_text().splitlines()]
+    stream = []
+    for number, commit in enumerate(reversed(commits), start=1):
+        # the commit's id as the content of every file it changed: a change git sees each time
+        stream += ["blob", f"mark :{2 * number - 1}", f"data {len(commit['sha'])}", commit["sha"],
+                   "commit refs/heads/main", f"mark :{2 * number}", "committer t <t@t> 1700000000 +0000",
+                   f"data {len(commit['sha'])}", commit["sha"]]
+        stream += ([f"from :{2 * number - 2}"] if number > 1 else []) + [
+            f"M 100644 :{2 * number - 1} {f}" for f in commit["files"]] + [""]
+    files = sorted(p for p in tree.rglob("*") if p.is_file() and ".git" not in p.relative_to(tree).parts)
+    stream += ["commit refs/heads/main", "committer t <t@t> 1700000001 +0000", "data 8", "checkout",
+               f"from :{2 * len(commits)}", "deleteall"]
+    for path in files:
+        data = path.read_bytes()
+        stream += [f"M 100644 inline {path.relative_to(tree).as_posix()}", f"data {len(data)}"]
+        stream.append(data.decode())
+    subprocess.run([*git, "fast-import", "--quiet"], input="\n".join(stream) + "\n", text=True, check=True)
+    subprocess.run([*git, "reset", "-q", "--hard", "main"], check=True)
+    subprocess.run([*git, "update-ref", "refs/remotes/origin/main", "main"], check=True)
+
+
 @pytest.fixture(scope="module")
 def followed(tmp_path_factory):
     """The guide followed once from a fresh `work/` folder: (work folder, completed process)."""
     work = tmp_path_factory.mktemp("work")
     for tree in ("vllm", "sglang"):
         shutil.copytree(DATA / "adoption" / tree, work / tree)
+    vllm_checkout(work / "vllm")
     (work / "pytest-rocm").symlink_to(REPO)
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHON": sys.executable,
@@ -74,8 +109,9 @@ def test_the_guide_runs_from_start_to_end(followed):
 def test_vllm_steps_give_the_promised_reports(followed):
     work, done = followed
     out = work / "out"
-    # step 4: the sorting, from the tree and from pytest --collect-only
-    assert "group map: ../pytest-rocm/suites/upstream/vllm.toml" in done.stdout
+    # step 3: the sorting, from the tree and from pytest --collect-only, with the shipped map by name
+    assert (f"group map: {REPO / 'pytest_rocm/maps/vllm.toml'} (paths read from vllm-project/vllm@9aaf83ef"
+            in done.stdout)
     assert "pytest-rocm: how the collected tests sort into groups" in done.stdout
     # step 6: the ROCm run, with the gates, the known gap and the map's groups
     rocm = json.loads((out / "rocm" / "gate-report.json").read_text())
@@ -93,6 +129,35 @@ def test_vllm_steps_give_the_promised_reports(followed):
     assert [e["tests"] for e in parity["not_applicable"]] == [["tests/cuda/test_cuda_context.py::test_cuda_context"]]
     assert parity["unmatched"] == []
     assert "fp8 KV cache is not supported by this ROCm build" in (out / "parity" / "parity.md").read_text()
+    # step 8: selection from vLLM's own history, each link with its count
+    selected = done.stdout[done.stdout.index("engine: vllm/v1/core/sched/scheduler.py"):]
+    assert re.match(r"engine: vllm/v1/core/sched/scheduler\.py: co-changed with tests/\S+ \(vllm/v1/core/sched/"
+                    r"scheduler\.py changed with tests/\S+ in \d+ of \d+ commits that changed it with tests", selected)
+    assert "  run tests/v1/core/\n" in selected and "everything" not in selected.split("\n\n")[0]
+
+
+def test_the_files_the_guide_changes_pass_vllms_pre_commit_checks(followed):
+    """vLLM's hooks on what the guide touched: every Python file carries vLLM's SPDX header and is as `ruff
+    format` writes it under the tree's own settings; pyproject.toml still parses, with vLLM's markers kept."""
+    import tomllib
+
+    work, _ = followed
+    tree = work / "vllm"
+    changed = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=all"],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    paths = sorted(line[3:] for line in changed if not line[3:].startswith(".pytest_cache"))
+    assert paths == ["pyproject.toml", "tests/kernels/attention/test_attention.py"], paths
+    for path in (p for p in paths if p.endswith(".py")):
+        head = (tree / path).read_text().splitlines()[:2]
+        assert head == ["# SPDX-License-Identifier: Apache-2.0",
+                        "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project"], path
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", *[p for p in paths if p.endswith(".py")]],
+                          cwd=tree, capture_output=True, text=True)
+    assert ruff.returncode == 0, ruff.stdout + ruff.stderr
+    markers = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert markers[:9] == tomllib.loads((DATA / "adoption/vllm/pyproject.toml").read_text())[
+        "tool"]["pytest"]["ini_options"]["markers"]
+    assert [m.split("(")[0] for m in markers[9:]] == ["rocm_gate", "hardware", "rocm_known_gap"]
 
 
 def test_sglang_steps_run_unittest_files_as_gated_items_and_combine_coverage(followed):
@@ -114,58 +179,20 @@ def test_sglang_steps_run_unittest_files_as_gated_items_and_combine_coverage(fol
     assert "Pass on the candidate without an AMD registration" in (out / "sglang-parity" / "parity.md").read_text()
 
 
-def marker_lines(section: str) -> list[str]:
-    """The marker lines of the guide's conftest snippet or its pyproject `markers` list."""
-    text = GUIDE.read_text()
-    if section == "conftest":
-        block = text.split("+++ b/conftest.py", 1)[1].split("```", 1)[0]
-        return re.findall(r'^\+    "((?:rocm_gate|hardware|rocm_known_gap)\(.*)",$', block, re.M)
-    block = next(body for language, body in BLOCK.findall(text) if language == "toml")
-    return re.findall(r'^    "(.*)",$', block, re.M)
-
-
-def test_the_guides_marker_and_setting_names_are_the_plugins(pytester):
-    """The snippets name exactly the plugin's markers (those users write on tests) and ini settings."""
-    help_text = pytester.runpytest("--help").stdout.str()
-    settings = set(re.findall(r"^  (rocm_\w+) \(", help_text, re.M))
-    snippet = (GUIDE.read_text().split("+++ b/conftest.py", 1)[1].split("```", 1)[0])
-    named = set(re.findall(r'"(rocm_\w+)"', snippet))
-    assert settings and named == settings
+def test_the_markers_the_guide_registers_are_the_plugins_user_markers():
+    from pytest_rocm.adoption.markers import USER_MARKERS
     from pytest_rocm.plugin.markers import MARKER_HELP, SERVER_MARKERS
 
-    users = set(MARKER_HELP) - set(SERVER_MARKERS)
-    for section in ("conftest", "pyproject"):
-        assert {line.split("(")[0] for line in marker_lines(section)} == users, section
+    assert set(USER_MARKERS) == set(MARKER_HELP) - set(SERVER_MARKERS)
 
 
-MARKED = """
-    import pytest
-
-    @pytest.mark.rocm_gate(group="attention", blocking=True)
-    @pytest.mark.hardware(sku="MI300X", gpus=2)
-    @pytest.mark.rocm_known_gap(reason="gap", issue="https://github.com/vllm-project/vllm/issues/777")
-    def test_marked():
-        pass
-"""
-
-
-@pytest.mark.parametrize("form", ["conftest", "pyproject"])
-def test_lanes_without_the_plugin_accept_the_markers_and_settings(pytester, form):
-    pytester.makepyfile(test_x=MARKED)
-    if form == "conftest":
-        snippet = GUIDE.read_text().split("+++ b/conftest.py", 1)[1].split("```", 1)[0]
-        pytester.makeconftest("\n".join(line[1:] for line in snippet.splitlines() if line.startswith("+")))
-        pytester.makepyprojecttoml('[tool.pytest.ini_options]\nrocm_group_map = "map.toml"\n'
-                                   'rocm_timeouts = ["attention=60"]\n')
-    else:
-        markers = "\n".join(f'    "{line}",' for line in marker_lines("pyproject"))
-        pytester.makepyprojecttoml(f"[tool.pytest.ini_options]\nmarkers = [\n{markers}\n]\n")
-    strict = ("--strict-markers", "--strict-config", "-W", "error", "-p", "no:cacheprovider")
-    without = pytester.runpytest_subprocess("-p", "no:rocm", *strict)
-    without.assert_outcomes(passed=1)
-    assert "Unknown" not in without.stdout.str() + without.stderr.str()
-    # with the plugin the markers keep their meaning: the known gap applies on a simulated MI300X runner
-    pytester.makefile(".toml", map='schema = "pytest-rocm/groups/1"\n[[rule]]\ngroup = "engine"\npaths = ["t/"]\n')
-    with_plugin = pytester.runpytest_subprocess("--rocm-platform=mi300x-8", "-rs", *strict)
-    with_plugin.assert_outcomes(skipped=1)
-    with_plugin.stdout.fnmatch_lines(["SKIPPED*known gap: gap (https://github.com/vllm-project/vllm/issues/777)*"])
+def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_options(followed):
+    """After the guide, vLLM's CUDA lanes, which do not install pytest-rocm, collect the marked tests without a
+    warning under --strict-markers and --strict-config."""
+    work, _ = followed
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ROCM_PLATFORM", "PYTEST_ADDOPTS")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:rocm", "--strict-markers", "--strict-config",
+                           "-W", "error", "-p", "no:cacheprovider", "tests", "-q"], cwd=work / "vllm", env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Unknown" not in done.stdout + done.stderr and " passed" in done.stdout

@@ -5,9 +5,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO, UPSTREAM
 
-MAPS = REPO / "suites" / "upstream"
+MAPS = REPO / "pytest_rocm" / "maps"
 
 
 def groups(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -212,3 +214,42 @@ def test_a_checkout_folder_is_named_from_its_root_wherever_it_is_given_from(tmp_
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["groups"] == {"attention": {"items": None, "files": 1, "gates": 0,
                                                                    "blocking": 0}}, (cwd, folder)
+
+
+def test_shipped_maps_by_name_from_the_cli_the_option_and_the_ini(pytester, tmp_path):
+    """`vllm` (or `pytest_rocm:vllm`) is the installed map, wherever pytest runs; a name that is no shipped map
+    is refused with the list; a file of that name where the value is read still wins over a bare name."""
+    by_name = as_json("--map", "vllm", UPSTREAM / "vllm-tests-tree.txt")
+    assert by_name["groups"] == as_json("--map", MAPS / "vllm.toml", UPSTREAM / "vllm-tests-tree.txt")["groups"]
+    assert by_name["map"]["source"].startswith("vllm-project/vllm@9aaf83ef")
+    wrong = groups("--map", "pytest_rocm:vlm", UPSTREAM / "vllm-tests-tree.txt")
+    assert wrong.returncode == 2 and "'pytest_rocm:vlm' names no map shipped with pytest-rocm" in wrong.stderr
+    assert "pytest_rocm:sglang, pytest_rocm:vllm" in wrong.stderr
+    pytester.makepyfile(**{"tests/v1/core/test_sched.py": "def test_a():\n    pass\n",
+                           "tests/entrypoints/openai/test_chat.py": "def test_b():\n    pass\n"})
+    for args, ini in ((["--rocm-group-map=vllm"], ""), ([], "rocm_group_map = pytest_rocm:vllm\n"),
+                      ([], "rocm_group_map = vllm\n")):
+        pytester.makeini(f"[pytest]\n{ini}")
+        result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider", *args)
+        assert result.ret == 0, result.stderr.str()
+        result.stdout.fnmatch_lines([f"group map: {MAPS / 'vllm.toml'} (paths read from vllm-project/vllm@9aaf83ef*",
+                                     "engine *1*", "api *1*"])
+    pytester.makeini("[pytest]\nrocm_group_map = pytest_rocm:vlm\n")
+    refused = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*rocm_group_map: 'pytest_rocm:vlm' names no map shipped with pytest-rocm*"])
+    # a file named like a map, where the ini is: the file
+    (pytester.path / "vllm").write_text('schema = "pytest-rocm/groups/1"\n[[rule]]\ngroup = "attention"\n'
+                                        'paths = ["tests/"]\n')
+    pytester.makeini("[pytest]\nrocm_group_map = vllm\n")
+    local = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    local.stdout.fnmatch_lines([f"group map: {pytester.path / 'vllm'}", "attention *2*"])
+
+
+def test_a_stale_map_says_which_commit_it_was_made_for(tmp_path):
+    tree = tmp_path / "tree.txt"
+    tree.write_text("tests/v1/core/test_sched.py\ntests/kernels/attention/test_renamed_later.py\n")
+    text = groups("--map", "vllm", tree).stdout
+    assert "patterns that match nothing in this tree" in text
+    assert ("the map was made for vllm-project/vllm@9aaf83ef502fc37bc647f6e474314d48ba36cd1c (2026-05-19, PR #43119): "
+            "a tree at another commit moves or removes the files those patterns name") in text

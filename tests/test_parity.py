@@ -14,7 +14,7 @@ from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.parity.markdown import GITHUB_SUMMARY_LIMIT, render
 from pytest_rocm.parity.sglang_registry import calls_in_source, declared_parity, read_checkout, read_registry
 
-UPSTREAM = REPO / "suites" / "upstream"
+UPSTREAM = REPO / "pytest_rocm" / "maps"
 
 
 def parity(*args) -> int:

@@ -12,7 +12,7 @@ from pytest_rocm.catalog.groups import load_group_map
 from pytest_rocm.selection.cochange import CoChange, is_test_file, is_test_path, read_history
 from pytest_rocm.selection.select import select
 
-VLLM_MAP = REPO / "suites" / "upstream" / "vllm.toml"
+VLLM_MAP = REPO / "pytest_rocm" / "maps" / "vllm.toml"
 FORK_COMMITS = 53  # the newest commits of the history are a fork's (tests/data/upstream/README.md)
 
 

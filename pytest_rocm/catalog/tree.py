@@ -197,6 +197,9 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) 
                                         for o in report["overlaps"]], limit)
     lines += _listed("patterns that match nothing in this tree (stale paths, or only part of the tree was given)",
                      [f"rule {p['rule']} ({p['group']}): {p['pattern']}" for p in checked], limit)
+    if checked and where and where["source"]:  # a map made for one commit, read on a tree at another
+        lines.append(f"the map was made for {where['source']}: a tree at another commit moves or removes the files "
+                     "those patterns name; check out that commit, or update the map (and its `source`) to this tree")
     unchecked = [p for p in report["unused_patterns"] if p.get("unchecked")]
     if unchecked:
         lines.append(f"node id patterns not checked against a file list: {len(unchecked)}")

@@ -14,20 +14,20 @@ import signal
 import sys
 import threading
 
-from pytest_rocm.cli import (baselines, dashboard, doctor, drain, groups, history, parity, preflight, publish, rerun,
-                             select, shard, sweep, tracker, trust, verdict)
+from pytest_rocm.cli import (baselines, dashboard, doctor, drain, groups, history, parity, preflight, publish,
+                             register_markers, rerun, select, shard, sweep, tracker, trust, verdict)
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
                "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
                "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
-               "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker) and build the coverage dashboard from them (dashboard). Run `rocm-gate COMMAND --help`.")
+               "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker), build the coverage dashboard from them (dashboard) and register the markers in an upstream tree (register-markers). Run `rocm-gate COMMAND --help`.")
 # name -> the module that implements it; `report` is the older name of `verdict`.
 COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
             "groups": groups, "shard": shard, "select": select, "preflight": preflight, "drain": drain,
             "publish": publish, "sweep": sweep, "trust": trust, "rerun": rerun, "history": history, "tracker": tracker,
-            "dashboard": dashboard}
+            "dashboard": dashboard, "register-markers": register_markers}
 
 
 def build_parser() -> argparse.ArgumentParser:

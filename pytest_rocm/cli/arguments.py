@@ -42,3 +42,13 @@ def tool_file(names: tuple[str, ...], noun: str):
         return name, path
 
     return parse
+
+
+def map_file(value: str):
+    """An argparse `type`: a map file, or a map shipped with pytest-rocm by name (`vllm`, `pytest_rocm:vllm`)."""
+    from pytest_rocm import maps
+
+    try:
+        return maps.resolve(value)
+    except maps.UnknownMapError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits
+from pytest_rocm.cli.arguments import map_file
 
 
 def add_parser(commands, name: str) -> None:
@@ -31,8 +32,9 @@ def add_parser(commands, name: str) -> None:
                                             "stale patterns, overlaps", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     groups.add_argument("sources", nargs="+", metavar="SOURCE", help="a folder, a registrations .jsonl, a list file, or -")
-    groups.add_argument("--map", required=True, type=Path, metavar="MAP.toml", help="the group map to check")
-    groups.add_argument("--applicability", type=Path, metavar="TOML",
+    groups.add_argument("--map", required=True, type=map_file, metavar="MAP",
+                        help="the group map to check: a file, or a shipped map by name (vllm, sglang)")
+    groups.add_argument("--applicability", type=map_file, metavar="TOML",
                         help="tests that can never apply to ROCm: listed once, in no group")
     groups.add_argument("--python-files", action="append", default=None, metavar="GLOB",
                         help="which files of a file list or folder are test files (repeatable; default: pytest's, "

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits
+from pytest_rocm.cli.arguments import map_file
 
 
 
@@ -36,8 +37,9 @@ def add_parser(commands, name: str) -> None:
     parity.add_argument("--candidate", nargs="+", default=[], metavar="PATH", help="candidate run (usually ROCm)")
     parity.add_argument("--reference-label", default="CUDA")
     parity.add_argument("--candidate-label", default="ROCm")
-    parity.add_argument("--groups", type=Path, metavar="MAP.toml", help="group map for tests without a group property")
-    parity.add_argument("--applicability", type=Path, metavar="TOML",
+    parity.add_argument("--groups", type=map_file, metavar="MAP",
+                        help="group map for tests without a group property: a file, or a shipped map by name (vllm)")
+    parity.add_argument("--applicability", type=map_file, metavar="TOML",
                         help="tests that can never apply to ROCm, with reasons (left out of the denominator)")
     parity.add_argument("--previous", type=Path, metavar="parity.json", help="an earlier report: list newly broken and fixed")
     parity.add_argument("--min-parity", type=_fraction, metavar="FRACTION", help="exit 3 when overall parity is below this")

@@ -25,13 +25,14 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits
-from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.cli.arguments import map_file, whole_number
 
 
 def add_parser(commands, name: str) -> None:
     select = commands.add_parser(name, help="which groups and tests a change needs (PR test selection), with why",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    select.add_argument("--map", required=True, type=Path, metavar="MAP.toml", help="the group map (with [selection])")
+    select.add_argument("--map", required=True, type=map_file, metavar="MAP",
+                        help="the group map (with [selection]): a file, or a shipped map by name (vllm)")
     select.add_argument("--changed-files", type=Path, metavar="FILE", help="the changed paths, one per line (- for stdin)")
     select.add_argument("--base", metavar="SHA", help="with --head: the change is `git diff --name-only BASE...HEAD`")
     select.add_argument("--head", metavar="SHA")

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits
+from pytest_rocm.cli.arguments import map_file
 
 
 def add_parser(commands, name: str) -> None:
@@ -29,7 +30,8 @@ def add_parser(commands, name: str) -> None:
                         help="deprecated spelling of RESULTS_DIR")
     report.add_argument("--out", type=Path, metavar="DIR", help="where to write gate-report.json (default: "
                                                                  "RESULTS_DIR)")
-    report.add_argument("--group-map", type=Path, metavar="TOML", help="groups for records that carry none")
+    report.add_argument("--group-map", type=map_file, metavar="MAP",
+                        help="groups for records that carry none: a file, or a shipped map by name (vllm)")
 
 
 def _fail(message: str) -> int:

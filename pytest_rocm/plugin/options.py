@@ -95,7 +95,8 @@ def add_options(parser: pytest.Parser) -> None:
     option("--rocm-server-config", default=None, metavar="TOML",
            help="server arguments and environment per platform (ini rocm_server_config)")
     ini("rocm_report_dir", "default for --rocm-report-dir (relative to the ini file)", default="")
-    ini("rocm_group_map", "TOML file mapping test path patterns to groups (relative to the ini file)", default="")
+    ini("rocm_group_map", "TOML file mapping test path patterns to groups (relative to the ini file), or a map "
+        "shipped with pytest-rocm by name (vllm, sglang; or pytest_rocm:vllm)", default="")
     ini("rocm_groups", "extra group names allowed besides the built-in ones", type="linelist", default=[])
     ini("rocm_baselines", "baseline TOML files or folders (relative to the ini file)", type="linelist", default=[])
     ini("rocm_golden_dir", "default for --rocm-golden (relative to the ini file)", default="")
@@ -137,6 +138,23 @@ class PathRule:
             return self.from_command_line(given)
         value = self.config.getini(ini)
         return self.from_ini(value) if value else None
+
+    def map_setting(self, option: str, ini: str) -> Path | None:
+        """A map's setting: a shipped map's name (`vllm`, `pytest_rocm:vllm`) or a path, as `setting` reads it."""
+        from pytest_rocm import maps
+
+        given = self.config.getoption(option)
+        value = given or str(self.config.getini(ini)).strip()
+        if not value:
+            return None
+        if given:
+            base = self.config.invocation_params.dir
+        else:
+            base = self.config.inipath.parent if self.config.inipath else self.config.rootpath
+        try:
+            return maps.resolve(value, base)
+        except maps.UnknownMapError as exc:
+            raise pytest.UsageError(f"{'--' + option.replace('_', '-') if given else ini}: {exc}") from None
 
     def settings(self, option: str, ini: str) -> list[Path]:
         """A repeatable option's paths, then the ini list's."""
@@ -201,7 +219,7 @@ def read_settings(config: pytest.Config) -> Settings:
     paths = PathRule(config)
     allowed = frozenset(GROUPS) | frozenset(config.getini("rocm_groups"))
     report_dir = paths.setting("rocm_report_dir", "rocm_report_dir")
-    group_map = paths.setting("rocm_group_map", "rocm_group_map")
+    group_map = paths.map_setting("rocm_group_map", "rocm_group_map")
     _check_rootdir_not_taken_from(config)
     try:
         signatures = build_signatures(config.getini("rocm_infra_signatures"))

@@ -49,14 +49,19 @@ def manifest_stack(manifest: dict) -> dict:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
+    # One compact line: json's C encoder only runs without `indent`, and a gate report of
+    # thousands of tests took a quarter of a second with it. `python -m json.tool` pretty-prints.
+    return write_text_atomic(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write the whole text or nothing: a temporary file beside it, synced, then renamed over it (line endings
+    kept as given)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    # One compact line: json's C encoder only runs without `indent`, and a gate report of
-    # thousands of tests took a quarter of a second with it. `python -m json.tool` pretty-prints.
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

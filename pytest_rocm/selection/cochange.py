@@ -8,7 +8,8 @@ changes source files and test files counts, for each source file and each of its
 
 For a source file the answer comes from the most specific of its paths seen in at least `support`
 commits (and `levels - 1` broader ones): the test folders that changed with it in at least `rate` of
-those commits and in at least `MIN_TOGETHER` of them (one coincidence is no link). A path never seen
+those commits and in at least `MIN_TOGETHER` of them (one coincidence is no link). A commit of more than
+`MAX_COMMIT_FILES` files is not learned from. A path never seen
 enough has no answer (the caller runs everything). Each folder comes with its evidence, counted for that
 link: "vllm/attention/ changed with tests/kernels/ in 5 of 16 commits".
 """
@@ -32,6 +33,9 @@ SUPPORT = 3
 RATE = 0.05
 LEVELS = 2
 MIN_TOGETHER = 2
+# A commit that changes more files than this (a mass move, a vendored drop, a tree-wide reformat) says nothing
+# about which tests go with which source; none of vLLM's 3,000 commits changes more than 150.
+MAX_COMMIT_FILES = 500
 
 
 class CommitHistoryError(ValueError):
@@ -93,6 +97,8 @@ class CoChange:
     def learn(cls, commits: list[dict]) -> CoChange:
         model = cls()
         for commit in commits:
+            if len(commit["files"]) > MAX_COMMIT_FILES:
+                continue
             tests = {test_folder(f) for f in commit["files"] if is_test_file(f)}
             sources = [f for f in commit["files"] if not is_test_path(f)]
             if not tests or not sources:

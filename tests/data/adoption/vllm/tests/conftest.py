@@ -1,13 +1,20 @@
-"""Shaped like vLLM's tests/conftest.py: its own option and marker handling, and a test-only import."""
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+"""Shaped like vLLM's tests/conftest.py: its own option and marker handling, and a
+test-only import."""
 
 import pytest
-import tblib.pickling_support  # vLLM's conftest imports tblib: nothing collects where it is missing
+
+# vLLM's conftest imports tblib: nothing collects where it is missing
+import tblib.pickling_support
 
 tblib.pickling_support.install()
 
 
 def pytest_addoption(parser):
-    parser.addoption("--optional", action="store_true", default=False, help="run optional test")
+    parser.addoption(
+        "--optional", action="store_true", default=False, help="run optional test"
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """A stand-in for vllm.platforms.current_platform: like vLLM's, it is what the machine really is.
 
 pytest-rocm's simulated platforms (--rocm-platform, PYTEST_ROCM_PLATFORM) change what the plugin sees,

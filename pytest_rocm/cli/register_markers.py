@@ -1,0 +1,46 @@
+"""`rocm-gate register-markers [PYPROJECT]`: add pytest-rocm's markers to a tree's pytest configuration, so lanes
+that run without the plugin accept `rocm_gate`, `hardware` and `rocm_known_gap` (no warning; no error under
+--strict-markers). Edits the `markers` list of `[tool.pytest.ini_options]` in place, keeping every other byte,
+and checks the result with the TOML parser before writing; a second run changes nothing.
+
+Exit statuses (README, "Exit statuses"): 0 written or already there, 2 the file cannot be read or edited safely
+(the message says what to add by hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pytest_rocm.cli import exits
+
+
+def add_parser(commands, name: str) -> None:
+    command = commands.add_parser(name, help="add pytest-rocm's markers to a tree's pyproject.toml (for lanes "
+                                             "without the plugin)", description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    command.add_argument("pyproject", nargs="?", type=Path, default=Path("pyproject.toml"), metavar="PYPROJECT",
+                         help="the tree's pyproject.toml (default: ./pyproject.toml)")
+    command.add_argument("--check", action="store_true", help="change nothing; exit 3 when markers are missing")
+
+
+def run(args) -> int:
+    from pytest_rocm.adoption.markers import MarkerEditError, add_markers
+    from pytest_rocm.schemas.artifacts import write_text_atomic
+
+    try:
+        edit = add_markers(args.pyproject)
+    except MarkerEditError as exc:
+        print(f"rocm-gate register-markers: {exc}", file=sys.stderr)
+        return exits.BAD_INPUT
+    if not edit.added:
+        print(f"{args.pyproject}: pytest-rocm's markers are registered already")
+        return exits.OK
+    if args.check:
+        print(f"{args.pyproject}: missing " + ", ".join(line.split("(")[0] for line in edit.added))
+        return exits.NO
+    write_text_atomic(args.pyproject, edit.text)
+    print(f"{args.pyproject}: registered " + ", ".join(line.split("(")[0] for line in edit.added)
+          + " in [tool.pytest.ini_options] markers")
+    return exits.OK

@@ -1,0 +1,102 @@
+"""`rocm-gate register-markers`: pytest-rocm's markers added to a tree's pyproject.toml in place, on the shapes
+real trees have (vLLM's: other lists closing with `]` before the markers), checked by the TOML parser, and
+accepted by pytest without the plugin under --strict-markers."""
+
+import difflib
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+VLLM_SHAPED = """\
+[build-system]
+# Should be mirrored in requirements/build.txt
+requires = [
+    "cmake>=3.26.1",
+    "ninja",
+    "torch == 2.9.0",
+]
+build-backend = "setuptools.build_meta"
+
+[tool.ruff]
+line-length = 88
+
+[tool.pytest.ini_options]
+markers = [
+    "slow_test",
+    "core_model: enable this model test in each PR instead of only nightly",
+    "optional: optional tests that are automatically skipped, include --optional to run them" # the last
+]
+
+[tool.typos.default]
+extend-ignore-identifiers-re = [".*[UE]4M4.*"]
+"""
+
+
+def register(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "register-markers", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("before", [
+    VLLM_SHAPED,
+    VLLM_SHAPED.replace("\n", "\r\n"),
+    "[project]\nname = 'x'\n",  # no pytest table
+    "[tool.pytest.ini_options]\naddopts = \"-ra\"\n\n[tool.other]\nlist = [\n  [1, 2],\n]\n",  # a table, no markers
+])
+def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_nothing(pytester, before):
+    (pytester.path / "pyproject.toml").write_bytes(before.encode())
+    done = register(cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
+    assert "registered rocm_gate, hardware, rocm_known_gap" in done.stdout
+    after = (pytester.path / "pyproject.toml").read_bytes().decode()
+    old, new = tomllib.loads(before), tomllib.loads(after)
+    markers = new["tool"]["pytest"]["ini_options"].pop("markers")
+    assert markers[-3:][0].startswith("rocm_gate(group, blocking=True):")
+    assert markers[:-3] == old.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("markers", [])
+    old.get("tool", {}).get("pytest", {}).get("ini_options", {}).pop("markers", None)
+    new_options = new["tool"]["pytest"]["ini_options"]
+    if not new_options and "pytest" not in old.get("tool", {}):
+        del new["tool"]["pytest"]
+        if not new["tool"]:
+            del new["tool"]
+    assert new == old  # nothing else changed
+    # every line kept as it was, but for the comma the list's last item needs to take another after it
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_opcodes():
+        if op == "replace":
+            old_line, new_line = before.splitlines()[i1], after.splitlines()[j1]
+            assert i2 - i1 == 1 and new_line in (old_line + ",", old_line.replace('" #', '", #', 1)), (old_line, new_line)
+        else:
+            assert op in ("equal", "insert"), (op, before, after)
+    again = register(cwd=pytester.path)
+    assert again.returncode == 0 and "registered already" in again.stdout
+    assert (pytester.path / "pyproject.toml").read_bytes().decode() == after
+    # pytest without the plugin accepts the markers under --strict-markers
+    pytester.makepyfile(test_x="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        @pytest.mark.hardware(sku="MI300X")
+        @pytest.mark.rocm_known_gap(reason="r", issue="https://github.com/o/r/issues/1")
+        def test_x():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:rocm", "--strict-markers", "-W", "error", "-p",
+                                           "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("pyproject.toml", "x = [", "not valid TOML"),
+    ("pyproject.toml", "[tool.pytest.ini_options]\nmarkers = [\"a\", \"b\"]\n", "the markers list is on one line"),
+    ("pyproject.toml", "[tool.pytest.ini_options]\nmarkers = \"a\"\n", "markers is not a list"),
+    ("pytest.ini", "[pytest]\nmarkers =\n    a\n", "only a pyproject.toml is edited"),
+    ("pyproject.toml", b"\xff\xfe", "cannot read it as UTF-8 text"),
+])
+def test_a_file_it_cannot_edit_safely_is_left_alone_naming_what_to_add(tmp_path, name, content, says):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    done = register(path, cwd=tmp_path)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+    assert path.read_bytes() == (content if isinstance(content, bytes) else content.encode())
