@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from pytest_rocm.results.summary import reference_table  # noqa: E402  (the checkout's, not an installed copy)
+
 BUDGET_S = 20 * 60
 
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from pytest_rocm.preflight import thresholds  # noqa: E402
 from pytest_rocm.preflight.evidence import lines_of, number  # noqa: E402
 from pytest_rocm.preflight.readers import rccl_tests, rvs, transferbench  # noqa: E402
-from pytest_rocm.preflight.readers.babelstream import FLOORS, _ROW  # noqa: E402
+from pytest_rocm.preflight.readers.babelstream import _ROW, FLOORS  # noqa: E402
 
 SAMPLES = REPO / "tests" / "data" / "samples" / "preflight"
 HEALTHY_WORDS = ("FAIL", "BAD", "hang", "no_code_object")  # file names of the faulty captures say so

@@ -51,7 +51,7 @@ def one_node(all_suites) -> None:
     print(f"   {'suite':42} {'files':>5} {'gpus':>4} {'bound s':>8} {'project':>8} {'xdist load':>10} {'SGLang':>7}")
     totals = {"bound": 0.0, "project": 0.0, "load": 0.0, "sglang": 0.0}
     worst = ("", 0.0)
-    for (backend, suite), jobs in sorted(all_suites.items()):
+    for (_backend, suite), jobs in sorted(all_suites.items()):
         if len(jobs) < 5 or jobs[0].gpus > CAPACITY:
             continue
         bound = lower_bound(jobs, CAPACITY)

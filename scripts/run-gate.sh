@@ -3,7 +3,7 @@
 # environment), show the platform, run every gate suite for real on the CPU (vLLM, and SGLang for the suites
 # that test through the OpenAI API) with the tiny model, and write the
 # reports to out/gate/ (gate-report.json, manifest.json, junit.xml, records-*.jsonl, servers/*.log).
-# Exit status follows the run's conclusion (README, "Conclusions"): 0 success or neutral, 1 failure,
+# Exit status follows the run's conclusion (docs/reference.md, "Conclusions"): 0 success or neutral, 1 failure,
 # 3 incomplete (the run did not execute what it collected), 5 skipped (no blocking gate ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,7 +4,6 @@ parameter that runs a module's OpenAI-API tests against vLLM and SGLang."""
 from __future__ import annotations
 
 import pytest
-
 from gate_support import client_for
 
 FRAMEWORKS = ("vllm", "sglang")

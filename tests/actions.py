@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-
 from actions_expressions import condition, render
 from github_api import example, validate_webhook
 
@@ -128,7 +127,7 @@ class RunRecord:
     event: str
     conclusion: str
     jobs: list[JobRecord] = field(default_factory=list)
-    triggered: list["RunRecord"] = field(default_factory=list)  # workflow_run runs it started
+    triggered: list[RunRecord] = field(default_factory=list)  # workflow_run runs it started
 
     def all(self):
         yield self
@@ -321,7 +320,7 @@ class Actions:
         return started
 
     # --- runs ---
-    def rerun(self, record: "RunRecord", files: dict[str, str] | None = None) -> "RunRecord":
+    def rerun(self, record: RunRecord, files: dict[str, str] | None = None) -> RunRecord:
         """GitHub's "Re-run jobs": the same run id, the next attempt, the same definition and event; the
         `requested` event does not occur again (.../events-that-trigger-workflows#workflow_run)."""
         args = self._started[record.id]

@@ -107,7 +107,7 @@ ROUTES = [(_route(path), path, method) for path, methods in SPEC["paths"].items(
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class FakeGitHub:
@@ -249,7 +249,7 @@ class FakeGitHub:
             return 403, {"message": "API rate limit exceeded for installation.",
                          "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}, \
                 {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}, None
-        for pattern, template, verb in ROUTES:
+        for pattern, template, verb in ROUTES:  # noqa: B007 (the matched route's template is read after the loop)
             match = pattern.match(path)
             if match and verb == method:
                 break
@@ -326,7 +326,7 @@ class FakeGitHub:
         minted = f"ghs_installation_{params['installation_id']}_{claims['iss']}"
         self.tokens.add(minted)
         self.token_apps[minted] = int(claims["iss"])
-        expires = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         answer = {**self._example("/app/installations/{installation_id}/access_tokens", "post", "201"),
                   "token": minted, "expires_at": expires}
         self._check_response(SPEC["paths"]["/app/installations/{installation_id}/access_tokens"]["post"], 201, answer,

@@ -85,7 +85,7 @@ def test_pytest_and_xdist_internals_are_touched_in_two_modules():
 
 
 def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
-    """DESIGN section 2: `github/` reads files (their schemas), not the plugin's Python objects or test code. The
+    """docs/architecture.md, "Parts": `github/` reads files (their schemas), not the plugin's Python objects or test code. The
     trunk attribution it uses reads the same artifacts (a gate report, a trunk state) and nothing else."""
     readers = ("pytest_rocm.github", "pytest_rocm.schemas", "pytest_rocm.trunk.attribution")
     for name in MODULES:

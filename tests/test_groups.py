@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, UPSTREAM
 
 MAPS = REPO / "pytest_rocm" / "maps"

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from test_verdicts import CONFTEST  # the `attempt` fixture: which attempt of a test this is
 

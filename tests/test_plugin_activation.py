@@ -58,7 +58,7 @@ def test_a_project_with_no_setting_and_no_marker_is_plain_pytest(pytester, tool_
     if "--collect-only" not in args:
         result.assert_outcomes(passed=2)
         assert "rocm_" not in (pytester.path / "junit.xml").read_text()
-    written = sorted(p.name for p in pytester.path.iterdir() 
+    written = sorted(p.name for p in pytester.path.iterdir()
                      if not p.name.startswith("runpytest") and p.name not in ("stdout", "stderr"))  # pytester's own
     assert written == ["junit.xml", "test_plain.py"]  # pytest's JUnit file, written even by --collect-only
 

@@ -1,9 +1,9 @@
 """`rocm-gate preflight` and `rocm-gate drain` on real captured tool outputs (tests/data/samples/preflight)."""
 
 import json
-from pathlib import Path
 import shutil
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -122,7 +122,7 @@ def test_the_pipeline_stops_at_the_first_failed_layer(capsys):
         "--source", f"rccl-tests={PREFLIGHT / 'rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt'}",
         "--source", f"amd-smi={PREFLIGHT / 'amd-smi/mi300x_amd-smi_bad-pages_none_rocm-blogs_EXCERPT.txt'}")
     assert code == 3
-    assert [l["verdict"] for l in evidence["layers"]] == ["failed", "skipped", "skipped", "skipped", "skipped"]
+    assert [layer["verdict"] for layer in evidence["layers"]] == ["failed", "skipped", "skipped", "skipped", "skipped"]
     assert layer(evidence, "communication")["reason"] == "not run: the hardware layer failed"
     messages = {f["message"] for f in layer(evidence, "hardware")["findings"]}
     assert "20 uncorrectable errors in the umc block on 0000:9d:00.0" in messages
@@ -421,7 +421,7 @@ def test_output_that_is_not_the_tool_fails_and_says_so(capsys, tmp_path):
     code, evidence = preflight(capsys, "--require", "communication", "--source", f"rccl-tests={garbage}")
     communication = layer(evidence, "communication")
     assert code == 3 and communication["verdict"] == "failed"
-    assert f"not one of its 2 line(s) is rccl-tests output" in communication["reason"] and str(garbage) in communication["reason"]
+    assert "not one of its 2 line(s) is rccl-tests output" in communication["reason"] and str(garbage) in communication["reason"]
     assert communication["sources"][0]["unread"] == 2
     # an optional layer is not proven, and the run is not accepted: it did not read what it was given
     code, evidence = preflight(capsys, "--source", f"rccl-tests={garbage}")

@@ -63,7 +63,7 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
             del new["tool"]
     assert new == old  # nothing else changed
     # every line kept as it was, but for the comma the list's last item needs to take another after it
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_opcodes():
+    for op, i1, i2, j1, _j2 in difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_opcodes():
         if op == "replace":
             old_line, new_line = before.splitlines()[i1], after.splitlines()[j1]
             assert i2 - i1 == 1 and new_line in (old_line + ",", old_line.replace('" #', '", #', 1)), (old_line, new_line)

@@ -7,7 +7,12 @@ from conftest import read_jsonl, read_report
 
 from pytest_rocm.scheduling.dispatch import SHUTDOWN, Dispatcher, Job
 from pytest_rocm.scheduling.durations import DurationStore, durations_from_records
-from pytest_rocm.scheduling.simulate import lower_bound, project_makespan, sglang_partition_makespan, xdist_load_makespan
+from pytest_rocm.scheduling.simulate import (
+    lower_bound,
+    project_makespan,
+    sglang_partition_makespan,
+    xdist_load_makespan,
+)
 
 # --- the rule, on its own -----------------------------------------------------------------------------
 

@@ -15,12 +15,18 @@ import warnings
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
-
 from conftest import REPO, copy_suites, run_suites
 from memory_pressure import TakeMemoryAtBaseline, available_bytes
+from packaging.requirements import Requirement
+
 from pytest_rocm.hw.profiles import builtin
-from pytest_rocm.serving.process import Server, command_for, free_port, load_server_config, stand_in_problem
+from pytest_rocm.serving.process import (
+    Server,
+    command_for,
+    free_port,
+    load_server_config,
+    stand_in_problem,
+)
 from pytest_rocm.serving.provider import TINY_MODEL_SGLANG_ARGS
 from pytest_rocm.serving.tiny_models import TinyModelSpec, ensure_tiny_model
 

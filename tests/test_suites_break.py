@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from conftest import copy_suites, run_suites
 
 pytestmark = [pytest.mark.slow,

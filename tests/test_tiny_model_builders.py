@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from pytest_rocm.serving.tiny_models import GPU_ONLY_IMAGE_ARCHITECTURES, TinyModelSpec, ensure_tiny_model
+from pytest_rocm.serving.tiny_models import (
+    GPU_ONLY_IMAGE_ARCHITECTURES,
+    TinyModelSpec,
+    ensure_tiny_model,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,

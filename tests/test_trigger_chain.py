@@ -2,7 +2,7 @@
 .github/workflows/), played by tests/actions.py as GitHub documents each event, against the loopback GitHub.
 
 The happy paths end with exactly one check on the PR's head with the right conclusion; each attack of the issue
-"A required check that cannot be forged" (README, "Threat model") is a case that ends without a green check and
+"A required check that cannot be forged" (docs/reference.md, "Threat model") is a case that ends without a green check and
 without the fork's code on a GPU runner.
 """
 
@@ -15,11 +15,10 @@ import subprocess
 import sys
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-
 from actions import PYTEST_ROCM, Actions, RunnerGroup, write_gpu_tools
 from conftest import REPO
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from github_api import FakeGitHub, example, validate_webhook
 
 pytestmark = pytest.mark.slow  # each event runs the workflows' jobs: real git, real pytest with xdist workers
@@ -290,7 +289,7 @@ def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
 
 
 def click(upstream, github, check: dict, tmp_path, identifier: str | None = None) -> subprocess.CompletedProcess:
-    """What the relay does with the App's `check_run` webhook for a click on `check` (README, "Buttons"): a
+    """What the relay does with the App's `check_run` webhook for a click on `check` (docs/github.md, "Buttons"): a
     button (`identifier`) or GitHub's own Re-run, handed to `rocm-gate rerun` with the App's token."""
     action = "requested_action" if identifier else "rerequested"
     event = example(f"check_run.{action}")

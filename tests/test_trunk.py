@@ -11,10 +11,8 @@ import os
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -373,7 +371,8 @@ def test_the_tracker_keeps_one_issue_per_sku_and_writes_only_changes(trunk, gith
 
 
 def test_a_tracker_create_that_timed_out_is_not_sent_twice(trunk, github):
-    from pytest_rocm.github import api, tracker as tracking
+    from pytest_rocm.github import api
+    from pytest_rocm.github import tracker as tracking
 
     state = json.loads(trunk["trunk"].read_text())
     client = api.Client(api.connect(github.url, token="ghs_trackertoken", read_timeout=0.3), "vllm-project/vllm",

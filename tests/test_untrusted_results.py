@@ -16,7 +16,6 @@ from pathlib import Path
 import cmarkgfm
 import pytest
 from cmarkgfm.cmark import Options
-
 from conftest import REPO
 from test_github import SHA, run_on_mi300x
 

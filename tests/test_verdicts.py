@@ -6,7 +6,12 @@ import json
 import pytest
 from conftest import read_report
 
-from pytest_rocm.results.verdicts import DEFAULT_SIGNATURES, build_signatures, decide, find_signature
+from pytest_rocm.results.verdicts import (
+    DEFAULT_SIGNATURES,
+    build_signatures,
+    decide,
+    find_signature,
+)
 
 # 8 MI300X for ordinary tests and one MI325X that only the "unhealthy device" tests ask for, so a
 # device marked unhealthy never disturbs the others' probes.

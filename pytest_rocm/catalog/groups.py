@@ -28,7 +28,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from pytest_rocm.schemas.config import check_keys, read_config
@@ -163,6 +163,6 @@ def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMa
                     ignore=PatternSet(selection.get("ignore", [])))
 
 
-@lru_cache(maxsize=None)
+@cache
 def cached_group_map(path: str, allowed: frozenset[str] | None) -> GroupMap:
     return load_group_map(path, set(allowed) if allowed is not None else None)

@@ -3,7 +3,7 @@
 Each command module has `add_parser(commands)` (its arguments) and `run(args) -> int` (its exit status).
 Commands import what they need when they run: `parity` at CI scale should not pay for detection.
 
-Exit statuses: one scheme for every command, in `exits` (README, "Exit statuses").
+Exit statuses: one scheme for every command, in `exits` (docs/reference.md, "Exit statuses").
 """
 
 from __future__ import annotations
@@ -14,8 +14,25 @@ import signal
 import sys
 import threading
 
-from pytest_rocm.cli import (baselines, dashboard, doctor, drain, groups, history, parity, preflight, publish,
-                             register_markers, rerun, select, shard, sweep, tracker, trust, verdict)
+from pytest_rocm.cli import (
+    baselines,
+    dashboard,
+    doctor,
+    drain,
+    groups,
+    history,
+    parity,
+    preflight,
+    publish,
+    register_markers,
+    rerun,
+    select,
+    shard,
+    sweep,
+    tracker,
+    trust,
+    verdict,
+)
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from pytest_rocm.cli import exits
 
 
-
 def add_parser(commands, name: str) -> None:
     baselines = commands.add_parser(name, help="baseline files: what a change loosened or tightened",
                                     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -18,7 +18,6 @@ from pathlib import Path
 from pytest_rocm.cli import exits
 
 
-
 def add_parser(commands, name: str) -> None:
     parser = commands.add_parser(name, help="decide from a node's history whether to drain it",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

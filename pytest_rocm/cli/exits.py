@@ -1,4 +1,4 @@
-"""The exit statuses of every `rocm-gate` command: one scheme, one place (README, "Exit statuses").
+"""The exit statuses of every `rocm-gate` command: one scheme, one place (docs/reference.md, "Exit statuses").
 
 A caller (a workflow step, a runner's hook) reads the same number the same way whatever the command:
 

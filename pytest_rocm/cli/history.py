@@ -30,6 +30,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 from pytest_rocm.cli import exits
@@ -163,9 +164,9 @@ def _trunk(conn, args) -> int:
     except ValueError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
         return exits.BAD_INPUT
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    document = state.build(conn, args.sku, args.window, commits, datetime.now(timezone.utc).isoformat(
+    document = state.build(conn, args.sku, args.window, commits, datetime.now(UTC).isoformat(
         timespec="seconds"), args.tracker_url)
     if not runs:
         skus = sorted({r["sku"] for r in queries.runs(conn)})

@@ -16,7 +16,6 @@ from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file
 
 
-
 def _fraction(value: str) -> float:
     """--min-parity: a number from 0 to 1 (a NaN, a negative or 1.5 would always pass or always fail)."""
     try:

@@ -19,7 +19,7 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_rocm.cli import exits
@@ -106,13 +106,13 @@ def _outputs(args, platform, benchmark_timeout_s: float) -> list:
 
 
 def run(args) -> int:
-    from pytest_rocm.hw.expectations import check
     from pytest_rocm.hw import detect
+    from pytest_rocm.hw.expectations import check
     from pytest_rocm.hw.profiles import ProfileError
     from pytest_rocm.preflight import drain, layers, live, thresholds
     from pytest_rocm.preflight.layers import Layer
 
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         if args.out:
             check_writable(args.out)
@@ -163,7 +163,7 @@ def run(args) -> int:
     decision, summary = layers.decide(pipeline, args.require)
     code = {layers.ACCEPTED: exits.OK, layers.REFUSED: exits.NO, layers.NOT_PROVEN: exits.NOT_DONE}[decision]
     evidence = {"schema": layers.PREFLIGHT_SCHEMA, "node": node, "sku": runner_sku, "thresholds": str(table.path),
-                "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "started": started, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
                 "exit_code": code, "accepted": decision == layers.ACCEPTED, "summary": summary,
                 "required": list(args.require), "layers": [layer.to_dict() for layer in pipeline]}
     if args.out:

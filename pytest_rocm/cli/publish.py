@@ -44,10 +44,8 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_rocm.cli import exits
-from pytest_rocm.cli import github_options
+from pytest_rocm.cli import exits, github_options
 from pytest_rocm.cli.arguments import whole_number
-
 
 
 def add_parser(commands, name: str) -> None:
@@ -83,7 +81,7 @@ def add_parser(commands, name: str) -> None:
     parser.add_argument("--trunk", metavar="FILE",
                         help="main's state on this SKU (`rocm-gate history trunk`, made on the default branch): each "
                              "blocking failure is then new (blocks), pre-existing on main or flaky on main (neither "
-                             "blocks); README \"Conclusions\"")
+                             "blocks); docs/reference.md \"Conclusions\"")
     parser.add_argument("--unsent", metavar="FILE", default="rocm-gate-unsent-check.json",
                         help="where the payload goes when GitHub cannot be reached (default: %(default)s)")
     parser.add_argument("--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6,

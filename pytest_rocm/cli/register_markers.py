@@ -3,7 +3,7 @@ that run without the plugin accept `rocm_gate`, `hardware` and `rocm_known_gap` 
 --strict-markers). Edits the `markers` list of `[tool.pytest.ini_options]` in place, keeping every other byte,
 and checks the result with the TOML parser before writing; a second run changes nothing.
 
-Exit statuses (README, "Exit statuses"): 0 written or already there, 2 the file cannot be read or edited safely
+Exit statuses (docs/reference.md, "Exit statuses"): 0 written or already there, 2 the file cannot be read or edited safely
 (the message says what to add by hand).
 """
 

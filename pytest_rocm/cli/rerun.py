@@ -18,10 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_rocm.cli import exits
-from pytest_rocm.cli import github_options
+from pytest_rocm.cli import exits, github_options
 from pytest_rocm.cli.trust import read_event
-
 
 
 def add_parser(commands, name: str) -> None:

@@ -23,7 +23,6 @@ from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import whole_number
 
 
-
 def add_parser(commands, name: str) -> None:
     shard = commands.add_parser(name, help="the tests one of K runners runs, balanced by expected GPU-time",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

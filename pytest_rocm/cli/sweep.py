@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_rocm.cli import exits
-from pytest_rocm.cli import github_options
+from pytest_rocm.cli import exits, github_options
 from pytest_rocm.cli.arguments import whole_number
-
 
 
 def runner_class_and_group(value: str) -> tuple[str, str]:

@@ -17,10 +17,8 @@ import argparse
 import json
 import sys
 
-from pytest_rocm.cli import exits
-from pytest_rocm.cli import github_options
+from pytest_rocm.cli import exits, github_options
 from pytest_rocm.schemas.markdown import visible
-
 
 
 def add_parser(commands, name: str) -> None:

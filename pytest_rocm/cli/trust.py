@@ -19,9 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_rocm.cli import exits
-from pytest_rocm.cli import github_options
-
+from pytest_rocm.cli import exits, github_options
 
 
 def add_parser(commands, name: str) -> None:

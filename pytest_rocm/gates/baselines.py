@@ -1,4 +1,4 @@
-"""Per-platform baselines for accuracy and performance gates (DESIGN section 5).
+"""Per-platform baselines for accuracy and performance gates (docs/architecture.md, "Artifacts").
 
 Files (TOML), usually `suites/baselines/*.toml`::
 

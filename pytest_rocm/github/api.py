@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import github3
 import requests
@@ -80,7 +80,7 @@ def connect(api_url: str, token: str | None = None, app_id: str | None = None, p
         gh.login_as_app_installation(private_key.encode(), str(app_id), int(installation_id))
     elif token:
         # The Actions token is an installation token; github3 only allows check runs under this auth.
-        expires = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         session.app_installation_token_auth({"token": token, "expires_at": expires})
     return gh
 
@@ -288,7 +288,7 @@ def _batches(content: CheckContent, listed: list[dict]) -> tuple[int, list[list[
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass

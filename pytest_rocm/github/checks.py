@@ -33,7 +33,7 @@ EVIDENCE_LINES = 6
 PARITY_ROWS = 40  # the parity table is in the fixed tail of the summary: bounded, so the lists above always fit
 INCOMPLETE_POLICIES = ("block", "neutral")
 
-# gate-report conclusion -> check-run conclusion (DESIGN section 3; README "Conclusions")
+# gate-report conclusion -> check-run conclusion (docs/architecture.md; docs/reference.md "Conclusions")
 CONCLUSIONS = {
     "success": "success",          # blocking gates ran and none regressed
     "failure": "failure",          # a blocking gate regressed (failed again on rerun, on a healthy device)

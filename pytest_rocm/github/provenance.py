@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_rocm.github.api import Client
-from pytest_rocm.github.artifacts import FILES, MAX_FILE_BYTES, ArtifactError, Results, ResultsMissing, read_results
+from pytest_rocm.github.artifacts import (
+    FILES,
+    MAX_FILE_BYTES,
+    ArtifactError,
+    Results,
+    ResultsMissing,
+    read_results,
+)
 from pytest_rocm.schemas import markdown as md
 
 __all__ = ["DISPATCH_TITLE", "GateRun", "RunRefused", "check_results", "fetch_results", "gate_run", "head_sha_of",

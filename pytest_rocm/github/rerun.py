@@ -8,8 +8,8 @@ are acted on, and only for a sender with write access.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pytest_rocm.github.checks import ACTIONS, UNAPPROVED_TITLES
 from pytest_rocm.github.provenance import RUNNER_CLASS

@@ -42,7 +42,7 @@ def sweep(client: Client, workflow: str, classes: list[tuple[Options, str]], hou
           stuck_after_min: float = 30.0, now: dt.datetime | None = None) -> list[Swept]:
     """`classes`: (options, runner class) pairs, as the publish job is called per class. Returns what was done
     for each gate run that needed something."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     since = (now - dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
     runs = client.paged(f"/repos/{{repo}}/actions/workflows/{workflow}/runs", "workflow_runs",
                         {"status": "completed", "created": f">={since}"})

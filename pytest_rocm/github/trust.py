@@ -25,8 +25,8 @@ PR's code from it is the "pwn request" pattern.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = ["APPROVAL_LABEL", "Decision", "WRITERS", "decide"]
 

@@ -126,7 +126,9 @@ def flaky(conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = ST
             now.append(entry)
         elif flakes and len(ran) - ran.index(flakes[-1]) > stable_after:
             stopped.append(entry)
-    key = (lambda e: (-e["flaky_runs"], e["pass_rate"], e["test"]))
+    def key(entry):
+        return -entry["flaky_runs"], entry["pass_rate"], entry["test"]
+
     return {"flaky": sorted(now, key=key), "stopped": sorted(stopped, key=lambda e: e["test"])}
 
 
@@ -257,7 +259,7 @@ def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
         last = runs_[-window:]
         flips = sum(1 for a, b in zip(last, last[1:]) if a[3] != b[3])
         recoveries, red_since = [], None
-        for run_id, started, sha, red in runs_:
+        for _run_id, started, _sha, red in runs_:
             if red and red_since is None:
                 red_since = started
             elif not red and red_since is not None:

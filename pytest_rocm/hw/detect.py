@@ -31,7 +31,7 @@ from pytest_rocm.hw.parsers import (
 
 TOOL_TIMEOUT_S = 20  # a hung GPU can make amd-smi hang; never let detection hang the run
 
-# name -> (command, parser). Order is the order of trust (DESIGN section 3), after torch.
+# name -> (command, parser). Order is the order of trust (docs/architecture.md, "Platforms, verdicts and conclusions"), after torch.
 TOOLS: dict[str, tuple[list[str], Callable[[str], Parsed]]] = {
     "amd-smi": (["amd-smi", "static", "--json"], amd_smi.parse),
     "amd-smi-version": (["amd-smi", "version", "--json"], amd_smi.parse),

@@ -1,4 +1,4 @@
-"""The platform a run sees: vendor, GPUs and stack versions (DESIGN section 3).
+"""The platform a run sees: vendor, GPUs and stack versions (docs/architecture.md, "Platforms, verdicts and conclusions").
 
 Plain dataclasses that serialise to and from JSON, so a platform detected on
 the controller can be handed to xdist workers, written into the manifest, and

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,7 @@ class RunContext:
         self.workerinput: dict | None = getattr(config, "workerinput", None) or rerun_helper_input(config)
         self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
         self.session_id = self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]
-        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.started = datetime.now(UTC).isoformat(timespec="seconds")
         self.group_map = self._load_group_map()
         self.baselines = self._load_baselines()
         self._platform: Platform | None = None

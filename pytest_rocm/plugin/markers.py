@@ -1,4 +1,4 @@
-"""The markers users write (DESIGN section 4): parsed, validated, and matched against the platform.
+"""The markers users write (docs/architecture.md, "Markers and fixtures"): parsed, validated, and matched against the platform.
 
 Each marker's arguments are checked by calling a function with the marker's own
 signature, so a misspelt keyword gives Python's exact complaint, which we turn

@@ -17,8 +17,18 @@ from dataclasses import dataclass, field
 
 from pytest_rocm.hw.skus import AMD_DEVICE_IDS, sku_from_amd_name
 from pytest_rocm.preflight import LAYERS
-from pytest_rocm.preflight.evidence import (ERROR_SCAN, NO_FLOOR, NOT_TEXT_SHARE, TOOL_ERROR, Finding, Reading, finding, lines_of,
-                                           not_text_share, worst)
+from pytest_rocm.preflight.evidence import (
+    ERROR_SCAN,
+    NO_FLOOR,
+    NOT_TEXT_SHARE,
+    TOOL_ERROR,
+    Finding,
+    Reading,
+    finding,
+    lines_of,
+    not_text_share,
+    worst,
+)
 from pytest_rocm.preflight.readers import READERS, is_filler
 from pytest_rocm.schemas.artifacts import schema
 
@@ -237,7 +247,7 @@ def decide(layers: list[Layer], required: tuple[str, ...]) -> tuple[str, str]:
     unproven = [layer for layer in layers if layer.verdict == "skipped" and (
         layer.name in required or any(source.get("unreadable") for source in layer.sources))]
     if unproven:
-        return NOT_PROVEN, "not proven: " + "; ".join(f"{l.name} skipped ({l.reason})" for l in unproven)
+        return NOT_PROVEN, "not proven: " + "; ".join(f"{layer.name} skipped ({layer.reason})" for layer in unproven)
     degraded = [layer.name for layer in layers if layer.verdict == "degraded"]
     return ACCEPTED, "accepted" + (f" (degraded: {', '.join(degraded)})" if degraded else "")
 

@@ -6,7 +6,7 @@ it (the controller was killed), stopped early (-x, --maxfail, Ctrl-C, an
 INTERNALERROR), with collection errors, or with collected gates that never ran
 is incomplete: `complete: false`, the causes, and the gates that never ran.
 
-Conclusions (README "Conclusions", DESIGN section 3), first that applies:
+Conclusions (docs/reference.md "Conclusions", docs/architecture.md), first that applies:
 - failure: a blocking gate regressed (confirmed), a blocking gate failed and was
   never rerun without an infrastructure signature, or a test file failed to
   collect for a reason of its own (a syntax error reproduces: the change broke it);

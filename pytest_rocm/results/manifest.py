@@ -1,4 +1,4 @@
-"""The run manifest: what was tested, on what, by which runner, when (DESIGN section 5).
+"""The run manifest: what was tested, on what, by which runner, when (docs/architecture.md, "Artifacts").
 
 Where a run comes from (`provenance`) is read from the event GitHub delivered and the commit actually checked
 out, never only from the environment: for `pull_request` the commit a check lands on (the PR's head) and the
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import platform as pyplatform
+import re
 import socket
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -34,7 +34,7 @@ IMAGE_VARIABLES = ("PYTEST_ROCM_IMAGE", "CONTAINER_IMAGE", "DOCKER_IMAGE")
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def package_versions() -> dict[str, str]:

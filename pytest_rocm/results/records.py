@@ -44,7 +44,7 @@ class RecordWriter:
         """The common record (a phase that passed or skipped, nothing else to say), formatted directly."""
         os.write(self._fd, (f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"{outcome}",'
                             f'"duration":{duration:.6f},"t":{time.time():.6f}{self._common}{encoded_extra}}}\n'
-                            ).encode("utf-8"))
+                            ).encode())
 
     def write_encoded(self, line: str) -> None:
         os.write(self._fd, line.encode("utf-8"))

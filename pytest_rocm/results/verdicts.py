@@ -1,7 +1,7 @@
 """Verdicts: tell a real regression from an infrastructure fault or a flake, with evidence.
 
 A signature alone never decides: a new kernel that writes out of bounds prints
-"Memory access fault" too. The rules (DESIGN section 3), per failed test:
+"Memory access fault" too. The rules (docs/architecture.md, "Platforms, verdicts and conclusions"), per failed test:
 
 - no infra signature: a later attempt passes -> `flaky`; every attempt fails -> `regression`;
 - infra signature: the device failed its health probe -> `infra` (the device is named);

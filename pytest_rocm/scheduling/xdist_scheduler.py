@@ -2,7 +2,7 @@
 
 xdist (3.8) asks a scheduler for: `nodes`, `collection_is_completed`, `tests_finished`, `has_pending`,
 `add_node`, `add_node_collection`, `mark_test_complete`, `mark_test_pending`,
-`remove_pending_tests_from_node`, `remove_node` and `schedule` (DESIGN.md section 9). This module and
+`remove_pending_tests_from_node`, `remove_node` and `schedule` (docs/architecture.md, "Library facts we rely on"). This module and
 `plugin/internals.py` are the only ones that touch xdist's worker objects (`send_runtest_some`,
 `shutdown`, `shutting_down`, `gateway`).
 

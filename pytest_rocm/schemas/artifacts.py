@@ -1,6 +1,6 @@
 """The JSON artifacts: their schema names and published JSON Schemas, checking a document against one, the
 stack a manifest names (for the readers of artifacts: publish, history), and writes that never leave a file
-half-written (a temporary file, then a rename; DESIGN section 5)."""
+half-written (a temporary file, then a rename; docs/architecture.md, "Artifacts")."""
 
 from __future__ import annotations
 

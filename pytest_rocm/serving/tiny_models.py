@@ -1,4 +1,4 @@
-"""Tiny models built at test time, so the suites run the real engine with no download (DESIGN section 6).
+"""Tiny models built at test time, so the suites run the real engine with no download (docs/architecture.md, "The embedded default").
 
 A Llama-style model (hidden size 128, 2 layers, 2 attention heads, 1 KV head of
 dimension 64: the CPU attention kernel rejects smaller heads) with random weights
@@ -263,8 +263,13 @@ IDEFICS3_CHAT_TEMPLATE = (
 def _build_idefics3(out: Path, spec: TinyModelSpec) -> None:
     """An image-text model: a 32x32 image is 16 patches of 8x8, pixel-shuffled by 2 into 4 image tokens. The PIL
     image processor (no torchvision), resizing every image to 32x32 without splitting it into tiles."""
-    from transformers import (Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessorPil,
-                              Idefics3Processor, LlamaConfig)
+    from transformers import (
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        Idefics3ImageProcessorPil,
+        Idefics3Processor,
+        LlamaConfig,
+    )
     from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 
     tokenizer = _text_tokenizer(spec, ["<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"])
@@ -288,8 +293,13 @@ def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
     special tokens (every language, the tasks, `<|notimestamps|>`) around the trained BPE vocabulary.
     Tied embeddings, as in every Whisper checkpoint: vLLM drops `proj_out` and always ties it to the embedding.
     Init 0.5: at 0.2 the random decoder repeats one token whatever it hears."""
-    from transformers import (WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration,
-                              WhisperProcessor, WhisperTokenizer)
+    from transformers import (
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizer,
+    )
     from transformers.models.whisper.tokenization_whisper import LANGUAGES
 
     trained = json.loads(_bpe(spec, ["<|endoftext|>"]).to_str())["model"]
@@ -341,8 +351,14 @@ LLAVA_CHAT_TEMPLATE = (
 
 def _build_llava(out: Path, spec: TinyModelSpec) -> None:
     """LLaVA-1.5: a CLIP tower (16 patch tokens per image, its class token dropped) and a two-layer projector."""
-    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor)
+    from transformers import (
+        CLIPImageProcessorPil,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     tokenizer = _text_tokenizer(spec, ["<image>"])
     tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
@@ -371,8 +387,14 @@ PALIGEMMA_CHAT_TEMPLATE = (
 def _build_paligemma(out: Path, spec: TinyModelSpec) -> None:
     """PaliGemma: a SigLIP tower (16 image tokens) before a Gemma decoder; the prompt is the image tokens, BOS,
     the text and a newline (the processor adds the location and segmentation tokens to the vocabulary)."""
-    from transformers import (GemmaConfig, PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor,
-                              SiglipImageProcessorPil, SiglipVisionConfig)
+    from transformers import (
+        GemmaConfig,
+        PaliGemmaConfig,
+        PaliGemmaForConditionalGeneration,
+        PaliGemmaProcessor,
+        SiglipImageProcessorPil,
+        SiglipVisionConfig,
+    )
 
     tokenizer = _text_tokenizer(spec, ["<image>"])
     tokenizer.add_tokens(GEMMA_NEWLINES)
@@ -403,8 +425,14 @@ def _build_gemma3(out: Path, spec: TinyModelSpec) -> None:
     """Gemma 3: a SigLIP tower pooled to 4 soft tokens per image between `<start_of_image>` and `<end_of_image>`.
     Its projection initialises to zeros (the image would not reach the decoder): re-randomised here."""
     import torch
-    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil,
-                              Gemma3Processor, Gemma3TextConfig, SiglipVisionConfig)
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3ImageProcessorPil,
+        Gemma3Processor,
+        Gemma3TextConfig,
+        SiglipVisionConfig,
+    )
 
     tokenizer = _text_tokenizer(spec, named_special={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
                                                      "image_token": "<image_soft_token>"})

@@ -15,7 +15,7 @@ Entries without a SKU apply on every SKU (a person may add one by hand; the comm
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pytest_rocm.schemas.artifacts import schema
 
@@ -53,7 +53,7 @@ def update(conn: sqlite3.Connection, document: dict, trunk: dict, after_hours: f
            lift_after: int = LIFT_AFTER, now: str | None = None) -> tuple[dict, list[str], list[str]]:
     """(the new document, tests added, tests lifted) for the trunk state's SKU."""
     sku = trunk["sku"]
-    now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = now or datetime.now(UTC).isoformat(timespec="seconds")
     kept, lifted = [], []
     for entry in document["tests"]:
         if entry.get("sku") == sku and _green_streak(conn, entry["test"], sku, lift_after):

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from gate_support import check_all
 
 # lm-eval reads datasets through Hugging Face `datasets`: never let it reach for the network.
@@ -93,4 +92,5 @@ def test_real_model(config, request, vllm_server_factory, accuracy_gate):
     for task in config["tasks"]:
         results = run_lm_eval(server, model.name, task["name"], None, config.get("num_fewshot"), config.get("limit"))
         scores = results["results"][task["name"]]
-        check_all(lambda name=metric["name"]: accuracy_gate.check(name, scores[name]) for metric in task["metrics"])
+        check_all(lambda name=metric["name"], scores=scores: accuracy_gate.check(name, scores[name])
+                  for metric in task["metrics"])

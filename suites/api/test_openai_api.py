@@ -15,7 +15,6 @@ import urllib.request
 import jsonschema
 import openai
 import pytest
-
 from gate_support import PROMPTS, assert_openai_error, async_client_for
 
 pytestmark = pytest.mark.rocm_gate(group="api")

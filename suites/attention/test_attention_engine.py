@@ -10,9 +10,15 @@ block tables, prefill then decode, the window applied in both.
 from __future__ import annotations
 
 import pytest
-
-from gate_support import (PROMPTS, SHARED_PREFIX, assert_close_by_vllm_rule, client_for, generate, tokenize,
-                          transformers_greedy)
+from gate_support import (
+    PROMPTS,
+    SHARED_PREFIX,
+    assert_close_by_vllm_rule,
+    client_for,
+    generate,
+    tokenize,
+    transformers_greedy,
+)
 
 pytestmark = pytest.mark.rocm_gate(group="attention")
 WINDOW = 32

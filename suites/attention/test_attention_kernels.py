@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from gate_support import gate_worst_error
 from paged import CASES, make_batch, reference, run_cpu_attn, run_triton_attn
 

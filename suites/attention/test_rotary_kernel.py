@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from gate_support import gpu_runner
 
 pytestmark = pytest.mark.rocm_gate(group="attention")

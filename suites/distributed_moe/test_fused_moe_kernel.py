@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-
 from gate_support import gate_worst_error
 
 pytestmark = pytest.mark.rocm_gate(group="distributed_moe")

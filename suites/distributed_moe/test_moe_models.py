@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from gate_support import (
     PROMPTS,
     assert_close_by_vllm_rule,

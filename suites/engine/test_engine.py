@@ -7,9 +7,16 @@ import asyncio
 import time
 
 import pytest
-
-from gate_support import (PROMPTS, SHARED_PREFIX, assert_same_tokens, async_client_for, client_for, generate,
-                          generate_each, metrics)
+from gate_support import (
+    PROMPTS,
+    SHARED_PREFIX,
+    assert_same_tokens,
+    async_client_for,
+    client_for,
+    generate,
+    generate_each,
+    metrics,
+)
 
 pytestmark = pytest.mark.rocm_gate(group="engine")
 

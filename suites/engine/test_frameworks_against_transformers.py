@@ -5,7 +5,6 @@ vLLM and SGLang side by side, where each first differs from transformers, both t
 from __future__ import annotations
 
 import pytest
-
 from gate_support import PROMPTS, golden_layout, greedy_generations, transformers_greedy
 
 pytestmark = pytest.mark.rocm_gate(group="engine")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import openai
 import pytest
-
 from gate_support import assert_openai_error, gpu_runner
 from media import WhisperReference, wav_bytes
 

@@ -14,8 +14,12 @@ import json
 
 import openai
 import pytest
-
-from gate_support import assert_close_by_vllm_rule, assert_openai_error, assert_same_tokens, gpu_runner
+from gate_support import (
+    assert_close_by_vllm_rule,
+    assert_openai_error,
+    assert_same_tokens,
+    gpu_runner,
+)
 from media import ImageTextReference, chat_greedy, data_url, png_bytes, user_message
 
 MAX_TOKENS = 8

@@ -19,7 +19,6 @@ whole prefix (image and prompt), vLLM's prefix-LM attention over the image token
 from __future__ import annotations
 
 import pytest
-
 from gate_support import assert_close_by_vllm_rule, client_for
 from media import ImageTextReference, chat_greedy, data_url, png_bytes, user_message
 

@@ -4,7 +4,6 @@ performance gate's samples (a regression only when all three are past the thresh
 from __future__ import annotations
 
 import pytest
-
 from gate_support import check_all
 from serving_benchmark import random_prompts, run_benchmark
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from gate_support import PROMPTS, SHARED_PREFIX, assert_same_tokens, client_for, generate, metrics
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}

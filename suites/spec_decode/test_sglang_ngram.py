@@ -9,7 +9,6 @@ gate (non-blocking) until a GPU runner's first measured run: a test that never r
 from __future__ import annotations
 
 import pytest
-
 from gate_support import assert_same_tokens, sglang_generate, tokenize
 from test_ngram import REPETITIVE
 
