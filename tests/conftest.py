@@ -66,3 +66,14 @@ def run_gates(pytester):
 
 # The tracking issue the tests' known gaps name.
 GAP = "https://github.com/vllm-project/vllm/issues/777"
+
+
+# Module fixtures that build many runs or follow a whole guide (15 to 25 s each, once per xdist worker that
+# needs them): every test that uses one is in the slow tier (`-m "not slow"` is the fast one).
+SLOW_FIXTURES = {"trunk", "nightly", "served_site", "followed"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -215,6 +215,7 @@ def test_a_checkout_folder_is_named_from_its_root_wherever_it_is_given_from(tmp_
                                                                    "blocking": 0}}, (cwd, folder)
 
 
+@pytest.mark.slow
 def test_shipped_maps_by_name_from_the_cli_the_option_and_the_ini(pytester, tmp_path):
     """`vllm` (or `pytest_rocm:vllm`) is the installed map, wherever pytest runs; a name that is no shipped map
     is refused with the list; a file of that name where the value is read still wins over a bare name."""

@@ -100,3 +100,13 @@ def test_a_file_it_cannot_edit_safely_is_left_alone_naming_what_to_add(tmp_path,
     done = register(path, cwd=tmp_path)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
     assert path.read_bytes() == (content if isinstance(content, bytes) else content.encode())
+
+
+def test_check_changes_nothing_and_says_whether_the_markers_are_there(tmp_path):
+    path = tmp_path / "pyproject.toml"
+    path.write_text(VLLM_SHAPED)
+    missing = register(path, "--check", cwd=tmp_path)
+    assert missing.returncode == 3 and "missing rocm_gate, hardware, rocm_known_gap" in missing.stdout
+    assert path.read_text() == VLLM_SHAPED
+    assert register(path, cwd=tmp_path).returncode == 0
+    assert register(path, "--check", cwd=tmp_path).returncode == 0

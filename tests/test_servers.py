@@ -182,6 +182,7 @@ def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
     assert server["error"].startswith("vllm server exited with code 2") and server["log"] == str(logs[0])
 
 
+@pytest.mark.slow
 @needs_vllm
 def test_server_that_never_becomes_healthy_is_killed_with_its_workers(pytester, model_cache):
     pytester.makepyfile(test_slow=SERVER_TEST.format(args=[]))

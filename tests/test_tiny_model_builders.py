@@ -65,6 +65,7 @@ def test_weights_are_where_vllm_loads_them_and_transformers_loads_all(built, arc
     assert not any(info.values()), f"{architecture}: transformers did not load the folder cleanly: {info}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", GPU_ONLY_IMAGE_ARCHITECTURES)
 def test_the_answer_depends_on_the_image(built, media, architecture):
     model = media.ImageTextReference(str(built(architecture)))
