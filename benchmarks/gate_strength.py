@@ -30,8 +30,10 @@ REPO = Path(__file__).resolve().parent.parent
 INJECTIONS = {
     "abort-not-forwarded": (
         "the API server acknowledges an abort but the engine never receives it (the request keeps generating)",
-        ["engine/test_engine.py::test_aborted_request_does_not_disturb_others",
-         "engine/test_engine.py::test_an_abort_stops_the_engine_promptly"],
+        [
+            "engine/test_engine.py::test_aborted_request_does_not_disturb_others",
+            "engine/test_engine.py::test_an_abort_stops_the_engine_promptly",
+        ],
         "vllm.v1.engine.core_client",
         # every path to the engine: the client's abort, and the output handler's abort of outputs for
         # requests it no longer knows (vLLM's own safety net, which would otherwise stop the request a step later)
@@ -39,7 +41,8 @@ INJECTIONS = {
         async def abort_requests_async(self, request_ids):
             return None
         module.AsyncMPClient.abort_requests_async = abort_requests_async
-        """),
+        """,
+    ),
     "logprobs-scaled": (
         "returned logprobs scaled by 0.9, tokens unchanged",
         ["engine/test_engine.py::test_golden_outputs"],
@@ -49,16 +52,21 @@ INJECTIONS = {
         def scaled(self, lists):
             return original(self, lists._replace(logprobs=[row * 0.9 for row in lists.logprobs]))
         module.LogprobsProcessor._update_sample_logprobs = scaled
-        """),
+        """,
+    ),
     "greedy-second-best": (
         "greedy sampling takes the second-best token",
-        ["engine/test_engine.py::test_golden_outputs", "api/test_openai_api.py::test_chat_logprobs_shape_and_greedy_top1[vllm]"],
+        [
+            "engine/test_engine.py::test_golden_outputs",
+            "api/test_openai_api.py::test_chat_logprobs_shape_and_greedy_top1[vllm]",
+        ],
         "vllm.v1.sample.sampler",
         """
         def greedy_sample(logits):
             return logits.topk(2, dim=-1).indices[:, 1].contiguous().view(-1)
         module.Sampler.greedy_sample = staticmethod(greedy_sample)
-        """),
+        """,
+    ),
     "usage-off-by-one": (
         "completion usage counts one token too many",
         ["api/test_openai_api.py::test_completion_usage_adds_up[vllm]"],
@@ -71,7 +79,8 @@ INJECTIONS = {
                 fields["total_tokens"] = fields.get("prompt_tokens", 0) + fields["completion_tokens"]
             return usage_info(**fields)
         module.UsageInfo = counted
-        """),
+        """,
+    ),
 }
 
 SITECUSTOMIZE = '''
@@ -120,21 +129,49 @@ if NAME in TARGETS and not _PYTEST:
 def write_sitecustomize(folder: Path) -> None:
     bodies = []
     for name, (_, _, _, code) in INJECTIONS.items():
-        bodies.append(f"    if name == {name!r}:\n" + textwrap.indent(textwrap.dedent(code).strip(), " " * 8))
-    text = SITECUSTOMIZE.format(targets={n: v[2] for n, v in INJECTIONS.items()}, bodies="\n".join(bodies))
+        bodies.append(
+            f"    if name == {name!r}:\n" + textwrap.indent(textwrap.dedent(code).strip(), " " * 8)
+        )
+    text = SITECUSTOMIZE.format(
+        targets={n: v[2] for n, v in INJECTIONS.items()}, bodies="\n".join(bodies)
+    )
     (folder / "sitecustomize.py").write_text(text)
 
 
 def run_suites(tests: list[str], out: Path, inject: str | None, folder: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])),
+    }
     env.pop("PYTEST_ROCM_INJECT", None)
     if inject:
         env["PYTEST_ROCM_INJECT"] = inject
-    subprocess.run([sys.executable, "-m", "pytest", "-c", "suites/pytest.ini", *[f"suites/{t}" for t in tests],
-                    "-n", "1", "-p", "no:cacheprovider", f"--rocm-report-dir={out}"], cwd=REPO, env=env,
-                   capture_output=True, text=True, timeout=1800)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            "suites/pytest.ini",
+            *[f"suites/{t}" for t in tests],
+            "-n",
+            "1",
+            "-p",
+            "no:cacheprovider",
+            f"--rocm-report-dir={out}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     report = out / "gate-report.json"
-    return json.loads(report.read_text()) if report.is_file() else {"tests": {}, "conclusion": "no report"}
+    return (
+        json.loads(report.read_text())
+        if report.is_file()
+        else {"tests": {}, "conclusion": "no report"}
+    )
 
 
 def main() -> None:
@@ -149,8 +186,12 @@ def main() -> None:
         start = time.monotonic()
         control = run_suites(every_test, folder / "control", None, folder)
         control_ok = all(control["tests"].get(t, {}).get("verdict") == "pass" for t in every_test)
-        summary = ", ".join(f"{t.split('::')[-1]} {control['tests'].get(t, {}).get('verdict')}" for t in every_test)
-        print(f"control (no injection): {summary} -> {'all pass' if control_ok else 'NOT all pass: the figures below mean little'}")
+        summary = ", ".join(
+            f"{t.split('::')[-1]} {control['tests'].get(t, {}).get('verdict')}" for t in every_test
+        )
+        print(
+            f"control (no injection): {summary} -> {'all pass' if control_ok else 'NOT all pass: the figures below mean little'}"
+        )
         caught, missed = [], []
         for name in chosen:
             what, tests, _, _ = INJECTIONS[name]
@@ -158,12 +199,20 @@ def main() -> None:
             verdicts = {t: report["tests"].get(t, {}).get("verdict", "did not run") for t in tests}
             hit = [t for t, v in verdicts.items() if v == "regression"]
             (caught if hit else missed).append(name)
-            print(f"  {'caught' if hit else 'MISSED'}  {name}: {what}; "
-                  + "; ".join(f"{t.split('::')[-1]} {v}" for t, v in verdicts.items())
-                  + f" (conclusion {report['conclusion']})")
-    print(f"gate strength: {len(caught)} of {len(chosen)} injected regressions caught as `regression`"
-          + (f"; missed: {', '.join(missed)}" if missed else "") + f" ({time.monotonic() - start:.0f} s)")
-    print("goal (issue 14): every injected regression caught: " + ("met" if not missed and control_ok else "NOT met"))
+            print(
+                f"  {'caught' if hit else 'MISSED'}  {name}: {what}; "
+                + "; ".join(f"{t.split('::')[-1]} {v}" for t, v in verdicts.items())
+                + f" (conclusion {report['conclusion']})"
+            )
+    print(
+        f"gate strength: {len(caught)} of {len(chosen)} injected regressions caught as `regression`"
+        + (f"; missed: {', '.join(missed)}" if missed else "")
+        + f" ({time.monotonic() - start:.0f} s)"
+    )
+    print(
+        "goal (issue 14): every injected regression caught: "
+        + ("met" if not missed and control_ok else "NOT met")
+    )
 
 
 if __name__ == "__main__":

@@ -23,30 +23,58 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FOLDERS = ["tests/kernels/attention", "tests/v1/core", "tests/entrypoints/openai", "tests/models/multimodal",
-           "tests/distributed", "tests/v1/spec_decode", "tests/utils_"]
+FOLDERS = [
+    "tests/kernels/attention",
+    "tests/v1/core",
+    "tests/entrypoints/openai",
+    "tests/models/multimodal",
+    "tests/distributed",
+    "tests/v1/spec_decode",
+    "tests/utils_",
+]
 
 
 def write_tree(root: Path, tests: int, per_file: int = 400) -> None:
     for number in range(tests // per_file):
         folder = root / FOLDERS[number % len(FOLDERS)]
         folder.mkdir(parents=True, exist_ok=True)
-        mark = ('@pytest.mark.rocm_gate(group="attention")\n' if number % 10 == 0 else
-                '@pytest.mark.rocm_gate(group="engine", blocking=False)\n' if number % 10 == 1 else "")
+        mark = (
+            '@pytest.mark.rocm_gate(group="attention")\n'
+            if number % 10 == 0
+            else '@pytest.mark.rocm_gate(group="engine", blocking=False)\n'
+            if number % 10 == 1
+            else ""
+        )
         (folder / f"test_case_{number:04d}.py").write_text(
             "import pytest\n\n"
             f"{mark}@pytest.mark.parametrize('dtype', ['bfloat16', 'float16'])\n"
             f"@pytest.mark.parametrize('seq_len', range({per_file // 2}))\n"
-            "def test_forward(dtype, seq_len):\n    pass\n")
+            "def test_forward(dtype, seq_len):\n    pass\n"
+        )
 
 
 def run(root: Path, junit: Path, *args: str) -> int:
-    plugin = [] if "no:rocm" in args else [f"--rocm-group-map={REPO / 'pytest_rocm/maps/vllm.toml'}",
-                                           "--rocm-platform=mi300x-8"]
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *plugin, *args]
+    plugin = (
+        []
+        if "no:rocm" in args
+        else [f"--rocm-group-map={REPO / 'pytest_rocm/maps/vllm.toml'}", "--rocm-platform=mi300x-8"]
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *plugin,
+        *args,
+    ]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"pytest failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        sys.exit(
+            f"pytest failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )
     return junit.stat().st_size
 
 
@@ -60,15 +88,26 @@ def main() -> None:
         (root / "pytest.ini").write_text("[pytest]\n")
         sizes = {
             "plain pytest (-p no:rocm), anchor": run(root, root / "plain.xml", "-p", "no:rocm"),
-            "before: four properties per test (full)": run(root, root / "full.xml", "--rocm-junit-properties=full"),
+            "before: four properties per test (full)": run(
+                root, root / "full.xml", "--rocm-junit-properties=full"
+            ),
             "after: what tools read (minimal, default)": run(root, root / "minimal.xml"),
         }
     anchor = sizes["plain pytest (-p no:rocm), anchor"]
-    print(f"JUnit XML size, {args.tests:,} test cases on a simulated MI300X runner with the vLLM group map")
+    print(
+        f"JUnit XML size, {args.tests:,} test cases on a simulated MI300X runner with the vLLM group map"
+    )
     for name, size in sizes.items():
-        print(f"  {name:<44} {size / 1e6:8.2f} MB  {size / anchor:5.3f}x  {size / args.tests:6.1f} B/test")
-    before, after = sizes["before: four properties per test (full)"], sizes["after: what tools read (minimal, default)"]
-    print(f"  added by the plugin: before +{(before - anchor) / anchor:.1%}, after +{(after - anchor) / anchor:.1%}")
+        print(
+            f"  {name:<44} {size / 1e6:8.2f} MB  {size / anchor:5.3f}x  {size / args.tests:6.1f} B/test"
+        )
+    before, after = (
+        sizes["before: four properties per test (full)"],
+        sizes["after: what tools read (minimal, default)"],
+    )
+    print(
+        f"  added by the plugin: before +{(before - anchor) / anchor:.1%}, after +{(after - anchor) / anchor:.1%}"
+    )
 
 
 if __name__ == "__main__":

@@ -26,38 +26,60 @@ BUDGET_S = 20 * 60
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--report", type=Path, help="read this report folder instead of running the main job")
+    parser.add_argument(
+        "--report", type=Path, help="read this report folder instead of running the main job"
+    )
     args = parser.parse_args()
     out = args.report or REPO / "out" / "gate"
     if args.report is None:
         start = time.perf_counter()
-        done = subprocess.run(["bash", "scripts/run-gate.sh"], cwd=REPO, capture_output=True, text=True)
+        done = subprocess.run(
+            ["bash", "scripts/run-gate.sh"], cwd=REPO, capture_output=True, text=True
+        )
         wall = time.perf_counter() - start
-        print(f"main job: exit status {done.returncode}, wall time {wall:.0f} s, "
-              f"ratio to the {BUDGET_S // 60}-minute budget: {wall / BUDGET_S:.2f}")
+        print(
+            f"main job: exit status {done.returncode}, wall time {wall:.0f} s, "
+            f"ratio to the {BUDGET_S // 60}-minute budget: {wall / BUDGET_S:.2f}"
+        )
     report = json.loads((out / "gate-report.json").read_text())
     print(f"conclusion: {report['conclusion']}")
-    records = [json.loads(line) for path in sorted(out.glob("records-*.jsonl")) for line in path.read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for path in sorted(out.glob("records-*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
     seconds: dict[str, float] = {}
-    for record in records:  # set-up (a module's server start), call and teardown of every test, by its group
-        seconds[record.get("group")] = seconds.get(record.get("group"), 0.0) + (record.get("duration") or 0.0)
+    for (
+        record
+    ) in records:  # set-up (a module's server start), call and teardown of every test, by its group
+        seconds[record.get("group")] = seconds.get(record.get("group"), 0.0) + (
+            record.get("duration") or 0.0
+        )
     print("group            passed  skipped  failed  total  seconds")
     for name, counts in sorted(report["groups"].items()):
-        print(f"{name:15} {counts.get('passed', 0):7} {counts.get('skipped', 0):8} "
-              f"{counts.get('failed', 0) + counts.get('error', 0):7} {counts.get('total', 0):6} "
-              f"{seconds.get(name, 0.0):8.0f}")
+        print(
+            f"{name:15} {counts.get('passed', 0):7} {counts.get('skipped', 0):8} "
+            f"{counts.get('failed', 0) + counts.get('error', 0):7} {counts.get('total', 0):6} "
+            f"{seconds.get(name, 0.0):8.0f}"
+        )
     for record in records:
         for measured in record.get("measurements") or []:
             samples = measured.get("samples")
             if measured["kind"] == "golden":
                 rule = measured.get("rule", "")
-                shown = f"matches its reference ({rule})" if measured["passed"] else f"{measured.get('divergence')} ({rule})"
+                shown = (
+                    f"matches its reference ({rule})"
+                    if measured["passed"]
+                    else f"{measured.get('divergence')} ({rule})"
+                )
             elif samples:
                 shown = f"median {statistics.median(samples):.4g} of {', '.join(f'{s:.4g}' for s in samples)}"
             else:
                 shown = f"{measured['value']:.4g}"
-            print(f"{measured['kind']:11} {measured['metric']:28} {shown:34} baseline {measured.get('expected')}"
-                  f" {'pass' if measured.get('passed') else 'FAIL'}")
+            print(
+                f"{measured['kind']:11} {measured['metric']:28} {shown:34} baseline {measured.get('expected')}"
+                f" {'pass' if measured.get('passed') else 'FAIL'}"
+            )
     starts: dict[str, list[float]] = {}
     for log in sorted((out / "servers").glob("*.log")):
         found = re.search(r"pytest-rocm: healthy after ([\d.]+) s", log.read_text(errors="replace"))
@@ -68,21 +90,27 @@ def main() -> int:
     for record in records:
         if "nodeid" in record and record.get("when"):
             framework = framework_of(record["nodeid"])
-            by_framework[framework] = by_framework.get(framework, 0.0) + (record.get("duration") or 0.0)
+            by_framework[framework] = by_framework.get(framework, 0.0) + (
+                record.get("duration") or 0.0
+            )
             tests.setdefault(framework, set()).add(record["nodeid"])
     print("framework  tests  seconds (set-up, call, teardown)  server starts  median start (s)")
     for framework, spent in sorted(by_framework.items()):
         kind_starts = starts.get(framework, [])
         median = f"{statistics.median(kind_starts):.1f}" if kind_starts else "-"
-        print(f"{framework:9} {len(tests[framework]):6} {spent:33.0f} {len(kind_starts):14} {median:>16}")
+        print(
+            f"{framework:9} {len(tests[framework]):6} {spent:33.0f} {len(kind_starts):14} {median:>16}"
+        )
     if report.get("frameworks_against_reference"):
         print("greedy tokens against the same reference:")
         for line in reference_table(report["frameworks_against_reference"]):
             print(f"  {line}")
     every = [s for values in starts.values() for s in values]
     if every:
-        print(f"servers started: {len(every)}, healthy after median {statistics.median(every):.1f} s "
-              f"(all: {', '.join(f'{s:.0f}' for s in every)} s)")
+        print(
+            f"servers started: {len(every)}, healthy after median {statistics.median(every):.1f} s "
+            f"(all: {', '.join(f'{s:.0f}' for s in every)} s)"
+        )
     return 0
 
 

@@ -53,12 +53,16 @@ def timed(command: list[str], cwd: Path) -> float:
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
-        sys.exit(f"pytest failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        sys.exit(
+            f"pytest failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )
     return elapsed
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tests", type=int, default=5000)
     args = parser.parse_args()
@@ -66,12 +70,26 @@ def main() -> None:
         root = Path(tmp)
         write_suite(root, args.tests)
         (root / "pytest.ini").write_text("[pytest]\n")
-        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:timeout"]
+        base = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:timeout",
+        ]
         commands = {
             "plugin disabled (-p no:rocm)": [*base, "-p", "no:rocm"],
             "plugin enabled": [*base, "--rocm-platform=mi300x-8"],
-            "plugin enabled, records + report": [*base, "--rocm-platform=mi300x-8",
-                                                 f"--rocm-report-dir={root / 'report'}"],
+            "plugin enabled, records + report": [
+                *base,
+                "--rocm-platform=mi300x-8",
+                f"--rocm-report-dir={root / 'report'}",
+            ],
         }
         for command in commands.values():
             timed(command, root)  # warm the file cache and .pyc files
@@ -79,13 +97,15 @@ def main() -> None:
         for _ in range(args.runs):
             for name, command in commands.items():
                 times[name].append(timed(command, root))
-        report = (root / "report" / "gate-report.json")
+        report = root / "report" / "gate-report.json"
         assert report.is_file(), "the run with records wrote no gate report"
     print(f"suite: {args.tests} tests, {args.tests // 5} marked; {args.runs} alternating runs each")
     anchor = statistics.median(times["plugin disabled (-p no:rocm)"])
     for name, runs in times.items():
         median = statistics.median(runs)
-        print(f"{name:<34} median {median:.3f} s  ratio {median / anchor:.3f}  runs {', '.join(f'{t:.2f}' for t in runs)}")
+        print(
+            f"{name:<34} median {median:.3f} s  ratio {median / anchor:.3f}  runs {', '.join(f'{t:.2f}' for t in runs)}"
+        )
     print("target: ratio <= 1.02 with records and report (issue 16)")
 
 

@@ -30,13 +30,25 @@ from pytest_rocm.preflight.readers import rccl_tests, rvs, transferbench  # noqa
 from pytest_rocm.preflight.readers.babelstream import _ROW, FLOORS  # noqa: E402
 
 SAMPLES = REPO / "tests" / "data" / "samples" / "preflight"
-HEALTHY_WORDS = ("FAIL", "BAD", "hang", "no_code_object")  # file names of the faulty captures say so
+HEALTHY_WORDS = (
+    "FAIL",
+    "BAD",
+    "hang",
+    "no_code_object",
+)  # file names of the faulty captures say so
 
 
 def healthy(tool: str) -> list[Path]:
     """The captures of `tool` that are not faulty; rocm-smi and amd-smi also from tests/data/samples/<tool>."""
-    folders = [SAMPLES / tool] + ([SAMPLES.parent / tool] if tool in ("rocm-smi", "amd-smi") else [])
-    return [p for folder in folders for p in sorted(folder.glob("*.txt")) if not any(w in p.name for w in HEALTHY_WORDS)]
+    folders = [SAMPLES / tool] + (
+        [SAMPLES.parent / tool] if tool in ("rocm-smi", "amd-smi") else []
+    )
+    return [
+        p
+        for folder in folders
+        for p in sorted(folder.glob("*.txt"))
+        if not any(w in p.name for w in HEALTHY_WORDS)
+    ]
 
 
 def widest_fall(values: list[float], compared_from: float) -> float:
@@ -58,10 +70,19 @@ def rccl_falls(path: Path) -> float:
         text = line.text.strip()
         if header := rccl_tests._header_columns(text):
             columns = header
-        elif columns and text and not text.startswith("#") and (cells := rccl_tests._row(text, columns)):
+        elif (
+            columns
+            and text
+            and not text.startswith("#")
+            and (cells := rccl_tests._row(text, columns))
+        ):
             rows.append(cells)
     for column in (0, 1):
-        points = [(number(r["size"][0]) or 0, number(r["busbw"][column])) for r in rows if len(r["busbw"]) > column]
+        points = [
+            (number(r["size"][0]) or 0, number(r["busbw"][column]))
+            for r in rows
+            if len(r["busbw"]) > column
+        ]
         points = [(size, value) for size, value in points if value is not None]
         sweeps, previous = [[]], None
         for size, value in points:
@@ -71,33 +92,48 @@ def rccl_falls(path: Path) -> float:
             previous = size
         for sweep in sweeps:
             if len(sweep) > 1:
-                floor = max(rccl_tests.COMPARED_FROM_GBPS, rccl_tests.COMPARED_FROM_PEAK * max(sweep))
+                floor = max(
+                    rccl_tests.COMPARED_FROM_GBPS, rccl_tests.COMPARED_FROM_PEAK * max(sweep)
+                )
                 widest = max(widest, widest_fall(sweep, floor))
     return widest
 
 
 def below_median(values: list[float]) -> float:
     """The widest gap, in %, of a value below the median of the others."""
-    return max(((1 - v / median(values[:i] + values[i + 1:])) * 100 for i, v in enumerate(values)), default=0.0)
+    return max(
+        ((1 - v / median(values[:i] + values[i + 1 :])) * 100 for i, v in enumerate(values)),
+        default=0.0,
+    )
 
 
 def peer_spreads() -> list[tuple[float, str]]:
     found = []
     for path in healthy("transferbench"):
-        for name, matrix in transferbench._p2p_matrices(lines_of(path.read_text(encoding="utf-8"))).items():
-            found.append((below_median([v for v, _ in matrix.links.values()]), f"{path.name} ({name})"))
+        for name, matrix in transferbench._p2p_matrices(
+            lines_of(path.read_text(encoding="utf-8"))
+        ).items():
+            found.append(
+                (below_median([v for v, _ in matrix.links.values()]), f"{path.name} ({name})")
+            )
     for path in healthy("rvs"):
         pairs: dict[str, list[float]] = {}
         for line in path.read_text(encoding="utf-8").splitlines():
             if match := rvs._P2P_BANDWIDTH.search(line):
                 pairs.setdefault(match.group(3), []).append(float(match.group(4)))
-        found += [(below_median(values), f"{path.name} (pbqt)") for values in pairs.values() if len(values) > 1]
+        found += [
+            (below_median(values), f"{path.name} (pbqt)")
+            for values in pairs.values()
+            if len(values) > 1
+        ]
     for path in healthy("babelstream"):
         tables: dict[str, list[float]] = {}
         for line in path.read_text(encoding="utf-8").splitlines():
             if (match := _ROW.match(line.strip())) and match.group(1) in FLOORS:
                 tables.setdefault(match.group(1), []).append(float(match.group(2)))
-        found += [(below_median(v), f"{path.name} ({name})") for name, v in tables.items() if len(v) > 1]
+        found += [
+            (below_median(v), f"{path.name} ({name})") for name, v in tables.items() if len(v) > 1
+        ]
     return found
 
 
@@ -105,10 +141,29 @@ def idle_vram() -> list[tuple[float, str]]:
     found = []
     for tool in ("rocm-smi", "amd-smi"):
         for path in healthy(tool):
-            done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "preflight", "--json", "--require", "none",
-                                   "--source", f"{tool}={path}"], capture_output=True, text=True, cwd=REPO)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest_rocm.cli",
+                    "preflight",
+                    "--json",
+                    "--require",
+                    "none",
+                    "--source",
+                    f"{tool}={path}",
+                ],
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+            )
             evidence = json.loads(done.stdout)
-            values = [f["value"] for layer in evidence["layers"] for f in layer["findings"] if f["check"] == "vram.idle"]
+            values = [
+                f["value"]
+                for layer in evidence["layers"]
+                for f in layer["findings"]
+                if f["check"] == "vram.idle"
+            ]
             if values:
                 found.append((max(values), path.name))
     return found
@@ -116,9 +171,13 @@ def idle_vram() -> list[tuple[float, str]]:
 
 def report(name: str, figures: list[tuple[float, str]], default: float) -> None:
     widest, where = max(figures)
-    margin = f"margin x{default / widest:.1f}" if widest > 0 else "margin: every healthy capture 0 %"
-    print(f"{name:<26} widest healthy {widest:6.2f} %  default {default:5.1f} %  {margin}"
-          f"  ({len(figures)} measured; widest in {where})")
+    margin = (
+        f"margin x{default / widest:.1f}" if widest > 0 else "margin: every healthy capture 0 %"
+    )
+    print(
+        f"{name:<26} widest healthy {widest:6.2f} %  default {default:5.1f} %  {margin}"
+        f"  ({len(figures)} measured; widest in {where})"
+    )
 
 
 def main() -> int:

@@ -42,29 +42,45 @@ from pytest_rocm.scheduling.simulate import (  # noqa: E402
 
 CAPACITY = 8
 # SGLang's partition counts for its AMD per-commit suites (research/sglang-pytorch-ci.md: pr-test-amd.yml)
-SGLANG_PARTITIONS = {"stage-b-test-1-gpu-small-amd": 14, "stage-b-test-1-gpu-large-amd": 8,
-                     "stage-b-test-2-gpu-large-amd": 2, "stage-c-test-large-8-gpu-amd": 3}
+SGLANG_PARTITIONS = {
+    "stage-b-test-1-gpu-small-amd": 14,
+    "stage-b-test-1-gpu-large-amd": 8,
+    "stage-b-test-2-gpu-large-amd": 2,
+    "stage-c-test-large-8-gpu-amd": 3,
+}
 
 
 def one_node(all_suites) -> None:
-    print("1. one 8-GPU node per suite (suites of 5+ files that fit a node), makespan / lower bound")
-    print(f"   {'suite':42} {'files':>5} {'gpus':>4} {'bound s':>8} {'project':>8} {'xdist load':>10} {'SGLang':>7}")
+    print(
+        "1. one 8-GPU node per suite (suites of 5+ files that fit a node), makespan / lower bound"
+    )
+    print(
+        f"   {'suite':42} {'files':>5} {'gpus':>4} {'bound s':>8} {'project':>8} {'xdist load':>10} {'SGLang':>7}"
+    )
     totals = {"bound": 0.0, "project": 0.0, "load": 0.0, "sglang": 0.0}
     worst = ("", 0.0)
     for (_backend, suite), jobs in sorted(all_suites.items()):
         if len(jobs) < 5 or jobs[0].gpus > CAPACITY:
             continue
         bound = lower_bound(jobs, CAPACITY)
-        figures = {"bound": bound, "project": project_makespan(jobs, CAPACITY),
-                   "load": xdist_load_makespan(jobs, CAPACITY), "sglang": sglang_partition_makespan(jobs, CAPACITY)}
+        figures = {
+            "bound": bound,
+            "project": project_makespan(jobs, CAPACITY),
+            "load": xdist_load_makespan(jobs, CAPACITY),
+            "sglang": sglang_partition_makespan(jobs, CAPACITY),
+        }
         for key, value in figures.items():
             totals[key] += value
         worst = max(worst, (suite, figures["project"] / bound), key=lambda w: w[1])
-        print(f"   {suite:42} {len(jobs):5} {jobs[0].gpus:4} {bound:8.0f} {figures['project'] / bound:8.3f} "
-              f"{figures['load'] / bound:10.3f} {figures['sglang'] / bound:7.3f}")
-    print(f"   all suites (sum of makespans / sum of bounds): project {totals['project'] / totals['bound']:.3f}x, "
-          f"xdist load {totals['load'] / totals['bound']:.3f}x, SGLang {totals['sglang'] / totals['bound']:.3f}x "
-          f"(goal <= 1.05x); project's worst suite: {worst[0]} {worst[1]:.3f}x")
+        print(
+            f"   {suite:42} {len(jobs):5} {jobs[0].gpus:4} {bound:8.0f} {figures['project'] / bound:8.3f} "
+            f"{figures['load'] / bound:10.3f} {figures['sglang'] / bound:7.3f}"
+        )
+    print(
+        f"   all suites (sum of makespans / sum of bounds): project {totals['project'] / totals['bound']:.3f}x, "
+        f"xdist load {totals['load'] / totals['bound']:.3f}x, SGLang {totals['sglang'] / totals['bound']:.3f}x "
+        f"(goal <= 1.05x); project's worst suite: {worst[0]} {worst[1]:.3f}x"
+    )
 
 
 def mixed_node(all_suites) -> None:
@@ -73,11 +89,15 @@ def mixed_node(all_suites) -> None:
         if backend == "amd" and suite.startswith(("stage-a", "stage-b", "stage-c")):
             jobs += [Job(len(jobs), f"{suite}/{j.nodeid}", j.gpus, j.seconds) for j in registered]
     bound = lower_bound(jobs, CAPACITY)
-    sglang = sum(sglang_partition_makespan([j for j in jobs if j.nodeid.startswith(suite + "/")], CAPACITY)
-                 for suite in {j.nodeid.split("/")[0] for j in jobs})
-    print(f"2. all per-commit AMD suites on one MI300X node ({len(jobs)} files, 1- to 8-GPU): bound {bound:.0f} s; "
-          f"project {project_makespan(jobs, CAPACITY) / bound:.3f}x, xdist load "
-          f"{xdist_load_makespan(jobs, CAPACITY) / bound:.3f}x, SGLang's suites one after another {sglang / bound:.3f}x")
+    sglang = sum(
+        sglang_partition_makespan([j for j in jobs if j.nodeid.startswith(suite + "/")], CAPACITY)
+        for suite in {j.nodeid.split("/")[0] for j in jobs}
+    )
+    print(
+        f"2. all per-commit AMD suites on one MI300X node ({len(jobs)} files, 1- to 8-GPU): bound {bound:.0f} s; "
+        f"project {project_makespan(jobs, CAPACITY) / bound:.3f}x, xdist load "
+        f"{xdist_load_makespan(jobs, CAPACITY) / bound:.3f}x, SGLang's suites one after another {sglang / bound:.3f}x"
+    )
 
 
 def sharding(all_suites) -> None:
@@ -92,9 +112,11 @@ def sharding(all_suites) -> None:
         loads = [0.0] * parts
         for job in sorted(jobs, key=lambda j: (-j.seconds, j.nodeid)):
             loads[loads.index(min(loads))] += job.seconds
-        print(f"   {suite:32} {len(jobs):3} files over {parts:2}: rocm-gate shard {ours / ideal:.3f}, "
-              f"SGLang auto_partition {max(loads) / ideal:.3f} (longest file {max(j.seconds for j in jobs):.0f} s, "
-              f"ideal {ideal:.0f} s)")
+        print(
+            f"   {suite:32} {len(jobs):3} files over {parts:2}: rocm-gate shard {ours / ideal:.3f}, "
+            f"SGLang auto_partition {max(loads) / ideal:.3f} (longest file {max(j.seconds for j in jobs):.0f} s, "
+            f"ideal {ideal:.0f} s)"
+        )
 
 
 SLEEPER = """
@@ -105,8 +127,22 @@ SLEEPER = """
     def test_sleep(gpus):
         time.sleep({seconds})
 """
-CASES = [("a", 2, 3.2), ("b", 2, 2.4), ("c", 4, 2.0), ("d", 1, 1.6), ("e", 1, 1.6), ("f", 8, 1.2), ("g", 1, 0.8),
-         ("h", 2, 0.8), ("i", 1, 2.4), ("j", 1, 0.4), ("k", 4, 1.2), ("l", 1, 1.2), ("m", 1, 2.0), ("n", 2, 1.6)]
+CASES = [
+    ("a", 2, 3.2),
+    ("b", 2, 2.4),
+    ("c", 4, 2.0),
+    ("d", 1, 1.6),
+    ("e", 1, 1.6),
+    ("f", 8, 1.2),
+    ("g", 1, 0.8),
+    ("h", 2, 0.8),
+    ("i", 1, 2.4),
+    ("j", 1, 0.4),
+    ("k", 4, 1.2),
+    ("l", 1, 1.2),
+    ("m", 1, 2.0),
+    ("n", 2, 1.6),
+]
 
 
 def measured_makespan(folder: Path) -> float:
@@ -118,28 +154,53 @@ def measured_makespan(folder: Path) -> float:
 def real_run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for name, gpus, seconds in CASES:  # a file per test, as GPU suites mostly are (and SGLang's registrations)
-            (root / f"test_{name}.py").write_text(textwrap.dedent(SLEEPER.format(gpus=gpus, seconds=seconds)))
+        for (
+            name,
+            gpus,
+            seconds,
+        ) in CASES:  # a file per test, as GPU suites mostly are (and SGLang's registrations)
+            (root / f"test_{name}.py").write_text(
+                textwrap.dedent(SLEEPER.format(gpus=gpus, seconds=seconds))
+            )
         (root / "pytest.ini").write_text("[pytest]\n")
-        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "8", "--rocm-scheduler=gpu",
-                "--rocm-platform=mi300x-8", "--rocm-durations=durations.json"]
+        base = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "8",
+            "--rocm-scheduler=gpu",
+            "--rocm-platform=mi300x-8",
+            "--rocm-durations=durations.json",
+        ]
         spans = []
         for run in ("learn", "run1", "run2", "run3"):
-            done = subprocess.run([*base, f"--rocm-report-dir={run}"], cwd=root, capture_output=True, text=True)
+            done = subprocess.run(
+                [*base, f"--rocm-report-dir={run}"], cwd=root, capture_output=True, text=True
+            )
             if done.returncode != 0:
                 sys.exit(f"pytest failed:\n{done.stdout[-3000:]}")
             if run != "learn":
                 spans.append(measured_makespan(root / run))
         store = json.loads((root / "durations.json").read_text())["platforms"]["MI300X"]
-        learned = {nodeid.split("::")[0]: statistics.median(samples) for nodeid, samples in store.items()}
-        jobs = [Job(i, f"test_{name}.py::test_sleep", gpus, learned[f"test_{name}.py"])
-                for i, (name, gpus, _) in enumerate(CASES)]
+        learned = {
+            nodeid.split("::")[0]: statistics.median(samples) for nodeid, samples in store.items()
+        }
+        jobs = [
+            Job(i, f"test_{name}.py::test_sleep", gpus, learned[f"test_{name}.py"])
+            for i, (name, gpus, _) in enumerate(CASES)
+        ]
         simulated = project_makespan(jobs, CAPACITY)
         measured = statistics.median(spans)
-        print(f"4. the real scheduler on a simulated mi300x-8 ({len(CASES)} sleeping tests, 1 to 8 GPUs, 8 workers): "
-              f"measured makespan median {measured:.2f} s (runs {', '.join(f'{s:.2f}' for s in spans)}), simulated "
-              f"{simulated:.2f} s, measured/simulated {measured / simulated:.3f}; lower bound "
-              f"{lower_bound(jobs, CAPACITY):.2f} s, xdist load simulated {xdist_load_makespan(jobs, CAPACITY):.2f} s")
+        print(
+            f"4. the real scheduler on a simulated mi300x-8 ({len(CASES)} sleeping tests, 1 to 8 GPUs, 8 workers): "
+            f"measured makespan median {measured:.2f} s (runs {', '.join(f'{s:.2f}' for s in spans)}), simulated "
+            f"{simulated:.2f} s, measured/simulated {measured / simulated:.3f}; lower bound "
+            f"{lower_bound(jobs, CAPACITY):.2f} s, xdist load simulated {xdist_load_makespan(jobs, CAPACITY):.2f} s"
+        )
 
 
 def random_mixes(trials: int = 300) -> None:
@@ -150,19 +211,35 @@ def random_mixes(trials: int = 300) -> None:
     rng = random.Random(1)
     ratios: dict[str, list[float]] = {"project": [], "xdist load": []}
     for _ in range(trials):
-        jobs = [Job(i, f"test_{i}.py::test", rng.choice([1, 1, 1, 1, 2, 2, 4, 8]), round(rng.lognormvariate(3, 1), 1))
-                for i in range(rng.randint(8, 60))]
+        jobs = [
+            Job(
+                i,
+                f"test_{i}.py::test",
+                rng.choice([1, 1, 1, 1, 2, 2, 4, 8]),
+                round(rng.lognormvariate(3, 1), 1),
+            )
+            for i in range(rng.randint(8, 60))
+        ]
         bound = lower_bound(jobs, CAPACITY)
         ratios["project"].append(project_makespan(jobs, CAPACITY) / bound)
         ratios["xdist load"].append(xdist_load_makespan(jobs, CAPACITY) / bound)
-    print(f"5. {trials} seeded random mixes (8-60 tests, 1-8 GPUs) on one 8-GPU node, makespan / lower bound: "
-          + "; ".join(f"{name} mean {statistics.mean(r):.3f}, p90 {sorted(r)[int(0.9 * len(r))]:.3f}, "
-                      f"max {max(r):.3f}" for name, r in ratios.items()))
+    print(
+        f"5. {trials} seeded random mixes (8-60 tests, 1-8 GPUs) on one 8-GPU node, makespan / lower bound: "
+        + "; ".join(
+            f"{name} mean {statistics.mean(r):.3f}, p90 {sorted(r)[int(0.9 * len(r))]:.3f}, "
+            f"max {max(r):.3f}"
+            for name, r in ratios.items()
+        )
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--registrations", type=Path, default=REPO / "tests/data/upstream/sglang-ci-registrations.jsonl")
+    parser.add_argument(
+        "--registrations",
+        type=Path,
+        default=REPO / "tests/data/upstream/sglang-ci-registrations.jsonl",
+    )
     parser.add_argument("--skip-real", action="store_true", help="simulations only")
     args = parser.parse_args()
     all_suites = suite_jobs(read_jsonl(args.registrations))

@@ -48,8 +48,23 @@ from pytest_rocm.selection.select import select  # noqa: E402
 FORK_COMMITS = 53
 LEARN = 2000
 # pytest options whose value is the next word
-VALUE_OPTIONS = {"-m", "-k", "-p", "-c", "-n", "-o", "--deselect", "--ignore", "--shard-id", "--num-shards",
-                 "--rootdir", "--config-list-file", "--timeout", "--junitxml", "--maxfail"}
+VALUE_OPTIONS = {
+    "-m",
+    "-k",
+    "-p",
+    "-c",
+    "-n",
+    "-o",
+    "--deselect",
+    "--ignore",
+    "--shard-id",
+    "--num-shards",
+    "--rootdir",
+    "--config-list-file",
+    "--timeout",
+    "--junitxml",
+    "--maxfail",
+}
 
 
 def step_test_paths(step: dict, tree: list[str]) -> set[str]:
@@ -95,15 +110,26 @@ def overlap(a: str, b: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
-                        help="the shared data folder: vLLM's CI step definitions (vllm-buildkite/, not copied into "
-                             "this repository); the history is read from tests/data/upstream/")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=REPO.parent / "shared" / "data",
+        help="the shared data folder: vLLM's CI step definitions (vllm-buildkite/, not copied into "
+        "this repository); the history is read from tests/data/upstream/",
+    )
     args = parser.parse_args()
     group_map = load_group_map(REPO / "pytest_rocm/maps/vllm.toml")
-    tree = [line.strip() for line in (REPO / "tests/data/upstream/vllm-tests-tree.txt").read_text().splitlines()]
+    tree = [
+        line.strip()
+        for line in (REPO / "tests/data/upstream/vllm-tests-tree.txt").read_text().splitlines()
+    ]
     if not (args.data / "vllm-buildkite/test-amd.yaml").is_file():
-        sys.exit(f"{args.data}/vllm-buildkite/test-amd.yaml not found: give the shared data folder with --data")
-    commits = read_history(REPO / "tests/data/upstream/vllm-main-history.jsonl")[::-1][:-FORK_COMMITS]
+        sys.exit(
+            f"{args.data}/vllm-buildkite/test-amd.yaml not found: give the shared data folder with --data"
+        )
+    commits = read_history(REPO / "tests/data/upstream/vllm-main-history.jsonl")[::-1][
+        :-FORK_COMMITS
+    ]
     learn, evaluate = commits[:LEARN], commits[LEARN:]
     history = CoChange.learn(learn)
 
@@ -112,18 +138,37 @@ def main() -> None:
         if step.get("optional"):
             continue
         paths = step_test_paths(step, tree)
-        groups = {group_map.group_of(p if p.endswith(".py") else p + "test_x.py") for p in paths} - {None}
+        groups = {
+            group_map.group_of(p if p.endswith(".py") else p + "test_x.py") for p in paths
+        } - {None}
         if named_group(step["label"]):
             groups.add(named_group(step["label"]))
-        files = [t for t in tree if is_test_file(t) and any(t == p or t.startswith(p) for p in paths)]
-        steps.append({"label": step["label"], "deps": step.get("source_file_dependencies") or [], "paths": paths,
-                      "files": files, "groups": groups,
-                      "cost": step.get("num_gpus", 1) * step.get("timeout_in_minutes", 180)})
+        files = [
+            t for t in tree if is_test_file(t) and any(t == p or t.startswith(p) for p in paths)
+        ]
+        steps.append(
+            {
+                "label": step["label"],
+                "deps": step.get("source_file_dependencies") or [],
+                "paths": paths,
+                "files": files,
+                "groups": groups,
+                "cost": step.get("num_gpus", 1) * step.get("timeout_in_minutes", 180),
+            }
+        )
     total = sum(s["cost"] for s in steps)
 
     def vllm_rules(sources):
-        ran = [s for s in steps if not s["deps"] or any(f.startswith(d) for f in sources for d in s["deps"])]
-        return set().union(*(s["groups"] for s in ran)) if ran else set(), sum(s["cost"] for s in ran), False
+        ran = [
+            s
+            for s in steps
+            if not s["deps"] or any(f.startswith(d) for f in sources for d in s["deps"])
+        ]
+        return (
+            set().union(*(s["groups"] for s in ran)) if ran else set(),
+            sum(s["cost"] for s in ran),
+            False,
+        )
 
     def project(sources, tests):
         chosen = select(sources, group_map, history)
@@ -132,16 +177,22 @@ def main() -> None:
         paths = tuple(set(chosen.tests) | set(tests))
         cost = 0.0
         for s in steps:
-            if not s["paths"]:  # a step that names no test path runs whole, when its group (or any) is selected
+            if not s[
+                "paths"
+            ]:  # a step that names no test path runs whole, when its group (or any) is selected
                 cost += s["cost"] if not s["groups"] or s["groups"] & set(chosen.groups) else 0
-            elif s["files"]:  # the project runs the selected test files of the step: that share of its time
+            elif s[
+                "files"
+            ]:  # the project runs the selected test files of the step: that share of its time
                 cost += s["cost"] * sum(f.startswith(paths) for f in s["files"]) / len(s["files"])
             elif any(overlap(p, q) for p in s["paths"] for q in paths):
                 cost += s["cost"]
         return set(chosen.groups), cost, False
 
-    print(f"vLLM history: learn from {len(learn)} commits ({history.commits} with source and test changes), evaluate "
-          f"on {len(evaluate)} upstream commits; {len(steps)} default AMD steps, {total:,} GPU-minutes to run all")
+    print(
+        f"vLLM history: learn from {len(learn)} commits ({history.commits} with source and test changes), evaluate "
+        f"on {len(evaluate)} upstream commits; {len(steps)} default AMD steps, {total:,} GPU-minutes to run all"
+    )
 
     def measure(method):
         hits = pairs = everything = 0
@@ -149,7 +200,9 @@ def main() -> None:
         for commit in evaluate:
             sources = [f for f in commit["files"] if not is_test_path(f)]
             tests = [f for f in commit["files"] if is_test_file(f)]
-            groups, cost, all_of_it = method(sources, tests) if method is project else method(sources)
+            groups, cost, all_of_it = (
+                method(sources, tests) if method is project else method(sources)
+            )
             everything += all_of_it
             saved.append(1 - cost / total)
             truth = {group_map.group_of(f) for f in tests} - {None} if sources else set()
@@ -160,18 +213,25 @@ def main() -> None:
         return hits, pairs, sum(saved) / len(saved), everything, missed
 
     results = {}
-    for name, method in (("project (rocm-gate select)", project), ("vLLM's test-amd.yaml rules", vllm_rules)):
+    for name, method in (
+        ("project (rocm-gate select)", project),
+        ("vLLM's test-amd.yaml rules", vllm_rules),
+    ):
         hits, pairs, saved, everything, missed = measure(method)
         results[name] = (hits / pairs, saved)
-        print(f"  {name:28} recall {hits / pairs:.4f} ({hits} of {pairs} commit-group pairs), GPU time saved "
-              f"{saved:.1%}, everything on {everything} commits, missed groups on {len(missed)} commits")
+        print(
+            f"  {name:28} recall {hits / pairs:.4f} ({hits} of {pairs} commit-group pairs), GPU time saved "
+            f"{saved:.1%}, everything on {everything} commits, missed groups on {len(missed)} commits"
+        )
         for line in missed[:8]:
             print(f"      {line}")
         if len(missed) > 8:
             print(f"      and {len(missed) - 8} more")
     (p_recall, p_saved), (v_recall, v_saved) = results.values()
-    print(f"  goal (dominate vLLM's rules): recall >= vLLM's {v_recall:.4f}: {'met' if p_recall >= v_recall else 'NOT met'}; "
-          f"GPU time saved >= vLLM's {v_saved:.1%}: {'met' if p_saved >= v_saved else 'NOT met'}")
+    print(
+        f"  goal (dominate vLLM's rules): recall >= vLLM's {v_recall:.4f}: {'met' if p_recall >= v_recall else 'NOT met'}; "
+        f"GPU time saved >= vLLM's {v_saved:.1%}: {'met' if p_saved >= v_saved else 'NOT met'}"
+    )
     # the curve: the two knobs of a co-change link (cochange.CoChange.min_together and .rate); * marks the default
     print("  the curve (min_together, rate -> recall, GPU time saved):")
     defaults = (history.min_together, history.rate)
@@ -182,6 +242,7 @@ def main() -> None:
             mark = "*" if (min_together, rate) == defaults else " "
             print(f"   {mark} {min_together}, {rate:.2f} -> {hits / pairs:.4f}, {saved:.1%}")
     history.min_together, history.rate = defaults
+
 
 if __name__ == "__main__":
     main()

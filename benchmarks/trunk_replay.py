@@ -58,7 +58,7 @@ SKU = "MI300X"
 TESTS = [f"test_{group}_{i}" for group in ("attention", "engine", "api", "moe") for i in range(4)]
 FLAKY = ("test_api_1", "test_moe_2")
 
-SUITE = '''
+SUITE = """
 import json
 import os
 import pytest
@@ -76,12 +76,15 @@ def check(name, attempt):
     if name in WORLD["broken"]:
         raise AssertionError(WORLD["broken"][name])
 
-''' + "".join(f'''
+""" + "".join(
+    f'''
 def {name}(attempt):
     check("{name}", attempt)
-''' for name in TESTS)
+'''
+    for name in TESTS
+)
 
-CONFTEST = '''
+CONFTEST = """
 import glob
 import pathlib
 import pytest
@@ -94,7 +97,7 @@ def attempt(request):
     number = len(list(folder.glob(glob.escape(name) + "-*")))
     (folder / f"{name}-{number}").touch()
     return number
-'''
+"""
 
 
 def fake_sha(*parts) -> str:
@@ -105,7 +108,9 @@ def load_history() -> list[dict]:
     """Main's commits oldest first: sha, date, subject."""
     source = SHARED / "vllm-main-subjects.jsonl"
     source = source if source.is_file() else VENDORED
-    return list(reversed([json.loads(line) for line in source.read_text().splitlines() if line]))  # newest first
+    return list(
+        reversed([json.loads(line) for line in source.read_text().splitlines() if line])
+    )  # newest first
 
 
 @dataclass
@@ -123,7 +128,9 @@ def find_breaks(commits: list[dict], rng: random.Random) -> list[Break]:
         revert = re.match(r'Revert "(.+)"', commit["subject"])
         if revert:
             name = revert.group(1)
-            culprit = next((j for s, j in index.items() if j < i and (s == name or s.startswith(name))), None)
+            culprit = next(
+                (j for s, j in index.items() if j < i and (s == name or s.startswith(name))), None
+            )
             if culprit is not None:
                 found.append(Break(culprit, i, "", "revert"))
         elif re.match(r"\[ROCm\]\s*\[?(Bug)?fix", commit["subject"], re.IGNORECASE):
@@ -131,21 +138,27 @@ def find_breaks(commits: list[dict], rng: random.Random) -> list[Break]:
     return found
 
 
-def choose_window(commits: list[dict], size: int, rng: random.Random) -> tuple[list[dict], list[Break]]:
+def choose_window(
+    commits: list[dict], size: int, rng: random.Random
+) -> tuple[list[dict], list[Break]]:
     """The `size` consecutive commits holding the most reverts whose culprit is also in them."""
     best = (-1, 0)
     for start in range(0, max(1, len(commits) - size), 10):
-        window = commits[start:start + size]
+        window = commits[start : start + size]
         count = sum(b.how == "revert" for b in find_breaks(window, random.Random(0)))
         if count > best[0]:
             best = (count, start)
-    window = commits[best[1]:best[1] + size]
+    window = commits[best[1] : best[1] + size]
     breaks = [b for b in find_breaks(window, rng) if b.fix > b.culprit]
     usable = [t for t in TESTS if t not in FLAKY]
     busy: dict[str, list[Break]] = {}
     kept = []
     for b in breaks:  # one break per test at a time, so each break is judged on its own
-        free = [t for t in usable if all(o.fix < b.culprit or o.culprit > b.fix for o in busy.get(t, []))]
+        free = [
+            t
+            for t in usable
+            if all(o.fix < b.culprit or o.culprit > b.fix for o in busy.get(t, []))
+        ]
         if not free:
             continue
         b.test = rng.choice(free)
@@ -167,14 +180,22 @@ class Run:
     args: tuple = ()  # more pytest arguments
 
 
-def world_at(index: int, breaks: list[Break], rng: random.Random, flake_p: float, infra_p: float) -> dict:
-    broken = {b.test: f"output of {b.test} diverged at token {rng.randint(1, 500)} (logprob "
-                      f"{rng.random():.3f})" for b in breaks if b.culprit <= index < b.fix}
+def world_at(
+    index: int, breaks: list[Break], rng: random.Random, flake_p: float, infra_p: float
+) -> dict:
+    broken = {
+        b.test: f"output of {b.test} diverged at token {rng.randint(1, 500)} (logprob "
+        f"{rng.random():.3f})"
+        for b in breaks
+        if b.culprit <= index < b.fix
+    }
     flaky = {}
     for name in FLAKY:
         roll = rng.random()
         if roll < flake_p * 0.25:
-            flaky[name] = "run"  # fails both attempts of this run: only a rerun of the commit shows the flake
+            flaky[name] = (
+                "run"  # fails both attempts of this run: only a rerun of the commit shows the flake
+            )
         elif roll < flake_p:
             flaky[name] = "attempt"
     infra = [rng.choice(TESTS)] if rng.random() < infra_p else []
@@ -188,12 +209,35 @@ def execute(run: Run, root: Path) -> Run:
     (folder / "conftest.py").write_text(CONFTEST)
     (folder / "world.json").write_text(json.dumps(run.world))
     (folder / "event.json").write_text(json.dumps(run.payload))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "WORLD": str(folder / "world.json"), "GITHUB_EVENT_NAME": run.event,
-           "GITHUB_EVENT_PATH": str(folder / "event.json"), "GITHUB_REPOSITORY": "vllm-project/vllm", **run.env}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "WORLD": str(folder / "world.json"),
+        "GITHUB_EVENT_NAME": run.event,
+        "GITHUB_EVENT_PATH": str(folder / "event.json"),
+        "GITHUB_REPOSITORY": "vllm-project/vllm",
+        **run.env,
+    }
     env.pop("PYTEST_ROCM_PLATFORM", None)
-    subprocess.run([sys.executable, "-m", "pytest", f"--rocm-platform={run.platform}", "--rocm-report-dir=results",
-                    "-p", "no:cacheprovider", "-q", *run.args, "test_suite.py"], cwd=folder, env=env, capture_output=True,
-                   text=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            f"--rocm-platform={run.platform}",
+            "--rocm-report-dir=results",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *run.args,
+            "test_suite.py",
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     run.folder = folder / "results"
     if not (run.folder / "gate-report.json").is_file():
         raise SystemExit(f"{run.name}: the plugin wrote no gate report in {run.folder}")
@@ -205,9 +249,19 @@ def main_run(commits, index, breaks, rng, args, attempt=1) -> Run:
     before = commits[index - 1]["sha"] if index else "0" * 40
     world = world_at(index, breaks, rng, args.flake, args.infra)
     payload = {"after": sha, "before": before, "repository": {"default_branch": "main"}}
-    return Run(f"main-{index:04d}-{attempt}", world, "push", payload,
-               {"GITHUB_REF": "refs/heads/main", "GITHUB_SHA": sha, "GITHUB_RUN_ID": str(1000 + index),
-                "GITHUB_RUN_ATTEMPT": str(attempt)}, extra={"index": index})
+    return Run(
+        f"main-{index:04d}-{attempt}",
+        world,
+        "push",
+        payload,
+        {
+            "GITHUB_REF": "refs/heads/main",
+            "GITHUB_SHA": sha,
+            "GITHUB_RUN_ID": str(1000 + index),
+            "GITHUB_RUN_ATTEMPT": str(attempt),
+        },
+        extra={"index": index},
+    )
 
 
 def pr_run(commits, number, base, breaks, rng, args) -> Run:
@@ -225,11 +279,26 @@ def pr_run(commits, number, base, breaks, rng, args) -> Run:
     if own:
         world["broken"][own] = f"KeyError: 'rope_scaling' in PR {number}"
     head, merge = fake_sha("head", number), fake_sha("merge", number)
-    payload = {"pull_request": {"number": number, "head": {"sha": head}, "base": {"sha": commits[base]["sha"]}},
-               "repository": {"default_branch": "main"}}
-    return Run(f"pr-{number:03d}", world, "pull_request", payload,
-               {"GITHUB_REF": f"refs/pull/{number}/merge", "GITHUB_SHA": merge, "GITHUB_RUN_ID": str(5000 + number)},
-               extra={"base": base, "own": own})
+    payload = {
+        "pull_request": {
+            "number": number,
+            "head": {"sha": head},
+            "base": {"sha": commits[base]["sha"]},
+        },
+        "repository": {"default_branch": "main"},
+    }
+    return Run(
+        f"pr-{number:03d}",
+        world,
+        "pull_request",
+        payload,
+        {
+            "GITHUB_REF": f"refs/pull/{number}/merge",
+            "GITHUB_SHA": merge,
+            "GITHUB_RUN_ID": str(5000 + number),
+        },
+        extra={"base": base, "own": own},
+    )
 
 
 def conclusion_of(results, trunk) -> tuple[str, dict]:
@@ -241,8 +310,10 @@ def conclusion_of(results, trunk) -> tuple[str, dict]:
 def pass_rate_flaky(conn) -> set[str]:
     """History's former rule (vLLM's AMD dashboard): a flaky verdict, or a pass rate of 0.2 to 0.8 over 10 runs."""
     out = set()
-    rows = conn.execute("SELECT t.name, r.verdict FROM results r JOIN tests t ON t.id = r.test_id JOIN runs u ON "
-                        "u.id = r.run_id WHERE u.origin = 'main' ORDER BY COALESCE(u.started, ''), u.id").fetchall()
+    rows = conn.execute(
+        "SELECT t.name, r.verdict FROM results r JOIN tests t ON t.id = r.test_id JOIN runs u ON "
+        "u.id = r.run_id WHERE u.origin = 'main' ORDER BY COALESCE(u.started, ''), u.id"
+    ).fetchall()
     by_test: dict[str, list[str]] = {}
     for name, verdict in rows:
         if verdict in ("pass", "regression", "unconfirmed", "infra", "flaky"):
@@ -256,34 +327,61 @@ def pass_rate_flaky(conn) -> set[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--commits", type=int, default=120)
-    parser.add_argument("--every", type=int, default=4, help="main is tested every N-th commit (and at breaks/fixes)")
+    parser.add_argument(
+        "--every",
+        type=int,
+        default=4,
+        help="main is tested every N-th commit (and at breaks/fixes)",
+    )
     parser.add_argument("--prs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--flake", type=float, default=0.3, help="chance a flaky test flakes in a run")
-    parser.add_argument("--infra", type=float, default=0.1, help="chance a run hits one infrastructure fault")
+    parser.add_argument(
+        "--flake", type=float, default=0.3, help="chance a flaky test flakes in a run"
+    )
+    parser.add_argument(
+        "--infra", type=float, default=0.1, help="chance a run hits one infrastructure fault"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     commits, breaks = choose_window(load_history(), args.commits, rng)
-    tested = sorted({i for i in range(0, len(commits), args.every)} | {b.fix for b in breaks}
-                    | {b.culprit + 1 for b in breaks if b.culprit + 1 < len(commits)} | {len(commits) - 1})
+    tested = sorted(
+        {i for i in range(0, len(commits), args.every)}
+        | {b.fix for b in breaks}
+        | {b.culprit + 1 for b in breaks if b.culprit + 1 < len(commits)}
+        | {len(commits) - 1}
+    )
     runs = [main_run(commits, i, breaks, rng, args) for i in tested]
     # a rerun of a few main commits (a maintainer's "re-run", a second nightly): how a whole-run flake shows
-    runs += [main_run(commits, i, breaks, rng, args, attempt=2) for i in rng.sample(tested, max(1, len(tested) // 5))]
-    prs = [pr_run(commits, n + 1, rng.randrange(len(commits)), breaks, rng, args) for n in range(args.prs)]
+    runs += [
+        main_run(commits, i, breaks, rng, args, attempt=2)
+        for i in rng.sample(tested, max(1, len(tested) // 5))
+    ]
+    prs = [
+        pr_run(commits, n + 1, rng.randrange(len(commits)), breaks, rng, args)
+        for n in range(args.prs)
+    ]
     root = Path(tempfile.mkdtemp(prefix="trunk-replay-"))
     try:
         with ThreadPoolExecutor(args.jobs) as pool:
             done = list(pool.map(lambda r: execute(r, root), runs + prs))
-        main_done = sorted([r for r in done if r.name.startswith("main")], key=lambda r: (r.extra["index"], r.name))
-        pr_done = sorted([r for r in done if r.name.startswith("pr")], key=lambda r: r.extra["base"])
+        main_done = sorted(
+            [r for r in done if r.name.startswith("main")], key=lambda r: (r.extra["index"], r.name)
+        )
+        pr_done = sorted(
+            [r for r in done if r.name.startswith("pr")], key=lambda r: r.extra["base"]
+        )
         conn = store.connect(root / "history.db")
         sha_list = [c["sha"] for c in commits]
-        figures = {judge: {"blocked_preexisting": 0, "blocked_not_yet_on_main": 0, "new_blocked": 0}
-                   for judge in ("alone", "trunk")}
+        figures = {
+            judge: {"blocked_preexisting": 0, "blocked_not_yet_on_main": 0, "new_blocked": 0}
+            for judge in ("alone", "trunk")
+        }
         clean_on_red = new_total = 0
         wrongly: list[dict] = []
         first_seen: dict[int, dict] = {}
@@ -302,14 +400,36 @@ def main() -> int:
                 if own is None and conclusion == "failure":
                     # blocked with no regression of its own: by what main's state already showed, or by a
                     # break (or flake) no main run had shown yet when the PR was judged
-                    failing = [n for n, t in results.report["tests"].items() if t["verdict"] in ("regression", "unconfirmed")]
-                    known = all(n in trunk["tests"] and (trunk["tests"][n]["state"] != "passing"
-                                                         or trunk["tests"][n]["flaky_count"]) for n in failing)
-                    figures[judge]["blocked_preexisting" if known else "blocked_not_yet_on_main"] += 1
+                    failing = [
+                        n
+                        for n, t in results.report["tests"].items()
+                        if t["verdict"] in ("regression", "unconfirmed")
+                    ]
+                    known = all(
+                        n in trunk["tests"]
+                        and (
+                            trunk["tests"][n]["state"] != "passing"
+                            or trunk["tests"][n]["flaky_count"]
+                        )
+                        for n in failing
+                    )
+                    figures[judge][
+                        "blocked_preexisting" if known else "blocked_not_yet_on_main"
+                    ] += 1
                     if judge == "trunk" and known:
-                        wrongly.append({"pr": pr.name, "base": pr.extra["base"], "classes": classes,
-                                        "world": pr.world})
-                if own is not None and conclusion == "failure" and classes.get(f"test_suite.py::{own}", "new") == "new":
+                        wrongly.append(
+                            {
+                                "pr": pr.name,
+                                "base": pr.extra["base"],
+                                "classes": classes,
+                                "world": pr.world,
+                            }
+                        )
+                if (
+                    own is not None
+                    and conclusion == "failure"
+                    and classes.get(f"test_suite.py::{own}", "new") == "new"
+                ):
                     figures[judge]["new_blocked"] += 1
             new_total += own is not None
             clean_on_red += own is None and red
@@ -319,13 +439,30 @@ def main() -> int:
         flaked.discard(None)
         anchor_flagged = pass_rate_flaky(conn)
         detected = [b for b in breaks if id(b) in first_seen]
-        contains = [b for b in detected if sha_list[b.culprit] in (first_seen[id(b)]["suspects"] or [])]
-        lengths = [first_seen[id(b)]["suspect_count"] for b in detected if first_seen[id(b)]["suspect_count"]]
-        out = {"commits": len(commits), "main_runs": len(main_done), "prs": len(pr_done), "breaks": len(breaks),
-               "breaks_seen_on_main": len(detected), "prs_with_own_regression": new_total,
-               "clean_prs_opened_while_main_red": clean_on_red, **figures,
-               "suspect_range_contains_culprit": len(contains), "suspect_median_length": statistics.median(lengths) if lengths else None,
-               "flaky_truth": sorted(flaked), "blocked_without_cause": wrongly, "flaky_flagged": sorted(flagged), "anchor_flaky_flagged": sorted(anchor_flagged)}
+        contains = [
+            b for b in detected if sha_list[b.culprit] in (first_seen[id(b)]["suspects"] or [])
+        ]
+        lengths = [
+            first_seen[id(b)]["suspect_count"]
+            for b in detected
+            if first_seen[id(b)]["suspect_count"]
+        ]
+        out = {
+            "commits": len(commits),
+            "main_runs": len(main_done),
+            "prs": len(pr_done),
+            "breaks": len(breaks),
+            "breaks_seen_on_main": len(detected),
+            "prs_with_own_regression": new_total,
+            "clean_prs_opened_while_main_red": clean_on_red,
+            **figures,
+            "suspect_range_contains_culprit": len(contains),
+            "suspect_median_length": statistics.median(lengths) if lengths else None,
+            "flaky_truth": sorted(flaked),
+            "blocked_without_cause": wrongly,
+            "flaky_flagged": sorted(flagged),
+            "anchor_flaky_flagged": sorted(anchor_flagged),
+        }
         report(out, args)
         return 0
     finally:
@@ -354,23 +491,39 @@ def report(out: dict, args) -> None:
     missed = sorted(set(out["flaky_truth"]) - set(out["flaky_flagged"]))
     anchor_not_flaky = sorted(set(out["anchor_flaky_flagged"]) - set(out["flaky_truth"]))
     anchor_missed = sorted(set(out["flaky_truth"]) - set(out["anchor_flaky_flagged"]))
-    print(f"vLLM main replay: {out['commits']} commits, {out['main_runs']} main runs, {out['breaks']} breaks "
-          f"({out['breaks_seen_on_main']} seen on main), {out['prs']} PRs ({out['prs_with_own_regression']} with a "
-          f"regression of their own, {out['clean_prs_opened_while_main_red']} clean ones opened while main was red)")
+    print(
+        f"vLLM main replay: {out['commits']} commits, {out['main_runs']} main runs, {out['breaks']} breaks "
+        f"({out['breaks_seen_on_main']} seen on main), {out['prs']} PRs ({out['prs_with_own_regression']} with a "
+        f"regression of their own, {out['clean_prs_opened_while_main_red']} clean ones opened while main was red)"
+    )
     print(f"{'':44s} {'judged alone':>14s} {'against trunk':>14s}  goal")
-    print("(blocked: the check concludes `failure` for a PR with no regression of its own: main's failures, main's flakes)")
-    print(f"{'PRs blocked by what main already showed':44s} {alone['blocked_preexisting']:>14d} "
-          f"{trunk['blocked_preexisting']:>14d}  0")
-    print(f"{'  blocked by a break no main run showed yet':44s} {alone['blocked_not_yet_on_main']:>14d} "
-          f"{trunk['blocked_not_yet_on_main']:>14d}  (main untested since the break: nothing can know)")
-    print(f"{'PR regressions blocked':44s} {pct(alone['new_blocked'], out['prs_with_own_regression']):>14s} "
-          f"{pct(trunk['new_blocked'], out['prs_with_own_regression']):>14s}  100%")
-    print(f"{'suspect range holds the culprit':44s} {'-':>14s} "
-          f"{pct(out['suspect_range_contains_culprit'], out['breaks_seen_on_main']):>14s}  100% "
-          f"(median length {out['suspect_median_length']} commits)")
-    print(f"{'flaky flagged that are not flaky':44s} {len(anchor_not_flaky):>14d} {len(not_flaky):>14d}  0  "
-          f"{not_flaky or anchor_not_flaky}")
-    print(f"{'flaky tests missed':44s} {len(anchor_missed):>14d} {len(missed):>14d}  0  {missed or anchor_missed}")
+    print(
+        "(blocked: the check concludes `failure` for a PR with no regression of its own: main's failures, main's flakes)"
+    )
+    print(
+        f"{'PRs blocked by what main already showed':44s} {alone['blocked_preexisting']:>14d} "
+        f"{trunk['blocked_preexisting']:>14d}  0"
+    )
+    print(
+        f"{'  blocked by a break no main run showed yet':44s} {alone['blocked_not_yet_on_main']:>14d} "
+        f"{trunk['blocked_not_yet_on_main']:>14d}  (main untested since the break: nothing can know)"
+    )
+    print(
+        f"{'PR regressions blocked':44s} {pct(alone['new_blocked'], out['prs_with_own_regression']):>14s} "
+        f"{pct(trunk['new_blocked'], out['prs_with_own_regression']):>14s}  100%"
+    )
+    print(
+        f"{'suspect range holds the culprit':44s} {'-':>14s} "
+        f"{pct(out['suspect_range_contains_culprit'], out['breaks_seen_on_main']):>14s}  100% "
+        f"(median length {out['suspect_median_length']} commits)"
+    )
+    print(
+        f"{'flaky flagged that are not flaky':44s} {len(anchor_not_flaky):>14d} {len(not_flaky):>14d}  0  "
+        f"{not_flaky or anchor_not_flaky}"
+    )
+    print(
+        f"{'flaky tests missed':44s} {len(anchor_missed):>14d} {len(missed):>14d}  0  {missed or anchor_missed}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 

@@ -22,8 +22,10 @@ sys.path.insert(0, str(HERE.parent))
 from pytest_rocm.hw.skus import AMD_DEVICE_IDS  # noqa: E402
 
 IMAGE = "ghcr.io/your-org/pytest-rocm-runner:0.1.0"  # built from runners/Dockerfile; set your registry's
-HOOKS = {"ACTIONS_RUNNER_HOOK_JOB_STARTED": "/opt/pytest-rocm/hooks/job-started.sh",
-         "ACTIONS_RUNNER_HOOK_JOB_COMPLETED": "/opt/pytest-rocm/hooks/job-completed.sh"}
+HOOKS = {
+    "ACTIONS_RUNNER_HOOK_JOB_STARTED": "/opt/pytest-rocm/hooks/job-started.sh",
+    "ACTIONS_RUNNER_HOOK_JOB_COMPLETED": "/opt/pytest-rocm/hooks/job-completed.sh",
+}
 # The AMD GPU node labeller labels each node with its GPUs' PCI device id (without 0x).
 DEVICE_ID_LABEL = "amd.com/gpu.device-id"
 
@@ -51,41 +53,86 @@ def values(name: str, spec: dict) -> dict:
         "minRunners": 0,
         "maxRunners": spec["max_runners"],
         "template": {
-            "metadata": {"labels": {"app.kubernetes.io/part-of": "pytest-rocm", "pytest-rocm/class": name}},
+            "metadata": {
+                "labels": {"app.kubernetes.io/part-of": "pytest-rocm", "pytest-rocm/class": name}
+            },
             "spec": {
                 "serviceAccountName": "pytest-rocm-runner",
                 "restartPolicy": "Never",
-                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": DEVICE_ID_LABEL, "operator": "In", "values": device_ids(spec["sku"])}]}]}}},
-                "tolerations": [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                "securityContext": {"runAsUser": 1001, "runAsNonRoot": True, "supplementalGroups": [44]},
-                "containers": [{
-                    "name": "runner",
-                    "image": IMAGE,
-                    "command": ["/home/runner/run.sh"],
-                    "env": env,
-                    # The device plugin gives the container /dev/kfd and the /dev/dri render nodes of its GPUs.
-                    "resources": {"limits": {"amd.com/gpu": gpus}, "requests": {"amd.com/gpu": gpus}},
-                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-                }],
-                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec["shm_size"]}}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": DEVICE_ID_LABEL,
+                                            "operator": "In",
+                                            "values": device_ids(spec["sku"]),
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+                "tolerations": [
+                    {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "securityContext": {
+                    "runAsUser": 1001,
+                    "runAsNonRoot": True,
+                    "supplementalGroups": [44],
+                },
+                "containers": [
+                    {
+                        "name": "runner",
+                        "image": IMAGE,
+                        "command": ["/home/runner/run.sh"],
+                        "env": env,
+                        # The device plugin gives the container /dev/kfd and the /dev/dri render nodes of its GPUs.
+                        "resources": {
+                            "limits": {"amd.com/gpu": gpus},
+                            "requests": {"amd.com/gpu": gpus},
+                        },
+                        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                    }
+                ],
+                "volumes": [
+                    {
+                        "name": "dshm",
+                        "emptyDir": {"medium": "Memory", "sizeLimit": spec["shm_size"]},
+                    }
+                ],
             },
         },
     }
 
 
 def rendered() -> dict[Path, str]:
-    header = "# Rendered by runners/render.py from runners/classes.toml: change those, not this file.\n"
-    return {HERE / "values" / f"{name}.yaml": header + yaml.safe_dump(values(name, spec), sort_keys=False)
-            for name, spec in classes().items()}
+    header = (
+        "# Rendered by runners/render.py from runners/classes.toml: change those, not this file.\n"
+    )
+    return {
+        HERE / "values" / f"{name}.yaml": header
+        + yaml.safe_dump(values(name, spec), sort_keys=False)
+        for name, spec in classes().items()
+    }
 
 
 def main(argv: list[str]) -> int:
     files = rendered()
     if "--check" in argv:
-        stale = [str(path) for path, text in files.items() if not path.is_file() or path.read_text() != text]
+        stale = [
+            str(path)
+            for path, text in files.items()
+            if not path.is_file() or path.read_text() != text
+        ]
         for path in stale:
-            print(f"{path}: differs from its rendering; run `python runners/render.py`", file=sys.stderr)
+            print(
+                f"{path}: differs from its rendering; run `python runners/render.py`",
+                file=sys.stderr,
+            )
         return 1 if stale else 0
     for path, text in files.items():
         path.parent.mkdir(exist_ok=True)

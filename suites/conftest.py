@@ -46,8 +46,16 @@ def pytest_collection_modifyitems(items):
     # 1. each framework's tests together, vLLM's first: each framework's server starts once, not per module;
     # 2. within vLLM, the modules served by the plain tiny model first (accuracy, API, engine, performance):
     #    they share one server instead of starting it again after each module that serves another model.
-    on_plain_server = {item.module for item in items if {"vllm_server", "server"} & set(item.fixturenames)
-                       and not item.get_closest_marker("vllm_server")}
-    items.sort(key=lambda item: (getattr(item, "callspec", None) is not None
-                                 and item.callspec.params.get("framework") == "sglang",
-                                 item.module not in on_plain_server))
+    on_plain_server = {
+        item.module
+        for item in items
+        if {"vllm_server", "server"} & set(item.fixturenames)
+        and not item.get_closest_marker("vllm_server")
+    }
+    items.sort(
+        key=lambda item: (
+            getattr(item, "callspec", None) is not None
+            and item.callspec.params.get("framework") == "sglang",
+            item.module not in on_plain_server,
+        )
+    )

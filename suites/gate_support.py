@@ -38,44 +38,77 @@ def token_id(token: str) -> int:
     return int(token.removeprefix("token_id:"))
 
 
-def generate(client, model: str, prompts: list, max_tokens: int = 16, top_k: int = TOP_K, **extra) -> list[Generation]:
+def generate(
+    client, model: str, prompts: list, max_tokens: int = 16, top_k: int = TOP_K, **extra
+) -> list[Generation]:
     """Greedy completions of `prompts` in one request (one batch), ignoring EOS so every sequence has
     `max_tokens` tokens; in the order of `prompts`."""
     response = client.completions.create(
-        model=model, prompt=prompts, max_tokens=max_tokens, temperature=0.0, logprobs=top_k,
-        extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True, **extra})
+        model=model,
+        prompt=prompts,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        logprobs=top_k,
+        extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True, **extra},
+    )
     generations = []
     for choice in sorted(response.choices, key=lambda c: c.index):
         lp = choice.logprobs
-        generations.append(Generation(
-            text=choice.text, token_ids=[token_id(t) for t in lp.tokens],
-            top_logprobs=[{token_id(t): v for t, v in top.items()} for top in lp.top_logprobs],
-            finish_reason=choice.finish_reason))
+        generations.append(
+            Generation(
+                text=choice.text,
+                token_ids=[token_id(t) for t in lp.tokens],
+                top_logprobs=[{token_id(t): v for t, v in top.items()} for top in lp.top_logprobs],
+                finish_reason=choice.finish_reason,
+            )
+        )
     return generations
 
 
-def sglang_generate(server, prompts: list[list[int]], max_tokens: int = 16, top_k: int = TOP_K) -> list[Generation]:
+def sglang_generate(
+    server, prompts: list[list[int]], max_tokens: int = 16, top_k: int = TOP_K
+) -> list[Generation]:
     """Greedy generations of token-id prompts through SGLang's native `/generate` (one batch), ignoring EOS: its
     logprobs name tokens by id (its OpenAI endpoints name them by text, which several tokens share)."""
-    body = {"input_ids": prompts, "return_logprob": True, "top_logprobs_num": top_k,
-            "sampling_params": {"temperature": 0.0, "max_new_tokens": max_tokens, "ignore_eos": True}}
-    request = urllib.request.Request(server.url + "/generate", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    body = {
+        "input_ids": prompts,
+        "return_logprob": True,
+        "top_logprobs_num": top_k,
+        "sampling_params": {"temperature": 0.0, "max_new_tokens": max_tokens, "ignore_eos": True},
+    }
+    request = urllib.request.Request(
+        server.url + "/generate",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=300) as response:
         answers = json.loads(response.read())
     generations = []
     for answer in answers:
         meta = answer["meta_info"]
         # Each logprob entry is [logprob, token id, text or None].
-        generations.append(Generation(
-            text=answer["text"], token_ids=[int(entry[1]) for entry in meta["output_token_logprobs"]],
-            top_logprobs=[{int(entry[1]): float(entry[0]) for entry in top} for top in meta["output_top_logprobs"]],
-            finish_reason=(meta.get("finish_reason") or {}).get("type", "")))
+        generations.append(
+            Generation(
+                text=answer["text"],
+                token_ids=[int(entry[1]) for entry in meta["output_token_logprobs"]],
+                top_logprobs=[
+                    {int(entry[1]): float(entry[0]) for entry in top}
+                    for top in meta["output_top_logprobs"]
+                ],
+                finish_reason=(meta.get("finish_reason") or {}).get("type", ""),
+            )
+        )
     return generations
 
 
-def greedy_generations(server, framework: str, model: str, prompts: list[list[int]], max_tokens: int,
-                       top_k: int = TOP_K) -> list[Generation]:
+def greedy_generations(
+    server,
+    framework: str,
+    model: str,
+    prompts: list[list[int]],
+    max_tokens: int,
+    top_k: int = TOP_K,
+) -> list[Generation]:
     """Greedy token ids with top-k logprobs of token-id prompts, through each framework's interface that names
     tokens by id: vLLM's completions (`return_tokens_as_token_ids`), SGLang's `/generate`."""
     if framework == "sglang":
@@ -95,17 +128,21 @@ def first_token_divergence(reference: list[Generation], measured: list[Generatio
     for index, (ref, got) in enumerate(zip(reference, measured)):
         for position, (a, b) in enumerate(zip(ref.token_ids, got.token_ids)):
             if a != b:
-                return (f"sequence {index} diverges at position {position}: reference token {a} "
-                        f"(logprob {ref.top_logprobs[position].get(a, float('nan')):.5f}, its top-{TOP_K} "
-                        f"{_top(ref.top_logprobs[position])}), this run token {b} (logprob "
-                        f"{got.top_logprobs[position].get(b, float('nan')):.5f}, its top-{TOP_K} "
-                        f"{_top(got.top_logprobs[position])})")
+                return (
+                    f"sequence {index} diverges at position {position}: reference token {a} "
+                    f"(logprob {ref.top_logprobs[position].get(a, float('nan')):.5f}, its top-{TOP_K} "
+                    f"{_top(ref.top_logprobs[position])}), this run token {b} (logprob "
+                    f"{got.top_logprobs[position].get(b, float('nan')):.5f}, its top-{TOP_K} "
+                    f"{_top(got.top_logprobs[position])})"
+                )
         if len(ref.token_ids) != len(got.token_ids):
             return f"sequence {index}: {len(got.token_ids)} tokens, the reference has {len(ref.token_ids)}"
     return None
 
 
-def transformers_greedy(model_path: str, prompts: list[list[int]], max_tokens: int, top_k: int = TOP_K) -> list[Generation]:
+def transformers_greedy(
+    model_path: str, prompts: list[list[int]], max_tokens: int, top_k: int = TOP_K
+) -> list[Generation]:
     """The reference: transformers' own greedy `generate` on the same weights in float32 on the CPU, each prompt
     alone, never stopping at EOS, with the top-k logprobs of every step."""
     import torch
@@ -126,7 +163,9 @@ def transformers_greedy(model_path: str, prompts: list[list[int]], max_tokens: i
                 tops.append(dict(zip(indices.tolist(), values.tolist())))
                 ids.append(int(indices[0]))
                 step_input = torch.tensor([[ids[-1]]])
-        generations.append(Generation(text="", token_ids=ids, top_logprobs=tops, finish_reason="length"))
+        generations.append(
+            Generation(text="", token_ids=ids, top_logprobs=tops, finish_reason="length")
+        )
     return generations
 
 
@@ -137,7 +176,9 @@ def golden_layout(generations: list[Generation]) -> dict:
     return as_golden([g.token_ids for g in generations], [g.top_logprobs for g in generations])
 
 
-def assert_close_by_vllm_rule(reference: list[Generation], measured: list[Generation], what: str) -> None:
+def assert_close_by_vllm_rule(
+    reference: list[Generation], measured: list[Generation], what: str
+) -> None:
     """vLLM's check_logprobs_close: at the first differing token each side's choice must be in the other's
     top-k (near-ties between implementations are not regressions); the message names the divergence."""
     from pytest_rocm.gates.golden import first_divergence
@@ -146,20 +187,28 @@ def assert_close_by_vllm_rule(reference: list[Generation], measured: list[Genera
     assert problem is None, f"{what}: {problem}"
 
 
-def gate_worst_error(accuracy_gate, errors: dict[str, float], metric: str = "max_abs_error") -> None:
+def gate_worst_error(
+    accuracy_gate, errors: dict[str, float], metric: str = "max_abs_error"
+) -> None:
     """Gate the worst of several cases' errors against the baseline (lower is better), naming the first case
     past it and every case's error. NaN compares false everywhere: a NaN error is the worst and fails."""
-    worst = max(errors, key=lambda name: float("inf") if errors[name] != errors[name] else errors[name])
+    worst = max(
+        errors, key=lambda name: float("inf") if errors[name] != errors[name] else errors[name]
+    )
     detail = ", ".join(f"{name} {error:.3g}" for name, error in errors.items())
     try:
         accuracy_gate.check(metric, errors[worst], direction="lower")
     except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc.msg}\nfirst case past it: {worst} (max abs error {errors[worst]:.3g}); all cases: {detail}",
-                    pytrace=False)
+        pytest.fail(
+            f"{exc.msg}\nfirst case past it: {worst} (max abs error {errors[worst]:.3g}); all cases: {detail}",
+            pytrace=False,
+        )
 
 
 def _top(top: dict[int, float]) -> str:
-    return "{" + ", ".join(f"{t}: {v:.4f}" for t, v in sorted(top.items(), key=lambda x: -x[1])) + "}"
+    return (
+        "{" + ", ".join(f"{t}: {v:.4f}" for t, v in sorted(top.items(), key=lambda x: -x[1])) + "}"
+    )
 
 
 def assert_same_tokens(reference: list[Generation], measured: list[Generation], what: str) -> None:
@@ -173,11 +222,15 @@ def assert_openai_error(error: openai.APIStatusError, what: str, status: int | N
     if status is None:
         assert 400 <= error.status_code < 500, f"{what}: status {error.status_code}"
     else:
-        assert error.status_code == status, f"{what}: status {error.status_code}, expected {status}: {error.message}"
+        assert error.status_code == status, (
+            f"{what}: status {error.status_code}, expected {status}: {error.message}"
+        )
     body = error.response.json()
     assert set(body) == {"error"}, f"{what}: {body}"
     assert isinstance(body["error"]["message"], str) and body["error"]["message"], f"{what}: {body}"
-    assert isinstance(body["error"]["type"], str) and body["error"]["code"] == error.status_code, f"{what}: {body}"
+    assert isinstance(body["error"]["type"], str) and body["error"]["code"] == error.status_code, (
+        f"{what}: {body}"
+    )
 
 
 def gpu_runner() -> bool:
@@ -192,8 +245,11 @@ def gpu_runner() -> bool:
 def tokenize(server, model: str, prompt: str) -> list[int]:
     """The served model's token ids of a prompt (the /tokenize of vLLM and SGLang): the same input for the server and
     a reference."""
-    request = urllib.request.Request(server.url + "/tokenize", headers={"Content-Type": "application/json"},
-                                     data=json.dumps({"model": model, "prompt": prompt}).encode())
+    request = urllib.request.Request(
+        server.url + "/tokenize",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"model": model, "prompt": prompt}).encode(),
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["tokens"]
 
@@ -213,8 +269,10 @@ def metrics(server) -> dict[str, float]:
 
 
 # Prompts with long shared prefixes and repetition: prefix caching hits, n-gram drafts get accepted.
-SHARED_PREFIX = ("def wrap(text, width=70, **kwargs):\n    w = TextWrapper(width=width, **kwargs)\n"
-                 "    return w.wrap(text)\n\n") * 3
+SHARED_PREFIX = (
+    "def wrap(text, width=70, **kwargs):\n    w = TextWrapper(width=width, **kwargs)\n"
+    "    return w.wrap(text)\n\n"
+) * 3
 PROMPTS = [
     "The quick brown fox jumps over the lazy dog.",
     "def fill(text, width=70):",

@@ -54,14 +54,30 @@ from github_api import example, validate_webhook
 REPO = Path(__file__).resolve().parent.parent
 PYTEST_ROCM = "rocm/pytest-rocm"
 SAMPLES = REPO / "tests" / "data" / "samples" / "amd-smi"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-ACTION_PREFIXES = ("actions/checkout@", "actions/setup-python@", "actions/upload-artifact@", "actions/download-artifact@")
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+ACTION_PREFIXES = (
+    "actions/checkout@",
+    "actions/setup-python@",
+    "actions/upload-artifact@",
+    "actions/download-artifact@",
+)
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    ).stdout.strip()
 
 
 def write_gpu_tools(folder: Path, sku: str = "mi300x-8") -> Path:
@@ -69,10 +85,12 @@ def write_gpu_tools(folder: Path, sku: str = "mi300x-8") -> Path:
     assert sku == "mi300x-8", "only the 8 x MI300X capture is vendored as JSON"
     folder.mkdir(parents=True, exist_ok=True)
     tool = folder / "amd-smi"
-    tool.write_text("#!/bin/sh\ncase \"$1\" in\n"
-                    f"  static) cat '{SAMPLES / 'mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json'}' ;;\n"
-                    f"  version) cat '{SAMPLES / 'mi300x_amd-smi_version_json_rocm7.2.1_dell-ai.json'}' ;;\n"
-                    "  *) exit 2 ;;\nesac\n")
+    tool.write_text(
+        '#!/bin/sh\ncase "$1" in\n'
+        f"  static) cat '{SAMPLES / 'mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json'}' ;;\n"
+        f"  version) cat '{SAMPLES / 'mi300x_amd-smi_version_json_rocm7.2.1_dell-ai.json'}' ;;\n"
+        "  *) exit 2 ;;\nesac\n"
+    )
     tool.chmod(0o755)
     return folder
 
@@ -140,14 +158,21 @@ class RunRecord:
         for run in self.all():
             lines.append(f"run {run.id} {run.workflow} ({run.event}): {run.conclusion}")
             for job in run.jobs:
-                lines.append(f"  job {job.name}: {job.conclusion} on {job.runner_group or job.runs_on}")
-                lines += [f"    step {s['name']}: {s['conclusion']}\n      " + s["output"][-tail:].replace("\n", "\n      ")
-                          for s in job.steps]
+                lines.append(
+                    f"  job {job.name}: {job.conclusion} on {job.runner_group or job.runs_on}"
+                )
+                lines += [
+                    f"    step {s['name']}: {s['conclusion']}\n      "
+                    + s["output"][-tail:].replace("\n", "\n      ")
+                    for s in job.steps
+                ]
         return "\n".join(lines)
 
     def job(self, suffix: str) -> JobRecord:
         found = [j for run in self.all() for j in run.jobs if j.name.endswith(suffix)]
-        assert found, f"no job named *{suffix} in {[j.name for run in self.all() for j in run.jobs]}"
+        assert found, (
+            f"no job named *{suffix} in {[j.name for run in self.all() for j in run.jobs]}"
+        )
         return found[-1]
 
 
@@ -162,7 +187,9 @@ class StartupFailure(Exception):
 class Actions:
     """An upstream repository on the loopback GitHub, with the shipped workflows, runners and an App."""
 
-    def __init__(self, fake, root: Path, repo: str = "vllm-project/vllm", secrets: dict | None = None):
+    def __init__(
+        self, fake, root: Path, repo: str = "vllm-project/vllm", secrets: dict | None = None
+    ):
         self.fake, self.root, self.repo = fake, root, repo
         self.git_dir = root / "upstream"
         self.git_dir.mkdir(parents=True)
@@ -177,15 +204,25 @@ class Actions:
         self._jobs = itertools.count(900001)
         self.pulls: dict[int, Pull] = {}
         self.runs: list[RunRecord] = []
-        self.undelivered: set[str] = set()  # workflow_run actions GitHub fails to deliver (it happens)
+        self.undelivered: set[str] = (
+            set()
+        )  # workflow_run actions GitHub fails to deliver (it happens)
         self._started: dict[int, tuple] = {}  # run id -> what started it, for a re-run
 
     # --- the repository ---
-    def commit(self, files: dict[str, str], message: str, branch: str | None = "main", parent: str | None = None) -> str:
+    def commit(
+        self,
+        files: dict[str, str],
+        message: str,
+        branch: str | None = "main",
+        parent: str | None = None,
+    ) -> str:
         """A commit with `files` written over `parent`'s tree (default: the branch's tip); returns its SHA."""
         work = self.root / f"work-{next(self._ids)}"
         git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.git_dir), str(work))
-        start = parent or (git(self.git_dir, "rev-parse", branch) if branch and self._has(branch) else None)
+        start = parent or (
+            git(self.git_dir, "rev-parse", branch) if branch and self._has(branch) else None
+        )
         if start:
             git(work, "checkout", "-q", "--detach", start)
         for name, text in files.items():
@@ -202,8 +239,13 @@ class Actions:
         return sha
 
     def _has(self, ref: str) -> bool:
-        return subprocess.run(["git", "-C", str(self.git_dir), "rev-parse", "--verify", "-q", ref],
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                ["git", "-C", str(self.git_dir), "rev-parse", "--verify", "-q", ref],
+                capture_output=True,
+            ).returncode
+            == 0
+        )
 
     def _register(self, sha: str) -> None:
         line = git(self.git_dir, "rev-list", "--parents", "-n", "1", sha).split()
@@ -220,18 +262,27 @@ class Actions:
         return sha
 
     def file_at(self, sha: str, path: str) -> str | None:
-        done = subprocess.run(["git", "-C", str(self.git_dir), "show", f"{sha}:{path}"], capture_output=True, text=True)
+        done = subprocess.run(
+            ["git", "-C", str(self.git_dir), "show", f"{sha}:{path}"],
+            capture_output=True,
+            text=True,
+        )
         return done.stdout if done.returncode == 0 else None
 
     def workflows_at(self, sha: str) -> dict[str, dict]:
         names = git(self.git_dir, "ls-tree", "--name-only", f"{sha}:.github/workflows").split()
-        return {f".github/workflows/{n}": yaml.safe_load(self.file_at(sha, f".github/workflows/{n}"))
-                for n in names if n.endswith((".yml", ".yaml"))}
+        return {
+            f".github/workflows/{n}": yaml.safe_load(self.file_at(sha, f".github/workflows/{n}"))
+            for n in names
+            if n.endswith((".yml", ".yaml"))
+        }
 
     def main(self) -> str:
         return git(self.git_dir, "rev-parse", "main")
 
-    def open_pull(self, number: int, files: dict[str, str], fork: bool, author: str = "forker") -> Pull:
+    def open_pull(
+        self, number: int, files: dict[str, str], fork: bool, author: str = "forker"
+    ) -> Pull:
         base = self.main()
         head = self.commit(files, f"PR {number}", branch=None, parent=base)
         merge = self.merge(base, head, f"Merge {head} into {base}")
@@ -242,12 +293,16 @@ class Actions:
 
     def push_to_pull(self, pull: Pull, files: dict[str, str]) -> Pull:
         pull.head = self.commit(files, f"PR {pull.number} again", branch=None, parent=pull.head)
-        self.fake.pull_files[pull.number] = sorted(set(self.fake.pull_files.get(pull.number, [])) | set(files))
+        self.fake.pull_files[pull.number] = sorted(
+            set(self.fake.pull_files.get(pull.number, [])) | set(files)
+        )
         pull.merge = self.merge(pull.base, pull.head, f"Merge {pull.head} into {pull.base}")
         return pull
 
     # --- events ---
-    def pull_request(self, pull: Pull, action: str, sender: str, label: str | None = None) -> RunRecord | None:
+    def pull_request(
+        self, pull: Pull, action: str, sender: str, label: str | None = None
+    ) -> RunRecord | None:
         name = {"reopened": "opened"}.get(action, action)
         event = example(f"pull_request.{name}")
         event["action"] = action
@@ -264,47 +319,120 @@ class Actions:
         if label is not None:
             event["label"]["name"] = label
         validate_webhook(f"pull-request-{name}", event)
-        github = {"event_name": "pull_request", "event": event, "sha": pull.merge, "ref": f"refs/pull/{pull.number}/merge",
-                  "head_ref": f"pr-{pull.number}", "base_ref": "main", "actor": sender}
-        return self._deliver("pull_request", event, github, definitions_at=pull.merge, head_sha=pull.head,
-                             fork=pull.head_repo != self.repo, head_branch=f"pr-{pull.number}", action=action)
+        github = {
+            "event_name": "pull_request",
+            "event": event,
+            "sha": pull.merge,
+            "ref": f"refs/pull/{pull.number}/merge",
+            "head_ref": f"pr-{pull.number}",
+            "base_ref": "main",
+            "actor": sender,
+        }
+        return self._deliver(
+            "pull_request",
+            event,
+            github,
+            definitions_at=pull.merge,
+            head_sha=pull.head,
+            fork=pull.head_repo != self.repo,
+            head_branch=f"pr-{pull.number}",
+            action=action,
+        )
 
-    def dispatch(self, workflow_file: str, inputs: dict, sender: str, ref: str = "main") -> RunRecord | None:
+    def dispatch(
+        self, workflow_file: str, inputs: dict, sender: str, ref: str = "main"
+    ) -> RunRecord | None:
         """What GitHub does with POST .../dispatches (only writers and Apps with actions: write may make one);
         a sender ending in [bot] is an App's."""
         event = example("workflow_dispatch")
-        event.update(inputs=inputs, ref=f"refs/heads/{ref}", workflow=f".github/workflows/{workflow_file}")
+        event.update(
+            inputs=inputs, ref=f"refs/heads/{ref}", workflow=f".github/workflows/{workflow_file}"
+        )
         event["repository"]["full_name"] = self.repo
         event["repository"]["default_branch"] = "main"
         event["sender"]["login"] = sender
         event["sender"]["type"] = "Bot" if sender.endswith("[bot]") else "User"
         sha = git(self.git_dir, "rev-parse", ref)
-        github = {"event_name": "workflow_dispatch", "event": event, "sha": sha, "ref": f"refs/heads/{ref}", "actor": sender}
-        return self._deliver("workflow_dispatch", event, github, definitions_at=sha, head_sha=sha, fork=False,
-                             head_branch=ref, only=f".github/workflows/{workflow_file}")
+        github = {
+            "event_name": "workflow_dispatch",
+            "event": event,
+            "sha": sha,
+            "ref": f"refs/heads/{ref}",
+            "actor": sender,
+        }
+        return self._deliver(
+            "workflow_dispatch",
+            event,
+            github,
+            definitions_at=sha,
+            head_sha=sha,
+            fork=False,
+            head_branch=ref,
+            only=f".github/workflows/{workflow_file}",
+        )
 
     def merge_group(self, pull: Pull) -> RunRecord | None:
         event = example("merge_group.checks_requested")
         group = self.merge(self.main(), pull.head, f"Merge queue: PR {pull.number}")
-        event["merge_group"].update(head_sha=group, base_sha=self.main(),
-                                    head_ref=f"refs/heads/gh-readonly-queue/main/pr-{pull.number}-{self.main()}")
+        event["merge_group"].update(
+            head_sha=group,
+            base_sha=self.main(),
+            head_ref=f"refs/heads/gh-readonly-queue/main/pr-{pull.number}-{self.main()}",
+        )
         event["repository"]["full_name"] = self.repo
         event["repository"]["default_branch"] = "main"
         validate_webhook("merge-group-checks-requested", event)
-        github = {"event_name": "merge_group", "event": event, "sha": group, "ref": event["merge_group"]["head_ref"],
-                  "actor": "github-merge-queue[bot]"}
-        return self._deliver("merge_group", event, github, definitions_at=group, head_sha=group, fork=False,
-                             head_branch=event["merge_group"]["head_ref"].removeprefix("refs/heads/"))
+        github = {
+            "event_name": "merge_group",
+            "event": event,
+            "sha": group,
+            "ref": event["merge_group"]["head_ref"],
+            "actor": "github-merge-queue[bot]",
+        }
+        return self._deliver(
+            "merge_group",
+            event,
+            github,
+            definitions_at=group,
+            head_sha=group,
+            fork=False,
+            head_branch=event["merge_group"]["head_ref"].removeprefix("refs/heads/"),
+        )
 
     def schedule(self, workflow_file: str) -> RunRecord | None:
         sha = self.main()
         event = {"schedule": "*/30 * * * *"}
-        github = {"event_name": "schedule", "event": event, "sha": sha, "ref": "refs/heads/main", "actor": "github"}
-        return self._deliver("schedule", event, github, definitions_at=sha, head_sha=sha, fork=False,
-                             head_branch="main", only=f".github/workflows/{workflow_file}")
+        github = {
+            "event_name": "schedule",
+            "event": event,
+            "sha": sha,
+            "ref": "refs/heads/main",
+            "actor": "github",
+        }
+        return self._deliver(
+            "schedule",
+            event,
+            github,
+            definitions_at=sha,
+            head_sha=sha,
+            fork=False,
+            head_branch="main",
+            only=f".github/workflows/{workflow_file}",
+        )
 
-    def _deliver(self, event_name, event, github, *, definitions_at, head_sha, fork, head_branch, action=None,
-                 only=None) -> RunRecord | None:
+    def _deliver(
+        self,
+        event_name,
+        event,
+        github,
+        *,
+        definitions_at,
+        head_sha,
+        fork,
+        head_branch,
+        action=None,
+        only=None,
+    ) -> RunRecord | None:
         started = None
         for path, definition in self.workflows_at(definitions_at).items():
             if only and path != only:
@@ -315,7 +443,17 @@ class Actions:
             types = spec[event_name].get("types") if isinstance(spec[event_name], dict) else None
             if event_name == "pull_request" and action not in (types or DEFAULT_PR_TYPES):
                 continue
-            record = self._run(path, definition, definitions_at, event_name, event, github, head_sha, fork, head_branch)
+            record = self._run(
+                path,
+                definition,
+                definitions_at,
+                event_name,
+                event,
+                github,
+                head_sha,
+                fork,
+                head_branch,
+            )
             started = started or record
         return started
 
@@ -324,36 +462,95 @@ class Actions:
         """GitHub's "Re-run jobs": the same run id, the next attempt, the same definition and event; the
         `requested` event does not occur again (.../events-that-trigger-workflows#workflow_run)."""
         args = self._started[record.id]
-        return self._run(*args, run_id=record.id, attempt=args_attempt(self.fake.workflow_runs[record.id]) + 1)
+        return self._run(
+            *args, run_id=record.id, attempt=args_attempt(self.fake.workflow_runs[record.id]) + 1
+        )
 
-    def _run(self, path, definition, definitions_at, event_name, event, github, head_sha, fork, head_branch,
-             run_id: int | None = None, attempt: int = 1) -> RunRecord:
+    def _run(
+        self,
+        path,
+        definition,
+        definitions_at,
+        event_name,
+        event,
+        github,
+        head_sha,
+        fork,
+        head_branch,
+        run_id: int | None = None,
+        attempt: int = 1,
+    ) -> RunRecord:
         if run_id is None:
             run_id = next(self._ids)
-            self._started[run_id] = (path, definition, definitions_at, event_name, event, github, head_sha, fork,
-                                     head_branch)
+            self._started[run_id] = (
+                path,
+                definition,
+                definitions_at,
+                event_name,
+                event,
+                github,
+                head_sha,
+                fork,
+                head_branch,
+            )
         token = f"ghs_actions_{run_id}"
         self.fake.tokens.add(token)
         if fork:
             self.fake.read_only_tokens.add(token)
         event_path = self.root / f"event-{run_id}.json"
         event_path.write_text(json.dumps(event))
-        github = {**github, "repository": self.repo, "run_id": str(run_id), "run_attempt": str(attempt), "token": token,
-                  "workflow": definition.get("name") or path, "workflow_sha": definitions_at, "event_path": str(event_path),
-                  "workflow_ref": f"{self.repo}/{path}@{github['ref']}", "server_url": "https://github.com",
-                  "api_url": self.fake.url, "repository_owner": self.repo.split("/")[0]}
+        github = {
+            **github,
+            "repository": self.repo,
+            "run_id": str(run_id),
+            "run_attempt": str(attempt),
+            "token": token,
+            "workflow": definition.get("name") or path,
+            "workflow_sha": definitions_at,
+            "event_path": str(event_path),
+            "workflow_ref": f"{self.repo}/{path}@{github['ref']}",
+            "server_url": "https://github.com",
+            "api_url": self.fake.url,
+            "repository_owner": self.repo.split("/")[0],
+        }
         inputs = dict(event.get("inputs") or {}) if event_name == "workflow_dispatch" else {}
-        for name, spec in ((_on(definition).get("workflow_dispatch") or {}).get("inputs") or {}).items():
+        for name, spec in (
+            (_on(definition).get("workflow_dispatch") or {}).get("inputs") or {}
+        ).items():
             inputs.setdefault(name, (spec or {}).get("default", ""))
-        contexts = {"github": github, "inputs": inputs, "vars": {}, "secrets": {} if fork else dict(self.secrets),
-                    "env": {}, "needs": {}, "matrix": {}, "steps": {}, "job": {}, "runner": {}, "strategy": {}}
+        contexts = {
+            "github": github,
+            "inputs": inputs,
+            "vars": {},
+            "secrets": {} if fork else dict(self.secrets),
+            "env": {},
+            "needs": {},
+            "matrix": {},
+            "steps": {},
+            "job": {},
+            "runner": {},
+            "strategy": {},
+        }
         title = render(definition.get("run-name"), contexts) if definition.get("run-name") else None
         now = "2026-12-02T06:00:00Z"
-        state = {"repo": self.repo, "id": run_id, "name": definition.get("name") or path, "event": event_name,
-                 "status": "queued", "conclusion": None, "head_sha": head_sha, "head_branch": head_branch,
-                 "path": path, "display_title": (str(title).strip() if title and str(title).strip() else
-                                                 f"{event_name} run {run_id}"),
-                 "run_attempt": attempt, "referenced_workflows": [], "created_at": now, "updated_at": now}
+        state = {
+            "repo": self.repo,
+            "id": run_id,
+            "name": definition.get("name") or path,
+            "event": event_name,
+            "status": "queued",
+            "conclusion": None,
+            "head_sha": head_sha,
+            "head_branch": head_branch,
+            "path": path,
+            "display_title": (
+                str(title).strip() if title and str(title).strip() else f"{event_name} run {run_id}"
+            ),
+            "run_attempt": attempt,
+            "referenced_workflows": [],
+            "created_at": now,
+            "updated_at": now,
+        }
         self.fake.workflow_runs[run_id] = state
         self.fake.jobs[run_id] = []
         record = RunRecord(run_id, path, event_name, "queued")
@@ -364,7 +561,9 @@ class Actions:
         except StartupFailure as exc:
             state.update(status="completed", conclusion="startup_failure")
             record.conclusion = "startup_failure"
-            record.jobs.append(JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure"))
+            record.jobs.append(
+                JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure")
+            )
             return record
         if attempt == 1:
             self._notify(record, state, "requested")
@@ -372,12 +571,20 @@ class Actions:
         try:
             self._execute(plan, record, state, contexts, fork)
             conclusions = [j.conclusion for j in record.jobs]
-            state["conclusion"] = ("failure" if "failure" in conclusions else "cancelled" if "cancelled" in conclusions
-                                   else "skipped" if conclusions and all(c == "skipped" for c in conclusions)
-                                   else "success")
+            state["conclusion"] = (
+                "failure"
+                if "failure" in conclusions
+                else "cancelled"
+                if "cancelled" in conclusions
+                else "skipped"
+                if conclusions and all(c == "skipped" for c in conclusions)
+                else "success"
+            )
         except StartupFailure as exc:  # GitHub refuses an invalid call before any of its jobs run
             state["conclusion"] = "startup_failure"
-            record.jobs.append(JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure"))
+            record.jobs.append(
+                JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure")
+            )
         state["status"] = "completed"
         state["updated_at"] = "2026-12-02T06:30:00Z"
         record.conclusion = state["conclusion"]
@@ -391,13 +598,32 @@ class Actions:
         sha = self.main()
         for path, definition in self.workflows_at(sha).items():
             spec = _on(definition).get("workflow_run")
-            if spec is None or state["name"] not in (spec.get("workflows") or []) or action not in (
-                    spec.get("types") or ["completed", "requested"]):
+            if (
+                spec is None
+                or state["name"] not in (spec.get("workflows") or [])
+                or action not in (spec.get("types") or ["completed", "requested"])
+            ):
                 continue
             event = example(f"workflow_run.{action}")
             run = event["workflow_run"]
-            run.update({k: state[k] for k in ("id", "name", "event", "status", "conclusion", "head_sha", "head_branch",
-                                               "path", "run_attempt", "created_at", "updated_at")})
+            run.update(
+                {
+                    k: state[k]
+                    for k in (
+                        "id",
+                        "name",
+                        "event",
+                        "status",
+                        "conclusion",
+                        "head_sha",
+                        "head_branch",
+                        "path",
+                        "run_attempt",
+                        "created_at",
+                        "updated_at",
+                    )
+                }
+            )
             run["display_title"] = state["display_title"]
             run["referenced_workflows"] = copy.deepcopy(state["referenced_workflows"])
             run["html_url"] = f"https://github.com/{self.repo}/actions/runs/{state['id']}"
@@ -407,16 +633,27 @@ class Actions:
             event["repository"]["full_name"] = self.repo
             event["repository"]["default_branch"] = "main"
             validate_webhook(f"workflow-run-{action}", event)
-            github = {"event_name": "workflow_run", "event": event, "sha": sha, "ref": "refs/heads/main",
-                      "actor": "github"}
-            record.triggered.append(self._run(path, definition, sha, "workflow_run", event, github, sha, False, "main"))
+            github = {
+                "event_name": "workflow_run",
+                "event": event,
+                "sha": sha,
+                "ref": "refs/heads/main",
+                "actor": "github",
+            }
+            record.triggered.append(
+                self._run(path, definition, sha, "workflow_run", event, github, sha, False, "main")
+            )
 
     def _load_called(self, uses: str, definitions_at: str) -> tuple[dict, str, str, str]:
         """(definition, workflow ref, repository, sha) of a called workflow: this project's file for a pin of
         rocm/pytest-rocm (the harness's working tree is every pinned commit), or the repository's own."""
         if uses.startswith("./"):
-            return yaml.safe_load(self.file_at(definitions_at, uses[2:])), f"{self.repo}/{uses[2:]}@{definitions_at}", \
-                self.repo, definitions_at
+            return (
+                yaml.safe_load(self.file_at(definitions_at, uses[2:])),
+                f"{self.repo}/{uses[2:]}@{definitions_at}",
+                self.repo,
+                definitions_at,
+            )
         target, _, ref = uses.partition("@")
         owner_repo = "/".join(target.split("/")[:2])
         file = "/".join(target.split("/")[2:])
@@ -430,16 +667,26 @@ class Actions:
         for job in (definition.get("jobs") or {}).values():
             if "uses" not in job:
                 continue
-            called = _on(self._load_called(job["uses"], definitions_at)[0]).get("workflow_call") or {}
+            called = (
+                _on(self._load_called(job["uses"], definitions_at)[0]).get("workflow_call") or {}
+            )
             declared = called.get("inputs") or {}
             unknown = set(job.get("with") or {}) - set(declared)
             if unknown:
-                raise StartupFailure(f"Invalid input, {sorted(unknown)[0]} is not defined in the referenced workflow.")
+                raise StartupFailure(
+                    f"Invalid input, {sorted(unknown)[0]} is not defined in the referenced workflow."
+                )
             secrets = job.get("secrets")
             if isinstance(secrets, dict) and set(secrets) - set(called.get("secrets") or {}):
-                raise StartupFailure(f"Invalid secret, {sorted(set(secrets) - set(called.get('secrets') or {}))[0]} "
-                                     "is not defined in the referenced workflow.")
-            missing = [k for k, v in declared.items() if (v or {}).get("required") and k not in (job.get("with") or {})]
+                raise StartupFailure(
+                    f"Invalid secret, {sorted(set(secrets) - set(called.get('secrets') or {}))[0]} "
+                    "is not defined in the referenced workflow."
+                )
+            missing = [
+                k
+                for k, v in declared.items()
+                if (v or {}).get("required") and k not in (job.get("with") or {})
+            ]
             if missing:
                 raise StartupFailure(f"Input required and not supplied: {missing[0]}")
 
@@ -459,9 +706,14 @@ class Actions:
 
         for job_id in jobs:
             visit(job_id)
-        return [{"id": job_id, "spec": jobs[job_id], "workflow_ref": workflow_ref, "prefix": prefix} for job_id in order]
+        return [
+            {"id": job_id, "spec": jobs[job_id], "workflow_ref": workflow_ref, "prefix": prefix}
+            for job_id in order
+        ]
 
-    def _execute(self, plan: list[dict], record: RunRecord, state: dict, contexts: dict, fork: bool) -> None:
+    def _execute(
+        self, plan: list[dict], record: RunRecord, state: dict, contexts: dict, fork: bool
+    ) -> None:
         results: dict[str, dict] = {}
         for item in plan:
             spec = item["spec"]
@@ -471,8 +723,15 @@ class Actions:
             ok = all(results.get(n, {}).get("result") == "success" for n in needs)
             if not condition(spec.get("if"), local, {"success": ok}):
                 results[item["id"]] = {"result": "skipped", "outputs": {}}
-                record.jobs.append(JobRecord(item["prefix"] + (spec.get("name") or item["id"]), item["workflow_ref"],
-                                             None, None, "skipped"))
+                record.jobs.append(
+                    JobRecord(
+                        item["prefix"] + (spec.get("name") or item["id"]),
+                        item["workflow_ref"],
+                        None,
+                        None,
+                        "skipped",
+                    )
+                )
                 self._job_state(state, record.jobs[-1])
                 continue
             outcome = "success"
@@ -482,10 +741,15 @@ class Actions:
                     label = f"{label} ({', '.join(str(v) for v in matrix.values())})"
                 name = item["prefix"] + label
                 if "uses" in spec:
-                    outcome = self._call(spec, name, {**local, "matrix": matrix}, record, state, fork) \
-                        if outcome == "success" else outcome
+                    outcome = (
+                        self._call(spec, name, {**local, "matrix": matrix}, record, state, fork)
+                        if outcome == "success"
+                        else outcome
+                    )
                 else:
-                    job = self._job(spec, name, item["workflow_ref"], {**local, "matrix": matrix}, state, fork)
+                    job = self._job(
+                        spec, name, item["workflow_ref"], {**local, "matrix": matrix}, state, fork
+                    )
                     record.jobs.append(job)
                     self._job_state(state, job)
                     results.setdefault(item["id"], {"outputs": {}})["outputs"].update(job.outputs)
@@ -499,17 +763,25 @@ class Actions:
             return [{}]
         include = strategy.pop("include", None) if isinstance(strategy, dict) else None
         keys = [k for k in strategy if k != "exclude"]
-        combos = [dict(zip(keys, values)) for values in itertools.product(*(strategy[k] for k in keys))] if keys else []
+        combos = (
+            [dict(zip(keys, values)) for values in itertools.product(*(strategy[k] for k in keys))]
+            if keys
+            else []
+        )
         return combos + list(include or []) or [{}]
 
-    def _call(self, spec: dict, name: str, contexts: dict, record: RunRecord, state: dict, fork: bool) -> str:
+    def _call(
+        self, spec: dict, name: str, contexts: dict, record: RunRecord, state: dict, fork: bool
+    ) -> str:
         called, ref, repository, sha = self._load_called(spec["uses"], state["head_sha"])
         state["referenced_workflows"].append({"path": ref, "sha": sha})
-        declared = (_on(called).get("workflow_call") or {})
+        declared = _on(called).get("workflow_call") or {}
         given = render(spec.get("with") or {}, contexts)
         unknown = set(given) - set(declared.get("inputs") or {})
         if unknown:
-            raise StartupFailure(f"Invalid input, {sorted(unknown)[0]} is not defined in the referenced workflow.")
+            raise StartupFailure(
+                f"Invalid input, {sorted(unknown)[0]} is not defined in the referenced workflow."
+            )
         inputs = {}
         for key, input_spec in (declared.get("inputs") or {}).items():
             input_spec = input_spec or {}
@@ -518,13 +790,26 @@ class Actions:
             elif input_spec.get("required"):
                 raise StartupFailure(f"Input required and not supplied: {key}")
             else:
-                inputs[key] = input_spec.get("default", "" if input_spec.get("type") != "boolean" else False)
+                inputs[key] = input_spec.get(
+                    "default", "" if input_spec.get("type") != "boolean" else False
+                )
         passed = render(spec.get("secrets") or {}, contexts)
-        secrets = dict(contexts["secrets"]) if passed == "inherit" else {
-            k: v for k, v in passed.items() if k in (declared.get("secrets") or {})}
-        inner = {**contexts, "inputs": inputs, "secrets": secrets,
-                 "job": {"workflow_sha": sha, "workflow_repository": repository, "workflow_ref": ref,
-                         "workflow_file_path": ref.split("@")[0].split("/", 2)[2]}}
+        secrets = (
+            dict(contexts["secrets"])
+            if passed == "inherit"
+            else {k: v for k, v in passed.items() if k in (declared.get("secrets") or {})}
+        )
+        inner = {
+            **contexts,
+            "inputs": inputs,
+            "secrets": secrets,
+            "job": {
+                "workflow_sha": sha,
+                "workflow_repository": repository,
+                "workflow_ref": ref,
+                "workflow_file_path": ref.split("@")[0].split("/", 2)[2],
+            },
+        }
         before = len(record.jobs)
         self._execute(self._plan(called, ref, prefix=f"{name} / "), record, state, inner, fork)
         mine = [j.conclusion for j in record.jobs[before:]]
@@ -539,22 +824,34 @@ class Actions:
         for group in self.runner_groups:
             if labels <= group.labels:
                 if workflow_ref not in group.selected_workflows:
-                    return group, (f"runner group {group.name} admits only jobs of {group.selected_workflows}, not "
-                                   f"of {workflow_ref}: the job waits for a runner that never comes")
+                    return group, (
+                        f"runner group {group.name} admits only jobs of {group.selected_workflows}, not "
+                        f"of {workflow_ref}: the job waits for a runner that never comes"
+                    )
                 return group, None
         return None, f"no runner has the labels {sorted(labels)}"
 
-    def _job(self, spec: dict, name: str, workflow_ref: str, contexts: dict, state: dict, fork: bool) -> JobRecord:
+    def _job(
+        self, spec: dict, name: str, workflow_ref: str, contexts: dict, state: dict, fork: bool
+    ) -> JobRecord:
         runs_on = render(spec.get("runs-on"), contexts)
         group, refusal = self._runner(runs_on, workflow_ref)
-        job = JobRecord(name, workflow_ref, runs_on, group.name if group and not refusal else None, "success")
+        job = JobRecord(
+            name, workflow_ref, runs_on, group.name if group and not refusal else None, "success"
+        )
         concurrency = spec.get("concurrency")
         if concurrency:
-            job.concurrency = str(render(concurrency.get("group") if isinstance(concurrency, dict) else concurrency,
-                                         contexts))
+            job.concurrency = str(
+                render(
+                    concurrency.get("group") if isinstance(concurrency, dict) else concurrency,
+                    contexts,
+                )
+            )
         if refusal:
             job.conclusion = "cancelled"
-            job.steps.append({"name": "waiting for a runner", "conclusion": "cancelled", "output": refusal})
+            job.steps.append(
+                {"name": "waiting for a runner", "conclusion": "cancelled", "output": refusal}
+            )
             return job
         work = self.root / "runners" / f"{state['id']}-{next(self._jobs)}"
         work.mkdir(parents=True)
@@ -563,7 +860,11 @@ class Actions:
         steps: dict[str, dict] = {}
         success = True
         for index, step in enumerate(spec.get("steps") or []):
-            local = {**env, "steps": steps, "env": {**env["env"], **render(step.get("env") or {}, {**env, "steps": steps})}}
+            local = {
+                **env,
+                "steps": steps,
+                "env": {**env["env"], **render(step.get("env") or {}, {**env, "steps": steps})},
+            }
             step_name = step.get("name") or step.get("uses") or f"step {index}"
             if not condition(step.get("if"), local, {"success": success}):
                 job.steps.append({"name": step_name, "conclusion": "skipped", "output": ""})
@@ -579,36 +880,76 @@ class Actions:
                 if sep:
                     outputs[key] = value
             if step.get("id"):
-                steps[step["id"]] = {"outputs": outputs, "outcome": "success" if code == 0 else "failure",
-                                     "conclusion": "success" if code == 0 or step.get("continue-on-error") else "failure"}
-            job.steps.append({"name": step_name, "conclusion": "success" if code == 0 else "failure", "output": output})
+                steps[step["id"]] = {
+                    "outputs": outputs,
+                    "outcome": "success" if code == 0 else "failure",
+                    "conclusion": "success"
+                    if code == 0 or step.get("continue-on-error")
+                    else "failure",
+                }
+            job.steps.append(
+                {
+                    "name": step_name,
+                    "conclusion": "success" if code == 0 else "failure",
+                    "output": output,
+                }
+            )
             if code != 0 and not step.get("continue-on-error"):
                 success = False
         job.conclusion = "success" if success else "failure"
-        job.outputs = {k: str(v) if v is not None else "" for k, v in
-                       render(spec.get("outputs") or {}, {**env, "steps": steps}).items()}
+        job.outputs = {
+            k: str(v) if v is not None else ""
+            for k, v in render(spec.get("outputs") or {}, {**env, "steps": steps}).items()
+        }
         return job
 
-    def _bash(self, step: dict, contexts: dict, work: Path, outputs_file: Path, state: dict, group) -> tuple[int, str]:
-        script = render(step["run"], contexts)  # the shipped scripts keep ${{ }} out of run: (zizmor)
+    def _bash(
+        self, step: dict, contexts: dict, work: Path, outputs_file: Path, state: dict, group
+    ) -> tuple[int, str]:
+        script = render(
+            step["run"], contexts
+        )  # the shipped scripts keep ${{ }} out of run: (zizmor)
         github = contexts["github"]
-        environ = {"PATH": f"{self.shims}:{group.tools}:/usr/bin:/bin" if group and group.tools else f"{self.shims}:/usr/bin:/bin",
-                   "HOME": str(work), "LANG": "C.UTF-8", "HARNESS_PIP_LOG": str(self.pip_log),
-                   "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_EVENT_NAME": github["event_name"],
-                   "GITHUB_EVENT_PATH": github["event_path"], "GITHUB_SHA": github["sha"], "GITHUB_REF": github["ref"],
-                   "GITHUB_REPOSITORY": self.repo, "GITHUB_RUN_ID": github["run_id"], "GITHUB_RUN_ATTEMPT": github["run_attempt"],
-                   "GITHUB_API_URL": self.fake.url, "GITHUB_SERVER_URL": "https://github.com",
-                   "GITHUB_WORKSPACE": str(work), "GITHUB_OUTPUT": str(outputs_file), "RUNNER_NAME":
-                   f"{group.name}-runner" if group else "GitHub Actions 2", "RUNNER_TEMP": str(work / ".tmp"),
-                   "TMPDIR": str(self.root / "tmp")}
+        environ = {
+            "PATH": f"{self.shims}:{group.tools}:/usr/bin:/bin"
+            if group and group.tools
+            else f"{self.shims}:/usr/bin:/bin",
+            "HOME": str(work),
+            "LANG": "C.UTF-8",
+            "HARNESS_PIP_LOG": str(self.pip_log),
+            "GITHUB_ACTIONS": "true",
+            "CI": "true",
+            "GITHUB_EVENT_NAME": github["event_name"],
+            "GITHUB_EVENT_PATH": github["event_path"],
+            "GITHUB_SHA": github["sha"],
+            "GITHUB_REF": github["ref"],
+            "GITHUB_REPOSITORY": self.repo,
+            "GITHUB_RUN_ID": github["run_id"],
+            "GITHUB_RUN_ATTEMPT": github["run_attempt"],
+            "GITHUB_API_URL": self.fake.url,
+            "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_WORKSPACE": str(work),
+            "GITHUB_OUTPUT": str(outputs_file),
+            "RUNNER_NAME": f"{group.name}-runner" if group else "GitHub Actions 2",
+            "RUNNER_TEMP": str(work / ".tmp"),
+            "TMPDIR": str(self.root / "tmp"),
+        }
         (self.root / "tmp").mkdir(exist_ok=True)
         environ.update({k: str(v) for k, v in contexts["env"].items()})
         cwd = work / step.get("working-directory", ".")
-        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd, env=environ,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+            cwd=cwd,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         return done.returncode, done.stdout + done.stderr
 
-    def _action(self, step: dict, contexts: dict, work: Path, state: dict, job: JobRecord, fork: bool) -> tuple[int, str]:
+    def _action(
+        self, step: dict, contexts: dict, work: Path, state: dict, job: JobRecord, fork: bool
+    ) -> tuple[int, str]:
         uses = step["uses"]
         if not uses.startswith(ACTION_PREFIXES):
             return 1, f"the harness does not emulate {uses}"
@@ -628,30 +969,49 @@ class Actions:
                 return 1, f"the harness has no repository {repository}"
             dest.mkdir(parents=True, exist_ok=True)
             git(dest, "init", "-q")
-            (dest / ".git" / "objects" / "info" / "alternates").write_text(str(self.git_dir / ".git" / "objects") + "\n")
+            (dest / ".git" / "objects" / "info" / "alternates").write_text(
+                str(self.git_dir / ".git" / "objects") + "\n"
+            )
             git(dest, "checkout", "-q", "--detach", ref)
             return 0, f"checked out {ref}"
         if uses.startswith("actions/upload-artifact@"):
             name, source = str(given["name"]), work / str(given["path"])
-            if any(a["run_id"] == state["id"] and a.get("attempt", 1) == state["run_attempt"] and a["name"] == name
-                   for a in self.fake.artifacts.values()) and not given.get("overwrite"):
+            if any(
+                a["run_id"] == state["id"]
+                and a.get("attempt", 1) == state["run_attempt"]
+                and a["name"] == name
+                for a in self.fake.artifacts.values()
+            ) and not given.get("overwrite"):
                 return 1, f"an artifact named {name} already exists in this run"
             files = [p for p in source.rglob("*") if p.is_file()] if source.is_dir() else []
             if not files:
-                return (1 if given.get("if-no-files-found") == "error" else 0), f"no files at {source}"
+                return (
+                    1 if given.get("if-no-files-found") == "error" else 0
+                ), f"no files at {source}"
             buffer = io.BytesIO()
             with zipfile.ZipFile(buffer, "w") as archive:
                 for path in files:
                     archive.write(path, path.relative_to(source).as_posix())
             self.fake.artifacts[max(self.fake.artifacts, default=5000) + 1] = {
-                "run_id": state["id"], "attempt": state["run_attempt"], "name": name, "data": buffer.getvalue(),
-                "created_at": "2026-12-02T06:15:00Z"}  # while the job runs (its started_at, completed_at below)
+                "run_id": state["id"],
+                "attempt": state["run_attempt"],
+                "name": name,
+                "data": buffer.getvalue(),
+                "created_at": "2026-12-02T06:15:00Z",
+            }  # while the job runs (its started_at, completed_at below)
             return 0, f"uploaded {len(files)} file(s) as {name}"
         if uses.startswith("actions/download-artifact@"):
             run_id = int(given.get("run-id") or state["id"])
-            found = [a for a in self.fake.artifacts.values() if a["run_id"] == run_id and a["name"] == given.get("name")]
+            found = [
+                a
+                for a in self.fake.artifacts.values()
+                if a["run_id"] == run_id and a["name"] == given.get("name")
+            ]
             if not found:
-                return 1, f"Unable to download artifact(s): {given.get('name')} not found in run {run_id}"
+                return (
+                    1,
+                    f"Unable to download artifact(s): {given.get('name')} not found in run {run_id}",
+                )
             dest = work / str(given.get("path") or ".")
             dest.mkdir(parents=True, exist_ok=True)
             zipfile.ZipFile(io.BytesIO(found[-1]["data"])).extractall(dest)
@@ -659,28 +1019,43 @@ class Actions:
         return 1, uses
 
     def _job_state(self, state: dict, job: JobRecord) -> None:
-        if job.conclusion != "skipped":  # Actions reports each job as a check run of its own App, on the head
+        if (
+            job.conclusion != "skipped"
+        ):  # Actions reports each job as a check run of its own App, on the head
             self.fake.actions_check(self.repo, state["head_sha"], job.name, job.conclusion)
-        self.fake.jobs[state["id"]].append({
-            "id": next(self._jobs), "name": job.name, "status": "completed", "conclusion": job.conclusion,
-            "labels": [job.runs_on] if isinstance(job.runs_on, str) else list(job.runs_on or []),
-            "runner_name": None if job.conclusion in ("skipped", "cancelled") else
-            (f"{job.runner_group}-runner" if job.runner_group else "GitHub Actions 2"),
-            "runner_group_name": job.runner_group or (None if job.conclusion in ("skipped", "cancelled") else
-                                                      "GitHub Actions"),
-            "runner_group_id": 7 if job.runner_group else 1, "runner_id": 1,
-            "started_at": "2026-12-02T06:01:00Z", "completed_at": "2026-12-02T06:29:00Z"})
+        self.fake.jobs[state["id"]].append(
+            {
+                "id": next(self._jobs),
+                "name": job.name,
+                "status": "completed",
+                "conclusion": job.conclusion,
+                "labels": [job.runs_on]
+                if isinstance(job.runs_on, str)
+                else list(job.runs_on or []),
+                "runner_name": None
+                if job.conclusion in ("skipped", "cancelled")
+                else (f"{job.runner_group}-runner" if job.runner_group else "GitHub Actions 2"),
+                "runner_group_name": job.runner_group
+                or (None if job.conclusion in ("skipped", "cancelled") else "GitHub Actions"),
+                "runner_group_id": 7 if job.runner_group else 1,
+                "runner_id": 1,
+                "started_at": "2026-12-02T06:01:00Z",
+                "completed_at": "2026-12-02T06:29:00Z",
+            }
+        )
 
     def _write_shims(self, folder: Path) -> None:
         folder.mkdir(parents=True)
         python = folder / "python"
-        python.write_text("#!/bin/sh\n"
-                          "if [ \"$1\" = -m ] && [ \"$2\" = pip ]; then echo \"$*\" >> \"$HARNESS_PIP_LOG\"; exit 0; fi\n"
-                          f"exec '{sys.executable}' \"$@\"\n")
+        python.write_text(
+            "#!/bin/sh\n"
+            'if [ "$1" = -m ] && [ "$2" = pip ]; then echo "$*" >> "$HARNESS_PIP_LOG"; exit 0; fi\n'
+            f"exec '{sys.executable}' \"$@\"\n"
+        )
         python.chmod(0o755)
         (folder / "python3").symlink_to(python)
         pip = folder / "pip"
-        pip.write_text("#!/bin/sh\necho \"-m pip $*\" >> \"$HARNESS_PIP_LOG\"\n")
+        pip.write_text('#!/bin/sh\necho "-m pip $*" >> "$HARNESS_PIP_LOG"\n')
         pip.chmod(0o755)
         gate = folder / "rocm-gate"
         gate.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m pytest_rocm.cli \"$@\"\n")

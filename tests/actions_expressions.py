@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import re
 
-TOKEN = re.compile(r"\s*(?:(?P<number>-?\d+(?:\.\d+)?)|(?P<string>'(?:[^']|'')*')|(?P<name>[A-Za-z_][\w-]*)"
-                   r"|(?P<op>&&|\|\||==|!=|<=|>=|[!<>()\[\].,*]))")
+TOKEN = re.compile(
+    r"\s*(?:(?P<number>-?\d+(?:\.\d+)?)|(?P<string>'(?:[^']|'')*')|(?P<name>[A-Za-z_][\w-]*)"
+    r"|(?P<op>&&|\|\||==|!=|<=|>=|[!<>()\[\].,*]))"
+)
 
 
 class ExpressionError(ValueError):
@@ -82,7 +84,13 @@ def _text(value) -> str:
 
 class _Parser:
     def __init__(self, text: str, contexts: dict, status: dict):
-        self.tokens, self.pos, self.contexts, self.status, self.text = _tokens(text), 0, contexts, status, text
+        self.tokens, self.pos, self.contexts, self.status, self.text = (
+            _tokens(text),
+            0,
+            contexts,
+            status,
+            text,
+        )
 
     def peek(self):
         return self.tokens[self.pos]
@@ -172,10 +180,20 @@ class _Parser:
                 key = self.or_()
                 self.take("]")
             if isinstance(value, dict):
-                match = next((k for k in value if isinstance(k, str) and isinstance(key, str) and k.lower() == key.lower()),
-                             None)
+                match = next(
+                    (
+                        k
+                        for k in value
+                        if isinstance(k, str) and isinstance(key, str) and k.lower() == key.lower()
+                    ),
+                    None,
+                )
                 value = value.get(match) if match is not None else None
-            elif isinstance(value, list) and isinstance(key, (int, float)) and 0 <= int(key) < len(value):
+            elif (
+                isinstance(value, list)
+                and isinstance(key, (int, float))
+                and 0 <= int(key) < len(value)
+            ):
                 value = value[int(key)]
             else:
                 value = None
@@ -194,8 +212,15 @@ class _Parser:
             return _text(args[0]).lower().endswith(_text(args[1]).lower())
         if lowered == "format":
             template, rest = _text(args[0]), args[1:]
-            return re.sub(r"\{(\d+)\}", lambda m: _text(rest[int(m[1])]), template.replace("{{", "\0").replace("}}", "\1")
-                          ).replace("\0", "{").replace("\1", "}")
+            return (
+                re.sub(
+                    r"\{(\d+)\}",
+                    lambda m: _text(rest[int(m[1])]),
+                    template.replace("{{", "\0").replace("}}", "\1"),
+                )
+                .replace("\0", "{")
+                .replace("\1", "}")
+            )
         if lowered == "join":
             items = args[0] if isinstance(args[0], list) else [args[0]]
             return (_text(args[1]) if len(args) > 1 else ",").join(_text(i) for i in items)
@@ -204,9 +229,15 @@ class _Parser:
         if lowered == "fromjson":
             return json.loads(_text(args[0]))
         if lowered in ("success", "always", "failure", "cancelled"):
-            return {"success": self.status["success"], "always": True, "failure": not self.status["success"],
-                    "cancelled": False}[lowered]
-        raise ExpressionError(f"function {name}() is not implemented by the harness ({self.text!r})")
+            return {
+                "success": self.status["success"],
+                "always": True,
+                "failure": not self.status["success"],
+                "cancelled": False,
+            }[lowered]
+        raise ExpressionError(
+            f"function {name}() is not implemented by the harness ({self.text!r})"
+        )
 
 
 def evaluate(expression: str, contexts: dict, status: dict | None = None):

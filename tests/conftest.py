@@ -39,15 +39,29 @@ def model_cache(tmp_path_factory) -> Path:
 
 def copy_suites(pytester) -> None:
     """The gate suites, as shipped, into pytester's folder (`suites/`), to run or to break on purpose."""
-    shutil.copytree(REPO / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("upstream", "__pycache__"))
+    shutil.copytree(
+        REPO / "suites",
+        pytester.path / "suites",
+        ignore=shutil.ignore_patterns("upstream", "__pycache__"),
+    )
 
 
 def run_suites(pytester, model_cache: Path, *args) -> dict:
     """The copied suites run as the main job runs them (on the CPU, the shared tiny-model cache, a health probe
     that always passes); returns the gate report."""
-    pytester.runpytest_subprocess("-c", "suites/pytest.ini", "--rootdir", "suites", *args, "--rocm-platform=cpu",
-                                  "--rocm-report-dir=out", f"--rocm-model-cache={model_cache}",
-                                  "--rocm-health-probe=true", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(
+        "-c",
+        "suites/pytest.ini",
+        "--rootdir",
+        "suites",
+        *args,
+        "--rocm-platform=cpu",
+        "--rocm-report-dir=out",
+        f"--rocm-model-cache={model_cache}",
+        "--rocm-health-probe=true",
+        "-p",
+        "no:cacheprovider",
+    )
     return read_report(pytester.path / "out")
 
 
@@ -55,9 +69,15 @@ def run_suites(pytester, model_cache: Path, *args) -> dict:
 def run_gates(pytester):
     """`run_gates(*args, platform="mi300x-8", dir="out")`: pytest with pytest-rocm in a subprocess, as a user
     runs it; returns (RunResult, gate report or None)."""
+
     def run(*args, platform: str = "mi300x-8", report_dir: str = "out"):
-        result = pytester.runpytest_subprocess(f"--rocm-platform={platform}", f"--rocm-report-dir={report_dir}",
-                                               "-p", "no:cacheprovider", *args)
+        result = pytester.runpytest_subprocess(
+            f"--rocm-platform={platform}",
+            f"--rocm-report-dir={report_dir}",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        )
         folder = pytester.path / report_dir
         return result, (read_report(folder) if (folder / "gate-report.json").exists() else None)
 

@@ -60,8 +60,14 @@ EXAMPLES = json.loads((DATA / "webhook-examples.json").read_text())["examples"]
 
 
 def _webhook_validator(name: str):
-    schema = WEBHOOKS["webhooks"][name]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    root = {"$schema": "https://json-schema.org/draft/2020-12/schema", "components": WEBHOOKS["components"], **schema}
+    schema = WEBHOOKS["webhooks"][name]["post"]["requestBody"]["content"]["application/json"][
+        "schema"
+    ]
+    root = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "components": WEBHOOKS["components"],
+        **schema,
+    }
     return jsonschema.Draft202012Validator(root)
 
 
@@ -82,7 +88,11 @@ def example(event: str) -> dict:
     payload = copy.deepcopy(EXAMPLES[event])
     name = _webhook_name(event)
     for _ in range(10):
-        missing = [e for e in _webhook_validator(name).iter_errors(payload) if e.validator == "required"] if name else []
+        missing = (
+            [e for e in _webhook_validator(name).iter_errors(payload) if e.validator == "required"]
+            if name
+            else []
+        )
         if not missing:
             break
         for error in missing:
@@ -103,7 +113,9 @@ def _route(template: str) -> re.Pattern:
     return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "$")
 
 
-ROUTES = [(_route(path), path, method) for path, methods in SPEC["paths"].items() for method in methods]
+ROUTES = [
+    (_route(path), path, method) for path, methods in SPEC["paths"].items() for method in methods
+]
 
 
 def _now() -> str:
@@ -113,24 +125,36 @@ def _now() -> str:
 class FakeGitHub:
     def __init__(self, token: str = "ghs_testtoken", app_public_key=None, hang_s: float = 3.0):
         self.tokens = {token}
-        self.app_public_key = app_public_key  # an App's key: /app/installations/../access_tokens mints tokens
+        self.app_public_key = (
+            app_public_key  # an App's key: /app/installations/../access_tokens mints tokens
+        )
         self.hang_s = hang_s
         self.every: tuple[int, int] | None = None
         self.script: list[str] = []
-        self.fail_after: int | None = None  # every request after this many fails with 502 (an outage)
+        self.fail_after: int | None = (
+            None  # every request after this many fails with 502 (an outage)
+        )
         self.permissions: dict[str, str] = {}  # login -> role_name
         self.pulls: dict[int, dict] = {}
         self.pull_files: dict[int, list[str]] = {}  # PR number -> the paths it changes
         self.check_runs: dict[int, dict] = {}
         self.annotations: dict[int, list[dict]] = {}
         self.dispatches: list[dict] = []
-        self.workflow_runs: dict[int, dict] = {}  # id -> the fields of a REST workflow run that the harness sets
+        self.workflow_runs: dict[
+            int, dict
+        ] = {}  # id -> the fields of a REST workflow run that the harness sets
         self.jobs: dict[int, list[dict]] = {}  # run id -> jobs (fields of a REST job)
-        self.artifacts: dict[int, dict] = {}  # id -> {"run_id", "name", "data" (zip bytes), "expired"}
+        self.artifacts: dict[
+            int, dict
+        ] = {}  # id -> {"run_id", "name", "data" (zip bytes), "expired"}
         self.commits: dict[str, list[str]] = {}  # sha -> parent shas
-        self.issues: dict[int, dict] = {}  # number -> {"repo", "title", "body", "state", "labels", "user"}
+        self.issues: dict[
+            int, dict
+        ] = {}  # number -> {"repo", "title", "body", "state", "labels", "user"}
         self.read_only_tokens: set[str] = set()
-        self.token_apps: dict[str, int] = {}  # token -> the App it belongs to (minted tokens: the JWT's App)
+        self.token_apps: dict[
+            str, int
+        ] = {}  # token -> the App it belongs to (minted tokens: the JWT's App)
         self.late_s = 0.5
         self.script_for: list[tuple[str, str, str]] = []  # (method, path prefix, fault)
         self.errors: list[str] = []
@@ -156,14 +180,31 @@ class FakeGitHub:
 
     # the state the tests read
     def checks(self, sha: str, name: str | None = None, app_id: int | None = None) -> list[dict]:
-        return [r for r in self.check_runs.values() if r["head_sha"] == sha and (name is None or r["name"] == name)
-                and (app_id is None or r.get("app_id", ACTIONS_APP_ID) == app_id)]
+        return [
+            r
+            for r in self.check_runs.values()
+            if r["head_sha"] == sha
+            and (name is None or r["name"] == name)
+            and (app_id is None or r.get("app_id", ACTIONS_APP_ID) == app_id)
+        ]
 
     def actions_check(self, repo: str, sha: str, name: str, conclusion: str) -> None:
         """The check run GitHub Actions itself makes for a job (named after the job, on the PR's head)."""
-        run = {"id": next(self._ids), "repo": repo, "head_sha": sha, "name": name, "status": "completed",
-               "conclusion": conclusion, "started_at": _now(), "completed_at": _now(), "details_url": None,
-               "external_id": None, "output": {"title": name, "summary": ""}, "actions": [], "app_id": ACTIONS_APP_ID}
+        run = {
+            "id": next(self._ids),
+            "repo": repo,
+            "head_sha": sha,
+            "name": name,
+            "status": "completed",
+            "conclusion": conclusion,
+            "started_at": _now(),
+            "completed_at": _now(),
+            "details_url": None,
+            "external_id": None,
+            "output": {"title": name, "summary": ""},
+            "actions": [],
+            "app_id": ACTIONS_APP_ID,
+        }
         self.annotations[run["id"]] = []
         self.check_runs[run["id"]] = run
 
@@ -234,7 +275,11 @@ class FakeGitHub:
     def _handle(self, method, path, query, headers, raw, fault):
         if path.startswith("/_blob/"):  # an artifact's pre-signed storage URL: no API, no token
             artifact = self.artifacts.get(int(path.rsplit("/", 1)[1]))
-            return (200, artifact["data"], {"Content-Type": "application/zip"}, None) if artifact else (404, None, {}, None)
+            return (
+                (200, artifact["data"], {"Content-Type": "application/zip"}, None)
+                if artifact
+                else (404, None, {}, None)
+            )
         if fault in ("502", "500", "503"):
             return int(fault), {"message": "Server Error"}, {}, None
         if fault == "ok":  # a placeholder in `script_for`: this request goes through
@@ -242,19 +287,37 @@ class FakeGitHub:
         if fault == "429":
             return 429, {"message": "Too many requests"}, {"Retry-After": "1"}, None
         if fault == "secondary":
-            return 403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you "
-                         "try again.", "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}, \
-                {"Retry-After": "1"}, None
+            return (
+                403,
+                {
+                    "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you "
+                    "try again.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+                },
+                {"Retry-After": "1"},
+                None,
+            )
         if fault == "primary":
-            return 403, {"message": "API rate limit exceeded for installation.",
-                         "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}, \
-                {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}, None
+            return (
+                403,
+                {
+                    "message": "API rate limit exceeded for installation.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+                },
+                {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)},
+                None,
+            )
         for pattern, template, verb in ROUTES:  # noqa: B007 (the matched route's template is read after the loop)
             match = pattern.match(path)
             if match and verb == method:
                 break
         else:
-            return 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}, {}, None
+            return (
+                404,
+                {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"},
+                {},
+                None,
+            )
         operation = SPEC["paths"][template][method]
         params = match.groupdict()
         auth = headers.get("Authorization") or ""
@@ -262,27 +325,58 @@ class FakeGitHub:
             return self._mint_token(auth, params)
         scheme, _, token = auth.partition(" ")
         if scheme.lower() not in ("token", "bearer") or token not in self.tokens:
-            return 401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}, {}, None
+            return (
+                401,
+                {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"},
+                {},
+                None,
+            )
         if method != "get" and token in self.read_only_tokens:
-            return 403, {"message": "Resource not accessible by integration",
-                         "documentation_url": "https://docs.github.com/rest"}, {}, None
-        params["_app"] = self.token_apps.get(token, ACTIONS_APP_ID)  # who writes: an App's token, else Actions'
+            return (
+                403,
+                {
+                    "message": "Resource not accessible by integration",
+                    "documentation_url": "https://docs.github.com/rest",
+                },
+                {},
+                None,
+            )
+        params["_app"] = self.token_apps.get(
+            token, ACTIONS_APP_ID
+        )  # who writes: an App's token, else Actions'
         body = None
         if raw:
             try:
                 body = json.loads(raw)
             except ValueError:
                 return 400, {"message": "Problems parsing JSON"}, {}, None
-        schema = ((operation.get("requestBody") or {}).get("content") or {}).get("application/json", {}).get("schema")
+        schema = (
+            ((operation.get("requestBody") or {}).get("content") or {})
+            .get("application/json", {})
+            .get("schema")
+        )
         if schema is not None:
-            problems = [f"{'/'.join(map(str, e.absolute_path)) or 'body'}: {e.message[:200]}"
-                        for e in OAS30Validator(schema).iter_errors(body)]
+            problems = [
+                f"{'/'.join(map(str, e.absolute_path)) or 'body'}: {e.message[:200]}"
+                for e in OAS30Validator(schema).iter_errors(body)
+            ]
             if problems:
-                return 422, {"message": "Invalid request.\n\n" + "\n".join(problems),
-                             "documentation_url": operation.get("externalDocs", {}).get("url", ""), "status": "422"}, {}, None
+                return (
+                    422,
+                    {
+                        "message": "Invalid request.\n\n" + "\n".join(problems),
+                        "documentation_url": operation.get("externalDocs", {}).get("url", ""),
+                        "status": "422",
+                    },
+                    {},
+                    None,
+                )
         handler = getattr(self, "_" + operation["operationId"].replace("/", "_").replace("-", "_"))
         if fault == "late":  # applied after the client gave up, and no answer in time
-            threading.Timer(self.late_s, lambda: self._apply_late(handler, operation, template, params, query, body)).start()
+            threading.Timer(
+                self.late_s,
+                lambda: self._apply_late(handler, operation, template, params, query, body),
+            ).start()
             return 502, {"message": "Server Error"}, {}, "hang"
         status, answer = handler(params, query, body)
         headers_out = {}
@@ -308,12 +402,18 @@ class FakeGitHub:
                 self.errors.append(f"{template}: {status} has no body in the description")
             return
         for error in OAS30Validator(schema).iter_errors(answer):
-            self.errors.append(f"{template} {status}: {'/'.join(map(str, error.absolute_path))}: {error.message[:200]}")
+            self.errors.append(
+                f"{template} {status}: {'/'.join(map(str, error.absolute_path))}: {error.message[:200]}"
+            )
 
     def _example(self, template, method, status):
-        content = SPEC["paths"][template][method]["responses"][status]["content"]["application/json"]
+        content = SPEC["paths"][template][method]["responses"][status]["content"][
+            "application/json"
+        ]
         examples = content.get("examples") or {}
-        return copy.deepcopy(next(iter(examples.values()))["value"] if examples else content["example"])
+        return copy.deepcopy(
+            next(iter(examples.values()))["value"] if examples else content["example"]
+        )
 
     def _mint_token(self, auth, params):
         import jwt
@@ -322,15 +422,27 @@ class FakeGitHub:
         try:
             claims = jwt.decode(token, self.app_public_key, algorithms=["RS256"])
         except Exception as exc:  # any bad JWT is GitHub's 401
-            return 401, {"message": f"A JSON web token could not be decoded ({type(exc).__name__})"}, {}, None
+            return (
+                401,
+                {"message": f"A JSON web token could not be decoded ({type(exc).__name__})"},
+                {},
+                None,
+            )
         minted = f"ghs_installation_{params['installation_id']}_{claims['iss']}"
         self.tokens.add(minted)
         self.token_apps[minted] = int(claims["iss"])
         expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        answer = {**self._example("/app/installations/{installation_id}/access_tokens", "post", "201"),
-                  "token": minted, "expires_at": expires}
-        self._check_response(SPEC["paths"]["/app/installations/{installation_id}/access_tokens"]["post"], 201, answer,
-                             "/app/installations/{installation_id}/access_tokens")
+        answer = {
+            **self._example("/app/installations/{installation_id}/access_tokens", "post", "201"),
+            "token": minted,
+            "expires_at": expires,
+        }
+        self._check_response(
+            SPEC["paths"]["/app/installations/{installation_id}/access_tokens"]["post"],
+            201,
+            answer,
+            "/app/installations/{installation_id}/access_tokens",
+        )
         return 201, answer, {}, None
 
     # --- operations (named by operationId) ---
@@ -340,28 +452,56 @@ class FakeGitHub:
         repo.update(name=p["repo"], full_name=full, url=f"{self.url}/repos/{full}")
         repo["owner"]["login"] = p["owner"]
         for part in (repo, repo.get("source") or {}, repo.get("parent") or {}):
-            part.setdefault("language", "Python")  # required by the schema, absent from GitHub's own example
+            part.setdefault(
+                "language", "Python"
+            )  # required by the schema, absent from GitHub's own example
         return 200, repo
 
     def _render(self, run: dict) -> dict:
         out = self._example("/repos/{owner}/{repo}/check-runs/{check_run_id}", "get", "200")
         base = f"{self.url}/repos/{run['repo']}/check-runs/{run['id']}"
-        out.update({k: run[k] for k in ("id", "head_sha", "name", "status", "conclusion", "started_at", "completed_at",
-                                         "details_url", "external_id")})
-        out.update(url=base, html_url=f"https://github.com/{run['repo']}/runs/{run['id']}", node_id=f"CR_{run['id']}",
-                   pull_requests=[], check_suite={"id": 5})
+        out.update(
+            {
+                k: run[k]
+                for k in (
+                    "id",
+                    "head_sha",
+                    "name",
+                    "status",
+                    "conclusion",
+                    "started_at",
+                    "completed_at",
+                    "details_url",
+                    "external_id",
+                )
+            }
+        )
+        out.update(
+            url=base,
+            html_url=f"https://github.com/{run['repo']}/runs/{run['id']}",
+            node_id=f"CR_{run['id']}",
+            pull_requests=[],
+            check_suite={"id": 5},
+        )
         if out.get("app"):
             out["app"] = {**out["app"], "id": run.get("app_id", ACTIONS_APP_ID)}
-        out["output"] = {"title": run["output"].get("title"), "summary": run["output"].get("summary"),
-                         "text": run["output"].get("text"), "annotations_count": len(self.annotations[run["id"]]),
-                         "annotations_url": f"{base}/annotations"}
+        out["output"] = {
+            "title": run["output"].get("title"),
+            "summary": run["output"].get("summary"),
+            "text": run["output"].get("text"),
+            "annotations_count": len(self.annotations[run["id"]]),
+            "annotations_url": f"{base}/annotations",
+        }
         return out
 
     def _apply(self, run: dict, body: dict) -> tuple[int, dict] | None:
         status = body.get("status", run["status"])
         conclusion = body.get("conclusion", run["conclusion"] if status == "completed" else None)
         if status == "completed" and not conclusion:  # GitHub's own rule, beyond the schema
-            return 422, {"message": "Invalid request.\n\nconclusion is required when status is completed", "status": "422"}
+            return 422, {
+                "message": "Invalid request.\n\nconclusion is required when status is completed",
+                "status": "422",
+            }
         for key in ("name", "details_url", "external_id", "started_at", "actions"):
             if key in body:
                 run[key] = body[key]
@@ -375,9 +515,21 @@ class FakeGitHub:
         return None
 
     def _checks_create(self, p, q, body):
-        run = {"id": next(self._ids), "repo": f"{p['owner']}/{p['repo']}", "head_sha": body["head_sha"],
-               "name": body["name"], "status": "queued", "conclusion": None, "started_at": _now(), "completed_at": None,
-               "details_url": None, "external_id": None, "output": {}, "actions": [], "app_id": p["_app"]}
+        run = {
+            "id": next(self._ids),
+            "repo": f"{p['owner']}/{p['repo']}",
+            "head_sha": body["head_sha"],
+            "name": body["name"],
+            "status": "queued",
+            "conclusion": None,
+            "started_at": _now(),
+            "completed_at": None,
+            "details_url": None,
+            "external_id": None,
+            "output": {},
+            "actions": [],
+            "app_id": p["_app"],
+        }
         self.annotations[run["id"]] = []
         refused = self._apply(run, body)
         if refused:
@@ -402,11 +554,21 @@ class FakeGitHub:
     def _render_issue(self, issue: dict) -> dict:
         out = self._example("/repos/{owner}/{repo}/issues/{issue_number}", "patch", "200")
         base = f"{self.url}/repos/{issue['repo']}/issues/{issue['number']}"
-        out.update(number=issue["number"], id=issue["number"] + 90000, node_id=f"I_{issue['number']}",
-                   title=issue["title"], body=issue["body"], state=issue["state"], url=base,
-                   html_url=f"https://github.com/{issue['repo']}/issues/{issue['number']}",
-                   labels=[{**out["labels"][0], "name": name} for name in issue["labels"]] if out.get("labels") else [],
-                   closed_at=None if issue["state"] == "open" else _now(), updated_at=issue["updated_at"])
+        out.update(
+            number=issue["number"],
+            id=issue["number"] + 90000,
+            node_id=f"I_{issue['number']}",
+            title=issue["title"],
+            body=issue["body"],
+            state=issue["state"],
+            url=base,
+            html_url=f"https://github.com/{issue['repo']}/issues/{issue['number']}",
+            labels=[{**out["labels"][0], "name": name} for name in issue["labels"]]
+            if out.get("labels")
+            else [],
+            closed_at=None if issue["state"] == "open" else _now(),
+            updated_at=issue["updated_at"],
+        )
         out["user"] = {**out["user"], "login": issue["user"]}
         out.pop("pull_request", None)
         return out
@@ -415,16 +577,31 @@ class FakeGitHub:
         repo = f"{p['owner']}/{p['repo']}"
         wanted = set(filter(None, q.get("labels", "").split(",")))
         state = q.get("state", "open")
-        found = [i for _, i in sorted(self.issues.items()) if i["repo"] == repo and wanted <= set(i["labels"])
-                 and (state == "all" or i["state"] == state)]
+        found = [
+            i
+            for _, i in sorted(self.issues.items())
+            if i["repo"] == repo
+            and wanted <= set(i["labels"])
+            and (state == "all" or i["state"] == state)
+        ]
         return 200, [self._render_issue(i) for i in self._page(found, q)]
 
     def _issues_create(self, p, q, body):
         number = next(self._ids)
-        labels = [label if isinstance(label, str) else label.get("name") for label in body.get("labels") or []]
-        self.issues[number] = {"repo": f"{p['owner']}/{p['repo']}", "number": number, "title": body["title"],
-                               "body": body.get("body"), "state": "open", "labels": labels,
-                               "user": "rocm-gate[bot]", "updated_at": _now()}
+        labels = [
+            label if isinstance(label, str) else label.get("name")
+            for label in body.get("labels") or []
+        ]
+        self.issues[number] = {
+            "repo": f"{p['owner']}/{p['repo']}",
+            "number": number,
+            "title": body["title"],
+            "body": body.get("body"),
+            "state": "open",
+            "labels": labels,
+            "user": "rocm-gate[bot]",
+            "updated_at": _now(),
+        }
         return 201, self._render_issue(self.issues[number])
 
     def _issues_update(self, p, q, body):
@@ -439,12 +616,17 @@ class FakeGitHub:
 
     def _page(self, items, q):
         per, page = min(int(q.get("per_page", 30)), 100), int(q.get("page", 1))
-        return items[(page - 1) * per: page * per]
+        return items[(page - 1) * per : page * per]
 
     def _checks_list_for_ref(self, p, q, body):
-        runs = [r for r in self.check_runs.values() if r["repo"] == f"{p['owner']}/{p['repo']}"
-                and r["head_sha"] == p["ref"] and ("check_name" not in q or r["name"] == q["check_name"])
-                and ("app_id" not in q or str(r.get("app_id", ACTIONS_APP_ID)) == q["app_id"])]
+        runs = [
+            r
+            for r in self.check_runs.values()
+            if r["repo"] == f"{p['owner']}/{p['repo']}"
+            and r["head_sha"] == p["ref"]
+            and ("check_name" not in q or r["name"] == q["check_name"])
+            and ("app_id" not in q or str(r.get("app_id", ACTIONS_APP_ID)) == q["app_id"])
+        ]
         runs.sort(key=lambda r: -r["id"])
         if q.get("filter", "latest") == "latest":  # GitHub's default: the newest run of each name
             seen, latest = set(), []
@@ -453,24 +635,39 @@ class FakeGitHub:
                     seen.add(r["name"])
                     latest.append(r)
             runs = latest
-        return 200, {"total_count": len(runs), "check_runs": [self._render(r) for r in self._page(runs, q)]}
+        return 200, {
+            "total_count": len(runs),
+            "check_runs": [self._render(r) for r in self._page(runs, q)],
+        }
 
     def _checks_list_annotations(self, p, q, body):
         run = self._lookup(p)
         if run is None:
             return 404, {"message": "Not Found"}
-        items = [{"path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
-                  "start_column": a.get("start_column"), "end_column": a.get("end_column"),
-                  "annotation_level": a["annotation_level"], "title": a.get("title"), "message": a["message"],
-                  "raw_details": a.get("raw_details"), "blob_href": f"https://github.com/{run['repo']}/blob/x/{a['path']}"}
-                 for a in self.annotations[run["id"]]]
+        items = [
+            {
+                "path": a["path"],
+                "start_line": a["start_line"],
+                "end_line": a["end_line"],
+                "start_column": a.get("start_column"),
+                "end_column": a.get("end_column"),
+                "annotation_level": a["annotation_level"],
+                "title": a.get("title"),
+                "message": a["message"],
+                "raw_details": a.get("raw_details"),
+                "blob_href": f"https://github.com/{run['repo']}/blob/x/{a['path']}",
+            }
+            for a in self.annotations[run["id"]]
+        ]
         return 200, self._page(items, q)
 
     def _repos_get_collaborator_permission_level(self, p, q, body):
         role = self.permissions.get(p["username"])
         if role is None:
             return 404, {"message": "Not Found"}
-        answer = self._example("/repos/{owner}/{repo}/collaborators/{username}/permission", "get", "200")
+        answer = self._example(
+            "/repos/{owner}/{repo}/collaborators/{username}/permission", "get", "200"
+        )
         answer["role_name"] = role
         answer["permission"] = {"maintain": "write", "triage": "read"}.get(role, role)
         answer["user"].update(login=p["username"], role_name=role)
@@ -481,19 +678,46 @@ class FakeGitHub:
         return (200, pull) if pull else (404, {"message": "Not Found"})
 
     def _actions_create_workflow_dispatch(self, p, q, body):
-        self.dispatches.append({"repo": f"{p['owner']}/{p['repo']}", "workflow": p["workflow_id"], **body})
+        self.dispatches.append(
+            {"repo": f"{p['owner']}/{p['repo']}", "workflow": p["workflow_id"], **body}
+        )
         return 204, None
 
     # --- Actions: workflow runs, jobs, artifacts (filled by tests/actions.py), commits ---
     def _render_run(self, run: dict) -> dict:
         out = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}", "get", "200")
         base = f"{self.url}/repos/{run['repo']}/actions/runs/{run['id']}"
-        out.update({k: run[k] for k in ("id", "name", "event", "status", "conclusion", "head_sha", "head_branch", "path",
-                                        "display_title", "run_attempt", "referenced_workflows", "created_at",
-                                        "updated_at") if k in run})
-        out.update(url=base, html_url=f"https://github.com/{run['repo']}/actions/runs/{run['id']}",
-                   jobs_url=f"{base}/jobs", artifacts_url=f"{base}/artifacts", pull_requests=run.get("pull_requests", []),
-                   workflow_id=run.get("workflow_id", 1), run_number=run["id"], node_id=f"WFR_{run['id']}")
+        out.update(
+            {
+                k: run[k]
+                for k in (
+                    "id",
+                    "name",
+                    "event",
+                    "status",
+                    "conclusion",
+                    "head_sha",
+                    "head_branch",
+                    "path",
+                    "display_title",
+                    "run_attempt",
+                    "referenced_workflows",
+                    "created_at",
+                    "updated_at",
+                )
+                if k in run
+            }
+        )
+        out.update(
+            url=base,
+            html_url=f"https://github.com/{run['repo']}/actions/runs/{run['id']}",
+            jobs_url=f"{base}/jobs",
+            artifacts_url=f"{base}/artifacts",
+            pull_requests=run.get("pull_requests", []),
+            workflow_id=run.get("workflow_id", 1),
+            run_number=run["id"],
+            node_id=f"WFR_{run['id']}",
+        )
         return out
 
     def _actions_get_workflow_run(self, p, q, body):
@@ -503,46 +727,93 @@ class FakeGitHub:
         return 200, self._render_run(run)
 
     def _actions_list_workflow_runs(self, p, q, body):
-        runs = [r for r in self.workflow_runs.values() if r["repo"] == f"{p['owner']}/{p['repo']}"
-                and p["workflow_id"] in (str(r.get("workflow_id")), r["path"].rsplit("/", 1)[-1])
-                and q.get("status") in (None, r["status"], r["conclusion"])
-                and (not q.get("created", "").startswith(">=") or r["created_at"] >= q["created"][2:])]
+        runs = [
+            r
+            for r in self.workflow_runs.values()
+            if r["repo"] == f"{p['owner']}/{p['repo']}"
+            and p["workflow_id"] in (str(r.get("workflow_id")), r["path"].rsplit("/", 1)[-1])
+            and q.get("status") in (None, r["status"], r["conclusion"])
+            and (not q.get("created", "").startswith(">=") or r["created_at"] >= q["created"][2:])
+        ]
         runs.sort(key=lambda r: -r["id"])
-        return 200, {"total_count": len(runs), "workflow_runs": [self._render_run(r) for r in self._page(runs, q)]}
+        return 200, {
+            "total_count": len(runs),
+            "workflow_runs": [self._render_run(r) for r in self._page(runs, q)],
+        }
 
     def _actions_list_jobs_for_workflow_run(self, p, q, body):
         run = self.workflow_runs.get(int(p["run_id"]))
         if run is None:
             return 404, {"message": "Not Found"}
-        template = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}/jobs", "get", "200")["jobs"][0]
+        template = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}/jobs", "get", "200")[
+            "jobs"
+        ][0]
         jobs = []
         for job in self.jobs.get(run["id"], []):
             out = copy.deepcopy(template)
-            out.update({k: job.get(k) for k in ("id", "name", "status", "conclusion", "labels", "runner_name",
-                                                "runner_group_name", "runner_group_id", "runner_id", "started_at",
-                                                "completed_at")}, created_at=job.get("started_at"))
-            out.update(run_id=run["id"], head_sha=run["head_sha"], workflow_name=run["name"], steps=[],
-                       head_branch=run["head_branch"], run_attempt=1, node_id=f"J_{job['id']}",
-                       url=f"{self.url}/repos/{run['repo']}/actions/jobs/{job['id']}",
-                       run_url=f"{self.url}/repos/{run['repo']}/actions/runs/{run['id']}")
+            out.update(
+                {
+                    k: job.get(k)
+                    for k in (
+                        "id",
+                        "name",
+                        "status",
+                        "conclusion",
+                        "labels",
+                        "runner_name",
+                        "runner_group_name",
+                        "runner_group_id",
+                        "runner_id",
+                        "started_at",
+                        "completed_at",
+                    )
+                },
+                created_at=job.get("started_at"),
+            )
+            out.update(
+                run_id=run["id"],
+                head_sha=run["head_sha"],
+                workflow_name=run["name"],
+                steps=[],
+                head_branch=run["head_branch"],
+                run_attempt=1,
+                node_id=f"J_{job['id']}",
+                url=f"{self.url}/repos/{run['repo']}/actions/jobs/{job['id']}",
+                run_url=f"{self.url}/repos/{run['repo']}/actions/runs/{run['id']}",
+            )
             jobs.append(out)
         return 200, {"total_count": len(jobs), "jobs": self._page(jobs, q)}
 
     def _render_artifact(self, artifact_id: int, artifact: dict) -> dict:
         run = self.workflow_runs[artifact["run_id"]]
-        out = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts", "get", "200")["artifacts"][0]
-        out.update(id=artifact_id, name=artifact["name"], size_in_bytes=len(artifact["data"]),
-                   created_at=artifact.get("created_at", out.get("created_at")),
-                   expired=artifact.get("expired", False), node_id=f"A_{artifact_id}",
-                   url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}",
-                   archive_download_url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}/zip",
-                   workflow_run={"id": run["id"], "repository_id": 1, "head_repository_id": 1,
-                                 "head_branch": run["head_branch"], "head_sha": run["head_sha"]})
+        out = self._example("/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts", "get", "200")[
+            "artifacts"
+        ][0]
+        out.update(
+            id=artifact_id,
+            name=artifact["name"],
+            size_in_bytes=len(artifact["data"]),
+            created_at=artifact.get("created_at", out.get("created_at")),
+            expired=artifact.get("expired", False),
+            node_id=f"A_{artifact_id}",
+            url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}",
+            archive_download_url=f"{self.url}/repos/{run['repo']}/actions/artifacts/{artifact_id}/zip",
+            workflow_run={
+                "id": run["id"],
+                "repository_id": 1,
+                "head_repository_id": 1,
+                "head_branch": run["head_branch"],
+                "head_sha": run["head_sha"],
+            },
+        )
         return out
 
     def _actions_list_workflow_run_artifacts(self, p, q, body):
-        found = [(i, a) for i, a in sorted(self.artifacts.items()) if a["run_id"] == int(p["run_id"])
-                 and ("name" not in q or a["name"] == q["name"])]
+        found = [
+            (i, a)
+            for i, a in sorted(self.artifacts.items())
+            if a["run_id"] == int(p["run_id"]) and ("name" not in q or a["name"] == q["name"])
+        ]
         items = [self._render_artifact(i, a) for i, a in found]
         return 200, {"total_count": len(items), "artifacts": self._page(items, q)}
 
@@ -557,13 +828,33 @@ class FakeGitHub:
         if parents is None:
             return 404, {"message": "No commit found for SHA: " + p["ref"]}
         out = self._example("/repos/{owner}/{repo}/commits/{ref}", "get", "200")
-        out.update(sha=p["ref"], node_id=f"C_{p['ref']}", files=[], parents=[
-            {"sha": sha, "url": f"{self.url}/repos/{p['owner']}/{p['repo']}/commits/{sha}",
-             "html_url": f"https://github.com/{p['owner']}/{p['repo']}/commit/{sha}"} for sha in parents])
+        out.update(
+            sha=p["ref"],
+            node_id=f"C_{p['ref']}",
+            files=[],
+            parents=[
+                {
+                    "sha": sha,
+                    "url": f"{self.url}/repos/{p['owner']}/{p['repo']}/commits/{sha}",
+                    "html_url": f"https://github.com/{p['owner']}/{p['repo']}/commit/{sha}",
+                }
+                for sha in parents
+            ],
+        )
         return 200, out
 
     def _pulls_list_files(self, p, q, body):
         template = self._example("/repos/{owner}/{repo}/pulls/{pull_number}/files", "get", "200")[0]
-        items = [{**template, "filename": name, "sha": "0" * 40, "status": "modified", "additions": 1, "deletions": 0,
-                  "changes": 1} for name in self.pull_files.get(int(p["pull_number"]), [])]
+        items = [
+            {
+                **template,
+                "filename": name,
+                "sha": "0" * 40,
+                "status": "modified",
+                "additions": 1,
+                "deletions": 0,
+                "changes": 1,
+            }
+            for name in self.pull_files.get(int(p["pull_number"]), [])
+        ]
         return 200, self._page(items, q)

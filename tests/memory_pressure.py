@@ -59,7 +59,9 @@ class TakeMemoryAtBaseline:
                 try:
                     self.late = self._logged(LOAD_BEGIN_TEXT)
                     self.available_before = available_bytes()
-                    self._held = b"\x01" * self.size  # filled, so resident: a calloc'd buffer would not count
+                    self._held = (
+                        b"\x01" * self.size
+                    )  # filled, so resident: a calloc'd buffer would not count
                     self.taken_at = time.monotonic()
                 finally:
                     os.killpg(process.pid, signal.SIGCONT)

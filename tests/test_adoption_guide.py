@@ -62,23 +62,47 @@ def vllm_checkout(tree: Path) -> None:
     is `origin/main`; the guide's changes are then the working tree's."""
     git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    commits = [json.loads(line) for line in (DATA / "upstream" / "vllm-main-history.jsonl").read_text().splitlines()]
+    commits = [
+        json.loads(line)
+        for line in (DATA / "upstream" / "vllm-main-history.jsonl").read_text().splitlines()
+    ]
     stream = []
     for number, commit in enumerate(reversed(commits), start=1):
         # the commit's id as the content of every file it changed: a change git sees each time
-        stream += ["blob", f"mark :{2 * number - 1}", f"data {len(commit['sha'])}", commit["sha"],
-                   "commit refs/heads/main", f"mark :{2 * number}", "committer t <t@t> 1700000000 +0000",
-                   f"data {len(commit['sha'])}", commit["sha"]]
-        stream += ([f"from :{2 * number - 2}"] if number > 1 else []) + [
-            f"M 100644 :{2 * number - 1} {f}" for f in commit["files"]] + [""]
-    files = sorted(p for p in tree.rglob("*") if p.is_file() and ".git" not in p.relative_to(tree).parts)
-    stream += ["commit refs/heads/main", "committer t <t@t> 1700000001 +0000", "data 8", "checkout",
-               f"from :{2 * len(commits)}", "deleteall"]
+        stream += [
+            "blob",
+            f"mark :{2 * number - 1}",
+            f"data {len(commit['sha'])}",
+            commit["sha"],
+            "commit refs/heads/main",
+            f"mark :{2 * number}",
+            "committer t <t@t> 1700000000 +0000",
+            f"data {len(commit['sha'])}",
+            commit["sha"],
+        ]
+        stream += (
+            ([f"from :{2 * number - 2}"] if number > 1 else [])
+            + [f"M 100644 :{2 * number - 1} {f}" for f in commit["files"]]
+            + [""]
+        )
+    files = sorted(
+        p for p in tree.rglob("*") if p.is_file() and ".git" not in p.relative_to(tree).parts
+    )
+    stream += [
+        "commit refs/heads/main",
+        "committer t <t@t> 1700000001 +0000",
+        "data 8",
+        "checkout",
+        f"from :{2 * len(commits)}",
+        "deleteall",
+    ]
     for path in files:
         data = path.read_bytes()
         stream += [f"M 100644 inline {path.relative_to(tree).as_posix()}", f"data {len(data)}"]
         stream.append(data.decode())
-    subprocess.run([*git, "fast-import", "--quiet"], input="\n".join(stream) + "\n", text=True, check=True)
+    subprocess.run(
+        [*git, "fast-import", "--quiet"], input="\n".join(stream) + "\n", text=True, check=True
+    )
     subprocess.run([*git, "reset", "-q", "--hard", "main"], check=True)
     subprocess.run([*git, "update-ref", "refs/remotes/origin/main", "main"], check=True)
 
@@ -92,12 +116,22 @@ def followed(tmp_path_factory):
     vllm_checkout(work / "vllm")
     (work / "pytest-rocm").symlink_to(REPO)
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHON": sys.executable,
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHON": sys.executable,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     env.pop("PYTEST_ROCM_PLATFORM", None)
     env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run(["bash", "-c", guide_script()], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        ["bash", "-c", guide_script()],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return work, done
 
 
@@ -110,29 +144,53 @@ def test_vllm_steps_give_the_promised_reports(followed):
     work, done = followed
     out = work / "out"
     # step 3: the sorting, from the tree and from pytest --collect-only, with the shipped map by name
-    assert (f"group map: {REPO / 'pytest_rocm/maps/vllm.toml'} (paths read from vllm-project/vllm@9aaf83ef"
-            in done.stdout)
+    assert (
+        f"group map: {REPO / 'pytest_rocm/maps/vllm.toml'} (paths read from vllm-project/vllm@9aaf83ef"
+        in done.stdout
+    )
     assert "pytest-rocm: how the collected tests sort into groups" in done.stdout
     # step 6: the ROCm run, with the gates, the known gap and the map's groups
     rocm = json.loads((out / "rocm" / "gate-report.json").read_text())
     assert rocm["conclusion"] == "success" and rocm["manifest"]["platform"]["profile"] == "mi300x-8"
     tests = rocm["tests"]
-    assert tests["tests/kernels/attention/test_attention.py::test_paged_attention[64]"]["blocking"] is True
-    assert tests["tests/kernels/attention/test_attention.py::test_fp8_kv_cache"]["status"] == "known_gap"
+    assert (
+        tests["tests/kernels/attention/test_attention.py::test_paged_attention[64]"]["blocking"]
+        is True
+    )
+    assert (
+        tests["tests/kernels/attention/test_attention.py::test_fp8_kv_cache"]["status"]
+        == "known_gap"
+    )
     assert tests["tests/v1/core/test_scheduler.py::test_preemption"]["group"] == "engine"
-    assert tests["tests/kernels/attention/test_attention.py::test_long_context_sweep"]["status"] == "skipped"
+    assert (
+        tests["tests/kernels/attention/test_attention.py::test_long_context_sweep"]["status"]
+        == "skipped"
+    )
     # step 8: parity, with tests/cuda/ counted once, as not applicable
     parity = json.loads((out / "parity" / "parity.json").read_text())
     assert parity["groups"]["attention"]["reference_passing"] == 3
-    assert parity["groups"]["attention"]["both_passing"] == 2 and parity["groups"]["attention"]["known_gap"] == 1
-    assert parity["gating"]["blocking_tests"] == 2 and parity["gating"]["partly_blocking_groups"] == ["attention"]
-    assert [e["tests"] for e in parity["not_applicable"]] == [["tests/cuda/test_cuda_context.py::test_cuda_context"]]
+    assert (
+        parity["groups"]["attention"]["both_passing"] == 2
+        and parity["groups"]["attention"]["known_gap"] == 1
+    )
+    assert parity["gating"]["blocking_tests"] == 2 and parity["gating"][
+        "partly_blocking_groups"
+    ] == ["attention"]
+    assert [e["tests"] for e in parity["not_applicable"]] == [
+        ["tests/cuda/test_cuda_context.py::test_cuda_context"]
+    ]
     assert parity["unmatched"] == []
-    assert "fp8 KV cache is not supported by this ROCm build" in (out / "parity" / "parity.md").read_text()
+    assert (
+        "fp8 KV cache is not supported by this ROCm build"
+        in (out / "parity" / "parity.md").read_text()
+    )
     # step 8: selection from vLLM's own history, each link with its count
-    selected = done.stdout[done.stdout.index("engine: vllm/v1/core/sched/scheduler.py"):]
-    assert re.match(r"engine: vllm/v1/core/sched/scheduler\.py: co-changed with tests/\S+ \(vllm/v1/core/sched/"
-                    r"scheduler\.py changed with tests/\S+ in \d+ of \d+ commits that changed it with tests", selected)
+    selected = done.stdout[done.stdout.index("engine: vllm/v1/core/sched/scheduler.py") :]
+    assert re.match(
+        r"engine: vllm/v1/core/sched/scheduler\.py: co-changed with tests/\S+ \(vllm/v1/core/sched/"
+        r"scheduler\.py changed with tests/\S+ in \d+ of \d+ commits that changed it with tests",
+        selected,
+    )
     assert "  run tests/v1/core/\n" in selected and "everything" not in selected.split("\n\n")[0]
 
 
@@ -143,20 +201,43 @@ def test_the_files_the_guide_changes_pass_vllms_pre_commit_checks(followed):
 
     work, _ = followed
     tree = work / "vllm"
-    changed = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=all"],
-                             capture_output=True, text=True, check=True).stdout.splitlines()
+    changed = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     paths = sorted(line[3:] for line in changed if not line[3:].startswith(".pytest_cache"))
     assert paths == ["pyproject.toml", "tests/kernels/attention/test_attention.py"], paths
     for path in (p for p in paths if p.endswith(".py")):
         head = (tree / path).read_text().splitlines()[:2]
-        assert head == ["# SPDX-License-Identifier: Apache-2.0",
-                        "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project"], path
-    ruff = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", *[p for p in paths if p.endswith(".py")]],
-                          cwd=tree, capture_output=True, text=True)
+        assert head == [
+            "# SPDX-License-Identifier: Apache-2.0",
+            "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project",
+        ], path
+    ruff = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "format",
+            "--check",
+            *[p for p in paths if p.endswith(".py")],
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
     assert ruff.returncode == 0, ruff.stdout + ruff.stderr
-    markers = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    assert markers[:9] == tomllib.loads((DATA / "adoption/vllm/pyproject.toml").read_text())[
-        "tool"]["pytest"]["ini_options"]["markers"]
+    markers = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"][
+        "markers"
+    ]
+    assert (
+        markers[:9]
+        == tomllib.loads((DATA / "adoption/vllm/pyproject.toml").read_text())["tool"]["pytest"][
+            "ini_options"
+        ]["markers"]
+    )
     assert [m.split("(")[0] for m in markers[9:]] == ["rocm_gate", "hardware", "rocm_known_gap"]
 
 
@@ -165,18 +246,38 @@ def test_sglang_steps_run_unittest_files_as_gated_items_and_combine_coverage(fol
     out = work / "out"
     rocm = json.loads((out / "sglang-rocm" / "gate-report.json").read_text())
     groups = {nodeid: t["group"] for nodeid, t in rocm["tests"].items()}
-    assert groups["test/registered/attention/test_triton_attention_backend.py::TestTritonAttentionBackend::"
-                  "test_decode"] == "attention"
-    assert groups["test/registered/spec/test_eagle_infer.py::TestEagleInfer::test_acceptance_length"] == "spec_decode"
-    assert groups["test/registered/openai_server/basic/test_openai_server.py::TestOpenAIServer::test_completion"] == "api"
+    assert (
+        groups[
+            "test/registered/attention/test_triton_attention_backend.py::TestTritonAttentionBackend::"
+            "test_decode"
+        ]
+        == "attention"
+    )
+    assert (
+        groups["test/registered/spec/test_eagle_infer.py::TestEagleInfer::test_acceptance_length"]
+        == "spec_decode"
+    )
+    assert (
+        groups[
+            "test/registered/openai_server/basic/test_openai_server.py::TestOpenAIServer::test_completion"
+        ]
+        == "api"
+    )
     sglang = json.loads((out / "sglang-parity" / "parity.json").read_text())["sglang"]
     assert (sglang["cuda"], sglang["amd"], sglang["amd_disabled_registrations"]) == (4, 2, 1)
     executed = sglang["executed"]
-    assert executed["declared_and_passing"] == ["test/registered/attention/test_triton_attention_backend.py"]
+    assert executed["declared_and_passing"] == [
+        "test/registered/attention/test_triton_attention_backend.py"
+    ]
     assert executed["passing_not_declared"] == [
-        "test/registered/debug_utils/test_dump_loader.py", "test/registered/openai_server/basic/test_openai_server.py",
-        "test/registered/spec/test_eagle_infer.py"]  # the EAGLE file's AMD registration is disabled
-    assert "Pass on the candidate without an AMD registration" in (out / "sglang-parity" / "parity.md").read_text()
+        "test/registered/debug_utils/test_dump_loader.py",
+        "test/registered/openai_server/basic/test_openai_server.py",
+        "test/registered/spec/test_eagle_infer.py",
+    ]  # the EAGLE file's AMD registration is disabled
+    assert (
+        "Pass on the candidate without an AMD registration"
+        in (out / "sglang-parity" / "parity.md").read_text()
+    )
 
 
 def test_the_markers_the_guide_registers_are_the_plugins_user_markers():
@@ -190,9 +291,30 @@ def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_options(fo
     """After the guide, vLLM's CUDA lanes, which do not install pytest-rocm, collect the marked tests without a
     warning under --strict-markers and --strict-config."""
     work, _ = followed
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ROCM_PLATFORM", "PYTEST_ADDOPTS")}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:rocm", "--strict-markers", "--strict-config",
-                           "-W", "error", "-p", "no:cacheprovider", "tests", "-q"], cwd=work / "vllm", env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTEST_ROCM_PLATFORM", "PYTEST_ADDOPTS")
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:rocm",
+            "--strict-markers",
+            "--strict-config",
+            "-W",
+            "error",
+            "-p",
+            "no:cacheprovider",
+            "tests",
+            "-q",
+        ],
+        cwd=work / "vllm",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Unknown" not in done.stdout + done.stderr and " passed" in done.stdout

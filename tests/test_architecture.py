@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest_rocm
 
 ROOT = Path(pytest_rocm.__file__).resolve().parent
-MODULES = sorted(m.name for m in pkgutil.walk_packages([str(ROOT)], "pytest_rocm.")
-                 if not m.name.endswith(".__main__"))  # running, not importing
+MODULES = sorted(
+    m.name
+    for m in pkgutil.walk_packages([str(ROOT)], "pytest_rocm.")
+    if not m.name.endswith(".__main__")
+)  # running, not importing
 
 
 def imports_of(name: str) -> set[str]:
@@ -22,7 +25,11 @@ def imports_of(name: str) -> set[str]:
     tree = ast.parse(Path(spec.origin).read_text())
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pytest_rocm"):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("pytest_rocm")
+        ):
             for alias in node.names:
                 candidate = f"{node.module}.{alias.name}"
                 found.add(candidate if candidate in MODULES else node.module)
@@ -42,7 +49,7 @@ def test_no_import_cycle_between_modules():
         stack.append(node)
         for nxt in graph.get(node, ()):
             if state[nxt] == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
+                cycle = stack[stack.index(nxt) :] + [nxt]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if state[nxt] == 0:
                 visit(nxt)
@@ -55,11 +62,13 @@ def test_no_import_cycle_between_modules():
 
 
 def test_every_module_imports_alone_in_a_fresh_interpreter():
-    code = ("import importlib, sys\n"
-            "for name in sys.argv[1:]:\n"
-            "    importlib.import_module(name)\n"
-            "    for loaded in [m for m in sys.modules if m.startswith('pytest_rocm')]:\n"
-            "        del sys.modules[loaded]\n")
+    code = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(name)\n"
+        "    for loaded in [m for m in sys.modules if m.startswith('pytest_rocm')]:\n"
+        "        del sys.modules[loaded]\n"
+    )
     done = subprocess.run([sys.executable, "-c", code, *MODULES], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
@@ -74,14 +83,26 @@ def test_every_module_says_what_it_owns_and_every_package_has_a_public_surface()
 
 def test_pytest_and_xdist_internals_are_touched_in_two_modules():
     """`plugin/internals.py`, and the scheduler xdist drives through its worker objects; nothing else."""
-    private = (r"dsession", r"\.sched\b", r"shuttingdown", r"\b_io\b", r"runtestprotocol", r"shutting_down",
-               r"send_runtest", r"\.shutdown\(", r"\b_pytest\b", r"[\"']gw\d")
+    private = (
+        r"dsession",
+        r"\.sched\b",
+        r"shuttingdown",
+        r"\b_io\b",
+        r"runtestprotocol",
+        r"shutting_down",
+        r"send_runtest",
+        r"\.shutdown\(",
+        r"\b_pytest\b",
+        r"[\"']gw\d",
+    )
     for name in MODULES:
         if name in ("pytest_rocm.plugin.internals", "pytest_rocm.scheduling.xdist_scheduler"):
             continue
         source = Path(importlib.util.find_spec(name).origin).read_text()
         for word in private:
-            assert not re.search(word, source), f"{name} uses {word!r}: keep internals in plugin/internals.py"
+            assert not re.search(word, source), (
+                f"{name} uses {word!r}: keep internals in plugin/internals.py"
+            )
 
 
 def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
@@ -92,6 +113,9 @@ def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
         if name.startswith("pytest_rocm.github"):
             outside = {m for m in imports_of(name) if not m.startswith(readers)}
             assert not outside, f"{name} imports {sorted(outside)}"
-    outside = {m for m in imports_of("pytest_rocm.trunk.attribution")
-               if not m.startswith(("pytest_rocm.schemas", "pytest_rocm.trunk.fingerprint"))}
+    outside = {
+        m
+        for m in imports_of("pytest_rocm.trunk.attribution")
+        if not m.startswith(("pytest_rocm.schemas", "pytest_rocm.trunk.fingerprint"))
+    }
     assert not outside, f"pytest_rocm.trunk.attribution imports {sorted(outside)}"

@@ -46,8 +46,16 @@ def validator(kind: str) -> jsonschema.Draft202012Validator:
 def run_output(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=SUITE)
-    pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-2", "--rocm-report-dir=out",
-                                  "--junitxml=out/junit.xml", "--rocm-health-probe=true", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--rocm-platform=mi300x-2",
+        "--rocm-report-dir=out",
+        "--junitxml=out/junit.xml",
+        "--rocm-health-probe=true",
+        "-p",
+        "no:cacheprovider",
+    )
     return pytester.path / "out"
 
 
@@ -72,6 +80,18 @@ def test_a_report_that_claims_success_while_incomplete_breaks_the_schema(run_out
 
 
 def test_parity_report_matches_its_schema(run_output, tmp_path):
-    assert rocm_gate(["parity", "--reference", str(run_output / "junit.xml"), "--candidate", str(run_output),
-                      "--out", str(tmp_path)]) == 0
+    assert (
+        rocm_gate(
+            [
+                "parity",
+                "--reference",
+                str(run_output / "junit.xml"),
+                "--candidate",
+                str(run_output),
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     validator("parity").validate(json.loads((tmp_path / "parity.json").read_text()))

@@ -24,7 +24,9 @@ def tools(tmp_path, monkeypatch):
     folder = tmp_path / "bin"
     folder.mkdir()
     monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
-    monkeypatch.setattr(detect, "find_tool", lambda name: str(folder / name) if (folder / name).exists() else None)
+    monkeypatch.setattr(
+        detect, "find_tool", lambda name: str(folder / name) if (folder / name).exists() else None
+    )
     return folder
 
 
@@ -79,21 +81,38 @@ def test_sysfs_topology(tmp_path):
     root = tmp_path / "nodes"
     write_node(root, 0, {"cpu_cores_count": 48, "simd_count": 0, "gfx_target_version": 0})
     for n in (1, 2):
-        write_node(root, n, {"cpu_cores_count": 0, "simd_count": 1216, "simd_per_cu": 4,
-                             "gfx_target_version": 90402, "device_id": 0x74a1, "vendor_id": 4098}, 206141652992)
+        write_node(
+            root,
+            n,
+            {
+                "cpu_cores_count": 0,
+                "simd_count": 1216,
+                "simd_per_cu": 4,
+                "gfx_target_version": 90402,
+                "device_id": 0x74A1,
+                "vendor_id": 4098,
+            },
+            206141652992,
+        )
     parsed = parse_dir(root)
-    assert [(g.sku, g.arch, g.memory_gb, g.compute_units) for g in parsed.gpus] == [("MI300X", "gfx942", 192.0, 304)] * 2
+    assert [(g.sku, g.arch, g.memory_gb, g.compute_units) for g in parsed.gpus] == [
+        ("MI300X", "gfx942", 192.0, 304)
+    ] * 2
 
 
-@pytest.mark.parametrize("version,arch", [(90402, "gfx942"), (90010, "gfx90a"), (90500, "gfx950"), (110000, "gfx1100")])
+@pytest.mark.parametrize(
+    "version,arch", [(90402, "gfx942"), (90010, "gfx90a"), (90500, "gfx950"), (110000, "gfx1100")]
+)
 def test_gfx_target_version(version, arch):
     assert gfx_from_target_version(version) == arch
 
 
 def test_nvidia_smi_csv_with_and_without_header():
-    with_header = ("index, name, memory.total [MiB], pci.bus_id, driver_version, compute_cap\n"
-                   "0, NVIDIA H100 80GB HBM3, 81559 MiB, 00000000:18:00.0, 570.124.06, 9.0\n"
-                   "1, NVIDIA H100 80GB HBM3, 81559 MiB, 00000000:2A:00.0, 570.124.06, 9.0\n")
+    with_header = (
+        "index, name, memory.total [MiB], pci.bus_id, driver_version, compute_cap\n"
+        "0, NVIDIA H100 80GB HBM3, 81559 MiB, 00000000:18:00.0, 570.124.06, 9.0\n"
+        "1, NVIDIA H100 80GB HBM3, 81559 MiB, 00000000:2A:00.0, 570.124.06, 9.0\n"
+    )
     parsed = nvidia_smi.parse(with_header)
     assert [(g.sku, g.arch, g.memory_gb) for g in parsed.gpus] == [("H100", "sm_90", 79.6)] * 2
     assert parsed.versions["driver"] == "nvidia 570.124.06"
@@ -102,7 +121,16 @@ def test_nvidia_smi_csv_with_and_without_header():
 
 
 def test_nvidia_smi_garbage_is_an_error_not_a_crash():
-    platform = detect.merge([detect._attempt("nvidia-smi", lambda: nvidia_smi.parse("Failed to initialize NVML: Driver/library version mismatch"))])
+    platform = detect.merge(
+        [
+            detect._attempt(
+                "nvidia-smi",
+                lambda: nvidia_smi.parse(
+                    "Failed to initialize NVML: Driver/library version mismatch"
+                ),
+            )
+        ]
+    )
     assert not platform.sources[0].ok
     assert "unexpected output" in platform.sources[0].detail
 
@@ -157,17 +185,41 @@ def fake_torch(tmp_path, **values):
 
 
 def test_torch_query_rocm_build(tmp_path):
-    env = fake_torch(tmp_path, version="2.9.0+rocm7.0", hip="7.0.51831", count=2, props={
-        "name": "AMD Instinct MI300X", "gcnArchName": "gfx942:sramecc+:xnack-", "total_memory": 206141652992,
-        "multi_processor_count": 304, "major": 9, "minor": 4})
+    env = fake_torch(
+        tmp_path,
+        version="2.9.0+rocm7.0",
+        hip="7.0.51831",
+        count=2,
+        props={
+            "name": "AMD Instinct MI300X",
+            "gcnArchName": "gfx942:sramecc+:xnack-",
+            "total_memory": 206141652992,
+            "multi_processor_count": 304,
+            "major": 9,
+            "minor": 4,
+        },
+    )
     parsed = torch_query.probe(env=env)
     assert parsed.versions == {"torch": "2.9.0+rocm7.0", "hip": "7.0.51831"}
-    assert [(g.sku, g.arch, g.memory_gb, g.vendor) for g in parsed.gpus] == [("MI300X", "gfx942", 192.0, "amd")] * 2
+    assert [(g.sku, g.arch, g.memory_gb, g.vendor) for g in parsed.gpus] == [
+        ("MI300X", "gfx942", 192.0, "amd")
+    ] * 2
 
 
 def test_torch_query_cuda_build(tmp_path):
-    env = fake_torch(tmp_path, version="2.9.0+cu128", cuda="12.8", count=1, props={
-        "name": "NVIDIA H200", "total_memory": 150109880320, "multi_processor_count": 132, "major": 9, "minor": 0})
+    env = fake_torch(
+        tmp_path,
+        version="2.9.0+cu128",
+        cuda="12.8",
+        count=1,
+        props={
+            "name": "NVIDIA H200",
+            "total_memory": 150109880320,
+            "multi_processor_count": 132,
+            "major": 9,
+            "minor": 0,
+        },
+    )
     parsed = torch_query.probe(env=env)
     assert parsed.versions == {"torch": "2.9.0+cu128", "cuda": "12.8"}
     assert [(g.sku, g.arch, g.memory_gb) for g in parsed.gpus] == [("H200", "sm_90", 139.8)]

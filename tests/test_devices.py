@@ -40,10 +40,18 @@ def test_more_than_the_runner_has(session_id):
 
 
 def test_a_dead_holder_releases_its_devices(session_id):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pytest_rocm.hw.allocation import allocate; "
-        f"a = allocate({session_id!r}, [0, 1], 2, 'amd'); print('held', flush=True); time.sleep(60)")],
-        stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pytest_rocm.hw.allocation import allocate; "
+                f"a = allocate({session_id!r}, [0, 1], 2, 'amd'); print('held', flush=True); time.sleep(60)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(AllocationTimeout):
@@ -88,8 +96,15 @@ def test_env_restored():
 def test_workers_never_share_a_device_and_never_deadlock(pytester, monkeypatch):
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
     pytester.makepyfile(test_alloc=ALLOCATING_SUITE)
-    result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-6", "--rocm-report-dir=out",
-                                           "-p", "no:cacheprovider", "--timeout=60")
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--rocm-platform=mi300x-6",
+        "--rocm-report-dir=out",
+        "-p",
+        "no:cacheprovider",
+        "--timeout=60",
+    )
     result.assert_outcomes(passed=13)
     runs = [json.loads(p.read_text()) for p in pytester.path.glob("alloc*.json")]
     assert len(runs) == 12
@@ -100,10 +115,14 @@ def test_workers_never_share_a_device_and_never_deadlock(pytester, monkeypatch):
     overlapping = 0
     for a in runs:
         for b in runs:
-            if a is not b and a["start"] < b["end"] and b["start"] < a["end"]:  # ran at the same time
+            if (
+                a is not b and a["start"] < b["end"] and b["start"] < a["end"]
+            ):  # ran at the same time
                 overlapping += 1
                 assert not set(a["gpus"]) & set(b["gpus"]), (a, b)
-    assert overlapping, "no two tests ran at the same time: the test proves nothing about exclusivity"
+    assert overlapping, (
+        "no two tests ran at the same time: the test proves nothing about exclusivity"
+    )
     records = [r for p in (pytester.path / "out").glob("records-gw*.jsonl") for r in read_jsonl(p)]
     setups = [r for r in records if r.get("when") == "setup" and "test_four_gpus" in r["nodeid"]]
     assert all(len(r["gpus"]) == 4 for r in setups)
@@ -118,23 +137,33 @@ def test_gpus_on_a_machine_without_gpus(pytester):
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]])
-def test_a_file_where_the_lock_folder_goes_is_a_usage_error_naming_it(pytester, monkeypatch, workers):
+def test_a_file_where_the_lock_folder_goes_is_a_usage_error_naming_it(
+    pytester, monkeypatch, workers
+):
     """`$TMPDIR/pytest-rocm-locks` left as a file (a stray `touch`, another tool's name): no INTERNALERROR, the
     path and the fix."""
     temporary = pytester.path / "tmp"
     temporary.mkdir()
     (temporary / "pytest-rocm-locks").write_text("")
     monkeypatch.setenv("TMPDIR", str(temporary))
-    pytester.makepyfile(test_x="""
+    pytester.makepyfile(
+        test_x="""
         import pytest
 
         @pytest.mark.rocm_gate(group="engine")
         def test_x(gpus):
             assert gpus
-    """)
-    result = pytester.runpytest_subprocess("--rocm-platform=mi300x-2", "-p", "no:cacheprovider", *workers)
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=mi300x-2", "-p", "no:cacheprovider", *workers
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: pytest-rocm: {temporary}/pytest-rocm-locks is a file, not a folder; "
-                                 f"* Remove it (rm {temporary}/pytest-rocm-locks) or give the run another temporary "
-                                 "folder (TMPDIR=/some/folder pytest ...)"])
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: pytest-rocm: {temporary}/pytest-rocm-locks is a file, not a folder; "
+            f"* Remove it (rm {temporary}/pytest-rocm-locks) or give the run another temporary "
+            "folder (TMPDIR=/some/folder pytest ...)"
+        ]
+    )
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -14,7 +14,9 @@ VERSION = SAMPLES / "amd-smi/mi300x_amd-smi_version_json_rocm7.2.1_dell-ai.json"
 
 
 def doctor(*args):
-    return subprocess.run([*ROCM_GATE, "doctor", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*ROCM_GATE, "doctor", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_saved_outputs_are_shown():
@@ -27,11 +29,14 @@ def test_saved_outputs_are_shown():
     assert "health: ok" in done.stdout
 
 
-@pytest.mark.parametrize("args,code,message", [
-    (["--expect-gpus", "8", "--expect-sku", "MI300X"], 0, "health: ok"),
-    (["--expect-gpus", "4"], 3, "expected 4 GPU(s), this runner has 8 x MI300X"),
-    (["--expect-sku", "mi355x"], 3, "expected every GPU to be MI355X; 8 are not"),
-])
+@pytest.mark.parametrize(
+    "args,code,message",
+    [
+        (["--expect-gpus", "8", "--expect-sku", "MI300X"], 0, "health: ok"),
+        (["--expect-gpus", "4"], 3, "expected 4 GPU(s), this runner has 8 x MI300X"),
+        (["--expect-sku", "mi355x"], 3, "expected every GPU to be MI355X; 8 are not"),
+    ],
+)
 def test_expectations(args, code, message):
     done = doctor("--source", f"amd-smi={STATIC}", *args)
     assert done.returncode == code
@@ -47,7 +52,12 @@ def test_no_gpu_visible_is_its_own_exit_code():
 def test_a_failing_source_is_shown_with_its_error(tmp_path):
     broken = tmp_path / "rocminfo.txt"
     broken.write_text("hsa api call failure at: /long_pathname/rocminfo.cc:1306\n")
-    done = doctor("--source", f"rocminfo={broken}", "--source", f"rocm-smi={SAMPLES / 'rocm-smi/mi300x_x4_rocm-smi_concise_thamada.txt'}")
+    done = doctor(
+        "--source",
+        f"rocminfo={broken}",
+        "--source",
+        f"rocm-smi={SAMPLES / 'rocm-smi/mi300x_x4_rocm-smi_concise_thamada.txt'}",
+    )
     assert done.returncode == 0
     assert f"FAIL  rocminfo={broken}" in done.stdout
     assert "unexpected output: no HSA agents found in rocminfo output" in done.stdout
@@ -80,15 +90,21 @@ def test_this_machine():
     if done.returncode == 4:
         assert "platform: no GPU (cpu)" in done.stdout
         for source in ("amd-smi", "rocminfo", "rocm-smi", "nvidia-smi", "sysfs"):
-            assert any(line.strip().startswith(("FAIL", "ok")) and source in line for line in done.stdout.splitlines())
+            assert any(
+                line.strip().startswith(("FAIL", "ok")) and source in line
+                for line in done.stdout.splitlines()
+            )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--source", "rocmsmi=x.txt"], "unknown source 'rocmsmi'"),
-    (["--source", "amd-smi"], "expected TOOL=FILE"),
-    (["--expect-sku", "MI400X"], "unknown SKU 'MI400X'"),
-    (["--platform", "mi999x-2"], "unknown platform profile 'mi999x-2'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--source", "rocmsmi=x.txt"], "unknown source 'rocmsmi'"),
+        (["--source", "amd-smi"], "expected TOOL=FILE"),
+        (["--expect-sku", "MI400X"], "unknown SKU 'MI400X'"),
+        (["--platform", "mi999x-2"], "unknown platform profile 'mi999x-2'"),
+    ],
+)
 def test_bad_input(args, message):
     done = doctor(*args)
     assert done.returncode == 2

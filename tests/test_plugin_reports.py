@@ -62,8 +62,15 @@ SUITE = f"""
 def run_suite(pytester, *args):
     """The suite once, without reruns (verdicts and reruns have tests of their own)."""
     pytester.makepyfile(test_suite=SUITE)
-    return pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--junitxml=out/junit.xml",
-                              "--rocm-reruns=0", "-p", "no:cacheprovider", *args)
+    return pytester.runpytest(
+        "--rocm-platform=mi300x-8",
+        "--rocm-report-dir=out",
+        "--junitxml=out/junit.xml",
+        "--rocm-reruns=0",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    )
 
 
 def load(pytester, name):
@@ -77,37 +84,57 @@ def test_gate_report_statuses_counts_and_conclusion(pytester):
     assert report["schema"] == "pytest-rocm/gate-report/1"
     status = {nodeid.split("::")[1]: t["status"] for nodeid, t in report["tests"].items()}
     assert status == {
-        "test_pass": "passed", "test_fail": "failed", "test_setup_error": "error",
-        "test_skipped_in_body": "skipped", "test_xfail": "xfailed", "test_gap": "known_gap",
-        "test_gap_now_passes": "xpassed", "test_needs_mi355x": "not_applicable", "test_plain": "passed",
+        "test_pass": "passed",
+        "test_fail": "failed",
+        "test_setup_error": "error",
+        "test_skipped_in_body": "skipped",
+        "test_xfail": "xfailed",
+        "test_gap": "known_gap",
+        "test_gap_now_passes": "xpassed",
+        "test_needs_mi355x": "not_applicable",
+        "test_plain": "passed",
     }
     tests = {nodeid.split("::")[1]: t for nodeid, t in report["tests"].items()}
     assert "assert 1 + 1 == 3" in tests["test_fail"]["detail"]
     assert tests["test_setup_error"]["detail"].startswith("setup failed:")
     assert "fixture exploded" in tests["test_setup_error"]["detail"]
     assert tests["test_gap"]["known_gap"] == {"reason": "no fp8", "issue": GAP, "mode": "skip"}
-    assert tests["test_gap_now_passes"]["detail"].startswith("known gap now passes, remove its marker")
+    assert tests["test_gap_now_passes"]["detail"].startswith(
+        "known gap now passes, remove its marker"
+    )
     assert tests["test_needs_mi355x"]["detail"] == "needs 8 x MI355X, this runner has 8 x MI300X"
     assert tests["test_needs_mi355x"]["requires"]["sku"] == ["MI355X"]
     assert tests["test_plain"]["group"] is None
 
-    assert report["groups"]["attention"] | {} == {**report["groups"]["attention"], "passed": 1, "failed": 1, "total": 2}
+    assert report["groups"]["attention"] | {} == {
+        **report["groups"]["attention"],
+        "passed": 1,
+        "failed": 1,
+        "total": 2,
+    }
     assert report["groups"]["api"]["known_gap"] == 1 and report["groups"]["api"]["xpassed"] == 1
     assert report["groups"]["distributed_moe"]["not_applicable"] == 1
     assert report["groups"]["ungrouped"]["passed"] == 1
     assert report["conclusion"] == "failure"
     assert report["conclusion_reason"].startswith("2 blocking gate(s) failed and were not rerun:")
     assert report["complete"] is True and report["incomplete_causes"] == []
-    assert tests["test_fail"]["verdict"] == "unconfirmed"  # --rocm-reruns=0: never confirmed, never "regression"
-    assert tests["test_fail"]["verdict_reason"] == "failed without an infrastructure signature; not rerun, so not confirmed"
+    assert (
+        tests["test_fail"]["verdict"] == "unconfirmed"
+    )  # --rocm-reruns=0: never confirmed, never "regression"
+    assert (
+        tests["test_fail"]["verdict_reason"]
+        == "failed without an infrastructure signature; not rerun, so not confirmed"
+    )
     assert tests["test_fail"]["message"] == "assert (1 + 1) == 3"
     assert tests["test_pass"]["verdict"] == "pass" and tests["test_gap"]["verdict"] == "known_gap"
     assert tests["test_needs_mi355x"]["verdict"] == "not_applicable"
     assert "test_suite.py::test_fail" in report["conclusion_reason"]
     assert "test_suite.py::test_setup_error" in report["conclusion_reason"]
     assert {(r["status"], r["reason"], r["count"]) for r in report["skip_reasons"]} == {
-        ("skipped", "needs a tokenizer file", 1), ("xfailed", "upstream bug", 1),
-        ("known_gap", f"no fp8 ({GAP})", 1), ("not_applicable", "needs 8 x MI355X, this runner has 8 x MI300X", 1),
+        ("skipped", "needs a tokenizer file", 1),
+        ("xfailed", "upstream bug", 1),
+        ("known_gap", f"no fp8 ({GAP})", 1),
+        ("not_applicable", "needs 8 x MI355X, this runner has 8 x MI300X", 1),
     }
 
 
@@ -115,7 +142,9 @@ def test_records_one_line_per_phase_with_evidence(pytester):
     run_suite(pytester)
     files = sorted(p.name for p in (pytester.path / "out").glob("records-*.jsonl"))
     assert files == ["records-controller.jsonl"]
-    lines = [r for r in read_jsonl(pytester.path / "out/records-controller.jsonl") if "kind" not in r]
+    lines = [
+        r for r in read_jsonl(pytester.path / "out/records-controller.jsonl") if "kind" not in r
+    ]
     # setup, call and teardown for each test, except where setup skipped or failed (no call phase):
     # test_gap and test_needs_mi355x (skipped at setup), test_setup_error (failed at setup).
     assert len(lines) == 9 * 3 - 3
@@ -129,9 +158,19 @@ def test_records_one_line_per_phase_with_evidence(pytester):
 
 
 def git(cwd, *args) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    ).stdout.strip()
 
 
 def test_manifest_records_the_head_and_the_merge_commit_that_ran_apart(pytester, monkeypatch):
@@ -148,8 +187,16 @@ def test_manifest_records_the_head_and_the_merge_commit_that_ran_apart(pytester,
     git(root, "merge", "-q", "--no-ff", "-m", "Merge head into base", "pr")
     merge = git(root, "rev-parse", "HEAD")
     event = root / "event.json"
-    event.write_text(json.dumps({"action": "synchronize", "number": 12, "pull_request": {
-        "number": 12, "head": {"sha": head}, "base": {"sha": base}}, "repository": {"default_branch": "main"}}))
+    event.write_text(
+        json.dumps(
+            {
+                "action": "synchronize",
+                "number": 12,
+                "pull_request": {"number": 12, "head": {"sha": head}, "base": {"sha": base}},
+                "repository": {"default_branch": "main"},
+            }
+        )
+    )
     monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
     monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
     monkeypatch.setenv("GITHUB_SHA", merge)
@@ -160,10 +207,16 @@ def test_manifest_records_the_head_and_the_merge_commit_that_ran_apart(pytester,
     manifest = load(pytester, "manifest.json")
     origin = manifest["provenance"]
     assert (origin["event"], origin["ref"], origin["pr"], origin["default_branch"]) == (
-        "pull_request", "refs/pull/12/merge", 12, "main")
+        "pull_request",
+        "refs/pull/12/merge",
+        12,
+        "main",
+    )
     assert (origin["head_sha"], origin["tested_sha"], origin["base_sha"]) == (head, merge, base)
     assert origin["expected_tested_sha"] == merge and origin["tested_from"] == "git"
-    assert manifest["git_sha"] == merge and manifest["git_sha_from"].startswith("git rev-parse HEAD")
+    assert manifest["git_sha"] == merge and manifest["git_sha_from"].startswith(
+        "git rev-parse HEAD"
+    )
 
 
 def test_manifest(pytester, monkeypatch):
@@ -172,9 +225,14 @@ def test_manifest(pytester, monkeypatch):
     run_suite(pytester)
     manifest = load(pytester, "manifest.json")
     assert manifest["schema"] == "pytest-rocm/manifest/1"
-    assert manifest["git_sha"] == "0123456789abcdef0123456789abcdef01234567"  # no checkout, no event: the CI's name
+    assert (
+        manifest["git_sha"] == "0123456789abcdef0123456789abcdef01234567"
+    )  # no checkout, no event: the CI's name
     assert manifest["git_sha_from"] == "PYTEST_ROCM_GIT_SHA"
-    assert manifest["provenance"]["event"] is None and manifest["provenance"]["head_sha"] == manifest["git_sha"]
+    assert (
+        manifest["provenance"]["event"] is None
+        and manifest["provenance"]["head_sha"] == manifest["git_sha"]
+    )
     assert manifest["runner"] == "mi300x-runner-7"
     assert manifest["platform"]["profile"] == "mi300x-8"
     assert manifest["platform"]["description"] == "8 x MI300X"
@@ -186,8 +244,10 @@ def test_manifest(pytester, monkeypatch):
 def junit_properties(path):
     root = ET.parse(path).getroot()
     suite = {p.get("name"): p.get("value") for p in root.find("testsuite").find("properties") or []}
-    cases = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-             for case in root.iter("testcase")}
+    cases = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in root.iter("testcase")
+    }
     return suite, cases
 
 
@@ -197,7 +257,9 @@ def test_junit_properties(pytester):
     suite, props = junit_properties(pytester.path / "out/junit.xml")
     assert suite == {"rocm_sku": "MI300X", "rocm_arch": "gfx942", "rocm_platform": "mi300x-8"}
     assert props["test_pass"] == {"rocm_group": "attention", "rocm_blocking": "true"}
-    assert props["test_skipped_in_body"] == {"rocm_group": "engine"}  # not blocking: nothing more to say
+    assert props["test_skipped_in_body"] == {
+        "rocm_group": "engine"
+    }  # not blocking: nothing more to say
     assert props["test_gap"]["rocm_known_gap"] == GAP
     assert props["test_needs_mi355x"] == {"rocm_group": "distributed_moe", "rocm_blocking": "true"}
     assert props["test_plain"] == {}  # no group: nothing added to tests we know nothing about
@@ -207,8 +269,12 @@ def test_junit_properties_in_full_and_under_xunit1(pytester):
     run_suite(pytester, "-o", "junit_family=xunit1", "--rocm-junit-properties=full")
     suite, props = junit_properties(pytester.path / "out/junit.xml")
     assert suite["rocm_sku"] == "MI300X"
-    assert props["test_pass"] == {"rocm_group": "attention", "rocm_blocking": "true",
-                                  "rocm_sku": "MI300X", "rocm_arch": "gfx942"}
+    assert props["test_pass"] == {
+        "rocm_group": "attention",
+        "rocm_blocking": "true",
+        "rocm_sku": "MI300X",
+        "rocm_arch": "gfx942",
+    }
     assert props["test_skipped_in_body"]["rocm_blocking"] == "false"
     assert props["test_needs_mi355x"]["rocm_requires"] == "8 x MI355X"
 
@@ -218,28 +284,36 @@ def test_junit_properties_setting_is_checked(pytester):
     pytester.makepyfile("def test_a(): pass\n")
     result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*rocm_junit_properties: 'everything' is not one of minimal, full*"])
+    result.stderr.fnmatch_lines(
+        ["*rocm_junit_properties: 'everything' is not one of minimal, full*"]
+    )
 
 
 def test_terminal_summary_table_and_reasons(pytester):
     result = run_suite(pytester)
-    result.stdout.fnmatch_lines([
-        "*pytest-rocm on mi300x-8: 8 x MI300X*",
-        "group *passed*failed*error*crashed*interrupted*skipped*xfail*known gaps*n/a*regression*unconfirmed*infra*flaky*total",
-        "api *",
-        "attention  * 1 * 1 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 1 * 0 * 0 * 2",
-        "distributed_moe *",
-        "engine *",
-        "ungrouped *1*",
-        "all *",
-        "tests that did not run, by reason:",
-    ])
-    for line in (f"    1  known_gap: no fp8 ({GAP})",
-                 "    1  not_applicable: needs 8 x MI355X, this runner has 8 x MI300X",
-                 "    1  skipped: needs a tokenizer file",
-                 "    1  xfailed: upstream bug"):
+    result.stdout.fnmatch_lines(
+        [
+            "*pytest-rocm on mi300x-8: 8 x MI300X*",
+            "group *passed*failed*error*crashed*interrupted*skipped*xfail*known gaps*n/a*regression*unconfirmed*infra*flaky*total",
+            "api *",
+            "attention  * 1 * 1 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 1 * 0 * 0 * 2",
+            "distributed_moe *",
+            "engine *",
+            "ungrouped *1*",
+            "all *",
+            "tests that did not run, by reason:",
+        ]
+    )
+    for line in (
+        f"    1  known_gap: no fp8 ({GAP})",
+        "    1  not_applicable: needs 8 x MI355X, this runner has 8 x MI300X",
+        "    1  skipped: needs a tokenizer file",
+        "    1  xfailed: upstream bug",
+    ):
         assert line in result.stdout.lines
-    result.stdout.fnmatch_lines(["conclusion: failure (2 blocking gate(s) failed and were not rerun: *"])
+    result.stdout.fnmatch_lines(
+        ["conclusion: failure (2 blocking gate(s) failed and were not rerun: *"]
+    )
 
 
 def test_no_report_dir_means_no_files_and_no_table(pytester):
@@ -249,20 +323,38 @@ def test_no_report_dir_means_no_files_and_no_table(pytester):
     assert not list(pytester.path.glob("**/records-*.jsonl"))
 
 
-@pytest.mark.parametrize("body,conclusion,why", [
-    ("@pytest.mark.rocm_gate(group='api')\ndef test_a(): pass\n"
-     "@pytest.mark.rocm_gate(group='api', blocking=False)\ndef test_b(): assert 0\n",
-     "success", "1 blocking gate(s) ran, none regressed"),
-    ("@pytest.mark.rocm_gate(group='api')\n@pytest.mark.hardware(sku='MI355X')\ndef test_a(): pass\n",
-     "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"),
-    ("def test_a(): pass\n", "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"),
-    ("@pytest.mark.rocm_gate(group='api')\n"
-     f"@pytest.mark.rocm_known_gap(reason='r', issue='{GAP}')\ndef test_a(): pass\n",
-     "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"),
-])
+@pytest.mark.parametrize(
+    "body,conclusion,why",
+    [
+        (
+            "@pytest.mark.rocm_gate(group='api')\ndef test_a(): pass\n"
+            "@pytest.mark.rocm_gate(group='api', blocking=False)\ndef test_b(): assert 0\n",
+            "success",
+            "1 blocking gate(s) ran, none regressed",
+        ),
+        (
+            "@pytest.mark.rocm_gate(group='api')\n@pytest.mark.hardware(sku='MI355X')\ndef test_a(): pass\n",
+            "skipped",
+            "no blocking gate ran on this runner (none collected, or none applicable here)",
+        ),
+        (
+            "def test_a(): pass\n",
+            "skipped",
+            "no blocking gate ran on this runner (none collected, or none applicable here)",
+        ),
+        (
+            "@pytest.mark.rocm_gate(group='api')\n"
+            f"@pytest.mark.rocm_known_gap(reason='r', issue='{GAP}')\ndef test_a(): pass\n",
+            "skipped",
+            "no blocking gate ran on this runner (none collected, or none applicable here)",
+        ),
+    ],
+)
 def test_conclusions(pytester, body, conclusion, why):
     pytester.makepyfile("import pytest\n" + body)
-    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true")
+    pytester.runpytest(
+        "--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true"
+    )
     report = load(pytester, "gate-report.json")
     assert (report["conclusion"], report["conclusion_reason"]) == (conclusion, why)
 
@@ -270,7 +362,18 @@ def test_conclusions(pytester, body, conclusion, why):
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()
-    assert rocm_gate(["report", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 1  # failure
+    assert (
+        rocm_gate(
+            [
+                "report",
+                "--records",
+                str(pytester.path / "out"),
+                "--out",
+                str(pytester.path / "again"),
+            ]
+        )
+        == 1
+    )  # failure
     assert (pytester.path / "again/gate-report.json").read_bytes() == original
     assert "conclusion: failure" in capsys.readouterr().out
 
@@ -281,11 +384,15 @@ def test_truncated_record_line_is_reported_and_the_rest_kept(pytester, capsys):
     records = pytester.path / "out/records-controller.jsonl"
     with records.open("a") as handle:
         handle.write('{"nodeid": "test_suite.py::test_half", "wh')  # a process died mid-line
-    assert rocm_gate(["report", "--records", str(pytester.path / "out")]) == 1  # the run concluded failure
+    assert (
+        rocm_gate(["report", "--records", str(pytester.path / "out")]) == 1
+    )  # the run concluded failure
     report = load(pytester, "gate-report.json")
     assert len(report["tests"]) == 9
     lines = len(records.read_text().splitlines())
-    assert report["record_problems"] == [f"{records}:{lines}: truncated last line (the process died while writing it); skipped"]
+    assert report["record_problems"] == [
+        f"{records}:{lines}: truncated last line (the process died while writing it); skipped"
+    ]
     assert report["tests"] == json.loads(original_report)["tests"]
     assert "record problem:" in capsys.readouterr().out
 
@@ -298,5 +405,7 @@ def test_report_command_on_a_folder_without_records(tmp_path, capsys):
 def test_records_of_an_earlier_run_are_not_mixed_in(pytester):
     run_suite(pytester)
     pytester.makepyfile(test_suite="def test_only(): pass")
-    pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "-p", "no:cacheprovider")
+    pytester.runpytest(
+        "--rocm-platform=mi300x-8", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
     assert list(load(pytester, "gate-report.json")["tests"]) == ["test_suite.py::test_only"]

@@ -31,8 +31,16 @@ SUITE = """
 
 def test_worker_killed_mid_run_loses_no_records(pytester):
     pytester.makepyfile(test_kill=SUITE)
-    result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
-                                           "--junitxml=out/junit.xml", "--rocm-reruns=0", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--rocm-platform=mi300x-8",
+        "--rocm-report-dir=out",
+        "--junitxml=out/junit.xml",
+        "--rocm-reruns=0",
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(passed=12, failed=1)
     out = pytester.path / "out"
     report = read_report(out)
@@ -42,12 +50,20 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     assert killed["status"] == "crashed"
     assert "crashed while running 'test_kill.py::test_killed'" in killed["detail"]
     assert killed["group"] == "engine"  # from the record the dying worker wrote at setup
-    assert all(t["status"] == "passed" for n, t in tests.items() if n != "test_kill.py::test_killed")
+    assert all(
+        t["status"] == "passed" for n, t in tests.items() if n != "test_kill.py::test_killed"
+    )
     assert report["groups"]["engine"]["crashed"] == 1
 
     # The dying worker's file holds the killed test's setup record, and every record it wrote before.
-    per_worker = {p.name: [r for r in read_jsonl(p) if "kind" not in r] for p in out.glob("records-gw*.jsonl")}
-    dying = [name for name, recs in per_worker.items() if any(r["nodeid"] == "test_kill.py::test_killed" for r in recs)]
+    per_worker = {
+        p.name: [r for r in read_jsonl(p) if "kind" not in r] for p in out.glob("records-gw*.jsonl")
+    }
+    dying = [
+        name
+        for name, recs in per_worker.items()
+        if any(r["nodeid"] == "test_kill.py::test_killed" for r in recs)
+    ]
     assert len(dying) == 1
     setup = [r for r in per_worker[dying[0]] if r["nodeid"] == "test_kill.py::test_killed"]
     assert [(r["when"], r["outcome"]) for r in setup] == [("setup", "passed")]
@@ -61,24 +77,32 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     written = sum(len(recs) for recs in per_worker.values())
     assert written == 12 * 3 + 1  # every finished test's three phases, and the killed test's setup
 
-    assert killed["verdict"] == "unconfirmed"  # --rocm-reruns=0: an infra-looking crash, neither confirmed nor excused
+    assert (
+        killed["verdict"] == "unconfirmed"
+    )  # --rocm-reruns=0: an infra-looking crash, neither confirmed nor excused
     assert killed["verdict_reason"].endswith("not rerun, so neither confirmed nor excused")
     assert report["conclusion"] == "neutral"
-    assert report["conclusion_reason"].startswith("1 blocking gate(s) hit infrastructure faults on runner ")
-    assert report["conclusion_reason"].endswith("rerun on another runner the 1 that never passed: test_kill.py::test_killed")
+    assert report["conclusion_reason"].startswith(
+        "1 blocking gate(s) hit infrastructure faults on runner "
+    )
+    assert report["conclusion_reason"].endswith(
+        "rerun on another runner the 1 that never passed: test_kill.py::test_killed"
+    )
     result.stdout.fnmatch_lines(["engine * 6 * 0 * 0 * 1 *", "conclusion: neutral*"])
 
 
 def test_properties_and_groups_reach_the_controller(pytester):
     pytester.makefile(".toml", groups='[[rule]]\ngroup = "api"\npaths = ["test_mapped.py"]\n')
     pytester.makeini("[pytest]\nrocm_group_map = groups.toml\n")
-    pytester.makepyfile(test_mapped="""
+    pytester.makepyfile(
+        test_mapped="""
         import pytest
 
         @pytest.mark.parametrize("i", range(4))
         def test_unmarked(i):
             pass
-    """, test_gate="""
+    """,
+        test_gate="""
         import pytest
 
         @pytest.mark.rocm_gate(group="attention")
@@ -86,17 +110,31 @@ def test_properties_and_groups_reach_the_controller(pytester):
         @pytest.mark.parametrize("i", range(4))
         def test_pinned(i):
             pass
-    """)
-    result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi355x-1", "--rocm-report-dir=out",
-                                           "--junitxml=out/junit.xml", "--rocm-junit-properties=full",
-                                           "--rocm-scheduler=xdist",  # both workers take tests (1 GPU: gpu would not)
-                                           "-p", "no:cacheprovider")
+    """,
+    )
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--rocm-platform=mi355x-1",
+        "--rocm-report-dir=out",
+        "--junitxml=out/junit.xml",
+        "--rocm-junit-properties=full",
+        "--rocm-scheduler=xdist",  # both workers take tests (1 GPU: gpu would not)
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(passed=8)
     root = ET.parse(pytester.path / "out/junit.xml").getroot()
-    groups = sorted({p.get("value") for p in root.iter("property") if p.get("name") == "rocm_group"})
+    groups = sorted(
+        {p.get("value") for p in root.iter("property") if p.get("name") == "rocm_group"}
+    )
     skus = {p.get("value") for p in root.iter("property") if p.get("name") == "rocm_sku"}
     assert groups == ["api", "attention"] and skus == {"MI355X"}
     report = read_report(pytester.path / "out")
     assert report["groups"]["api"]["passed"] == 4 and report["groups"]["attention"]["passed"] == 4
-    assert {p.name for p in (pytester.path / "out").glob("records-*.jsonl")} == {"records-gw0.jsonl", "records-gw1.jsonl", "records-controller.jsonl"}
+    assert {p.name for p in (pytester.path / "out").glob("records-*.jsonl")} == {
+        "records-gw0.jsonl",
+        "records-gw1.jsonl",
+        "records-controller.jsonl",
+    }
     assert report["conclusion"] == "success"

@@ -22,30 +22,81 @@ EXPECTED = {
     "amd-smi/mi300_amd-smi_metric_--ecc-block_text_all_zero_amdsmi-changelog.txt": (None, "ok"),
     "amd-smi/mi300_amd-smi_metric_--pcie_text_amdsmi-changelog_EXCERPT.txt": (None, "ok"),
     "amd-smi/mi300_x8_amd-smi_topology_all_xgmi_rocm6.1_amdsmi-changelog.txt": (None, "ok"),
-    "amd-smi/mi300_x8_amd-smi_xgmi_link_metric_table_rocm6.1_amdsmi-changelog.txt": ("MI300X", "ok"),
+    "amd-smi/mi300_x8_amd-smi_xgmi_link_metric_table_rocm6.1_amdsmi-changelog.txt": (
+        "MI300X",
+        "ok",
+    ),
     "amd-smi/mi300x_amd-smi_bad-pages_none_rocm-blogs_EXCERPT.txt": ("MI300X", "ok"),
     "amd-smi/mi300x_x8_amd-smi_topology_access_weight_rocm-blogs_EXCERPT.txt": ("MI300X", "ok"),
-    "amd-smi/mi300x_x8_amd-smi_xgmi_link_metric_with_traffic_rocm-blogs_EXCERPT.txt": ("MI300X", "ok"),
+    "amd-smi/mi300x_x8_amd-smi_xgmi_link_metric_with_traffic_rocm-blogs_EXCERPT.txt": (
+        "MI300X",
+        "ok",
+    ),
     "amd-smi/mi350x_x8_amd-smi_monitor_-putm_idle_rocm7.0_mhilgema-proj.txt": ("MI350X", "ok"),
-    "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "dmesg/mi300x_dmesg_gfxhub_retry_page_fault_llama-bench_augmxnt_EXCERPT.txt": ("MI300X", "degraded"),
-    "dmesg/mi300x_x8_app_stderr_hip_HW_Exception_GPU_Hang_NOT_dmesg_rocm-issue-4021.txt": ("MI300X", "failed"),
-    "dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_augmxnt_EXCERPT.txt": ("MI300X", "ok"),
-    "dmesg/mi300x_x8_dmesg_boot_fatal_error_during_gpu_init_all8_after_hang_rocm-issue-4021-c12.txt": ("MI300X", "failed"),
-    "dmesg/mi300x_x8_dmesg_ras_athub_uncorrectable_aca_xgmi_wafl_mode1_reset_rocm6.2.3_rocm-issue-4021.txt": ("MI300X", "failed"),
-    "dmesg/mi300x_x8_dmesg_umc_hbm_5876ce_20ue_aca_hive_mode1_reset_rocm6.2.2_augmxnt_EXCERPT.txt": ("MI300X", "failed"),
+    "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        "ok",
+    ),
+    "dmesg/mi300x_dmesg_gfxhub_retry_page_fault_llama-bench_augmxnt_EXCERPT.txt": (
+        "MI300X",
+        "degraded",
+    ),
+    "dmesg/mi300x_x8_app_stderr_hip_HW_Exception_GPU_Hang_NOT_dmesg_rocm-issue-4021.txt": (
+        "MI300X",
+        "failed",
+    ),
+    "dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_augmxnt_EXCERPT.txt": (
+        "MI300X",
+        "ok",
+    ),
+    "dmesg/mi300x_x8_dmesg_boot_fatal_error_during_gpu_init_all8_after_hang_rocm-issue-4021-c12.txt": (
+        "MI300X",
+        "failed",
+    ),
+    "dmesg/mi300x_x8_dmesg_ras_athub_uncorrectable_aca_xgmi_wafl_mode1_reset_rocm6.2.3_rocm-issue-4021.txt": (
+        "MI300X",
+        "failed",
+    ),
+    "dmesg/mi300x_x8_dmesg_umc_hbm_5876ce_20ue_aca_hive_mode1_reset_rocm6.2.2_augmxnt_EXCERPT.txt": (
+        "MI300X",
+        "failed",
+    ),
     "lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt": ("MI350X", "ok"),
-    "rccl-tests/mi210_x4_all_reduce_perf_FAIL_Test_NCCL_failure_internal_error_rccl-tests-issue-50.txt": ("MI210", "failed"),
-    "rccl-tests/mi210_x8_all_reduce_perf_BAD_node_stops_after_header_hang_rocm6.3.3_mhilgema-proj.txt": ("MI210", "failed"),
-    "rccl-tests/mi210_x8_all_reduce_perf_healthy_node_36.6GBps_rocm6.3.3_mhilgema-proj.txt": ("MI210", "ok"),
-    "rccl-tests/mi210_x8x2nodes_all_reduce_perf_15.2GBps_rocm6.3.3_mhilgema-proj.txt": ("MI210", "ok"),
+    "rccl-tests/mi210_x4_all_reduce_perf_FAIL_Test_NCCL_failure_internal_error_rccl-tests-issue-50.txt": (
+        "MI210",
+        "failed",
+    ),
+    "rccl-tests/mi210_x8_all_reduce_perf_BAD_node_stops_after_header_hang_rocm6.3.3_mhilgema-proj.txt": (
+        "MI210",
+        "failed",
+    ),
+    "rccl-tests/mi210_x8_all_reduce_perf_healthy_node_36.6GBps_rocm6.3.3_mhilgema-proj.txt": (
+        "MI210",
+        "ok",
+    ),
+    "rccl-tests/mi210_x8x2nodes_all_reduce_perf_15.2GBps_rocm6.3.3_mhilgema-proj.txt": (
+        "MI210",
+        "ok",
+    ),
     "rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt": ("MI300X", "ok"),
-    "rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt": ("MI300X", "ok"),
+    "rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        "ok",
+    ),
     "rccl-tests/mi300x_x8x2nodes_all_reduce_perf_rocm6.4.2_hisohara.txt": ("MI300X", "ok"),
-    "rccl-tests/mi350x_x8_all_reduce_perf_-g8_dips_at_64M_2G_rocm7.0_mhilgema-proj.txt": ("MI350X", "degraded"),
+    "rccl-tests/mi350x_x8_all_reduce_perf_-g8_dips_at_64M_2G_rocm7.0_mhilgema-proj.txt": (
+        "MI350X",
+        "degraded",
+    ),
     "rccl-tests/mi355x_x8_all_reduce_perf_512k-16G_oci-quickstarts_EXCERPT.txt": ("MI355X", "ok"),
-    "rccl-tests/mi355x_x8x2nodes_all_reduce_perf_rocm7.0.1_pollara_hisohara_EXCERPT.txt": ("MI355X", "ok"),
-    "rccl-tests/mi355x_x8x4nodes_alltoall_perf_pollara_oci-quickstarts_EXCERPT.txt": ("MI355X", "ok"),
+    "rccl-tests/mi355x_x8x2nodes_all_reduce_perf_rocm7.0.1_pollara_hisohara_EXCERPT.txt": (
+        "MI355X",
+        "ok",
+    ),
+    "rccl-tests/mi355x_x8x4nodes_alltoall_perf_pollara_oci-quickstarts_EXCERPT.txt": (
+        "MI355X",
+        "ok",
+    ),
     "rocm-smi/mi308x_x8_rocm-smi_concise_idle_ms-swift.txt": ("MI308X", "ok"),
     "rocm-smi/mi308x_x8_rocm-smi_showtopo_all_xgmi_ms-swift.txt": ("MI308X", "ok"),
     "rocm-smi/mi350x_x8_rocm-smi_concise_idle_rocm7.0_mhilgema-proj.txt": ("MI350X", "ok"),
@@ -53,22 +104,58 @@ EXPECTED = {
     "rvs/mi300x_x8_rvs_gm_single_violations_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
     "rvs/mi300x_x8_rvs_gpup_single_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
     "rvs/mi300x_x8_rvs_gst_ext_fp8_met_true_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_gst_single_fp8_met_true_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
+    "rvs/mi300x_x8_rvs_gst_single_fp8_met_true_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        "ok",
+    ),
     "rvs/mi300x_x8_rvs_iet_single_pass_true_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_mem_test1_pass_test11_bandwidth_grep_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
+    "rvs/mi300x_x8_rvs_mem_test1_pass_test11_bandwidth_grep_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        "ok",
+    ),
     "rvs/mi300x_x8_rvs_pbqt_single_p2p_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
     "rvs/mi300x_x8_rvs_pebb_single_d2h_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
     "rvs/mi300x_x8_rvs_peqt_single_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi355x_x8_rvs1.6.75_babel_double_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": ("MI355X", "ok"),
-    "rvs/mi355x_x8_rvs1.6.75_gst_fp4_met_true_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": ("MI355X", "ok"),
-    "rvs/mi355x_x8_rvs1.6.75_mem_test1-11_pass_6.4TBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": ("MI355X", "ok"),
-    "rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": ("MI355X", "ok"),
-    "transferbench/mi300x_x8_transferbench_a2a_system-acceptance-docs_wscollapsed.txt": ("MI300X", "ok"),
-    "transferbench/mi300x_x8_transferbench_example-cfg_tests1-6_system-acceptance-docs_wscollapsed.txt": ("MI300X", "ok"),
-    "transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollapsed.txt": ("MI300X", "ok"),
-    "transferbench/mi350x_transferbench_example-cfg_AMD_LOG_LEVEL7_no_code_object_gfx950_mhilgema-proj_EXCERPT.txt": ("MI350X", "failed"),
-    "transferbench/mi350x_transferbench_example-cfg_tests1-6_HSA_OVERRIDE_9.4.2_mhilgema-proj_EXCERPT.txt": ("MI350X", "ok"),
-    "transferbench/mi350x_x8_transferbench_a2a_51.4GBps_rocm7.0_mhilgema-proj_EXCERPT.txt": ("MI350X", "ok"),
+    "rvs/mi355x_x8_rvs1.6.75_babel_double_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        "ok",
+    ),
+    "rvs/mi355x_x8_rvs1.6.75_gst_fp4_met_true_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        "ok",
+    ),
+    "rvs/mi355x_x8_rvs1.6.75_mem_test1-11_pass_6.4TBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        "ok",
+    ),
+    "rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        "ok",
+    ),
+    "transferbench/mi300x_x8_transferbench_a2a_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        "ok",
+    ),
+    "transferbench/mi300x_x8_transferbench_example-cfg_tests1-6_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        "ok",
+    ),
+    "transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        "ok",
+    ),
+    "transferbench/mi350x_transferbench_example-cfg_AMD_LOG_LEVEL7_no_code_object_gfx950_mhilgema-proj_EXCERPT.txt": (
+        "MI350X",
+        "failed",
+    ),
+    "transferbench/mi350x_transferbench_example-cfg_tests1-6_HSA_OVERRIDE_9.4.2_mhilgema-proj_EXCERPT.txt": (
+        "MI350X",
+        "ok",
+    ),
+    "transferbench/mi350x_x8_transferbench_a2a_51.4GBps_rocm7.0_mhilgema-proj_EXCERPT.txt": (
+        "MI350X",
+        "ok",
+    ),
 }
 
 
@@ -83,15 +170,21 @@ def layer(evidence: dict, name: str) -> dict:
 
 def test_every_preflight_sample_has_an_expectation():
     on_disk = {str(p.relative_to(PREFLIGHT)) for p in PREFLIGHT.glob("*/*") if p.is_file()}
-    assert on_disk - set(EXPECTED) == set(), "a new preflight sample needs its expected verdict in EXPECTED"
+    assert on_disk - set(EXPECTED) == set(), (
+        "a new preflight sample needs its expected verdict in EXPECTED"
+    )
     assert set(EXPECTED) - on_disk == set()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED), ids=[n.split("/")[1][:60] for n in sorted(EXPECTED)])
+@pytest.mark.parametrize(
+    "name", sorted(EXPECTED), ids=[n.split("/")[1][:60] for n in sorted(EXPECTED)]
+)
 def test_sample_verdict_and_evidence(capsys, name):
     sku, verdict = EXPECTED[name]
     tool = name.split("/")[0]
-    code, evidence = preflight(capsys, "--source", f"{tool}={PREFLIGHT / name}", *(["--sku", sku] if sku else []))
+    code, evidence = preflight(
+        capsys, "--source", f"{tool}={PREFLIGHT / name}", *(["--sku", sku] if sku else [])
+    )
     proved = layer(evidence, "communication" if tool == "rccl-tests" else "hardware")
     assert proved["verdict"] == verdict, proved["reason"]
     assert code == (3 if verdict == "failed" else 0)
@@ -107,9 +200,13 @@ def test_sample_verdict_and_evidence(capsys, name):
 def test_a_thresholds_value_decides_the_verdict(capsys, tmp_path):
     sample = f"rccl-tests={PREFLIGHT / 'rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt'}"
     strict = tmp_path / "thresholds.toml"
-    strict.write_text('[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 320\n'
-                      'rccl_all_reduce_busbw_gbps_source = "a site that wants more"\n')
-    code, evidence = preflight(capsys, "--source", sample, "--sku", "MI300X", "--thresholds", str(strict))
+    strict.write_text(
+        "[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 320\n"
+        'rccl_all_reduce_busbw_gbps_source = "a site that wants more"\n'
+    )
+    code, evidence = preflight(
+        capsys, "--source", sample, "--sku", "MI300X", "--thresholds", str(strict)
+    )
     found = layer(evidence, "communication")
     assert code == 3 and found["verdict"] == "failed"
     assert "315.84 GB/s at 8 GiB is below 320" in found["reason"]
@@ -117,12 +214,24 @@ def test_a_thresholds_value_decides_the_verdict(capsys, tmp_path):
 
 def test_the_pipeline_stops_at_the_first_failed_layer(capsys):
     code, evidence = preflight(
-        capsys, "--sku", "MI300X",
-        "--source", f"dmesg={PREFLIGHT / 'dmesg/mi300x_x8_dmesg_umc_hbm_5876ce_20ue_aca_hive_mode1_reset_rocm6.2.2_augmxnt_EXCERPT.txt'}",
-        "--source", f"rccl-tests={PREFLIGHT / 'rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt'}",
-        "--source", f"amd-smi={PREFLIGHT / 'amd-smi/mi300x_amd-smi_bad-pages_none_rocm-blogs_EXCERPT.txt'}")
+        capsys,
+        "--sku",
+        "MI300X",
+        "--source",
+        f"dmesg={PREFLIGHT / 'dmesg/mi300x_x8_dmesg_umc_hbm_5876ce_20ue_aca_hive_mode1_reset_rocm6.2.2_augmxnt_EXCERPT.txt'}",
+        "--source",
+        f"rccl-tests={PREFLIGHT / 'rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt'}",
+        "--source",
+        f"amd-smi={PREFLIGHT / 'amd-smi/mi300x_amd-smi_bad-pages_none_rocm-blogs_EXCERPT.txt'}",
+    )
     assert code == 3
-    assert [layer["verdict"] for layer in evidence["layers"]] == ["failed", "skipped", "skipped", "skipped", "skipped"]
+    assert [layer["verdict"] for layer in evidence["layers"]] == [
+        "failed",
+        "skipped",
+        "skipped",
+        "skipped",
+        "skipped",
+    ]
     assert layer(evidence, "communication")["reason"] == "not run: the hardware layer failed"
     messages = {f["message"] for f in layer(evidence, "hardware")["findings"]}
     assert "20 uncorrectable errors in the umc block on 0000:9d:00.0" in messages
@@ -131,11 +240,26 @@ def test_the_pipeline_stops_at_the_first_failed_layer(capsys):
 
 def test_the_artifact_follows_its_schema(capsys, tmp_path):
     out = tmp_path / "preflight.json"
-    rocm_gate(["preflight", "--require", "none", "--out", str(out), "--sku", "MI350X",
-               "--source", f"rccl-tests={PREFLIGHT / 'rccl-tests/mi350x_x8_all_reduce_perf_-g8_dips_at_64M_2G_rocm7.0_mhilgema-proj.txt'}",
-               "--source", f"lspci={PREFLIGHT / 'lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt'}"])
+    rocm_gate(
+        [
+            "preflight",
+            "--require",
+            "none",
+            "--out",
+            str(out),
+            "--sku",
+            "MI350X",
+            "--source",
+            f"rccl-tests={PREFLIGHT / 'rccl-tests/mi350x_x8_all_reduce_perf_-g8_dips_at_64M_2G_rocm7.0_mhilgema-proj.txt'}",
+            "--source",
+            f"lspci={PREFLIGHT / 'lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt'}",
+        ]
+    )
     summary = capsys.readouterr().out
-    assert "communication  DEGRADED" in summary and "accepted (degraded: communication) (exit 0)" in summary
+    assert (
+        "communication  DEGRADED" in summary
+        and "accepted (degraded: communication) (exit 0)" in summary
+    )
     document = schema_document("preflight")
     jsonschema.Draft202012Validator.check_schema(document)
     jsonschema.Draft202012Validator(document).validate(json.loads(out.read_text()))
@@ -144,13 +268,21 @@ def test_the_artifact_follows_its_schema(capsys, tmp_path):
 def test_a_degraded_link_and_a_missing_gpu_fail_the_hardware_layer(capsys, tmp_path):
     """The captures have no degraded link (SOURCES.md: none found), so the healthy lspci capture is changed
     the way lspci prints a link that trained at x8, and the rvs -g list loses a GPU."""
-    lspci = (PREFLIGHT / "lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt").read_text()
+    lspci = (
+        PREFLIGHT / "lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt"
+    ).read_text()
     degraded = tmp_path / "lspci.txt"
     degraded.write_text(lspci.replace("Width x16 (ok)", "Width x8 (downgraded)", 1))
-    rvs = (PREFLIGHT / "rvs/mi300x_x8_rvs_-g_gpu_list_rvs0.0.60202_system-acceptance-docs.txt").read_text().splitlines()
+    rvs = (
+        (PREFLIGHT / "rvs/mi300x_x8_rvs_-g_gpu_list_rvs0.0.60202_system-acceptance-docs.txt")
+        .read_text()
+        .splitlines()
+    )
     seven = tmp_path / "rvs.txt"
     seven.write_text("\n".join(rvs[:-1]) + "\n")
-    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"lspci={degraded}", "--source", f"rvs={seven}")
+    code, evidence = preflight(
+        capsys, "--sku", "MI300X", "--source", f"lspci={degraded}", "--source", f"rvs={seven}"
+    )
     hardware = layer(evidence, "hardware")
     assert code == 3 and hardware["verdict"] == "failed"
     failed = {f["check"]: f for f in hardware["findings"] if f["status"] == "failed"}
@@ -166,16 +298,25 @@ def _findings(evidence: dict, name: str, check: str) -> list[dict]:
     return [f for f in layer(evidence, name)["findings"] if f["check"] == check]
 
 
-MI210_HEALTHY = "rccl-tests/mi210_x8_all_reduce_perf_healthy_node_36.6GBps_rocm6.3.3_mhilgema-proj.txt"
+MI210_HEALTHY = (
+    "rccl-tests/mi210_x8_all_reduce_perf_healthy_node_36.6GBps_rocm6.3.3_mhilgema-proj.txt"
+)
 
 
 def test_a_bandwidth_collapse_fails_a_sku_without_a_floor(capsys, tmp_path):
     """The healthy 8x MI210 sweep (thresholds.toml has no MI210 floor) edited the way a failing link prints:
     from 16 MiB up every bus bandwidth is a tenth of what the capture shows."""
-    code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={PREFLIGHT / MI210_HEALTHY}")
+    code, evidence = preflight(
+        capsys, "--sku", "MI210", "--source", f"rccl-tests={PREFLIGHT / MI210_HEALTHY}"
+    )
     assert code == 0 and layer(evidence, "communication")["verdict"] == "ok"
-    assert "no floor for MI210: relative checks only" in _findings(evidence, "communication", "rccl.bus_bandwidth")[0]["message"]
-    assert _findings(evidence, "communication", "rccl.size_sweep")[0]["status"] == "ok"  # its 55.6 % fall recovers
+    assert (
+        "no floor for MI210: relative checks only"
+        in _findings(evidence, "communication", "rccl.bus_bandwidth")[0]["message"]
+    )
+    assert (
+        _findings(evidence, "communication", "rccl.size_sweep")[0]["status"] == "ok"
+    )  # its 55.6 % fall recovers
     lines = _sample(MI210_HEALTHY).splitlines()
     for index, line in enumerate(lines):
         cells = line.split()
@@ -189,9 +330,14 @@ def test_a_bandwidth_collapse_fails_a_sku_without_a_floor(capsys, tmp_path):
     communication = layer(evidence, "communication")
     assert code == 3 and communication["verdict"] == "failed"
     out_of_place, in_place = _findings(evidence, "communication", "rccl.collapse")
-    assert out_of_place["line"] == in_place["line"] == 43 and out_of_place["status"] == in_place["status"] == "failed"
-    assert out_of_place["message"].startswith("bus bandwidth collapses: 2.65 GB/s at 16 MiB, 96 % below 59.64 GB/s at "
-                                              "8 MiB (out-of-place)")
+    assert (
+        out_of_place["line"] == in_place["line"] == 43
+        and out_of_place["status"] == in_place["status"] == "failed"
+    )
+    assert out_of_place["message"].startswith(
+        "bus bandwidth collapses: 2.65 GB/s at 16 MiB, 96 % below 59.64 GB/s at "
+        "8 MiB (out-of-place)"
+    )
     assert f"{collapsed}:43" in communication["reason"]
 
 
@@ -202,13 +348,22 @@ def test_a_sweep_cut_short_proves_nothing_on_any_sku(capsys, tmp_path):
     cut.write_text("\n".join(lines[:48]) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
     assert code == 3 and layer(evidence, "communication")["reason"].startswith(
-        "the run stopped at 512 MiB of the 4 GiB asked for (maxBytes): a hang or a crash")
+        "the run stopped at 512 MiB of the 4 GiB asked for (maxBytes): a hang or a crash"
+    )
     # the same cut with the header line gone: no summary after the table, below the plateau
     cut.write_text("\n".join(lines[1:48]) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
-    assert code == 3 and "the run stopped at 512 MiB, with no summary after it" in layer(evidence, "communication")["reason"]
+    assert (
+        code == 3
+        and "the run stopped at 512 MiB, with no summary after it"
+        in layer(evidence, "communication")["reason"]
+    )
     # a complete short sweep (the rccl-tests README's -e 128M, with its summary) is judged, not called a hang
-    short = [line for line in lines if not (line.split() and line.split()[0].isdigit() and int(line.split()[0]) > 2**27)]
+    short = [
+        line
+        for line in lines
+        if not (line.split() and line.split()[0].isdigit() and int(line.split()[0]) > 2**27)
+    ]
     cut.write_text("\n".join(short).replace("maxBytes 4294967296", "maxBytes 134217728") + "\n")
     code, evidence = preflight(capsys, "--sku", "MI210", "--source", f"rccl-tests={cut}")
     assert code == 0 and not _findings(evidence, "communication", "rccl.stopped")
@@ -218,12 +373,18 @@ def test_a_sweep_cut_short_proves_nothing_on_any_sku(capsys, tmp_path):
     assert code == 0 and not _findings(evidence, "communication", "rccl.stopped")
 
 
-@pytest.mark.parametrize("values,expected", [
-    ([1.0, 2.0, 59.64, 26.5, 30.9, 36.7], None),  # the MI210 algorithm switch: 56 %, recovers
-    ([1.33, 0.25, 100.0, 303.0, 300.0, 20.0, 20.1], (5, 3, True)),  # an early dip does not hide the collapse
-    ([100.0, 300.0, 10.0, 300.0], (2, 1, False)),  # a dip that recovers
-    ([5.0], None),
-])
+@pytest.mark.parametrize(
+    "values,expected",
+    [
+        ([1.0, 2.0, 59.64, 26.5, 30.9, 36.7], None),  # the MI210 algorithm switch: 56 %, recovers
+        (
+            [1.33, 0.25, 100.0, 303.0, 300.0, 20.0, 20.1],
+            (5, 3, True),
+        ),  # an early dip does not hide the collapse
+        ([100.0, 300.0, 10.0, 300.0], (2, 1, False)),  # a dip that recovers
+        ([5.0], None),
+    ],
+)
 def test_falls_finds_the_collapse_first(values, expected):
     from pytest_rocm.preflight.relative import falls
 
@@ -237,9 +398,13 @@ P2P = "transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollap
 @pytest.mark.parametrize("factor,status", [(0.8, "degraded"), (0.6, "failed")])
 def test_one_link_below_its_peers_is_found(capsys, tmp_path, factor, status):
     """The real 8x MI300X p2p matrix with the GPU 3 -> GPU 5 link (48.66 GB/s, line 9) set 20 % / 40 % lower."""
-    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={PREFLIGHT / P2P}")
+    code, evidence = preflight(
+        capsys, "--sku", "MI300X", "--source", f"transferbench={PREFLIGHT / P2P}"
+    )
     assert code == 0 and layer(evidence, "hardware")["verdict"] == "ok"
-    assert {f["status"] for f in _findings(evidence, "hardware", "transferbench.peer_link")} == {"ok"}
+    assert {f["status"] for f in _findings(evidence, "hardware", "transferbench.peer_link")} == {
+        "ok"
+    }
     lines = _sample(P2P).splitlines()
     assert lines[8].startswith("GPU 03 ->") and " 48.66 " in lines[8]
     lines[8] = lines[8].replace(" 48.66 ", f" {48.66 * factor:.2f} ")
@@ -248,8 +413,12 @@ def test_one_link_below_its_peers_is_found(capsys, tmp_path, factor, status):
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={slow}")
     hardware = layer(evidence, "hardware")
     assert hardware["verdict"] == status and code == (3 if status == "failed" else 0)
-    [link] = [f for f in _findings(evidence, "hardware", "transferbench.peer_link") if f["status"] != "ok"]
-    assert link["line"] == 9 and link["message"].startswith("GPU 3 to GPU 5 (unidirectional GFX ->): ")
+    [link] = [
+        f for f in _findings(evidence, "hardware", "transferbench.peer_link") if f["status"] != "ok"
+    ]
+    assert link["line"] == 9 and link["message"].startswith(
+        "GPU 3 to GPU 5 (unidirectional GFX ->): "
+    )
 
 
 def test_a_p2p_matrix_with_a_missing_link_or_rows_fails(capsys, tmp_path):
@@ -259,21 +428,33 @@ def test_a_p2p_matrix_with_a_missing_link_or_rows_fails(capsys, tmp_path):
     no_peer = tmp_path / "p2p.txt"
     no_peer.write_text("\n".join(lines) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={no_peer}")
-    assert code == 3 and any(f["message"].startswith("GPU 3 to GPU 0 (unidirectional GFX ->): N/A")
-                             for f in _findings(evidence, "hardware", "transferbench.peer_link"))
+    assert code == 3 and any(
+        f["message"].startswith("GPU 3 to GPU 0 (unidirectional GFX ->): N/A")
+        for f in _findings(evidence, "hardware", "transferbench.peer_link")
+    )
     cut = tmp_path / "p2p-cut.txt"
     cut.write_text("\n".join(_sample(P2P).splitlines()[:8]) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={cut}")
     assert code == 3 and _findings(evidence, "hardware", "transferbench.matrix")[0]["message"] == (
-        "the unidirectional GFX -> matrix has 3 of 8 GPU rows: the run stopped (a crash or a hang)")
+        "the unidirectional GFX -> matrix has 3 of 8 GPU rows: the run stopped (a crash or a hang)"
+    )
 
 
 def test_transferbench_that_measured_nothing_fails(capsys, tmp_path):
     banner = tmp_path / "tb.txt"
-    banner.write_text(_sample("transferbench/mi350x_transferbench_example-cfg_tests1-6_HSA_OVERRIDE_9.4.2_mhilgema-proj_EXCERPT.txt")
-                      .splitlines()[0] + "\n")
-    code, evidence = preflight(capsys, "--require", "hardware", "--source", f"transferbench={banner}")
-    assert code == 3 and "TransferBench started and measured nothing" in layer(evidence, "hardware")["reason"]
+    banner.write_text(
+        _sample(
+            "transferbench/mi350x_transferbench_example-cfg_tests1-6_HSA_OVERRIDE_9.4.2_mhilgema-proj_EXCERPT.txt"
+        ).splitlines()[0]
+        + "\n"
+    )
+    code, evidence = preflight(
+        capsys, "--require", "hardware", "--source", f"transferbench={banner}"
+    )
+    assert (
+        code == 3
+        and "TransferBench started and measured nothing" in layer(evidence, "hardware")["reason"]
+    )
 
 
 BABELSTREAM = "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs_EXCERPT.txt"
@@ -282,13 +463,23 @@ BABELSTREAM = "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs
 @pytest.mark.parametrize("triad,status", [("3355130.713", "degraded"), ("2763048.822", "failed")])
 def test_a_gpu_whose_hbm_is_slower_than_its_peers_is_found(capsys, tmp_path, triad, status):
     """The real two-GPU MPI run with the second GPU's Triad (line 36, 3947212.603 MB/s) 15 % / 30 % lower."""
-    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"babelstream={PREFLIGHT / BABELSTREAM}")
-    assert {f["status"] for f in _findings(evidence, "hardware", "babelstream.triad_peers")} == {"ok"}
+    code, evidence = preflight(
+        capsys, "--sku", "MI300X", "--source", f"babelstream={PREFLIGHT / BABELSTREAM}"
+    )
+    assert {f["status"] for f in _findings(evidence, "hardware", "babelstream.triad_peers")} == {
+        "ok"
+    }
     slow = tmp_path / "stream.txt"
     slow.write_text(_sample(BABELSTREAM).replace("Triad 3947212.603", f"Triad {triad}"))
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"babelstream={slow}")
-    [peer] = [f for f in _findings(evidence, "hardware", "babelstream.triad_peers") if f["status"] != "ok"]
-    assert peer["status"] == status and peer["line"] == 36 and peer["message"].startswith("Triad of table 2 of 2: ")
+    [peer] = [
+        f for f in _findings(evidence, "hardware", "babelstream.triad_peers") if f["status"] != "ok"
+    ]
+    assert (
+        peer["status"] == status
+        and peer["line"] == 36
+        and peer["message"].startswith("Triad of table 2 of 2: ")
+    )
 
 
 def test_bandwidth_that_falls_with_a_larger_array_fails(capsys, tmp_path):
@@ -303,9 +494,14 @@ def test_bandwidth_that_falls_with_a_larger_array_fails(capsys, tmp_path):
     sweep = tmp_path / "stream.txt"
     sweep.write_text("\n".join(first + larger) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"babelstream={sweep}")
-    [fall] = [f for f in _findings(evidence, "hardware", "babelstream.triad_sizes") if f["status"] != "ok"]
+    [fall] = [
+        f for f in _findings(evidence, "hardware", "babelstream.triad_sizes") if f["status"] != "ok"
+    ]
     assert code == 3 and fall["status"] == "failed" and fall["line"] == 25
-    assert fall["message"] == "Triad falls 90 % from 3,948,062 MB/s at 2147.5 MB arrays to 394,806 MB/s at 4295 MB"
+    assert (
+        fall["message"]
+        == "Triad falls 90 % from 3,948,062 MB/s at 2147.5 MB arrays to 394,806 MB/s at 4295 MB"
+    )
 
 
 PBQT = "rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt"
@@ -314,16 +510,26 @@ PBQT = "rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2
 def test_an_rvs_pair_below_the_other_pairs_is_found(capsys, tmp_path):
     """The real MI355X pbqt run with pair 9 -> 4 (line 15, 59.704 GBps) at 45 GBps, 27 % under the others."""
     slow = tmp_path / "pbqt.txt"
-    slow.write_text(_sample(PBQT).replace("bidirectional: false 59.704 GBps", "bidirectional: false 45.000 GBps"))
+    slow.write_text(
+        _sample(PBQT).replace(
+            "bidirectional: false 59.704 GBps", "bidirectional: false 45.000 GBps"
+        )
+    )
     code, evidence = preflight(capsys, "--sku", "MI355X", "--source", f"rvs={slow}")
     [link] = [f for f in _findings(evidence, "hardware", "rvs.peer_link") if f["status"] != "ok"]
     assert code == 3 and link["status"] == "failed" and link["line"] == 15
-    assert link["message"].startswith("xgmi_d2d_unidir_bandwidth, unidirectional: GPU 9 to GPU 4 45 GB/s, 27 % below")
+    assert link["message"].startswith(
+        "xgmi_d2d_unidir_bandwidth, unidirectional: GPU 9 to GPU 4 45 GB/s, 27 % below"
+    )
 
 
 def test_the_rocm_6_concise_layout_reads_every_line(capsys):
     """rocm-smi of ROCm 6.1+ wraps each row with the product name under it (tests/data/samples/rocm-smi)."""
-    code, evidence = preflight(capsys, "--source", f"rocm-smi={SAMPLES / 'rocm-smi/mi300x_x4_rocm-smi_concise_thamada.txt'}")
+    code, evidence = preflight(
+        capsys,
+        "--source",
+        f"rocm-smi={SAMPLES / 'rocm-smi/mi300x_x4_rocm-smi_concise_thamada.txt'}",
+    )
     assert code == 0 and [f["count"] for f in _findings(evidence, "hardware", "vram.idle")] == [4]
     assert layer(evidence, "hardware")["sources"][0]["unread"] == 0
 
@@ -332,7 +538,10 @@ def test_a_polling_status_in_the_hip_log_is_not_an_error(capsys, tmp_path):
     """AMD_LOG_LEVEL=3 logs every stream poll of rccl-tests as `Returned hipErrorNotReady`: not a failure."""
     name = "rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt"
     lines = _sample(name).splitlines()
-    lines.insert(20, ":3:hip_stream.cpp :393 : 2212396 us: [pid:1 tid:0x7f] hipStreamQuery: Returned hipErrorNotReady :")
+    lines.insert(
+        20,
+        ":3:hip_stream.cpp :393 : 2212396 us: [pid:1 tid:0x7f] hipStreamQuery: Returned hipErrorNotReady :",
+    )
     logged = tmp_path / "all_reduce.txt"
     logged.write_text("\n".join(lines) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"rccl-tests={logged}")
@@ -344,7 +553,9 @@ CONCISE = "rocm-smi/mi350x_x8_rocm-smi_concise_idle_rocm7.0_mhilgema-proj.txt"
 
 def test_vram_held_on_idle_gpus_fails_the_hardware_layer(capsys, tmp_path):
     """The real idle 8x MI350X concise table with GPUs 0-5 at VRAM% 75, GPU% 0 (what a hang leaves behind)."""
-    code, evidence = preflight(capsys, "--sku", "MI350X", "--source", f"rocm-smi={PREFLIGHT / CONCISE}")
+    code, evidence = preflight(
+        capsys, "--sku", "MI350X", "--source", f"rocm-smi={PREFLIGHT / CONCISE}"
+    )
     assert code == 0 and [f["count"] for f in _findings(evidence, "hardware", "vram.idle")] == [8]
     lines = _sample(CONCISE).splitlines()
     for index in range(5, 11):  # rows of GPUs 0-5: "... 1000.0W  0%     0%"
@@ -355,50 +566,85 @@ def test_vram_held_on_idle_gpus_fails_the_hardware_layer(capsys, tmp_path):
     code, evidence = preflight(capsys, "--sku", "MI350X", "--source", f"rocm-smi={held}")
     failed = [f for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"]
     assert code == 3 and len(failed) == 6
-    assert failed[0]["line"] == 6 and failed[0]["message"].startswith("GPU 0 holds 75 % of its VRAM at 0 % activity")
+    assert failed[0]["line"] == 6 and failed[0]["message"].startswith(
+        "GPU 0 holds 75 % of its VRAM at 0 % activity"
+    )
     # amd-smi monitor -v and rocm-smi --showmeminfo vram, shaped like amd-smi's CHANGELOG example and rocm-smi's output
     monitor = tmp_path / "monitor.txt"
-    monitor.write_text("GPU  POWER  GPU_TEMP  MEM_TEMP  GFX_UTIL  VRAM_USED  VRAM_TOTAL\n"
-                       "  0  248 W     55 °C     48 °C      0 %     283 MB   196300 MB\n"
-                       "  1  247 W     55 °C     48 °C      0 %  150000 MB   196300 MB\n"
-                       "  2  247 W     55 °C     48 °C     97 %  120000 MB   196300 MB\n")
+    monitor.write_text(
+        "GPU  POWER  GPU_TEMP  MEM_TEMP  GFX_UTIL  VRAM_USED  VRAM_TOTAL\n"
+        "  0  248 W     55 °C     48 °C      0 %     283 MB   196300 MB\n"
+        "  1  247 W     55 °C     48 °C      0 %  150000 MB   196300 MB\n"
+        "  2  247 W     55 °C     48 °C     97 %  120000 MB   196300 MB\n"
+    )
     meminfo = tmp_path / "meminfo.txt"
-    meminfo.write_text("GPU[0]\t\t: VRAM Total Memory (B): 205822885888\nGPU[0]\t\t: VRAM Total Used Memory (B): 154367164416\n")
-    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"amd-smi={monitor}", "--source", f"rocm-smi={meminfo}")
-    messages = {f["message"] for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"}
+    meminfo.write_text(
+        "GPU[0]\t\t: VRAM Total Memory (B): 205822885888\nGPU[0]\t\t: VRAM Total Used Memory (B): 154367164416\n"
+    )
+    code, evidence = preflight(
+        capsys,
+        "--sku",
+        "MI300X",
+        "--source",
+        f"amd-smi={monitor}",
+        "--source",
+        f"rocm-smi={meminfo}",
+    )
+    messages = {
+        f["message"]
+        for f in _findings(evidence, "hardware", "vram.idle")
+        if f["status"] == "failed"
+    }
     assert code == 3 and messages == {
         "GPU 1 holds 76 % of its VRAM at 0 % activity: memory left by a hung or killed process; reset the GPU (amd-smi reset -G)",
         "GPU 2 holds 61 % of its VRAM at 97 % activity: a process still runs on a node offered for a job",
-        "GPU 0 holds 75 % of its VRAM (no activity figure): memory left by a hung or killed process; reset the GPU (amd-smi reset -G)"}
+        "GPU 0 holds 75 % of its VRAM (no activity figure): memory left by a hung or killed process; reset the GPU (amd-smi reset -G)",
+    }
 
 
 def test_vram_columns_of_other_layouts(capsys, tmp_path):
     """ROCm 7's `VRAM_USAGE` cell ("95.3/192.0 GB"), a concise row whose GPU% is N/A, and a monitor row whose
     cells do not carry their column's unit (a layout the reader does not know: the cell is not judged)."""
     monitor = tmp_path / "monitor.txt"
-    monitor.write_text("GPU  POWER  GPU_T  MEM_T  GFX_CLK  GFX%  MEM%  VRAM_USAGE\n"
-                       "  0  250 W  55 °C  43 °C  144 MHz   0 %   0 %  95.3/192.0 GB\n"
-                       "  1  250 W  55 °C  134 MHz  43 °C   0 %   0 %  0.3/192.0 GB\n")
+    monitor.write_text(
+        "GPU  POWER  GPU_T  MEM_T  GFX_CLK  GFX%  MEM%  VRAM_USAGE\n"
+        "  0  250 W  55 °C  43 °C  144 MHz   0 %   0 %  95.3/192.0 GB\n"
+        "  1  250 W  55 °C  134 MHz  43 °C   0 %   0 %  0.3/192.0 GB\n"
+    )
     lines = _sample(CONCISE).splitlines()
     head, vram, activity = lines[6].rsplit(None, 2)
     lines[6] = f"{head}  45%    N/A"
     concise = tmp_path / "rocm-smi.txt"
     concise.write_text("\n".join(lines) + "\n")
-    code, evidence = preflight(capsys, "--source", f"amd-smi={monitor}", "--source", f"rocm-smi={concise}")
-    failed = {f["message"] for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"}
+    code, evidence = preflight(
+        capsys, "--source", f"amd-smi={monitor}", "--source", f"rocm-smi={concise}"
+    )
+    failed = {
+        f["message"]
+        for f in _findings(evidence, "hardware", "vram.idle")
+        if f["status"] == "failed"
+    }
     assert code == 3 and failed == {
         "GPU 0 holds 50 % of its VRAM at 0 % activity: memory left by a hung or killed process; reset the GPU (amd-smi reset -G)",
-        "GPU 1 holds 45 % of its VRAM (no activity figure): memory left by a hung or killed process; reset the GPU (amd-smi reset -G)"}
-    temperatures = [f for f in layer(evidence, "hardware")["findings"] if f["check"] == "temperature.memory"]
-    assert [f["status"] for f in temperatures] == ["ok"] and temperatures[0]["line"] == 2  # 134 MHz is not 134 C
+        "GPU 1 holds 45 % of its VRAM (no activity figure): memory left by a hung or killed process; reset the GPU (amd-smi reset -G)",
+    }
+    temperatures = [
+        f for f in layer(evidence, "hardware")["findings"] if f["check"] == "temperature.memory"
+    ]
+    assert [f["status"] for f in temperatures] == ["ok"] and temperatures[0][
+        "line"
+    ] == 2  # 134 MHz is not 134 C
 
 
-@pytest.mark.parametrize("error", [
-    "[ERROR] HIP Error: hipErrorIllegalAddress (an illegal memory access was encountered)",
-    "Exit code:    1",  # mpirun's report of a rank that failed
-    "[1,0]<stderr>:Traceback (most recent call last):",
-    "Aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION",
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        "[ERROR] HIP Error: hipErrorIllegalAddress (an illegal memory access was encountered)",
+        "Exit code:    1",  # mpirun's report of a rank that failed
+        "[1,0]<stderr>:Traceback (most recent call last):",
+        "Aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION",
+    ],
+)
 def test_a_line_the_tool_marks_as_an_error_fails_its_layer(capsys, tmp_path, error):
     """The real 8x MI350X a2a capture with a tool's error line inserted after its summary line."""
     name = "transferbench/mi350x_x8_transferbench_a2a_51.4GBps_rocm7.0_mhilgema-proj_EXCERPT.txt"
@@ -412,21 +658,30 @@ def test_a_line_the_tool_marks_as_an_error_fails_its_layer(capsys, tmp_path, err
     [found] = _findings(evidence, "hardware", "tool.error")
     assert found["line"] == 3 and found["text"] == error
     assert f"the tool printed an error ({broken}:3)" in hardware["reason"]
-    assert hardware["sources"][0]["unread"] == 0  # quoted as the error, not counted as not understood
+    assert (
+        hardware["sources"][0]["unread"] == 0
+    )  # quoted as the error, not counted as not understood
 
 
 def test_output_that_is_not_the_tool_fails_and_says_so(capsys, tmp_path):
     garbage = tmp_path / "notes.txt"
     garbage.write_text("hello\nthis is not rccl-tests\n")
-    code, evidence = preflight(capsys, "--require", "communication", "--source", f"rccl-tests={garbage}")
+    code, evidence = preflight(
+        capsys, "--require", "communication", "--source", f"rccl-tests={garbage}"
+    )
     communication = layer(evidence, "communication")
     assert code == 3 and communication["verdict"] == "failed"
-    assert "not one of its 2 line(s) is rccl-tests output" in communication["reason"] and str(garbage) in communication["reason"]
+    assert (
+        "not one of its 2 line(s) is rccl-tests output" in communication["reason"]
+        and str(garbage) in communication["reason"]
+    )
     assert communication["sources"][0]["unread"] == 2
     # an optional layer is not proven, and the run is not accepted: it did not read what it was given
     code, evidence = preflight(capsys, "--source", f"rccl-tests={garbage}")
     assert code == 4 and layer(evidence, "communication")["verdict"] == "skipped"
-    assert layer(evidence, "communication")["reason"].startswith(f"not proven: {garbage}: not one of its 2 line(s)")
+    assert layer(evidence, "communication")["reason"].startswith(
+        f"not proven: {garbage}: not one of its 2 line(s)"
+    )
 
 
 def test_binary_garbage_is_never_a_healthy_kernel_log(capsys, tmp_path):
@@ -438,23 +693,39 @@ def test_binary_garbage_is_never_a_healthy_kernel_log(capsys, tmp_path):
     code, evidence = preflight(capsys, "--require", "hardware", "--source", f"dmesg={garbage}")
     hardware = layer(evidence, "hardware")
     assert code == 3 and hardware["verdict"] == "failed"
-    assert "not text: a binary or damaged file, not dmesg output" in hardware["reason"] and str(garbage) in hardware["reason"]
+    assert (
+        "not text: a binary or damaged file, not dmesg output" in hardware["reason"]
+        and str(garbage) in hardware["reason"]
+    )
     code, evidence = preflight(capsys, "--source", f"dmesg={garbage}")
-    assert code == 4 and layer(evidence, "hardware")["verdict"] == "skipped" and not evidence["accepted"]
+    assert (
+        code == 4
+        and layer(evidence, "hardware")["verdict"] == "skipped"
+        and not evidence["accepted"]
+    )
 
 
 BOOT = "dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_augmxnt_EXCERPT.txt"
 
 
-@pytest.mark.parametrize("line,status", [
-    ("amdgpu 0000:05:00.0: probe with driver amdgpu failed with error -12", "failed"),
-    ("[drm:amdgpu_device_init [amdgpu]] *ERROR* sw_init of IP block <gmc_v9_0> failed -12", "failed"),
-    ("[drm:psp_hw_start [amdgpu]] *ERROR* PSP load tmr failed!", "failed"),
-    ("amdgpu 0000:05:00.0: amdgpu: SMU: I'm not done with your previous command: SMN_C2PMSG_66:0x0000000E", "failed"),
-    ("amdgpu 0000:05:00.0: amdgpu: GPU hang detected", "failed"),
-    ("amdgpu: Xgmi link is down", "failed"),
-    ("amdgpu 0000:05:00.0: amdgpu: Failed to disable gfxoff!", "degraded"),
-])
+@pytest.mark.parametrize(
+    "line,status",
+    [
+        ("amdgpu 0000:05:00.0: probe with driver amdgpu failed with error -12", "failed"),
+        (
+            "[drm:amdgpu_device_init [amdgpu]] *ERROR* sw_init of IP block <gmc_v9_0> failed -12",
+            "failed",
+        ),
+        ("[drm:psp_hw_start [amdgpu]] *ERROR* PSP load tmr failed!", "failed"),
+        (
+            "amdgpu 0000:05:00.0: amdgpu: SMU: I'm not done with your previous command: SMN_C2PMSG_66:0x0000000E",
+            "failed",
+        ),
+        ("amdgpu 0000:05:00.0: amdgpu: GPU hang detected", "failed"),
+        ("amdgpu: Xgmi link is down", "failed"),
+        ("amdgpu 0000:05:00.0: amdgpu: Failed to disable gfxoff!", "degraded"),
+    ],
+)
 def test_amdgpu_errors_in_the_kernel_log_are_not_chatter(capsys, tmp_path, line, status):
     """The real healthy boot log of 8x MI300X with one amdgpu error line appended (timestamped like its lines)."""
     log = tmp_path / "dmesg.txt"
@@ -462,7 +733,9 @@ def test_amdgpu_errors_in_the_kernel_log_are_not_chatter(capsys, tmp_path, line,
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"dmesg={log}")
     hardware = layer(evidence, "hardware")
     assert hardware["verdict"] == status, hardware["reason"]
-    assert [f["line"] for f in hardware["findings"] if f["status"] == status] == [len(_sample(BOOT).splitlines()) + 1]
+    assert [f["line"] for f in hardware["findings"] if f["status"] == status] == [
+        len(_sample(BOOT).splitlines()) + 1
+    ]
 
 
 def test_text_that_is_mostly_something_else_is_not_a_kernel_log(capsys, tmp_path):
@@ -472,30 +745,74 @@ def test_text_that_is_mostly_something_else_is_not_a_kernel_log(capsys, tmp_path
     encoded = tmp_path / "dmesg.b64"
     encoded.write_text(base64.encodebytes(_sample(BOOT).encode() * 40).decode())
     code, evidence = preflight(capsys, "--source", f"dmesg={encoded}")
-    assert code == 4 and " of its " in layer(evidence, "hardware")["reason"] and "dmesg output" in layer(evidence, "hardware")["reason"]
+    assert (
+        code == 4
+        and " of its " in layer(evidence, "hardware")["reason"]
+        and "dmesg output" in layer(evidence, "hardware")["reason"]
+    )
 
 
 def test_odd_but_readable_sources(capsys, tmp_path):
     """A BOM before amd-smi's JSON, rocm-smi --json and --showmemuse, RVS peers:false, an RCCL advice warning,
     nan as the largest size's bandwidth, a p2p row cut short, and a p2p matrix of zeros."""
     ecc = tmp_path / "ecc.json"
-    ecc.write_bytes(b"\xef\xbb\xbf" + json.dumps({"gpu_data": [{"gpu": 0, "ecc": {"total_uncorrectable_count": 1}}]}).encode())
+    ecc.write_bytes(
+        b"\xef\xbb\xbf"
+        + json.dumps({"gpu_data": [{"gpu": 0, "ecc": {"total_uncorrectable_count": 1}}]}).encode()
+    )
     rocm_json = tmp_path / "rocm-smi.json"
-    rocm_json.write_text(json.dumps({"card0": {"GPU use (%)": "0", "GPU Memory Allocated (VRAM%)": "73"}}))
+    rocm_json.write_text(
+        json.dumps({"card0": {"GPU use (%)": "0", "GPU Memory Allocated (VRAM%)": "73"}})
+    )
     memuse = tmp_path / "memuse.txt"
     memuse.write_text("GPU[0]\t\t: GPU Memory Allocated (VRAM%): 0\nGPU[0]\t\t: GPU use (%): 0\n")
     rvs = tmp_path / "rvs.txt"
-    rvs.write_text(_sample("rvs/mi300x_x8_rvs_pbqt_single_p2p_system-acceptance-docs_EXCERPT.txt").replace("peers:true", "peers:false", 1))
-    code, evidence = preflight(capsys, "--source", f"amd-smi={ecc}", "--source", f"rocm-smi={rocm_json}",
-                               "--source", f"rocm-smi={memuse}", "--source", f"rvs={rvs}")
-    failed = {(f["check"], f.get("line")) for f in layer(evidence, "hardware")["findings"] if f["status"] == "failed"}
-    assert code == 3 and failed == {("ecc.uncorrectable", None), ("vram.idle", None), ("rvs.p2p_peers", 1)}
-    assert [f["status"] for f in _findings(evidence, "hardware", "vram.idle") if f.get("file") == str(memuse)] == ["ok"]
+    rvs.write_text(
+        _sample("rvs/mi300x_x8_rvs_pbqt_single_p2p_system-acceptance-docs_EXCERPT.txt").replace(
+            "peers:true", "peers:false", 1
+        )
+    )
+    code, evidence = preflight(
+        capsys,
+        "--source",
+        f"amd-smi={ecc}",
+        "--source",
+        f"rocm-smi={rocm_json}",
+        "--source",
+        f"rocm-smi={memuse}",
+        "--source",
+        f"rvs={rvs}",
+    )
+    failed = {
+        (f["check"], f.get("line"))
+        for f in layer(evidence, "hardware")["findings"]
+        if f["status"] == "failed"
+    }
+    assert code == 3 and failed == {
+        ("ecc.uncorrectable", None),
+        ("vram.idle", None),
+        ("rvs.p2p_peers", 1),
+    }
+    assert [
+        f["status"]
+        for f in _findings(evidence, "hardware", "vram.idle")
+        if f.get("file") == str(memuse)
+    ] == ["ok"]
 
-    lines = _sample("rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt").splitlines()
+    lines = _sample(
+        "rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt"
+    ).splitlines()
     advice = tmp_path / "advice.txt"
-    advice.write_text("\n".join(["NCCL WARN NUMA auto balancing enabled which can lead to variability in the RCCL "
-                                 "performance! Disable by \"sudo sysctl kernel.numa_balancing=0\"", *lines]) + "\n")
+    advice.write_text(
+        "\n".join(
+            [
+                "NCCL WARN NUMA auto balancing enabled which can lead to variability in the RCCL "
+                'performance! Disable by "sudo sysctl kernel.numa_balancing=0"',
+                *lines,
+            ]
+        )
+        + "\n"
+    )
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"rccl-tests={advice}")
     assert code == 0, layer(evidence, "communication")["reason"]
     last = max(i for i, line in enumerate(lines) if line.startswith("8589934592"))
@@ -503,15 +820,25 @@ def test_odd_but_readable_sources(capsys, tmp_path):
     not_a_number = tmp_path / "nan.txt"
     not_a_number.write_text("\n".join(lines) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"rccl-tests={not_a_number}")
-    assert code == 3 and "the largest size has no bus bandwidth" in layer(evidence, "communication")["reason"]
+    assert (
+        code == 3
+        and "the largest size has no bus bandwidth" in layer(evidence, "communication")["reason"]
+    )
 
     p2p = _sample(P2P).splitlines()
     cut_row = tmp_path / "p2p.txt"
     cut_row.write_text("\n".join([*p2p[:12], p2p[12].rsplit(None, 3)[0]]) + "\n")
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={cut_row}")
-    assert code == 3 and "the unidirectional GFX -> row of GPU 7 has 7 of 10 cells" in layer(evidence, "hardware")["reason"]
+    assert (
+        code == 3
+        and "the unidirectional GFX -> row of GPU 7 has 7 of 10 cells"
+        in layer(evidence, "hardware")["reason"]
+    )
     zeros = tmp_path / "zeros.txt"
-    zeros.write_text("\n".join(p2p[:5] + [" ".join(line.split()[:3] + ["0.00"] * 10) for line in p2p[5:13]]) + "\n")
+    zeros.write_text(
+        "\n".join(p2p[:5] + [" ".join(line.split()[:3] + ["0.00"] * 10) for line in p2p[5:13]])
+        + "\n"
+    )
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={zeros}")
     assert code == 3 and "measured 0 GB/s: no transfer ran" in layer(evidence, "hardware")["reason"]
 
@@ -532,37 +859,65 @@ def test_on_this_machine_the_layers_say_why_they_were_skipped(capsys):
 
 def test_framework_layer_compares_the_pinned_stack(capsys, tmp_path):
     stack = tmp_path / "image.json"
-    stack.write_text(json.dumps({"image": "rocm/vllm@sha256:aa", "packages": {"torch": "2.9.0+rocm7.0", "vllm": "0.32.0"}}))
+    stack.write_text(
+        json.dumps(
+            {
+                "image": "rocm/vllm@sha256:aa",
+                "packages": {"torch": "2.9.0+rocm7.0", "vllm": "0.32.0"},
+            }
+        )
+    )
     pinned = tmp_path / "pinned.json"
-    pinned.write_text(json.dumps({"image": "rocm/vllm@sha256:aa", "packages": {"torch": "2.9.0+rocm7.0", "vllm": "0.32.1"}}))
-    code, evidence = preflight(capsys, "--platform", "mi300x-8", "--stack", str(stack), "--expect-stack", str(pinned))
+    pinned.write_text(
+        json.dumps(
+            {
+                "image": "rocm/vllm@sha256:aa",
+                "packages": {"torch": "2.9.0+rocm7.0", "vllm": "0.32.1"},
+            }
+        )
+    )
+    code, evidence = preflight(
+        capsys, "--platform", "mi300x-8", "--stack", str(stack), "--expect-stack", str(pinned)
+    )
     framework = layer(evidence, "framework")
     assert code == 3 and framework["verdict"] == "failed"
     assert framework["reason"] == "vllm 0.32.0 is not the pinned 0.32.1"
-    code, evidence = preflight(capsys, "--platform", "mi300x-8", "--stack", str(stack), "--expect-stack", str(stack))
+    code, evidence = preflight(
+        capsys, "--platform", "mi300x-8", "--stack", str(stack), "--expect-stack", str(stack)
+    )
     assert code == 0 and layer(evidence, "framework")["verdict"] == "ok"
     code, evidence = preflight(capsys, "--platform", "mi300x-4", "--sku", "MI300X")
     assert code == 3 and "expected 8 GPU(s)" in layer(evidence, "framework")["reason"]
 
 
 def test_workload_layer_runs_the_smoke_test_on_each_gpu_alone(capsys):
-    fails_on_3 = f'{sys.executable} -c "import os, sys; sys.exit(os.environ[\'HIP_VISIBLE_DEVICES\'] == \'3\')"'
+    fails_on_3 = f"{sys.executable} -c \"import os, sys; sys.exit(os.environ['HIP_VISIBLE_DEVICES'] == '3')\""
     code, evidence = preflight(capsys, "--platform", "mi300x-8", "--smoke-command", fails_on_3)
     workload = layer(evidence, "workload")
     assert code == 3 and workload["verdict"] == "failed"
     assert workload["reason"] == "GPU 3: the smoke test exited with 1: no output"
-    code, evidence = preflight(capsys, "--platform", "mi300x-2", "--expect-gpus", "2",
-                               "--smoke-command", f"{sys.executable} -c pass")
+    code, evidence = preflight(
+        capsys,
+        "--platform",
+        "mi300x-2",
+        "--expect-gpus",
+        "2",
+        "--smoke-command",
+        f"{sys.executable} -c pass",
+    )
     assert layer(evidence, "workload")["reason"] == "the smoke test passed on each of 2 GPU(s)"
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--source", "nvidia-smi=x"], "unknown tool 'nvidia-smi'"),
-    (["--source", "rvs"], "expected TOOL=FILE"),
-    (["--source", "rvs=/no/such/file"], "/no/such/file: cannot read it"),
-    (["--require", "hardware,network"], "unknown layer(s) network"),
-    (["--sku", "MI999X"], "unknown SKU 'MI999X'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--source", "nvidia-smi=x"], "unknown tool 'nvidia-smi'"),
+        (["--source", "rvs"], "expected TOOL=FILE"),
+        (["--source", "rvs=/no/such/file"], "/no/such/file: cannot read it"),
+        (["--require", "hardware,network"], "unknown layer(s) network"),
+        (["--sku", "MI999X"], "unknown SKU 'MI999X'"),
+    ],
+)
 def test_bad_arguments_are_named(capsys, args, message):
     with pytest.raises(SystemExit) as exit_info:
         code = rocm_gate(["preflight", *args])
@@ -571,27 +926,56 @@ def test_bad_arguments_are_named(capsys, args, message):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text,message", [
-    ("[sku.MI300X]\nrccl_busbw = 1\nrccl_busbw_source = 'x'\n", "unknown key 'rccl_busbw'"),
-    ("[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 304\n", "rccl_all_reduce_busbw_gbps has no source"),
-    ("[sku.MI300X\n", "not valid TOML"),
-    ("[sku.MI999X]\ngpus = 8\ngpus_source = 'x'\n", "[sku.MI999X] is not a SKU table"),
-    ("[default]\npcie_width = 'x16'\npcie_width_source = 'x'\n", "pcie_width = 'x16': expected a finite number"),
-    ("[default]\nhotspot_temperature_max_c = nan\nhotspot_temperature_max_c_source = 'x'\n",
-     "[default] hotspot_temperature_max_c = nan: expected a finite number"),
-    ("[sku.MI300X]\nrccl_all_reduce_busbw_gbps = inf\nrccl_all_reduce_busbw_gbps_source = 'x'\n",
-     "[sku.MI300X] rccl_all_reduce_busbw_gbps = inf: expected a finite number"),
-    ("default = 5\n", "default = 5 is not a table; write it as [default]"),
-    ("sku = 5\n", "sku = 5 is not a table; write each SKU as [sku.NAME]"),
-    ("[sku.MI300X]\ngpus = 8.5\ngpus_source = 'x'\n", "[sku.MI300X] gpus = 8.5: expected a whole number"),
-    ("[default]\npeer_failed_pct = 250\npeer_failed_pct_source = 'x'\n", "peer_failed_pct = 250: expected at most 100"),
-    ("[default]\nidle_vram_max_pct = 5\nidle_vram_max_pct_source = 7\n", "idle_vram_max_pct_source = 7: a source is text"),
-    ("[default]\npeer_degraded_pct = 30\npeer_degraded_pct_source = 'x'\n",
-     "[default] peer_degraded_pct = 30 is above peer_failed_pct = 25"),
-    ("[default]\ngpus = 1" + "0" * 400 + "\ngpus_source = 'x'\n", "expected a finite number from 0 to 1e+15"),
-    ("[sku.MI300X]\ngpus = 8\ngpus_source = 'a'\n[sku.mi300x]\ngpus = 4\ngpus_source = 'b'\n",
-     "[sku.mi300x] is MI300X again; keep one table per SKU"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[sku.MI300X]\nrccl_busbw = 1\nrccl_busbw_source = 'x'\n", "unknown key 'rccl_busbw'"),
+        (
+            "[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 304\n",
+            "rccl_all_reduce_busbw_gbps has no source",
+        ),
+        ("[sku.MI300X\n", "not valid TOML"),
+        ("[sku.MI999X]\ngpus = 8\ngpus_source = 'x'\n", "[sku.MI999X] is not a SKU table"),
+        (
+            "[default]\npcie_width = 'x16'\npcie_width_source = 'x'\n",
+            "pcie_width = 'x16': expected a finite number",
+        ),
+        (
+            "[default]\nhotspot_temperature_max_c = nan\nhotspot_temperature_max_c_source = 'x'\n",
+            "[default] hotspot_temperature_max_c = nan: expected a finite number",
+        ),
+        (
+            "[sku.MI300X]\nrccl_all_reduce_busbw_gbps = inf\nrccl_all_reduce_busbw_gbps_source = 'x'\n",
+            "[sku.MI300X] rccl_all_reduce_busbw_gbps = inf: expected a finite number",
+        ),
+        ("default = 5\n", "default = 5 is not a table; write it as [default]"),
+        ("sku = 5\n", "sku = 5 is not a table; write each SKU as [sku.NAME]"),
+        (
+            "[sku.MI300X]\ngpus = 8.5\ngpus_source = 'x'\n",
+            "[sku.MI300X] gpus = 8.5: expected a whole number",
+        ),
+        (
+            "[default]\npeer_failed_pct = 250\npeer_failed_pct_source = 'x'\n",
+            "peer_failed_pct = 250: expected at most 100",
+        ),
+        (
+            "[default]\nidle_vram_max_pct = 5\nidle_vram_max_pct_source = 7\n",
+            "idle_vram_max_pct_source = 7: a source is text",
+        ),
+        (
+            "[default]\npeer_degraded_pct = 30\npeer_degraded_pct_source = 'x'\n",
+            "[default] peer_degraded_pct = 30 is above peer_failed_pct = 25",
+        ),
+        (
+            "[default]\ngpus = 1" + "0" * 400 + "\ngpus_source = 'x'\n",
+            "expected a finite number from 0 to 1e+15",
+        ),
+        (
+            "[sku.MI300X]\ngpus = 8\ngpus_source = 'a'\n[sku.mi300x]\ngpus = 4\ngpus_source = 'b'\n",
+            "[sku.mi300x] is MI300X again; keep one table per SKU",
+        ),
+    ],
+)
 def test_a_broken_thresholds_file_is_named(capsys, tmp_path, text, message):
     broken = tmp_path / "thresholds.toml"
     broken.write_text(text)
@@ -602,20 +986,36 @@ def test_a_broken_thresholds_file_is_named(capsys, tmp_path, text, message):
 
 
 def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys, tmp_path):
-    sample = f"rvs={PREFLIGHT / 'rvs/mi300x_x8_rvs_-g_gpu_list_rvs0.0.60202_system-acceptance-docs.txt'}"
+    sample = (
+        f"rvs={PREFLIGHT / 'rvs/mi300x_x8_rvs_-g_gpu_list_rvs0.0.60202_system-acceptance-docs.txt'}"
+    )
     assert rocm_gate(["preflight", "--thresholds", str(tmp_path), "--source", sample]) == 2
     assert f"{tmp_path}: a folder; give the thresholds file" in capsys.readouterr().err
     out = tmp_path / "evidence.json"
     out.mkdir()
-    assert rocm_gate(["preflight", "--out", str(out), "--smoke-command", "false", "--source", sample]) == 2
+    assert (
+        rocm_gate(["preflight", "--out", str(out), "--smoke-command", "false", "--source", sample])
+        == 2
+    )
     assert f"{out}: a folder; give --out a file name" in capsys.readouterr().err
     (tmp_path / "file").write_text("")
-    assert rocm_gate(["preflight", "--out", str(tmp_path / "file" / "evidence.json"), "--source", sample]) == 2
+    assert (
+        rocm_gate(
+            ["preflight", "--out", str(tmp_path / "file" / "evidence.json"), "--source", sample]
+        )
+        == 2
+    )
     assert "is a file, not a folder" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["evidence.json", "file"]  # no half-written .tmp
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [
+        "evidence.json",
+        "file",
+    ]  # no half-written .tmp
     link = tmp_path / "link.json"
     link.symlink_to(tmp_path / "elsewhere.json")
-    for device_or_link in ("/dev/null", str(link)):  # the write renames over the path: it would replace them
+    for device_or_link in (
+        "/dev/null",
+        str(link),
+    ):  # the write renames over the path: it would replace them
         assert rocm_gate(["preflight", "--out", device_or_link, "--source", sample]) == 2
         assert f"{device_or_link}: not a plain file" in capsys.readouterr().err
     assert link.is_symlink() and Path("/dev/null").is_char_device()
@@ -633,14 +1033,42 @@ def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_tes
     import subprocess
     import time
 
-    out, started, finished = tmp_path / "evidence.json", tmp_path / "smoke.pid", tmp_path / "smoke.finished"
-    smoke = (f"{sys.executable} -c \"import os, time; open('{started}', 'w').write(str(os.getpid())); time.sleep(30); "
-             f"open('{finished}', 'w')\"; true")
-    run = subprocess.Popen([sys.executable, "-m", "pytest_rocm.cli", "preflight", "--require", "none", "--platform",
-                            "mi300x-2", "--expect-gpus", "2", "--smoke-command", smoke, "--out", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, started, finished = (
+        tmp_path / "evidence.json",
+        tmp_path / "smoke.pid",
+        tmp_path / "smoke.finished",
+    )
+    smoke = (
+        f"{sys.executable} -c \"import os, time; open('{started}', 'w').write(str(os.getpid())); time.sleep(30); "
+        f"open('{finished}', 'w')\"; true"
+    )
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_rocm.cli",
+            "preflight",
+            "--require",
+            "none",
+            "--platform",
+            "mi300x-2",
+            "--expect-gpus",
+            "2",
+            "--smoke-command",
+            smoke,
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
-    while not (started.exists() and started.read_text()) and time.monotonic() < deadline and run.poll() is None:
+    while (
+        not (started.exists() and started.read_text())
+        and time.monotonic() < deadline
+        and run.poll() is None
+    ):
         time.sleep(0.1)
     run.send_signal(getattr(signal, stop))
     stdout, stderr = run.communicate(timeout=120)
@@ -657,7 +1085,9 @@ def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_tes
     else:
         os.kill(smoke_pid, signal.SIGKILL)
         pytest.fail("the smoke test outlived the interrupted preflight")
-    assert not finished.exists(), "the preflight waited for the smoke test to end instead of stopping it"
+    assert not finished.exists(), (
+        "the preflight waited for the smoke test to end instead of stopping it"
+    )
 
 
 @pytest.mark.slow
@@ -671,9 +1101,21 @@ def test_a_smoke_test_past_its_timeout_is_stopped_with_what_it_started(capsys, t
     started = tmp_path / "smoke.pid"
     smoke = f"{sys.executable} -c \"import os, time; open('{started}', 'w').write(str(os.getpid())); time.sleep(600)\"; true"
     # 10 s: time enough for the grandchild to start and write its pid on a busy machine
-    code, evidence = preflight(capsys, "--platform", "mi300x-1", "--expect-gpus", "1", "--smoke-timeout", "10",
-                               "--smoke-command", smoke)
-    assert code == 3 and layer(evidence, "workload")["reason"] == "GPU 0: the smoke test did not finish in 10 s"
+    code, evidence = preflight(
+        capsys,
+        "--platform",
+        "mi300x-1",
+        "--expect-gpus",
+        "1",
+        "--smoke-timeout",
+        "10",
+        "--smoke-command",
+        smoke,
+    )
+    assert (
+        code == 3
+        and layer(evidence, "workload")["reason"] == "GPU 0: the smoke test did not finish in 10 s"
+    )
     assert started.read_text(), "the smoke test did not start within its timeout"
     smoke_pid, deadline = int(started.read_text()), time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -689,22 +1131,46 @@ def test_a_smoke_test_past_its_timeout_is_stopped_with_what_it_started(capsys, t
 def test_a_sites_thresholds_file_keeps_the_relative_rules(capsys, tmp_path):
     """A site file written before the relative rules existed: they still run, with the packaged values."""
     site = tmp_path / "thresholds.toml"
-    site.write_text('[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 304\nrccl_all_reduce_busbw_gbps_source = "AMD guide"\n')
-    code, evidence = preflight(capsys, "--thresholds", str(site), "--sku", "MI300X",
-                               "--source", f"transferbench={PREFLIGHT / P2P}")
-    assert code == 0 and _findings(evidence, "hardware", "transferbench.peer_link")[0]["message"].startswith(
-        "every GPU-to-GPU link within 10 % of its peers")
+    site.write_text(
+        '[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 304\nrccl_all_reduce_busbw_gbps_source = "AMD guide"\n'
+    )
+    code, evidence = preflight(
+        capsys,
+        "--thresholds",
+        str(site),
+        "--sku",
+        "MI300X",
+        "--source",
+        f"transferbench={PREFLIGHT / P2P}",
+    )
+    assert code == 0 and _findings(evidence, "hardware", "transferbench.peer_link")[0][
+        "message"
+    ].startswith("every GPU-to-GPU link within 10 % of its peers")
 
 
 def _preflight_to(history, name, node, *sources):
-    code = rocm_gate(["preflight", "--require", "none", "--node", node, "--sku", "MI300X", "--out",
-                      str(history / name), *(a for s in sources for a in ("--source", s))])
+    code = rocm_gate(
+        [
+            "preflight",
+            "--require",
+            "none",
+            "--node",
+            node,
+            "--sku",
+            "MI300X",
+            "--out",
+            str(history / name),
+            *(a for s in sources for a in ("--source", s)),
+        ]
+    )
     return code
 
 
 def _ecc_with_correctable(count: int, path):
     """The real all-zero `amd-smi metric --ecc-block` capture with the UMC correctable count set."""
-    text = (PREFLIGHT / "amd-smi/mi300_amd-smi_metric_--ecc-block_text_all_zero_amdsmi-changelog.txt").read_text()
+    text = (
+        PREFLIGHT / "amd-smi/mi300_amd-smi_metric_--ecc-block_text_all_zero_amdsmi-changelog.txt"
+    ).read_text()
     path.write_text(text.replace("CORRECTABLE_COUNT: 0", f"CORRECTABLE_COUNT: {count}", 1))
     return f"amd-smi={path}"
 
@@ -713,13 +1179,25 @@ def test_drain_decides_from_a_nodes_recorded_history(capsys, tmp_path):
     history = tmp_path / "history"
     history.mkdir()
     failing = f"dmesg={PREFLIGHT / 'dmesg/mi300x_x8_dmesg_ras_athub_uncorrectable_aca_xgmi_wafl_mode1_reset_rocm6.2.3_rocm-issue-4021.txt'}"
-    healthy = f"rccl-tests={PREFLIGHT / 'rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt'}"
+    healthy = (
+        f"rccl-tests={PREFLIGHT / 'rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt'}"
+    )
     assert _preflight_to(history, "n1-a.json", "node-1", failing) == 3
     assert _preflight_to(history, "n1-b.json", "node-1", healthy) == 0
-    assert _preflight_to(history, "n2-a.json", "node-2", failing) == 3  # once: an incident, not a pattern
+    assert (
+        _preflight_to(history, "n2-a.json", "node-2", failing) == 3
+    )  # once: an incident, not a pattern
     assert _preflight_to(history, "n2-b.json", "node-2", healthy) == 0
     for day, count in enumerate((3, 40, 170)):
-        assert _preflight_to(history, f"n3-{day}.json", "node-3", _ecc_with_correctable(count, tmp_path / f"e{day}")) == 0
+        assert (
+            _preflight_to(
+                history,
+                f"n3-{day}.json",
+                "node-3",
+                _ecc_with_correctable(count, tmp_path / f"e{day}"),
+            )
+            == 0
+        )
     assert _preflight_to(history, "n1-c.json", "node-1", failing) == 3
     capsys.readouterr()
 
@@ -730,10 +1208,22 @@ def test_drain_decides_from_a_nodes_recorded_history(capsys, tmp_path):
     assert rocm_gate(["drain", "--history", str(history), "--node", "node-2"]) == 0
     assert rocm_gate(["drain", "--history", str(history), "--node", "node-3", "--json"]) == 3
     decision = json.loads(capsys.readouterr().out.split("\n", 1)[1])
-    assert decision["reasons"] == ["ecc.correctable from amd-smi grows over 3 preflights: 3 (n3-0.json) -> 40 (n3-1.json) "
-                                   "-> 170 (n3-2.json)"]
+    assert decision["reasons"] == [
+        "ecc.correctable from amd-smi grows over 3 preflights: 3 (n3-0.json) -> 40 (n3-1.json) "
+        "-> 170 (n3-2.json)"
+    ]
     # the recovery layer of the next preflight refuses the node
-    code, evidence = preflight(capsys, "--node", "node-1", "--history", str(history), "--source", healthy, "--sku", "MI300X")
+    code, evidence = preflight(
+        capsys,
+        "--node",
+        "node-1",
+        "--history",
+        str(history),
+        "--source",
+        healthy,
+        "--sku",
+        "MI300X",
+    )
     assert code == 3 and layer(evidence, "recovery")["verdict"] == "failed"
 
 
@@ -742,12 +1232,31 @@ NEW = "rocm/vllm@sha256:" + "2" * 64
 
 
 def _test_entry(status: str, verdict: str, gpu: int | None) -> dict:
-    attempts = [{"status": status, "worker": "gw0", "gpus": [gpu], "duration": 1.0}] * (1 if status == "passed" else 2)
-    return {"group": "engine", "blocking": True, "gate": True, "status": status, "verdict": verdict,
-            "verdict_reason": "", "attempts": attempts, "probes": [], "duration": 1.0, "detail": "", "message": ""}
+    attempts = [{"status": status, "worker": "gw0", "gpus": [gpu], "duration": 1.0}] * (
+        1 if status == "passed" else 2
+    )
+    return {
+        "group": "engine",
+        "blocking": True,
+        "gate": True,
+        "status": status,
+        "verdict": verdict,
+        "verdict_reason": "",
+        "attempts": attempts,
+        "probes": [],
+        "duration": 1.0,
+        "detail": "",
+        "message": "",
+    }
 
 
-MAIN = {"event": "push", "ref": "refs/heads/main", "default_branch": "main", "head_sha": "a" * 40, "tested_sha": "a" * 40}
+MAIN = {
+    "event": "push",
+    "ref": "refs/heads/main",
+    "default_branch": "main",
+    "head_sha": "a" * 40,
+    "tested_sha": "a" * 40,
+}
 
 
 def _gate_report(path, runner, image, conclusion, infra_tests=(), gpu=None, provenance=MAIN):
@@ -755,11 +1264,29 @@ def _gate_report(path, runner, image, conclusion, infra_tests=(), gpu=None, prov
     a run on the default branch."""
     tests = {test: _test_entry("crashed", "infra", gpu) for test in infra_tests}
     tests["t::ok"] = _test_entry("passed", "pass", 0)
-    path.write_text(json.dumps({
-        "schema": "pytest-rocm/gate-report/1", "conclusion": conclusion, "conclusion_reason": "", "complete": True,
-        "incomplete_causes": [], "collection_errors": [], "never_ran": [], "groups": {"engine": {"total": len(tests)}},
-        "skip_reasons": [], "tests": tests, "record_problems": [],
-        "manifest": {"runner": runner, "container_image": image, "finished": path.stem, "provenance": provenance}}))
+    path.write_text(
+        json.dumps(
+            {
+                "schema": "pytest-rocm/gate-report/1",
+                "conclusion": conclusion,
+                "conclusion_reason": "",
+                "complete": True,
+                "incomplete_causes": [],
+                "collection_errors": [],
+                "never_ran": [],
+                "groups": {"engine": {"total": len(tests)}},
+                "skip_reasons": [],
+                "tests": tests,
+                "record_problems": [],
+                "manifest": {
+                    "runner": runner,
+                    "container_image": image,
+                    "finished": path.stem,
+                    "provenance": provenance,
+                },
+            }
+        )
+    )
 
 
 def test_drain_follows_infra_verdicts_to_one_gpu_and_names_the_rollback_image(capsys, tmp_path):
@@ -770,12 +1297,19 @@ def test_drain_follows_infra_verdicts_to_one_gpu_and_names_the_rollback_image(ca
     (tmp_path / "notes.json").write_text("{}")
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7", "--json"]) == 3
     decision = json.loads(capsys.readouterr().out)
-    assert decision["reasons"] == ["GPU 5: infra failures of 3 different tests (a::x, b::y, c::z): the device, not the tests"]
+    assert decision["reasons"] == [
+        "GPU 5: infra failures of 3 different tests (a::x, b::y, c::z): the device, not the tests"
+    ]
     assert decision["rollback_image"] == GOOD and decision["current_image"] == NEW
     assert decision["rollback_from"] == str(tmp_path / "2026-11-01.json")
-    assert (f"helm upgrade <runner-set> <chart> --reuse-values --set 'template.spec.containers[0].image={GOOD}'"
-            in decision["commands"])
-    assert decision["ignored_files"] == [str(tmp_path / "notes.json")] and decision["skipped_files"] == []
+    assert (
+        f"helm upgrade <runner-set> <chart> --reuse-values --set 'template.spec.containers[0].image={GOOD}'"
+        in decision["commands"]
+    )
+    assert (
+        decision["ignored_files"] == [str(tmp_path / "notes.json")]
+        and decision["skipped_files"] == []
+    )
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-8"]) == 0
 
 
@@ -790,25 +1324,49 @@ def test_drain_skips_and_names_each_bad_history_file(capsys, tmp_path):
     (tmp_path / "list.json").write_text(json.dumps({**valid, "tests": [valid["tests"]["t::ok"]]}))
     (tmp_path / "runner.json").write_text(json.dumps({**valid, "manifest": {"runner": ["node 7"]}}))
     for day in (2, 3, 4):
-        _gate_report(tmp_path / f"2026-11-0{day}.json", "node 7", NEW, "neutral", [f"t{day}::a"], gpu=2)
+        _gate_report(
+            tmp_path / f"2026-11-0{day}.json", "node 7", NEW, "neutral", [f"t{day}::a"], gpu=2
+        )
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node 7"]) == 3
     captured = capsys.readouterr()
-    for name, why in [("broken.json", "not JSON"), ("number.json", "schema is 5, not an artifact name"),
-                      ("folder.json", "not a plain file"), ("deep.json", "nested"),
-                      ("list.json", "not a valid gate-report artifact at tests"),
-                      ("runner.json", "not a valid gate-report artifact at manifest/runner")]:
-        assert f"rocm-gate drain: skipped {tmp_path / name}: " in captured.err and why in captured.err, name
-    assert "6 file(s) skipped" in captured.out and "GPU 2: infra failures of 3 different tests" in captured.out
-    assert "kubectl cordon 'node 7'" in captured.out and "kubectl drain 'node 7' --ignore-daemonsets" in captured.out
+    for name, why in [
+        ("broken.json", "not JSON"),
+        ("number.json", "schema is 5, not an artifact name"),
+        ("folder.json", "not a plain file"),
+        ("deep.json", "nested"),
+        ("list.json", "not a valid gate-report artifact at tests"),
+        ("runner.json", "not a valid gate-report artifact at manifest/runner"),
+    ]:
+        assert (
+            f"rocm-gate drain: skipped {tmp_path / name}: " in captured.err and why in captured.err
+        ), name
+    assert (
+        "6 file(s) skipped" in captured.out
+        and "GPU 2: infra failures of 3 different tests" in captured.out
+    )
+    assert (
+        "kubectl cordon 'node 7'" in captured.out
+        and "kubectl drain 'node 7' --ignore-daemonsets" in captured.out
+    )
     assert rocm_gate(["drain", "--history", str(tmp_path / "none"), "--node", "n"]) == 2
 
 
-@pytest.mark.parametrize("image,valid", [
-    ("rocm/vllm:rocm7.0_vllm_0.10.1", True), ("ghcr.io/owner/image@sha256:" + "a" * 64, True),
-    ("localhost:5000/a/b:c", True), ("[::1]:5000/rocm/vllm:v1", True), ("rocm/vllm@sha256:good", False),
-    ("rocm/vllm:vé", False), ("rocm/vllm:x\u1160", False), ("Rocm/Vllm", False), ("rocm/vllm:v1 --set x=y", False),
-    ("rocm/vllm:latest\n", False), ("a/" * 200 + "b", False),
-])
+@pytest.mark.parametrize(
+    "image,valid",
+    [
+        ("rocm/vllm:rocm7.0_vllm_0.10.1", True),
+        ("ghcr.io/owner/image@sha256:" + "a" * 64, True),
+        ("localhost:5000/a/b:c", True),
+        ("[::1]:5000/rocm/vllm:v1", True),
+        ("rocm/vllm@sha256:good", False),
+        ("rocm/vllm:vé", False),
+        ("rocm/vllm:x\u1160", False),
+        ("Rocm/Vllm", False),
+        ("rocm/vllm:v1 --set x=y", False),
+        ("rocm/vllm:latest\n", False),
+        ("a/" * 200 + "b", False),
+    ],
+)
 def test_image_references_follow_the_distribution_grammar(image, valid):
     from pytest_rocm.preflight.drain import image_reference
 
@@ -817,10 +1375,18 @@ def test_image_references_follow_the_distribution_grammar(image, valid):
 
 def test_a_pull_requests_report_never_names_the_rollback_image(capsys, tmp_path):
     """A gate report of a PR's run was written by the PR's code: its image is not a rollback target."""
-    pr = {"event": "pull_request_target", "ref": "refs/pull/7/merge", "default_branch": "main", "pr": 7,
-          "head_sha": "b" * 40, "tested_sha": "b" * 40}
+    pr = {
+        "event": "pull_request_target",
+        "ref": "refs/pull/7/merge",
+        "default_branch": "main",
+        "pr": 7,
+        "head_sha": "b" * 40,
+        "tested_sha": "b" * 40,
+    }
     _gate_report(tmp_path / "2026-11-01.json", "node-7", GOOD, "success")
-    _gate_report(tmp_path / "2026-11-02.json", "node-7", "attacker/image:latest", "success", provenance=pr)
+    _gate_report(
+        tmp_path / "2026-11-02.json", "node-7", "attacker/image:latest", "success", provenance=pr
+    )
     _gate_report(tmp_path / "2026-11-03.json", "node-7", NEW, "neutral")
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rollback_image"] == GOOD
@@ -834,8 +1400,10 @@ def test_drain_prints_no_image_name_that_is_not_an_oci_reference(capsys, tmp_pat
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7", "--json"]) == 0
     decision = json.loads(capsys.readouterr().out)
     assert decision["rollback_image"] is None and decision["commands"] == []
-    assert decision["notes"] == ["2026-11-01.json: the manifest's container_image is not an OCI image reference; "
-                                 "it is not used or printed"]
+    assert decision["notes"] == [
+        "2026-11-01.json: the manifest's container_image is not an OCI image reference; "
+        "it is not used or printed"
+    ]
     assert rocm_gate(["drain", "--history", str(tmp_path), "--node", "node-7"]) == 0
     assert "curl" not in capsys.readouterr().out
 
@@ -844,19 +1412,51 @@ def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path):
     """`amd-smi metric --json` (ROCm 7 wraps GPUs in `gpu_data`) and `bad-pages` text with colours and CRLF, shaped
     like the real captures; the values are set to show each check acting."""
     metric = tmp_path / "metric.json"
-    metric.write_text(json.dumps({"gpu_data": [
-        {"gpu": 0, "ecc": {"total_correctable_count": 0, "total_uncorrectable_count": 2},
-         "pcie": {"width": 16, "speed": {"value": 16, "unit": "GT/s"}},
-         "temperature": {"edge": "N/A", "hotspot": {"value": 41, "unit": "C"}, "mem": {"value": 35, "unit": "C"}}},
-        {"gpu": 1, "retired": "No bad pages found.", "pending": [{"page_address": "0x1234", "page_size": 4096}]}]}))
+    metric.write_text(
+        json.dumps(
+            {
+                "gpu_data": [
+                    {
+                        "gpu": 0,
+                        "ecc": {"total_correctable_count": 0, "total_uncorrectable_count": 2},
+                        "pcie": {"width": 16, "speed": {"value": 16, "unit": "GT/s"}},
+                        "temperature": {
+                            "edge": "N/A",
+                            "hotspot": {"value": 41, "unit": "C"},
+                            "mem": {"value": 35, "unit": "C"},
+                        },
+                    },
+                    {
+                        "gpu": 1,
+                        "retired": "No bad pages found.",
+                        "pending": [{"page_address": "0x1234", "page_size": 4096}],
+                    },
+                ]
+            }
+        )
+    )
     pages = tmp_path / "bad-pages.txt"
-    pages.write_bytes(b"\x1b[32mGPU: 0\x1b[0m\r\n    RETIRED:\r\n        PAGE_ADDRESS: 0x2f1000\r\n        PAGE_SIZE: 4096\r\n"
-                      b"        PAGE_ADDRESS: 0x2f3000\r\n    PENDING: No bad pages found.\r\n")
-    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"amd-smi={metric}", "--source", f"amd-smi={pages}")
-    findings = {(f["check"], f["status"], f["message"]) for f in layer(evidence, "hardware")["findings"]}
+    pages.write_bytes(
+        b"\x1b[32mGPU: 0\x1b[0m\r\n    RETIRED:\r\n        PAGE_ADDRESS: 0x2f1000\r\n        PAGE_SIZE: 4096\r\n"
+        b"        PAGE_ADDRESS: 0x2f3000\r\n    PENDING: No bad pages found.\r\n"
+    )
+    code, evidence = preflight(
+        capsys, "--sku", "MI300X", "--source", f"amd-smi={metric}", "--source", f"amd-smi={pages}"
+    )
+    findings = {
+        (f["check"], f["status"], f["message"]) for f in layer(evidence, "hardware")["findings"]
+    }
     assert code == 3
     assert ("ecc.uncorrectable", "failed", "GPU 0 ECC/TOTAL_UNCORRECTABLE_COUNT = 2") in findings
     assert ("pcie.link", "failed", "GPU 0 PCIe speed 16 GT/s below 32") in findings
-    assert ("bad_pages.pending", "degraded", "GPU 1: 1 page(s) pending retirement (reset the GPU to retire them)") in findings
-    assert ("bad_pages.retired", "ok", "GPU 0: 2 page(s) retired (safe; `rocm-gate drain` acts when the count grows)") in findings
+    assert (
+        "bad_pages.pending",
+        "degraded",
+        "GPU 1: 1 page(s) pending retirement (reset the GPU to retire them)",
+    ) in findings
+    assert (
+        "bad_pages.retired",
+        "ok",
+        "GPU 0: 2 page(s) retired (safe; `rocm-gate drain` acts when the count grows)",
+    ) in findings
     assert all(source["unread"] == 0 for source in layer(evidence, "hardware")["sources"])

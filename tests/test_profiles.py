@@ -6,16 +6,19 @@ from pytest_rocm.hw import profiles
 from pytest_rocm.hw.model import Platform
 
 
-@pytest.mark.parametrize("name,description,vendor", [
-    ("cpu", "no GPU (cpu)", "cpu"),
-    ("mi300x-1", "1 x MI300X", "amd"),
-    ("mi300x-8", "8 x MI300X", "amd"),
-    ("mi325x-8", "8 x MI325X", "amd"),
-    ("mi355x-8", "8 x MI355X", "amd"),
-    ("h100-8", "8 x H100", "nvidia"),
-    ("h200-1", "1 x H200", "nvidia"),
-    ("MI300X-4", "4 x MI300X", "amd"),
-])
+@pytest.mark.parametrize(
+    "name,description,vendor",
+    [
+        ("cpu", "no GPU (cpu)", "cpu"),
+        ("mi300x-1", "1 x MI300X", "amd"),
+        ("mi300x-8", "8 x MI300X", "amd"),
+        ("mi325x-8", "8 x MI325X", "amd"),
+        ("mi355x-8", "8 x MI355X", "amd"),
+        ("h100-8", "8 x H100", "nvidia"),
+        ("h200-1", "1 x H200", "nvidia"),
+        ("MI300X-4", "4 x MI300X", "amd"),
+    ],
+)
 def test_builtin_profiles(name, description, vendor):
     platform = profiles.load(name)
     assert platform.describe() == description
@@ -29,7 +32,9 @@ def test_every_documented_builtin_loads():
 
 
 def test_unknown_profile_names_the_choices():
-    with pytest.raises(profiles.ProfileError, match="unknown platform profile 'mi400x-8'.*mi300x-8"):
+    with pytest.raises(
+        profiles.ProfileError, match="unknown platform profile 'mi400x-8'.*mi300x-8"
+    ):
         profiles.load("mi400x-8")
 
 
@@ -45,18 +50,31 @@ def test_json_profile_round_trips_doctor_output(tmp_path):
 
 def test_minimal_hand_written_profile(tmp_path):
     path = tmp_path / "mixed.json"
-    path.write_text(json.dumps({"vendor": "amd", "gpus": [{"sku": "MI300X", "arch": "gfx942", "memory_gb": 192}] * 2}))
+    path.write_text(
+        json.dumps(
+            {"vendor": "amd", "gpus": [{"sku": "MI300X", "arch": "gfx942", "memory_gb": 192}] * 2}
+        )
+    )
     platform = profiles.load(str(path))
     assert [g.index for g in platform.gpus] == [0, 1]
     assert platform.gpus[0].vendor == "amd"
 
 
-@pytest.mark.parametrize("content,message", [
-    ("{not json", "Expecting property name"),
-    ('{"vendor": "intel"}', "vendor 'intel' is not one of amd, nvidia, cpu"),
-    ('{"vendor": "amd", "gpus": [{"colour": "red", "index": 0, "vendor": "amd", "sku": "MI300X", "x": {}}]}', None),
-    ('{"vendor": "amd", "gpus": [{"index": 0, "sku": 5}]}', "gpus[0].sku must be a string, got 5"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", "Expecting property name"),
+        ('{"vendor": "intel"}', "vendor 'intel' is not one of amd, nvidia, cpu"),
+        (
+            '{"vendor": "amd", "gpus": [{"colour": "red", "index": 0, "vendor": "amd", "sku": "MI300X", "x": {}}]}',
+            None,
+        ),
+        (
+            '{"vendor": "amd", "gpus": [{"index": 0, "sku": 5}]}',
+            "gpus[0].sku must be a string, got 5",
+        ),
+    ],
+)
 def test_bad_profile_files(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)

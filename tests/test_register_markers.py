@@ -35,17 +35,26 @@ extend-ignore-identifiers-re = [".*[UE]4M4.*"]
 
 
 def register(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "register-markers", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rocm.cli", "register-markers", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
 
 
-@pytest.mark.parametrize("before", [
-    VLLM_SHAPED,
-    VLLM_SHAPED.replace("\n", "\r\n"),
-    "[project]\nname = 'x'\n",  # no pytest table
-    "[tool.pytest.ini_options]\naddopts = \"-ra\"\n\n[tool.other]\nlist = [\n  [1, 2],\n]\n",  # a table, no markers
-])
-def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_nothing(pytester, before):
+@pytest.mark.parametrize(
+    "before",
+    [
+        VLLM_SHAPED,
+        VLLM_SHAPED.replace("\n", "\r\n"),
+        "[project]\nname = 'x'\n",  # no pytest table
+        '[tool.pytest.ini_options]\naddopts = "-ra"\n\n[tool.other]\nlist = [\n  [1, 2],\n]\n',  # a table, no markers
+    ],
+)
+def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_nothing(
+    pytester, before
+):
     (pytester.path / "pyproject.toml").write_bytes(before.encode())
     done = register(cwd=pytester.path)
     assert done.returncode == 0, done.stderr
@@ -54,7 +63,9 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
     old, new = tomllib.loads(before), tomllib.loads(after)
     markers = new["tool"]["pytest"]["ini_options"].pop("markers")
     assert markers[-3:][0].startswith("rocm_gate(group, blocking=True):")
-    assert markers[:-3] == old.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("markers", [])
+    assert markers[:-3] == old.get("tool", {}).get("pytest", {}).get("ini_options", {}).get(
+        "markers", []
+    )
     old.get("tool", {}).get("pytest", {}).get("ini_options", {}).pop("markers", None)
     new_options = new["tool"]["pytest"]["ini_options"]
     if not new_options and "pytest" not in old.get("tool", {}):
@@ -63,17 +74,23 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
             del new["tool"]
     assert new == old  # nothing else changed
     # every line kept as it was, but for the comma the list's last item needs to take another after it
-    for op, i1, i2, j1, _j2 in difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_opcodes():
+    for op, i1, i2, j1, _j2 in difflib.SequenceMatcher(
+        None, before.splitlines(), after.splitlines()
+    ).get_opcodes():
         if op == "replace":
             old_line, new_line = before.splitlines()[i1], after.splitlines()[j1]
-            assert i2 - i1 == 1 and new_line in (old_line + ",", old_line.replace('" #', '", #', 1)), (old_line, new_line)
+            assert i2 - i1 == 1 and new_line in (
+                old_line + ",",
+                old_line.replace('" #', '", #', 1),
+            ), (old_line, new_line)
         else:
             assert op in ("equal", "insert"), (op, before, after)
     again = register(cwd=pytester.path)
     assert again.returncode == 0 and "registered already" in again.stdout
     assert (pytester.path / "pyproject.toml").read_bytes().decode() == after
     # pytest without the plugin accepts the markers under --strict-markers
-    pytester.makepyfile(test_x="""
+    pytester.makepyfile(
+        test_x="""
         import pytest
 
         @pytest.mark.rocm_gate(group="engine")
@@ -81,20 +98,31 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
         @pytest.mark.rocm_known_gap(reason="r", issue="https://github.com/o/r/issues/1")
         def test_x():
             pass
-    """)
-    result = pytester.runpytest_subprocess("-p", "no:rocm", "--strict-markers", "-W", "error", "-p",
-                                           "no:cacheprovider")
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:rocm", "--strict-markers", "-W", "error", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("name, content, says", [
-    ("pyproject.toml", "x = [", "not valid TOML"),
-    ("pyproject.toml", "[tool.pytest.ini_options]\nmarkers = [\"a\", \"b\"]\n", "the markers list is on one line"),
-    ("pyproject.toml", "[tool.pytest.ini_options]\nmarkers = \"a\"\n", "markers is not a list"),
-    ("pytest.ini", "[pytest]\nmarkers =\n    a\n", "only a pyproject.toml is edited"),
-    ("pyproject.toml", b"\xff\xfe", "cannot read it as UTF-8 text"),
-])
-def test_a_file_it_cannot_edit_safely_is_left_alone_naming_what_to_add(tmp_path, name, content, says):
+@pytest.mark.parametrize(
+    "name, content, says",
+    [
+        ("pyproject.toml", "x = [", "not valid TOML"),
+        (
+            "pyproject.toml",
+            '[tool.pytest.ini_options]\nmarkers = ["a", "b"]\n',
+            "the markers list is on one line",
+        ),
+        ("pyproject.toml", '[tool.pytest.ini_options]\nmarkers = "a"\n', "markers is not a list"),
+        ("pytest.ini", "[pytest]\nmarkers =\n    a\n", "only a pyproject.toml is edited"),
+        ("pyproject.toml", b"\xff\xfe", "cannot read it as UTF-8 text"),
+    ],
+)
+def test_a_file_it_cannot_edit_safely_is_left_alone_naming_what_to_add(
+    tmp_path, name, content, says
+):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     done = register(path, cwd=tmp_path)
@@ -106,7 +134,9 @@ def test_check_changes_nothing_and_says_whether_the_markers_are_there(tmp_path):
     path = tmp_path / "pyproject.toml"
     path.write_text(VLLM_SHAPED)
     missing = register(path, "--check", cwd=tmp_path)
-    assert missing.returncode == 3 and "missing rocm_gate, hardware, rocm_known_gap" in missing.stdout
+    assert (
+        missing.returncode == 3 and "missing rocm_gate, hardware, rocm_known_gap" in missing.stdout
+    )
     assert path.read_text() == VLLM_SHAPED
     assert register(path, cwd=tmp_path).returncode == 0
     assert register(path, "--check", cwd=tmp_path).returncode == 0

@@ -17,8 +17,13 @@ FORK_COMMITS = 53  # the newest commits of the history are a fork's (tests/data/
 
 
 def rocm_gate(*args, stdin=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", *map(str, args)], input=stdin,
-                          capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
 
 
 MAP = """
@@ -54,34 +59,57 @@ def small(tmp_path):
 def test_each_kind_of_change_says_why(small):
     group_map = load_group_map(small / "map.toml")
     history = CoChange.learn(read_history(small / "history.jsonl"))
-    chosen = select(["vllm/attention/ops.py", "vllm/v1/core/new_policy.py", "docs/a.md",
-                     "tests/v1/core/test_kv.py", "tests/v1/conftest.py"], group_map, history)
+    chosen = select(
+        [
+            "vllm/attention/ops.py",
+            "vllm/v1/core/new_policy.py",
+            "docs/a.md",
+            "tests/v1/core/test_kv.py",
+            "tests/v1/conftest.py",
+        ],
+        group_map,
+        history,
+    )
     assert not chosen.everything
     assert set(chosen.groups) == {"attention", "engine"}
     assert any("rule `sources` of group attention" in r for r in chosen.groups["attention"])
-    assert any("co-changed with tests/v1/core/ (vllm/v1/core/ changed with tests/v1/core/ in 3 of 3 commits" in r
-               for r in chosen.groups["engine"])
+    assert any(
+        "co-changed with tests/v1/core/ (vllm/v1/core/ changed with tests/v1/core/ in 3 of 3 commits"
+        in r
+        for r in chosen.groups["engine"]
+    )
     assert "tests/v1/core/test_kv.py" in chosen.tests
-    assert chosen.tests["tests/v1/"] == ["tests/v1/conftest.py changed (not a test: the tests under tests/v1/ use it)"]
+    assert chosen.tests["tests/v1/"] == [
+        "tests/v1/conftest.py changed (not a test: the tests under tests/v1/ use it)"
+    ]
     assert chosen.ignored == ["docs/a.md"]
-    assert select(["setup.py"], group_map, history).why_everything == "setup.py is in the map's `[selection] everything`"
+    assert (
+        select(["setup.py"], group_map, history).why_everything
+        == "setup.py is in the map's `[selection] everything`"
+    )
     unknown = select(["vllm/never_seen.py"], group_map, history)
     assert unknown.everything and unknown.why_everything == (
         "vllm/never_seen.py: no rule's `sources` names it and history has too little on it: it (or a folder of it) "
-        "changed together with tests in 0 of the 3 commits learned from, fewer than 3")
+        "changed together with tests in 0 of the 3 commits learned from, fewer than 3"
+    )
     without_history = select(["vllm/v1/core/new_policy.py"], group_map, None)
     assert without_history.everything and without_history.why_everything.endswith(
-        "no history was given to learn co-change from (--history FILE or --learn-from-git N)")
+        "no history was given to learn co-change from (--history FILE or --learn-from-git N)"
+    )
     assert select(["docs/only.md"], group_map, history).groups == {}
     helper = select(["tests/kernels/utils.py"], group_map, history)  # kernels/attention is under it
     assert set(helper.groups) == {"attention", "ungrouped"} and "tests/kernels/" in helper.tests
-    assert select(["tests/conftest.py"], group_map, history).why_everything == \
-        "tests/conftest.py is shared by the whole test tree"
+    assert (
+        select(["tests/conftest.py"], group_map, history).why_everything
+        == "tests/conftest.py is shared by the whole test tree"
+    )
 
 
 def test_the_cli_from_a_file_and_from_git(small):
     (small / "changed.txt").write_text("vllm/attention/ops.py\n")
-    done = rocm_gate("select", "--map", small / "map.toml", "--changed-files", small / "changed.txt", "--json")
+    done = rocm_gate(
+        "select", "--map", small / "map.toml", "--changed-files", small / "changed.txt", "--json"
+    )
     assert done.returncode == 0, done.stderr
     assert set(json.loads(done.stdout)["groups"]) == {"attention"}
     repo = small / "repo"
@@ -93,7 +121,9 @@ def test_the_cli_from_a_file_and_from_git(small):
     subprocess.run([*git, "commit", "-qm", "base"], check=True)
     (repo / "setup.py").write_text("x = 2\n")
     subprocess.run([*git, "commit", "-qam", "change"], check=True)
-    done = rocm_gate("select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo)
+    done = rocm_gate(
+        "select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("everything: setup.py is in the map's `[selection] everything`")
     # learning from the checkout's own history: the file changed with tests before, so only its tests run
@@ -106,14 +136,35 @@ def test_the_cli_from_a_file_and_from_git(small):
         subprocess.run([*git, "commit", "-qm", f"sched {number}"], check=True)
     (repo / "vllm/sched.py").write_text("x = 9\n")
     subprocess.run([*git, "commit", "-qam", "change sched"], check=True)
-    done = rocm_gate("select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo,
-                     "--learn-from-git", 50, "--json")
+    done = rocm_gate(
+        "select",
+        "--map",
+        small / "map.toml",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--repo",
+        repo,
+        "--learn-from-git",
+        50,
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["tests"] == {"tests/v1/core/": [
-        "vllm/sched.py: co-changed (vllm/sched.py changed with tests/v1/core/ in 3 of 3 commits that changed it with "
-        "tests)"]}
-    done = rocm_gate("select", "--map", small / "map.toml", "--base", "nope", "--head", "HEAD", "--repo", repo)
-    assert done.returncode == 2 and "--base 'nope' is no commit of" in done.stderr and "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["tests"] == {
+        "tests/v1/core/": [
+            "vllm/sched.py: co-changed (vllm/sched.py changed with tests/v1/core/ in 3 of 3 commits that changed it with "
+            "tests)"
+        ]
+    }
+    done = rocm_gate(
+        "select", "--map", small / "map.toml", "--base", "nope", "--head", "HEAD", "--repo", repo
+    )
+    assert (
+        done.returncode == 2
+        and "--base 'nope' is no commit of" in done.stderr
+        and "Traceback" not in done.stderr
+    )
     assert done.stdout.startswith("everything: could not decide: --base 'nope' is no commit of")
 
 
@@ -131,32 +182,56 @@ def _repo_with_a_change(small):
     return repo
 
 
-@pytest.mark.parametrize("base, why", [
-    ("", "--base is empty (an unset workflow variable?)"),
-    ("   ", "--base is empty (an unset workflow variable?)"),
-    ("--output=written.txt", "--base '--output=written.txt' is not a commit: it starts with '-'"),
-    ("HEAD~1 --output=written.txt", "is no commit of"),
-    ("0" * 40, "is no commit of"),
-])
+@pytest.mark.parametrize(
+    "base, why",
+    [
+        ("", "--base is empty (an unset workflow variable?)"),
+        ("   ", "--base is empty (an unset workflow variable?)"),
+        (
+            "--output=written.txt",
+            "--base '--output=written.txt' is not a commit: it starts with '-'",
+        ),
+        ("HEAD~1 --output=written.txt", "is no commit of"),
+        ("0" * 40, "is no commit of"),
+    ],
+)
 def test_a_base_it_cannot_trust_selects_everything_and_fails(small, base, why):
     """An unset workflow variable, or an option where the commit goes, never reads as "nothing to run"."""
     repo = _repo_with_a_change(small)
-    done = rocm_gate("select", "--map", small / "map.toml", f"--base={base}", "--head", "HEAD", "--repo", repo,
-                     "--json", cwd=repo)
+    done = rocm_gate(
+        "select",
+        "--map",
+        small / "map.toml",
+        f"--base={base}",
+        "--head",
+        "HEAD",
+        "--repo",
+        repo,
+        "--json",
+        cwd=repo,
+    )
     assert done.returncode == 2 and why in done.stderr and "Traceback" not in done.stderr
     printed = json.loads(done.stdout)
     assert printed["everything"] is True and why in printed["why_everything"]
     assert not (repo / "written.txt").exists()  # never handed to git as an option
     # the same change with a real base is decided: only documentation, nothing to run
-    done = rocm_gate("select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo)
-    assert done.returncode == 0 and done.stdout.startswith("nothing to run: every changed file is ignored")
+    done = rocm_gate(
+        "select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo
+    )
+    assert done.returncode == 0 and done.stdout.startswith(
+        "nothing to run: every changed file is ignored"
+    )
 
 
 def test_an_empty_change_or_an_unreadable_list_selects_everything(small):
     (small / "empty.txt").write_text("\n")
-    done = rocm_gate("select", "--map", small / "map.toml", "--changed-files", small / "empty.txt", "--json")
+    done = rocm_gate(
+        "select", "--map", small / "map.toml", "--changed-files", small / "empty.txt", "--json"
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["everything"] is True
-    done = rocm_gate("select", "--map", small / "map.toml", "--changed-files", small / "missing.txt", "--json")
+    done = rocm_gate(
+        "select", "--map", small / "map.toml", "--changed-files", small / "missing.txt", "--json"
+    )
     assert done.returncode == 2 and "missing.txt" in done.stderr
     assert json.loads(done.stdout)["everything"] is True
 
@@ -165,40 +240,65 @@ def test_one_coincidence_links_nothing_and_a_root_test_file_is_not_the_whole_tre
     group_map = load_group_map(small / "map.toml")
     # vllm/worker/ changed with tests in 16 commits; once with tests/kernels/, every time with a root test file
     commits = [{"files": ["vllm/worker/runner.py", "tests/test_sequence.py"]} for _ in range(15)]
-    commits.append({"files": ["vllm/worker/runner.py", "tests/test_sequence.py", "tests/kernels/test_x.py"]})
+    commits.append(
+        {"files": ["vllm/worker/runner.py", "tests/test_sequence.py", "tests/kernels/test_x.py"]}
+    )
     chosen = select(["vllm/worker/runner.py"], group_map, CoChange.learn(commits))
     assert not chosen.everything
     assert set(chosen.tests) == {"tests/test_sequence.py"}  # the file, not tests/ (every test)
     assert chosen.tests["tests/test_sequence.py"] == [
         "vllm/worker/runner.py: co-changed (vllm/worker/runner.py changed with tests/test_sequence.py in 16 of 16 "
         "commits that changed it with tests; vllm/worker/ changed with tests/test_sequence.py in 16 of 16 commits "
-        "that changed it with tests)"]
+        "that changed it with tests)"
+    ]
     # linked to no folder often enough: as unknown as never seen
-    scattered = CoChange.learn([{"files": ["vllm/lora/a.py", f"tests/t{n}/test_x.py"]} for n in range(5)])
+    scattered = CoChange.learn(
+        [{"files": ["vllm/lora/a.py", f"tests/t{n}/test_x.py"]} for n in range(5)]
+    )
     unlinked = select(["vllm/lora/a.py"], group_map, scattered)
-    assert unlinked.everything and "links it to no test folder often enough" in unlinked.why_everything
+    assert (
+        unlinked.everything and "links it to no test folder often enough" in unlinked.why_everything
+    )
 
 
 def test_another_platforms_files_select_nothing_on_the_vllm_map():
     group_map = load_group_map(VLLM_MAP)
     history = CoChange.learn(read_history(UPSTREAM / "vllm-main-history.jsonl"))
-    xpu_only = ["vllm/platforms/xpu.py", "vllm/v1/worker/xpu_worker.py", "vllm/v1/worker/xpu_model_runner.py",
-                "vllm/distributed/device_communicators/xpu_communicator.py", "requirements/xpu.txt",
-                ".buildkite/scripts/hardware_ci/run-xpu-test.sh", "vllm/lora/punica_wrapper/punica_xpu.py"]
+    xpu_only = [
+        "vllm/platforms/xpu.py",
+        "vllm/v1/worker/xpu_worker.py",
+        "vllm/v1/worker/xpu_model_runner.py",
+        "vllm/distributed/device_communicators/xpu_communicator.py",
+        "requirements/xpu.txt",
+        ".buildkite/scripts/hardware_ci/run-xpu-test.sh",
+        "vllm/lora/punica_wrapper/punica_xpu.py",
+    ]
     chosen = select(xpu_only, group_map, history)
     assert not chosen.everything and chosen.groups == {} and chosen.ignored == xpu_only
     # and the names that only look alike still count
     assert select(["vllm/v1/engine/output_processor.py"], group_map, history).groups
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "give --changed-files FILE, or --base SHA and --head SHA"),
-    (["--base", "a"], "give --changed-files FILE, or --base SHA and --head SHA"),
-    (["--changed-files", "bin.txt"], "not UTF-8 text"),
-    (["--changed-files", "changed.txt", "--history", "bad.jsonl"], "bad.jsonl:2: not a commit line"),
-    (["--changed-files", "changed.txt", "--learn-from-git", "0"], "give a number of commits, 1 or more, got 0"),
-    (["--changed-files", "changed.txt", "--history", "bad.jsonl", "--learn-from-git", "5"], "not both"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give --changed-files FILE, or --base SHA and --head SHA"),
+        (["--base", "a"], "give --changed-files FILE, or --base SHA and --head SHA"),
+        (["--changed-files", "bin.txt"], "not UTF-8 text"),
+        (
+            ["--changed-files", "changed.txt", "--history", "bad.jsonl"],
+            "bad.jsonl:2: not a commit line",
+        ),
+        (
+            ["--changed-files", "changed.txt", "--learn-from-git", "0"],
+            "give a number of commits, 1 or more, got 0",
+        ),
+        (
+            ["--changed-files", "changed.txt", "--history", "bad.jsonl", "--learn-from-git", "5"],
+            "not both",
+        ),
+    ],
+)
 def test_bad_input_is_named(small, args, message):
     (small / "bin.txt").write_bytes(b"\xff\xfevllm")
     (small / "changed.txt").write_text("vllm/a.py\n")
@@ -226,6 +326,7 @@ def test_recall_on_vllms_held_out_history_stays_above_0_98():
 
 # --- sharding --------------------------------------------------------------------------------------------
 
+
 def test_shards_are_disjoint_complete_deterministic_and_balanced():
     registry = UPSTREAM / "sglang-ci-registrations.jsonl"
     suite = "stage-b-test-1-gpu-small-amd"
@@ -234,10 +335,19 @@ def test_shards_are_disjoint_complete_deterministic_and_balanced():
         done = rocm_gate("shard", "--runners", 4, "--index", index, "--suite", suite, registry)
         assert done.returncode == 0, done.stderr
         shards.append(done.stdout.split())
-        assert done.stdout == rocm_gate("shard", "--runners", 4, "--index", index, "--suite", suite, registry).stdout
+        assert (
+            done.stdout
+            == rocm_gate(
+                "shard", "--runners", 4, "--index", index, "--suite", suite, registry
+            ).stdout
+        )
     everything = [p for s in shards for p in s]
     assert len(everything) == len(set(everything)) == 88
-    balance = json.loads(rocm_gate("shard", "--runners", 4, "--index", 0, "--suite", suite, registry, "--json").stdout)
+    balance = json.loads(
+        rocm_gate(
+            "shard", "--runners", 4, "--index", 0, "--suite", suite, registry, "--json"
+        ).stdout
+    )
     assert balance["balance"]["slowest_to_ideal"] <= 1.05
 
 
@@ -248,20 +358,36 @@ def test_shard_uses_measured_durations(tmp_path):
     store.add("MI300X", {"t.py::slow": 100.0, "t.py::a": 1.0, "t.py::b": 1.0, "t.py::c": 1.0})
     store.save()
     ids = "t.py::slow\nt.py::a\nt.py::b\nt.py::c\n\n4 tests collected in 0.01s\n"
-    first = rocm_gate("shard", "--runners", 2, "--index", 0, "--durations", tmp_path / "d.json", "-", stdin=ids)
-    second = rocm_gate("shard", "--runners", 2, "--index", 1, "--durations", tmp_path / "d.json", "-", stdin=ids)
-    assert first.stdout.split() == ["t.py::slow"] and second.stdout.split() == ["t.py::a", "t.py::b", "t.py::c"]
+    first = rocm_gate(
+        "shard", "--runners", 2, "--index", 0, "--durations", tmp_path / "d.json", "-", stdin=ids
+    )
+    second = rocm_gate(
+        "shard", "--runners", 2, "--index", 1, "--durations", tmp_path / "d.json", "-", stdin=ids
+    )
+    assert first.stdout.split() == ["t.py::slow"] and second.stdout.split() == [
+        "t.py::a",
+        "t.py::b",
+        "t.py::c",
+    ]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--runners", "0", "--index", "0", "x"], "expected 1 or more"),
-    (["--runners", "2", "--index", "2", "-"], "--index 2 is not a shard of 2 (use 0 to 1)"),
-    (["--runners", "2", "--index", "-1", "-"], "shards are numbered from 0"),
-    (["--runners", "2", "--index", "0", "reg.jsonl"], "give --suite NAME"),
-    (["--runners", "2", "--index", "0", "--suite", "nope", "reg.jsonl"], "no enabled registration in suite 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--runners", "0", "--index", "0", "x"], "expected 1 or more"),
+        (["--runners", "2", "--index", "2", "-"], "--index 2 is not a shard of 2 (use 0 to 1)"),
+        (["--runners", "2", "--index", "-1", "-"], "shards are numbered from 0"),
+        (["--runners", "2", "--index", "0", "reg.jsonl"], "give --suite NAME"),
+        (
+            ["--runners", "2", "--index", "0", "--suite", "nope", "reg.jsonl"],
+            "no enabled registration in suite 'nope'",
+        ),
+    ],
+)
 def test_shard_bad_input_is_named(tmp_path, args, message):
-    (tmp_path / "reg.jsonl").write_text('{"path": "test/registered/a.py", "registrations": {"amd": []}}\n')
+    (tmp_path / "reg.jsonl").write_text(
+        '{"path": "test/registered/a.py", "registrations": {"amd": []}}\n'
+    )
     done = rocm_gate("shard", *args, stdin="t.py::a\n", cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
@@ -269,14 +395,22 @@ def test_shard_bad_input_is_named(tmp_path, args, message):
 def test_more_runners_than_tests_and_test_files_as_sources(tmp_path):
     for name in ("test_a.py", "test_b.py"):
         (tmp_path / name).write_text("def test(): pass\n")
-    shards = [rocm_gate("shard", "--runners", 10**20, "--index", i, "test_a.py", "test_b.py", cwd=tmp_path)
-              for i in (0, 1, 2, 7)]
+    shards = [
+        rocm_gate(
+            "shard", "--runners", 10**20, "--index", i, "test_a.py", "test_b.py", cwd=tmp_path
+        )
+        for i in (0, 1, 2, 7)
+    ]
     assert all(done.returncode == 0 for done in shards)
     assert sorted(p for done in shards for p in done.stdout.split()) == ["test_a.py", "test_b.py"]
 
 
 def test_output_cut_short_by_the_reader_is_no_error(tmp_path):
-    done = subprocess.run(f"{sys.executable} -m pytest_rocm.cli shard --runners 1 --index 0 --suite "
-                          f"stage-b-test-1-gpu-small-amd {UPSTREAM / 'sglang-ci-registrations.jsonl'} | head -1",
-                          shell=True, capture_output=True, text=True)
+    done = subprocess.run(
+        f"{sys.executable} -m pytest_rocm.cli shard --runners 1 --index 0 --suite "
+        f"stage-b-test-1-gpu-small-amd {UPSTREAM / 'sglang-ci-registrations.jsonl'} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
     assert len(done.stdout.splitlines()) == 1 and "Traceback" not in done.stderr

@@ -53,9 +53,16 @@ def stub(tmp_path):
 
 def make_server(stub, tmp_path, mode: str) -> Server:
     port = free_port()
-    return Server(kind="vllm", model="stub-model", served_name="stub", port=port,
-                  command=[sys.executable, str(stub), str(port), mode], env={}, log_path=tmp_path / f"{mode}.log",
-                  devices=[])
+    return Server(
+        kind="vllm",
+        model="stub-model",
+        served_name="stub",
+        port=port,
+        command=[sys.executable, str(stub), str(port), mode],
+        env={},
+        log_path=tmp_path / f"{mode}.log",
+        devices=[],
+    )
 
 
 def child_pid(log) -> int:
@@ -92,7 +99,9 @@ def test_a_healthy_server_is_stopped_with_its_whole_process_group(stub, tmp_path
     assert "pytest-rocm: healthy after" in server.log_path.read_text()
 
 
-def test_a_server_that_exits_before_healthy_fails_with_its_log_and_the_infra_signature(stub, tmp_path):
+def test_a_server_that_exits_before_healthy_fails_with_its_log_and_the_infra_signature(
+    stub, tmp_path
+):
     server = make_server(stub, tmp_path, "exit")
     with pytest.raises(ServerStartError) as info:
         server.start(health_timeout_s=30)
@@ -102,7 +111,9 @@ def test_a_server_that_exits_before_healthy_fails_with_its_log_and_the_infra_sig
     assert find_signature([message], build_signatures())["name"] == "server_not_healthy"
 
 
-def test_sglang_refusing_to_start_because_the_machine_took_its_memory_names_the_machine(stub, tmp_path):
+def test_sglang_refusing_to_start_because_the_machine_took_its_memory_names_the_machine(
+    stub, tmp_path
+):
     """SGLang's own log of a start where another process took 3.5 GB at its memory baseline (captured here:
     tests/data/serving/README.md): the failure says whose memory it was, and its signature is the machine's."""
     log = DATA / "sglang-kv-budget-memory-taken.log"
@@ -110,7 +121,10 @@ def test_sglang_refusing_to_start_because_the_machine_took_its_memory_names_the_
     with pytest.raises(ServerStartError) as info:
         server.start(health_timeout_s=30)
     message = str(info.value)
-    assert "server exited with code 1 before becoming healthy: memory the machine's other processes took" in message
+    assert (
+        "server exited with code 1 before becoming healthy: memory the machine's other processes took"
+        in message
+    )
     assert "not the change's" in message and "--mem-fraction-static=0.05" in message
     # SGLang measured 21.25 GB free before loading weights of 0 GB, and 17.1% of it was gone: 3.63 GB
     assert "3.63 GB more were gone" in message, message.splitlines()[0]
@@ -120,7 +134,9 @@ def test_sglang_refusing_to_start_because_the_machine_took_its_memory_names_the_
 def test_a_kv_budget_that_the_weights_themselves_exhaust_is_not_called_the_machines():
     log = (DATA / "sglang-kv-budget-memory-taken.log").read_text()
     # the same refusal, had the weights taken what was gone (a model or change too large for the budget)
-    weights = log.replace("avail mem=17.63 GB, mem usage=-0.01 GB", "avail mem=17.63 GB, mem usage=3.60 GB")
+    weights = log.replace(
+        "avail mem=17.63 GB, mem usage=-0.01 GB", "avail mem=17.63 GB, mem usage=3.60 GB"
+    )
     problem = memory_problem(weights)
     assert problem.startswith("the loaded weights (3.60 GB") and "machine" not in problem
     assert find_signature([problem], build_signatures()) is None
@@ -141,8 +157,15 @@ def stub_pool(stub, tmp_path, max_alive: int) -> ServerPool:
     def command(kind, model, name, port, args, python):
         return [sys.executable, str(stub), str(port), "serve", *args]
 
-    return ServerPool(session_id="lifecycle", platform=builtin("cpu"), platform_keys=["cpu"], config_path=None,
-                      log_dir=tmp_path / "servers", max_alive=max_alive, command=command)
+    return ServerPool(
+        session_id="lifecycle",
+        platform=builtin("cpu"),
+        platform_keys=["cpu"],
+        config_path=None,
+        log_dir=tmp_path / "servers",
+        max_alive=max_alive,
+        command=command,
+    )
 
 
 def test_the_pool_shares_a_server_and_evicts_the_least_recently_used_idle_one(stub, tmp_path):
@@ -152,7 +175,9 @@ def test_the_pool_shares_a_server_and_evicts_the_least_recently_used_idle_one(st
         first = pool.get("vllm", model, ["--variant", "a"])
         again = pool.get("vllm", model, ["--variant", "a"])
         assert again is first  # same settings: the same process
-        other = pool.get("vllm", model, ["--variant", "b"])  # both held: over the limit, nothing stopped
+        other = pool.get(
+            "vllm", model, ["--variant", "b"]
+        )  # both held: over the limit, nothing stopped
         assert other is not first and first.alive() and other.alive()
         pool.release(first)
         pool.release(again)  # `first` is idle now: the oldest idle server goes to keep one alive

@@ -17,8 +17,10 @@ from pytest_rocm.serving.process import ServerConfigError, load_server_config
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = REPO / "suites"
-needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason="vLLM is not installed here: bash scripts/setup-env.sh suites,test")
+needs_vllm = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed here: bash scripts/setup-env.sh suites,test",
+)
 
 CONFIG = """
 [vllm.default]
@@ -50,14 +52,21 @@ def test_server_config_merges_from_general_to_specific(tmp_path):
     assert merged.health_timeout_s == 1200
     assert merged.sources == ["vllm.default", "vllm.amd", "vllm.gfx942", "vllm.MI300X"]
     cpu = load_server_config(path, "vllm", [None, None, "cpu"])
-    assert cpu.args == ["--seed", "0", "--dtype", "float32"] and cpu.env == {} and cpu.health_timeout_s == 600
+    assert (
+        cpu.args == ["--seed", "0", "--dtype", "float32"]
+        and cpu.env == {}
+        and cpu.health_timeout_s == 600
+    )
     assert load_server_config(path, "sglang", [None, None, "cpu"]).args == []
 
 
 def test_server_config_errors_name_the_file_and_section(tmp_path):
     path = tmp_path / "servers.toml"
     path.write_text('[vllm.cpu]\nargs = ["--dtype"]\nenviron = { A = "1" }\n')
-    with pytest.raises(ServerConfigError, match=r"servers.toml, \[vllm.cpu\]: unknown keys environ; allowed: args, env, health_timeout_s, python"):
+    with pytest.raises(
+        ServerConfigError,
+        match=r"servers.toml, \[vllm.cpu\]: unknown keys environ; allowed: args, env, health_timeout_s, python",
+    ):
         load_server_config(path, "vllm", [None, None, "cpu"])
     path.write_text("[vllm.cpu\n")
     with pytest.raises(ServerConfigError, match="servers.toml: not valid TOML"):
@@ -67,11 +76,19 @@ def test_server_config_errors_name_the_file_and_section(tmp_path):
 def test_server_config_python_is_relative_to_the_file_and_checked(tmp_path):
     path = tmp_path / "suites" / "servers.toml"
     path.parent.mkdir()
-    path.write_text('[sglang.default]\nargs = ["--random-seed", "0"]\n[sglang.cpu]\npython = "../.venv-sglang/bin/python"\n')
-    assert load_server_config(path, "sglang", [None, None, "cpu"]).python == str(tmp_path / ".venv-sglang/bin/python")
-    assert load_server_config(path, "sglang", [None, None, "amd"]).python is None  # the interpreter running pytest
+    path.write_text(
+        '[sglang.default]\nargs = ["--random-seed", "0"]\n[sglang.cpu]\npython = "../.venv-sglang/bin/python"\n'
+    )
+    assert load_server_config(path, "sglang", [None, None, "cpu"]).python == str(
+        tmp_path / ".venv-sglang/bin/python"
+    )
+    assert (
+        load_server_config(path, "sglang", [None, None, "amd"]).python is None
+    )  # the interpreter running pytest
     path.write_text('[sglang.cpu]\npython = ["python3"]\n')
-    with pytest.raises(ServerConfigError, match=r"\[sglang.cpu\]: python must be the path of an interpreter"):
+    with pytest.raises(
+        ServerConfigError, match=r"\[sglang.cpu\]: python must be the path of an interpreter"
+    ):
         load_server_config(path, "sglang", [None, None, "cpu"])
 
 
@@ -84,13 +101,20 @@ def test_a_server_whose_interpreter_is_missing_is_skipped_naming_it_and_the_setu
         def test_sglang(sglang_server):
             pass
     """)
-    result = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider",
-                                           "--rocm-server-config=servers.toml")
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu",
+        "--rocm-report-dir=out",
+        "-p",
+        "no:cacheprovider",
+        "--rocm-server-config=servers.toml",
+    )
     result.assert_outcomes(skipped=1)
     [entry] = read_report(pytester.path / "out")["skip_reasons"]
-    assert entry["reason"] == (f"sglang is not installed for {pytester.path / 'no-such-env/bin/python'}, the "
-                               "interpreter the server configuration names for this platform (create that "
-                               "environment: bash scripts/setup-sglang-env.sh)")
+    assert entry["reason"] == (
+        f"sglang is not installed for {pytester.path / 'no-such-env/bin/python'}, the "
+        "interpreter the server configuration names for this platform (create that "
+        "environment: bash scripts/setup-sglang-env.sh)"
+    )
 
 
 def test_devices_wanted_from_parallel_sizes():
@@ -98,15 +122,19 @@ def test_devices_wanted_from_parallel_sizes():
     assert devices_wanted(["--tensor-parallel-size=8"], 8) == 8
     assert devices_wanted(["--seed", "0"], 8) == 1
     assert devices_wanted(["--tensor-parallel-size", "2"], 0) == 0  # the CPU: no devices to lock
-    with pytest.raises(ServerConfigError, match="--tensor-parallel-size needs a whole number, got 'two'"):
+    with pytest.raises(
+        ServerConfigError, match="--tensor-parallel-size needs a whole number, got 'two'"
+    ):
         devices_wanted(["-tp", "two"], 8)
 
 
 def test_server_start_failures_carry_the_server_not_healthy_signature():
     signatures = build_signatures()
-    for line in ("vllm server exited with code 2 before becoming healthy: /m on port 1",
-                 "vllm server exited with code -9 before becoming healthy: /m on port 1",
-                 "sglang server did not become healthy within 900 s"):
+    for line in (
+        "vllm server exited with code 2 before becoming healthy: /m on port 1",
+        "vllm server exited with code -9 before becoming healthy: /m on port 1",
+        "sglang server did not become healthy within 900 s",
+    ):
         assert find_signature([line], signatures)["name"] == "server_not_healthy", line
     assert "server_not_healthy" in DEFAULT_SIGNATURES
 
@@ -124,10 +152,13 @@ def test_tiny_model_is_built_deterministically(tmp_path, model_cache):
     assert (again / "tokenizer.json").read_bytes() == (shared / "tokenizer.json").read_bytes()
     reseeded = ensure_tiny_model(tmp_path / "other-cache", TinyModelSpec(seed=1))
     assert reseeded.name != shared.name
-    assert (reseeded / "model.safetensors").read_bytes() != (shared / "model.safetensors").read_bytes()
+    assert (reseeded / "model.safetensors").read_bytes() != (
+        shared / "model.safetensors"
+    ).read_bytes()
     assert json.loads((reseeded / "pytest-rocm-model.json").read_text())["spec"]["seed"] == 1
     assert sorted(p.name for p in (tmp_path / "other-cache").iterdir() if p.is_dir()) == sorted(
-        [again.name, reseeded.name]), "a finished build leaves no staging folder behind"
+        [again.name, reseeded.name]
+    ), "a finished build leaves no staging folder behind"
 
 
 SERVER_TEST = """
@@ -142,8 +173,14 @@ def test_needs_the_server(vllm_server):
 
 def run_suite(pytester, model_cache, *args):
     report_dir = pytester.path / "out"
-    result = pytester.runpytest_subprocess("--rocm-platform=cpu", f"--rocm-report-dir={report_dir}",
-                                           f"--rocm-model-cache={model_cache}", "-p", "no:cacheprovider", *args)
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu",
+        f"--rocm-report-dir={report_dir}",
+        f"--rocm-model-cache={model_cache}",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    )
     report = read_report(report_dir)
     return result, report, report_dir
 
@@ -165,8 +202,9 @@ def _processes_with(text: str) -> list[int]:
 def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
     pytester.makepyfile(test_dies=SERVER_TEST.format(args=["--dtype", "no-such-dtype"]))
     pytester.makefile(".toml", servers=CONFIG)
-    result, report, report_dir = run_suite(pytester, model_cache, "--rocm-server-config=servers.toml",
-                                           "--rocm-reruns", "0")
+    result, report, report_dir = run_suite(
+        pytester, model_cache, "--rocm-server-config=servers.toml", "--rocm-reruns", "0"
+    )
     result.assert_outcomes(errors=1)
     test = report["tests"]["test_dies.py::test_needs_the_server"]
     assert test["verdict"] == "unconfirmed", test  # --rocm-reruns 0: infra-looking, not confirmed
@@ -179,7 +217,9 @@ def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
     assert len(logs) == 1 and "no-such-dtype" in logs[0].read_text()
     [server] = json.loads((report_dir / "manifest.json").read_text())["servers"]
     assert server["nodeid"] == "test_dies.py" and server["healthy_after_s"] is None
-    assert server["error"].startswith("vllm server exited with code 2") and server["log"] == str(logs[0])
+    assert server["error"].startswith("vllm server exited with code 2") and server["log"] == str(
+        logs[0]
+    )
 
 
 @pytest.mark.slow
@@ -187,14 +227,20 @@ def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
 def test_server_that_never_becomes_healthy_is_killed_with_its_workers(pytester, model_cache):
     pytester.makepyfile(test_slow=SERVER_TEST.format(args=[]))
     pytester.makefile(".toml", servers=CONFIG + "health_timeout_s = 3\n")  # appended to [vllm.cpu]
-    result, report, report_dir = run_suite(pytester, model_cache, "--rocm-server-config=servers.toml",
-                                           "--rocm-reruns", "0")
+    result, report, report_dir = run_suite(
+        pytester, model_cache, "--rocm-server-config=servers.toml", "--rocm-reruns", "0"
+    )
     result.assert_outcomes(errors=1)
     test = report["tests"]["test_slow.py::test_needs_the_server"]
-    assert test["verdict"] == "unconfirmed" and test["attempts"][0]["signature"]["name"] == "server_not_healthy"
+    assert (
+        test["verdict"] == "unconfirmed"
+        and test["attempts"][0]["signature"]["name"] == "server_not_healthy"
+    )
     assert "vllm server did not become healthy within 3 s" in test["message"]
     log = next((report_dir / "servers").glob("vllm-*.log"))
-    assert _processes_with(str(log.stem).replace("vllm-", "--port\0")) == [], "a server process outlived its test"
+    assert _processes_with(str(log.stem).replace("vllm-", "--port\0")) == [], (
+        "a server process outlived its test"
+    )
 
 
 @needs_vllm
@@ -204,24 +250,41 @@ def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     against the outputs recorded with seed 0 must fail as a regression that names the first divergence,
     with the server's log attached."""
     result, report, report_dir = run_suite(
-        pytester, model_cache, str(SUITES / "engine" / "test_engine.py") + "::test_golden_outputs",
-        "-c", str(SUITES / "pytest.ini"), "--rootdir", str(SUITES), "--rocm-tiny-model-seed", "1",
-        "--junitxml", str(pytester.path / "junit.xml"))
+        pytester,
+        model_cache,
+        str(SUITES / "engine" / "test_engine.py") + "::test_golden_outputs",
+        "-c",
+        str(SUITES / "pytest.ini"),
+        "--rootdir",
+        str(SUITES),
+        "--rocm-tiny-model-seed",
+        "1",
+        "--junitxml",
+        str(pytester.path / "junit.xml"),
+    )
     assert result.ret == 1
     test = report["tests"]["engine/test_engine.py::test_golden_outputs"]
     assert test["verdict"] == "regression", test["verdict_reason"]
     assert len(test["attempts"]) == 2 and all(a["signature"] is None for a in test["attempts"])
     # recorded here with the same platform key and dtype: the exact rule applies, and the message says so
-    assert ("golden 'tiny-llama-greedy-32' (same platform: exact tokens, logprobs within 0.02): sequence 0 "
-            "diverges at position") in test["message"]
+    assert (
+        "golden 'tiny-llama-greedy-32' (same platform: exact tokens, logprobs within 0.02): sequence 0 "
+        "diverges at position"
+    ) in test["message"]
     assert "this run chose token" in test["message"] and "the reference chose" in test["message"]
     assert report["conclusion"] == "failure"
     records = [r for path in report_dir.glob("records-*.jsonl") for r in read_jsonl(path)]
     failed = [r for r in records if r.get("outcome") == "failed"]
     assert failed and all("Application startup complete" in r["log_tail"] for r in failed)
     assert "rocm_server_log" in (pytester.path / "junit.xml").read_text()
-    [server] = json.loads((report_dir / "manifest.json").read_text())["servers"]  # one, kept for the rerun
-    assert server["model_spec"]["spec"]["seed"] == 1 and server["healthy_after_s"] > 0 and server["error"] is None
+    [server] = json.loads((report_dir / "manifest.json").read_text())[
+        "servers"
+    ]  # one, kept for the rerun
+    assert (
+        server["model_spec"]["spec"]["seed"] == 1
+        and server["healthy_after_s"] > 0
+        and server["error"] is None
+    )
     assert "--seed" in server["command"] and server["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
 
 
@@ -235,9 +298,17 @@ def test_sglang_server_says_why_it_does_not_run(pytester):
         def test_sglang(sglang_server):
             pass
     """)
-    result = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(skipped=1)
     report = read_report(pytester.path / "out")
     [entry] = report["skip_reasons"]
-    assert entry["reason"] == ("sglang is not installed in this environment (install the suites' extra: "
-                               "pip install -e .[sglang])") and entry["count"] == 1, entry
+    assert (
+        entry["reason"]
+        == (
+            "sglang is not installed in this environment (install the suites' extra: "
+            "pip install -e .[sglang])"
+        )
+        and entry["count"] == 1
+    ), entry

@@ -1,6 +1,7 @@
 """The set-up scripts' shared helpers (scripts/install-common.sh), run by bash as the scripts run them: the
 checks before a first install (a path without whitespace, the free space), and pip's output on failure, a full
 disk named as such."""
+
 import os
 import re
 import shutil
@@ -13,8 +14,14 @@ COMMON = Path(__file__).resolve().parent.parent / "scripts" / "install-common.sh
 
 
 def run_bash(script, cwd, env=None):
-    return subprocess.run(["bash", "-c", f"set -euo pipefail; source {COMMON}; {script}"], cwd=cwd,
-                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)
+    return subprocess.run(
+        ["bash", "-c", f"set -euo pipefail; source {COMMON}; {script}"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
 
 
 def free_mb(path):
@@ -23,13 +30,18 @@ def free_mb(path):
 
 def test_too_little_space_fails_before_installing_and_names_the_figures(tmp_path):
     too_much = free_mb(tmp_path) + 10_000
-    result = run_bash(f"require_free_space setup-x {tmp_path / '.venv-x'} {too_much} 0; echo installing",
-                      tmp_path)
+    result = run_bash(
+        f"require_free_space setup-x {tmp_path / '.venv-x'} {too_much} 0; echo installing", tmp_path
+    )
     assert result.returncode == 1
     assert "installing" not in result.stdout
     message = result.stderr
     assert "setup-x: not enough disk space to install" in message and ".venv-x" in message
-    assert f"{too_much} MB installed" in message and "MB free" in message and "nothing was installed" in message
+    assert (
+        f"{too_much} MB installed" in message
+        and "MB free" in message
+        and "nothing was installed" in message
+    )
 
 
 def test_what_an_environment_already_holds_is_not_needed_again(tmp_path):
@@ -37,7 +49,10 @@ def test_what_an_environment_already_holds_is_not_needed_again(tmp_path):
     venv.mkdir()
     (venv / "lib.bin").write_bytes(os.urandom(3 * 2**20))
     # Installing 3 MB where 3 MB are already there needs nothing more, however full the disk.
-    assert run_bash(f"require_free_space setup-x {venv} 3 0; echo installing", tmp_path).stdout == "installing\n"
+    assert (
+        run_bash(f"require_free_space setup-x {venv} 3 0; echo installing", tmp_path).stdout
+        == "installing\n"
+    )
     result = run_bash(f"require_free_space setup-x {venv} {free_mb(tmp_path) + 10_000} 0", tmp_path)
     assert result.returncode == 1
     already = re.search(r"(\d+) MB already there", result.stderr)
@@ -47,14 +62,22 @@ def test_what_an_environment_already_holds_is_not_needed_again(tmp_path):
 def test_downloads_count_on_the_filesystem_of_pips_temporary_folder(tmp_path):
     elsewhere = Path("/dev/shm")
     if not elsewhere.is_dir() or os.stat(elsewhere).st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("needs a temporary folder on another filesystem than the checkout (/dev/shm here)")
+        pytest.skip(
+            "needs a temporary folder on another filesystem than the checkout (/dev/shm here)"
+        )
     # Downloads larger than the checkout's disk are fine when they go to another filesystem with room...
-    room = run_bash(f"require_free_space setup-x {tmp_path / 'v'} 0 {free_mb(elsewhere) - 1}", tmp_path,
-                    env={"TMPDIR": str(elsewhere)})
+    room = run_bash(
+        f"require_free_space setup-x {tmp_path / 'v'} 0 {free_mb(elsewhere) - 1}",
+        tmp_path,
+        env={"TMPDIR": str(elsewhere)},
+    )
     assert room.returncode == 0, room.stderr
     # ...and fail, naming that folder and TMPDIR, when that filesystem lacks the room.
-    short = run_bash(f"require_free_space setup-x {tmp_path / 'v'} 0 {free_mb(elsewhere) + 10_000}", tmp_path,
-                     env={"TMPDIR": str(elsewhere)})
+    short = run_bash(
+        f"require_free_space setup-x {tmp_path / 'v'} 0 {free_mb(elsewhere) + 10_000}",
+        tmp_path,
+        env={"TMPDIR": str(elsewhere)},
+    )
     assert short.returncode == 1
     assert f"temporary folder {elsewhere}" in short.stderr and "TMPDIR" in short.stderr
 
@@ -70,7 +93,9 @@ PIP_ON_A_FULL_DISK = r"""
 
 def test_a_full_disk_is_named_and_the_wheel_store_notes_are_left_out(tmp_path):
     (tmp_path / "pip.sh").write_text(PIP_ON_A_FULL_DISK)
-    result = run_bash("pip_logged setup-x 'the things into .venv-x' bash pip.sh; echo after", tmp_path)
+    result = run_bash(
+        "pip_logged setup-x 'the things into .venv-x' bash pip.sh; echo after", tmp_path
+    )
     assert result.returncode == 1 and "after" not in result.stdout
     assert "is ignored" not in result.stderr
     assert "[Errno 28] No space left on device" in result.stderr
@@ -78,12 +103,16 @@ def test_a_full_disk_is_named_and_the_wheel_store_notes_are_left_out(tmp_path):
 
 
 def test_other_failures_point_at_pips_output_and_success_shows_it(tmp_path):
-    failed = run_bash("pip_logged setup-x things bash -c 'echo ERROR: no matching distribution; exit 1'", tmp_path)
+    failed = run_bash(
+        "pip_logged setup-x things bash -c 'echo ERROR: no matching distribution; exit 1'", tmp_path
+    )
     assert failed.returncode == 1
     assert "ERROR: no matching distribution" in failed.stderr
     assert "setup-x: installing things failed (pip's output above)" in failed.stderr
-    passed = run_bash("pip_logged setup-x things bash -c \"echo 'WARNING: Location x is ignored'; echo done\"",
-                      tmp_path)
+    passed = run_bash(
+        "pip_logged setup-x things bash -c \"echo 'WARNING: Location x is ignored'; echo done\"",
+        tmp_path,
+    )
     assert passed.returncode == 0 and passed.stdout == "done\n"
 
 
@@ -92,5 +121,11 @@ def test_a_checkout_path_with_a_space_is_refused_before_installing_naming_the_ca
     spaced.mkdir()
     result = run_bash("require_plain_path setup-x; echo installing", spaced)
     assert result.returncode == 2 and "installing" not in result.stdout
-    assert f"'{spaced}'" in result.stderr and "without spaces" in result.stderr and "upstream" in result.stderr
-    assert run_bash("require_plain_path setup-x; echo installing", tmp_path).stdout == "installing\n"
+    assert (
+        f"'{spaced}'" in result.stderr
+        and "without spaces" in result.stderr
+        and "upstream" in result.stderr
+    )
+    assert (
+        run_bash("require_plain_path setup-x; echo installing", tmp_path).stdout == "installing\n"
+    )

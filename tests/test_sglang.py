@@ -32,10 +32,14 @@ from pytest_rocm.serving.tiny_models import TinyModelSpec, ensure_tiny_model
 
 ENV = REPO / "envs" / "sglang-cpu"
 STAND_IN = ENV / "sgl-kernel-standin" / "sgl_kernel" / "__init__.py"
-SGLANG_PYTHON = Path(load_server_config(REPO / "suites" / "servers.toml", "sglang", [None, None, "cpu"]).python)
-needs_sglang = pytest.mark.skipif(not SGLANG_PYTHON.exists(),
-                                  reason=f"SGLang's CPU environment is not installed ({SGLANG_PYTHON}): "
-                                         "bash scripts/setup-sglang-env.sh")
+SGLANG_PYTHON = Path(
+    load_server_config(REPO / "suites" / "servers.toml", "sglang", [None, None, "cpu"]).python
+)
+needs_sglang = pytest.mark.skipif(
+    not SGLANG_PYTHON.exists(),
+    reason=f"SGLang's CPU environment is not installed ({SGLANG_PYTHON}): "
+    "bash scripts/setup-sglang-env.sh",
+)
 # sgl_kernel CPU ops that SGLang imports only on paths this environment never takes; the stand-in leaves them
 # out, so taking such a path fails at its import, naming the op.
 NOT_ON_THIS_PATH = {
@@ -46,25 +50,41 @@ NOT_ON_THIS_PATH = {
 
 def stand_in_ops() -> set[str]:
     tree = ast.parse(STAND_IN.read_text())
-    [ops] = [node.value for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id == "OPS"]
+    [ops] = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and node.targets[0].id == "OPS"
+    ]
     return set(ast.literal_eval(ops))
 
 
 def sglang_distribution() -> importlib.metadata.Distribution:
     site = next(SGLANG_PYTHON.parent.parent.glob("lib/python*/site-packages"))
-    [found] = [d for d in importlib.metadata.distributions(path=[str(site)]) if d.metadata["Name"] == "sglang"]
+    [found] = [
+        d
+        for d in importlib.metadata.distributions(path=[str(site)])
+        if d.metadata["Name"] == "sglang"
+    ]
     return found
 
 
 @needs_sglang
 def test_every_requirement_of_the_installed_sglang_is_installed_or_excluded_with_a_reason():
     text = (ENV / "requirements.txt").read_text()
-    listed = {Requirement(line).name.lower().replace("_", "-"): Requirement(line)
-              for line in text.splitlines() if line.strip() and not line.startswith("#")}
-    excluded = {m[1].lower().replace("_", "-") for m in re.finditer(r"^# excluded: ([\w.-]+): \S", text, re.M)}
+    listed = {
+        Requirement(line).name.lower().replace("_", "-"): Requirement(line)
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    excluded = {
+        m[1].lower().replace("_", "-")
+        for m in re.finditer(r"^# excluded: ([\w.-]+): \S", text, re.M)
+    }
     sglang = sglang_distribution()
     pinned = (ENV / "sglang.txt").read_text().split("sglang==")[1].split()[0]
-    assert sglang.version == pinned, f"{SGLANG_PYTHON} has sglang {sglang.version}, sglang.txt pins {pinned}"
+    assert sglang.version == pinned, (
+        f"{SGLANG_PYTHON} has sglang {sglang.version}, sglang.txt pins {pinned}"
+    )
     unaccounted, different = [], []
     for line in sglang.requires:
         wanted = Requirement(line)
@@ -77,9 +97,13 @@ def test_every_requirement_of_the_installed_sglang_is_installed_or_excluded_with
             unaccounted.append(line)
         elif not _satisfies(listed[name], wanted):
             different.append(f"{line} (requirements.txt: {listed[name]})")
-    assert not unaccounted, f"sglang {sglang.version} requires these, which envs/sglang-cpu/requirements.txt " \
-                            f"neither lists nor excludes (with a reason): {unaccounted}"
-    assert not different, f"requirements.txt pins what sglang {sglang.version} does not accept: {different}"
+    assert not unaccounted, (
+        f"sglang {sglang.version} requires these, which envs/sglang-cpu/requirements.txt "
+        f"neither lists nor excludes (with a reason): {unaccounted}"
+    )
+    assert not different, (
+        f"requirements.txt pins what sglang {sglang.version} does not accept: {different}"
+    )
 
 
 def _satisfies(ours: Requirement, wanted: Requirement) -> bool:
@@ -101,7 +125,9 @@ def test_the_stand_in_lists_exactly_what_the_installed_sglang_imports_on_the_cpu
         if b"sgl_kernel import" not in source:
             continue
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes in SGLang's own strings
+            warnings.simplefilter(
+                "ignore", SyntaxWarning
+            )  # invalid escapes in SGLang's own strings
             warnings.simplefilter("ignore", DeprecationWarning)
             tree = ast.parse(source)
         for node in ast.walk(tree):
@@ -110,11 +136,19 @@ def test_the_stand_in_lists_exactly_what_the_installed_sglang_imports_on_the_cpu
                     if alias.name.endswith("_cpu"):
                         imported.setdefault(alias.name, str(path.relative_to(site)))
     ops = stand_in_ops()
-    new = {name: where for name, where in imported.items() if name not in ops and name not in NOT_ON_THIS_PATH}
-    assert not new, f"this SGLang imports sgl_kernel CPU ops the stand-in does not list (name: where): {new}; " \
-                    "add each to OPS in envs/sglang-cpu/sgl-kernel-standin/sgl_kernel/__init__.py or to " \
-                    "NOT_ON_THIS_PATH here, with the path that imports it"
-    assert not ops - set(imported), f"the stand-in lists ops SGLang no longer imports: {sorted(ops - set(imported))}"
+    new = {
+        name: where
+        for name, where in imported.items()
+        if name not in ops and name not in NOT_ON_THIS_PATH
+    }
+    assert not new, (
+        f"this SGLang imports sgl_kernel CPU ops the stand-in does not list (name: where): {new}; "
+        "add each to OPS in envs/sglang-cpu/sgl-kernel-standin/sgl_kernel/__init__.py or to "
+        "NOT_ON_THIS_PATH here, with the path that imports it"
+    )
+    assert not ops - set(imported), (
+        f"the stand-in lists ops SGLang no longer imports: {sorted(ops - set(imported))}"
+    )
 
 
 @needs_sglang
@@ -134,8 +168,11 @@ except ImportError as exc:
     unlisted = str(exc)
 print(json.dumps({"called": called, "unlisted": unlisted, "file": sgl_kernel.__file__}))
 """
-    out = json.loads(subprocess.run([str(SGLANG_PYTHON), "-c", script], check=True, capture_output=True,
-                                    text=True).stdout)
+    out = json.loads(
+        subprocess.run(
+            [str(SGLANG_PYTHON), "-c", script], check=True, capture_output=True, text=True
+        ).stdout
+    )
     assert set(out["called"]) == stand_in_ops()
     for name, message in out["called"].items():
         assert message.startswith(f"sgl_kernel.{name} was called") and "stand-in" in message
@@ -144,17 +181,26 @@ print(json.dumps({"called": called, "unlisted": unlisted, "file": sgl_kernel.__f
     log = f"ImportError: cannot import name 'fused_moe_cpu' from 'sgl_kernel' ({out['file']})"
     problem = stand_in_problem(log)
     assert problem and "sgl_kernel.fused_moe_cpu" in problem and "add it to OPS" in problem
-    assert stand_in_problem(log.replace(out["file"], str(REPO / "pyproject.toml"))) is None  # not the stand-in
+    assert (
+        stand_in_problem(log.replace(out["file"], str(REPO / "pyproject.toml"))) is None
+    )  # not the stand-in
     # A model file SGLang skips at start-up is not the cause of anything.
-    assert stand_in_problem("Ignore import error when loading sglang.srt.models.x: No module named 'sgl_kernel.y'") is None
+    assert (
+        stand_in_problem(
+            "Ignore import error when loading sglang.srt.models.x: No module named 'sgl_kernel.y'"
+        )
+        is None
+    )
 
 
 def copy_suites_with_sglang(pytester) -> None:
     copy_suites(pytester)
-    (pytester.path / ".venv-sglang").symlink_to(REPO / ".venv-sglang")  # servers.toml: ../.venv-sglang/bin/python
+    (pytester.path / ".venv-sglang").symlink_to(
+        REPO / ".venv-sglang"
+    )  # servers.toml: ../.venv-sglang/bin/python
 
 
-STAND_IN_CALLED = '''
+STAND_IN_CALLED = """
 import pytest
 
 pytestmark = pytest.mark.rocm_gate(group="spec_decode")
@@ -164,55 +210,77 @@ def test_sglang_speculative_decoding(sglang_server_factory, served_model):
     sglang_server_factory(args=["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
                                 served_model.path, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
                                 "--speculative-num-draft-tokens", "3"])
-'''
+"""
 
 
 @pytest.mark.slow
 @needs_sglang
 def test_a_stand_in_op_that_sglang_calls_fails_the_test_naming_the_op(pytester, model_cache):
     copy_suites_with_sglang(pytester)
-    (pytester.path / "suites" / "spec_decode" / "test_stand_in_called.py").write_text(STAND_IN_CALLED)
+    (pytester.path / "suites" / "spec_decode" / "test_stand_in_called.py").write_text(
+        STAND_IN_CALLED
+    )
     report = run_suites(pytester, model_cache, "suites/spec_decode/test_stand_in_called.py")
     [test] = report["tests"].values()
-    assert test["status"] == "failed" and test["verdict"] == "regression", (test["status"], test["verdict_reason"])
-    assert "SGLang called sgl_kernel.copy_all_layer_kv_cache_cpu" in test["message"], test["message"]
-    assert all(a.get("signature") is None for a in test["attempts"]), test["attempts"]  # not infrastructure
+    assert test["status"] == "failed" and test["verdict"] == "regression", (
+        test["status"],
+        test["verdict_reason"],
+    )
+    assert "SGLang called sgl_kernel.copy_all_layer_kv_cache_cpu" in test["message"], test[
+        "message"
+    ]
+    assert all(a.get("signature") is None for a in test["attempts"]), test[
+        "attempts"
+    ]  # not infrastructure
     assert report["conclusion"] == "failure"
 
 
 # SGLang serves the tiny Llama of another weight seed under the same name; the reference stays on seed 0.
-OTHER_WEIGHTS = '''
+OTHER_WEIGHTS = """
 import pytest
 
 def pytest_collection_modifyitems(items):
     for module in {item.getparent(pytest.Module) for item in items}:  # the module's server reads the module's marker
         module.add_marker(pytest.mark.sglang_server(tiny_model={"architecture": "llama", "seed": 1}))
-'''
+"""
 
 
 @pytest.mark.slow
 @needs_sglang
-def test_sglang_serving_other_weights_is_a_regression_naming_the_first_divergence(pytester, model_cache):
+def test_sglang_serving_other_weights_is_a_regression_naming_the_first_divergence(
+    pytester, model_cache
+):
     copy_suites_with_sglang(pytester)
     (pytester.path / "suites" / "engine" / "conftest.py").write_text(OTHER_WEIGHTS)
-    report = run_suites(pytester, model_cache,
-                        "suites/engine/test_frameworks_against_transformers.py::test_greedy_matches_transformers[sglang]")
+    report = run_suites(
+        pytester,
+        model_cache,
+        "suites/engine/test_frameworks_against_transformers.py::test_greedy_matches_transformers[sglang]",
+    )
     [(nodeid, test)] = report["tests"].items()
     assert nodeid.endswith("test_greedy_matches_transformers[sglang]")
     assert test["verdict"] == "regression", test["verdict_reason"]
-    assert "served by sglang: sequence" in test["message"] and "diverges at position" in test["message"]
+    assert (
+        "served by sglang: sequence" in test["message"]
+        and "diverges at position" in test["message"]
+    )
     [row] = report["frameworks_against_reference"]
     assert row["framework"] == "sglang" and not row["passed"] and row["first_difference"]
     assert row["agreeing_tokens"] < row["tokens"]
     assert os.path.basename(row["nodeid"]) == os.path.basename(nodeid)
     [server] = report["manifest"]["servers"]  # the manifest names SGLang's own stack
     assert server["server"] == "sglang" and server["model_spec"]["spec"]["seed"] == 1
-    assert server["packages"]["sglang"] == sglang_distribution().version and "sgl-kernel-cpu-standin" in server["packages"]
+    assert (
+        server["packages"]["sglang"] == sglang_distribution().version
+        and "sgl-kernel-cpu-standin" in server["packages"]
+    )
 
 
 @pytest.mark.slow
 @needs_sglang
-def test_sglang_starts_when_another_process_takes_memory_between_its_two_measurements(tmp_path, model_cache):
+def test_sglang_starts_when_another_process_takes_memory_between_its_two_measurements(
+    tmp_path, model_cache
+):
     """CI once failed at random here: SGLang, started as the suites start it on the CPU, refused to start because
     another process took memory while it started ("Loaded weights leave no GPU memory for the KV cache"). Here
     15% of the free memory is taken at the worst moment, between SGLang's baseline and its KV-cache sizing (the
@@ -222,16 +290,31 @@ def test_sglang_starts_when_another_process_takes_memory_between_its_two_measure
     settings = load_server_config(REPO / "suites" / "servers.toml", "sglang", platform.keys())
     model = ensure_tiny_model(model_cache, TinyModelSpec(seed=0))
     port = free_port()
-    server = Server(kind="sglang", model=str(model), served_name="tiny-llama", port=port,
-                    command=command_for("sglang", str(model), "tiny-llama", port,
-                                        [*settings.args, *TINY_MODEL_SGLANG_ARGS], settings.python),
-                    env=settings.env, log_path=tmp_path / "sglang.log", devices=[])
+    server = Server(
+        kind="sglang",
+        model=str(model),
+        served_name="tiny-llama",
+        port=port,
+        command=command_for(
+            "sglang",
+            str(model),
+            "tiny-llama",
+            port,
+            [*settings.args, *TINY_MODEL_SGLANG_ARGS],
+            settings.python,
+        ),
+        env=settings.env,
+        log_path=tmp_path / "sglang.log",
+        devices=[],
+    )
     taken = max(int(available_bytes() * 0.15), 1536 * 2**20)
     with TakeMemoryAtBaseline(server, taken) as pressure:
         try:
             server.start(settings.health_timeout_s)
         finally:
             server.stop()
-    assert pressure.taken_at is not None, "the memory was never taken: SGLang logged no memory baseline"
+    assert pressure.taken_at is not None, (
+        "the memory was never taken: SGLang logged no memory baseline"
+    )
     assert not pressure.late, "SGLang had begun loading the weights before the memory was taken"
     assert "pytest-rocm: healthy after" in server.log_path.read_text()

@@ -10,11 +10,15 @@ import importlib.util
 import pytest
 from conftest import copy_suites, run_suites
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                 reason="vLLM is not installed here: bash scripts/setup-env.sh suites,test")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM is not installed here: bash scripts/setup-env.sh suites,test",
+    ),
+]
 
-BREAK_WINDOW = '''
+BREAK_WINDOW = """
 import json, shutil
 import pytest
 from gate_support import (PROMPTS, SHARED_PREFIX, assert_close_by_vllm_rule, client_for, generate, tokenize,
@@ -36,9 +40,9 @@ def test_window_ignored(vllm_server_factory, tiny_model, tmp_path_factory):
     prompts = [tokenize(server, model.name, t) for t in [PROMPTS[1], (SHARED_PREFIX * 3) + PROMPTS[3]]]
     served = generate(client_for(server), model.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(transformers_greedy(model.path, prompts, MAX_TOKENS), served, "window ignored")
-'''
+"""
 
-BREAK_EXPERT = '''
+BREAK_EXPERT = """
 import shutil
 import pytest
 from safetensors.torch import load_file, save_file
@@ -62,10 +66,10 @@ def test_swapped_expert(vllm_server_factory, tiny_model, tmp_path_factory):
     prompts = _prompt_ids(server, model.name)
     served = generate(client_for(server), model.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(transformers_greedy(model.path, prompts, MAX_TOKENS), served, "swapped expert")
-'''
+"""
 
 
-BREAK_CONNECTOR = '''
+BREAK_CONNECTOR = """
 import shutil
 import pytest
 from safetensors.torch import load_file, save_file
@@ -89,15 +93,20 @@ def test_scrambled_connector(vllm_server_factory, tiny_model, tmp_path_factory):
     served, _ = chat_greedy(client_for(server), model.name, messages, 8)
     expected, _ = ImageTextReference(model.path).greedy("Describe it.", [1], 8)
     assert_same_tokens([expected], [served], "scrambled connector")
-'''
+"""
 
 
-@pytest.mark.parametrize("where, name, text, what", [
-    ("attention", "test_break_window.py", BREAK_WINDOW, "window ignored"),
-    ("distributed_moe", "test_break_expert.py", BREAK_EXPERT, "swapped expert"),
-    ("multimodal", "test_break_connector.py", BREAK_CONNECTOR, "scrambled connector"),
-])
-def test_a_broken_served_model_is_a_regression_naming_the_divergence(pytester, model_cache, where, name, text, what):
+@pytest.mark.parametrize(
+    "where, name, text, what",
+    [
+        ("attention", "test_break_window.py", BREAK_WINDOW, "window ignored"),
+        ("distributed_moe", "test_break_expert.py", BREAK_EXPERT, "swapped expert"),
+        ("multimodal", "test_break_connector.py", BREAK_CONNECTOR, "scrambled connector"),
+    ],
+)
+def test_a_broken_served_model_is_a_regression_naming_the_divergence(
+    pytester, model_cache, where, name, text, what
+):
     copy_suites(pytester)
     (pytester.path / "suites" / where / name).write_text(text)
     report = run_suites(pytester, model_cache, f"suites/{where}/{name}")

@@ -21,8 +21,10 @@ from pytest_rocm.serving.tiny_models import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
-                                reason="transformers is not installed here: bash scripts/setup-env.sh suites,test")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None,
+    reason="transformers is not installed here: bash scripts/setup-env.sh suites,test",
+)
 # Image tokens per 32x32 image: CLIP and SigLIP towers give 4x4 patches; LLaVA drops CLIP's class token, Gemma 3
 # pools the 16 patches to 4.
 IMAGE_TOKENS = {"llava": 16, "paligemma": 16, "gemma3": 4}
@@ -34,6 +36,7 @@ def built(model_cache):
     def build(architecture: str) -> Path:
         with FileLock(str(model_cache / "build.lock")):
             return ensure_tiny_model(model_cache, TinyModelSpec(architecture=architecture))
+
     return build
 
 
@@ -60,9 +63,14 @@ def test_weights_are_where_vllm_loads_them_and_transformers_loads_all(built, arc
     tower = [key for key in keys if key.startswith("vision_tower.")]
     assert tower and all(key.startswith("vision_tower.vision_model.") for key in tower), (
         f"{architecture}: vLLM's CLIP/SigLIP towers load from vision_tower.vision_model.*, got "
-        f"{sorted({'.'.join(k.split('.')[:3]) for k in tower})}")
-    model, info = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
-    assert not any(info.values()), f"{architecture}: transformers did not load the folder cleanly: {info}"
+        f"{sorted({'.'.join(k.split('.')[:3]) for k in tower})}"
+    )
+    model, info = AutoModelForImageTextToText.from_pretrained(
+        path, dtype=torch.float32, output_loading_info=True
+    )
+    assert not any(info.values()), (
+        f"{architecture}: transformers did not load the folder cleanly: {info}"
+    )
 
 
 @pytest.mark.slow
@@ -71,12 +79,20 @@ def test_the_answer_depends_on_the_image(built, media, architecture):
     model = media.ImageTextReference(str(built(architecture)))
     first, prompt_tokens = model.greedy("Describe it.", [1], 8)
     second, _ = model.greedy("Describe it.", [2], 8)
-    assert first.token_ids != second.token_ids, f"{architecture}: two images gave the same tokens {first.token_ids}"
-    assert len(set(first.token_ids)) >= 3, f"{architecture}: a degenerate random model: {first.token_ids}"
-    text = model.processor.tokenizer.decode(model.processor(text=model.prompt("Describe it.", 2),
-                                                            images=[[media.image(1), media.image(2)]])["input_ids"][0])
+    assert first.token_ids != second.token_ids, (
+        f"{architecture}: two images gave the same tokens {first.token_ids}"
+    )
+    assert len(set(first.token_ids)) >= 3, (
+        f"{architecture}: a degenerate random model: {first.token_ids}"
+    )
+    text = model.processor.tokenizer.decode(
+        model.processor(
+            text=model.prompt("Describe it.", 2), images=[[media.image(1), media.image(2)]]
+        )["input_ids"][0]
+    )
     assert text.count(IMAGE_TOKEN[architecture]) == 2 * IMAGE_TOKENS[architecture], (
-        f"{architecture}: two images should be {2 * IMAGE_TOKENS[architecture]} placeholder tokens: {text!r}")
+        f"{architecture}: two images should be {2 * IMAGE_TOKENS[architecture]} placeholder tokens: {text!r}"
+    )
 
 
 @pytest.mark.parametrize("architecture", ["paligemma", "gemma3"])
@@ -84,7 +100,8 @@ def test_gemma_vocabularies_have_the_newline_tokens_vllm_looks_up(built, archite
     vocabulary = json.loads((built(architecture) / "tokenizer.json").read_text())
     added = {token["content"] for token in vocabulary["added_tokens"]}
     assert {"\n", "\n\n", "\n\n\n", "\n\n\n\n"} <= added, (
-        f"{architecture}: vLLM's processor reads vocab['\\n'] (and Gemma 3's the runs up to four)")
+        f"{architecture}: vLLM's processor reads vocab['\\n'] (and Gemma 3's the runs up to four)"
+    )
 
 
 def test_gemma3_projection_is_not_the_zero_init(built):
@@ -92,4 +109,6 @@ def test_gemma3_projection_is_not_the_zero_init(built):
 
     with safe_open(str(built("gemma3") / "model.safetensors"), "pt") as weights:
         projection = weights.get_tensor("multi_modal_projector.mm_input_projection_weight")
-    assert projection.abs().max() > 0, "Gemma 3's projection is all zeros: images would not reach the decoder"
+    assert projection.abs().max() > 0, (
+        "Gemma 3's projection is all zeros: images would not reach the decoder"
+    )

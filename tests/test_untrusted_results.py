@@ -19,11 +19,13 @@ from cmarkgfm.cmark import Options
 from conftest import REPO
 from test_github import SHA, run_on_mi300x
 
-HOSTILE = ("x\n\n# EVIL heading [EVIL link](https://evil.example/a) ![EVIL](https://evil.example/i.png) @evil-team "
-           "<img src=x onerror=alert(1)> <details>EVIL</details> ```EVIL fence``` `tick` | EVIL | cell | #4242 "
-           "www.evil.example evil@evil.example \u202eEVIL-bidi \x1b]52;c;EVIL\x07")
+HOSTILE = (
+    "x\n\n# EVIL heading [EVIL link](https://evil.example/a) ![EVIL](https://evil.example/i.png) @evil-team "
+    "<img src=x onerror=alert(1)> <details>EVIL</details> ```EVIL fence``` `tick` | EVIL | cell | #4242 "
+    "www.evil.example evil@evil.example \u202eEVIL-bidi \x1b]52;c;EVIL\x07"
+)
 
-PASSING = '''
+PASSING = """
 import pytest
 
 pytestmark = pytest.mark.rocm_gate(group="attention")
@@ -37,7 +39,7 @@ def test_skipped():
 
 def test_bug():
     assert False, "x"
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -55,15 +57,32 @@ def hostile_copy(real: Path, to: Path) -> Path:
     manifest = json.loads((to / "manifest.json").read_text())
     tests = {}
     for nodeid, test in report["tests"].items():
-        test = {**test, "message": HOSTILE, "detail": HOSTILE + "\n" + HOSTILE, "verdict_reason": HOSTILE,
-                "group": HOSTILE}
+        test = {
+            **test,
+            "message": HOSTILE,
+            "detail": HOSTILE + "\n" + HOSTILE,
+            "verdict_reason": HOSTILE,
+            "group": HOSTILE,
+        }
         if test["verdict"] == "skipped":
-            test.update(verdict="known_gap", status="known_gap",
-                        known_gap={"reason": HOSTILE, "issue": "https://evil.example/issue", "mode": "skip"})
+            test.update(
+                verdict="known_gap",
+                status="known_gap",
+                known_gap={
+                    "reason": HOSTILE,
+                    "issue": "https://evil.example/issue",
+                    "mode": "skip",
+                },
+            )
         tests[f"{nodeid}[{HOSTILE}]"] = test
-    report.update(tests=tests, conclusion_reason=HOSTILE, never_ran=[HOSTILE], incomplete_causes=[HOSTILE],
-                  collection_errors=[{"nodeid": HOSTILE, "cause": "change", "detail": HOSTILE}],
-                  skip_reasons=[{"status": HOSTILE, "reason": HOSTILE, "count": 1}])
+    report.update(
+        tests=tests,
+        conclusion_reason=HOSTILE,
+        never_ran=[HOSTILE],
+        incomplete_causes=[HOSTILE],
+        collection_errors=[{"nodeid": HOSTILE, "cause": "change", "detail": HOSTILE}],
+        skip_reasons=[{"status": HOSTILE, "reason": HOSTILE, "count": 1}],
+    )
     manifest.update(runner=HOSTILE, container_image=HOSTILE)
     report["manifest"] = manifest
     (to / "gate-report.json").write_text(json.dumps(report))
@@ -76,7 +95,14 @@ class Rendered(HTMLParser):
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.stack, self.texts, self.links, self.images, self.tags, self.rows = [], [], [], [], [], []
+        self.stack, self.texts, self.links, self.images, self.tags, self.rows = (
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
@@ -109,9 +135,24 @@ def render(markdown: str) -> Rendered:
 
 def test_text_from_the_results_stays_text_in_the_check(real_results, tmp_path):
     results = hostile_copy(real_results, tmp_path / "hostile")
-    done = subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "publish", str(results), "--sha", SHA,
-                           "--runner-class", "mi300x-8", "--dry-run"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_rocm.cli",
+            "publish",
+            str(results),
+            "--sha",
+            SHA,
+            "--runner-class",
+            "mi300x-8",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
     check = json.loads(done.stdout)
     for field in ("summary", "text"):
@@ -121,27 +162,59 @@ def test_text_from_the_results_stays_text_in_the_check(real_results, tmp_path):
         assert not {"details", "h1", "h4", "h5", "h6"} & set(page.tags), (field, set(page.tags))
         for text, around in page.texts:
             if "EVIL" in text or "@evil" in text or "#4242" in text:
-                assert "code" in around or "pre" in around, (field, text, around)  # never outside code
+                assert "code" in around or "pre" in around, (
+                    field,
+                    text,
+                    around,
+                )  # never outside code
             assert "\u202e" not in text and "\x1b" not in text, (field, text)  # escaped, visibly
         headings = [text for text, around in page.texts if {"h2", "h3"} & set(around)]
         assert not [h for h in headings if "EVIL" in h], headings
     stack = render(check["output"]["summary"])
-    assert stack.rows and set(stack.rows) == {2}, stack.rows  # every row of the stack table has its two cells
+    assert stack.rows and set(stack.rows) == {2}, (
+        stack.rows
+    )  # every row of the stack table has its two cells
     for annotation in check["output"].get("annotations", []):
         assert "\n" not in annotation["title"] and "\x1b" not in annotation["title"]
 
 
-@pytest.mark.parametrize("damage, where", [
-    (lambda r, m: m["platform"].update(gpus=["MI300X"] * 8), "platform/gpus/"),
-    (lambda r, m: next(iter(r["tests"].values())).update(message=7), "message"),
-    (lambda r, m: next(iter(r["tests"].values())).update(detail={"a": 1}), "detail"),
-    (lambda r, m: r["collection_errors"].append({"nodeid": "x", "cause": "change", "detail": 5}), "detail"),
-    (lambda r, m: r["skip_reasons"].append({"status": "skipped", "reason": None, "count": 1}), "reason"),
-    (lambda r, m: next(iter(r["tests"].values()))["attempts"][0].update(signature={"name": 1, "line": 2}),
-     "signature"),
-], ids=["gpus as strings", "message a number", "detail an object", "collection detail a number",
-        "skip reason null", "signature numbers"])
-def test_odd_but_once_schema_valid_results_are_refused_naming_the_field(real_results, tmp_path, damage, where):
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        (lambda r, m: m["platform"].update(gpus=["MI300X"] * 8), "platform/gpus/"),
+        (lambda r, m: next(iter(r["tests"].values())).update(message=7), "message"),
+        (lambda r, m: next(iter(r["tests"].values())).update(detail={"a": 1}), "detail"),
+        (
+            lambda r, m: r["collection_errors"].append(
+                {"nodeid": "x", "cause": "change", "detail": 5}
+            ),
+            "detail",
+        ),
+        (
+            lambda r, m: r["skip_reasons"].append(
+                {"status": "skipped", "reason": None, "count": 1}
+            ),
+            "reason",
+        ),
+        (
+            lambda r, m: next(iter(r["tests"].values()))["attempts"][0].update(
+                signature={"name": 1, "line": 2}
+            ),
+            "signature",
+        ),
+    ],
+    ids=[
+        "gpus as strings",
+        "message a number",
+        "detail an object",
+        "collection detail a number",
+        "skip reason null",
+        "signature numbers",
+    ],
+)
+def test_odd_but_once_schema_valid_results_are_refused_naming_the_field(
+    real_results, tmp_path, damage, where
+):
     results = tmp_path / "odd"
     shutil.copytree(real_results, results)
     report = json.loads((results / "gate-report.json").read_text())
@@ -152,23 +225,53 @@ def test_odd_but_once_schema_valid_results_are_refused_naming_the_field(real_res
     done = publish_dry_run(results)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "not a valid" in done.stderr and where in done.stderr, done.stderr
-    assert json.loads(done.stdout)["conclusion"] == "action_required"  # and the check says why, blocking
+    assert (
+        json.loads(done.stdout)["conclusion"] == "action_required"
+    )  # and the check says why, blocking
 
 
 def publish_dry_run(results: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "publish", str(results), "--sha", SHA,
-                           "--runner-class", "mi300x-8", "--dry-run", *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_rocm.cli",
+            "publish",
+            str(results),
+            "--sha",
+            SHA,
+            "--runner-class",
+            "mi300x-8",
+            "--dry-run",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
-@pytest.mark.parametrize("text, why", [
-    ('{"schema": "pytest-rocm/gate-report/1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
-    ('{"schema": "pytest-rocm/gate-report/1", "x": ' + "[" * 70 + "]" * 70 + "}", "nested deeper than 64"),
-    ('{"schema": "pytest-rocm/gate-report/1", "x": NaN}', "NaN is not a JSON number"),
-    ('{"schema": "pytest-rocm/gate-report/1", "x": 1e999}', "not finite"),
-    (b'{"schema": "\xff"}', "not UTF-8"),
-], ids=["100000 deep", "70 deep", "NaN", "1e999", "not UTF-8"])
-def test_a_gate_report_that_breaks_a_json_reader_is_refused_cleanly(real_results, tmp_path, text, why):
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (
+            '{"schema": "pytest-rocm/gate-report/1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "nested too deep",
+        ),
+        (
+            '{"schema": "pytest-rocm/gate-report/1", "x": ' + "[" * 70 + "]" * 70 + "}",
+            "nested deeper than 64",
+        ),
+        ('{"schema": "pytest-rocm/gate-report/1", "x": NaN}', "NaN is not a JSON number"),
+        ('{"schema": "pytest-rocm/gate-report/1", "x": 1e999}', "not finite"),
+        (b'{"schema": "\xff"}', "not UTF-8"),
+    ],
+    ids=["100000 deep", "70 deep", "NaN", "1e999", "not UTF-8"],
+)
+def test_a_gate_report_that_breaks_a_json_reader_is_refused_cleanly(
+    real_results, tmp_path, text, why
+):
     results = tmp_path / "broken"
     shutil.copytree(real_results, results)
     path = results / "gate-report.json"
@@ -178,12 +281,20 @@ def test_a_gate_report_that_breaks_a_json_reader_is_refused_cleanly(real_results
     assert str(path) in done.stderr and why in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("base, why", [
-    ("[]", "(top level)"),
-    ('{"schema": "pytest-rocm/parity/1", "groups": {"api": {"reference_passing": 1, "both_passing": 1, '
-     '"parity": "1.0", "reference_not_passing": 0, "blocking_tests": 0, "blocking": "no", "gaps": []}}}', "parity"),
-])
-def test_a_base_parity_report_of_the_wrong_shape_is_a_clear_error(real_results, tmp_path, base, why):
+@pytest.mark.parametrize(
+    "base, why",
+    [
+        ("[]", "(top level)"),
+        (
+            '{"schema": "pytest-rocm/parity/1", "groups": {"api": {"reference_passing": 1, "both_passing": 1, '
+            '"parity": "1.0", "reference_not_passing": 0, "blocking_tests": 0, "blocking": "no", "gaps": []}}}',
+            "parity",
+        ),
+    ],
+)
+def test_a_base_parity_report_of_the_wrong_shape_is_a_clear_error(
+    real_results, tmp_path, base, why
+):
     path = tmp_path / "base.json"
     path.write_text(base)
     done = publish_dry_run(real_results, "--base-parity", str(path))
@@ -202,10 +313,19 @@ def test_results_that_once_crashed_the_check_builder_make_a_check(real_results, 
     done = publish_dry_run(results)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "has no groups" in json.loads(done.stdout)["output"]["summary"]
-    row = {"reference_passing": 1, "both_passing": 1, "parity": 1.0, "reference_not_passing": 0,
-           "blocking_tests": 0, "blocking": "no", "gaps": []}
+    row = {
+        "reference_passing": 1,
+        "both_passing": 1,
+        "parity": 1.0,
+        "reference_not_passing": 0,
+        "blocking_tests": 0,
+        "blocking": "no",
+        "gaps": [],
+    }
     groups = {f"group-{i:04d}-{'x' * 30}": row for i in range(2000)}
-    (results / "parity.json").write_text(json.dumps({"schema": "pytest-rocm/parity/1", "groups": groups}))
+    (results / "parity.json").write_text(
+        json.dumps({"schema": "pytest-rocm/parity/1", "groups": groups})
+    )
     done = publish_dry_run(results)
     summary = json.loads(done.stdout)["output"]["summary"]
     assert done.returncode == 0 and len(summary) <= 65535 and "and 1960 more groups" in summary
@@ -232,7 +352,13 @@ def test_a_results_zip_that_cannot_be_read_is_an_artifact_error(tmp_path):
         def download(self, path):
             return bytes(data)
 
-    run = GateRun(run_id=7, event="pull_request", head_sha="a" * 40, status="completed", conclusion="success",
-                  html_url=None)
+    run = GateRun(
+        run_id=7,
+        event="pull_request",
+        head_sha="a" * 40,
+        status="completed",
+        conclusion="success",
+        html_url=None,
+    )
     with pytest.raises(ArtifactError, match="rocm-gate-results-mi300x-8 of run 7: cannot be read"):
         fetch_results(Storage(), run, "mi300x-8", tmp_path)

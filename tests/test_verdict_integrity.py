@@ -33,11 +33,23 @@ from test_verdicts import CONFTEST  # noqa: E402
 
 # --- 1. reruns whatever the shape of the run ------------------------------------------------------
 
+
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "1"], ["-n", "4"], ["-n", "2", "--dist=loadscope"],
-                                  ["-n", "2", "--dist=loadfile"], ["-n", "2", "--dist=worksteal"], [],
-                                  ["-n", "2", "--rocm-scheduler=gpu"], ["-n", "4", "--rocm-scheduler=gpu"]],
-                         ids=["n2", "n1", "n4", "loadscope", "loadfile", "worksteal", "no-xdist", "gpu-n2", "gpu-n4"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-n", "2"],
+        ["-n", "1"],
+        ["-n", "4"],
+        ["-n", "2", "--dist=loadscope"],
+        ["-n", "2", "--dist=loadfile"],
+        ["-n", "2", "--dist=worksteal"],
+        [],
+        ["-n", "2", "--rocm-scheduler=gpu"],
+        ["-n", "4", "--rocm-scheduler=gpu"],
+    ],
+    ids=["n2", "n1", "n4", "loadscope", "loadfile", "worksteal", "no-xdist", "gpu-n2", "gpu-n4"],
+)
 def test_a_flake_among_three_gates_is_rerun_in_every_shape(pytester, run_gates, args):
     """3 blocking gates, the flaky one first: the workers have been told to stop before it fails."""
     pytester.makeconftest(CONFTEST)
@@ -52,7 +64,8 @@ def test_a_flake_among_three_gates_is_rerun_in_every_shape(pytester, run_gates, 
 
 @pytest.mark.slow
 def test_a_regression_that_prints_an_infra_signature_is_rerun_and_caught(pytester, run_gates):
-    pytester.makepyfile(test_bug="""
+    pytester.makepyfile(
+        test_bug="""
         import pytest
 
         pytestmark = pytest.mark.rocm_gate(group="attention")
@@ -63,7 +76,8 @@ def test_a_regression_that_prints_an_infra_signature_is_rerun_and_caught(pyteste
 
         def test_fine():
             pass
-    """)
+    """
+    )
     _, report = run_gates("-n", "2", "--rocm-health-probe=true", platform="mi300x-2")
     bug = report["tests"]["test_bug.py::test_kernel_bug"]
     assert len(bug["attempts"]) == 2 and bug["verdict"] == "regression"
@@ -72,15 +86,18 @@ def test_a_regression_that_prints_an_infra_signature_is_rerun_and_caught(pyteste
 
 # --- 2. every attempt under the same timeout --------------------------------------------------------
 
+
 def test_an_in_process_rerun_runs_under_the_timeout(pytester, run_gates):
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_hang="""
+    pytester.makepyfile(
+        test_hang="""
         import time, pytest
 
         @pytest.mark.rocm_gate(group="engine")
         def test_hangs(attempt):
             time.sleep(20)
-    """)
+    """
+    )
     start = time.monotonic()
     _, report = run_gates("--timeout=2", "--rocm-health-probe=true", platform="mi300x-1")
     assert time.monotonic() - start < 15  # two attempts of 2 s, not one of 20
@@ -92,14 +109,18 @@ def test_an_in_process_rerun_runs_under_the_timeout(pytester, run_gates):
 
 # --- 3. a run that did not execute what it collected is never a success ----------------------------
 
+
 def test_a_syntax_error_in_a_gate_file_fails_the_run(pytester, run_gates):
-    pytester.makepyfile(test_ok="""
+    pytester.makepyfile(
+        test_ok="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api")
         def test_fine():
             pass
-    """, test_broken="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_x(:\n    pass\n")
+    """,
+        test_broken="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_x(:\n    pass\n",
+    )
     result, report = run_gates("-n", "1")
     assert report["complete"] is False
     assert report["conclusion"] == "failure"
@@ -109,13 +130,16 @@ def test_a_syntax_error_in_a_gate_file_fails_the_run(pytester, run_gates):
 
 
 def test_a_missing_package_of_the_runner_is_incomplete_not_a_regression(pytester, run_gates):
-    pytester.makepyfile(test_ok="""
+    pytester.makepyfile(
+        test_ok="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api")
         def test_fine():
             pass
-    """, test_needs="import no_such_package_here\n\ndef test_x():\n    pass\n")
+    """,
+        test_needs="import no_such_package_here\n\ndef test_x():\n    pass\n",
+    )
     _, report = run_gates("--continue-on-collection-errors")
     assert report["collection_errors"][0]["cause"] == "infra"
     assert "no_such_package_here" in report["collection_errors"][0]["detail"]
@@ -124,7 +148,8 @@ def test_a_missing_package_of_the_runner_is_incomplete_not_a_regression(pytester
 
 
 def test_a_marker_typo_with_continue_on_collection_errors_is_not_a_success(pytester, run_gates):
-    pytester.makepyfile(test_gates="""
+    pytester.makepyfile(
+        test_gates="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api")
@@ -134,16 +159,19 @@ def test_a_marker_typo_with_continue_on_collection_errors_is_not_a_success(pytes
         @pytest.mark.rocm_gate(grup="api")
         def test_typo():
             pass
-    """)
+    """
+    )
     _, report = run_gates("--continue-on-collection-errors")
     assert report["conclusion"] == "failure" and report["complete"] is False
     assert report["collection_errors"][0]["detail"].startswith(
-        "test_gates.py::test_typo: @pytest.mark.rocm_gate: rocm_gate got an unexpected keyword argument 'grup'")
+        "test_gates.py::test_typo: @pytest.mark.rocm_gate: rocm_gate got an unexpected keyword argument 'grup'"
+    )
 
 
 @pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
 def test_a_run_stopped_early_names_the_gates_that_never_ran(pytester, run_gates, stop):
-    pytester.makepyfile(test_gates="""
+    pytester.makepyfile(
+        test_gates="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api", blocking=False)
@@ -153,24 +181,34 @@ def test_a_run_stopped_early_names_the_gates_that_never_ran(pytester, run_gates,
         @pytest.mark.rocm_gate(group="api")
         def test_1_gate():
             pass
-    """)
+    """
+    )
     result, report = run_gates(*stop)
     assert report["complete"] is False
     assert report["never_ran"] == ["test_gates.py::test_1_gate"]
     assert report["conclusion"] == "incomplete"
-    result.stdout.fnmatch_lines(["run incomplete: *", "gates that never ran: test_gates.py::test_1_gate",
-                                 "conclusion: incomplete *"])
+    result.stdout.fnmatch_lines(
+        [
+            "run incomplete: *",
+            "gates that never ran: test_gates.py::test_1_gate",
+            "conclusion: incomplete *",
+        ]
+    )
 
 
 def test_an_internal_error_is_incomplete(pytester, run_gates):
-    pytester.makeconftest("def pytest_runtest_logfinish(nodeid):\n    raise RuntimeError('plugin bug')\n")
-    pytester.makepyfile(test_gates="""
+    pytester.makeconftest(
+        "def pytest_runtest_logfinish(nodeid):\n    raise RuntimeError('plugin bug')\n"
+    )
+    pytester.makepyfile(
+        test_gates="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api")
         def test_a():
             pass
-    """)
+    """
+    )
     result, report = run_gates()
     assert "INTERNALERROR" in result.stdout.str()
     assert report["conclusion"] == "incomplete"
@@ -178,7 +216,8 @@ def test_an_internal_error_is_incomplete(pytester, run_gates):
 
 
 def test_keyboard_interrupt_marks_the_running_test_interrupted(pytester, run_gates):
-    pytester.makepyfile(test_gates="""
+    pytester.makepyfile(
+        test_gates="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api")
@@ -188,7 +227,8 @@ def test_keyboard_interrupt_marks_the_running_test_interrupted(pytester, run_gat
         @pytest.mark.rocm_gate(group="api")
         def test_b():
             pass
-    """)
+    """
+    )
     _, report = run_gates()
     test = report["tests"]["test_gates.py::test_a"]
     assert (test["status"], test["verdict"]) == ("interrupted", "interrupted")
@@ -198,26 +238,47 @@ def test_keyboard_interrupt_marks_the_running_test_interrupted(pytester, run_gat
 
 # --- 4. the controller killed mid-run ---------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_killed_controller_leaves_an_incomplete_run_that_blames_nobody(pytester, capsys):
     from pytest_rocm.cli import main as rocm_gate
 
-    pytester.makepyfile(test_slow="""
+    pytester.makepyfile(
+        test_slow="""
         import time, pytest
 
         @pytest.mark.rocm_gate(group="engine")
         @pytest.mark.parametrize("i", range(4))
         def test_slow(i):
             time.sleep(0.2 if i < 2 else 60)
-    """)
-    process = subprocess.Popen([sys.executable, "-m", "pytest", "-n", "2", "--rocm-platform=mi300x-2",
-                                "--rocm-report-dir=out", "-p", "no:cacheprovider"], cwd=pytester.path,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    """
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "--rocm-platform=mi300x-2",
+            "--rocm-report-dir=out",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     out = pytester.path / "out"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # both long tests have started
-        started = {r["nodeid"] for p in out.glob("records-gw*.jsonl") for r in read_jsonl(p)
-                   if r.get("when") == "setup" and r["nodeid"].endswith(("[2]", "[3]"))}
+        started = {
+            r["nodeid"]
+            for p in out.glob("records-gw*.jsonl")
+            for r in read_jsonl(p)
+            if r.get("when") == "setup" and r["nodeid"].endswith(("[2]", "[3]"))
+        }
         if len(started) == 2:
             break
         time.sleep(0.2)
@@ -228,38 +289,70 @@ def test_a_killed_controller_leaves_an_incomplete_run_that_blames_nobody(pyteste
     assert report["conclusion"] == "incomplete" and report["complete"] is False
     assert "the run did not finish" in report["incomplete_causes"][0]
     running = {n: t for n, t in report["tests"].items() if t["status"] != "passed"}
-    assert running and all(t["status"] == "interrupted" and t["verdict"] == "interrupted" for t in running.values())
+    assert running and all(
+        t["status"] == "interrupted" and t["verdict"] == "interrupted" for t in running.values()
+    )
     assert "conclusion: incomplete" in capsys.readouterr().out
 
 
 # --- 5. two runs, one report folder -----------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_second_run_on_a_busy_report_folder_is_refused(pytester):
     pytester.makepyfile(test_slow="import time\n\ndef test_slow():\n    time.sleep(5)\n")
-    first = subprocess.Popen([sys.executable, "-m", "pytest", "--rocm-platform=cpu", "--rocm-report-dir=out",
-                              "-p", "no:cacheprovider"], cwd=pytester.path, stdout=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rocm-platform=cpu",
+            "--rocm-report-dir=out",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
-    while not (pytester.path / "out/records-controller.jsonl").exists() and time.monotonic() < deadline:
+    while (
+        not (pytester.path / "out/records-controller.jsonl").exists()
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
-    second = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider")
+    second = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
     assert second.ret == pytest.ExitCode.USAGE_ERROR
-    second.stderr.fnmatch_lines(["*--rocm-report-dir * is in use by run * (pid *); give this run its own folder*"])
+    second.stderr.fnmatch_lines(
+        ["*--rocm-report-dir * is in use by run * (pid *); give this run its own folder*"]
+    )
     assert first.wait(60) == 0
     report = read_report(pytester.path / "out")
-    assert list(report["tests"]) == ["test_slow.py::test_slow"] and report["conclusion"] == "skipped"
+    assert (
+        list(report["tests"]) == ["test_slow.py::test_slow"] and report["conclusion"] == "skipped"
+    )
 
 
 # --- 6. the health probe is checked before any test runs --------------------------------------------
 
-@pytest.mark.parametrize("probe,why", [
-    ("no-such-probe-command", "'no-such-probe-command' is not an executable file or a program on PATH"),
-    ("python -c 'unbalanced", "cannot split"),
-    ("", None),
-])
+
+@pytest.mark.parametrize(
+    "probe,why",
+    [
+        (
+            "no-such-probe-command",
+            "'no-such-probe-command' is not an executable file or a program on PATH",
+        ),
+        ("python -c 'unbalanced", "cannot split"),
+        ("", None),
+    ],
+)
 def test_a_misconfigured_probe_is_a_usage_error(pytester, probe, why):
     pytester.makepyfile(test_a="def test_a(): pass")
-    result = pytester.runpytest_subprocess("--rocm-platform=mi300x-1", f"--rocm-health-probe={probe}")
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=mi300x-1", f"--rocm-health-probe={probe}"
+    )
     if why is None:  # empty: the default probe
         assert result.ret == 0
         return
@@ -268,13 +361,15 @@ def test_a_misconfigured_probe_is_a_usage_error(pytester, probe, why):
 
 
 def test_a_failing_probe_before_the_run_makes_it_neutral_naming_the_devices(pytester, run_gates):
-    pytester.makepyfile(test_a="""
+    pytester.makepyfile(
+        test_a="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api")
         def test_a():
             pass
-    """)
+    """
+    )
     _, report = run_gates("--rocm-health-probe=false", platform="mi300x-2")
     assert report["preflight"]["ok"] is False and report["preflight"]["devices"] == [0, 1]
     assert report["conclusion"] == "neutral"
@@ -288,8 +383,10 @@ def test_the_probe_help_says_how_it_is_run(pytester):
 
 # --- 10. regression only when confirmed; 11. exit status follows the conclusion ---------------------
 
+
 def test_a_failure_nobody_reran_is_unconfirmed_and_counted_apart(pytester, run_gates):
-    pytester.makepyfile(test_shadow="""
+    pytester.makepyfile(
+        test_shadow="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api", blocking=False)
@@ -299,32 +396,48 @@ def test_a_failure_nobody_reran_is_unconfirmed_and_counted_apart(pytester, run_g
         @pytest.mark.rocm_gate(group="api")
         def test_gate():
             pass
-    """)
+    """
+    )
     result, report = run_gates()
     shadow = report["tests"]["test_shadow.py::test_shadow"]
     assert shadow["verdict"] == "unconfirmed"
-    assert report["groups"]["api"]["unconfirmed"] == 1 and report["groups"]["api"]["regression"] == 0
+    assert (
+        report["groups"]["api"]["unconfirmed"] == 1 and report["groups"]["api"]["regression"] == 0
+    )
     assert report["conclusion"] == "success"
     assert result.ret == 1  # pytest's own status: a test failed
 
 
-@pytest.mark.parametrize("body,status", [
-    ("def test_a(): pass", 0),
-    ("def test_a(): assert False", 1),
-    ("def test_a(): raise KeyboardInterrupt", 3),
-])
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        ("def test_a(): pass", 0),
+        ("def test_a(): assert False", 1),
+        ("def test_a(): raise KeyboardInterrupt", 3),
+    ],
+)
 def test_pytest_exit_status_follows_the_conclusion_when_asked(pytester, body, status):
-    pytester.makepyfile("import pytest\n\n@pytest.mark.rocm_gate(group='api')\n" + body + "\n"
-                        "\n@pytest.mark.rocm_gate(group='api', blocking=False)\ndef test_shadow(): assert False\n")
-    result = pytester.runpytest_subprocess("--rocm-platform=mi300x-1", "--rocm-report-dir=out",
-                                           "--rocm-exit-by-conclusion", "--rocm-reruns=1", "-p", "no:cacheprovider")
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\n" + body + "\n"
+        "\n@pytest.mark.rocm_gate(group='api', blocking=False)\ndef test_shadow(): assert False\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=mi300x-1",
+        "--rocm-report-dir=out",
+        "--rocm-exit-by-conclusion",
+        "--rocm-reruns=1",
+        "-p",
+        "no:cacheprovider",
+    )
     assert result.ret == status
 
 
 def test_rocm_gate_verdict_exits_by_conclusion(pytester, run_gates, capsys):
     from pytest_rocm.cli import main as rocm_gate
 
-    pytester.makepyfile(test_a="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_a(): assert False\n")
+    pytester.makepyfile(
+        test_a="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_a(): assert False\n"
+    )
     run_gates()
     assert rocm_gate(["verdict", "--records", str(pytester.path / "out")]) == 1
     assert "conclusion: failure" in capsys.readouterr().out
@@ -332,11 +445,14 @@ def test_rocm_gate_verdict_exits_by_conclusion(pytester, run_gates, capsys):
 
 # --- 9. grouping lost to the space form of --rocm-group-map -----------------------------------------
 
+
 def test_a_group_map_that_matches_nothing_is_loud(pytester, run_gates):
     pytester.makefile(".toml", groups='[[rule]]\ngroup = "api"\npaths = ["tests/entrypoints/"]\n')
     pytester.makepyfile(test_plain="def test_a(): pass")
     result, report = run_gates("--rocm-group-map=groups.toml")
-    assert any("matched none of the 1 collected test(s)" in note for note in report["manifest"]["notes"])
+    assert any(
+        "matched none of the 1 collected test(s)" in note for note in report["manifest"]["notes"]
+    )
     result.stdout.fnmatch_lines(["*group map * matched none of the 1 collected test(s)*"])
 
 
@@ -348,31 +464,40 @@ def test_a_right_map_and_a_run_of_only_ungrouped_tests_is_no_problem(pytester, r
     (pytester.path / "tests" / "entrypoints" / "test_api.py").write_text("def test_api(): pass\n")
     pytester.makepyfile(test_plain="def test_a(): pass")
     result, report = run_gates("--rocm-group-map=groups.toml", "test_plain.py")
-    assert not any("group map" in note for note in report["manifest"]["notes"]), report["manifest"]["notes"]
+    assert not any("group map" in note for note in report["manifest"]["notes"]), report["manifest"][
+        "notes"
+    ]
     assert "matched none" not in result.stdout.str()
 
 
 # --- 8. stacked markers that disagree ---------------------------------------------------------------
 
+
 def test_stacked_known_gaps_that_disagree_are_a_collection_error(pytester):
-    pytester.makepyfile(test_gap="""
+    pytester.makepyfile(
+        test_gap="""
         import pytest
 
         @pytest.mark.rocm_known_gap(reason="a", issue="https://github.com/o/r/issues/1")
         @pytest.mark.rocm_known_gap(reason="b", issue="https://github.com/o/r/issues/2")
         def test_x():
             pass
-    """)
+    """
+    )
     result = pytester.runpytest_subprocess("--rocm-platform=mi300x-1")
-    result.stdout.fnmatch_lines(["*@pytest.mark.rocm_known_gap is given twice on test_x with different arguments*"])
+    result.stdout.fnmatch_lines(
+        ["*@pytest.mark.rocm_known_gap is given twice on test_x with different arguments*"]
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
 
 
 # --- other defects ----------------------------------------------------------------------------------
 
+
 def test_gpus_fixture_beside_a_server_on_a_one_gpu_runner_does_not_wait(pytester):
     """A device the process's server holds is usable by a test in that process (it talks to the server)."""
-    pytester.makepyfile(test_both="""
+    pytester.makepyfile(
+        test_both="""
         from pytest_rocm.hw import allocation
 
         def test_both():
@@ -381,18 +506,29 @@ def test_gpus_fixture_beside_a_server_on_a_one_gpu_runner_does_not_wait(pytester
             assert got.devices == [0]
             got.release()
             held.release()
-    """)
+    """
+    )
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
 
 
 def test_records_that_lie_are_reported_not_counted(tmp_path, capsys):
     from pytest_rocm.cli import main as rocm_gate
 
-    good = {"schema": "pytest-rocm/record/1", "nodeid": "t.py::test_a", "worker": "gw0", "duration": 0.1}
-    lines = [dict(good, when=w, outcome="passed", t=i) for i, w in enumerate(("setup", "call", "teardown"))]
-    lines += [dict(good, nodeid="t.py::test_b", when="call", outcome="maybe", t=5),
-              dict(good, nodeid="t.py::test_c", when="setup", t=6),
-              dict(good, nodeid="t.py::test_d", when="setup", outcome="passed", t="soon")]
+    good = {
+        "schema": "pytest-rocm/record/1",
+        "nodeid": "t.py::test_a",
+        "worker": "gw0",
+        "duration": 0.1,
+    }
+    lines = [
+        dict(good, when=w, outcome="passed", t=i)
+        for i, w in enumerate(("setup", "call", "teardown"))
+    ]
+    lines += [
+        dict(good, nodeid="t.py::test_b", when="call", outcome="maybe", t=5),
+        dict(good, nodeid="t.py::test_c", when="setup", t=6),
+        dict(good, nodeid="t.py::test_d", when="setup", outcome="passed", t="soon"),
+    ]
     (tmp_path / "records-gw0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     rocm_gate(["verdict", "--records", str(tmp_path)])
     report = read_report(tmp_path)
@@ -402,6 +538,7 @@ def test_records_that_lie_are_reported_not_counted(tmp_path, capsys):
 
 
 # --- 8. numbers that are never checked ---------------------------------------------------------------
+
 
 def test_a_baseline_file_diffed_against_itself_changes_nothing(capsys):
     from pathlib import Path
@@ -419,23 +556,34 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
     plugin, tree = pytester.mkdir("plugin"), pytester.mkdir("vllm")
     (plugin / "suites/upstream").mkdir(parents=True)
     (plugin / "suites/pytest.ini").write_text("[pytest]\n")
-    (plugin / "suites/upstream/vllm.toml").write_text('[[rule]]\ngroup = "api"\npaths = ["tests/entrypoints/"]\n')
+    (plugin / "suites/upstream/vllm.toml").write_text(
+        '[[rule]]\ngroup = "api"\npaths = ["tests/entrypoints/"]\n'
+    )
     (tree / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
     (tree / "tests/entrypoints").mkdir(parents=True)
     (tree / "tests/entrypoints/test_api.py").write_text("def test_a(): pass\n")
     args = ["--rocm-platform=cpu", "--rocm-report-dir=out", "-p", "no:cacheprovider"]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tree)
-        spaced = pytester.runpytest_subprocess(*args, "--rocm-group-map", "../plugin/suites/upstream/vllm.toml",
-                                               "tests/entrypoints")
+        spaced = pytester.runpytest_subprocess(
+            *args, "--rocm-group-map", "../plugin/suites/upstream/vllm.toml", "tests/entrypoints"
+        )
         assert spaced.ret == pytest.ExitCode.USAGE_ERROR
-        spaced.stderr.fnmatch_lines(["*--rocm-group-map ../plugin/suites/upstream/vllm.toml: pytest took this path "
-                                     "for a test path and chose the rootdir */plugin/suites*"
-                                     "write --rocm-group-map=../plugin/suites/upstream/vllm.toml with '='*"])
-        joined = pytester.runpytest_subprocess(*args, "--rocm-group-map=../plugin/suites/upstream/vllm.toml",
-                                               "tests/entrypoints")
+        spaced.stderr.fnmatch_lines(
+            [
+                "*--rocm-group-map ../plugin/suites/upstream/vllm.toml: pytest took this path "
+                "for a test path and chose the rootdir */plugin/suites*"
+                "write --rocm-group-map=../plugin/suites/upstream/vllm.toml with '='*"
+            ]
+        )
+        joined = pytester.runpytest_subprocess(
+            *args, "--rocm-group-map=../plugin/suites/upstream/vllm.toml", "tests/entrypoints"
+        )
     assert joined.ret == 0
-    assert read_report(tree / "out")["tests"]["tests/entrypoints/test_api.py::test_a"]["group"] == "api"
+    assert (
+        read_report(tree / "out")["tests"]["tests/entrypoints/test_api.py::test_a"]["group"]
+        == "api"
+    )
 
 
 def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):
@@ -444,9 +592,20 @@ def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):
     suite = pytester.mkdir("suite")
     (suite / "pytest.ini").write_text("[pytest]\n")
     (suite / "test_last.py").write_text(
-        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_bug():\n    assert 1 == 2, 'a real bug'\n")
-    pytester.runpytest_subprocess("-c", "suite/pytest.ini", "suite", "-n", "1", "--rocm-platform=mi300x-1",
-                                  "--rocm-report-dir=out", "--rocm-health-probe=true", "-p", "no:cacheprovider")
+        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_bug():\n    assert 1 == 2, 'a real bug'\n"
+    )
+    pytester.runpytest_subprocess(
+        "-c",
+        "suite/pytest.ini",
+        "suite",
+        "-n",
+        "1",
+        "--rocm-platform=mi300x-1",
+        "--rocm-report-dir=out",
+        "--rocm-health-probe=true",
+        "-p",
+        "no:cacheprovider",
+    )
     report = json.loads((pytester.path / "out/gate-report.json").read_text())
     bug = report["tests"]["test_last.py::test_bug"]
     assert len(bug["attempts"]) == 2 and bug["verdict"] == "regression", bug["verdict_reason"]
@@ -454,11 +613,23 @@ def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):
 
 def test_collect_only_does_not_call_a_pattern_stale_when_its_file_failed_to_collect(pytester):
     """The hint's count must agree with `rocm-gate groups` on the tree, which sees the broken file."""
-    pytester.makefile(".toml", groups='[[rule]]\ngroup = "api"\npaths = ["test_api.py"]\n\n'
-                                      '[[rule]]\ngroup = "engine"\npaths = ["test_engine.py", "test_gone.py"]\n')
-    pytester.makepyfile(test_api="def test_api(:\n    pass\n", test_engine="def test_engine(): pass\n")
-    result = pytester.runpytest_subprocess("--rocm-platform=cpu", "--rocm-group-map=groups.toml", "--collect-only",
-                                           "-p", "no:cacheprovider")
+    pytester.makefile(
+        ".toml",
+        groups='[[rule]]\ngroup = "api"\npaths = ["test_api.py"]\n\n'
+        '[[rule]]\ngroup = "engine"\npaths = ["test_engine.py", "test_gone.py"]\n',
+    )
+    pytester.makepyfile(
+        test_api="def test_api(:\n    pass\n", test_engine="def test_engine(): pass\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=cpu",
+        "--rocm-group-map=groups.toml",
+        "--collect-only",
+        "-p",
+        "no:cacheprovider",
+    )
     out = result.stdout.str()
-    result.stdout.fnmatch_lines(["all * 1 * 1 *", "files that failed to collect*(1):", "  test_api.py"])
+    result.stdout.fnmatch_lines(
+        ["all * 1 * 1 *", "files that failed to collect*(1):", "  test_api.py"]
+    )
     assert "map: 1 pattern(s) match none of these tests" in out, out  # test_gone.py only

@@ -15,8 +15,11 @@ from pytest_rocm.results.verdicts import (
 
 # 8 MI300X for ordinary tests and one MI325X that only the "unhealthy device" tests ask for, so a
 # device marked unhealthy never disturbs the others' probes.
-PROFILE = {"vendor": "amd", "gpus": [{"sku": "MI300X", "arch": "gfx942", "memory_gb": 192}] * 8
-           + [{"sku": "MI325X", "arch": "gfx942", "memory_gb": 256}]}
+PROFILE = {
+    "vendor": "amd",
+    "gpus": [{"sku": "MI300X", "arch": "gfx942", "memory_gb": 192}] * 8
+    + [{"sku": "MI325X", "arch": "gfx942", "memory_gb": 256}],
+}
 
 # The health probe of the simulated runner: a device is unhealthy once a test left `unhealthy-<index>`.
 PROBE = """
@@ -56,16 +59,16 @@ SIGNATURE_LINES = {
     "server_not_healthy": "RuntimeError: vLLM server did not become healthy within 480 s",
     # vLLM's CPU worker (vllm/v1/worker/cpu_worker.py, determine_available_memory), as it formats the line
     "machine_memory": "ValueError: Available memory on node 0 (0.80/23.47 GiB) on kv cache allocation is less than "
-                      "requested memory for kv (1.00 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, "
-                      "or reduce CPU memory used by other processes.",
+    "requested memory for kv (1.00 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, "
+    "or reduce CPU memory used by other processes.",
     # requests (urllib3 2.x) when huggingface.co refuses the connection
     "network": "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
-               "exceeded with url: /api/models/facebook/opt-125m (Caused by NewConnectionError(\"HTTPSConnection("
-               "host='huggingface.co', port=443): Failed to establish a new connection: [Errno 111] Connection "
-               "refused\"))",
+    'exceeded with url: /api/models/facebook/opt-125m (Caused by NewConnectionError("HTTPSConnection('
+    "host='huggingface.co', port=443): Failed to establish a new connection: [Errno 111] Connection "
+    'refused"))',
 }
 
-CAMPAIGN = '''
+CAMPAIGN = """
 import os
 import subprocess
 import sys
@@ -111,9 +114,9 @@ def test_shadow_failure():
 
 def test_fine(gpus):
     assert len(gpus) == 1 and os.environ["HIP_VISIBLE_DEVICES"] == str(gpus[0])
-'''
+"""
 
-XDIST_ONLY = '''
+XDIST_ONLY = """
 @pytest.mark.timeout(1, method="thread")
 def test_hang_thread_method_once(attempt, gpus):
     if attempt == 0:
@@ -125,7 +128,7 @@ def test_worker_killed_134_once(attempt, gpus):
 
 def test_worker_crashes_every_time(gpus):
     os._exit(11)
-'''
+"""
 
 EXPECTED = {
     **{f"test_campaign.py::test_infra_once[{name}]": "infra" for name in SIGNATURE_LINES},
@@ -150,8 +153,14 @@ def run_campaign(pytester, source, *args):
     pytester.makepyfile(test_campaign=source)
     (pytester.path / "probe.py").write_text(PROBE)
     (pytester.path / "runner.json").write_text(json.dumps(PROFILE))
-    pytester.runpytest_subprocess("--rocm-platform=runner.json", "--rocm-report-dir=out",
-                                  "--rocm-health-probe={python} probe.py", "-p", "no:cacheprovider", *args)
+    pytester.runpytest_subprocess(
+        "--rocm-platform=runner.json",
+        "--rocm-report-dir=out",
+        "--rocm-health-probe={python} probe.py",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    )
     return read_report(pytester.path / "out")
 
 
@@ -169,25 +178,39 @@ def test_fault_campaign(pytester, xdist):
         test = tests[f"test_campaign.py::test_infra_once[{name}]"]
         assert [a["status"] for a in test["attempts"]] == ["failed", "passed"]
         assert test["attempts"][0]["signature"]["name"] == name
-        assert test["verdict_reason"].endswith("the device passed its health probe and the rerun passed")
+        assert test["verdict_reason"].endswith(
+            "the device passed its health probe and the rerun passed"
+        )
         assert test["probes"][0]["ok"] is True
         assert test["attempts"][1]["gpus"] != test["attempts"][0]["gpus"]  # rerun on another device
 
     bug = tests["test_campaign.py::test_real_bug_like_hardware"]
     assert bug["attempts"][0]["signature"]["name"] == "memory_access_fault"
-    assert "reproduced on" in bug["verdict_reason"] and "after the device passed its health probe" in bug["verdict_reason"]
+    assert (
+        "reproduced on" in bug["verdict_reason"]
+        and "after the device passed its health probe" in bug["verdict_reason"]
+    )
 
     unhealthy = tests["test_campaign.py::test_fault_on_unhealthy_device"]
     assert unhealthy["probes"][0]["ok"] is False and unhealthy["probes"][0]["devices"] == [8]
-    assert "health probe then failed on device(s) 8: the runner is unhealthy" in unhealthy["verdict_reason"]
+    assert (
+        "health probe then failed on device(s) 8: the runner is unhealthy"
+        in unhealthy["verdict_reason"]
+    )
 
-    assert tests["test_campaign.py::test_assertion"]["verdict_reason"] == "failed the same way on all 2 attempts"
+    assert (
+        tests["test_campaign.py::test_assertion"]["verdict_reason"]
+        == "failed the same way on all 2 attempts"
+    )
     assert tests["test_campaign.py::test_assertion"]["probes"] == []  # no signature: no probe
     assert tests["test_campaign.py::test_flaky_once"]["verdict_reason"].startswith(
-        "failed without an infrastructure signature, then passed on attempt 1")
+        "failed without an infrastructure signature, then passed on attempt 1"
+    )
     hang = tests["test_campaign.py::test_hang_once"]
     assert hang["attempts"][0]["signature"]["name"] == "timeout"
-    assert len(tests["test_campaign.py::test_shadow_failure"]["attempts"]) == 1  # not blocking: not rerun
+    assert (
+        len(tests["test_campaign.py::test_shadow_failure"]["attempts"]) == 1
+    )  # not blocking: not rerun
     child = tests["test_campaign.py::test_child_killed_134_once"]
     assert child["attempts"][0]["signature"]["name"] == "kfd_hang_exit"
 
@@ -195,43 +218,72 @@ def test_fault_campaign(pytester, xdist):
         thread_hang = tests["test_campaign.py::test_hang_thread_method_once"]
         assert thread_hang["attempts"][0]["status"] == "crashed"
         assert thread_hang["attempts"][0]["signature"]["name"] == "timeout"
-        assert thread_hang["verdict_reason"].startswith("timeout: 'pytest-rocm: timed out after 1.0 s (a hang); stacks:")
+        assert thread_hang["verdict_reason"].startswith(
+            "timeout: 'pytest-rocm: timed out after 1.0 s (a hang); stacks:"
+        )
         killed = tests["test_campaign.py::test_worker_killed_134_once"]
-        assert killed["attempts"][0]["status"] == "crashed" and killed["attempts"][0]["exit_code"] == 134
+        assert (
+            killed["attempts"][0]["status"] == "crashed"
+            and killed["attempts"][0]["exit_code"] == 134
+        )
         assert killed["attempts"][0]["signature"]["name"] == "kfd_hang_exit"
         crashes = tests["test_campaign.py::test_worker_crashes_every_time"]
         assert [a["status"] for a in crashes["attempts"]] == ["crashed", "crashed"]
 
     assert report["conclusion"] == "failure"
     regressed = report["conclusion_reason"].split(": ", 1)[1].split(", ")
-    assert sorted(regressed) == sorted(n for n, v in expected.items()
-                                       if v == "regression" and n != "test_campaign.py::test_shadow_failure")
+    assert sorted(regressed) == sorted(
+        n
+        for n, v in expected.items()
+        if v == "regression" and n != "test_campaign.py::test_shadow_failure"
+    )
 
 
 @pytest.mark.slow
 def test_infrastructure_only_run_is_neutral_and_names_what_to_rerun(pytester):
     source = CAMPAIGN.format(lines={"gpu_hang": SIGNATURE_LINES["gpu_hang"]})
-    source = source[:source.index("def test_real_bug_like_hardware")] + source[source.index("def test_flaky_once"):]
-    source = source.replace("def test_shadow_failure():\n    assert False", "def test_shadow_failure():\n    assert True")
+    source = (
+        source[: source.index("def test_real_bug_like_hardware")]
+        + source[source.index("def test_flaky_once") :]
+    )
+    source = source.replace(
+        "def test_shadow_failure():\n    assert False",
+        "def test_shadow_failure():\n    assert True",
+    )
     source = source.replace('@pytest.mark.hardware(sku="MI325X")\n', "")
     report = run_campaign(pytester, source, "-n", "2")
     verdicts = {n.split("::")[1]: t["verdict"] for n, t in report["tests"].items()}
-    assert verdicts == {"test_infra_once[gpu_hang]": "infra", "test_child_killed_134_once": "infra",
-                        "test_flaky_once": "flaky", "test_hang_once": "infra", "test_shadow_failure": "pass",
-                        "test_fine": "pass"}
+    assert verdicts == {
+        "test_infra_once[gpu_hang]": "infra",
+        "test_child_killed_134_once": "infra",
+        "test_flaky_once": "flaky",
+        "test_hang_once": "infra",
+        "test_shadow_failure": "pass",
+        "test_fine": "pass",
+    }
     assert report["conclusion"] == "neutral"
     reason = report["conclusion_reason"]
     assert reason.startswith("3 blocking gate(s) hit infrastructure faults on runner ")
     # every one passed on its rerun: nothing is left to rerun, and the rerun's healthy devices are not suspects
-    assert "passed on their rerun: nothing to rerun" in reason and "test_campaign.py::test_child_killed_134_once" in reason
-    failed_on = {str(d) for t in report["tests"].values() if t["verdict"] == "infra"
-                 for a in t["attempts"] if a["status"] != "passed" for d in a["gpus"] or []}
+    assert (
+        "passed on their rerun: nothing to rerun" in reason
+        and "test_campaign.py::test_child_killed_134_once" in reason
+    )
+    failed_on = {
+        str(d)
+        for t in report["tests"].values()
+        if t["verdict"] == "infra"
+        for a in t["attempts"]
+        if a["status"] != "passed"
+        for d in a["gpus"] or []
+    }
     assert f"(devices {','.join(sorted(failed_on, key=lambda d: (len(d), d)))})" in reason
 
 
 def test_flaky_only_run_succeeds(pytester):
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_flaky="""
+    pytester.makepyfile(
+        test_flaky="""
         import pytest
 
         @pytest.mark.rocm_gate(group="api")
@@ -241,45 +293,84 @@ def test_flaky_only_run_succeeds(pytester):
         @pytest.mark.rocm_gate(group="api")
         def test_ok():
             pass
-    """)
-    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "-p", "no:cacheprovider")
+    """
+    )
+    pytester.runpytest(
+        "--rocm-platform=mi300x-1", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
     report = read_report(pytester.path / "out")
     assert report["conclusion"] == "success"
-    assert report["conclusion_reason"] == "2 blocking gate(s) ran, none regressed (1 flaky, reported)"
+    assert (
+        report["conclusion_reason"] == "2 blocking gate(s) ran, none regressed (1 flaky, reported)"
+    )
     assert report["groups"]["api"]["flaky"] == 1
 
 
 def test_rebuilt_offline_verdicts_are_identical(pytester, capsys):
     from pytest_rocm.cli import main as rocm_gate
 
-    report = run_campaign(pytester, CAMPAIGN.format(lines={"no_space": SIGNATURE_LINES["no_space"]}))
-    assert rocm_gate(["verdict", str(pytester.path / "out"), "--out", str(pytester.path / "again")]) == 1  # failure
+    report = run_campaign(
+        pytester, CAMPAIGN.format(lines={"no_space": SIGNATURE_LINES["no_space"]})
+    )
+    assert (
+        rocm_gate(["verdict", str(pytester.path / "out"), "--out", str(pytester.path / "again")])
+        == 1
+    )  # failure
     again = read_report(pytester.path / "again")
     assert again == report
     capsys.readouterr()
     # the older spelling still works, and says it is deprecated
-    assert rocm_gate(["verdict", "--records", str(pytester.path / "out"), "--out", str(pytester.path / "old")]) == 1
+    assert (
+        rocm_gate(
+            [
+                "verdict",
+                "--records",
+                str(pytester.path / "out"),
+                "--out",
+                str(pytester.path / "old"),
+            ]
+        )
+        == 1
+    )
     assert read_report(pytester.path / "old") == report
-    assert "--records is deprecated; give the folder alone: rocm-gate verdict " in capsys.readouterr().err
+    assert (
+        "--records is deprecated; give the folder alone: rocm-gate verdict "
+        in capsys.readouterr().err
+    )
 
 
 # --- the rules themselves -------------------------------------------------------------------------
 
+
 def attempt(status, signature=None, gpus=(0,)):
-    return {"status": status, "signature": {"name": signature, "line": "..."} if signature else None,
-            "gpus": list(gpus)}
+    return {
+        "status": status,
+        "signature": {"name": signature, "line": "..."} if signature else None,
+        "gpus": list(gpus),
+    }
 
 
-@pytest.mark.parametrize("attempts,probes,verdict", [
-    ([attempt("failed"), attempt("passed")], [], "flaky"),
-    ([attempt("failed"), attempt("failed")], [], "regression"),
-    ([attempt("failed")], [], "unconfirmed"),
-    ([attempt("failed", "gpu_hang"), attempt("passed")], [{"ok": True}], "infra"),
-    ([attempt("failed", "gpu_hang"), attempt("failed", "gpu_hang", (1,))], [{"ok": True}], "regression"),
-    ([attempt("failed", "gpu_hang"), attempt("failed", "gpu_hang", (1,))], [{"ok": False, "devices": [0]}], "infra"),
-    ([attempt("crashed", "worker_crashed")], [{"ok": True}], "unconfirmed"),
-    ([attempt("crashed", "worker_crashed")], [{"ok": False, "devices": [0]}], "infra"),
-])
+@pytest.mark.parametrize(
+    "attempts,probes,verdict",
+    [
+        ([attempt("failed"), attempt("passed")], [], "flaky"),
+        ([attempt("failed"), attempt("failed")], [], "regression"),
+        ([attempt("failed")], [], "unconfirmed"),
+        ([attempt("failed", "gpu_hang"), attempt("passed")], [{"ok": True}], "infra"),
+        (
+            [attempt("failed", "gpu_hang"), attempt("failed", "gpu_hang", (1,))],
+            [{"ok": True}],
+            "regression",
+        ),
+        (
+            [attempt("failed", "gpu_hang"), attempt("failed", "gpu_hang", (1,))],
+            [{"ok": False, "devices": [0]}],
+            "infra",
+        ),
+        ([attempt("crashed", "worker_crashed")], [{"ok": True}], "unconfirmed"),
+        ([attempt("crashed", "worker_crashed")], [{"ok": False, "devices": [0]}], "infra"),
+    ],
+)
 def test_decision_rules(attempts, probes, verdict):
     assert decide(attempts, probes)[0] == verdict
 
@@ -292,17 +383,22 @@ def test_plain_assertion_is_never_infra():
 
 def test_every_default_signature_has_a_real_example():
     signatures = build_signatures()
-    examples = {**SIGNATURE_LINES, "timeout": "Failed: Timeout (>1.0s) from pytest-timeout.",
-                "kfd_hang_exit": "engine child process exited with code 134",
-                "killed_by_signal": "worker exit code -9 (SIGKILL)",
-                "worker_crashed": "worker 'gw0' crashed while running 'tests/test_x.py::test_y'"}
+    examples = {
+        **SIGNATURE_LINES,
+        "timeout": "Failed: Timeout (>1.0s) from pytest-timeout.",
+        "kfd_hang_exit": "engine child process exited with code 134",
+        "killed_by_signal": "worker exit code -9 (SIGKILL)",
+        "worker_crashed": "worker 'gw0' crashed while running 'tests/test_x.py::test_y'",
+    }
     assert set(examples) == set(DEFAULT_SIGNATURES)
     for name, line in examples.items():
         assert find_signature([line], signatures)["name"] == name, line
 
 
 def test_configured_signatures(pytester):
-    pytester.makeini("[pytest]\nrocm_infra_signatures =\n    ib_link=mlx5_\\d+: link down\n    !no_space\n")
+    pytester.makeini(
+        "[pytest]\nrocm_infra_signatures =\n    ib_link=mlx5_\\d+: link down\n    !no_space\n"
+    )
     pytester.makepyfile("""
         import pytest
 
@@ -316,11 +412,17 @@ def test_configured_signatures(pytester):
             print("No space left on device")
             assert False
     """)
-    pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--rocm-reruns=0",
-                       "--rocm-health-probe=true")
+    pytester.runpytest(
+        "--rocm-platform=mi300x-8",
+        "--rocm-report-dir=out",
+        "--rocm-reruns=0",
+        "--rocm-health-probe=true",
+    )
     report = read_report(pytester.path / "out")
-    verdicts = {n.split("::")[1]: (t["verdict"], (t["attempts"][0]["signature"] or {}).get("name"))
-                for n, t in report["tests"].items()}
+    verdicts = {
+        n.split("::")[1]: (t["verdict"], (t["attempts"][0]["signature"] or {}).get("name"))
+        for n, t in report["tests"].items()
+    }
     # --rocm-reruns=0: neither is confirmed; the configured signature is found, the dropped one is not.
     assert verdicts == {"test_link": ("unconfirmed", "ib_link"), "test_disk": ("unconfirmed", None)}
 
@@ -336,7 +438,8 @@ def test_bad_signature_configuration_is_a_usage_error(pytester):
 def test_per_group_timeouts_from_configuration(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\nrocm_timeouts =\n    engine=1\n    default=30\n")
-    pytester.makepyfile(test_hangs="""
+    pytester.makepyfile(
+        test_hangs="""
         import time
         import pytest
 
@@ -353,18 +456,26 @@ def test_per_group_timeouts_from_configuration(pytester):
         @pytest.mark.rocm_gate(group="api")
         def test_default(request):
             assert request.node.get_closest_marker("timeout").args == (30.0,)
-    """)
-    pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true")
+    """
+    )
+    pytester.runpytest(
+        "--rocm-platform=mi300x-1", "--rocm-report-dir=out", "--rocm-health-probe=true"
+    )
     report = read_report(pytester.path / "out")
     hang = report["tests"]["test_hangs.py::test_hangs_once"]
-    assert hang["attempts"][0]["signature"]["line"] == "E           Failed: Timeout (>1.0s) from pytest-timeout."
+    assert (
+        hang["attempts"][0]["signature"]["line"]
+        == "E           Failed: Timeout (>1.0s) from pytest-timeout."
+    )
     assert hang["verdict"] == "infra"
     assert report["tests"]["test_hangs.py::test_own_timeout_wins"]["verdict"] == "pass"
     assert report["tests"]["test_hangs.py::test_default"]["verdict"] == "pass"
 
 
-@pytest.mark.parametrize("line,message", [("engine=soon", "is not `group=seconds`"),
-                                          ("enginee=5", "unknown group 'enginee'")])
+@pytest.mark.parametrize(
+    "line,message",
+    [("engine=soon", "is not `group=seconds`"), ("enginee=5", "unknown group 'enginee'")],
+)
 def test_bad_timeout_configuration(pytester, line, message):
     pytester.makeini(f"[pytest]\nrocm_timeouts =\n    {line}\n")
     pytester.makepyfile("def test_x(): pass")
@@ -378,7 +489,8 @@ def test_rerun_of_a_last_test_runs_after_the_workers_stop(pytester):
     """With two tests on two workers xdist stops both workers at once: the rerun runs in a subprocess
     of the controller's (never in the controller itself, which a crashing test would take down)."""
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_last="""
+    pytester.makepyfile(
+        test_last="""
         import pytest
 
         @pytest.mark.rocm_gate(group="engine")
@@ -388,9 +500,11 @@ def test_rerun_of_a_last_test_runs_after_the_workers_stop(pytester):
         @pytest.mark.rocm_gate(group="engine")
         def test_fine(gpus):
             pass
-    """)
-    pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
-                                  "-p", "no:cacheprovider")
+    """
+    )
+    pytester.runpytest_subprocess(
+        "-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
     report = read_report(pytester.path / "out")
     flaky = report["tests"]["test_last.py::test_flaky"]
     assert flaky["verdict"] == "flaky"
@@ -404,7 +518,8 @@ def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_select
     """The last test of a worker fails once: its rerun runs in a subprocess with the run's own options
     (the timeout, the ini overrides), without xdist, and with only that test selected."""
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_a="""
+    pytester.makepyfile(
+        test_a="""
         import json, pytest
 
         @pytest.mark.rocm_gate(group="engine")
@@ -415,10 +530,23 @@ def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_select
                            "workers": request.config.getoption("numprocesses"),
                            "items": len(request.session.items)}, out)
             assert attempt > 0
-    """)
-    pytester.runpytest_subprocess("-n", "2", "--dist=load", "--timeout=5", "-o", "rocm_reruns=2",
-                                  "--rocm-platform=mi300x-2", "--rocm-report-dir", "out", "--junitxml=j.xml",
-                                  "-p", "no:cacheprovider", "test_a.py")
+    """
+    )
+    pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--dist=load",
+        "--timeout=5",
+        "-o",
+        "rocm_reruns=2",
+        "--rocm-platform=mi300x-2",
+        "--rocm-report-dir",
+        "out",
+        "--junitxml=j.xml",
+        "-p",
+        "no:cacheprovider",
+        "test_a.py",
+    )
     first, rerun = (json.loads((pytester.path / f"seen-{n}.json").read_text()) for n in (0, 1))
     assert first == {"timeout": 5.0, "reruns": "2", "workers": None, "items": 1}  # an xdist worker
     assert rerun == {"timeout": 5.0, "reruns": "2", "workers": 0, "items": 1}
@@ -429,7 +557,8 @@ def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_select
 @pytest.mark.slow
 def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
     """If the rerun subprocess cannot even start the test, the run says so; no crashed attempt is invented."""
-    pytester.makepyfile(test_last="""
+    pytester.makepyfile(
+        test_last="""
         import pytest
 
         @pytest.mark.rocm_gate(group="engine")
@@ -441,24 +570,31 @@ def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
         @pytest.mark.rocm_gate(group="engine")
         def test_fine():
             pass
-    """)
+    """
+    )
     # The checkout changes under the run: the test file is gone when the rerun starts.
     (pytester.path / "conftest.py").write_text(CONFTEST)
-    result = pytester.runpytest_subprocess("-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out",
-                                           "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
     report = read_report(pytester.path / "out")
     flaky = report["tests"]["test_last.py::test_flaky"]
     assert [a["status"] for a in flaky["attempts"]] == ["failed"]
     assert flaky["verdict"] == "unconfirmed"  # not rerun: it stands on its one attempt, unconfirmed
-    assert any("could not rerun test_last.py::test_flaky: pytest exited 4" in n for n in report["manifest"]["notes"])
-    result.stdout.fnmatch_lines(["*pytest-rocm: could not rerun test_last.py::test_flaky: pytest exited 4*"])
+    assert any(
+        "could not rerun test_last.py::test_flaky: pytest exited 4" in n
+        for n in report["manifest"]["notes"]
+    )
+    result.stdout.fnmatch_lines(
+        ["*pytest-rocm: could not rerun test_last.py::test_flaky: pytest exited 4*"]
+    )
 
 
 # --- network faults: a remote host's, never the test's own server's -----------------------------------------------
 
 # Real requests through the real libraries; only the network is arranged: huggingface.co resolves to a closed
 # port of this machine (the connection is refused there) or does not resolve, and httpx's transport answers 503.
-NETWORK_SUITE = '''
+NETWORK_SUITE = """
 import http.server
 import socket
 import threading
@@ -540,17 +676,26 @@ def test_own_server_answers_500():
 def test_own_server_answers_503_once(attempt):
     if attempt == 0:
         httpx.Client(transport=httpx.MockTransport(answer_503)).get("http://localhost:8000/health").raise_for_status()
-'''
+"""
 
 
-def test_network_faults_on_the_way_to_a_remote_host_are_infra_and_the_tests_own_server_is_not(pytester):
+def test_network_faults_on_the_way_to_a_remote_host_are_infra_and_the_tests_own_server_is_not(
+    pytester,
+):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_network=NETWORK_SUITE)
-    pytester.runpytest_subprocess("--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--rocm-health-probe=true",
-                                  "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(
+        "--rocm-platform=mi300x-8",
+        "--rocm-report-dir=out",
+        "--rocm-health-probe=true",
+        "-p",
+        "no:cacheprovider",
+    )
     tests = read_report(pytester.path / "out")["tests"]
-    found = {n.split("::")[1]: (t["verdict"], (t["attempts"][0].get("signature") or {}).get("name"))
-             for n, t in tests.items()}
+    found = {
+        n.split("::")[1]: (t["verdict"], (t["attempts"][0].get("signature") or {}).get("name"))
+        for n, t in tests.items()
+    }
     assert found == {
         "test_hub_refuses_once": ("infra", "network"),
         "test_hub_does_not_resolve_once": ("infra", "network"),
@@ -562,25 +707,37 @@ def test_network_faults_on_the_way_to_a_remote_host_are_infra_and_the_tests_own_
         "test_own_server_answers_503_once": ("flaky", None),
     }
     line = tests["test_network.py::test_hub_refuses_once"]["attempts"][0]["signature"]["line"]
-    assert "host='huggingface.co', port=443): Max retries exceeded" in line and "[Errno 111] Connection" in line
+    assert (
+        "host='huggingface.co', port=443): Max retries exceeded" in line
+        and "[Errno 111] Connection" in line
+    )
 
 
 # --- collection errors: the change's, or the run's ----------------------------------------------------------------
+
 
 def _collection_errors(report) -> dict[str, tuple[str, str]]:
     return {e["nodeid"]: (e["cause"], e["detail"]) for e in report["collection_errors"]}
 
 
 def test_a_missing_module_of_the_project_under_test_is_a_defect_of_the_change(run_gates, pytester):
-    pytester.makepyfile(**{"vllm/__init__.py": "", "vllm/engine.py": "VERSION = 1\n",
-                           "test_ok.py": "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n"
-                                         "    pass\n",
-                           "test_renamed.py": "from vllm.engine import VERSION\nfrom vllm.renamed import thing\n"})
+    pytester.makepyfile(
+        **{
+            "vllm/__init__.py": "",
+            "vllm/engine.py": "VERSION = 1\n",
+            "test_ok.py": "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n"
+            "    pass\n",
+            "test_renamed.py": "from vllm.engine import VERSION\nfrom vllm.renamed import thing\n",
+        }
+    )
     _, report = run_gates("--continue-on-collection-errors")
     cause, detail = _collection_errors(report)["test_renamed.py"]
     assert cause == "change" and "No module named 'vllm.renamed'" in detail
     assert report["conclusion"] == "failure"
-    assert "test_renamed.py: ModuleNotFoundError: No module named 'vllm.renamed'" in report["conclusion_reason"]
+    assert (
+        "test_renamed.py: ModuleNotFoundError: No module named 'vllm.renamed'"
+        in report["conclusion_reason"]
+    )
 
 
 def test_what_the_runner_lacks_is_a_set_up_problem_naming_it_and_the_fix(run_gates, pytester):
@@ -588,29 +745,41 @@ def test_what_the_runner_lacks_is_a_set_up_problem_naming_it_and_the_fix(run_gat
 
     if importlib.util.find_spec("pytest_asyncio") is not None:
         pytest.skip("pytest_asyncio is installed here: its absence cannot be shown")
-    pytester.makepyfile(**{
-        # a plain source checkout: vllm/ without its compiled extensions, found before any installed vLLM
-        "vllm/__init__.py": "", "vllm/_custom_ops.py": "import vllm._C\n",
-        "test_ok.py": "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n    pass\n",
-        "test_ops.py": "from vllm import _custom_ops\n",
-        "test_async.py": "import pytest_asyncio\n",
-        "test_hub.py": "import socket\nimport requests\n\n"
-                       "def _no_dns(*args, **kwargs):\n"
-                       "    raise socket.gaierror(socket.EAI_AGAIN, 'Temporary failure in name resolution')\n\n"
-                       "socket.getaddrinfo = _no_dns\n"
-                       "requests.get('https://huggingface.co/api/models/facebook/opt-125m', timeout=5)\n"})
+    pytester.makepyfile(
+        **{
+            # a plain source checkout: vllm/ without its compiled extensions, found before any installed vLLM
+            "vllm/__init__.py": "",
+            "vllm/_custom_ops.py": "import vllm._C\n",
+            "test_ok.py": "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n    pass\n",
+            "test_ops.py": "from vllm import _custom_ops\n",
+            "test_async.py": "import pytest_asyncio\n",
+            "test_hub.py": "import socket\nimport requests\n\n"
+            "def _no_dns(*args, **kwargs):\n"
+            "    raise socket.gaierror(socket.EAI_AGAIN, 'Temporary failure in name resolution')\n\n"
+            "socket.getaddrinfo = _no_dns\n"
+            "requests.get('https://huggingface.co/api/models/facebook/opt-125m', timeout=5)\n",
+        }
+    )
     _, report = run_gates("--continue-on-collection-errors")
     errors = _collection_errors(report)
-    assert {n: c for n, (c, _) in errors.items()} == {"test_ops.py": "infra", "test_async.py": "infra",
-                                                      "test_hub.py": "infra"}
-    assert errors["test_ops.py"][1].startswith("set-up problem: vLLM was imported without its compiled extensions "
-                                               "(`No module named 'vllm._C'`)")
-    assert "a plain checkout's vllm/ folder shadows the installed package" in errors["test_ops.py"][1]
+    assert {n: c for n, (c, _) in errors.items()} == {
+        "test_ops.py": "infra",
+        "test_async.py": "infra",
+        "test_hub.py": "infra",
+    }
+    assert errors["test_ops.py"][1].startswith(
+        "set-up problem: vLLM was imported without its compiled extensions "
+        "(`No module named 'vllm._C'`)"
+    )
+    assert (
+        "a plain checkout's vllm/ folder shadows the installed package" in errors["test_ops.py"][1]
+    )
     assert "pip install -e ." in errors["test_ops.py"][1]
     assert errors["test_async.py"][1] == (
         "set-up problem: the test requirement 'pytest_asyncio' is not installed on this runner (`No module named "
         "'pytest_asyncio'`): install the project's test requirements in the job's image (vLLM: `pip install -r "
-        "requirements/test.txt`, the versions it pins)")
+        "requirements/test.txt`, the versions it pins)"
+    )
     assert errors["test_hub.py"][1].startswith("infrastructure: network: ")
     assert report["conclusion"] == "incomplete"
     assert report["tests"]["test_ok.py::test_fine"]["status"] == "passed"
@@ -629,12 +798,17 @@ def test_the_project_package_missing_altogether_is_a_set_up_problem(run_gates, p
 
         sys.meta_path.insert(0, NoVllm())
     """)
-    pytester.makepyfile(test_ok="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n    pass\n",
-                        test_llm="from vllm import LLM\n")
+    pytester.makepyfile(
+        test_ok="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n    pass\n",
+        test_llm="from vllm import LLM\n",
+    )
     _, report = run_gates("--continue-on-collection-errors")
     cause, detail = _collection_errors(report)["test_llm.py"]
-    assert (cause, detail) == ("infra", "set-up problem: vLLM is not installed on this runner (`No module named "
-                                        "'vllm'`): install vLLM in the job's image before the tests run")
+    assert (cause, detail) == (
+        "infra",
+        "set-up problem: vLLM is not installed on this runner (`No module named "
+        "'vllm'`): install vLLM in the job's image before the tests run",
+    )
     assert report["conclusion"] == "incomplete"
 
 
@@ -654,10 +828,16 @@ def test_model(model):
 
 @pytest.mark.slow
 def test_workers_that_order_a_set_differently_make_an_incomplete_run_naming_the_file_and_the_hash_seed(
-        run_gates, pytester, monkeypatch):
-    monkeypatch.delenv("PYTHONHASHSEED", raising=False)  # each worker draws its own seed, as in vLLM's CI
-    pytester.makepyfile(test_models=SET_ORDERED, test_other="import pytest\n\n@pytest.mark.rocm_gate(group='api')\n"
-                                                            "def test_fine():\n    pass\n")
+    run_gates, pytester, monkeypatch
+):
+    monkeypatch.delenv(
+        "PYTHONHASHSEED", raising=False
+    )  # each worker draws its own seed, as in vLLM's CI
+    pytester.makepyfile(
+        test_models=SET_ORDERED,
+        test_other="import pytest\n\n@pytest.mark.rocm_gate(group='api')\n"
+        "def test_fine():\n    pass\n",
+    )
     _, report = run_gates("-n", "2")
     assert report["conclusion"] == "incomplete", report["conclusion_reason"]
     [(nodeid, (cause, detail))] = _collection_errors(report).items()
@@ -677,18 +857,37 @@ def test_a_cut_xdist_difference_still_names_the_files_it_shows(tmp_path, capsys)
 
     from pytest_rocm.cli import main as rocm_gate
 
-    first = [f"tests/models/test_generate.py::test_model[{name}-{n}]" for n in range(30) for name in ("a", "b")]
-    second = [f"tests/models/test_generate.py::test_model[{name}-{n}]" for n in range(30) for name in ("b", "a")]
+    first = [
+        f"tests/models/test_generate.py::test_model[{name}-{n}]"
+        for n in range(30)
+        for name in ("a", "b")
+    ]
+    second = [
+        f"tests/models/test_generate.py::test_model[{name}-{n}]"
+        for n in range(30)
+        for name in ("b", "a")
+    ]
     first += ["tests/lora/test_lora.py::test_adapter[x-y]"]
     second += ["tests/lora/test_lora.py::test_adapter[y-x]"]
     text = report_collection_diff(first, second, "gw0", "gw3")
     assert len(text) > 2000
-    record = {"schema": "pytest-rocm/record/1", "worker": "controller", "kind": "session", "nodeid": "", "t": 2.0,
-              "exitstatus": 1, "stopped": None, "collected": None,
-              "collection_errors": [{"nodeid": "gw3", "text": text[-2000:]}]}
+    record = {
+        "schema": "pytest-rocm/record/1",
+        "worker": "controller",
+        "kind": "session",
+        "nodeid": "",
+        "t": 2.0,
+        "exitstatus": 1,
+        "stopped": None,
+        "collected": None,
+        "collection_errors": [{"nodeid": "gw3", "text": text[-2000:]}],
+    }
     (tmp_path / "records-controller.jsonl").write_text(json.dumps(record) + "\n")
     assert rocm_gate(["verdict", str(tmp_path)]) == 3  # incomplete
     detail = read_report(tmp_path)["collection_errors"][0]["detail"]
-    assert "in tests/models/test_generate.py, tests/lora/test_lora.py (the start of xdist's list was cut)" in detail
+    assert (
+        "in tests/models/test_generate.py, tests/lora/test_lora.py (the start of xdist's list was cut)"
+        in detail
+    )
     assert "PYTHONHASHSEED=0" in detail
     assert "PYTHONHASHSEED=0" in capsys.readouterr().out  # the printed conclusion says it too

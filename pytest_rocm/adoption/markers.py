@@ -17,7 +17,10 @@ from pytest_rocm.plugin.markers import MARKER_HELP
 
 # The markers a test writes (the server markers are the plugin's own suites'): their signature, and where to read.
 USER_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
-LINES = tuple(f"{MARKER_HELP[name].split(': ', 1)[0]}: pytest-rocm (docs/adoption.md)" for name in USER_MARKERS)
+LINES = tuple(
+    f"{MARKER_HELP[name].split(': ', 1)[0]}: pytest-rocm (docs/adoption.md)"
+    for name in USER_MARKERS
+)
 _TABLE = re.compile(r"^\s*\[\s*tool\s*\.\s*pytest\s*\.\s*ini_options\s*\]\s*(#.*)?$")
 _ANY_TABLE = re.compile(r"^\s*\[")
 _MARKERS = re.compile(r"^(\s*)markers\s*=\s*\[(.*)$")
@@ -40,8 +43,10 @@ def _registered(markers: list) -> set[str]:
 def add_markers(path: Path) -> Edit:
     """The file with pytest-rocm's missing markers added; MarkerEditError when it cannot be done safely."""
     if path.suffix != ".toml":
-        raise MarkerEditError(f"{path}: only a pyproject.toml is edited; in an ini file add these lines under "
-                              "`markers =` by hand, one per line: " + "; ".join(LINES))
+        raise MarkerEditError(
+            f"{path}: only a pyproject.toml is edited; in an ini file add these lines under "
+            "`markers =` by hand, one per line: " + "; ".join(LINES)
+        )
     try:
         text = path.read_text(encoding="utf-8")
         before = tomllib.loads(text)
@@ -52,9 +57,15 @@ def add_markers(path: Path) -> Edit:
     options = before.get("tool", {}).get("pytest", {}).get("ini_options")
     markers = (options or {}).get("markers", [])
     if not isinstance(markers, list):
-        raise MarkerEditError(f"{path}: [tool.pytest.ini_options] markers is not a list; add these lines to it by hand: "
-                              + "; ".join(LINES))
-    missing = [line for name, line in zip(USER_MARKERS, LINES, strict=True) if name not in _registered(markers)]
+        raise MarkerEditError(
+            f"{path}: [tool.pytest.ini_options] markers is not a list; add these lines to it by hand: "
+            + "; ".join(LINES)
+        )
+    missing = [
+        line
+        for name, line in zip(USER_MARKERS, LINES, strict=True)
+        if name not in _registered(markers)
+    ]
     if not missing:
         return Edit(text, [])
     lines = text.splitlines(keepends=True)
@@ -62,38 +73,68 @@ def add_markers(path: Path) -> Edit:
     quoted = [f"    {_toml_string(line)},{newline}" for line in missing]
     if options is None:
         ending = "" if not text or text.endswith("\n") else newline
-        edited = text + ending + f"{newline}[tool.pytest.ini_options]{newline}markers = [{newline}" + "".join(quoted) + f"]{newline}"
+        edited = (
+            text
+            + ending
+            + f"{newline}[tool.pytest.ini_options]{newline}markers = [{newline}"
+            + "".join(quoted)
+            + f"]{newline}"
+        )
     else:
         edited = _insert(lines, quoted, newline, has_markers="markers" in options, path=path)
     after = tomllib.loads(edited)
     expected = _with_markers(before, markers + missing)
     if after != expected:
-        raise MarkerEditError(f"{path}: the markers list is written in a way this edit does not follow (an inline "
-                              "table, a one-line list with comments); add these lines to it by hand: " + "; ".join(LINES))
+        raise MarkerEditError(
+            f"{path}: the markers list is written in a way this edit does not follow (an inline "
+            "table, a one-line list with comments); add these lines to it by hand: "
+            + "; ".join(LINES)
+        )
     return Edit(edited, missing)
 
 
-def _insert(lines: list[str], quoted: list[str], newline: str, has_markers: bool, path: Path) -> str:
+def _insert(
+    lines: list[str], quoted: list[str], newline: str, has_markers: bool, path: Path
+) -> str:
     table = next((i for i, line in enumerate(lines) if _TABLE.match(line.rstrip("\r\n"))), None)
     if table is None:  # `[tool.pytest.ini_options]` written as dotted keys or an inline table
-        raise MarkerEditError(f"{path}: [tool.pytest.ini_options] is not written as a table header; add these lines "
-                              "to its markers by hand: " + "; ".join(line.strip() for line in quoted))
-    end = next((i for i in range(table + 1, len(lines)) if _ANY_TABLE.match(lines[i]) and not _in_list(lines, table, i)),
-               len(lines))
+        raise MarkerEditError(
+            f"{path}: [tool.pytest.ini_options] is not written as a table header; add these lines "
+            "to its markers by hand: " + "; ".join(line.strip() for line in quoted)
+        )
+    end = next(
+        (
+            i
+            for i in range(table + 1, len(lines))
+            if _ANY_TABLE.match(lines[i]) and not _in_list(lines, table, i)
+        ),
+        len(lines),
+    )
     if not has_markers:
-        return "".join(lines[:table + 1] + [f"markers = [{newline}"] + quoted + [f"]{newline}"] + lines[table + 1:])
+        return "".join(
+            lines[: table + 1]
+            + [f"markers = [{newline}"]
+            + quoted
+            + [f"]{newline}"]
+            + lines[table + 1 :]
+        )
     start = next((i for i in range(table + 1, end) if _MARKERS.match(lines[i])), None)
     if start is None:
-        raise MarkerEditError(f"{path}: cannot find the `markers = [` line of [tool.pytest.ini_options]")
+        raise MarkerEditError(
+            f"{path}: cannot find the `markers = [` line of [tool.pytest.ini_options]"
+        )
     close = _closing_line(lines, start, end)
     if close is None or close == start:  # a one-line list: rewrite it as one item per line
-        raise MarkerEditError(f"{path}: the markers list is on one line; put one marker per line, then run this "
-                              "again")
-    previous = max(i for i in range(start, close) if lines[i].strip() and not lines[i].strip().startswith("#"))
+        raise MarkerEditError(
+            f"{path}: the markers list is on one line; put one marker per line, then run this again"
+        )
+    previous = max(
+        i for i in range(start, close) if lines[i].strip() and not lines[i].strip().startswith("#")
+    )
     body = lines[previous].rstrip("\r\n")
     code = _strip_comment(body).rstrip()
     if previous != start and not code.endswith(","):
-        lines[previous] = code + "," + body[len(code):] + newline
+        lines[previous] = code + "," + body[len(code) :] + newline
     return "".join(lines[:close] + quoted + lines[close:])
 
 
@@ -144,5 +185,7 @@ def _with_markers(document: dict, markers: list) -> dict:
     import copy
 
     expected = copy.deepcopy(document)
-    expected.setdefault("tool", {}).setdefault("pytest", {}).setdefault("ini_options", {})["markers"] = markers
+    expected.setdefault("tool", {}).setdefault("pytest", {}).setdefault("ini_options", {})[
+        "markers"
+    ] = markers
     return expected

@@ -58,25 +58,37 @@ class Applicability:
     def reason_for_suites(self, suites: list[str]) -> str | None:
         """Not applicable when every suite a file is registered in matches one rule's suite patterns."""
         for rule in self.rules:
-            if suites and rule.suites and all(any(fnmatch.fnmatchcase(s, p) for p in rule.suites) for s in suites):
+            if (
+                suites
+                and rule.suites
+                and all(any(fnmatch.fnmatchcase(s, p) for p in rule.suites) for s in suites)
+            ):
                 return f"{rule.reason} ({', '.join(sorted(set(suites)))})"
         return None
 
 
 def load_applicability(path: str | Path) -> Applicability:
     path = Path(path)
-    data = read_config(path, "applicability config", ApplicabilityError, "applicability", tables=("not_applicable",))
+    data = read_config(
+        path,
+        "applicability config",
+        ApplicabilityError,
+        "applicability",
+        tables=("not_applicable",),
+    )
     rules = []
     for number, raw in enumerate(data.get("not_applicable", []), start=1):
         reason, paths, suites = raw.get("reason"), raw.get("paths", []), raw.get("suites", [])
         where = f"applicability config {path}, entry {number}"
         if not isinstance(reason, str) or not reason.strip():
-            raise ApplicabilityError(f"{where}: needs `reason = \"...\"`")
+            raise ApplicabilityError(f'{where}: needs `reason = "..."`')
         for key, value in (("paths", paths), ("suites", suites)):
             if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
                 raise ApplicabilityError(f"{where}: `{key}` must be a list of non-empty strings")
         if not paths and not suites:
             raise ApplicabilityError(f"{where}: needs `paths = [...]` and/or `suites = [...]`")
         check_keys(raw, where, ("reason", "paths", "suites", "note"), ApplicabilityError)
-        rules.append(NotApplicable(reason=reason.strip(), patterns=PatternSet(paths), suites=tuple(suites)))
+        rules.append(
+            NotApplicable(reason=reason.strip(), patterns=PatternSet(paths), suites=tuple(suites))
+        )
     return Applicability(tuple(rules))

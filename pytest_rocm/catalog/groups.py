@@ -33,7 +33,16 @@ from pathlib import Path
 
 from pytest_rocm.schemas.config import check_keys, read_config
 
-GROUPS = ("attention", "engine", "api", "multimodal", "spec_decode", "distributed_moe", "accuracy", "performance")
+GROUPS = (
+    "attention",
+    "engine",
+    "api",
+    "multimodal",
+    "spec_decode",
+    "distributed_moe",
+    "accuracy",
+    "performance",
+)
 # The label of tests no rule and no marker puts in a group: one word, the same in every report.
 UNGROUPED = "ungrouped"
 
@@ -70,8 +79,10 @@ class PatternSet:
         self.uses_nodeid = self._nodeid is not None
 
     def matches(self, path: str, nodeid: str) -> bool:
-        return bool((self._path is not None and self._path.match(path))
-                    or (self._nodeid is not None and self._nodeid.match(nodeid)))
+        return bool(
+            (self._path is not None and self._path.match(path))
+            or (self._nodeid is not None and self._nodeid.match(nodeid))
+        )
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,9 @@ class Rule:
     include: PatternSet
     exclude: PatternSet
     blocking: bool = False
-    sources: PatternSet = PatternSet(())  # source files whose change selects this rule's tests (PR selection)
+    sources: PatternSet = PatternSet(
+        ()
+    )  # source files whose change selects this rule's tests (PR selection)
 
     def matches(self, path: str, nodeid: str) -> bool:
         return self.include.matches(path, nodeid) and not self.exclude.matches(path, nodeid)
@@ -102,7 +115,11 @@ class GroupMap:
         return self._by_path
 
     def __post_init__(self):
-        object.__setattr__(self, "_by_path", not any(r.include.uses_nodeid or r.exclude.uses_nodeid for r in self.rules))
+        object.__setattr__(
+            self,
+            "_by_path",
+            not any(r.include.uses_nodeid or r.exclude.uses_nodeid for r in self.rules),
+        )
 
     @property
     def groups(self) -> set[str]:
@@ -118,7 +135,6 @@ class GroupMap:
             self._cache[path] = found  # every test of a file lands in the same group
         return found
 
-
     def group_of(self, nodeid: str, default: str | None = None) -> str | None:
         rule = self.rule_for(nodeid)
         return rule.group if rule else default
@@ -127,40 +143,67 @@ class GroupMap:
 def load_group_map(path: str | Path, allowed: set[str] | None = None) -> GroupMap:
     """Read a map file; every error names the file and the rule, and says what is allowed."""
     path = Path(path)
-    data = read_config(path, "group map", GroupMapError, "groups", tables=("rule",), sections=("selection",))
+    data = read_config(
+        path, "group map", GroupMapError, "groups", tables=("rule",), sections=("selection",)
+    )
     rules = []
     for number, raw in enumerate(data.get("rule", []), start=1):
         where = f"group map {path}, rule {number}"
         group = raw.get("group")
         if not isinstance(group, str) or not group:
-            raise GroupMapError(f"{where}: needs `group = \"name\"`")
+            raise GroupMapError(f'{where}: needs `group = "name"`')
         if allowed is not None and group not in allowed:
-            raise GroupMapError(f"{where}: unknown group {group!r}; allowed: {', '.join(sorted(allowed))} "
-                                "(add more with the `rocm_groups` ini option, or `rocm-gate groups --extra-group`)")
+            raise GroupMapError(
+                f"{where}: unknown group {group!r}; allowed: {', '.join(sorted(allowed))} "
+                "(add more with the `rocm_groups` ini option, or `rocm-gate groups --extra-group`)"
+            )
         paths = raw.get("paths")
-        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
-            raise GroupMapError(f"{where}: needs `paths = [\"tests/dir/\", ...]` (a non-empty list of strings)")
+        if (
+            not isinstance(paths, list)
+            or not paths
+            or not all(isinstance(p, str) and p for p in paths)
+        ):
+            raise GroupMapError(
+                f'{where}: needs `paths = ["tests/dir/", ...]` (a non-empty list of strings)'
+            )
         check_keys(raw, where, ("group", "paths", "blocking", "note", "sources"), GroupMapError)
         sources = raw.get("sources", [])
         if not isinstance(sources, list) or not all(isinstance(p, str) and p for p in sources):
-            raise GroupMapError(f"{where}: `sources` must be a list of source path patterns (\"vllm/attention/\")")
+            raise GroupMapError(
+                f'{where}: `sources` must be a list of source path patterns ("vllm/attention/")'
+            )
         if not isinstance(raw.get("blocking", False), bool):
-            raise GroupMapError(f"{where}: `blocking` must be true or false, got {raw['blocking']!r}")
-        rules.append(Rule(group=group,
-                          include=PatternSet([p for p in paths if not p.startswith("!")]),
-                          exclude=PatternSet([p[1:] for p in paths if p.startswith("!")]),
-                          blocking=bool(raw.get("blocking", False)), sources=PatternSet(sources)))
+            raise GroupMapError(
+                f"{where}: `blocking` must be true or false, got {raw['blocking']!r}"
+            )
+        rules.append(
+            Rule(
+                group=group,
+                include=PatternSet([p for p in paths if not p.startswith("!")]),
+                exclude=PatternSet([p[1:] for p in paths if p.startswith("!")]),
+                blocking=bool(raw.get("blocking", False)),
+                sources=PatternSet(sources),
+            )
+        )
     if not rules:
         raise GroupMapError(f"group map {path}: no [[rule]] entries")
     selection = data.get("selection", {})
-    check_keys(selection, f"group map {path}, [selection]", ("everything", "ignore", "note"), GroupMapError)
+    check_keys(
+        selection, f"group map {path}, [selection]", ("everything", "ignore", "note"), GroupMapError
+    )
     for key in ("everything", "ignore"):
         value = selection.get(key, [])
         if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
-            raise GroupMapError(f"group map {path}, [selection]: `{key}` must be a list of path patterns")
-    return GroupMap(rules=tuple(rules), source=str(data.get("source", "")), path=str(path),
-                    everything=PatternSet(selection.get("everything", [])),
-                    ignore=PatternSet(selection.get("ignore", [])))
+            raise GroupMapError(
+                f"group map {path}, [selection]: `{key}` must be a list of path patterns"
+            )
+    return GroupMap(
+        rules=tuple(rules),
+        source=str(data.get("source", "")),
+        path=str(path),
+        everything=PatternSet(selection.get("everything", [])),
+        ignore=PatternSet(selection.get("ignore", [])),
+    )
 
 
 @cache

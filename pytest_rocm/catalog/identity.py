@@ -23,8 +23,10 @@ def _module_and_classes(classname: str, file: str | None) -> tuple[str, tuple[st
         dotted = module.replace("/", ".").split(".")
         # The classname may carry a prefix (junit_prefix) before the module path.
         for start in range(len(parts)):
-            if parts[start:start + len(dotted)] == dotted:
-                return file if file.endswith(".py") else file + ".py", tuple(parts[start + len(dotted):])
+            if parts[start : start + len(dotted)] == dotted:
+                return file if file.endswith(".py") else file + ".py", tuple(
+                    parts[start + len(dotted) :]
+                )
         return file if file.endswith(".py") else file + ".py", ()
     split = len(parts)
     while split > 1 and parts[split - 1][:1].isupper():
@@ -50,7 +52,7 @@ def nodeid_from_junit(classname: str, name: str, file: str | None = None) -> str
 
 
 def strip_prefix(nodeid: str, prefix: str) -> str:
-    return nodeid[len(prefix):] if prefix and nodeid.startswith(prefix) else nodeid
+    return nodeid[len(prefix) :] if prefix and nodeid.startswith(prefix) else nodeid
 
 
 def _leading(path: str, count: int) -> str | None:
@@ -62,7 +64,10 @@ def detect_prefixes(reference: dict, candidate: dict) -> tuple[str, str]:
     """Find the leading folders to strip on each side (e.g. '/vllm-workspace/' against '') so the most
     test files line up. Returns ('', '') when the roots already agree."""
     if len(reference.keys() & candidate.keys()) * 2 >= min(len(reference), len(candidate)):
-        return "", ""  # most ids already match: the roots agree (decided without splitting 100,000s of ids)
+        return (
+            "",
+            "",
+        )  # most ids already match: the roots agree (decided without splitting 100,000s of ids)
     ref_files = {n.partition("::")[0] for n in reference}
     cand_files = {n.partition("::")[0] for n in candidate}
     best = (len(ref_files & cand_files), 0, "", "")
@@ -73,9 +78,14 @@ def detect_prefixes(reference: dict, candidate: dict) -> tuple[str, str]:
             for count in range(1, MAX_STRIP + 1):
                 lead = _leading(path, count)
                 if lead:
-                    prefixes.setdefault(lead, set()).add(path[len(lead):])
+                    prefixes.setdefault(lead, set()).add(path[len(lead) :])
         for lead, stripped in prefixes.items():
             overlap = len(stripped & other)
             if overlap > best[0] or (overlap == best[0] and overlap and lead.count("/") < best[1]):
-                best = (overlap, lead.count("/"), lead if side_is_ref else "", "" if side_is_ref else lead)
+                best = (
+                    overlap,
+                    lead.count("/"),
+                    lead if side_is_ref else "",
+                    "" if side_is_ref else lead,
+                )
     return best[2], best[3]

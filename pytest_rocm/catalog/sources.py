@@ -13,9 +13,21 @@ import re
 import sys
 from pathlib import Path
 
-SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", ".tox", ".eggs"}
+SKIPPED_FOLDERS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    "build",
+    "dist",
+    ".tox",
+    ".eggs",
+}
 # pytest's own lines around the node ids of `--collect-only -q`: counts and section rules, never tests.
-_PYTEST_TRAILER = re.compile(r"^(\d+(/\d+)? tests? (collected|deselected)|no tests (collected|ran)|collected \d+ item)")
+_PYTEST_TRAILER = re.compile(
+    r"^(\d+(/\d+)? tests? (collected|deselected)|no tests (collected|ran)|collected \d+ item)"
+)
 _QQ_LINE = re.compile(r"^(\S.*?\.py): (\d+)$")
 _SECTION = re.compile(r"^(={3,}|_{3,}|!{3,})")
 
@@ -33,11 +45,15 @@ def _decode(data: bytes, where: str) -> list[str]:
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
-        raise SourceError(f"{where}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-                          "give a list of paths or node ids, one per line") from None
+        raise SourceError(
+            f"{where}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+            "give a list of paths or node ids, one per line"
+        ) from None
 
 
-def _read_lines(lines: list[str], where: str, notes: list[str]) -> tuple[list[tuple[str, int]], bool]:
+def _read_lines(
+    lines: list[str], where: str, notes: list[str]
+) -> tuple[list[tuple[str, int]], bool]:
     """(path or node id, count) from a file list or pytest's `--collect-only -q/-qq` output, and whether the
     counts came from `-qq` lines."""
     found, counted = [], False
@@ -45,10 +61,14 @@ def _read_lines(lines: list[str], where: str, notes: list[str]) -> tuple[list[tu
         text = line.rstrip("\r\n").strip()
         if not text or _PYTEST_TRAILER.match(text):
             continue
-        if _SECTION.match(text):  # a pytest section ("==== ERRORS ====", "!!! Interrupted"): the list has ended
+        if _SECTION.match(
+            text
+        ):  # a pytest section ("==== ERRORS ====", "!!! Interrupted"): the list has ended
             if "error" in text.lower() or "interrupted" in text.lower():
-                notes.append(f"{where}: pytest reported errors while collecting (line {number}: {text.strip('=! ')}); "
-                             "the tree below is incomplete")
+                notes.append(
+                    f"{where}: pytest reported errors while collecting (line {number}: {text.strip('=! ')}); "
+                    "the tree below is incomplete"
+                )
             break
         qq = _QQ_LINE.match(text)
         if qq:
@@ -89,8 +109,14 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
             base = _tree_root(path.resolve())
             found = []
             for folder, dirs, files in os.walk(path.resolve()):
-                dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith("."))
-                found += [Path(folder, f).relative_to(base).as_posix() for f in sorted(files) if f.endswith(".py")]
+                dirs[:] = sorted(
+                    d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith(".")
+                )
+                found += [
+                    Path(folder, f).relative_to(base).as_posix()
+                    for f in sorted(files)
+                    if f.endswith(".py")
+                ]
             tests = [(p, 1) for p in found if _is_test_file(p, globs)]
             return tests, False, len(found) - len(tests)
         if not path.is_file():
@@ -107,7 +133,9 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
         raw = _decode(path.read_bytes(), source)
         where = source
     lines, counted = _read_lines(raw, where, notes)
-    if counted or any("::" in entry for entry, _ in lines):  # node ids, or `-qq` counts: items are known
+    if counted or any(
+        "::" in entry for entry, _ in lines
+    ):  # node ids, or `-qq` counts: items are known
         return lines, True, 0
     tests = [(p, n) for p, n in lines if _is_test_file(p, globs)]
     return tests, False, len(lines) - len(tests)

@@ -36,15 +36,33 @@ from pytest_rocm.cli import (
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-DESCRIPTION = ("pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
-               "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
-               "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
-               "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker), build the coverage dashboard from them (dashboard) and register the markers in an upstream tree (register-markers). Run `rocm-gate COMMAND --help`.")
+DESCRIPTION = (
+    "pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
+    "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
+    "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
+    "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker), build the coverage dashboard from them (dashboard) and register the markers in an upstream tree (register-markers). Run `rocm-gate COMMAND --help`."
+)
 # name -> the module that implements it; `report` is the older name of `verdict`.
-COMMANDS = {"doctor": doctor, "verdict": verdict, "report": verdict, "baselines": baselines, "parity": parity,
-            "groups": groups, "shard": shard, "select": select, "preflight": preflight, "drain": drain,
-            "publish": publish, "sweep": sweep, "trust": trust, "rerun": rerun, "history": history, "tracker": tracker,
-            "dashboard": dashboard, "register-markers": register_markers}
+COMMANDS = {
+    "doctor": doctor,
+    "verdict": verdict,
+    "report": verdict,
+    "baselines": baselines,
+    "parity": parity,
+    "groups": groups,
+    "shard": shard,
+    "select": select,
+    "preflight": preflight,
+    "drain": drain,
+    "publish": publish,
+    "sweep": sweep,
+    "trust": trust,
+    "rerun": rerun,
+    "history": history,
+    "tracker": tracker,
+    "dashboard": dashboard,
+    "register-markers": register_markers,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,15 +86,26 @@ def _stop(signal_number, frame):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Only the main thread may set a handler; a caller's own (main() run in-process) is put back after.
-    previous = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
+    previous = (
+        signal.signal(signal.SIGTERM, _stop)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
     try:
         return COMMANDS[args.command].run(args)
     except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt as stopped:  # Ctrl-C or a job's cancel: one line; artifacts are written atomically
-        print(f"rocm-gate {args.command}: interrupted before it finished; it concluded nothing", file=sys.stderr)
-        return 128 + getattr(stopped, "signal_number", signal.SIGINT)  # as a shell reports the signal
+    except (
+        KeyboardInterrupt
+    ) as stopped:  # Ctrl-C or a job's cancel: one line; artifacts are written atomically
+        print(
+            f"rocm-gate {args.command}: interrupted before it finished; it concluded nothing",
+            file=sys.stderr,
+        )
+        return 128 + getattr(
+            stopped, "signal_number", signal.SIGINT
+        )  # as a shell reports the signal
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -9,6 +9,7 @@ import argparse
 def whole_number(minimum: int, too_small: str):
     """An argparse `type`: a whole number of at least `minimum`; `too_small` is the message for one below it,
     with `{value}` for the number given."""
+
     def parse(value: str) -> int:
         try:
             number = int(value)
@@ -33,12 +34,15 @@ def sku(value: str) -> str:
 def tool_file(names: tuple[str, ...], noun: str):
     """An argparse `type` for `TOOL=FILE` (`--source` of doctor and preflight): (tool, path), the tool one of `names`;
     `noun` is what the message calls the tool ("source", "tool")."""
+
     def parse(value: str) -> tuple[str, str]:
         name, sep, path = value.partition("=")
         if not sep or not path:
             raise argparse.ArgumentTypeError(f"expected TOOL=FILE, got {value!r}")
         if name not in names:
-            raise argparse.ArgumentTypeError(f"unknown {noun} {name!r}; use one of {', '.join(names)}")
+            raise argparse.ArgumentTypeError(
+                f"unknown {noun} {name!r}; use one of {', '.join(names)}"
+            )
         return name, path
 
     return parse

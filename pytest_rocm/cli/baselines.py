@@ -15,11 +15,18 @@ from pytest_rocm.cli import exits
 
 
 def add_parser(commands, name: str) -> None:
-    baselines = commands.add_parser(name, help="baseline files: what a change loosened or tightened",
-                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    baselines = commands.add_parser(
+        name,
+        help="baseline files: what a change loosened or tightened",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     baseline_commands = baselines.add_subparsers(dest="baselines_command", required=True)
-    diff = baseline_commands.add_parser("diff", help="compare two baseline files or folders (exit 3 with "
-                                                     "--fail-on-loosened when a threshold was loosened)")
+    diff = baseline_commands.add_parser(
+        "diff",
+        help="compare two baseline files or folders (exit 3 with "
+        "--fail-on-loosened when a threshold was loosened)",
+    )
     diff.add_argument("old", type=Path)
     diff.add_argument("new", type=Path)
     diff.add_argument("--json", action="store_true")
@@ -41,8 +48,10 @@ def run(args) -> int:
             what = f"{change['test']} :: {change['metric']} @ {change['platform']}"
             detail = " -> ".join(x for x in (change.get("before"), change.get("after")) if x)
             print(f"{change['change'].upper():<9} {what}: {detail}")
-        counts = {kind: sum(c["change"] == kind for c in changes)
-                  for kind in ("loosened", "tightened", "moved", "added", "removed")}
+        counts = {
+            kind: sum(c["change"] == kind for c in changes)
+            for kind in ("loosened", "tightened", "moved", "added", "removed")
+        }
         print(", ".join(f"{n} {kind}" for kind, n in counts.items()))
     loosened = any(c["change"] == "loosened" for c in changes)
     return exits.NO if loosened and args.fail_on_loosened else 0

@@ -19,8 +19,12 @@ from pathlib import Path
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="build the static coverage dashboard from history",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = commands.add_parser(
+        name,
+        help="build the static coverage dashboard from history",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--db", required=True, help="the history file (rocm-gate history add)")
     parser.add_argument("--out", required=True, help="the site folder to write")
 
@@ -30,8 +34,10 @@ def run(args) -> int:
     from pytest_rocm.history import store
 
     if not Path(args.db).is_file():
-        print(f"rocm-gate dashboard: {args.db}: no such history file (create it with `rocm-gate history add`)",
-              file=sys.stderr)
+        print(
+            f"rocm-gate dashboard: {args.db}: no such history file (create it with `rocm-gate history add`)",
+            file=sys.stderr,
+        )
         return 2
     try:
         conn = store.connect(args.db)
@@ -40,11 +46,16 @@ def run(args) -> int:
         print(f"rocm-gate dashboard: {exc}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as exc:  # a damaged page found while reading
-        print(f"rocm-gate dashboard: {args.db}: the history database is damaged ({exc}); restore it from a backup "
-              "or rebuild it with `rocm-gate history add`", file=sys.stderr)
+        print(
+            f"rocm-gate dashboard: {args.db}: the history database is damaged ({exc}); restore it from a backup "
+            "or rebuild it with `rocm-gate history add`",
+            file=sys.stderr,
+        )
         return 2
     except OSError as exc:
         print(f"rocm-gate dashboard: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
         return 2
-    print(f"built {len(sizes)} files, {sum(sizes.values()):,} bytes, in {args.out}/ (open index.html)")
+    print(
+        f"built {len(sizes)} files, {sum(sizes.values()):,} bytes, in {args.out}/ (open index.html)"
+    )
     return 0

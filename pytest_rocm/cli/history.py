@@ -41,55 +41,106 @@ WINDOW = whole_number(1, "--window must be at least 1 run, got {value}")
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="add runs to the history store, and ask it for suspects",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = commands.add_parser(
+        name,
+        help="add runs to the history store, and ask it for suspects",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = parser.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="ingest results folders or gate reports")
     add.add_argument("--db", required=True, help="the history file (created when missing)")
-    add.add_argument("--origin", choices=("manifest", "pr", "other"), default="manifest",
-                     help="where the runs come from: as their manifests say (default), or `pr` whatever they say: "
-                          "for results of runs GitHub lists as not on the default branch (a PR's code wrote "
-                          "them, and could claim to be main)")
-    add.add_argument("results", nargs="*", metavar="RESULTS",
-                     help="results folders or gate-report.json files (none: create or migrate the store only)")
-    suspects = actions.add_parser("suspects", help="recurring infra, flaky tests, known gaps ready to close")
+    add.add_argument(
+        "--origin",
+        choices=("manifest", "pr", "other"),
+        default="manifest",
+        help="where the runs come from: as their manifests say (default), or `pr` whatever they say: "
+        "for results of runs GitHub lists as not on the default branch (a PR's code wrote "
+        "them, and could claim to be main)",
+    )
+    add.add_argument(
+        "results",
+        nargs="*",
+        metavar="RESULTS",
+        help="results folders or gate-report.json files (none: create or migrate the store only)",
+    )
+    suspects = actions.add_parser(
+        "suspects", help="recurring infra, flaky tests, known gaps ready to close"
+    )
     suspects.add_argument("--db", required=True)
-    suspects.add_argument("--window", type=WINDOW, default=10, help="runs of each test to look at (default 10)")
+    suspects.add_argument(
+        "--window", type=WINDOW, default=10, help="runs of each test to look at (default 10)"
+    )
     suspects.add_argument("--json", action="store_true")
-    trunk = actions.add_parser("trunk", help="the default branch's state on one SKU, as trunk.json for publish")
+    trunk = actions.add_parser(
+        "trunk", help="the default branch's state on one SKU, as trunk.json for publish"
+    )
     trunk.add_argument("--db", required=True)
-    trunk.add_argument("--sku", required=True, help="the SKU as history stores it (MI300X; several: MI300X/MI355X)")
-    trunk.add_argument("--window", type=WINDOW, default=30, help="main commits to look at (default 30)")
-    trunk.add_argument("--repo", metavar="CHECKOUT", help="a checkout of the repository with main's history")
-    trunk.add_argument("--tracker-url", help="the failure tracker's issue (https://...), linked from the check")
-    trunk.add_argument("--out", default="trunk.json", help="the file to write (default %(default)s)")
-    quarantine = actions.add_parser("quarantine", help="add main failures red too long, lift those green again")
+    trunk.add_argument(
+        "--sku", required=True, help="the SKU as history stores it (MI300X; several: MI300X/MI355X)"
+    )
+    trunk.add_argument(
+        "--window", type=WINDOW, default=30, help="main commits to look at (default 30)"
+    )
+    trunk.add_argument(
+        "--repo", metavar="CHECKOUT", help="a checkout of the repository with main's history"
+    )
+    trunk.add_argument(
+        "--tracker-url", help="the failure tracker's issue (https://...), linked from the check"
+    )
+    trunk.add_argument(
+        "--out", default="trunk.json", help="the file to write (default %(default)s)"
+    )
+    quarantine = actions.add_parser(
+        "quarantine", help="add main failures red too long, lift those green again"
+    )
     quarantine.add_argument("--db", required=True)
     quarantine.add_argument("--sku", required=True)
-    quarantine.add_argument("--file", required=True, help="the quarantine file (created when missing)")
-    quarantine.add_argument("--after-hours", type=float, default=72.0,
-                            help="red on main this long makes a test quarantined (default 72)")
-    quarantine.add_argument("--lift-after", type=whole_number(1, "--lift-after must be at least 1 run, got {value}"),
-                            default=3, help="green main runs in a row that lift it (default 3)")
-    quarantine.add_argument("--window", type=WINDOW, default=30, help="main commits to look at (default 30)")
+    quarantine.add_argument(
+        "--file", required=True, help="the quarantine file (created when missing)"
+    )
+    quarantine.add_argument(
+        "--after-hours",
+        type=float,
+        default=72.0,
+        help="red on main this long makes a test quarantined (default 72)",
+    )
+    quarantine.add_argument(
+        "--lift-after",
+        type=whole_number(1, "--lift-after must be at least 1 run, got {value}"),
+        default=3,
+        help="green main runs in a row that lift it (default 3)",
+    )
+    quarantine.add_argument(
+        "--window", type=WINDOW, default=30, help="main commits to look at (default 30)"
+    )
 
 
 def run(args) -> int:
     from pytest_rocm.history import store
 
     if args.action != "add" and not Path(args.db).is_file():
-        print(f"rocm-gate history: {args.db}: no such history file (create it with `rocm-gate history add`)",
-              file=sys.stderr)
+        print(
+            f"rocm-gate history: {args.db}: no such history file (create it with `rocm-gate history add`)",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     try:
         conn = store.connect(args.db)
-        return {"add": _add, "suspects": _suspects, "trunk": _trunk, "quarantine": _quarantine}[args.action](conn, args)
+        return {"add": _add, "suspects": _suspects, "trunk": _trunk, "quarantine": _quarantine}[
+            args.action
+        ](conn, args)
     except store.HistoryError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
         return exits.BAD_INPUT
-    except sqlite3.DatabaseError as exc:  # a damaged page found while reading, after the store opened
-        print(f"rocm-gate history: {args.db}: the history database is damaged ({exc}); restore it from a backup "
-              "or rebuild it with `rocm-gate history add` from the results folders", file=sys.stderr)
+    except (
+        sqlite3.DatabaseError
+    ) as exc:  # a damaged page found while reading, after the store opened
+        print(
+            f"rocm-gate history: {args.db}: the history database is damaged ({exc}); restore it from a backup "
+            "or rebuild it with `rocm-gate history add` from the results folders",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
 
 
@@ -98,7 +149,9 @@ def _add(conn, args) -> int:
 
     status = exits.OK
     if not args.results:
-        print(f"{args.db}: history store at schema version {store.version(conn)}, {len(queries.runs(conn))} run(s)")
+        print(
+            f"{args.db}: history store at schema version {store.version(conn)}, {len(queries.runs(conn))} run(s)"
+        )
     for source in args.results:
         try:
             done = store.ingest(conn, source, args.origin)
@@ -106,29 +159,42 @@ def _add(conn, args) -> int:
             print(f"rocm-gate history: refused: {visible(exc)}", file=sys.stderr)
             status = exits.BAD_INPUT
             continue
-        print(f"{'added' if done.added else 'already in the store'}: {visible(source)} (run {done.run_id}, "
-              f"{done.tests} tests)")
+        print(
+            f"{'added' if done.added else 'already in the store'}: {visible(source)} (run {done.run_id}, "
+            f"{done.tests} tests)"
+        )
     return status
 
 
 def _suspects(conn, args) -> int:
     from pytest_rocm.history import queries
 
-    found = {"suspects": queries.suspects(conn, args.window), **queries.flaky(conn, args.window),
-             "known_gaps_ready_to_close": [g for g in queries.known_gaps(conn) if g["ready_to_close"]]}
+    found = {
+        "suspects": queries.suspects(conn, args.window),
+        **queries.flaky(conn, args.window),
+        "known_gaps_ready_to_close": [g for g in queries.known_gaps(conn) if g["ready_to_close"]],
+    }
     if args.json:
         print(json.dumps(found, indent=2))  # JSON escapes control characters itself
         return exits.OK
     lines = [f"suspects ({len(found['suspects'])}):"]
     lines += [f"  {s['kind']}: {s['test']}: {s['reason']}" for s in found["suspects"]]
     lines.append(f"flaky now ({len(found['flaky'])}; pass and fail on one commit and SKU):")
-    lines += [f"  {f['test']}: {f['flaky_runs']} flaky of its last {f['runs']} runs on {', '.join(f['skus'])} "
-              f"(first seen {f['first_seen']}, last {f['last_seen']})" for f in found["flaky"]]
+    lines += [
+        f"  {f['test']}: {f['flaky_runs']} flaky of its last {f['runs']} runs on {', '.join(f['skus'])} "
+        f"(first seen {f['first_seen']}, last {f['last_seen']})"
+        for f in found["flaky"]
+    ]
     lines.append(f"no longer flaky ({len(found['stopped'])}):")
     lines += [f"  {f['test']} (last flake {f['last_seen']})" for f in found["stopped"]]
-    lines.append(f"known gaps whose test now passes on every SKU it was seen on "
-                 f"({len(found['known_gaps_ready_to_close'])}):")
-    lines += [f"  {g['test']}: {g['issue']} ({', '.join(g['skus'])})" for g in found["known_gaps_ready_to_close"]]
+    lines.append(
+        f"known gaps whose test now passes on every SKU it was seen on "
+        f"({len(found['known_gaps_ready_to_close'])}):"
+    )
+    lines += [
+        f"  {g['test']}: {g['issue']} ({', '.join(g['skus'])})"
+        for g in found["known_gaps_ready_to_close"]
+    ]
     print("\n".join(visible(line) for line in lines))
     return exits.OK
 
@@ -138,14 +204,29 @@ def _main_commits(checkout: str, newest: str | None) -> list[str]:
     if newest is None:
         return []
     try:
-        done = subprocess.run(["git", "-C", checkout, "rev-list", "--first-parent", "--reverse",
-                               "--max-count=20000", "--end-of-options", newest], capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [
+                "git",
+                "-C",
+                checkout,
+                "rev-list",
+                "--first-parent",
+                "--reverse",
+                "--max-count=20000",
+                "--end-of-options",
+                newest,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ValueError(f"--repo {checkout}: git failed ({exc})") from None
     if done.returncode != 0:
-        raise ValueError(f"--repo {checkout}: cannot list main's commits up to {newest[:12]} (the newest tested "
-                         f"main commit): {done.stderr.strip()[:300]}; fetch main's history into that checkout")
+        raise ValueError(
+            f"--repo {checkout}: cannot list main's commits up to {newest[:12]} (the newest tested "
+            f"main commit): {done.stderr.strip()[:300]}; fetch main's history into that checkout"
+        )
     return done.stdout.split()
 
 
@@ -156,8 +237,10 @@ def _trunk(conn, args) -> int:
 
     runs = state.main_runs(conn, args.sku)
     if args.tracker_url and not args.tracker_url.startswith("https://"):
-        print(f"rocm-gate history: --tracker-url must be an https:// link, got {visible(args.tracker_url)!r}",
-              file=sys.stderr)
+        print(
+            f"rocm-gate history: --tracker-url must be an https:// link, got {visible(args.tracker_url)!r}",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     try:
         commits = _main_commits(args.repo, runs[-1][1] if runs else None) if args.repo else None
@@ -166,23 +249,37 @@ def _trunk(conn, args) -> int:
         return exits.BAD_INPUT
     from datetime import datetime
 
-    document = state.build(conn, args.sku, args.window, commits, datetime.now(UTC).isoformat(
-        timespec="seconds"), args.tracker_url)
+    document = state.build(
+        conn,
+        args.sku,
+        args.window,
+        commits,
+        datetime.now(UTC).isoformat(timespec="seconds"),
+        args.tracker_url,
+    )
     if not runs:
         skus = sorted({r["sku"] for r in queries.runs(conn)})
-        print(f"rocm-gate history: warning: no main runs of {visible(args.sku)} in {args.db} (SKUs stored: "
-              f"{', '.join(map(visible, skus)) or 'none'}; a run counts as main when its manifest's provenance is a "
-              "push, schedule or dispatch on the default branch): the trunk state says nothing", file=sys.stderr)
+        print(
+            f"rocm-gate history: warning: no main runs of {visible(args.sku)} in {args.db} (SKUs stored: "
+            f"{', '.join(map(visible, skus)) or 'none'}; a run counts as main when its manifest's provenance is a "
+            "push, schedule or dispatch on the default branch): the trunk state says nothing",
+            file=sys.stderr,
+        )
     try:
         write_json_atomic(args.out, document)
     except OSError as exc:
-        print(f"rocm-gate history: --out {visible(args.out)}: cannot write the trunk state ({exc.strerror or exc}); "
-              "give a file path in a writable folder", file=sys.stderr)
+        print(
+            f"rocm-gate history: --out {visible(args.out)}: cannot write the trunk state ({exc.strerror or exc}); "
+            "give a file path in a writable folder",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     failing = sum(t["state"] == "failing" for t in document["tests"].values())
     flaky = sum(bool(t["flaky_count"]) for t in document["tests"].values())
-    print(f"{args.out}: {visible(args.sku)} over {document['main_commits']} main commit(s) ({document['main_runs']} "
-          f"run(s)): {failing} failing, {flaky} flaky, {document['green']} green")
+    print(
+        f"{args.out}: {visible(args.sku)} over {document['main_commits']} main commit(s) ({document['main_runs']} "
+        f"run(s)): {failing} failing, {flaky} flaky, {document['green']} green"
+    )
     return exits.OK
 
 
@@ -192,24 +289,36 @@ def _quarantine(conn, args) -> int:
     from pytest_rocm.trunk import quarantine, state
 
     if not (args.after_hours >= 0 and args.after_hours < 1e6):
-        print(f"rocm-gate history: --after-hours must be a number of hours from 0, got {args.after_hours}",
-              file=sys.stderr)
+        print(
+            f"rocm-gate history: --after-hours must be a number of hours from 0, got {args.after_hours}",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     path = Path(args.file)
     try:
         document = load_artifact(path, "quarantine") if path.exists() else quarantine.empty()
     except ArtifactError as exc:
-        print(f"rocm-gate history: {visible(exc)}; fix it or delete it to start again", file=sys.stderr)
+        print(
+            f"rocm-gate history: {visible(exc)}; fix it or delete it to start again",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     trunk = state.build(conn, args.sku, args.window)
-    document, added, lifted = quarantine.update(conn, document, trunk, args.after_hours, args.lift_after)
+    document, added, lifted = quarantine.update(
+        conn, document, trunk, args.after_hours, args.lift_after
+    )
     try:
         write_json_atomic(path, document)
     except OSError as exc:
-        print(f"rocm-gate history: --file {visible(path)}: cannot write it ({exc.strerror or exc})", file=sys.stderr)
+        print(
+            f"rocm-gate history: --file {visible(path)}: cannot write it ({exc.strerror or exc})",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
-    lines = [f"{path}: {len(document['tests'])} quarantined, {len(added)} added, {len(lifted)} lifted on "
-             f"{args.sku}"]
+    lines = [
+        f"{path}: {len(document['tests'])} quarantined, {len(added)} added, {len(lifted)} lifted on "
+        f"{args.sku}"
+    ]
     lines += [f"  added: {name}" for name in added] + [f"  lifted: {name}" for name in lifted]
     print("\n".join(visible(line) for line in lines))
     return exits.OK

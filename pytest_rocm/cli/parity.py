@@ -21,34 +21,80 @@ def _fraction(value: str) -> float:
     try:
         number = float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction from 0 to 1, got {value!r}"
+        ) from None
     if math.isnan(number) or not 0 <= number <= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1 (0.9 for 90%), got {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction from 0 to 1 (0.9 for 90%), got {value!r}"
+        )
     return number
 
 
 def add_parser(commands, name: str) -> None:
     parity = commands.add_parser(
-        name, help="CUDA-parity coverage: of what passes on the reference, how much passes on the candidate",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parity.add_argument("--reference", nargs="+", default=[], metavar="PATH",
-                        help="reference run (usually CUDA): JUnit XML files, gate-report.json files, or folders of them")
-    parity.add_argument("--candidate", nargs="+", default=[], metavar="PATH", help="candidate run (usually ROCm)")
+        name,
+        help="CUDA-parity coverage: of what passes on the reference, how much passes on the candidate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parity.add_argument(
+        "--reference",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="reference run (usually CUDA): JUnit XML files, gate-report.json files, or folders of them",
+    )
+    parity.add_argument(
+        "--candidate", nargs="+", default=[], metavar="PATH", help="candidate run (usually ROCm)"
+    )
     parity.add_argument("--reference-label", default="CUDA")
     parity.add_argument("--candidate-label", default="ROCm")
-    parity.add_argument("--groups", type=map_file, metavar="MAP",
-                        help="group map for tests without a group property: a file, or a shipped map by name (vllm)")
-    parity.add_argument("--applicability", type=map_file, metavar="TOML",
-                        help="tests that can never apply to ROCm, with reasons (left out of the denominator)")
-    parity.add_argument("--previous", type=Path, metavar="parity.json", help="an earlier report: list newly broken and fixed")
-    parity.add_argument("--min-parity", type=_fraction, metavar="FRACTION", help="exit 3 when overall parity is below this")
-    parity.add_argument("--strip-prefix", action="append", default=[], metavar="PREFIX",
-                        help="leading path to remove from test ids on both sides (repeatable); "
-                             "a common prefix on one side is also found automatically")
-    parity.add_argument("--keep-going", action="store_true", help="drop unreadable files (named in the report) and go on")
-    parity.add_argument("--sglang-registry", metavar="DIR|JSONL",
-                        help="SGLang checkout (test/registered/) or JSONL of its register_*_ci calls: declared coverage")
-    parity.add_argument("--out", type=Path, required=True, metavar="DIR", help="where parity.json and parity.md go")
+    parity.add_argument(
+        "--groups",
+        type=map_file,
+        metavar="MAP",
+        help="group map for tests without a group property: a file, or a shipped map by name (vllm)",
+    )
+    parity.add_argument(
+        "--applicability",
+        type=map_file,
+        metavar="TOML",
+        help="tests that can never apply to ROCm, with reasons (left out of the denominator)",
+    )
+    parity.add_argument(
+        "--previous",
+        type=Path,
+        metavar="parity.json",
+        help="an earlier report: list newly broken and fixed",
+    )
+    parity.add_argument(
+        "--min-parity",
+        type=_fraction,
+        metavar="FRACTION",
+        help="exit 3 when overall parity is below this",
+    )
+    parity.add_argument(
+        "--strip-prefix",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="leading path to remove from test ids on both sides (repeatable); "
+        "a common prefix on one side is also found automatically",
+    )
+    parity.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="drop unreadable files (named in the report) and go on",
+    )
+    parity.add_argument(
+        "--sglang-registry",
+        metavar="DIR|JSONL",
+        help="SGLang checkout (test/registered/) or JSONL of its register_*_ci calls: declared coverage",
+    )
+    parity.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="where parity.json and parity.md go"
+    )
 
 
 def run(args) -> int:
@@ -71,7 +117,10 @@ def run(args) -> int:
     )
 
     if bool(args.reference) != bool(args.candidate) or not (args.reference or args.sglang_registry):
-        print("rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)", file=sys.stderr)
+        print(
+            "rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     try:
         group_map = load_group_map(args.groups) if args.groups else None
@@ -79,15 +128,21 @@ def run(args) -> int:
         previous = parity_mod.read_previous(args.previous) if args.previous else None
         report: dict = {"schema": parity_mod.PARITY_SCHEMA}
         if args.reference:
-            reference, candidate = load_sides([(args.reference_label, args.reference),
-                                               (args.candidate_label, args.candidate)], args.keep_going)
+            reference, candidate = load_sides(
+                [(args.reference_label, args.reference), (args.candidate_label, args.candidate)],
+                args.keep_going,
+            )
             for side in (reference, candidate):
                 parity_mod.strip_explicit(side, args.strip_prefix)
-            report = parity_mod.compute(reference, candidate, group_map, applicability, previous=previous)
+            report = parity_mod.compute(
+                reference, candidate, group_map, applicability, previous=previous
+            )
         if args.sglang_registry:
             registered = read_registry(args.sglang_registry)
             report["sglang"] = declared_parity(registered, applicability)
-            if args.reference:  # registrations and results together: declared against executed, per file
+            if (
+                args.reference
+            ):  # registrations and results together: declared against executed, per file
                 report["sglang"]["executed"] = executed_coverage(registered, report, applicability)
     except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
         print(f"rocm-gate parity: {exc}", file=sys.stderr)
@@ -98,10 +153,15 @@ def run(args) -> int:
     markdown = render(report, args.min_parity)
     write_json_atomic(args.out / "parity.json", report)
     (args.out / "parity.md").write_text(markdown, encoding="utf-8")
-    headline = report.get("overall", {}).get("parity") if "overall" in report else report["sglang"]["declared_parity"]
+    headline = (
+        report.get("overall", {}).get("parity")
+        if "overall" in report
+        else report["sglang"]["declared_parity"]
+    )
     print(markdown.split("\n\n")[0].lstrip("# "))
-    for dropped in report.get("inputs", {}).get("reference", {}).get("dropped", []) + \
-            report.get("inputs", {}).get("candidate", {}).get("dropped", []):
+    for dropped in report.get("inputs", {}).get("reference", {}).get("dropped", []) + report.get(
+        "inputs", {}
+    ).get("candidate", {}).get("dropped", []):
         print(f"dropped: {dropped}", file=sys.stderr)
     print(f"wrote {args.out / 'parity.json'} and {args.out / 'parity.md'}")
     if args.min_parity is not None and (headline is None or headline < args.min_parity):

@@ -27,7 +27,9 @@ from pytest_rocm.cli.arguments import sku, tool_file, whole_number
 from pytest_rocm.preflight import LAYERS
 from pytest_rocm.preflight.readers import READERS, TOOLS
 
-MAX_SOURCE_BYTES = 64 * 2**20  # the longest capture is a kernel log of a few MB; /dev/zero must not fill memory
+MAX_SOURCE_BYTES = (
+    64 * 2**20
+)  # the longest capture is a kernel log of a few MB; /dev/zero must not fill memory
 
 
 def _layers(value: str) -> tuple[str, ...]:
@@ -36,36 +38,100 @@ def _layers(value: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in value.split(",") if n.strip())
     unknown = [n for n in names if n not in LAYERS]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown layer(s) {', '.join(unknown)}; use {', '.join(LAYERS)} or none")
+        raise argparse.ArgumentTypeError(
+            f"unknown layer(s) {', '.join(unknown)}; use {', '.join(LAYERS)} or none"
+        )
     return names
 
 
 def add_parser(commands, name: str) -> None:
     from pytest_rocm.preflight.layers import DEFAULT_REQUIRED
 
-    parser = commands.add_parser(name, help="prove this runner in five layers before it takes a job",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--source", metavar="TOOL=FILE", type=tool_file(TOOLS, "tool"), action="append", default=[],
-                        help=f"read a tool's saved output instead of running it (repeatable): {', '.join(TOOLS)}")
-    parser.add_argument("--sku", type=sku, help="the runner's SKU (default: named by the outputs or detected)")
-    parser.add_argument("--thresholds", metavar="FILE", help="per-SKU thresholds (default: the packaged thresholds.toml)")
-    parser.add_argument("--platform", metavar="NAME|FILE", help="framework layer: a simulated profile instead of detecting")
-    parser.add_argument("--expect-gpus", type=whole_number(0, "a GPU count cannot be negative, got {value}"), metavar="N",
-                        help="framework layer: exactly N GPUs (default: the SKU's node size from the thresholds)")
-    parser.add_argument("--stack", metavar="FILE", help="framework layer: the runner image's manifest (JSON: image, packages)")
-    parser.add_argument("--expect-stack", metavar="FILE", help="framework layer: the stack the job pins (same form)")
-    parser.add_argument("--smoke-command", metavar="CMD", help="workload layer: a short serving test, run on each GPU alone")
-    parser.add_argument("--smoke-timeout", type=whole_number(1, "a timeout is at least 1 s, got {value}"), default=600,
-                        metavar="S", help="workload layer: seconds per GPU (default 600)")
-    parser.add_argument("--history", metavar="DIR", help="recovery layer: earlier preflight.json and gate-report.json files")
-    parser.add_argument("--node", help="this node's name (default: NODE_NAME, RUNNER_NAME, ... or the hostname)")
-    parser.add_argument("--benchmarks", action="store_true", help="live: also run rccl-tests, BabelStream, TransferBench")
-    parser.add_argument("--kernel-log-since", default="-1h", metavar="WHEN",
-                        help="live: read the kernel log from then on (journalctl --since; default -1h, the last job)")
-    parser.add_argument("--require", type=_layers, default=DEFAULT_REQUIRED, metavar="LAYERS",
-                        help=f"layers that must not be skipped (default {','.join(DEFAULT_REQUIRED)}; 'none' for none)")
-    parser.add_argument("--out", metavar="FILE", help="write the evidence as JSON (schema pytest-rocm/preflight/1)")
-    parser.add_argument("--json", action="store_true", help="print the evidence as JSON instead of the summary")
+    parser = commands.add_parser(
+        name,
+        help="prove this runner in five layers before it takes a job",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--source",
+        metavar="TOOL=FILE",
+        type=tool_file(TOOLS, "tool"),
+        action="append",
+        default=[],
+        help=f"read a tool's saved output instead of running it (repeatable): {', '.join(TOOLS)}",
+    )
+    parser.add_argument(
+        "--sku", type=sku, help="the runner's SKU (default: named by the outputs or detected)"
+    )
+    parser.add_argument(
+        "--thresholds",
+        metavar="FILE",
+        help="per-SKU thresholds (default: the packaged thresholds.toml)",
+    )
+    parser.add_argument(
+        "--platform",
+        metavar="NAME|FILE",
+        help="framework layer: a simulated profile instead of detecting",
+    )
+    parser.add_argument(
+        "--expect-gpus",
+        type=whole_number(0, "a GPU count cannot be negative, got {value}"),
+        metavar="N",
+        help="framework layer: exactly N GPUs (default: the SKU's node size from the thresholds)",
+    )
+    parser.add_argument(
+        "--stack",
+        metavar="FILE",
+        help="framework layer: the runner image's manifest (JSON: image, packages)",
+    )
+    parser.add_argument(
+        "--expect-stack", metavar="FILE", help="framework layer: the stack the job pins (same form)"
+    )
+    parser.add_argument(
+        "--smoke-command",
+        metavar="CMD",
+        help="workload layer: a short serving test, run on each GPU alone",
+    )
+    parser.add_argument(
+        "--smoke-timeout",
+        type=whole_number(1, "a timeout is at least 1 s, got {value}"),
+        default=600,
+        metavar="S",
+        help="workload layer: seconds per GPU (default 600)",
+    )
+    parser.add_argument(
+        "--history",
+        metavar="DIR",
+        help="recovery layer: earlier preflight.json and gate-report.json files",
+    )
+    parser.add_argument(
+        "--node", help="this node's name (default: NODE_NAME, RUNNER_NAME, ... or the hostname)"
+    )
+    parser.add_argument(
+        "--benchmarks",
+        action="store_true",
+        help="live: also run rccl-tests, BabelStream, TransferBench",
+    )
+    parser.add_argument(
+        "--kernel-log-since",
+        default="-1h",
+        metavar="WHEN",
+        help="live: read the kernel log from then on (journalctl --since; default -1h, the last job)",
+    )
+    parser.add_argument(
+        "--require",
+        type=_layers,
+        default=DEFAULT_REQUIRED,
+        metavar="LAYERS",
+        help=f"layers that must not be skipped (default {','.join(DEFAULT_REQUIRED)}; 'none' for none)",
+    )
+    parser.add_argument(
+        "--out", metavar="FILE", help="write the evidence as JSON (schema pytest-rocm/preflight/1)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the evidence as JSON instead of the summary"
+    )
 
 
 def _read_json(path: str, what: str) -> dict:
@@ -91,18 +157,26 @@ def _outputs(args, platform, benchmark_timeout_s: float) -> list:
                 with open(path, "rb") as handle:  # a pipe too: --source dmesg=<(journalctl -k)
                     raw = handle.read(MAX_SOURCE_BYTES + 1)
             except OSError as exc:
-                raise ValueError(f"{path}: cannot read it ({exc.strerror}); check the path given to --source {tool}=") from None
+                raise ValueError(
+                    f"{path}: cannot read it ({exc.strerror}); check the path given to --source {tool}="
+                ) from None
             if len(raw) > MAX_SOURCE_BYTES:
-                raise ValueError(f"{path}: over {MAX_SOURCE_BYTES // 2**20} MiB, far more than {tool} prints; "
-                                 f"check the path given to --source {tool}=")
-            outputs.append(ToolOutput(tool, path, raw.decode("utf-8-sig", errors="replace")))  # a BOM is not text
+                raise ValueError(
+                    f"{path}: over {MAX_SOURCE_BYTES // 2**20} MiB, far more than {tool} prints; "
+                    f"check the path given to --source {tool}="
+                )
+            outputs.append(
+                ToolOutput(tool, path, raw.decode("utf-8-sig", errors="replace"))
+            )  # a BOM is not text
         return outputs
     commands = live.quick_commands(args.kernel_log_since)
     if args.benchmarks:
         commands += live.benchmark_commands(platform.gpu_count if platform else 0)
     benchmarks = {tool for tool, _ in live.benchmark_commands(0)}
-    return [live.run(tool, command, benchmark_timeout_s if tool in benchmarks else live.QUICK_TIMEOUT_S)
-            for tool, command in commands]
+    return [
+        live.run(tool, command, benchmark_timeout_s if tool in benchmarks else live.QUICK_TIMEOUT_S)
+        for tool, command in commands
+    ]
 
 
 def run(args) -> int:
@@ -118,9 +192,19 @@ def run(args) -> int:
             check_writable(args.out)
         table = thresholds.load(args.thresholds)
         stack = _read_json(args.stack, "the runner image's manifest") if args.stack else None
-        expected_stack = _read_json(args.expect_stack, "the stack the job pins") if args.expect_stack else None
-        platform = detect.detect(profile=args.platform) if args.platform else None if args.source else detect.detect_live()
-        timeout_s = table.for_sku(args.sku or _platform_sku(platform)).get("rccl_timeout_s", live.BENCHMARK_TIMEOUT_S)
+        expected_stack = (
+            _read_json(args.expect_stack, "the stack the job pins") if args.expect_stack else None
+        )
+        platform = (
+            detect.detect(profile=args.platform)
+            if args.platform
+            else None
+            if args.source
+            else detect.detect_live()
+        )
+        timeout_s = table.for_sku(args.sku or _platform_sku(platform)).get(
+            "rccl_timeout_s", live.BENCHMARK_TIMEOUT_S
+        )
         outputs = _outputs(args, platform, timeout_s)
         history = drain.read_history(Path(args.history)) if args.history else None
     except (thresholds.ThresholdError, ProfileError, drain.EvidenceFolderError, ValueError) as exc:
@@ -132,10 +216,20 @@ def run(args) -> int:
 
     def tool_layer(name):
         tools = ", ".join(t for t in TOOLS if _layer_of(t) == name)
-        nothing = (f"no output of {tools}: give --source TOOL=FILE" if args.source
-                   else f"{tools} not run: add --benchmarks" if name == "communication" else "no tool output")
-        return lambda layer: layers.read_outputs(layer, [o for o in outputs if _layer_of(o.tool) == name], limits, nothing,
-                                                 required=name in args.require)
+        nothing = (
+            f"no output of {tools}: give --source TOOL=FILE"
+            if args.source
+            else f"{tools} not run: add --benchmarks"
+            if name == "communication"
+            else "no tool output"
+        )
+        return lambda layer: layers.read_outputs(
+            layer,
+            [o for o in outputs if _layer_of(o.tool) == name],
+            limits,
+            nothing,
+            required=name in args.require,
+        )
 
     def recovery(layer: Layer) -> None:
         if history is None:
@@ -145,34 +239,65 @@ def run(args) -> int:
         from pytest_rocm.preflight.evidence import finding
 
         layer.findings = [finding("drain", "failed", reason) for reason in decision.reasons] or [
-            finding("drain", "ok", f"no drain pattern in {len(history.preflights)} preflight(s) and "
-                    f"{len(history.reports)} gate report(s)"
-                    + (f" ({len(history.skipped)} file(s) skipped: {history.skipped[0]})" if history.skipped else ""))]
+            finding(
+                "drain",
+                "ok",
+                f"no drain pattern in {len(history.preflights)} preflight(s) and "
+                f"{len(history.reports)} gate report(s)"
+                + (
+                    f" ({len(history.skipped)} file(s) skipped: {history.skipped[0]})"
+                    if history.skipped
+                    else ""
+                ),
+            )
+        ]
         layer.verdict = "failed" if decision.drain else "ok"
         layer.reason = "; ".join(f.message for f in layer.findings)
 
     expect_gpus = args.expect_gpus if args.expect_gpus is not None else limits.get("gpus")
-    doctor_problems = check(platform, expect_gpus, runner_sku, require_gpu=True)[1] if platform else []
-    pipeline = layers.run_pipeline({
-        "hardware": tool_layer("hardware"),
-        "communication": tool_layer("communication"),
-        "framework": lambda layer: layers.framework_layer(layer, platform, doctor_problems, stack, expected_stack),
-        "workload": lambda layer: layers.workload_layer(layer, platform, args.smoke_command, args.smoke_timeout),
-        "recovery": recovery,
-    })
+    doctor_problems = (
+        check(platform, expect_gpus, runner_sku, require_gpu=True)[1] if platform else []
+    )
+    pipeline = layers.run_pipeline(
+        {
+            "hardware": tool_layer("hardware"),
+            "communication": tool_layer("communication"),
+            "framework": lambda layer: layers.framework_layer(
+                layer, platform, doctor_problems, stack, expected_stack
+            ),
+            "workload": lambda layer: layers.workload_layer(
+                layer, platform, args.smoke_command, args.smoke_timeout
+            ),
+            "recovery": recovery,
+        }
+    )
     decision, summary = layers.decide(pipeline, args.require)
-    code = {layers.ACCEPTED: exits.OK, layers.REFUSED: exits.NO, layers.NOT_PROVEN: exits.NOT_DONE}[decision]
-    evidence = {"schema": layers.PREFLIGHT_SCHEMA, "node": node, "sku": runner_sku, "thresholds": str(table.path),
-                "started": started, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-                "exit_code": code, "accepted": decision == layers.ACCEPTED, "summary": summary,
-                "required": list(args.require), "layers": [layer.to_dict() for layer in pipeline]}
+    code = {layers.ACCEPTED: exits.OK, layers.REFUSED: exits.NO, layers.NOT_PROVEN: exits.NOT_DONE}[
+        decision
+    ]
+    evidence = {
+        "schema": layers.PREFLIGHT_SCHEMA,
+        "node": node,
+        "sku": runner_sku,
+        "thresholds": str(table.path),
+        "started": started,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "exit_code": code,
+        "accepted": decision == layers.ACCEPTED,
+        "summary": summary,
+        "required": list(args.require),
+        "layers": [layer.to_dict() for layer in pipeline],
+    }
     if args.out:
         from pytest_rocm.schemas.artifacts import write_json_atomic
 
         try:
             write_json_atomic(args.out, evidence)
         except OSError as exc:
-            print(f"rocm-gate preflight: {args.out}: cannot write the evidence ({exc.strerror or exc})", file=sys.stderr)
+            print(
+                f"rocm-gate preflight: {args.out}: cannot write the evidence ({exc.strerror or exc})",
+                file=sys.stderr,
+            )
             return exits.BAD_INPUT
     print(json.dumps(evidence, indent=2) if args.json else render(evidence))
     return code
@@ -183,23 +308,31 @@ def check_writable(out: str) -> None:
     try:
         _check_writable(out)
     except OSError as exc:  # a name too long, a loop of links: said, not a traceback
-        raise ValueError(f"{out}: not a path a file can be written to ({exc.strerror or exc})") from None
+        raise ValueError(
+            f"{out}: not a path a file can be written to ({exc.strerror or exc})"
+        ) from None
 
 
 def _check_writable(out: str) -> None:
     path = Path(out)
     if out.endswith(("/", "\\")) or path.is_dir():
-        raise ValueError(f"{out}: a folder; give --out a file name, such as {path / 'preflight.json'}")
+        raise ValueError(
+            f"{out}: a folder; give --out a file name, such as {path / 'preflight.json'}"
+        )
     if path.is_symlink() or path.exists() and not path.is_file():
         # The write renames a new file over the path: it would replace a link or a device (/dev/null) itself.
-        raise ValueError(f"{out}: not a plain file (a link or a device); give --out the path of a file")
+        raise ValueError(
+            f"{out}: not a plain file (a link or a device); give --out the path of a file"
+        )
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{out}: not writable (check its permissions)")
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise ValueError(f"{out}: {ancestor} is a file, not a folder; give --out a path in a folder")
+        raise ValueError(
+            f"{out}: {ancestor} is a file, not a folder; give --out a path in a folder"
+        )
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ValueError(f"{out}: cannot create files in {ancestor} (check its permissions)")
 
@@ -218,17 +351,26 @@ def render(evidence: dict) -> str:
     lines = [f"preflight of {evidence['node']} (SKU {evidence['sku'] or 'unknown'})"]
     for layer in evidence["layers"]:
         shown = [item for item in layer["findings"] if item["status"] != "ok"]
-        lines.append(f"  {layer['name']:<14} {layer['verdict'].upper():<9} "
-                     + (f"{len(shown)} finding(s):" if shown else layer["reason"][:300]))
+        lines.append(
+            f"  {layer['name']:<14} {layer['verdict'].upper():<9} "
+            + (f"{len(shown)} finding(s):" if shown else layer["reason"][:300])
+        )
         for item in shown:
-            where = f"{item.get('file')}:{item['line']}" if item.get("line") else item.get("file") or ""
+            where = (
+                f"{item.get('file')}:{item['line']}" if item.get("line") else item.get("file") or ""
+            )
             times = f" (x{item['count']})" if item.get("count", 1) > 1 else ""
-            lines.append(f"      {item['status']:<8} {item['message'][:300]}{times}" + (f"  [{where}]" if where else ""))
+            lines.append(
+                f"      {item['status']:<8} {item['message'][:300]}{times}"
+                + (f"  [{where}]" if where else "")
+            )
             if item.get("text"):
                 lines.append(f"               > {item['text'][:120]}")
         for source in layer["sources"]:
             if source.get("unread"):
-                lines.append(f"      note: {source['unread']} line(s) of {source['file']} not understood "
-                             f"(first at line {source['unread_lines'][0]['line']})")
+                lines.append(
+                    f"      note: {source['unread']} line(s) of {source['file']} not understood "
+                    f"(first at line {source['unread_lines'][0]['line']})"
+                )
     lines.append(evidence["summary"][:500] + f" (exit {evidence['exit_code']})")
     return "\n".join(lines)

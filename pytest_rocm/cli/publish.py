@@ -49,48 +49,109 @@ from pytest_rocm.cli.arguments import whole_number
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="publish a run's results as a GitHub check run",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", metavar="RESULTS_DIR", nargs="?",
-                        help="results you made yourself (gate-report.json, manifest.json, parity.json)")
+    parser = commands.add_parser(
+        name,
+        help="publish a run's results as a GitHub check run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "results",
+        metavar="RESULTS_DIR",
+        nargs="?",
+        help="results you made yourself (gate-report.json, manifest.json, parity.json)",
+    )
     github_options.add(parser)
     trusted = parser.add_argument_group("in the publish workflow (on: workflow_run)")
-    trusted.add_argument("--workflow-run", action="store_true",
-                         help="publish the gate run of the workflow_run event in $GITHUB_EVENT_PATH")
-    trusted.add_argument("--gate-workflow", metavar="PIN",
-                         help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller workflow uses")
+    trusted.add_argument(
+        "--workflow-run",
+        action="store_true",
+        help="publish the gate run of the workflow_run event in $GITHUB_EVENT_PATH",
+    )
+    trusted.add_argument(
+        "--gate-workflow",
+        metavar="PIN",
+        help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller workflow uses",
+    )
     trusted.add_argument("--runner-group", help="the self-hosted runner group of the runner class")
     local = parser.add_argument_group("with RESULTS_DIR")
-    local.add_argument("--sha", help="the commit the check lands on (a PR's head, not its merge commit)")
+    local.add_argument(
+        "--sha", help="the commit the check lands on (a PR's head, not its merge commit)"
+    )
     local.add_argument("--sha-from-results", action="store_true", help=argparse.SUPPRESS)
     local.add_argument("--run-id", help="kept as the check's external_id (default: $GITHUB_RUN_ID)")
-    local.add_argument("--details-url", help="the run's page (default: built from $GITHUB_SERVER_URL, repository, run id)")
-    local.add_argument("--in-progress", action="store_true", help="mark the check running (start of a run)")
+    local.add_argument(
+        "--details-url",
+        help="the run's page (default: built from $GITHUB_SERVER_URL, repository, run id)",
+    )
+    local.add_argument(
+        "--in-progress", action="store_true", help="mark the check running (start of a run)"
+    )
     local.add_argument("--run-conclusion", help="how the run ended (used when it left no results)")
-    local.add_argument("--dry-run", action="store_true", help="print the check run as JSON; send nothing")
-    parser.add_argument("--runner-class", help="names the check `rocm-gate / CLASS` (with RESULTS_DIR, default: the "
-                                               "SKU the run saw)")
-    parser.add_argument("--incomplete", choices=("block", "neutral"), default="block",
-                        help="conclusion of an incomplete run, or one where no blocking gate ran: block "
-                             "(action_required, the default) or neutral (soft rollout, with a warning)")
-    parser.add_argument("--allow-simulated", action="store_true",
-                        help="publish results of a simulated platform (a demo): SIMULATED in the title and summary, "
-                             "and never `success`")
-    parser.add_argument("--path-prefix", default="", help="prefix of the test ids' paths in the repository (for annotations)")
-    parser.add_argument("--base-parity", metavar="FILE", help="the base branch's last parity.json, for the change per group")
-    parser.add_argument("--trunk", metavar="FILE",
-                        help="main's state on this SKU (`rocm-gate history trunk`, made on the default branch): each "
-                             "blocking failure is then new (blocks), pre-existing on main or flaky on main (neither "
-                             "blocks); docs/reference.md \"Conclusions\"")
-    parser.add_argument("--unsent", metavar="FILE", default="rocm-gate-unsent-check.json",
-                        help="where the payload goes when GitHub cannot be reached (default: %(default)s)")
-    parser.add_argument("--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6,
-                        help="attempts per request before giving up (default 6)")
-    parser.add_argument("--backoff", type=float, default=2.0, metavar="S",
-                        help="first wait after a failed attempt, doubled each time, capped at 120 s (default 2)")
-    parser.add_argument("--settle", type=float, default=10.0, metavar="S",
-                        help="after a write that may have been applied, wait until S seconds after it was sent "
-                             "before reading the state again (default 10: GitHub's own limit per request)")
+    local.add_argument(
+        "--dry-run", action="store_true", help="print the check run as JSON; send nothing"
+    )
+    parser.add_argument(
+        "--runner-class",
+        help="names the check `rocm-gate / CLASS` (with RESULTS_DIR, default: the SKU the run saw)",
+    )
+    parser.add_argument(
+        "--incomplete",
+        choices=("block", "neutral"),
+        default="block",
+        help="conclusion of an incomplete run, or one where no blocking gate ran: block "
+        "(action_required, the default) or neutral (soft rollout, with a warning)",
+    )
+    parser.add_argument(
+        "--allow-simulated",
+        action="store_true",
+        help="publish results of a simulated platform (a demo): SIMULATED in the title and summary, "
+        "and never `success`",
+    )
+    parser.add_argument(
+        "--path-prefix",
+        default="",
+        help="prefix of the test ids' paths in the repository (for annotations)",
+    )
+    parser.add_argument(
+        "--base-parity",
+        metavar="FILE",
+        help="the base branch's last parity.json, for the change per group",
+    )
+    parser.add_argument(
+        "--trunk",
+        metavar="FILE",
+        help="main's state on this SKU (`rocm-gate history trunk`, made on the default branch): each "
+        "blocking failure is then new (blocks), pre-existing on main or flaky on main (neither "
+        'blocks); docs/reference.md "Conclusions"',
+    )
+    parser.add_argument(
+        "--unsent",
+        metavar="FILE",
+        default="rocm-gate-unsent-check.json",
+        help="where the payload goes when GitHub cannot be reached (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--attempts",
+        type=whole_number(1, "--attempts must be at least 1, got {value}"),
+        default=6,
+        help="attempts per request before giving up (default 6)",
+    )
+    parser.add_argument(
+        "--backoff",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="first wait after a failed attempt, doubled each time, capped at 120 s (default 2)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="after a write that may have been applied, wait until S seconds after it was sent "
+        "before reading the state again (default 10: GitHub's own limit per request)",
+    )
 
 
 def _sha(value: str | None, what: str) -> str:
@@ -115,14 +176,22 @@ def _optional_artifact(path: str | None, kind: str, option: str) -> dict | None:
 def _client(args, repo: str):
     from pytest_rocm.github import api
 
-    return api.Client(github_options.client(args), repo, attempts=args.attempts, backoff=args.backoff,
-                      settle_s=args.settle, app_id=github_options.app_id())
+    return api.Client(
+        github_options.client(args),
+        repo,
+        attempts=args.attempts,
+        backoff=args.backoff,
+        settle_s=args.settle,
+        app_id=github_options.app_id(),
+    )
 
 
 def _unsent(args, payload: dict, exc) -> int:
     Path(args.unsent).write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"rocm-gate publish: not published: {exc}\n  the check run it would have sent is in {args.unsent}",
-          file=sys.stderr)
+    print(
+        f"rocm-gate publish: not published: {exc}\n  the check run it would have sent is in {args.unsent}",
+        file=sys.stderr,
+    )
     return exits.BAD_INPUT if getattr(exc, "refused", False) else exits.NOT_DONE
 
 
@@ -131,15 +200,20 @@ def run(args) -> int:
         if args.sha_from_results:
             raise github_options.OptionError(
                 "--sha-from-results is gone: the commit a check lands on never comes from the results (the PR's code "
-                "writes them); publish with --workflow-run, which takes it from GitHub")
+                "writes them); publish with --workflow-run, which takes it from GitHub"
+            )
         base_parity = _optional_artifact(args.base_parity, "parity", "--base-parity")
         args.trunk_state = _optional_artifact(args.trunk, "trunk", "--trunk")
         if args.workflow_run:
             if args.results:
-                raise github_options.OptionError("--workflow-run downloads the results itself: give no RESULTS_DIR")
+                raise github_options.OptionError(
+                    "--workflow-run downloads the results itself: give no RESULTS_DIR"
+                )
             return _from_workflow_run(args, base_parity)
         if not args.results:
-            raise github_options.OptionError("give RESULTS_DIR with --sha, or --workflow-run in the publish workflow")
+            raise github_options.OptionError(
+                "give RESULTS_DIR with --sha, or --workflow-run in the publish workflow"
+            )
         return _from_folder(args, base_parity)
     except github_options.OptionError as exc:
         print(f"rocm-gate publish: {exc}", file=sys.stderr)
@@ -154,20 +228,36 @@ def _from_workflow_run(args, base_parity) -> int:
         if not getattr(args, flag):
             raise github_options.OptionError(f"--workflow-run needs --{flag.replace('_', '-')}")
     if os.environ.get("GITHUB_EVENT_NAME") not in (None, "", "workflow_run"):
-        raise github_options.OptionError(f"--workflow-run reads a workflow_run event, not "
-                                         f"{os.environ['GITHUB_EVENT_NAME']} ($GITHUB_EVENT_NAME)")
+        raise github_options.OptionError(
+            f"--workflow-run reads a workflow_run event, not "
+            f"{os.environ['GITHUB_EVENT_NAME']} ($GITHUB_EVENT_NAME)"
+        )
     if github_options.app_id() is None:
-        raise github_options.OptionError("--workflow-run writes as the GitHub App (ROCM_GATE_APP_ID, "
-                                         "ROCM_GATE_APP_PRIVATE_KEY, ROCM_GATE_APP_INSTALLATION_ID): with the Actions "
-                                         "token its checks could not be told from a fork's jobs of the same name")
+        raise github_options.OptionError(
+            "--workflow-run writes as the GitHub App (ROCM_GATE_APP_ID, "
+            "ROCM_GATE_APP_PRIVATE_KEY, ROCM_GATE_APP_INSTALLATION_ID): with the Actions "
+            "token its checks could not be told from a fork's jobs of the same name"
+        )
     event = read_event(os.environ.get("GITHUB_EVENT_PATH"))
     event_run = event.get("workflow_run")
-    if not isinstance(event_run, dict) or event.get("action") not in ("requested", "in_progress", "completed"):
-        raise github_options.OptionError(f"{os.environ.get('GITHUB_EVENT_PATH')}: not a workflow_run event")
-    options = publishing.Options(runner_class=args.runner_class.lower(), gate_workflow=args.gate_workflow,
-                                 runner_group=args.runner_group, incomplete=args.incomplete,
-                                 allow_simulated=args.allow_simulated, path_prefix=args.path_prefix,
-                                 base_parity=base_parity, trunk=args.trunk_state)
+    if not isinstance(event_run, dict) or event.get("action") not in (
+        "requested",
+        "in_progress",
+        "completed",
+    ):
+        raise github_options.OptionError(
+            f"{os.environ.get('GITHUB_EVENT_PATH')}: not a workflow_run event"
+        )
+    options = publishing.Options(
+        runner_class=args.runner_class.lower(),
+        gate_workflow=args.gate_workflow,
+        runner_group=args.runner_group,
+        incomplete=args.incomplete,
+        allow_simulated=args.allow_simulated,
+        path_prefix=args.path_prefix,
+        base_parity=base_parity,
+        trunk=args.trunk_state,
+    )
     client = _client(args, github_options.repo(args))
     try:
         outcome = publishing.publish_run(client, event_run, event["action"], options)
@@ -178,8 +268,10 @@ def _from_workflow_run(args, base_parity) -> int:
         return _unsent(args, {"workflow_run": event_run.get("id"), "stage": event["action"]}, exc)
     for line in client.log:
         print(f"rocm-gate publish: {line}")
-    print(f"{outcome.name} on {outcome.run.head_sha[:12]} (run {outcome.run.run_id}, {outcome.run.event}): "
-          f"{outcome.action}" + (f" {outcome.published.html_url}" if outcome.published else ""))
+    print(
+        f"{outcome.name} on {outcome.run.head_sha[:12]} (run {outcome.run.run_id}, {outcome.run.event}): "
+        f"{outcome.action}" + (f" {outcome.published.html_url}" if outcome.published else "")
+    )
     for problem in outcome.problems:
         print(f"rocm-gate publish: results refused: {problem}", file=sys.stderr)
     return exits.BAD_INPUT if outcome.problems else exits.OK
@@ -189,35 +281,64 @@ def _from_folder(args, base_parity) -> int:
     from pytest_rocm.github import api, artifacts, checks
 
     sha = _sha(args.sha, "--sha")
-    repo = github_options.repo(args) if not args.dry_run else (args.repo or os.environ.get("GITHUB_REPOSITORY", "owner/repo"))
+    repo = (
+        github_options.repo(args)
+        if not args.dry_run
+        else (args.repo or os.environ.get("GITHUB_REPOSITORY", "owner/repo"))
+    )
     run_id = args.run_id or os.environ.get("GITHUB_RUN_ID")
-    details_url = args.details_url or (f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{repo}/actions/runs/{run_id}"
-                                       if run_id else None)
+    details_url = args.details_url or (
+        f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{repo}/actions/runs/{run_id}"
+        if run_id
+        else None
+    )
     status = exits.OK
     try:
         results = artifacts.read_results(Path(args.results))
         claimed = results.head_sha or results.tested_sha
         if claimed and claimed != sha:
-            raise artifacts.ArtifactError(f"{Path(args.results) / 'manifest.json'}: the run was for {claimed}, not "
-                                          f"{sha}: refusing to publish its results for another commit")
+            raise artifacts.ArtifactError(
+                f"{Path(args.results) / 'manifest.json'}: the run was for {claimed}, not "
+                f"{sha}: refusing to publish its results for another commit"
+            )
         if results.simulated_profile and not args.allow_simulated:
-            raise artifacts.ArtifactError(f"{Path(args.results) / 'manifest.json'}: the results come from the simulated "
-                                          f"platform {results.simulated_profile!r}: a simulated run makes no check "
-                                          "(--allow-simulated for a demo, marked SIMULATED and never success)")
+            raise artifacts.ArtifactError(
+                f"{Path(args.results) / 'manifest.json'}: the results come from the simulated "
+                f"platform {results.simulated_profile!r}: a simulated run makes no check "
+                "(--allow-simulated for a demo, marked SIMULATED and never success)"
+            )
         name = checks.check_name(results, args.runner_class)
-        content = checks.build(results, name, details_url, args.path_prefix, args.incomplete, base_parity,
-                               trunk=args.trunk_state)
+        content = checks.build(
+            results,
+            name,
+            details_url,
+            args.path_prefix,
+            args.incomplete,
+            base_parity,
+            trunk=args.trunk_state,
+        )
     except artifacts.ArtifactError as exc:
         # the check still ends, and blocks: a run without believable results proves nothing
         name = checks.check_name(None, args.runner_class)
-        content = checks.missing_results(name, None if not isinstance(exc, artifacts.ResultsMissing)
-                                         else args.run_conclusion, str(exc), details_url)
+        content = checks.missing_results(
+            name,
+            None if not isinstance(exc, artifacts.ResultsMissing) else args.run_conclusion,
+            str(exc),
+            details_url,
+        )
         print(f"rocm-gate publish: {exc}", file=sys.stderr)
         status = exits.OK if isinstance(exc, artifacts.ResultsMissing) else exits.BAD_INPUT
-    payload = {"repo": repo, "head_sha": sha, "name": content.name, "external_id": run_id, "details_url": details_url,
-               "status": "in_progress" if args.in_progress else "completed",
-               "conclusion": None if args.in_progress else content.conclusion, "output": content.output(content.annotations),
-               "actions": content.actions}
+    payload = {
+        "repo": repo,
+        "head_sha": sha,
+        "name": content.name,
+        "external_id": run_id,
+        "details_url": details_url,
+        "status": "in_progress" if args.in_progress else "completed",
+        "conclusion": None if args.in_progress else content.conclusion,
+        "output": content.output(content.annotations),
+        "actions": content.actions,
+    }
     if args.dry_run:
         print(json.dumps(payload, indent=2))
         return status
@@ -228,8 +349,16 @@ def _from_folder(args, base_parity) -> int:
         return _unsent(args, payload, exc)
     for line in client.log:
         print(f"rocm-gate publish: {line}")
-    verb = "created" if done.created else "updated" if done.status != "unchanged" else "left as it was (completed)"
+    verb = (
+        "created"
+        if done.created
+        else "updated"
+        if done.status != "unchanged"
+        else "left as it was (completed)"
+    )
     state = "in_progress" if args.in_progress else content.conclusion
-    print(f"{verb} check {content.name!r} on {sha[:12]}: {state}, {len(content.annotations)} annotation(s) "
-          f"({done.annotations_sent} sent now) {done.html_url}")
+    print(
+        f"{verb} check {content.name!r} on {sha[:12]}: {state}, {len(content.annotations)} annotation(s) "
+        f"({done.annotations_sent} sent now) {done.html_url}"
+    )
     return status

@@ -17,12 +17,23 @@ from pytest_rocm.cli import exits
 
 
 def add_parser(commands, name: str) -> None:
-    command = commands.add_parser(name, help="add pytest-rocm's markers to a tree's pyproject.toml (for lanes "
-                                             "without the plugin)", description=__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    command.add_argument("pyproject", nargs="?", type=Path, default=Path("pyproject.toml"), metavar="PYPROJECT",
-                         help="the tree's pyproject.toml (default: ./pyproject.toml)")
-    command.add_argument("--check", action="store_true", help="change nothing; exit 3 when markers are missing")
+    command = commands.add_parser(
+        name,
+        help="add pytest-rocm's markers to a tree's pyproject.toml (for lanes without the plugin)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.add_argument(
+        "pyproject",
+        nargs="?",
+        type=Path,
+        default=Path("pyproject.toml"),
+        metavar="PYPROJECT",
+        help="the tree's pyproject.toml (default: ./pyproject.toml)",
+    )
+    command.add_argument(
+        "--check", action="store_true", help="change nothing; exit 3 when markers are missing"
+    )
 
 
 def run(args) -> int:
@@ -41,6 +52,9 @@ def run(args) -> int:
         print(f"{args.pyproject}: missing " + ", ".join(line.split("(")[0] for line in edit.added))
         return exits.NO
     write_text_atomic(args.pyproject, edit.text)
-    print(f"{args.pyproject}: registered " + ", ".join(line.split("(")[0] for line in edit.added)
-          + " in [tool.pytest.ini_options] markers")
+    print(
+        f"{args.pyproject}: registered "
+        + ", ".join(line.split("(")[0] for line in edit.added)
+        + " in [tool.pytest.ini_options] markers"
+    )
     return exits.OK

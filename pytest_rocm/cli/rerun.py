@@ -23,13 +23,25 @@ from pytest_rocm.cli.trust import read_event
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="turn a check run's rerun request into a workflow dispatch",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = commands.add_parser(
+        name,
+        help="turn a check run's rerun request into a workflow dispatch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--event-path", help="the check_run payload (default: $GITHUB_EVENT_PATH)")
-    parser.add_argument("--workflow", default="rocm-gate.yml", help="the gate workflow file to dispatch (default: %(default)s)")
+    parser.add_argument(
+        "--workflow",
+        default="rocm-gate.yml",
+        help="the gate workflow file to dispatch (default: %(default)s)",
+    )
     parser.add_argument("--app-id", type=int, help="act only on checks of this App")
     parser.add_argument("--dry-run", action="store_true", help="print the dispatch; send nothing")
-    parser.add_argument("--list-failed", metavar="RESULTS_DIR", help="print the test ids to rerun from a run's results")
+    parser.add_argument(
+        "--list-failed",
+        metavar="RESULTS_DIR",
+        help="print the test ids to rerun from a run's results",
+    )
     github_options.add(parser)
 
 
@@ -48,7 +60,9 @@ def run(args) -> int:
         payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
         client = None if args.dry_run else api.Client(github_options.client(args), repo)
-        asked = rerun.plan(payload, (lambda login: "write") if args.dry_run else client.permission, args.app_id)
+        asked = rerun.plan(
+            payload, (lambda login: "write") if args.dry_run else client.permission, args.app_id
+        )
         print(json.dumps({"workflow": args.workflow, "ref": asked.ref, "inputs": asked.inputs()}))
         if not args.dry_run:
             client.dispatch(args.workflow, asked.ref, asked.inputs())

@@ -29,18 +29,47 @@ from pytest_rocm.cli.arguments import map_file, whole_number
 
 
 def add_parser(commands, name: str) -> None:
-    select = commands.add_parser(name, help="which groups and tests a change needs (PR test selection), with why",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    select.add_argument("--map", required=True, type=map_file, metavar="MAP",
-                        help="the group map (with [selection]): a file, or a shipped map by name (vllm)")
-    select.add_argument("--changed-files", type=Path, metavar="FILE", help="the changed paths, one per line (- for stdin)")
-    select.add_argument("--base", metavar="SHA", help="with --head: the change is `git diff --name-only BASE...HEAD`")
+    select = commands.add_parser(
+        name,
+        help="which groups and tests a change needs (PR test selection), with why",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    select.add_argument(
+        "--map",
+        required=True,
+        type=map_file,
+        metavar="MAP",
+        help="the group map (with [selection]): a file, or a shipped map by name (vllm)",
+    )
+    select.add_argument(
+        "--changed-files",
+        type=Path,
+        metavar="FILE",
+        help="the changed paths, one per line (- for stdin)",
+    )
+    select.add_argument(
+        "--base",
+        metavar="SHA",
+        help="with --head: the change is `git diff --name-only BASE...HEAD`",
+    )
     select.add_argument("--head", metavar="SHA")
-    select.add_argument("--repo", type=Path, default=Path("."), metavar="DIR", help="the git checkout (default: here)")
-    select.add_argument("--history", type=Path, metavar="JSONL", help="commits to learn co-change from")
-    select.add_argument("--learn-from-git", type=whole_number(1, "give a number of commits, 1 or more, got {value}"),
-                        metavar="N",
-                        help="learn co-change from the last N first-parent commits of --repo (before --base)")
+    select.add_argument(
+        "--repo",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the git checkout (default: here)",
+    )
+    select.add_argument(
+        "--history", type=Path, metavar="JSONL", help="commits to learn co-change from"
+    )
+    select.add_argument(
+        "--learn-from-git",
+        type=whole_number(1, "give a number of commits, 1 or more, got {value}"),
+        metavar="N",
+        help="learn co-change from the last N first-parent commits of --repo (before --base)",
+    )
     select.add_argument("--json", action="store_true", help="print the selection as JSON")
 
 
@@ -64,11 +93,27 @@ def _commit(args, option: str, value: str | None) -> str:
     if value is None or not value.strip():
         raise CannotDecide(f"{option} is empty (an unset workflow variable?): give the commit's id")
     if value.startswith("-"):
-        raise CannotDecide(f"{option} {value!r} is not a commit: it starts with '-' (give {option}=SHA)")
-    done = subprocess.run(["git", "-C", str(args.repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
-                           f"{value}^{{commit}}"], capture_output=True, text=True)
+        raise CannotDecide(
+            f"{option} {value!r} is not a commit: it starts with '-' (give {option}=SHA)"
+        )
+    done = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(args.repo),
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            f"{value}^{{commit}}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
-        raise CannotDecide(f"{option} {value!r} is no commit of {args.repo} (fetch it first, or check the id)")
+        raise CannotDecide(
+            f"{option} {value!r} is no commit of {args.repo} (fetch it first, or check the id)"
+        )
     return done.stdout.strip()
 
 
@@ -81,27 +126,52 @@ def _changed(args) -> list[str]:
         try:
             return [line.strip() for line in data.decode("utf-8").splitlines() if line.strip()]
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{args.changed_files}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise ValueError(
+                f"{args.changed_files}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
     base, head = _commit(args, "--base", args.base), _commit(args, "--head", args.head)
-    done = subprocess.run(["git", "-C", str(args.repo), "diff", "--name-only", "-z", "--end-of-options",
-                           f"{base}...{head}"], capture_output=True)
+    done = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(args.repo),
+            "diff",
+            "--name-only",
+            "-z",
+            "--end-of-options",
+            f"{base}...{head}",
+        ],
+        capture_output=True,
+    )
     if done.returncode != 0:
         said = (done.stderr.decode("utf-8", "replace").strip() or "no output").splitlines()[-1]
         raise CannotDecide(f"git diff {args.base}...{args.head} in {args.repo} failed: {said}")
     try:
         return [name for name in done.stdout.decode("utf-8").split("\0") if name.strip()]
     except UnicodeDecodeError as exc:
-        raise CannotDecide(f"git diff {args.base}...{args.head} names a path that is not UTF-8 (byte "
-                           f"{exc.start})") from None
+        raise CannotDecide(
+            f"git diff {args.base}...{args.head} names a path that is not UTF-8 (byte {exc.start})"
+        ) from None
 
 
 def _git_history(repo: Path, commits: int, before: str | None) -> list[dict]:
     """The last `commits` first-parent commits (before `before`, when given) as {"sha", "files"}."""
-    command = ["git", "-C", str(repo), "log", "--first-parent", f"-n{commits}", "--name-only", "--format=@%H",
-               "--end-of-options"]
+    command = [
+        "git",
+        "-C",
+        str(repo),
+        "log",
+        "--first-parent",
+        f"-n{commits}",
+        "--name-only",
+        "--format=@%H",
+        "--end-of-options",
+    ]
     done = subprocess.run(command + ([before] if before else []), capture_output=True, text=True)
     if done.returncode != 0:
-        raise CannotDecide(f"git log in {repo} failed: {(done.stderr.strip() or 'no output').splitlines()[-1]}")
+        raise CannotDecide(
+            f"git log in {repo} failed: {(done.stderr.strip() or 'no output').splitlines()[-1]}"
+        )
     history: list[dict] = []
     for line in done.stdout.splitlines():
         if line.startswith("@"):
@@ -117,16 +187,29 @@ def run(args) -> int:
     from pytest_rocm.selection.select import select
 
     git_range = args.base is not None or args.head is not None
-    if (args.changed_files is not None) == git_range or (git_range and (args.base is None or args.head is None)):
+    if (args.changed_files is not None) == git_range or (
+        git_range and (args.base is None or args.head is None)
+    ):
         return _fail_closed(args, "give --changed-files FILE, or --base SHA and --head SHA")
     if args.history and args.learn_from_git:
         return _fail_closed(args, "give --history FILE or --learn-from-git N, not both")
     try:
         group_map = load_group_map(args.map)
         changed = _changed(args)
-        base = _commit(args, "--base", args.base) if args.learn_from_git and args.base is not None else None
-        history = CoChange.learn(read_history(args.history)) if args.history else (
-            CoChange.learn(_git_history(args.repo, args.learn_from_git, base)) if args.learn_from_git else None)
+        base = (
+            _commit(args, "--base", args.base)
+            if args.learn_from_git and args.base is not None
+            else None
+        )
+        history = (
+            CoChange.learn(read_history(args.history))
+            if args.history
+            else (
+                CoChange.learn(_git_history(args.repo, args.learn_from_git, base))
+                if args.learn_from_git
+                else None
+            )
+        )
     except (GroupMapError, CommitHistoryError, CannotDecide, ValueError, OSError) as exc:
         return _fail_closed(args, str(exc))
     _print(args, changed, select(changed, group_map, history))

@@ -24,19 +24,46 @@ from pytest_rocm.cli.arguments import whole_number
 
 
 def add_parser(commands, name: str) -> None:
-    shard = commands.add_parser(name, help="the tests one of K runners runs, balanced by expected GPU-time",
-                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    shard.add_argument("sources", nargs="+", metavar="SOURCE", help="collect-only output, a file list, a folder, "
-                                                                     "a registrations .jsonl, or -")
-    shard.add_argument("--runners", type=whole_number(1, "expected 1 or more, got {value}"), required=True,
-                       metavar="K", help="how many runner jobs share it")
-    shard.add_argument("--index", type=whole_number(0, "expected 0 or more (shards are numbered from 0), got {value}"),
-                       required=True, metavar="I", help="this runner's shard, 0 to K-1")
-    shard.add_argument("--durations", type=Path, metavar="FILE", help="the duration store earlier runs wrote")
-    shard.add_argument("--platform-key", metavar="KEY",
-                       help="whose durations (an SKU such as MI300X; default: the store's only platform)")
-    shard.add_argument("--suite", metavar="NAME", help="for a registrations .jsonl: the suite whose files to shard")
-    shard.add_argument("--json", action="store_true", help="print every shard and the balance as JSON")
+    shard = commands.add_parser(
+        name,
+        help="the tests one of K runners runs, balanced by expected GPU-time",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    shard.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="collect-only output, a file list, a folder, a registrations .jsonl, or -",
+    )
+    shard.add_argument(
+        "--runners",
+        type=whole_number(1, "expected 1 or more, got {value}"),
+        required=True,
+        metavar="K",
+        help="how many runner jobs share it",
+    )
+    shard.add_argument(
+        "--index",
+        type=whole_number(0, "expected 0 or more (shards are numbered from 0), got {value}"),
+        required=True,
+        metavar="I",
+        help="this runner's shard, 0 to K-1",
+    )
+    shard.add_argument(
+        "--durations", type=Path, metavar="FILE", help="the duration store earlier runs wrote"
+    )
+    shard.add_argument(
+        "--platform-key",
+        metavar="KEY",
+        help="whose durations (an SKU such as MI300X; default: the store's only platform)",
+    )
+    shard.add_argument(
+        "--suite", metavar="NAME", help="for a registrations .jsonl: the suite whose files to shard"
+    )
+    shard.add_argument(
+        "--json", action="store_true", help="print every shard and the balance as JSON"
+    )
 
 
 def _fail(message: str) -> int:
@@ -49,7 +76,9 @@ def _registered_jobs(path: Path, suite: str | None):
     from pytest_rocm.scheduling.dispatch import Job
 
     if not suite:
-        raise ValueError(f"{path}: give --suite NAME for a registrations file (which suite's files to shard)")
+        raise ValueError(
+            f"{path}: give --suite NAME for a registrations file (which suite's files to shard)"
+        )
     try:
         files = read_jsonl(path)
     except RegistryError as exc:
@@ -68,15 +97,19 @@ def run(args) -> int:
     from pytest_rocm.scheduling.simulate import lpt_partitions
 
     if args.index >= args.runners:
-        return _fail(f"--index {args.index} is not a shard of {args.runners} (use 0 to {args.runners - 1})")
+        return _fail(
+            f"--index {args.index} is not a shard of {args.runners} (use 0 to {args.runners - 1})"
+        )
     store = DurationStore.load(args.durations) if args.durations else None
     if store is not None and store.problem:
         print(f"rocm-gate shard: {store.problem}", file=sys.stderr)
     key = args.platform_key
     if store is not None and key is None and store.platforms:
         if len(store.platforms) > 1:
-            return _fail(f"{args.durations} has durations for {', '.join(sorted(store.platforms))}: "
-                         "choose one with --platform-key")
+            return _fail(
+                f"{args.durations} has durations for {', '.join(sorted(store.platforms))}: "
+                "choose one with --platform-key"
+            )
         key = next(iter(store.platforms))
     expected = store.expected(key or "") if store is not None else None
     try:
@@ -98,19 +131,42 @@ def run(args) -> int:
         jobs = [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
     # More runners than tests: the runners past the last test get an empty shard (and no memory is spent on them).
     shards = lpt_partitions(jobs, min(args.runners, len(jobs)))
-    shards += [[] for _ in range(min(args.runners, len(jobs) + 1) - len(shards))] if args.runners > len(jobs) else []
+    shards += (
+        [[] for _ in range(min(args.runners, len(jobs) + 1) - len(shards))]
+        if args.runners > len(jobs)
+        else []
+    )
     loads = [sum(j.seconds * max(j.gpus, 1) for j in shard) for shard in shards]
     ideal = sum(loads) / args.runners
-    mine = sorted(shards[args.index] if args.index < len(shards) else [], key=lambda j: j.index)  # collection order
-    balance = {"runners": args.runners, "gpu_seconds": [round(x, 1) for x in loads], "ideal": round(ideal, 1),
-               "slowest_to_ideal": round(max(loads) / ideal, 4) if ideal else None}
+    mine = sorted(
+        shards[args.index] if args.index < len(shards) else [], key=lambda j: j.index
+    )  # collection order
+    balance = {
+        "runners": args.runners,
+        "gpu_seconds": [round(x, 1) for x in loads],
+        "ideal": round(ideal, 1),
+        "slowest_to_ideal": round(max(loads) / ideal, 4) if ideal else None,
+    }
     if args.json:
-        print(json.dumps({"index": args.index, "tests": [j.nodeid for j in mine], "balance": balance,
-                          "shards": [[j.nodeid for j in sorted(s, key=lambda j: j.index)] for s in shards]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "index": args.index,
+                    "tests": [j.nodeid for j in mine],
+                    "balance": balance,
+                    "shards": [
+                        [j.nodeid for j in sorted(s, key=lambda j: j.index)] for s in shards
+                    ],
+                },
+                indent=2,
+            )
+        )
     else:
         for job in mine:
             print(job.nodeid)
-    print(f"rocm-gate shard: {len(mine)} of {len(jobs)} tests for shard {args.index} of {args.runners}; "
-          f"expected GPU-seconds per shard {balance['gpu_seconds']} (slowest/ideal {balance['slowest_to_ideal']})",
-          file=sys.stderr)
+    print(
+        f"rocm-gate shard: {len(mine)} of {len(jobs)} tests for shard {args.index} of {args.runners}; "
+        f"expected GPU-seconds per shard {balance['gpu_seconds']} (slowest/ideal {balance['slowest_to_ideal']})",
+        file=sys.stderr,
+    )
     return 0

@@ -20,26 +20,57 @@ from pytest_rocm.cli.arguments import whole_number
 def runner_class_and_group(value: str) -> tuple[str, str]:
     runner_class, sep, group = value.partition("=")
     if not sep or not runner_class or not group:
-        raise argparse.ArgumentTypeError(f"expected CLASS=RUNNER_GROUP (mi300x-8=rocm-mi300x-8), got {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected CLASS=RUNNER_GROUP (mi300x-8=rocm-mi300x-8), got {value!r}"
+        )
     return runner_class.lower(), group
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="finish the checks that publishing left unfinished",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = commands.add_parser(
+        name,
+        help="finish the checks that publishing left unfinished",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     github_options.add(parser)
-    parser.add_argument("--workflow", default="rocm-gate.yml", help="the gate's caller workflow file (default: %(default)s)")
-    parser.add_argument("--gate-workflow", metavar="PIN", required=True,
-                        help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller uses")
-    parser.add_argument("--class", dest="classes", type=runner_class_and_group, action="append", required=True,
-                        metavar="CLASS=RUNNER_GROUP", help="a runner class and its self-hosted runner group (repeat)")
-    parser.add_argument("--hours", type=whole_number(1, "--hours must be at least 1, got {value}"), default=48,
-                        help="gate runs completed in this many hours (default 48)")
-    parser.add_argument("--stuck-after", type=whole_number(1, "--stuck-after must be at least 1, got {value}"),
-                        default=30, metavar="MINUTES", help="a check still unfinished this long after its run is "
-                                                            "completed timed_out (default 30)")
+    parser.add_argument(
+        "--workflow",
+        default="rocm-gate.yml",
+        help="the gate's caller workflow file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--gate-workflow",
+        metavar="PIN",
+        required=True,
+        help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller uses",
+    )
+    parser.add_argument(
+        "--class",
+        dest="classes",
+        type=runner_class_and_group,
+        action="append",
+        required=True,
+        metavar="CLASS=RUNNER_GROUP",
+        help="a runner class and its self-hosted runner group (repeat)",
+    )
+    parser.add_argument(
+        "--hours",
+        type=whole_number(1, "--hours must be at least 1, got {value}"),
+        default=48,
+        help="gate runs completed in this many hours (default 48)",
+    )
+    parser.add_argument(
+        "--stuck-after",
+        type=whole_number(1, "--stuck-after must be at least 1, got {value}"),
+        default=30,
+        metavar="MINUTES",
+        help="a check still unfinished this long after its run is completed timed_out (default 30)",
+    )
     parser.add_argument("--incomplete", choices=("block", "neutral"), default="block")
-    parser.add_argument("--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6)
+    parser.add_argument(
+        "--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6
+    )
     parser.add_argument("--backoff", type=float, default=2.0, metavar="S")
     parser.add_argument("--settle", type=float, default=10.0, metavar="S")
 
@@ -50,13 +81,33 @@ def run(args) -> int:
 
     try:
         if github_options.app_id() is None:
-            raise github_options.OptionError("the sweep writes as the GitHub App: set ROCM_GATE_APP_ID, "
-                                             "ROCM_GATE_APP_PRIVATE_KEY and ROCM_GATE_APP_INSTALLATION_ID")
-        client = api.Client(github_options.client(args), github_options.repo(args), attempts=args.attempts,
-                            backoff=args.backoff, settle_s=args.settle, app_id=github_options.app_id())
-        classes = [(publishing.Options(runner_class=c, gate_workflow=args.gate_workflow, runner_group=g,
-                                       incomplete=args.incomplete), c) for c, g in args.classes]
-        done = sweep(client, args.workflow, classes, hours=args.hours, stuck_after_min=args.stuck_after)
+            raise github_options.OptionError(
+                "the sweep writes as the GitHub App: set ROCM_GATE_APP_ID, "
+                "ROCM_GATE_APP_PRIVATE_KEY and ROCM_GATE_APP_INSTALLATION_ID"
+            )
+        client = api.Client(
+            github_options.client(args),
+            github_options.repo(args),
+            attempts=args.attempts,
+            backoff=args.backoff,
+            settle_s=args.settle,
+            app_id=github_options.app_id(),
+        )
+        classes = [
+            (
+                publishing.Options(
+                    runner_class=c,
+                    gate_workflow=args.gate_workflow,
+                    runner_group=g,
+                    incomplete=args.incomplete,
+                ),
+                c,
+            )
+            for c, g in args.classes
+        ]
+        done = sweep(
+            client, args.workflow, classes, hours=args.hours, stuck_after_min=args.stuck_after
+        )
     except github_options.OptionError as exc:
         print(f"rocm-gate sweep: {exc}", file=sys.stderr)
         return exits.BAD_INPUT

@@ -22,13 +22,26 @@ from pytest_rocm.schemas.markdown import visible
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="keep the failure tracker issue of main per SKU",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trunk", action="append", required=True, metavar="FILE",
-                        help="a trunk state (`rocm-gate history trunk --out FILE`); repeat for each SKU")
-    parser.add_argument("--framework", required=True, help="the framework the tests are of (vllm, sglang)")
+    parser = commands.add_parser(
+        name,
+        help="keep the failure tracker issue of main per SKU",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--trunk",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="a trunk state (`rocm-gate history trunk --out FILE`); repeat for each SKU",
+    )
+    parser.add_argument(
+        "--framework", required=True, help="the framework the tests are of (vllm, sglang)"
+    )
     parser.add_argument("--db", help="the history store, for infra suspects and drain candidates")
-    parser.add_argument("--dry-run", action="store_true", help="print each issue's title and body; send nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print each issue's title and body; send nothing"
+    )
     github_options.add(parser)
 
 
@@ -46,14 +59,18 @@ def run(args) -> int:
         return exits.BAD_INPUT
     if args.dry_run:
         for state in states:
-            title, body = tracker.render(state, args.framework, [s for s in suspects if s.get("sku") in (None, state["sku"])])
+            title, body = tracker.render(
+                state, args.framework, [s for s in suspects if s.get("sku") in (None, state["sku"])]
+            )
             print(json.dumps({"title": title, "body": body}, indent=2))
         return exits.OK
     try:
         client = api.Client(github_options.client(args), github_options.repo(args))
         for state in states:
             done = tracker.keep(client, state, args.framework, suspects)
-            print(f"{visible(state['sku'])}: issue #{done.number} {done.action} {done.html_url or ''}".rstrip())
+            print(
+                f"{visible(state['sku'])}: issue #{done.number} {done.action} {done.html_url or ''}".rstrip()
+            )
     except github_options.OptionError as exc:
         print(f"rocm-gate tracker: {exc}", file=sys.stderr)
         return exits.BAD_INPUT

@@ -23,11 +23,17 @@ from pytest_rocm.cli import exits, github_options
 
 
 def add_parser(commands, name: str) -> None:
-    parser = commands.add_parser(name, help="decide whether an event's code may run on the GPU runners",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = commands.add_parser(
+        name,
+        help="decide whether an event's code may run on the GPU runners",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--event-name", help="default: $GITHUB_EVENT_NAME")
     parser.add_argument("--event-path", help="the event payload (default: $GITHUB_EVENT_PATH)")
-    parser.add_argument("--require", action="store_true", help="exit 3 when not trusted (a guard step)")
+    parser.add_argument(
+        "--require", action="store_true", help="exit 3 when not trusted (a guard step)"
+    )
     github_options.add(parser)
 
 
@@ -37,7 +43,9 @@ def read_event(path: str | None) -> dict:
     try:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise github_options.OptionError(f"{path}: cannot read the event payload ({str(exc)[:200]})") from None
+        raise github_options.OptionError(
+            f"{path}: cannot read the event payload ({str(exc)[:200]})"
+        ) from None
     if not isinstance(event, dict):
         raise github_options.OptionError(f"{path}: the event payload is not a JSON object")
     return event
@@ -49,7 +57,9 @@ def run(args) -> int:
     try:
         event_name = args.event_name or os.environ.get("GITHUB_EVENT_NAME") or ""
         if not event_name:
-            raise github_options.OptionError("no event name: give --event-name or set $GITHUB_EVENT_NAME")
+            raise github_options.OptionError(
+                "no event name: give --event-name or set $GITHUB_EVENT_NAME"
+            )
         event = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
         client = None
@@ -64,17 +74,32 @@ def run(args) -> int:
             client = client or api.Client(github_options.client(args), repo)
             return client.pull_files(number)
 
-        decision = trust.decide(event_name, event, permission_of, os.environ.get("GITHUB_SHA"), files_of)
+        decision = trust.decide(
+            event_name, event, permission_of, os.environ.get("GITHUB_SHA"), files_of
+        )
     except github_options.OptionError as exc:
         print(f"rocm-gate trust: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
     except (api.PublishError, *api.GITHUB_ERRORS) as exc:
-        print(f"rocm-gate trust: cannot ask GitHub for the sender's permission: {exc}", file=sys.stderr)
+        print(
+            f"rocm-gate trust: cannot ask GitHub for the sender's permission: {exc}",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     print(json.dumps(decision.to_dict()))
     if os.environ.get("GITHUB_OUTPUT"):
         with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
             for key, value in decision.to_dict().items():
-                text = "true" if value is True else "false" if value is False else "" if value is None else str(value)
-                out.write(f"{key.replace('_', '-')}={text.replace(chr(10), ' ').replace(chr(13), ' ')}\n")
+                text = (
+                    "true"
+                    if value is True
+                    else "false"
+                    if value is False
+                    else ""
+                    if value is None
+                    else str(value)
+                )
+                out.write(
+                    f"{key.replace('_', '-')}={text.replace(chr(10), ' ').replace(chr(13), ' ')}\n"
+                )
     return exits.NO if args.require and not decision.trusted else exits.OK

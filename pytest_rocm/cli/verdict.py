@@ -21,17 +21,35 @@ from pytest_rocm.cli.arguments import map_file
 
 
 def add_parser(commands, name: str) -> None:
-    report = commands.add_parser(name, help="rebuild gate-report.json (verdicts, conclusion) from a folder of "
-                                            "records, offline" + (" (same as verdict)" if name == "report" else ""),
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    report.add_argument("results", nargs="?", type=Path, metavar="RESULTS_DIR",
-                        help="the --rocm-report-dir of a run (records-*.jsonl, manifest.json)")
-    report.add_argument("--records", type=Path, metavar="DIR",
-                        help="deprecated spelling of RESULTS_DIR")
-    report.add_argument("--out", type=Path, metavar="DIR", help="where to write gate-report.json (default: "
-                                                                 "RESULTS_DIR)")
-    report.add_argument("--group-map", type=map_file, metavar="MAP",
-                        help="groups for records that carry none: a file, or a shipped map by name (vllm)")
+    report = commands.add_parser(
+        name,
+        help="rebuild gate-report.json (verdicts, conclusion) from a folder of "
+        "records, offline" + (" (same as verdict)" if name == "report" else ""),
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument(
+        "results",
+        nargs="?",
+        type=Path,
+        metavar="RESULTS_DIR",
+        help="the --rocm-report-dir of a run (records-*.jsonl, manifest.json)",
+    )
+    report.add_argument(
+        "--records", type=Path, metavar="DIR", help="deprecated spelling of RESULTS_DIR"
+    )
+    report.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="where to write gate-report.json (default: RESULTS_DIR)",
+    )
+    report.add_argument(
+        "--group-map",
+        type=map_file,
+        metavar="MAP",
+        help="groups for records that carry none: a file, or a shipped map by name (vllm)",
+    )
 
 
 def _fail(message: str) -> int:
@@ -43,14 +61,20 @@ def _results_folder(args) -> Path | None:
     """RESULTS_DIR, or the deprecated --records DIR; None (after saying why) when neither or two differ."""
     if args.records is not None:
         if args.results is not None and args.results != args.records:
-            _fail(f"two results folders given: RESULTS_DIR {args.results} and --records {args.records}; give one "
-                  "(`rocm-gate verdict RESULTS_DIR`)")
+            _fail(
+                f"two results folders given: RESULTS_DIR {args.results} and --records {args.records}; give one "
+                "(`rocm-gate verdict RESULTS_DIR`)"
+            )
             return None
-        print(f"rocm-gate verdict: --records is deprecated; give the folder alone: rocm-gate verdict {args.records}",
-              file=sys.stderr)
+        print(
+            f"rocm-gate verdict: --records is deprecated; give the folder alone: rocm-gate verdict {args.records}",
+            file=sys.stderr,
+        )
         return args.records
     if args.results is None:
-        _fail("give the results folder of a run: rocm-gate verdict RESULTS_DIR (its --rocm-report-dir)")
+        _fail(
+            "give the results folder of a run: rocm-gate verdict RESULTS_DIR (its --rocm-report-dir)"
+        )
     return args.results
 
 
@@ -70,7 +94,9 @@ def run(args) -> int:
     if not folder.is_dir():
         return _fail(f"{folder} is not a folder of records")
     loaded = read_records(folder)
-    if loaded.unreadable:  # a report without one process's records would blame or excuse the wrong tests
+    if (
+        loaded.unreadable
+    ):  # a report without one process's records would blame or excuse the wrong tests
         for problem in loaded.unreadable:
             _fail(problem)
         return exits.BAD_INPUT
@@ -89,8 +115,12 @@ def run(args) -> int:
             return _fail(str(exc))
     try:
         # The signatures the run used (its ini may have added some) travel in its manifest.
-        signatures = build_signatures([f"{k}={v}" for k, v in manifest.get("verdict_config", {})
-                                       .get("infra_signatures", {}).items()])
+        signatures = build_signatures(
+            [
+                f"{k}={v}"
+                for k, v in manifest.get("verdict_config", {}).get("infra_signatures", {}).items()
+            ]
+        )
     except SignatureError as exc:
         return _fail(f"{manifest_path}: {exc}")
     report = build_gate_report(loaded.records, manifest, loaded.problems, group_of, signatures)

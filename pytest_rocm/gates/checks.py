@@ -30,15 +30,39 @@ class GateContext:
 
     def missing(self, kind: str, metric: str, measured: float, direction: str, **tolerance) -> None:
         platform = self.platform_keys[0]
-        entry = baselines_mod.entry_text(self.nodeid, metric, platform, measured, direction,
-                                         "<run URL, date, stack>", **tolerance)
-        where = self.baseline_files[0] if self.baseline_files else "suites/baselines/<suite>.toml (ini rocm_baselines)"
-        self.measurements.append({"kind": kind, "metric": metric, "value": measured, "median": measured,
-                                  "passed": False, "baseline": None, "direction": direction, **tolerance})
-        pytest.fail(f"{kind} gate {metric!r}: no baseline for this test on this platform (looked for "
-                    f"{', '.join(self.platform_keys)}); measured {measured:.6g}. "
-                    f"If that is right, add to {where}:\n\n{entry}\n(or write proposals for every gate with "
-                    "--rocm-propose-baselines FILE)", pytrace=False)
+        entry = baselines_mod.entry_text(
+            self.nodeid,
+            metric,
+            platform,
+            measured,
+            direction,
+            "<run URL, date, stack>",
+            **tolerance,
+        )
+        where = (
+            self.baseline_files[0]
+            if self.baseline_files
+            else "suites/baselines/<suite>.toml (ini rocm_baselines)"
+        )
+        self.measurements.append(
+            {
+                "kind": kind,
+                "metric": metric,
+                "value": measured,
+                "median": measured,
+                "passed": False,
+                "baseline": None,
+                "direction": direction,
+                **tolerance,
+            }
+        )
+        pytest.fail(
+            f"{kind} gate {metric!r}: no baseline for this test on this platform (looked for "
+            f"{', '.join(self.platform_keys)}); measured {measured:.6g}. "
+            f"If that is right, add to {where}:\n\n{entry}\n(or write proposals for every gate with "
+            "--rocm-propose-baselines FILE)",
+            pytrace=False,
+        )
 
 
 class AccuracyGate:
@@ -49,20 +73,36 @@ class AccuracyGate:
         """Compare a measured metric with its baseline (one- or two-sided, rtol and atol from the baseline;
         `direction` only shapes the entry proposed when there is no baseline yet)."""
         context = self.context
-        baseline = baselines_mod.lookup(context.baselines, context.nodeid, metric, context.platform_keys)
+        baseline = baselines_mod.lookup(
+            context.baselines, context.nodeid, metric, context.platform_keys
+        )
         if baseline is None:
             context.missing("accuracy", metric, float(value), direction, rtol=DEFAULT_RTOL)
         low, high = baseline.bounds()
         passed = low <= value <= high
-        context.measurements.append({"kind": "accuracy", "metric": metric, "value": float(value),
-                                     "direction": baseline.direction, "expected": baseline.expected, "low": low, "high": high,
-                                     "tolerance": baseline.tolerance_text(), "platform": baseline.platform,
-                                     "source": baseline.source, "passed": passed})
+        context.measurements.append(
+            {
+                "kind": "accuracy",
+                "metric": metric,
+                "value": float(value),
+                "direction": baseline.direction,
+                "expected": baseline.expected,
+                "low": low,
+                "high": high,
+                "tolerance": baseline.tolerance_text(),
+                "platform": baseline.platform,
+                "source": baseline.source,
+                "passed": passed,
+            }
+        )
         if not passed:
-            pytest.fail(f"accuracy gate {metric!r}: measured {value:.6g}, expected {baseline.expected:.6g} "
-                        f"({_direction(baseline)}, {baseline.tolerance_text()}: accepts "
-                        f"{_interval(low, high)}); baseline for {baseline.platform} from {baseline.source or '?'} "
-                        f"({baseline.where})", pytrace=False)
+            pytest.fail(
+                f"accuracy gate {metric!r}: measured {value:.6g}, expected {baseline.expected:.6g} "
+                f"({_direction(baseline)}, {baseline.tolerance_text()}: accepts "
+                f"{_interval(low, high)}); baseline for {baseline.platform} from {baseline.source or '?'} "
+                f"({baseline.where})",
+                pytrace=False,
+            )
 
 
 class PerfGate:
@@ -75,25 +115,50 @@ class PerfGate:
         context = self.context
         samples = [float(s) for s in samples]
         if len(samples) < MIN_PERF_SAMPLES:
-            pytest.fail(f"performance gate {metric!r}: needs at least {MIN_PERF_SAMPLES} samples, got {len(samples)}",
-                        pytrace=False)
+            pytest.fail(
+                f"performance gate {metric!r}: needs at least {MIN_PERF_SAMPLES} samples, got {len(samples)}",
+                pytrace=False,
+            )
         median = statistics.median(samples)
-        baseline = baselines_mod.lookup(context.baselines, context.nodeid, metric, context.platform_keys)
+        baseline = baselines_mod.lookup(
+            context.baselines, context.nodeid, metric, context.platform_keys
+        )
         if baseline is None:
-            context.missing("performance", metric, median, direction, max_regression_pct=DEFAULT_MAX_REGRESSION_PCT)
+            context.missing(
+                "performance",
+                metric,
+                median,
+                direction,
+                max_regression_pct=DEFAULT_MAX_REGRESSION_PCT,
+            )
         low, high = baseline.bounds()
         past = [s for s in samples if not low <= s <= high]
         passed = len(past) < len(samples)
-        context.measurements.append({"kind": "performance", "metric": metric, "samples": samples, "median": median,
-                                     "direction": baseline.direction, "expected": baseline.expected, "low": low, "high": high,
-                                     "tolerance": baseline.tolerance_text(), "platform": baseline.platform,
-                                     "source": baseline.source, "passed": passed})
+        context.measurements.append(
+            {
+                "kind": "performance",
+                "metric": metric,
+                "samples": samples,
+                "median": median,
+                "direction": baseline.direction,
+                "expected": baseline.expected,
+                "low": low,
+                "high": high,
+                "tolerance": baseline.tolerance_text(),
+                "platform": baseline.platform,
+                "source": baseline.source,
+                "passed": passed,
+            }
+        )
         if not passed:
             shown = ", ".join(f"{s:.6g}" for s in samples)
-            pytest.fail(f"performance gate {metric!r}: all {len(samples)} samples regressed ({shown}; median "
-                        f"{median:.6g}), expected {baseline.expected:.6g} ({_direction(baseline)}, "
-                        f"{baseline.tolerance_text()}: accepts {_interval(low, high)}); baseline for "
-                        f"{baseline.platform} from {baseline.source or '?'} ({baseline.where})", pytrace=False)
+            pytest.fail(
+                f"performance gate {metric!r}: all {len(samples)} samples regressed ({shown}; median "
+                f"{median:.6g}), expected {baseline.expected:.6g} ({_direction(baseline)}, "
+                f"{baseline.tolerance_text()}: accepts {_interval(low, high)}); baseline for "
+                f"{baseline.platform} from {baseline.source or '?'} ({baseline.where})",
+                pytrace=False,
+            )
 
 
 def _direction(baseline) -> str:

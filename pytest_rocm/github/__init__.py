@@ -14,4 +14,14 @@ GitHub's API; never imports the plugin or test code (docs/architecture.md, "The 
 - `tracker`: one issue per SKU and framework saying what is red on main, kept up to date idempotently.
 """
 
-__all__ = ["api", "artifacts", "checks", "provenance", "publishing", "rerun", "sweep", "tracker", "trust"]
+__all__ = [
+    "api",
+    "artifacts",
+    "checks",
+    "provenance",
+    "publishing",
+    "rerun",
+    "sweep",
+    "tracker",
+    "trust",
+]

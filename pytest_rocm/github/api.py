@@ -32,7 +32,15 @@ from requests.adapters import HTTPAdapter
 
 from pytest_rocm.github.checks import ANNOTATIONS_PER_REQUEST, CheckContent
 
-__all__ = ["Ambiguous", "Client", "GITHUB_ERRORS", "PublishError", "connect", "converge", "describe"]
+__all__ = [
+    "Ambiguous",
+    "Client",
+    "GITHUB_ERRORS",
+    "PublishError",
+    "connect",
+    "converge",
+    "describe",
+]
 
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 20.0
@@ -61,8 +69,14 @@ class Ambiguous(Exception):
         self.sent_at = sent_at
 
 
-def connect(api_url: str, token: str | None = None, app_id: str | None = None, private_key: str | None = None,
-            installation_id: str | None = None, read_timeout: float = READ_TIMEOUT_S) -> github3.GitHub:
+def connect(
+    api_url: str,
+    token: str | None = None,
+    app_id: str | None = None,
+    private_key: str | None = None,
+    installation_id: str | None = None,
+    read_timeout: float = READ_TIMEOUT_S,
+) -> github3.GitHub:
     """A github3 client for `api_url` (api.github.com, GitHub Enterprise's /api/v3, or a loopback server).
 
     Auth: an App (id, private key, installation id: an installation token minted now), else `token` (an
@@ -98,7 +112,9 @@ def _rate_limited(response: requests.Response) -> bool:
     if response.status_code == 429:
         return True
     headers = response.headers
-    return response.status_code == 403 and ("Retry-After" in headers or headers.get("X-RateLimit-Remaining") == "0")
+    return response.status_code == 403 and (
+        "Retry-After" in headers or headers.get("X-RateLimit-Remaining") == "0"
+    )
 
 
 def _wait_for(response: requests.Response | None, attempt: int, backoff: float) -> float:
@@ -109,7 +125,7 @@ def _wait_for(response: requests.Response | None, attempt: int, backoff: float) 
     reset = headers.get("X-RateLimit-Reset", "")
     if headers.get("X-RateLimit-Remaining") == "0" and reset.isascii() and reset.isdigit():
         return min(max(float(headers["X-RateLimit-Reset"]) - time.time(), 0.0) + 1.0, MAX_WAIT_S)
-    return min(backoff * 2 ** attempt, MAX_WAIT_S)
+    return min(backoff * 2**attempt, MAX_WAIT_S)
 
 
 class _Refused(Exception):
@@ -129,14 +145,20 @@ class Client:
     settle_s: float = SETTLE_S
     sleep: Callable[[float], None] = time.sleep
     log: list[str] = field(default_factory=list)  # what was retried, for the command's output
-    app_id: int | None = None  # the App this publisher writes as: checks of any other app are not its own
+    app_id: int | None = (
+        None  # the App this publisher writes as: checks of any other app are not its own
+    )
 
     @property
     def base(self) -> str:
         return self.gh.session.base_url
 
     def _url(self, path: str) -> str:
-        return path if path.startswith(("http://", "https://")) else f"{self.base}{path.format(repo=self.repo)}"
+        return (
+            path
+            if path.startswith(("http://", "https://"))
+            else f"{self.base}{path.format(repo=self.repo)}"
+        )
 
     def get(self, path: str, params: dict | None = None, *, ok_missing: bool = False):
         """The JSON of a GET, retried as the module says; None for a 404 when `ok_missing`."""
@@ -144,7 +166,9 @@ class Client:
         for attempt in range(self.attempts):
             try:
                 response = self.gh.session.get(self._url(path), params=params)
-            except requests.RequestException as exc:  # connection or read timeout: nothing changed, ask again
+            except (
+                requests.RequestException
+            ) as exc:  # connection or read timeout: nothing changed, ask again
                 last = exc
                 self._pause(None, attempt, f"GET {path}: {type(exc).__name__}")
                 continue
@@ -156,11 +180,17 @@ class Client:
                 last = github3.exceptions.error_for(response)
                 self._pause(response, attempt, f"GET {path}: HTTP {response.status_code}")
                 continue
-            raise PublishError(f"GitHub refused GET {path}: {describe(github3.exceptions.error_for(response))}",
-                               refused=True)
-        raise PublishError(f"GET {path} failed {self.attempts} times; the last error: {describe(last)}")
+            raise PublishError(
+                f"GitHub refused GET {path}: {describe(github3.exceptions.error_for(response))}",
+                refused=True,
+            )
+        raise PublishError(
+            f"GET {path} failed {self.attempts} times; the last error: {describe(last)}"
+        )
 
-    def paged(self, path: str, key: str | None, params: dict | None = None, per_page: int = 100) -> list:
+    def paged(
+        self, path: str, key: str | None, params: dict | None = None, per_page: int = 100
+    ) -> list:
         items, page = [], 1
         while True:
             body = self.get(path, {**(params or {}), "per_page": per_page, "page": page})
@@ -178,11 +208,17 @@ class Client:
             try:
                 response = self.gh.session.request(method, self._url(path), json=body)
             except requests.ConnectionError as exc:
-                if isinstance(exc, requests.exceptions.ConnectTimeout) or "Connection refused" in str(exc):
-                    self._pause(None, attempt, f"{method} {path}: no connection")  # never reached GitHub
+                if isinstance(
+                    exc, requests.exceptions.ConnectTimeout
+                ) or "Connection refused" in str(exc):
+                    self._pause(
+                        None, attempt, f"{method} {path}: no connection"
+                    )  # never reached GitHub
                     continue
                 raise Ambiguous(f"{method} {path}: {type(exc).__name__}", sent_at) from None
-            except requests.RequestException as exc:  # a read timeout: GitHub has it, and may act on it
+            except (
+                requests.RequestException
+            ) as exc:  # a read timeout: GitHub has it, and may act on it
                 raise Ambiguous(f"{method} {path}: {type(exc).__name__}", sent_at) from None
             if response.status_code < 300:
                 return response.json() if response.content else None
@@ -191,8 +227,10 @@ class Client:
                 continue
             if response.status_code in TRANSIENT_STATUS:
                 raise Ambiguous(f"{method} {path}: HTTP {response.status_code}", sent_at)
-            raise PublishError(f"GitHub refused {method} {path}: {describe(github3.exceptions.error_for(response))}",
-                               refused=True)
+            raise PublishError(
+                f"GitHub refused {method} {path}: {describe(github3.exceptions.error_for(response))}",
+                refused=True,
+            )
         raise PublishError(f"{method} {path} was refused for rate limits {self.attempts} times")
 
     def write_again(self, method: str, path: str, body: dict):
@@ -203,7 +241,9 @@ class Client:
                 return self.write(method, path, body)
             except Ambiguous as exc:
                 if attempt + 1 == self.attempts:
-                    raise PublishError(f"{exc}: tried {self.attempts} times without a clear answer") from None
+                    raise PublishError(
+                        f"{exc}: tried {self.attempts} times without a clear answer"
+                    ) from None
                 self.settle(exc)
 
     def settle(self, ambiguous: Ambiguous) -> None:
@@ -216,7 +256,9 @@ class Client:
     def _pause(self, response, attempt: int, what: str) -> None:
         if attempt + 1 < self.attempts:
             wait = _wait_for(response, attempt, self.backoff)
-            self.log.append(f"{what}: attempt {attempt + 1} of {self.attempts}, waiting {wait:.1f} s")
+            self.log.append(
+                f"{what}: attempt {attempt + 1} of {self.attempts}, waiting {wait:.1f} s"
+            )
             self.sleep(wait)
 
     def download(self, path: str, limit: int = MAX_DOWNLOAD_BYTES) -> bytes:
@@ -224,18 +266,24 @@ class Client:
         last = None
         for attempt in range(self.attempts):
             try:
-                with self.gh.session.get(self._url(path), stream=True, allow_redirects=True) as response:
+                with self.gh.session.get(
+                    self._url(path), stream=True, allow_redirects=True
+                ) as response:
                     if response.status_code in TRANSIENT_STATUS or _rate_limited(response):
                         last = f"HTTP {response.status_code}"
                         self._pause(response, attempt, f"GET {path}: {last}")
                         continue
                     if response.status_code >= 300:
-                        raise PublishError(f"GitHub refused GET {path}: HTTP {response.status_code}", refused=True)
+                        raise PublishError(
+                            f"GitHub refused GET {path}: HTTP {response.status_code}", refused=True
+                        )
                     data = bytearray()
                     for chunk in response.iter_content(1 << 20):
                         data += chunk
                         if len(data) > limit:
-                            raise PublishError(f"GET {path}: more than {limit:,} bytes; refusing it", refused=True)
+                            raise PublishError(
+                                f"GET {path}: more than {limit:,} bytes; refusing it", refused=True
+                            )
                     return bytes(data)
             except requests.RequestException as exc:
                 last = f"{type(exc).__name__}"
@@ -251,9 +299,13 @@ class Client:
         params = {"check_name": name, "filter": "all"}
         if self.app_id is not None:
             params["app_id"] = self.app_id
-        return [r for r in self.paged(f"/repos/{{repo}}/commits/{sha}/check-runs", "check_runs", params)
-                if r["name"] == name and r["head_sha"] == sha
-                and (self.app_id is None or (r.get("app") or {}).get("id") == self.app_id)]
+        return [
+            r
+            for r in self.paged(f"/repos/{{repo}}/commits/{sha}/check-runs", "check_runs", params)
+            if r["name"] == name
+            and r["head_sha"] == sha
+            and (self.app_id is None or (r.get("app") or {}).get("id") == self.app_id)
+        ]
 
     def permission(self, user: str) -> str:
         """The user's permission on the repository: admin, maintain, write, triage, read or none."""
@@ -262,17 +314,25 @@ class Client:
 
     def pull_files(self, number: int, limit: int = 3000) -> list[str] | None:
         """The paths a PR changes (GitHub lists at most 3,000); None when there may be more."""
-        files = [f.get("filename", "") for f in self.paged(f"/repos/{{repo}}/pulls/{number}/files", None)]
+        files = [
+            f.get("filename", "") for f in self.paged(f"/repos/{{repo}}/pulls/{number}/files", None)
+        ]
         return None if len(files) >= limit else files
 
     def dispatch(self, workflow: str, ref: str, inputs: dict) -> None:
         """Start `workflow` (a file name or id) on `ref` with `inputs` (POST .../dispatches, 204). A dispatch
         whose answer was lost is not sent again: a second run of the same gate is worse than none."""
         try:
-            self.write("POST", f"/repos/{{repo}}/actions/workflows/{workflow}/dispatches", {"ref": ref, "inputs": inputs})
+            self.write(
+                "POST",
+                f"/repos/{{repo}}/actions/workflows/{workflow}/dispatches",
+                {"ref": ref, "inputs": inputs},
+            )
         except Ambiguous as exc:
-            raise PublishError(f"{exc}: the dispatch may or may not have started a run; look at the workflow's "
-                               "runs before dispatching again") from None
+            raise PublishError(
+                f"{exc}: the dispatch may or may not have started a run; look at the workflow's "
+                "runs before dispatching again"
+            ) from None
 
 
 def _annotation_key(a: dict) -> tuple:
@@ -283,8 +343,10 @@ def _batches(content: CheckContent, listed: list[dict]) -> tuple[int, list[list[
     """(how many annotations GitHub holds, the batches of those it lacks; at least one, maybe empty)."""
     have = {_annotation_key(a) for a in listed}
     missing = [a for a in content.annotations if _annotation_key(a) not in have]
-    return len(listed), [missing[i:i + ANNOTATIONS_PER_REQUEST]
-                         for i in range(0, len(missing), ANNOTATIONS_PER_REQUEST)] or [[]]
+    return len(listed), [
+        missing[i : i + ANNOTATIONS_PER_REQUEST]
+        for i in range(0, len(missing), ANNOTATIONS_PER_REQUEST)
+    ] or [[]]
 
 
 def _now() -> str:
@@ -297,26 +359,51 @@ class Published:
     html_url: str
     created: bool
     annotations_sent: int
-    status: str = "completed"  # completed | in_progress | unchanged (a completed check is never reopened)
+    status: str = (
+        "completed"  # completed | in_progress | unchanged (a completed check is never reopened)
+    )
     duplicates: int = 0
 
 
-def converge(client: Client, sha: str, content: CheckContent, external_id: str | None, details_url: str | None,
-             in_progress: bool = False) -> Published:
+def converge(
+    client: Client,
+    sha: str,
+    content: CheckContent,
+    external_id: str | None,
+    details_url: str | None,
+    in_progress: bool = False,
+) -> Published:
     """Create or update this run's check until GitHub holds exactly `content` (see the module docstring)."""
     tries: dict[str, int] = {}
     created = False
-    while True:  # find this run's checks; create one when there is none (and read back: it may land twice)
-        runs = sorted((r for r in client.checks(sha, content.name)
-                       if external_id is None or r.get("external_id") == external_id), key=lambda r: r["id"])
+    while (
+        True
+    ):  # find this run's checks; create one when there is none (and read back: it may land twice)
+        runs = sorted(
+            (
+                r
+                for r in client.checks(sha, content.name)
+                if external_id is None or r.get("external_id") == external_id
+            ),
+            key=lambda r: r["id"],
+        )
         if runs:
             break
         _spend(client, tries, "create the check")
         try:
-            client.write("POST", "/repos/{repo}/check-runs", {
-                "name": content.name, "head_sha": sha, "details_url": details_url, "external_id": external_id,
-                "status": "in_progress", "started_at": _now(),
-                "output": {"title": "running", "summary": f"{content.name} is running."}})
+            client.write(
+                "POST",
+                "/repos/{repo}/check-runs",
+                {
+                    "name": content.name,
+                    "head_sha": sha,
+                    "details_url": details_url,
+                    "external_id": external_id,
+                    "status": "in_progress",
+                    "started_at": _now(),
+                    "output": {"title": "running", "summary": f"{content.name} is running."},
+                },
+            )
             created = True
         except Ambiguous as exc:
             client.settle(exc)
@@ -326,25 +413,40 @@ def converge(client: Client, sha: str, content: CheckContent, external_id: str |
         return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
     path = f"/repos/{{repo}}/check-runs/{canonical['id']}"
     common = {"details_url": details_url, "external_id": external_id, "actions": content.actions}
-    listed = client.paged(f"{path}/annotations", None)  # what GitHub holds: each annotation is sent once
+    listed = client.paged(
+        f"{path}/annotations", None
+    )  # what GitHub holds: each annotation is sent once
     held, batches = _batches(content, listed)
     sent, index = 0, 0
     while True:  # complete it with the first batch, then append the others
         batch = batches[index]
         if index == 0:
-            body = {"status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
-                    "output": content.output(batch), **common}
+            body = {
+                "status": "completed",
+                "conclusion": content.conclusion,
+                "completed_at": _now(),
+                "output": content.output(batch),
+                **common,
+            }
         else:
             body = {"output": content.output(batch)}
         try:
-            _spend(client, tries, f"annotations {held + 1} to {held + len(batch)}" if index else "complete the check")
+            _spend(
+                client,
+                tries,
+                f"annotations {held + 1} to {held + len(batch)}" if index else "complete the check",
+            )
             client.write("PATCH", path, body)
             landed = True
-        except Ambiguous as exc:  # landed or not? GitHub's count of annotations says, once it is done with it
+        except (
+            Ambiguous
+        ) as exc:  # landed or not? GitHub's count of annotations says, once it is done with it
             client.settle(exc)
             now = client.get(path)
             count = (now.get("output") or {}).get("annotations_count", -1)
-            completed = now.get("status") == "completed" and now.get("conclusion") == content.conclusion
+            completed = (
+                now.get("status") == "completed" and now.get("conclusion") == content.conclusion
+            )
             if count == held + len(batch) and (index or completed):
                 landed = True
             elif count == held:
@@ -362,16 +464,27 @@ def converge(client: Client, sha: str, content: CheckContent, external_id: str |
     for extra in extras:  # what late creates left: copies without annotations, so none stands apart
         if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
             continue
-        body = {"status": "completed", "conclusion": content.conclusion, "completed_at": _now(),
-                "details_url": details_url, "output": {
-                    "title": content.title, "summary": f"A duplicate of {canonical['html_url']}, which has the "
-                                                      f"annotations.\n\n{content.summary}"[:65535]}}
+        body = {
+            "status": "completed",
+            "conclusion": content.conclusion,
+            "completed_at": _now(),
+            "details_url": details_url,
+            "output": {
+                "title": content.title,
+                "summary": f"A duplicate of {canonical['html_url']}, which has the "
+                f"annotations.\n\n{content.summary}"[:65535],
+            },
+        }
         client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", body)
-    return Published(canonical["id"], canonical["html_url"], created, sent, "completed", len(extras))
+    return Published(
+        canonical["id"], canonical["html_url"], created, sent, "completed", len(extras)
+    )
 
 
 def _spend(client: Client, tries: dict[str, int], key: str) -> None:
     """Count one more attempt at the write `key`; past the budget, give up naming it."""
     tries[key] = tries.get(key, 0) + 1
     if tries[key] > client.attempts:
-        raise PublishError(f"{key}: tried {client.attempts} times without a clear answer from GitHub")
+        raise PublishError(
+            f"{key}: tried {client.attempts} times without a clear answer from GitHub"
+        )

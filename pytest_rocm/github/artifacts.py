@@ -54,13 +54,20 @@ def read_results(folder: Path) -> Results:
     folder = Path(folder)
     if folder.is_symlink() or not folder.is_dir():
         raise ResultsMissing(f"{folder}: no such results folder")
-    if not (folder / "gate-report.json").exists() and not (folder / "gate-report.json").is_symlink():
-        raise ResultsMissing(f"{folder}: no gate-report.json (the run ended before writing its report)")
+    if (
+        not (folder / "gate-report.json").exists()
+        and not (folder / "gate-report.json").is_symlink()
+    ):
+        raise ResultsMissing(
+            f"{folder}: no gate-report.json (the run ended before writing its report)"
+        )
     report = load_artifact(folder / "gate-report.json", "gate-report")
     if (folder / "manifest.json").exists() or (folder / "manifest.json").is_symlink():
         manifest = load_artifact(folder / "manifest.json", "manifest")
     else:
-        manifest = check_document(report["manifest"], "manifest", f"{folder / 'gate-report.json'}: manifest")
+        manifest = check_document(
+            report["manifest"], "manifest", f"{folder / 'gate-report.json'}: manifest"
+        )
     parity = None
     if (folder / "parity.json").exists() or (folder / "parity.json").is_symlink():
         parity = load_artifact(folder / "parity.json", "parity")

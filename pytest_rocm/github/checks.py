@@ -35,18 +35,29 @@ INCOMPLETE_POLICIES = ("block", "neutral")
 
 # gate-report conclusion -> check-run conclusion (docs/architecture.md; docs/reference.md "Conclusions")
 CONCLUSIONS = {
-    "success": "success",          # blocking gates ran and none regressed
-    "failure": "failure",          # a blocking gate regressed (failed again on rerun, on a healthy device)
-    "neutral": "neutral",          # only with infra evidence after reruns; otherwise treated as incomplete
+    "success": "success",  # blocking gates ran and none regressed
+    "failure": "failure",  # a blocking gate regressed (failed again on rerun, on a healthy device)
+    "neutral": "neutral",  # only with infra evidence after reruns; otherwise treated as incomplete
     "incomplete": "action_required",  # did not run what it collected; `neutral` under soft rollout
     "skipped": "action_required",  # no blocking gate ran: nothing proves this commit; `neutral` under soft rollout
 }
 # the run died before it wrote a gate report: the workflow run's conclusion decides
-MISSING_RESULTS = {"cancelled": "cancelled", "timed_out": "timed_out"}  # anything else: action_required
+MISSING_RESULTS = {
+    "cancelled": "cancelled",
+    "timed_out": "timed_out",
+}  # anything else: action_required
 
 ACTIONS = {
-    "rerun-amd": {"label": "Re-run AMD", "identifier": "rerun-amd", "description": "Rerun the failed and infra AMD gates"},
-    "rerun-all": {"label": "Re-run all", "identifier": "rerun-all", "description": "Rerun every AMD gate of this commit"},
+    "rerun-amd": {
+        "label": "Re-run AMD",
+        "identifier": "rerun-amd",
+        "description": "Rerun the failed and infra AMD gates",
+    },
+    "rerun-all": {
+        "label": "Re-run all",
+        "identifier": "rerun-all",
+        "description": "Rerun every AMD gate of this commit",
+    },
 }
 
 
@@ -82,8 +93,14 @@ def check_name(results: Results | None, runner_class: str | None) -> str:
 
 def _blocking_infra_without_evidence(tests: dict) -> list[str]:
     """Blocking gates that ended `infra` with neither a rerun nor a failed health probe behind the verdict."""
-    return [nodeid for nodeid, t in tests.items() if t["blocking"] and t["verdict"] == "infra"
-            and len(t["attempts"]) < 2 and not any(not p.get("ok", True) for p in t["probes"])]
+    return [
+        nodeid
+        for nodeid, t in tests.items()
+        if t["blocking"]
+        and t["verdict"] == "infra"
+        and len(t["attempts"]) < 2
+        and not any(not p.get("ok", True) for p in t["probes"])
+    ]
 
 
 def conclude(report: dict, incomplete_policy: str = "block") -> tuple[str, str, list[str]]:
@@ -95,13 +112,17 @@ def conclude(report: dict, incomplete_policy: str = "block") -> tuple[str, str, 
         unproven = _blocking_infra_without_evidence(report["tests"])
         if unproven:
             gate = "incomplete"
-            why = (f"infra verdict without evidence on {len(unproven)} blocking gate(s) (no rerun, no failed health "
-                   f"probe), e.g. {unproven[0]}: not accepted as an infrastructure fault")
+            why = (
+                f"infra verdict without evidence on {len(unproven)} blocking gate(s) (no rerun, no failed health "
+                f"probe), e.g. {unproven[0]}: not accepted as an infrastructure fault"
+            )
     conclusion = CONCLUSIONS.get(gate, "action_required")
     if gate in ("incomplete", "skipped") and incomplete_policy == "neutral":
         conclusion = "neutral"
-        warnings.append(f"soft rollout: this run is {gate} ({md.code(why)}) and reports `neutral` only because "
-                        "the repository chose `incomplete: neutral`; nothing here proves the commit")
+        warnings.append(
+            f"soft rollout: this run is {gate} ({md.code(why)}) and reports `neutral` only because "
+            "the repository chose `incomplete: neutral`; nothing here proves the commit"
+        )
     return conclusion, why, warnings
 
 
@@ -128,40 +149,73 @@ def reproduce_command(nodeid: str, manifest: dict) -> str:
 def _regression_item(nodeid: str, test: dict, manifest: dict) -> str:
     attempts = ", ".join(a["status"] for a in test["attempts"])
     why = test.get("verdict_reason") or test.get("message") or ""
-    head = (f"- **{md.code(nodeid)}** ({md.code(test.get('group') or 'no group')}; attempts: {attempts})"
-            + (f": {md.code(why)}" if why else ""))
+    head = (
+        f"- **{md.code(nodeid)}** ({md.code(test.get('group') or 'no group')}; attempts: {attempts})"
+        + (f": {md.code(why)}" if why else "")
+    )
     evidence = md.block(_first_lines(test.get("message", ""), test.get("detail", "")), indent="  ")
-    return "\n".join(filter(None, [head, evidence, f"  reproduce: {md.code(reproduce_command(nodeid, manifest), 600)}"]))
+    return "\n".join(
+        filter(
+            None,
+            [head, evidence, f"  reproduce: {md.code(reproduce_command(nodeid, manifest), 600)}"],
+        )
+    )
 
 
 def _infra_item(nodeid: str, test: dict, runner: str) -> str:
     attempts = "; ".join(
         f"{a['status']} on {md.code(a.get('worker') or 'main')} GPUs "
         f"{md.code(a.get('gpus') if a.get('gpus') is not None else 'none')}"
-        + (f" ({md.code(a['signature']['name'] + ': ' + a['signature']['line'][:200])})" if a.get("signature") else "")
-        for a in test["attempts"])
-    probes = "; ".join(f"probe {'ok' if p.get('ok') else 'FAILED'} on devices {md.code(p.get('devices'))}"
-                       for p in test["probes"])
+        + (
+            f" ({md.code(a['signature']['name'] + ': ' + a['signature']['line'][:200])})"
+            if a.get("signature")
+            else ""
+        )
+        for a in test["attempts"]
+    )
+    probes = "; ".join(
+        f"probe {'ok' if p.get('ok') else 'FAILED'} on devices {md.code(p.get('devices'))}"
+        for p in test["probes"]
+    )
     reruns = len(test["attempts"]) - 1
-    return (f"- {md.code(nodeid)} on runner {md.code(runner)}: {md.code(test.get('verdict_reason', ''))}\n"
-            f"  {reruns} rerun(s): {attempts}" + (f"; {probes}" if probes else ""))
+    return (
+        f"- {md.code(nodeid)} on runner {md.code(runner)}: {md.code(test.get('verdict_reason', ''))}\n"
+        f"  {reruns} rerun(s): {attempts}" + (f"; {probes}" if probes else "")
+    )
 
 
 def _stack_lines(manifest: dict) -> list[str]:
     stack = manifest_stack(manifest)
-    sku = f"{', '.join(stack['skus'])} ({stack['gpu_count']} GPUs)" if stack["skus"] else stack["description"]
-    rows = [("SKU", sku), ("ROCm", stack["rocm"]), ("driver", stack["driver"]), ("torch", stack["torch"]),
-            ("framework", stack["framework"] or "not recorded"), ("image", stack["image"]),
-            ("runner", manifest.get("runner")), ("tested commit", manifest.get("git_sha"))]
-    return ["| stack | |", "|---|---|"] + [f"| {k} | {md.cell(v) if v else 'not recorded'} |" for k, v in rows]
+    sku = (
+        f"{', '.join(stack['skus'])} ({stack['gpu_count']} GPUs)"
+        if stack["skus"]
+        else stack["description"]
+    )
+    rows = [
+        ("SKU", sku),
+        ("ROCm", stack["rocm"]),
+        ("driver", stack["driver"]),
+        ("torch", stack["torch"]),
+        ("framework", stack["framework"] or "not recorded"),
+        ("image", stack["image"]),
+        ("runner", manifest.get("runner")),
+        ("tested commit", manifest.get("git_sha")),
+    ]
+    return ["| stack | |", "|---|---|"] + [
+        f"| {k} | {md.cell(v) if v else 'not recorded'} |" for k, v in rows
+    ]
 
 
 def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
     if not parity:
-        return ["No parity report in this run (`rocm-gate parity ... --out DIR` writes `DIR/parity.json`; the gate "
-                "job's results folder carries it when DIR is that folder)."]
-    lines = ["| group | ROCm/CUDA parity | both pass / CUDA pass | merge-blocking | gaps | vs base |",
-             "|---|---|---|---|---|---|"]
+        return [
+            "No parity report in this run (`rocm-gate parity ... --out DIR` writes `DIR/parity.json`; the gate "
+            "job's results folder carries it when DIR is that folder)."
+        ]
+    lines = [
+        "| group | ROCm/CUDA parity | both pass / CUDA pass | merge-blocking | gaps | vs base |",
+        "|---|---|---|---|---|---|",
+    ]
     base_groups = (base or {}).get("groups") or {}
     groups = sorted((parity.get("groups") or {}).items())
     if not groups:
@@ -169,11 +223,17 @@ def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
     for group, row in groups[:PARITY_ROWS]:
         value = row.get("parity")
         change = ""
-        if group in base_groups and value is not None and base_groups[group].get("parity") is not None:
+        if (
+            group in base_groups
+            and value is not None
+            and base_groups[group].get("parity") is not None
+        ):
             delta = value - base_groups[group]["parity"]
             change = f"{delta:+.1%}" if abs(delta) >= 0.0005 else "same"
-        lines.append(f"| {md.cell(group)} | {f'{value:.1%}' if value is not None else 'n/a'} | {row['both_passing']}/"
-                     f"{row['reference_passing']} | {row['blocking']} | {len(row['gaps'])} | {change or 'no base'} |")
+        lines.append(
+            f"| {md.cell(group)} | {f'{value:.1%}' if value is not None else 'n/a'} | {row['both_passing']}/"
+            f"{row['reference_passing']} | {row['blocking']} | {len(row['gaps'])} | {change or 'no base'} |"
+        )
     if len(groups) > PARITY_ROWS:
         lines.append(f"| and {len(groups) - PARITY_ROWS} more groups (parity.json) | | | | | |")
     return lines
@@ -197,14 +257,20 @@ def _fill(sections: list[tuple[str, list[str]]], fixed: str, budget: int, more_w
             used += len(item) + 1
         out += block
     text = fixed + "\n".join(out)
-    return text if len(text) <= budget else text[:budget - 40] + "\n... (cut at GitHub's limit)"
+    return text if len(text) <= budget else text[: budget - 40] + "\n... (cut at GitHub's limit)"
 
 
 SIMULATED = "SIMULATED"
 
 
-def _against_trunk(results: Results, trunk: dict | None, conclusion: str, why: str, warnings: list[str],
-                   base_sha: str | None = None):
+def _against_trunk(
+    results: Results,
+    trunk: dict | None,
+    conclusion: str,
+    why: str,
+    warnings: list[str],
+    base_sha: str | None = None,
+):
     """(attribution or None, conclusion, why): a PR run's blocking failures against main's state (trunk/). A run
     whose every blocking failure is pre-existing or flaky on main is judged again without them: it can reach
     `neutral` (never `success`: main is red on those tests), `action_required` when it is also incomplete or a
@@ -216,8 +282,10 @@ def _against_trunk(results: Results, trunk: dict | None, conclusion: str, why: s
 
     sku = "/".join(manifest_stack(results.manifest)["skus"])
     if trunk.get("sku") != sku:
-        warnings.append(f"the trunk state given is for {md.code(trunk.get('sku'))}, this run is on {md.code(sku)}: "
-                        "not used; every failure is judged on this run alone")
+        warnings.append(
+            f"the trunk state given is for {md.code(trunk.get('sku'))}, this run is on {md.code(sku)}: "
+            "not used; every failure is judged on this run alone"
+        )
         return None, conclusion, why
     report = results.report
     provenance = results.provenance
@@ -228,15 +296,26 @@ def _against_trunk(results: Results, trunk: dict | None, conclusion: str, why: s
         return found, conclusion, why
     if any(e["cause"] == "change" for e in report["collection_errors"]):  # something else blocks
         return found, conclusion, why
-    none_new = (f"{len(found.classes)} blocking failure(s), none new: already failing on main or flaky on main "
-                f"({', '.join(found.not_blocking()[:5])})")
+    none_new = (
+        f"{len(found.classes)} blocking failure(s), none new: already failing on main or flaky on main "
+        f"({', '.join(found.not_blocking()[:5])})"
+    )
     if not report["complete"]:
-        return found, CONCLUSIONS["incomplete"], f"{none_new}; but the run is incomplete: " + "; ".join(
-            report["incomplete_causes"][:3])
+        return (
+            found,
+            CONCLUSIONS["incomplete"],
+            f"{none_new}; but the run is incomplete: " + "; ".join(report["incomplete_causes"][:3]),
+        )
     unproven = _blocking_infra_without_evidence(report["tests"])
     if unproven:  # the same rule as `conclude`: infra is accepted only with evidence
-        return found, CONCLUSIONS["incomplete"], (f"{none_new}; but {len(unproven)} blocking gate(s) ended infra "
-                                                  f"without evidence, e.g. {unproven[0]}")
+        return (
+            found,
+            CONCLUSIONS["incomplete"],
+            (
+                f"{none_new}; but {len(unproven)} blocking gate(s) ended infra "
+                f"without evidence, e.g. {unproven[0]}"
+            ),
+        )
     return found, "neutral", none_new
 
 
@@ -249,17 +328,32 @@ def _trunk_items(found, tests: dict, manifest: dict, trunk: dict) -> dict[str, l
         return f"- {md.code(nodeid)}{cuda}: {md.code(found.reasons[nodeid], 600)}"
 
     return {
-        "pre_existing": [item(n) + link for n in found.not_blocking() if found.classes[n] == "pre_existing"],
-        "flaky_on_main": [item(n) for n in found.not_blocking() if found.classes[n] == "flaky_on_main"],
+        "pre_existing": [
+            item(n) + link for n in found.not_blocking() if found.classes[n] == "pre_existing"
+        ],
+        "flaky_on_main": [
+            item(n) for n in found.not_blocking() if found.classes[n] == "flaky_on_main"
+        ],
         "new_reasons": {n: found.reasons[n] for n in found.new()},
-        "fixed": [f"- {md.code(n)}: main fails it since {md.code((trunk['tests'][n]['since'] or {}).get('sha', '')[:12])}"
-                  f"; it passes here" for n in sorted(found.fixed)],
+        "fixed": [
+            f"- {md.code(n)}: main fails it since {md.code((trunk['tests'][n]['since'] or {}).get('sha', '')[:12])}"
+            f"; it passes here"
+            for n in sorted(found.fixed)
+        ],
     }
 
 
-def build(results: Results, name: str, details_url: str | None = None, path_prefix: str = "",
-          incomplete_policy: str = "block", base_parity: dict | None = None, notes: list[str] = (),
-          trunk: dict | None = None, base_sha: str | None = None) -> CheckContent:
+def build(
+    results: Results,
+    name: str,
+    details_url: str | None = None,
+    path_prefix: str = "",
+    incomplete_policy: str = "block",
+    base_parity: dict | None = None,
+    notes: list[str] = (),
+    trunk: dict | None = None,
+    base_sha: str | None = None,
+) -> CheckContent:
     """The check of a run's results. `notes`: what the publisher established about the run (provenance), shown
     under the head. `trunk`: main's state on the run's SKU (trunk/state.py), for a PR run: its failures are
     classed against it. A simulated platform's results never conclude `success`."""
@@ -269,66 +363,140 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
     found, conclusion, why = _against_trunk(results, trunk, conclusion, why, warnings, base_sha)
     simulated = results.simulated_profile
     if simulated:
-        warnings.insert(0, f"{SIMULATED}: these results come from the simulated platform profile "
-                           f"{md.code(simulated)} (`--rocm-platform`), not from AMD hardware; nothing here proves the "
-                           "commit on a GPU")
+        warnings.insert(
+            0,
+            f"{SIMULATED}: these results come from the simulated platform profile "
+            f"{md.code(simulated)} (`--rocm-platform`), not from AMD hardware; nothing here proves the "
+            "commit on a GPU",
+        )
         if conclusion in ("success", "neutral"):  # both pass a required check
             conclusion = "action_required"
     runner = str(manifest.get("runner") or "unknown")
     attributed = set(found.not_blocking()) if found else set()
-    blocking_regressions = [(n, t) for n, t in tests.items() if t["verdict"] == "regression" and t["blocking"]
-                            and n not in attributed]
+    blocking_regressions = [
+        (n, t)
+        for n, t in tests.items()
+        if t["verdict"] == "regression" and t["blocking"] and n not in attributed
+    ]
     # failures that do not block: non-blocking (shadow) gates, and failures no rerun confirmed
     quarantined = [(n, t) for n, t in tests.items() if t.get("quarantine")]
-    other_regressions = [(n, t) for n, t in tests.items() if t["verdict"] in ("regression", "unconfirmed")
-                         and not (t["blocking"] and t["verdict"] == "regression") and n not in attributed
-                         and not t.get("quarantine")]
+    other_regressions = [
+        (n, t)
+        for n, t in tests.items()
+        if t["verdict"] in ("regression", "unconfirmed")
+        and not (t["blocking"] and t["verdict"] == "regression")
+        and n not in attributed
+        and not t.get("quarantine")
+    ]
     against = _trunk_items(found, tests, manifest, trunk) if found else None
     infra = [(n, t) for n, t in tests.items() if t["verdict"] == "infra"]
     flaky = [(n, t) for n, t in tests.items() if t["verdict"] == "flaky"]
     gaps = [(n, t) for n, t in tests.items() if t["verdict"] == "known_gap"]
-    ran = sum(1 for t in tests.values() if t["blocking"] and t["verdict"] in ("pass", "regression", "infra", "flaky"))
-    more_where = f"the run's artifacts: {details_url}" if details_url else "the run's gate-report.json"
+    ran = sum(
+        1
+        for t in tests.values()
+        if t["blocking"] and t["verdict"] in ("pass", "regression", "infra", "flaky")
+    )
+    more_where = (
+        f"the run's artifacts: {details_url}" if details_url else "the run's gate-report.json"
+    )
 
-    head = [f"## {md.plain(name)}: **{conclusion}**" + (f" ({SIMULATED})" if simulated else ""), "",
-            f"Why: {md.code(why)}", ""]
+    head = [
+        f"## {md.plain(name)}: **{conclusion}**" + (f" ({SIMULATED})" if simulated else ""),
+        "",
+        f"Why: {md.code(why)}",
+        "",
+    ]
     head += [f"> [!WARNING]\n> {w}\n" for w in warnings]
     head += [f"- {note}" for note in notes] + ([""] if notes else [])
     if found is not None:
         newest = (trunk.get("newest") or {}).get("sha") or "none"
-        head += [f"Judged against main's state on {md.code(trunk['sku'])} ({trunk['main_commits']} main commit(s), "
-                 f"newest {md.code(newest[:12])}); this run's code is based on {md.code((found.base or 'unknown')[:12])}"
-                 + (f" ({md.code(found.note)})" if found.note else "") + ".", ""]
-    head.append(f"{ran} blocking gate(s) ran; {len(blocking_regressions)} regressed, {len(infra)} infra, "
-                f"{len(flaky)} flaky, {len(gaps)} known gap(s), {len(tests)} test(s) in all.")
+        head += [
+            f"Judged against main's state on {md.code(trunk['sku'])} ({trunk['main_commits']} main commit(s), "
+            f"newest {md.code(newest[:12])}); this run's code is based on {md.code((found.base or 'unknown')[:12])}"
+            + (f" ({md.code(found.note)})" if found.note else "")
+            + ".",
+            "",
+        ]
+    head.append(
+        f"{ran} blocking gate(s) ran; {len(blocking_regressions)} regressed, {len(infra)} infra, "
+        f"{len(flaky)} flaky, {len(gaps)} known gap(s), {len(tests)} test(s) in all."
+    )
     if not report["complete"]:
-        head += ["", "**The run is incomplete**: " + "; ".join(md.code(c) for c in report["incomplete_causes"][:10])]
+        head += [
+            "",
+            "**The run is incomplete**: "
+            + "; ".join(md.code(c) for c in report["incomplete_causes"][:10]),
+        ]
         if report["never_ran"]:
-            head.append(f"{len(report['never_ran'])} gate(s) never ran, e.g. {md.code(report['never_ran'][0])}.")
-    fixed_tail = ["", "### Parity with CUDA", *_parity_lines(results.parity, base_parity), "",
-                  "### Pinned stack", *_stack_lines(manifest)]
+            head.append(
+                f"{len(report['never_ran'])} gate(s) never ran, e.g. {md.code(report['never_ran'][0])}."
+            )
+    fixed_tail = [
+        "",
+        "### Parity with CUDA",
+        *_parity_lines(results.parity, base_parity),
+        "",
+        "### Pinned stack",
+        *_stack_lines(manifest),
+    ]
     new_reasons = against["new_reasons"] if against else {}
     sections = [
         ("Pre-existing on main (not blocking)", against["pre_existing"] if against else []),
         ("Flaky on main (not blocking)", against["flaky_on_main"] if against else []),
-        ("Regressions (blocking)" + (": new in this PR" if against else ""),
-         [_regression_item(n, t, manifest) + (f"\n  against main: {md.code(new_reasons[n], 600)}" if n in new_reasons
-                                               else "") for n, t in blocking_regressions]),
+        (
+            "Regressions (blocking)" + (": new in this PR" if against else ""),
+            [
+                _regression_item(n, t, manifest)
+                + (f"\n  against main: {md.code(new_reasons[n], 600)}" if n in new_reasons else "")
+                for n, t in blocking_regressions
+            ],
+        ),
         ("Fixed by this PR (failing on main, passing here)", against["fixed"] if against else []),
-        ("Quarantined (ran, never blocks)", [f"- {md.code(n)}: {t['verdict']}; {md.code(t['quarantine'].get('reason', ''))}"
-                                             for n, t in quarantined]),
+        (
+            "Quarantined (ran, never blocks)",
+            [
+                f"- {md.code(n)}: {t['verdict']}; {md.code(t['quarantine'].get('reason', ''))}"
+                for n, t in quarantined
+            ],
+        ),
         ("Infrastructure faults", [_infra_item(n, t, runner) for n, t in infra]),
-        ("Other failures (non-blocking gates, or not confirmed by a rerun)", [_regression_item(n, t, manifest) for n, t in other_regressions]),
-        ("Collection errors", [f"- {md.code(e['nodeid'])} ({e['cause']})"
-                               + (f": {md.code(_first_lines(e['detail'], limit=1)[0])}" if e["detail"].strip() else "")
-                               for e in report["collection_errors"]]),
-        ("Known gaps touched", [f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('reason', ''))} "
-                                f"{md.code((t.get('known_gap') or {}).get('issue', ''))}" for n, t in gaps]),
-        ("Known gaps that now pass (remove the marker, close the issue)",
-         [f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('issue', ''))}" for n, t in tests.items()
-          if t.get("known_gap") and t["verdict"] == "pass"]),
-        ("Flaky (passed on rerun, not blocking)", [f"- {md.code(n)}: {md.code(t.get('verdict_reason', ''))}"
-                                                   for n, t in flaky]),
+        (
+            "Other failures (non-blocking gates, or not confirmed by a rerun)",
+            [_regression_item(n, t, manifest) for n, t in other_regressions],
+        ),
+        (
+            "Collection errors",
+            [
+                f"- {md.code(e['nodeid'])} ({e['cause']})"
+                + (
+                    f": {md.code(_first_lines(e['detail'], limit=1)[0])}"
+                    if e["detail"].strip()
+                    else ""
+                )
+                for e in report["collection_errors"]
+            ],
+        ),
+        (
+            "Known gaps touched",
+            [
+                f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('reason', ''))} "
+                f"{md.code((t.get('known_gap') or {}).get('issue', ''))}"
+                for n, t in gaps
+            ],
+        ),
+        (
+            "Known gaps that now pass (remove the marker, close the issue)",
+            [
+                f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('issue', ''))}"
+                for n, t in tests.items()
+                if t.get("known_gap") and t["verdict"] == "pass"
+            ],
+        ),
+        (
+            "Flaky (passed on rerun, not blocking)",
+            [f"- {md.code(n)}: {md.code(t.get('verdict_reason', ''))}" for n, t in flaky],
+        ),
     ]
     if found is not None:  # pre-existing failures are annotated as warnings, new ones as failures
         other_regressions = other_regressions + [(n, tests[n]) for n in sorted(attributed)]
@@ -336,24 +504,53 @@ def build(results: Results, name: str, details_url: str | None = None, path_pref
     tail = "\n".join(fixed_tail)
     body = _fill(sections, "\n".join(head), TEXT_LIMIT - len(tail) - 2, more_where)
     summary = body + "\n" + tail
-    text = _fill([("Skipped, with reasons", [f"- {r['count']} {md.code(r['status'])}: {md.code(r['reason'])}"
-                                             for r in report["skip_reasons"]]),
-                  ("Non-pass verdicts", [f"- {md.code(n)}: {t['verdict']} ({t['status']})" for n, t in tests.items()
-                                         if t["verdict"] not in ("pass",)])],
-                 "", TEXT_LIMIT, more_where).strip()
-    title = md.plain(f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why, 200)
-    if title.startswith(UNAPPROVED_TITLES):  # the reason comes from the results: it must not pass for a placeholder
+    text = _fill(
+        [
+            (
+                "Skipped, with reasons",
+                [
+                    f"- {r['count']} {md.code(r['status'])}: {md.code(r['reason'])}"
+                    for r in report["skip_reasons"]
+                ],
+            ),
+            (
+                "Non-pass verdicts",
+                [
+                    f"- {md.code(n)}: {t['verdict']} ({t['status']})"
+                    for n, t in tests.items()
+                    if t["verdict"] not in ("pass",)
+                ],
+            ),
+        ],
+        "",
+        TEXT_LIMIT,
+        more_where,
+    ).strip()
+    title = md.plain(
+        f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why, 200
+    )
+    if title.startswith(
+        UNAPPROVED_TITLES
+    ):  # the reason comes from the results: it must not pass for a placeholder
         title = md.plain(f"results: {title}", 200)
     if simulated:
         title = md.plain(f"{SIMULATED}: {title}", 200)
-    return CheckContent(name=name, conclusion=conclusion, title=title, summary=summary, text=text,
-                        annotations=annotations(blocking_regressions, other_regressions, path_prefix),
-                        actions=actions_for(conclusion, bool(blocking_regressions or infra)))
+    return CheckContent(
+        name=name,
+        conclusion=conclusion,
+        title=title,
+        summary=summary,
+        text=text,
+        annotations=annotations(blocking_regressions, other_regressions, path_prefix),
+        actions=actions_for(conclusion, bool(blocking_regressions or infra)),
+    )
 
 
 def actions_for(conclusion: str, rerunnable: bool) -> list[dict]:
-    """"Re-run AMD" only when there is something failed or infra to rerun; "Re-run all" always (at most 3)."""
-    return ([ACTIONS["rerun-amd"]] if rerunnable or conclusion != "success" else []) + [ACTIONS["rerun-all"]]
+    """ "Re-run AMD" only when there is something failed or infra to rerun; "Re-run all" always (at most 3)."""
+    return ([ACTIONS["rerun-amd"]] if rerunnable or conclusion != "success" else []) + [
+        ACTIONS["rerun-all"]
+    ]
 
 
 LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*\.py):(?P<line>[1-9]\d{0,8}):", re.MULTILINE)
@@ -362,7 +559,11 @@ LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*\.py):(?P<line>[1-9]\d{0,8}):", r
 def _line_of(nodeid: str, detail: str) -> int:
     """The failing line in the test's own file, from the traceback's `path:line:` entries (the last wins)."""
     file = nodeid.split("::")[0]
-    lines = [int(m["line"]) for m in LOCATION.finditer(detail or "") if file.endswith(m["path"]) or m["path"].endswith(file)]
+    lines = [
+        int(m["line"])
+        for m in LOCATION.finditer(detail or "")
+        if file.endswith(m["path"]) or m["path"].endswith(file)
+    ]
     return lines[-1] if lines else 1
 
 
@@ -371,23 +572,41 @@ def annotations(blocking: list, non_blocking: list, path_prefix: str = "") -> li
     for level, items in (("failure", blocking), ("warning", non_blocking)):
         for nodeid, test in items:
             line = _line_of(nodeid, test.get("detail", ""))
-            message = "\n".join(_first_lines(test.get("message", ""), test.get("detail", ""), limit=20)) \
-                or test.get("verdict_reason") or "regression"
-            out.append({"path": md.plain(path_prefix + nodeid.split("::")[0], 1000), "start_line": line,
-                        "end_line": line, "annotation_level": level,
-                        "title": md.plain(f"{test['verdict']}: {nodeid}", ANNOTATION_TITLE_LIMIT),
-                        "message": message[:ANNOTATION_MESSAGE_LIMIT]})
+            message = (
+                "\n".join(_first_lines(test.get("message", ""), test.get("detail", ""), limit=20))
+                or test.get("verdict_reason")
+                or "regression"
+            )
+            out.append(
+                {
+                    "path": md.plain(path_prefix + nodeid.split("::")[0], 1000),
+                    "start_line": line,
+                    "end_line": line,
+                    "annotation_level": level,
+                    "title": md.plain(f"{test['verdict']}: {nodeid}", ANNOTATION_TITLE_LIMIT),
+                    "message": message[:ANNOTATION_MESSAGE_LIMIT],
+                }
+            )
     return out
 
 
-def missing_results(name: str, run_conclusion: str | None, why: str, details_url: str | None) -> CheckContent:
+def missing_results(
+    name: str, run_conclusion: str | None, why: str, details_url: str | None
+) -> CheckContent:
     """The check of a run that left no usable results: it blocks, and says why."""
     conclusion = MISSING_RESULTS.get(run_conclusion or "", "action_required")
-    summary = (f"## {md.plain(name)}: **{conclusion}**\n\nNo usable results: {md.code(why, 2000)}\n\nThe workflow run "
-               f"ended {md.code(run_conclusion or 'without a conclusion')}. Nothing proves this commit; re-run the AMD "
-               "gates." + (f"\n\nRun: {details_url}" if details_url else ""))
-    return CheckContent(name=name, conclusion=conclusion, title=md.plain(f"no results ({run_conclusion or 'unknown'})"),
-                        summary=summary[:TEXT_LIMIT], actions=[ACTIONS["rerun-all"]])
+    summary = (
+        f"## {md.plain(name)}: **{conclusion}**\n\nNo usable results: {md.code(why, 2000)}\n\nThe workflow run "
+        f"ended {md.code(run_conclusion or 'without a conclusion')}. Nothing proves this commit; re-run the AMD "
+        "gates." + (f"\n\nRun: {details_url}" if details_url else "")
+    )
+    return CheckContent(
+        name=name,
+        conclusion=conclusion,
+        title=md.plain(f"no results ({run_conclusion or 'unknown'})"),
+        summary=summary[:TEXT_LIMIT],
+        actions=[ACTIONS["rerun-all"]],
+    )
 
 
 # Titles of the checks of runs that were not approved: the publisher recognises them on a commit by these
@@ -399,19 +618,27 @@ UNAPPROVED_TITLES = (WAITING_TITLE, MIRROR_TITLE)
 
 def waiting_for_approval(name: str, why: str, details_url: str | None) -> CheckContent:
     """The check of a commit no approved run has gated yet: it blocks, and says what approves it."""
-    summary = (f"## {md.plain(name)}: **action_required**\n\nNo approved run has gated this commit: {md.code(why, 2000)}"
-               "\n\nA fork's commit reaches the AMD runners only after someone with write access approves that exact "
-               "commit: the label `rocm-ci-approved` (remove and add it again after a new push) or a dispatch of the "
-               "gate workflow naming the commit. The approved run's result replaces this check."
-               + (f"\n\nRun: {details_url}" if details_url else ""))
-    return CheckContent(name=name, conclusion="action_required", title=WAITING_TITLE, summary=summary)
+    summary = (
+        f"## {md.plain(name)}: **action_required**\n\nNo approved run has gated this commit: {md.code(why, 2000)}"
+        "\n\nA fork's commit reaches the AMD runners only after someone with write access approves that exact "
+        "commit: the label `rocm-ci-approved` (remove and add it again after a new push) or a dispatch of the "
+        "gate workflow naming the commit. The approved run's result replaces this check."
+        + (f"\n\nRun: {details_url}" if details_url else "")
+    )
+    return CheckContent(
+        name=name, conclusion="action_required", title=WAITING_TITLE, summary=summary
+    )
 
 
 def mirror(name: str, standing: dict, why: str, details_url: str | None) -> CheckContent:
     """The check of an unapproved run on a commit an approved run already gated: the same conclusion, pointing
     at that check (GitHub takes the newest check of a name, which must not undo the approved result)."""
-    summary = (f"## {md.plain(name)}: **{standing['conclusion']}** (the result of an approved run)\n\nThis run was not "
-               f"approved ({md.code(why, 2000)}) and proved nothing new. The approved run's check on this commit "
-               f"stands: {standing.get('html_url') or standing.get('id')}"
-               + (f"\n\nThis run: {details_url}" if details_url else ""))
-    return CheckContent(name=name, conclusion=standing["conclusion"], title=MIRROR_TITLE, summary=summary)
+    summary = (
+        f"## {md.plain(name)}: **{standing['conclusion']}** (the result of an approved run)\n\nThis run was not "
+        f"approved ({md.code(why, 2000)}) and proved nothing new. The approved run's check on this commit "
+        f"stands: {standing.get('html_url') or standing.get('id')}"
+        + (f"\n\nThis run: {details_url}" if details_url else "")
+    )
+    return CheckContent(
+        name=name, conclusion=standing["conclusion"], title=MIRROR_TITLE, summary=summary
+    )

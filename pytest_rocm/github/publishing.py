@@ -48,7 +48,9 @@ class Options:
     allow_simulated: bool = False
     path_prefix: str = ""
     base_parity: dict | None = None
-    trunk: dict | None = None  # main's state on the class's SKU (`rocm-gate history trunk`), from the default branch
+    trunk: dict | None = (
+        None  # main's state on the class's SKU (`rocm-gate history trunk`), from the default branch
+    )
 
 
 @dataclass
@@ -67,20 +69,35 @@ def _own(existing: list[dict], run: GateRun) -> list[dict]:
 
 def _standing(existing: list[dict], run: GateRun) -> dict | None:
     """The newest completed check of an approved run (not this one) on the commit."""
-    approved = [c for c in existing if c.get("external_id") != run.external_id and c["status"] == "completed"
-                and not _placeholder(c)]
+    approved = [
+        c
+        for c in existing
+        if c.get("external_id") != run.external_id
+        and c["status"] == "completed"
+        and not _placeholder(c)
+    ]
     return max(approved, key=lambda c: c["id"]) if approved else None
 
 
 def publish_run(client: Client, event_run: dict, stage: str, options: Options) -> Outcome:
-    run = gate_run(client, event_run, options.runner_class, options.gate_workflow, options.runner_group,
-                   wait_completed=stage == "completed")
+    run = gate_run(
+        client,
+        event_run,
+        options.runner_class,
+        options.gate_workflow,
+        options.runner_group,
+        wait_completed=stage == "completed",
+    )
     name = checks.check_name(None, options.runner_class)
     existing = client.checks(run.head_sha, name)
     external_id, details = run.external_id, run.html_url
     if stage != "completed" or run.status != "completed":
         if existing:
-            return Outcome(run, name, "nothing: the commit has a check already; it stands until this run completes")
+            return Outcome(
+                run,
+                name,
+                "nothing: the commit has a check already; it stands until this run completes",
+            )
         content = checks.CheckContent(name=name, conclusion="", title="running", summary="")
         done = converge(client, run.head_sha, content, external_id, details, in_progress=True)
         return Outcome(run, name, "marked running", content, done)
@@ -89,13 +106,20 @@ def publish_run(client: Client, event_run: dict, stage: str, options: Options) -
     own, standing = _own(existing, run), _standing(existing, run)
     if standing is not None:
         if not own:
-            return Outcome(run, name, f"nothing: not approved ({run.why}); the approved check {standing['id']} stands")
+            return Outcome(
+                run,
+                name,
+                f"nothing: not approved ({run.why}); the approved check {standing['id']} stands",
+            )
         content = checks.mirror(name, standing, run.why, details)
     elif own or not existing:
         content = checks.waiting_for_approval(name, run.why, details)
     else:
-        return Outcome(run, name, f"nothing: not approved ({run.why}); the commit's check already says it is not "
-                                  "proven")
+        return Outcome(
+            run,
+            name,
+            f"nothing: not approved ({run.why}); the commit's check already says it is not proven",
+        )
     done = converge(client, run.head_sha, content, external_id, details)
     return Outcome(run, name, f"not approved ({run.why}): {content.title}", content, done)
 
@@ -110,22 +134,37 @@ def _take_over(client: Client, run: GateRun, existing: list[dict]) -> None:
         return
     newest = max(existing, key=lambda c: c["id"])
     if _placeholder(newest):
-        client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{newest['id']}", {"external_id": run.external_id})
+        client.write_again(
+            "PATCH", f"/repos/{{repo}}/check-runs/{newest['id']}", {"external_id": run.external_id}
+        )
 
 
-def _publish_approved(client: Client, run: GateRun, name: str, existing: list[dict], options: Options) -> Outcome:
+def _publish_approved(
+    client: Client, run: GateRun, name: str, existing: list[dict], options: Options
+) -> Outcome:
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rocm-gate-publish-") as scratch:
         try:
             results = fetch_results(client, run, options.runner_class, Path(scratch))
-            problems = check_results(client, run, results, options.runner_class, options.allow_simulated)
+            problems = check_results(
+                client, run, results, options.runner_class, options.allow_simulated
+            )
             if problems:
-                content = checks.missing_results(name, None, "the results are refused: " + "; ".join(problems),
-                                                 run.html_url)
+                content = checks.missing_results(
+                    name, None, "the results are refused: " + "; ".join(problems), run.html_url
+                )
             else:
-                content = checks.build(results, name, run.html_url, options.path_prefix, options.incomplete,
-                                       options.base_parity, notes=run.notes, trunk=options.trunk,
-                                       base_sha=run.base_sha)
+                content = checks.build(
+                    results,
+                    name,
+                    run.html_url,
+                    options.path_prefix,
+                    options.incomplete,
+                    options.base_parity,
+                    notes=run.notes,
+                    trunk=options.trunk,
+                    base_sha=run.base_sha,
+                )
         except ResultsMissing as exc:
             content = checks.missing_results(name, run.conclusion, str(exc), run.html_url)
         except ArtifactError as exc:
@@ -137,12 +176,18 @@ def _publish_approved(client: Client, run: GateRun, name: str, existing: list[di
     return Outcome(run, name, f"published: {content.conclusion}", content, done, problems)
 
 
-def _copy_onto_newer_unapproved(client: Client, run: GateRun, name: str, done: Published,
-                                content: checks.CheckContent) -> None:
+def _copy_onto_newer_unapproved(
+    client: Client, run: GateRun, name: str, done: Published, content: checks.CheckContent
+) -> None:
     """Checks of unapproved runs created after this one (a race of two runs' starts) must not stand over it."""
     standing = {"id": done.check_id, "html_url": done.html_url, "conclusion": content.conclusion}
     for check in client.checks(run.head_sha, name):
         if check["id"] > done.check_id and _placeholder(check):
-            copy = checks.mirror(name, standing, "an unapproved run of the same commit", check.get("details_url"))
-            client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{check['id']}",
-                               {"status": "completed", "conclusion": copy.conclusion, "output": copy.output()})
+            copy = checks.mirror(
+                name, standing, "an unapproved run of the same commit", check.get("details_url")
+            )
+            client.write_again(
+                "PATCH",
+                f"/repos/{{repo}}/check-runs/{check['id']}",
+                {"status": "completed", "conclusion": copy.conclusion, "output": copy.output()},
+            )

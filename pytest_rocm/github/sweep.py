@@ -38,14 +38,23 @@ def _ended(run: dict) -> dt.datetime | None:
         return None
 
 
-def sweep(client: Client, workflow: str, classes: list[tuple[Options, str]], hours: float = 48.0,
-          stuck_after_min: float = 30.0, now: dt.datetime | None = None) -> list[Swept]:
+def sweep(
+    client: Client,
+    workflow: str,
+    classes: list[tuple[Options, str]],
+    hours: float = 48.0,
+    stuck_after_min: float = 30.0,
+    now: dt.datetime | None = None,
+) -> list[Swept]:
     """`classes`: (options, runner class) pairs, as the publish job is called per class. Returns what was done
     for each gate run that needed something."""
     now = now or dt.datetime.now(dt.UTC)
     since = (now - dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    runs = client.paged(f"/repos/{{repo}}/actions/workflows/{workflow}/runs", "workflow_runs",
-                        {"status": "completed", "created": f">={since}"})
+    runs = client.paged(
+        f"/repos/{{repo}}/actions/workflows/{workflow}/runs",
+        "workflow_runs",
+        {"status": "completed", "created": f">={since}"},
+    )
     done = []
     for run in runs:
         try:
@@ -63,21 +72,36 @@ def sweep(client: Client, workflow: str, classes: list[tuple[Options, str]], hou
             try:
                 outcome = publish_run(client, {"id": run["id"]}, "completed", options)
                 done.append(Swept(run["id"], runner_class, outcome.action))
-            except PublishError as exc:  # GitHub unreachable or refusing: this run waits for the next sweep
+            except (
+                PublishError
+            ) as exc:  # GitHub unreachable or refusing: this run waits for the next sweep
                 done.append(Swept(run["id"], runner_class, f"not yet: {exc}"))
                 ended = _ended(run)
-                if own and ended is not None and (now - ended).total_seconds() > stuck_after_min * 60:
+                if (
+                    own
+                    and ended is not None
+                    and (now - ended).total_seconds() > stuck_after_min * 60
+                ):
                     _timed_out(client, head, name, external_id, run, exc, done, runner_class)
             except Exception as exc:  # noqa: BLE001 - one run whose results break the publisher must not stop the rest
-                done.append(Swept(run["id"], runner_class, f"failed: {type(exc).__name__}: {str(exc)[:200]}"))
+                done.append(
+                    Swept(
+                        run["id"], runner_class, f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+                    )
+                )
                 if own:
                     _timed_out(client, head, name, external_id, run, exc, done, runner_class)
     return done
 
 
 def _timed_out(client, head, name, external_id, run, exc, done, runner_class) -> None:
-    stuck = checks.missing_results(name, "timed_out", f"the check could not be published after the run ended "
-                                   f"({type(exc).__name__}: {str(exc)[:300]})", run.get("html_url"))
+    stuck = checks.missing_results(
+        name,
+        "timed_out",
+        f"the check could not be published after the run ended "
+        f"({type(exc).__name__}: {str(exc)[:300]})",
+        run.get("html_url"),
+    )
     try:
         converge(client, head, stuck, external_id, run.get("html_url"))
         done.append(Swept(run["id"], runner_class, "timed_out"))

@@ -49,55 +49,88 @@ def render(trunk: dict, framework: str, suspects: list[dict] = ()) -> tuple[str,
     """(title, body) of the tracker issue of one trunk state."""
     sku = trunk["sku"]
     tests = trunk["tests"]
-    failing = sorted(((n, t) for n, t in tests.items() if t["state"] == "failing"),
-                     key=lambda item: (-(item[1].get("red_seconds") or 0), item[0]))
+    failing = sorted(
+        ((n, t) for n, t in tests.items() if t["state"] == "failing"),
+        key=lambda item: (-(item[1].get("red_seconds") or 0), item[0]),
+    )
     flaky = sorted((n, t) for n, t in tests.items() if t["flaky_count"] and t["state"] != "failing")
-    quiet = sorted((n, t) for n, t in tests.items() if t["state"] == "passing" and not t["flaky_count"])
+    quiet = sorted(
+        (n, t) for n, t in tests.items() if t["state"] == "passing" and not t["flaky_count"]
+    )
     newest = trunk.get("newest") or {}
-    title = md.plain(f"rocm-gate: main on {sku} ({framework}): {len(failing)} failing, {len(flaky)} flaky", 250)
-    lines = [marker(sku, framework), f"## Main on {md.code(sku)} ({md.code(framework)})", "",
-             f"From {trunk['main_runs']} main run(s) over {trunk['main_commits']} commit(s), newest "
-             f"{_sha(newest)} ({md.code(newest.get('started') or 'unknown')}). This issue is rewritten by "
-             "`rocm-gate tracker`; edits are lost.", "",
-             f"### Failing on main ({len(failing)})", ""]
+    title = md.plain(
+        f"rocm-gate: main on {sku} ({framework}): {len(failing)} failing, {len(flaky)} flaky", 250
+    )
+    lines = [
+        marker(sku, framework),
+        f"## Main on {md.code(sku)} ({md.code(framework)})",
+        "",
+        f"From {trunk['main_runs']} main run(s) over {trunk['main_commits']} commit(s), newest "
+        f"{_sha(newest)} ({md.code(newest.get('started') or 'unknown')}). This issue is rewritten by "
+        "`rocm-gate tracker`; edits are lost.",
+        "",
+        f"### Failing on main ({len(failing)})",
+        "",
+    ]
     if failing:
-        lines += ["| test | broken since | red for | last green | suspects | last failed | failure |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "| test | broken since | red for | last green | suspects | last failed | failure |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, t in failing[:ROWS]:
-            suspects_text = (f"{t['suspect_count']}: " + ", ".join(s[:12] for s in (t.get("suspects") or [])[:5])
-                             + (" ..." if (t["suspect_count"] or 0) > 5 else "")) if t.get("suspect_count") else \
-                ("before the window" if t.get("last_green") is None else "tested commits only")
-            lines.append(f"| {md.cell(name)} | {_sha(t['since'])} | {_hours(t.get('red_seconds'))} | "
-                         f"{_sha(t['last_green']) if t.get('last_green') else 'none in the window'} | "
-                         f"{md.cell(suspects_text)} | {md.cell(t.get('last_failed') or 'unknown')} | "
-                         f"{md.cell('; '.join(t['fingerprints'][:2]) or 'no message', 200)} |")
+            suspects_text = (
+                (
+                    f"{t['suspect_count']}: "
+                    + ", ".join(s[:12] for s in (t.get("suspects") or [])[:5])
+                    + (" ..." if (t["suspect_count"] or 0) > 5 else "")
+                )
+                if t.get("suspect_count")
+                else ("before the window" if t.get("last_green") is None else "tested commits only")
+            )
+            lines.append(
+                f"| {md.cell(name)} | {_sha(t['since'])} | {_hours(t.get('red_seconds'))} | "
+                f"{_sha(t['last_green']) if t.get('last_green') else 'none in the window'} | "
+                f"{md.cell(suspects_text)} | {md.cell(t.get('last_failed') or 'unknown')} | "
+                f"{md.cell('; '.join(t['fingerprints'][:2]) or 'no message', 200)} |"
+            )
         if len(failing) > ROWS:
             lines.append(f"| and {len(failing) - ROWS} more | | | | | | |")
     else:
         lines.append("Nothing is failing on main.")
     lines += ["", f"### Flaky on main ({len(flaky)})", ""]
-    lines += [f"- {md.code(n)}: passed and failed on {t['flaky_count']} main commit(s)" for n, t in flaky[:ROWS]] or \
-        ["None."]
+    lines += [
+        f"- {md.code(n)}: passed and failed on {t['flaky_count']} main commit(s)"
+        for n, t in flaky[:ROWS]
+    ] or ["None."]
     infra = [s for s in suspects if s.get("kind") == "suspected real bug"]
     drain = [s for s in suspects if s.get("kind") == "drain candidate"]
     lines += ["", f"### Infra suspects ({len(infra)}) and drain candidates ({len(drain)})", ""]
-    lines += [f"- {s['kind']}: {md.code(s['test'])}: {md.code(s['reason'])}" for s in (infra + drain)[:ROWS]] or \
-        ["None."]
+    lines += [
+        f"- {s['kind']}: {md.code(s['test'])}: {md.code(s['reason'])}"
+        for s in (infra + drain)[:ROWS]
+    ] or ["None."]
     if quiet:
         lines += ["", f"<details><summary>Green again ({len(quiet)})</summary>", ""]
         lines += [f"- {md.code(n)}: {t['flips']} flip(s) in the window" for n, t in quiet[:ROWS]]
         lines += ["", "</details>"]
     body = "\n".join(lines) + "\n"
     if len(body) > BODY_LIMIT:
-        body = body[:BODY_LIMIT - 60] + "\n\n... (cut at GitHub's limit)\n"
+        body = body[: BODY_LIMIT - 60] + "\n\n... (cut at GitHub's limit)\n"
     return title, body
 
 
 def _find(client: Client, sku: str, framework: str) -> dict | None:
     mark = marker(sku, framework)
-    found = [i for i in client.paged("/repos/{repo}/issues", None, {"labels": LABEL, "state": "all"})
-             if isinstance(i, dict) and "pull_request" not in i and (i.get("body") or "").startswith(mark)]
-    return min(found, key=lambda i: i["number"]) if found else None  # the first one, should two exist
+    found = [
+        i
+        for i in client.paged("/repos/{repo}/issues", None, {"labels": LABEL, "state": "all"})
+        if isinstance(i, dict)
+        and "pull_request" not in i
+        and (i.get("body") or "").startswith(mark)
+    ]
+    return (
+        min(found, key=lambda i: i["number"]) if found else None
+    )  # the first one, should two exist
 
 
 def keep(client: Client, trunk: dict, framework: str, suspects: list[dict] = ()) -> Tracked:
@@ -106,17 +139,30 @@ def keep(client: Client, trunk: dict, framework: str, suspects: list[dict] = ())
     existing = _find(client, trunk["sku"], framework)
     if existing is None:
         try:
-            made = client.write("POST", "/repos/{repo}/issues", {"title": title, "body": body, "labels": [LABEL]})
+            made = client.write(
+                "POST", "/repos/{repo}/issues", {"title": title, "body": body, "labels": [LABEL]}
+            )
         except Ambiguous as exc:
             client.settle(exc)
             existing = _find(client, trunk["sku"], framework)
             if existing is None:
-                made = client.write("POST", "/repos/{repo}/issues", {"title": title, "body": body, "labels": [LABEL]})
+                made = client.write(
+                    "POST",
+                    "/repos/{repo}/issues",
+                    {"title": title, "body": body, "labels": [LABEL]},
+                )
                 return Tracked(made["number"], "created", made.get("html_url"))
         else:
             return Tracked(made["number"], "created", made.get("html_url"))
-    if existing.get("title") == title and existing.get("body") == body and existing.get("state") == "open":
+    if (
+        existing.get("title") == title
+        and existing.get("body") == body
+        and existing.get("state") == "open"
+    ):
         return Tracked(existing["number"], "unchanged", existing.get("html_url"))
-    client.write_again("PATCH", f"/repos/{{repo}}/issues/{existing['number']}",
-                       {"title": title, "body": body, "state": "open"})
+    client.write_again(
+        "PATCH",
+        f"/repos/{{repo}}/issues/{existing['number']}",
+        {"title": title, "body": body, "state": "open"},
+    )
     return Tracked(existing["number"], "updated", existing.get("html_url"))

@@ -45,8 +45,14 @@ class Decision:
     noop: bool = False  # the event asks for nothing (another label): no gate, and no check changes
 
     def to_dict(self) -> dict:
-        return {"trusted": self.trusted, "head_sha": self.head_sha, "tested_sha": self.tested_sha, "pr": self.pr,
-                "noop": self.noop, "reason": self.reason}
+        return {
+            "trusted": self.trusted,
+            "head_sha": self.head_sha,
+            "tested_sha": self.tested_sha,
+            "pr": self.pr,
+            "noop": self.noop,
+            "reason": self.reason,
+        }
 
 
 def _sha(value) -> str | None:
@@ -60,20 +66,36 @@ def _is_bot(sender: dict) -> bool:
     return sender.get("type") == "Bot" and str(sender.get("login") or "").endswith("[bot]")
 
 
-def decide(event_name: str, event: dict, permission_of: Callable[[str], str], github_sha: str | None = None,
-           files_of: Callable[[int], list[str] | None] = lambda number: None) -> Decision:
+def decide(
+    event_name: str,
+    event: dict,
+    permission_of: Callable[[str], str],
+    github_sha: str | None = None,
+    files_of: Callable[[int], list[str] | None] = lambda number: None,
+) -> Decision:
     """The decision for one delivered event. `permission_of(login)` asks GitHub for a user's permission;
     `github_sha` is the run's GITHUB_SHA (for `pull_request`, the merge commit GitHub built); `files_of(pr)` the
     paths a PR changes, None when GitHub cannot list them all."""
     sender = event.get("sender") if isinstance(event.get("sender"), dict) else {}
     login = str(sender.get("login") or "unknown")
     if event_name == "pull_request_target":
-        return Decision(False, None, None, "pull_request_target runs with the base repository's token and secrets; "
-                        "running a PR's code from it is the 'pwn request' pattern: trigger the gate on pull_request")
+        return Decision(
+            False,
+            None,
+            None,
+            "pull_request_target runs with the base repository's token and secrets; "
+            "running a PR's code from it is the 'pwn request' pattern: trigger the gate on pull_request",
+        )
     if event_name == "merge_group":
         sha = _sha((event.get("merge_group") or {}).get("head_sha"))
-        return Decision(bool(sha), sha, sha, "merge queue: its commits were queued by someone with write access"
-                        if sha else "merge_group event without a merge_group.head_sha")
+        return Decision(
+            bool(sha),
+            sha,
+            sha,
+            "merge queue: its commits were queued by someone with write access"
+            if sha
+            else "merge_group event without a merge_group.head_sha",
+        )
     if event_name in ("push", "schedule"):
         sha = _sha(event.get("after")) if event_name == "push" else _sha(github_sha)
         return Decision(bool(sha), sha, sha, f"{event_name} on the repository's own branch")
@@ -81,53 +103,116 @@ def decide(event_name: str, event: dict, permission_of: Callable[[str], str], gi
         inputs = event.get("inputs") if isinstance(event.get("inputs"), dict) else {}
         sha, pr = _sha(inputs.get("sha")), inputs.get("pr")
         if sha is None:
-            return Decision(False, None, None, f"workflow_dispatch needs input `sha`, a full 40-hex commit SHA (got "
-                            f"{str(inputs.get('sha'))[:60]!r})")
+            return Decision(
+                False,
+                None,
+                None,
+                f"workflow_dispatch needs input `sha`, a full 40-hex commit SHA (got "
+                f"{str(inputs.get('sha'))[:60]!r})",
+            )
         bot = _is_bot(sender)
         role = "an App with actions: write" if bot else permission_of(login)
         if not bot and role not in WRITERS:
-            return Decision(False, None, None, f"dispatch by {login} (permission {role}): only writers approve a commit")
-        return Decision(True, sha, sha, f"dispatched for {sha[:12]} by {login} ({role})",
-                        int(pr) if re.fullmatch(r"[0-9]{1,9}", str(pr or "")) else None)
+            return Decision(
+                False,
+                None,
+                None,
+                f"dispatch by {login} (permission {role}): only writers approve a commit",
+            )
+        return Decision(
+            True,
+            sha,
+            sha,
+            f"dispatched for {sha[:12]} by {login} ({role})",
+            int(pr) if re.fullmatch(r"[0-9]{1,9}", str(pr or "")) else None,
+        )
     if event_name != "pull_request":
         return Decision(False, None, None, f"{event_name} events never start the GPU gate")
     pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
     head, base = pull.get("head") or {}, pull.get("base") or {}
-    sha, number = _sha(head.get("sha")), pull.get("number") if isinstance(pull.get("number"), int) else None
+    sha, number = (
+        _sha(head.get("sha")),
+        pull.get("number") if isinstance(pull.get("number"), int) else None,
+    )
     tested = _sha(github_sha)
     action = event.get("action")
     label = (event.get("label") or {}).get("name") if isinstance(event.get("label"), dict) else None
     if action in ("labeled", "unlabeled") and label != APPROVAL_LABEL:
-        return Decision(False, None, None, f"label {str(label)[:100]!r} is not the approval label: nothing to do",
-                        number, noop=True)
+        return Decision(
+            False,
+            None,
+            None,
+            f"label {str(label)[:100]!r} is not the approval label: nothing to do",
+            number,
+            noop=True,
+        )
     if sha is None or tested is None:
-        return Decision(False, None, None, "pull_request event without a head SHA, or run without GITHUB_SHA (the "
-                        "merge commit)", number)
+        return Decision(
+            False,
+            None,
+            None,
+            "pull_request event without a head SHA, or run without GITHUB_SHA (the merge commit)",
+            number,
+        )
     head_repo = (head.get("repo") or {}).get("full_name")
     if head_repo and head_repo == (base.get("repo") or {}).get("full_name"):
         if action == "unlabeled":
-            return Decision(False, None, None, "approval label removed on a branch of this repository: nothing to do",
-                            number, noop=True)
-        return Decision(True, sha, tested, f"branch of this repository ({str(head.get('ref'))[:100]}): pushed by "
-                        "someone with write access", number)
+            return Decision(
+                False,
+                None,
+                None,
+                "approval label removed on a branch of this repository: nothing to do",
+                number,
+                noop=True,
+            )
+        return Decision(
+            True,
+            sha,
+            tested,
+            f"branch of this repository ({str(head.get('ref'))[:100]}): pushed by "
+            "someone with write access",
+            number,
+        )
     if action == "labeled":
         role = permission_of(login)
         if role in WRITERS:
             files = files_of(number) if number is not None else None
             workflows = [f for f in files or [] if f.startswith(".github/")]
             if files is None or workflows:
-                what = (f"changes {', '.join(sorted(workflows)[:3])}" if workflows
-                        else "changes files GitHub cannot list in full")
-                return Decision(False, None, None, f"label {APPROVAL_LABEL!r} by {login}: this fork PR {what}, and its "
-                                "labeled run would use the fork's workflow files: review them and approve by "
-                                f"dispatching the gate for {sha[:12]} (it runs the default branch's files)", number)
-            return Decision(True, sha, tested, f"label {APPROVAL_LABEL!r} added by {login} ({role}) approves "
-                            f"{sha[:12]}", number)
-        return Decision(False, None, None, f"label {APPROVAL_LABEL!r} added by {login} (permission {role}): only "
-                        "someone with write access approves fork code", number)
+                what = (
+                    f"changes {', '.join(sorted(workflows)[:3])}"
+                    if workflows
+                    else "changes files GitHub cannot list in full"
+                )
+                return Decision(
+                    False,
+                    None,
+                    None,
+                    f"label {APPROVAL_LABEL!r} by {login}: this fork PR {what}, and its "
+                    "labeled run would use the fork's workflow files: review them and approve by "
+                    f"dispatching the gate for {sha[:12]} (it runs the default branch's files)",
+                    number,
+                )
+            return Decision(
+                True,
+                sha,
+                tested,
+                f"label {APPROVAL_LABEL!r} added by {login} ({role}) approves {sha[:12]}",
+                number,
+            )
+        return Decision(
+            False,
+            None,
+            None,
+            f"label {APPROVAL_LABEL!r} added by {login} (permission {role}): only "
+            "someone with write access approves fork code",
+            number,
+        )
     if action == "synchronize":
         why = f"new push ({sha[:12]}) to a fork PR: a new approval is needed (label {APPROVAL_LABEL!r} again)"
     else:
-        why = (f"fork PR ({str(head_repo or 'unknown repository')[:100]}), event {str(action)[:40]!r}: waiting for "
-               f"someone with write access to approve this exact head SHA (label {APPROVAL_LABEL!r} or a dispatch)")
+        why = (
+            f"fork PR ({str(head_repo or 'unknown repository')[:100]}), event {str(action)[:40]!r}: waiting for "
+            f"someone with write access to approve this exact head SHA (label {APPROVAL_LABEL!r} or a dispatch)"
+        )
     return Decision(False, None, None, why, number)

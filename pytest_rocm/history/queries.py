@@ -35,19 +35,41 @@ def _order(alias: str = "", newest_first: bool = False) -> str:
     return f"COALESCE({alias}started, ''){way}, {alias}id{way}"
 
 
-def runs(conn: sqlite3.Connection, limit: int | None = None, origin: str | None = None) -> list[dict]:
+def runs(
+    conn: sqlite3.Connection, limit: int | None = None, origin: str | None = None
+) -> list[dict]:
     """The newest runs first (of one origin: main, pr, other): id, time, SKU, runner, commit, conclusion, run
     time in seconds, where it comes from, and its links' parts (repository, GitHub run id)."""
     where = "WHERE origin = ? " if origin else ""
-    sql = (f"SELECT id, started, finished, vendor, sku, runner, git_sha, conclusion, complete, origin, repository, "
-           f"gh_run_id, pr, reference, parity_overall FROM runs {where}ORDER BY {_order(newest_first=True)}")
-    rows = conn.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (origin,) if origin else ()).fetchall()
+    sql = (
+        f"SELECT id, started, finished, vendor, sku, runner, git_sha, conclusion, complete, origin, repository, "
+        f"gh_run_id, pr, reference, parity_overall FROM runs {where}ORDER BY {_order(newest_first=True)}"
+    )
+    rows = conn.execute(
+        sql + (f" LIMIT {int(limit)}" if limit else ""), (origin,) if origin else ()
+    ).fetchall()
     out = []
     for r in rows:
-        out.append({"id": r[0], "started": r[1], "finished": r[2], "vendor": r[3], "sku": r[4], "runner": r[5],
-                    "git_sha": r[6], "conclusion": r[7], "complete": bool(r[8]), "seconds": _seconds(r[1], r[2]),
-                    "origin": r[9], "repository": r[10], "gh_run_id": r[11], "pr": r[12], "reference": r[13],
-                    "parity": r[14]})
+        out.append(
+            {
+                "id": r[0],
+                "started": r[1],
+                "finished": r[2],
+                "vendor": r[3],
+                "sku": r[4],
+                "runner": r[5],
+                "git_sha": r[6],
+                "conclusion": r[7],
+                "complete": bool(r[8]),
+                "seconds": _seconds(r[1], r[2]),
+                "origin": r[9],
+                "repository": r[10],
+                "gh_run_id": r[11],
+                "pr": r[12],
+                "reference": r[13],
+                "parity": r[14],
+            }
+        )
     return out
 
 
@@ -66,11 +88,13 @@ def _history_by_test(conn, tests: set[str] | None = None) -> dict[str, list[tupl
     wanted = [i for i, n in names.items() if tests is None or n in tests]
     found: dict[str, list[tuple]] = defaultdict(list)
     for chunk in range(0, len(wanted), 500):  # bounded IN lists, for any engine
-        ids = wanted[chunk:chunk + 500]
-        sql = ("SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started, u.sku, u.git_sha "
-               "FROM results r "
-               f"JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
-               f"ORDER BY r.test_id, {_order('u.')}")
+        ids = wanted[chunk : chunk + 500]
+        sql = (
+            "SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started, u.sku, u.git_sha "
+            "FROM results r "
+            f"JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
+            f"ORDER BY r.test_id, {_order('u.')}"
+        )
         for test_id, *rest in conn.execute(sql, ids):
             found[names[test_id]].append(tuple(rest))
     return found
@@ -78,12 +102,19 @@ def _history_by_test(conn, tests: set[str] | None = None) -> dict[str, list[tupl
 
 def _tests_with(conn, verdicts: tuple[str, ...]) -> set[str]:
     marks = ", ".join("?" for _ in verdicts)
-    return {row[0] for row in conn.execute(
-        f"SELECT DISTINCT t.name FROM results r JOIN tests t ON t.id = r.test_id WHERE r.verdict IN ({marks}) "
-        "AND r.verdict <> 'pass'", verdicts)}
+    return {
+        row[0]
+        for row in conn.execute(
+            f"SELECT DISTINCT t.name FROM results r JOIN tests t ON t.id = r.test_id WHERE r.verdict IN ({marks}) "
+            "AND r.verdict <> 'pass'",
+            verdicts,
+        )
+    }
 
 
-def suspects(conn: sqlite3.Connection, window: int = WINDOW, minimum: int = INFRA_MIN) -> list[dict]:
+def suspects(
+    conn: sqlite3.Connection, window: int = WINDOW, minimum: int = INFRA_MIN
+) -> list[dict]:
     out = []
     for test, rows in _history_by_test(conn, _tests_with(conn, ("infra",))).items():
         last = rows[-window:]
@@ -94,19 +125,36 @@ def suspects(conn: sqlite3.Connection, window: int = WINDOW, minimum: int = INFR
         places = sorted({(r[3] or "unknown", r[4] or "") for r in infra})
         if len(runners) >= 2:
             kind = "suspected real bug"
-            why = (f"infra in {len(infra)} of its last {len(last)} runs, on {len(runners)} runners "
-                   f"({', '.join(runners)}): the fault follows the test, not a machine")
+            why = (
+                f"infra in {len(infra)} of its last {len(last)} runs, on {len(runners)} runners "
+                f"({', '.join(runners)}): the fault follows the test, not a machine"
+            )
         else:
             devices = sorted({p[1] for p in places})
-            where = runners[0] + (f" device(s) {devices[0]}" if len(devices) == 1 and devices[0] else "")
+            where = runners[0] + (
+                f" device(s) {devices[0]}" if len(devices) == 1 and devices[0] else ""
+            )
             kind = "drain candidate"
             why = f"infra in {len(infra)} of its last {len(last)} runs, all on {where}: the machine is the suspect"
-        out.append({"test": test, "kind": kind, "reason": why, "infra_runs": len(infra), "window": len(last),
-                    "runners": runners, "last_seen": infra[-1][5]})
-    return sorted(out, key=lambda s: (s["kind"] != "suspected real bug", -s["infra_runs"], s["test"]))
+        out.append(
+            {
+                "test": test,
+                "kind": kind,
+                "reason": why,
+                "infra_runs": len(infra),
+                "window": len(last),
+                "runners": runners,
+                "last_seen": infra[-1][5],
+            }
+        )
+    return sorted(
+        out, key=lambda s: (s["kind"] != "suspected real bug", -s["infra_runs"], s["test"])
+    )
 
 
-def flaky(conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = STABLE_AFTER) -> dict[str, list[dict]]:
+def flaky(
+    conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = STABLE_AFTER
+) -> dict[str, list[dict]]:
     """{"flaky": [...], "stopped": [...]}: unstable now, and tests that were flaky and have been stable since."""
     now, stopped = [], []
     candidates = _tests_with(conn, ("flaky", "regression", "unconfirmed"))
@@ -119,13 +167,20 @@ def flaky(conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = ST
         recent = [r for r in last if r[0] in flaky_runs]
         flakes = [r for r in ran if r[0] in flaky_runs]
         passed = sum(r[1] == "pass" for r in last) / len(last)
-        entry = {"test": test, "runs": len(last), "flaky_runs": len(recent), "pass_rate": round(passed, 3),
-                 "skus": sorted({r[6] for r in recent}), "first_seen": flakes[0][5] if flakes else None,
-                 "last_seen": flakes[-1][5] if flakes else None}
+        entry = {
+            "test": test,
+            "runs": len(last),
+            "flaky_runs": len(recent),
+            "pass_rate": round(passed, 3),
+            "skus": sorted({r[6] for r in recent}),
+            "first_seen": flakes[0][5] if flakes else None,
+            "last_seen": flakes[-1][5] if flakes else None,
+        }
         if recent:
             now.append(entry)
         elif flakes and len(ran) - ran.index(flakes[-1]) > stable_after:
             stopped.append(entry)
+
     def key(entry):
         return -entry["flaky_runs"], entry["pass_rate"], entry["test"]
 
@@ -150,19 +205,36 @@ def known_gaps(conn: sqlite3.Connection) -> list[dict]:
         "SELECT t.name, r.gap_issue, r.gap_reason, MIN(u.started), MAX(u.started), COUNT(*) FROM results r "
         "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
         "WHERE r.verdict <> 'pass' AND r.gap_issue IS NOT NULL GROUP BY t.name, r.gap_issue, r.gap_reason "
-        "ORDER BY MIN(u.started), t.name").fetchall()
+        "ORDER BY MIN(u.started), t.name"
+    ).fetchall()
     history = _history_by_test(conn, {r[0] for r in rows})
     out = []
     for test, issue, reason, first, last, count in rows:
         results = history.get(test, [])
         # the SKUs the gap was seen on, and each one's newest result of the test
         seen_on = sorted({r[6] for r in results if r[1] == "known_gap"} or {r[6] for r in results})
-        newest = {sku: [r for r in results if r[6] == sku][-1] for sku in seen_on if any(r[6] == sku for r in results)}
+        newest = {
+            sku: [r for r in results if r[6] == sku][-1]
+            for sku in seen_on
+            if any(r[6] == sku for r in results)
+        }
         passing = sorted(sku for sku, r in newest.items() if r[2] in ("passed", "xpassed"))
         ready = bool(newest) and len(passing) == len(newest)
-        out.append({"test": test, "issue": issue, "reason": reason, "first_seen": first, "last_seen": last,
-                    "runs": count, "age_days": _days(first, last), "skus": seen_on, "passing_on": passing,
-                    "still_failing_on": sorted(set(newest) - set(passing)), "ready_to_close": ready})
+        out.append(
+            {
+                "test": test,
+                "issue": issue,
+                "reason": reason,
+                "first_seen": first,
+                "last_seen": last,
+                "runs": count,
+                "age_days": _days(first, last),
+                "skus": seen_on,
+                "passing_on": passing,
+                "still_failing_on": sorted(set(newest) - set(passing)),
+                "ready_to_close": ready,
+            }
+        )
     return out
 
 
@@ -174,14 +246,22 @@ def _days(first: str | None, last: str | None) -> float | None:
 def accepted_stacks(conn: sqlite3.Connection) -> dict[str, list[dict]]:
     """SKU -> its accepted runs oldest first, each with the stack and `changed` (field: (before, after))."""
     out: dict[str, list[dict]] = defaultdict(list)
-    sql = (f"SELECT id, sku, started, git_sha, {', '.join(STACK_FIELDS)} FROM runs "
-           f"WHERE conclusion = 'success' AND complete = 1 ORDER BY sku, {_order()}")
+    sql = (
+        f"SELECT id, sku, started, git_sha, {', '.join(STACK_FIELDS)} FROM runs "
+        f"WHERE conclusion = 'success' AND complete = 1 ORDER BY sku, {_order()}"
+    )
     for row in conn.execute(sql):
         run_id, sku, started, sha, *values = row
         stack = dict(zip(STACK_FIELDS, values))
         previous = out[sku][-1]["stack"] if out[sku] else None
-        changed = {k: (previous[k], v) for k, v in stack.items() if previous is not None and previous[k] != v}
-        out[sku].append({"run": run_id, "started": started, "git_sha": sha, "stack": stack, "changed": changed})
+        changed = {
+            k: (previous[k], v)
+            for k, v in stack.items()
+            if previous is not None and previous[k] != v
+        }
+        out[sku].append(
+            {"run": run_id, "started": started, "git_sha": sha, "stack": stack, "changed": changed}
+        )
     return dict(out)
 
 
@@ -190,26 +270,54 @@ def drift(conn: sqlite3.Connection) -> list[dict]:
     how it ended). An accepted run's own change is in `accepted_stacks`, not here."""
     accepted = accepted_stacks(conn)
     out = []
-    sql = (f"SELECT id, sku, started, conclusion, {', '.join(STACK_FIELDS)} FROM runs "
-           f"WHERE NOT (conclusion = 'success' AND complete = 1) ORDER BY {_order()}")
+    sql = (
+        f"SELECT id, sku, started, conclusion, {', '.join(STACK_FIELDS)} FROM runs "
+        f"WHERE NOT (conclusion = 'success' AND complete = 1) ORDER BY {_order()}"
+    )
     for run_id, sku, started, conclusion, *values in conn.execute(sql):
-        before = [a for a in accepted.get(sku, []) if (a["started"] or "", a["run"]) < (started or "", run_id)]
+        before = [
+            a
+            for a in accepted.get(sku, [])
+            if (a["started"] or "", a["run"]) < (started or "", run_id)
+        ]
         if not before:
             continue
         stack = dict(zip(STACK_FIELDS, values))
-        changed = {k: (before[-1]["stack"][k], v) for k, v in stack.items() if before[-1]["stack"][k] != v}
+        changed = {
+            k: (before[-1]["stack"][k], v) for k, v in stack.items() if before[-1]["stack"][k] != v
+        }
         if changed:
-            out.append({"run": run_id, "sku": sku, "started": started, "conclusion": conclusion, "changed": changed})
+            out.append(
+                {
+                    "run": run_id,
+                    "sku": sku,
+                    "started": started,
+                    "conclusion": conclusion,
+                    "changed": changed,
+                }
+            )
     return out
 
 
 def parity_trend(conn: sqlite3.Connection) -> list[dict]:
     """Per run with a parity report: SKU, group, parity, both passing / passing on CUDA, merge-blocking."""
-    sql = ("SELECT u.id, u.started, u.sku, p.grp, p.parity, p.both_passing, p.reference_passing, p.blocking, p.gaps, "
-           f"COALESCE(u.reference, 'reference (unnamed)') FROM parity p JOIN runs u ON u.id = p.run_id "
-           f"ORDER BY {_order('u.')}, p.grp")
-    keys = ("run", "started", "sku", "group", "parity", "both_passing", "reference_passing", "blocking", "gaps",
-            "reference")
+    sql = (
+        "SELECT u.id, u.started, u.sku, p.grp, p.parity, p.both_passing, p.reference_passing, p.blocking, p.gaps, "
+        f"COALESCE(u.reference, 'reference (unnamed)') FROM parity p JOIN runs u ON u.id = p.run_id "
+        f"ORDER BY {_order('u.')}, p.grp"
+    )
+    keys = (
+        "run",
+        "started",
+        "sku",
+        "group",
+        "parity",
+        "both_passing",
+        "reference_passing",
+        "blocking",
+        "gaps",
+        "reference",
+    )
     return [dict(zip(keys, row)) for row in conn.execute(sql)]
 
 
@@ -222,19 +330,29 @@ def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -
     if ids:
         marks = ", ".join("?" for _ in ids)
         for run_id, group, verdict, count in conn.execute(
-                f"SELECT r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict, COUNT(*) FROM results r "
-                f"JOIN tests t ON t.id = r.test_id WHERE r.run_id IN ({marks}) "
-                "GROUP BY r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict", ids):
+            f"SELECT r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict, COUNT(*) FROM results r "
+            f"JOIN tests t ON t.id = r.test_id WHERE r.run_id IN ({marks}) "
+            "GROUP BY r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict",
+            ids,
+        ):
             cell = cells.setdefault((run_id, group), {"counts": {}, "failing": []})
             cell["counts"][verdict] = count
         for run_id, group, test, verdict in conn.execute(
-                f"SELECT r.run_id, COALESCE(t.grp, 'ungrouped'), t.name, r.verdict FROM results r "
-                f"JOIN tests t ON t.id = r.test_id WHERE r.run_id IN ({marks}) "
-                f"AND r.verdict IN ({', '.join('?' for _ in FAILED)}) ORDER BY t.name", [*ids, *FAILED]):
+            f"SELECT r.run_id, COALESCE(t.grp, 'ungrouped'), t.name, r.verdict FROM results r "
+            f"JOIN tests t ON t.id = r.test_id WHERE r.run_id IN ({marks}) "
+            f"AND r.verdict IN ({', '.join('?' for _ in FAILED)}) ORDER BY t.name",
+            [*ids, *FAILED],
+        ):
             cells[(run_id, group)]["failing"].append({"test": test, "verdict": verdict})
     for cell in cells.values():
-        cell["worst"] = next((v for v in ("regression", "unconfirmed", "infra", "flaky", "pass") if v in cell["counts"]),
-                             "other")
+        cell["worst"] = next(
+            (
+                v
+                for v in ("regression", "unconfirmed", "infra", "flaky", "pass")
+                if v in cell["counts"]
+            ),
+            "other",
+        )
     groups = sorted({g for _, g in cells})
     return {"runs": recent, "groups": groups, "cells": cells}
 
@@ -247,7 +365,8 @@ def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
         "SELECT u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), "
         "SUM(CASE WHEN r.verdict IN ('regression', 'unconfirmed') THEN 1 ELSE 0 END) FROM results r "
         "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id WHERE u.origin = 'main' AND r.blocking = 1 "
-        f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped') ORDER BY {_order('u.')}").fetchall()
+        f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped') ORDER BY {_order('u.')}"
+    ).fetchall()
     series: dict[tuple[str, str], list[tuple]] = defaultdict(list)
     for run_id, sku, started, sha, group, red in rows:
         series[(sku, group)].append((run_id, started, sha, bool(red)))
@@ -269,10 +388,21 @@ def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
                 red_since = None
         recoveries.sort()
         median = recoveries[len(recoveries) // 2] if recoveries else None
-        out.append({"sku": sku, "group": group, "state": "red" if state else "green", "streak": streak,
-                    "last_green": {"run": green[-1][0], "started": green[-1][1], "sha": green[-1][2]} if green else None,
-                    "flips": flips, "runs": len(last), "recoveries": len(recoveries),
-                    "median_recovery_s": median})
+        out.append(
+            {
+                "sku": sku,
+                "group": group,
+                "state": "red" if state else "green",
+                "streak": streak,
+                "last_green": {"run": green[-1][0], "started": green[-1][1], "sha": green[-1][2]}
+                if green
+                else None,
+                "flips": flips,
+                "runs": len(last),
+                "recoveries": len(recoveries),
+                "median_recovery_s": median,
+            }
+        )
     return out
 
 
@@ -281,7 +411,9 @@ def main_failures(conn: sqlite3.Connection, limit: int = 300) -> list[str]:
     rows = conn.execute(
         "SELECT t.name, MAX(COALESCE(u.started, '')) FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t "
         "ON t.id = r.test_id WHERE u.origin = 'main' AND r.verdict IN ('regression', 'unconfirmed', 'flaky') "
-        "GROUP BY t.name ORDER BY MAX(COALESCE(u.started, '')) DESC, t.name LIMIT ?", (limit,)).fetchall()
+        "GROUP BY t.name ORDER BY MAX(COALESCE(u.started, '')) DESC, t.name LIMIT ?",
+        (limit,),
+    ).fetchall()
     return [name for name, _ in rows]
 
 
@@ -290,7 +422,21 @@ def test_runs(conn: sqlite3.Connection, test: str, limit: int = 200) -> list[dic
     rows = conn.execute(
         "SELECT u.id, u.started, u.sku, u.git_sha, u.origin, u.pr, u.repository, u.gh_run_id, u.runner, r.verdict, "
         "r.status, r.fingerprint FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
-        f"WHERE t.name = ? ORDER BY {_order('u.', newest_first=True)} LIMIT ?", (test, limit)).fetchall()
-    keys = ("run", "started", "sku", "git_sha", "origin", "pr", "repository", "gh_run_id", "runner", "verdict",
-            "status", "fingerprint")
+        f"WHERE t.name = ? ORDER BY {_order('u.', newest_first=True)} LIMIT ?",
+        (test, limit),
+    ).fetchall()
+    keys = (
+        "run",
+        "started",
+        "sku",
+        "git_sha",
+        "origin",
+        "pr",
+        "repository",
+        "gh_run_id",
+        "runner",
+        "verdict",
+        "status",
+        "fingerprint",
+    )
     return [dict(zip(keys, row)) for row in rows]

@@ -93,7 +93,9 @@ def connect(path: str | Path) -> Connection:
     """Open (creating and migrating as needed) the store at `path`."""
     path = Path(path)
     try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, factory=Connection)
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, factory=Connection
+        )
         _use_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         # Foreign keys are declared for the reader and for other engines; not enforced here: ingest writes result
@@ -122,7 +124,9 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 
 
 def version(conn: sqlite3.Connection) -> int:
-    has = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()[0]
+    has = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'"
+    ).fetchone()[0]
     return conn.execute("SELECT version FROM schema_version").fetchone()[0] if has else 0
 
 
@@ -131,8 +135,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
     try:
         current = version(conn)
         if current > VERSION:
-            raise HistoryError(f"the database is at schema version {current}, newer than this pytest-rocm ({VERSION}): "
-                               "upgrade pytest-rocm")
+            raise HistoryError(
+                f"the database is at schema version {current}, newer than this pytest-rocm ({VERSION}): "
+                "upgrade pytest-rocm"
+            )
         for number in range(current + 1, VERSION + 1):
             for statement in MIGRATIONS[number]:
                 conn.execute(statement)
@@ -162,7 +168,11 @@ def _validated(path: Path, kind: str) -> tuple[dict, bytes]:
 def _stack(manifest: dict) -> dict:
     """The stack columns of a run: the SKUs joined (the vendor without GPUs), and CUDA where there is no ROCm."""
     stack = manifest_stack(manifest)
-    return {**stack, "sku": "/".join(stack["skus"]) or stack["vendor"], "rocm": stack["rocm"] or stack["cuda"]}
+    return {
+        **stack,
+        "sku": "/".join(stack["skus"]) or stack["vendor"],
+        "rocm": stack["rocm"] or stack["cuda"],
+    }
 
 
 def read_run(source: Path) -> tuple[dict, dict, dict | None, str]:
@@ -170,12 +180,21 @@ def read_run(source: Path) -> tuple[dict, dict, dict | None, str]:
     source = Path(source)
     report_path = source / "gate-report.json" if source.is_dir() else source
     if not report_path.is_file():
-        raise HistoryError(f"{source}: no gate-report.json (give a results folder or a gate report)")
+        raise HistoryError(
+            f"{source}: no gate-report.json (give a results folder or a gate report)"
+        )
     report, raw = _validated(report_path, "gate-report")
     folder = report_path.parent
-    manifest = _validated(folder / "manifest.json", "manifest")[0] if (folder / "manifest.json").is_file() \
+    manifest = (
+        _validated(folder / "manifest.json", "manifest")[0]
+        if (folder / "manifest.json").is_file()
         else report["manifest"]
-    parity = _validated(folder / "parity.json", "parity")[0] if (folder / "parity.json").is_file() else None
+    )
+    parity = (
+        _validated(folder / "parity.json", "parity")[0]
+        if (folder / "parity.json").is_file()
+        else None
+    )
     return report, manifest, parity, hashlib.sha256(raw).hexdigest()
 
 
@@ -186,12 +205,21 @@ def ingest(conn: Connection, source: str | Path, origin: str = "manifest") -> In
     """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`: `manifest`
     keeps where the manifest says the run comes from; `pr` or `other` overrides it, for results whose run
     GitHub says was not a main run (a PR's code wrote them, and may claim to be main)."""
-    report, manifest, parity, digest = read_run(Path(source))  # all validated before anything is written
+    report, manifest, parity, digest = read_run(
+        Path(source)
+    )  # all validated before anything is written
     return insert_run(conn, report, manifest, parity, digest, str(source), origin)
 
 
-def insert_run(conn: Connection, report: dict, manifest: dict, parity: dict | None, digest: str,
-               source: str, origin_override: str = "manifest") -> Ingested:
+def insert_run(
+    conn: Connection,
+    report: dict,
+    manifest: dict,
+    parity: dict | None,
+    digest: str,
+    source: str,
+    origin_override: str = "manifest",
+) -> Ingested:
     """Add one validated run (a no-op when its digest is already stored)."""
     stack = _stack(manifest)
     origin = manifest.get("provenance") if isinstance(manifest.get("provenance"), dict) else {}
@@ -206,24 +234,59 @@ def insert_run(conn: Connection, report: dict, manifest: dict, parity: dict | No
             "rocm, driver, torch, framework, image, origin, event, ref, default_branch, repository, pr, head_sha, "
             "base_sha, merge_base, gh_run_id, reference, parity_overall) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (digest, str(source), manifest.get("started"), manifest.get("finished"), stack["vendor"], stack["sku"],
-             manifest.get("runner"), manifest.get("git_sha"), report["conclusion"], int(report["complete"]),
-             stack["rocm"], stack["driver"], stack["torch"], stack["framework"], stack["image"],
-             origin_kind(origin) if origin_override == "manifest" else origin_override,
-             origin.get("event"), origin.get("ref"), origin.get("default_branch"), origin.get("repository"),
-             origin.get("pr"), origin.get("head_sha"), origin.get("base_sha"), origin.get("merge_base"),
-             origin.get("run_id"), *_reference(parity)))
+            (
+                digest,
+                str(source),
+                manifest.get("started"),
+                manifest.get("finished"),
+                stack["vendor"],
+                stack["sku"],
+                manifest.get("runner"),
+                manifest.get("git_sha"),
+                report["conclusion"],
+                int(report["complete"]),
+                stack["rocm"],
+                stack["driver"],
+                stack["torch"],
+                stack["framework"],
+                stack["image"],
+                origin_kind(origin) if origin_override == "manifest" else origin_override,
+                origin.get("event"),
+                origin.get("ref"),
+                origin.get("default_branch"),
+                origin.get("repository"),
+                origin.get("pr"),
+                origin.get("head_sha"),
+                origin.get("base_sha"),
+                origin.get("merge_base"),
+                origin.get("run_id"),
+                *_reference(parity),
+            ),
+        )
         run_id = cursor.lastrowid
         ids = _test_ids(conn, report["tests"])
         conn.executemany(
             "INSERT INTO results (run_id, test_id, blocking, status, verdict, duration, devices, attempts, gap_issue, "
-            "gap_reason, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _result_rows(run_id, ids, report["tests"]))
+            "gap_reason, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _result_rows(run_id, ids, report["tests"]),
+        )
         if parity:
             conn.executemany(
                 "INSERT INTO parity (run_id, grp, parity, both_passing, reference_passing, blocking, gaps) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, group, g["parity"], g["both_passing"], g["reference_passing"], g["blocking"], len(g["gaps"]))
-                 for group, g in parity["groups"].items()])
+                [
+                    (
+                        run_id,
+                        group,
+                        g["parity"],
+                        g["both_passing"],
+                        g["reference_passing"],
+                        g["blocking"],
+                        len(g["gaps"]),
+                    )
+                    for group, g in parity["groups"].items()
+                ],
+            )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -238,7 +301,9 @@ def _reference(parity: dict | None) -> tuple[str | None, float | None]:
     inputs = parity.get("inputs") if isinstance(parity.get("inputs"), dict) else {}
     side = inputs.get("reference") if isinstance(inputs.get("reference"), dict) else {}
     label = side.get("label") if isinstance(side.get("label"), str) else None
-    return (label[:100] if label else "reference (unnamed)"), (parity.get("overall") or {}).get("parity")
+    return (label[:100] if label else "reference (unnamed)"), (parity.get("overall") or {}).get(
+        "parity"
+    )
 
 
 def _test_ids(conn: Connection, tests: dict[str, dict]) -> dict[str, int]:
@@ -246,12 +311,20 @@ def _test_ids(conn: Connection, tests: dict[str, dict]) -> dict[str, int]:
     known = conn.test_ids
     new = [name for name in tests if name not in known]
     if new:
-        conn.executemany("INSERT INTO tests (name, grp) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-                         [(name, tests[name]["group"]) for name in new])
-        for start in range(0, len(new), 500):  # another writer may have added some: read them all back
-            chunk = new[start:start + 500]
-            known.update(conn.execute(f"SELECT name, id FROM tests WHERE name IN ({', '.join('?' for _ in chunk)})",
-                                      chunk))
+        conn.executemany(
+            "INSERT INTO tests (name, grp) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+            [(name, tests[name]["group"]) for name in new],
+        )
+        for start in range(
+            0, len(new), 500
+        ):  # another writer may have added some: read them all back
+            chunk = new[start : start + 500]
+            known.update(
+                conn.execute(
+                    f"SELECT name, id FROM tests WHERE name IN ({', '.join('?' for _ in chunk)})",
+                    chunk,
+                )
+            )
     return known
 
 
@@ -260,13 +333,34 @@ def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
     for name, t in tests.items():
         verdict = t["verdict"]
         if verdict == "pass":
-            yield (run_id, ids[name], t["blocking"], t["status"], verdict, _duration(t["duration"]), None,
-                   len(t["attempts"]), None, None, None)
+            yield (
+                run_id,
+                ids[name],
+                t["blocking"],
+                t["status"],
+                verdict,
+                _duration(t["duration"]),
+                None,
+                len(t["attempts"]),
+                None,
+                None,
+                None,
+            )
         else:
             gap = t.get("known_gap") or {}
-            yield (run_id, ids[name], t["blocking"], t["status"], verdict, _duration(t["duration"]), _devices(t),
-                   len(t["attempts"]), gap.get("issue"), gap.get("reason"),
-                   fingerprint_of(t) if verdict in ("regression", "unconfirmed", "flaky") else None)
+            yield (
+                run_id,
+                ids[name],
+                t["blocking"],
+                t["status"],
+                verdict,
+                _duration(t["duration"]),
+                _devices(t),
+                len(t["attempts"]),
+                gap.get("issue"),
+                gap.get("reason"),
+                fingerprint_of(t) if verdict in ("regression", "unconfirmed", "flaky") else None,
+            )
 
 
 def _duration(value: float) -> float | None:

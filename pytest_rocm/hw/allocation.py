@@ -56,10 +56,15 @@ def lock_root(session_id: str) -> Path:
     is not a folder holds that name (every run on this machine would fail on it)."""
     base = Path(tempfile.gettempdir()) / LOCKS_FOLDER
     if not base.is_dir() and (base.exists() or base.is_symlink()):
-        what = "a symbolic link that leads to no folder" if base.is_symlink() else "a file, not a folder"
+        what = (
+            "a symbolic link that leads to no folder"
+            if base.is_symlink()
+            else "a file, not a folder"
+        )
         raise LockFolderError(
             f"pytest-rocm: {base} is {what}; pytest-rocm keeps the device locks of every run there. Remove it "
-            f"(rm {base}) or give the run another temporary folder (TMPDIR=/some/folder pytest ...)")
+            f"(rm {base}) or give the run another temporary folder (TMPDIR=/some/folder pytest ...)"
+        )
     return base / session_id
 
 
@@ -71,7 +76,8 @@ def _make(root: Path) -> Path:
         raise LockFolderError(
             f"pytest-rocm: cannot create the device lock folder {root} ({exc.strerror or exc}); make "
             f"{root.parent} a folder this user can write, or give the run another temporary folder "
-            "(TMPDIR=/some/folder pytest ...)") from None
+            "(TMPDIR=/some/folder pytest ...)"
+        ) from None
     return root
 
 
@@ -90,7 +96,9 @@ def write_avoid(session_id: str, nodeid: str, devices: list[int]) -> None:
 def read_avoid(session_id: str, nodeid: str) -> set[int]:
     try:
         path = lock_root(session_id) / f"avoid-{_key(nodeid)}.json"
-    except LockFolderError:  # no folder, no rerun asked for other devices; taking a device says what is wrong
+    except (
+        LockFolderError
+    ):  # no folder, no rerun asked for other devices; taking a device says what is wrong
         return set()
     return set(json.loads(path.read_text())) if path.exists() else set()
 
@@ -113,8 +121,15 @@ class Allocation:
         self.locks.clear()
 
 
-def allocate(session_id: str, pool: list[int], count: int, vendor: str, avoid: set[int] = frozenset(),
-             wait_s: float = DEFAULT_WAIT_S, held_here: set[int] = frozenset()) -> Allocation:
+def allocate(
+    session_id: str,
+    pool: list[int],
+    count: int,
+    vendor: str,
+    avoid: set[int] = frozenset(),
+    wait_s: float = DEFAULT_WAIT_S,
+    held_here: set[int] = frozenset(),
+) -> Allocation:
     """Take `count` devices of `pool` for this process, all or nothing. Devices in `held_here` are already
     this process's (its servers hold them): they count as free, and stay held when this allocation ends."""
     from filelock import FileLock, Timeout
@@ -146,11 +161,18 @@ def allocate(session_id: str, pool: list[int], count: int, vendor: str, avoid: s
                 break
         if len(held) == count:
             devices = sorted(d for d, _ in held)
-            return Allocation(devices, vendor, [lk for _, lk in held if lk is not None],
-                              reused_avoided=bool(set(devices) & avoid), waited_s=time.monotonic() - started)
+            return Allocation(
+                devices,
+                vendor,
+                [lk for _, lk in held if lk is not None],
+                reused_avoided=bool(set(devices) & avoid),
+                waited_s=time.monotonic() - started,
+            )
         for _, lock in held:
             if lock is not None:
                 lock.release()
         if time.monotonic() > deadline:
-            raise AllocationTimeout(f"could not get {count} of devices {pool} within {wait_s:.0f} s")
+            raise AllocationTimeout(
+                f"could not get {count} of devices {pool} within {wait_s:.0f} s"
+            )
         time.sleep(rng.uniform(0.02, 0.2))

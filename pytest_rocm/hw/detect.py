@@ -36,7 +36,10 @@ TOOLS: dict[str, tuple[list[str], Callable[[str], Parsed]]] = {
     "amd-smi": (["amd-smi", "static", "--json"], amd_smi.parse),
     "amd-smi-version": (["amd-smi", "version", "--json"], amd_smi.parse),
     "rocminfo": (["rocminfo"], rocminfo.parse),
-    "rocm-smi": (["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json"], rocm_smi.parse),
+    "rocm-smi": (
+        ["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json"],
+        rocm_smi.parse,
+    ),
     "nvidia-smi": (["nvidia-smi", *nvidia_smi.QUERY_ARGS], nvidia_smi.parse),
 }
 FILE_SOURCES: dict[str, Callable[[str], Parsed]] = {
@@ -56,7 +59,12 @@ ROCM_BIN = Path("/opt/rocm/bin")
 def find_tool(name: str, folders: tuple[Path, ...] = (ROCM_BIN,)) -> str | None:
     """A tool on PATH, else in the given folders (ROCm installs its tools off PATH)."""
     return shutil.which(name) or next(
-        (str(p) for p in (folder / name for folder in folders) if p.is_file() and os.access(p, os.X_OK)), None
+        (
+            str(p)
+            for p in (folder / name for folder in folders)
+            if p.is_file() and os.access(p, os.X_OK)
+        ),
+        None,
     )
 
 
@@ -66,10 +74,17 @@ def run_tool(command: list[str]) -> str:
     if exe is None:
         raise FileNotFoundError(f"{command[0]} is not installed (not on PATH nor in /opt/rocm/bin)")
     try:
-        done = subprocess.run([exe, *command[1:]], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
-                              errors="replace")
+        done = subprocess.run(
+            [exe, *command[1:]],
+            capture_output=True,
+            text=True,
+            timeout=TOOL_TIMEOUT_S,
+            errors="replace",
+        )
     except subprocess.TimeoutExpired as exc:
-        raise TimeoutError(f"`{' '.join(command)}` did not answer in {TOOL_TIMEOUT_S} s (hung GPU or driver?)") from exc
+        raise TimeoutError(
+            f"`{' '.join(command)}` did not answer in {TOOL_TIMEOUT_S} s (hung GPU or driver?)"
+        ) from exc
     if done.returncode != 0 and not done.stdout.strip():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"`{' '.join(command)}` exited with {done.returncode}: {last}")
@@ -82,7 +97,9 @@ def _attempt(name: str, get: Callable[[], Parsed]) -> tuple[SourceResult, Parsed
     except FileNotFoundError as exc:
         return SourceResult(name, False, f"missing: {exc}"), None
     except PermissionError as exc:
-        return SourceResult(name, False, f"permission denied: {exc} (is the user in the render and video groups?)"), None
+        return SourceResult(
+            name, False, f"permission denied: {exc} (is the user in the render and video groups?)"
+        ), None
     except UnexpectedOutput as exc:
         return SourceResult(name, False, f"unexpected output: {exc}"), None
     except Exception as exc:  # noqa: BLE001 - a detection source must never crash the run
@@ -133,15 +150,27 @@ def detect_live(sysfs_root: Path = kfd_sysfs.DEFAULT_ROOT) -> Platform:
 def detect_from_files(sources: dict[str, str]) -> Platform:
     """Parse saved tool output (`--source amd-smi=FILE`) instead of running the tools."""
     answers = []
-    ordered = sorted(sources.items(), key=lambda kv: SOURCE_NAMES.index(kv[0]) if kv[0] in SOURCE_NAMES else 99)
+    ordered = sorted(
+        sources.items(), key=lambda kv: SOURCE_NAMES.index(kv[0]) if kv[0] in SOURCE_NAMES else 99
+    )
     for name, path in ordered:
         if name == "sysfs":
             answers.append(_attempt(f"sysfs={path}", lambda p=path: kfd_sysfs.parse_dir(Path(p))))
         elif name in FILE_SOURCES:
-            answers.append(_attempt(f"{name}={path}", lambda n=name, p=path: FILE_SOURCES[n](_read(p))))
+            answers.append(
+                _attempt(f"{name}={path}", lambda n=name, p=path: FILE_SOURCES[n](_read(p)))
+            )
         else:
-            answers.append((SourceResult(f"{name}={path}", False,
-                                         f"unknown source {name!r}: use one of {', '.join(SOURCE_NAMES)}"), None))
+            answers.append(
+                (
+                    SourceResult(
+                        f"{name}={path}",
+                        False,
+                        f"unknown source {name!r}: use one of {', '.join(SOURCE_NAMES)}",
+                    ),
+                    None,
+                )
+            )
     return merge(answers)
 
 

@@ -11,14 +11,17 @@ from pytest_rocm.hw.skus import normalise_sku
 HEALTHY, MISMATCH, NO_GPU = "healthy", "mismatch", "no_gpu"
 
 
-def check(platform: Platform, expect_gpus: int | None, expect_sku: str | None,
-          require_gpu: bool) -> tuple[str, list[str]]:
+def check(
+    platform: Platform, expect_gpus: int | None, expect_sku: str | None, require_gpu: bool
+) -> tuple[str, list[str]]:
     """(HEALTHY, MISMATCH or NO_GPU; the problems found, each a sentence naming what was expected)."""
     wanted_sku = normalise_sku(expect_sku) if expect_sku else None
     expecting = require_gpu or expect_gpus is not None or wanted_sku is not None
     if expecting and platform.gpu_count == 0:
         failed = [f"{s.name}: {s.detail}" for s in platform.sources if not s.ok]
-        return NO_GPU, ["no GPU visible" + (f"; sources that failed: {'; '.join(failed)}" if failed else "")]
+        return NO_GPU, [
+            "no GPU visible" + (f"; sources that failed: {'; '.join(failed)}" if failed else "")
+        ]
     problems = []
     if expect_gpus is not None and platform.gpu_count != expect_gpus:
         problems.append(f"expected {expect_gpus} GPU(s), this runner has {platform.describe()}")
@@ -26,5 +29,7 @@ def check(platform: Platform, expect_gpus: int | None, expect_sku: str | None,
         others = [g for g in platform.gpus if g.sku != wanted_sku]
         if others:
             shown = ", ".join(f"GPU {g.index}: {g.label()}" for g in others[:8])
-            problems.append(f"expected every GPU to be {wanted_sku}; {len(others)} are not ({shown})")
+            problems.append(
+                f"expected every GPU to be {wanted_sku}; {len(others)} are not ({shown})"
+            )
     return (MISMATCH if problems else HEALTHY), problems

@@ -38,7 +38,9 @@ class SourceResult:
 
     name: str
     ok: bool
-    detail: str = ""  # for ok: a short summary; for failures: the error, naming the fix where we know it
+    detail: str = (
+        ""  # for ok: a short summary; for failures: the error, naming the fix where we know it
+    )
     gpu_count: int | None = None
 
 
@@ -46,7 +48,9 @@ class SourceResult:
 class Platform:
     vendor: str = "cpu"
     gpus: list[Gpu] = field(default_factory=list)
-    versions: dict[str, str] = field(default_factory=dict)  # rocm, hip, cuda, driver, torch, vllm, ...
+    versions: dict[str, str] = field(
+        default_factory=dict
+    )  # rocm, hip, cuda, driver, torch, vllm, ...
     sources: list[SourceResult] = field(default_factory=list)
     profile: str | None = None  # name of the simulated profile, None when detected live
 
@@ -91,7 +95,9 @@ class Platform:
         """A platform from its JSON form; ValueError naming the field for anything malformed (a profile
         drives device locks and waits: a duplicate index or a path as an index must never get through)."""
         if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object with vendor and gpus, got {type(data).__name__}")
+            raise ValueError(
+                f"expected a JSON object with vendor and gpus, got {type(data).__name__}"
+            )
         vendor = data.get("vendor", "cpu")
         if vendor not in VENDORS:
             raise ValueError(f"vendor {vendor!r} is not one of {', '.join(VENDORS)}")
@@ -116,8 +122,13 @@ class Platform:
             sources = [SourceResult(**s) for s in data.get("sources", [])]
         except TypeError as exc:
             raise ValueError(f"sources: {exc}") from None
-        return cls(vendor=vendor, gpus=gpus, versions={str(k): str(v) for k, v in versions.items()},
-                   sources=sources, profile=data.get("profile"))
+        return cls(
+            vendor=vendor,
+            gpus=gpus,
+            versions={str(k): str(v) for k, v in versions.items()},
+            sources=sources,
+            profile=data.get("profile"),
+        )
 
 
 MAX_GPUS = 64
@@ -127,11 +138,15 @@ def _checked_gpu(fields: dict, position: int) -> Gpu:
     where = f"gpus[{position}]"
     index = fields["index"]
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_GPUS:
-        raise ValueError(f"{where}.index must be a whole number from 0 to {MAX_GPUS - 1}, got {index!r}")
+        raise ValueError(
+            f"{where}.index must be a whole number from 0 to {MAX_GPUS - 1}, got {index!r}"
+        )
     if fields["vendor"] not in ("amd", "nvidia"):
         raise ValueError(f"{where}.vendor must be amd or nvidia, got {fields['vendor']!r}")
     memory = fields.get("memory_gb")
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0):
+    if memory is not None and (
+        isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0
+    ):
         raise ValueError(f"{where}.memory_gb must be a number of GB, got {memory!r}")
     for name in ("sku", "arch", "raw_name", "device_id", "pci_bus", "partition"):
         if fields.get(name) is not None and not isinstance(fields[name], str):

@@ -14,14 +14,62 @@ from pytest_rocm.hw.model import MAX_GPUS, Gpu, Platform, SourceResult
 
 # Nominal whole-device figures (memory in GiB, as the tools report it).
 SKU_SPECS: dict[str, dict] = {
-    "MI300X": {"vendor": "amd", "arch": "gfx942", "memory_gb": 192.0, "device_id": "0x74a1", "compute_units": 304},
-    "MI300A": {"vendor": "amd", "arch": "gfx942", "memory_gb": 128.0, "device_id": "0x74a0", "compute_units": 228},
-    "MI308X": {"vendor": "amd", "arch": "gfx942", "memory_gb": 192.0, "device_id": "0x74a2", "compute_units": 80},
-    "MI325X": {"vendor": "amd", "arch": "gfx942", "memory_gb": 256.0, "device_id": "0x74a5", "compute_units": 304},
-    "MI350X": {"vendor": "amd", "arch": "gfx950", "memory_gb": 288.0, "device_id": "0x75a0", "compute_units": 256},
-    "MI355X": {"vendor": "amd", "arch": "gfx950", "memory_gb": 288.0, "device_id": "0x75a3", "compute_units": 256},
-    "MI250X": {"vendor": "amd", "arch": "gfx90a", "memory_gb": 64.0, "device_id": "0x7408", "compute_units": 110},
-    "MI210": {"vendor": "amd", "arch": "gfx90a", "memory_gb": 64.0, "device_id": "0x740f", "compute_units": 104},
+    "MI300X": {
+        "vendor": "amd",
+        "arch": "gfx942",
+        "memory_gb": 192.0,
+        "device_id": "0x74a1",
+        "compute_units": 304,
+    },
+    "MI300A": {
+        "vendor": "amd",
+        "arch": "gfx942",
+        "memory_gb": 128.0,
+        "device_id": "0x74a0",
+        "compute_units": 228,
+    },
+    "MI308X": {
+        "vendor": "amd",
+        "arch": "gfx942",
+        "memory_gb": 192.0,
+        "device_id": "0x74a2",
+        "compute_units": 80,
+    },
+    "MI325X": {
+        "vendor": "amd",
+        "arch": "gfx942",
+        "memory_gb": 256.0,
+        "device_id": "0x74a5",
+        "compute_units": 304,
+    },
+    "MI350X": {
+        "vendor": "amd",
+        "arch": "gfx950",
+        "memory_gb": 288.0,
+        "device_id": "0x75a0",
+        "compute_units": 256,
+    },
+    "MI355X": {
+        "vendor": "amd",
+        "arch": "gfx950",
+        "memory_gb": 288.0,
+        "device_id": "0x75a3",
+        "compute_units": 256,
+    },
+    "MI250X": {
+        "vendor": "amd",
+        "arch": "gfx90a",
+        "memory_gb": 64.0,
+        "device_id": "0x7408",
+        "compute_units": 110,
+    },
+    "MI210": {
+        "vendor": "amd",
+        "arch": "gfx90a",
+        "memory_gb": 64.0,
+        "device_id": "0x740f",
+        "compute_units": 104,
+    },
     "H100": {"vendor": "nvidia", "arch": "sm_90", "memory_gb": 79.6},
     "H200": {"vendor": "nvidia", "arch": "sm_90", "memory_gb": 139.8},
     "B200": {"vendor": "nvidia", "arch": "sm_100", "memory_gb": 178.4},
@@ -32,8 +80,20 @@ STACKS = {
     "nvidia": {"cuda": "12.9", "driver": "nvidia 575.57.08"},
 }
 
-BUILTIN = ("cpu", "mi300x-1", "mi300x-2", "mi300x-8", "mi325x-8", "mi355x-1", "mi355x-8",
-           "mi250x-2", "h100-1", "h100-8", "h200-1", "b200-8")
+BUILTIN = (
+    "cpu",
+    "mi300x-1",
+    "mi300x-2",
+    "mi300x-8",
+    "mi325x-8",
+    "mi355x-1",
+    "mi355x-8",
+    "mi250x-2",
+    "h100-1",
+    "h100-8",
+    "h200-1",
+    "b200-8",
+)
 
 _NAME = re.compile(r"^([a-z0-9]+)-(\d+)$")
 
@@ -48,16 +108,28 @@ def builtin(name: str) -> Platform:
     match = _NAME.match(name.lower())
     sku = match.group(1).upper() if match else None
     if not match or sku not in SKU_SPECS:
-        raise ProfileError(f"unknown platform profile {name!r}: use one of {', '.join(BUILTIN)}, "
-                           "any '<sku>-<count>' of " + ", ".join(s.lower() for s in SKU_SPECS) + ", or a JSON file")
+        raise ProfileError(
+            f"unknown platform profile {name!r}: use one of {', '.join(BUILTIN)}, "
+            "any '<sku>-<count>' of " + ", ".join(s.lower() for s in SKU_SPECS) + ", or a JSON file"
+        )
     count = int(match.group(2))
     if not 1 <= count <= MAX_GPUS:
         raise ProfileError(f"platform profile {name!r} must have from 1 to {MAX_GPUS} GPUs")
     spec = dict(SKU_SPECS[sku])
     vendor = spec.pop("vendor")
     partition = "SPX/NPS1" if vendor == "amd" else None
-    gpus = [Gpu(index=i, vendor=vendor, sku=sku, raw_name=f"simulated {sku}", partition=partition,
-                pci_bus=f"0000:{0x10 * (i + 1):02x}:00.0", **spec) for i in range(count)]
+    gpus = [
+        Gpu(
+            index=i,
+            vendor=vendor,
+            sku=sku,
+            raw_name=f"simulated {sku}",
+            partition=partition,
+            pci_bus=f"0000:{0x10 * (i + 1):02x}:00.0",
+            **spec,
+        )
+        for i in range(count)
+    ]
     return Platform(vendor=vendor, gpus=gpus, versions=dict(STACKS[vendor]), profile=name.lower())
 
 
@@ -65,9 +137,15 @@ def from_file(path: Path) -> Platform:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         platform = Platform.from_dict(data)
-    except (OSError, ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ProfileError(f"platform profile file {path}: {exc}. Expected the JSON that "
-                           "`rocm-gate doctor --json` prints (vendor, gpus, versions).") from exc
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+    ) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ProfileError(
+            f"platform profile file {path}: {exc}. Expected the JSON that "
+            "`rocm-gate doctor --json` prints (vendor, gpus, versions)."
+        ) from exc
     platform.profile = platform.profile or path.name
     return platform
 

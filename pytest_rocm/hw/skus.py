@@ -40,13 +40,29 @@ AMD_DEVICE_IDS: dict[str, tuple[str, str]] = {
 # Archs we recognise; anything else a tool prints is treated as unreliable when
 # the device id tells a known arch.
 KNOWN_AMD_ARCHS = {
-    "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
-    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx1201",
+    "gfx908",
+    "gfx90a",
+    "gfx940",
+    "gfx941",
+    "gfx942",
+    "gfx950",
+    "gfx1030",
+    "gfx1100",
+    "gfx1101",
+    "gfx1102",
+    "gfx1200",
+    "gfx1201",
 }
 
 NVIDIA_ARCH_BY_SKU = {
-    "A100": "sm_80", "L40S": "sm_89", "H100": "sm_90", "H200": "sm_90", "H20": "sm_90",
-    "GH200": "sm_90", "B200": "sm_100", "GB200": "sm_100",
+    "A100": "sm_80",
+    "L40S": "sm_89",
+    "H100": "sm_90",
+    "H200": "sm_90",
+    "H20": "sm_90",
+    "GH200": "sm_90",
+    "B200": "sm_100",
+    "GB200": "sm_100",
 }
 
 _AMD_NAME = re.compile(r"\bMI[\s-]?(\d{3})([AX]?)", re.IGNORECASE)
@@ -140,7 +156,9 @@ def _arch_of_amd_sku(sku: str) -> str | None:
     return "gfx90a" if sku == "MI250" else None
 
 
-def identify_nvidia(raw_name: str | None, compute_cap: str | None = None) -> tuple[str | None, str | None]:
+def identify_nvidia(
+    raw_name: str | None, compute_cap: str | None = None
+) -> tuple[str | None, str | None]:
     """Return (sku, arch) for an NVIDIA GPU: 'NVIDIA H100 80GB HBM3', '9.0' -> ('H100', 'sm_90')."""
     sku = None
     if raw_name:

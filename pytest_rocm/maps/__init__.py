@@ -33,7 +33,9 @@ def shipped(name: str) -> Path | None:
 
 def is_name(value: str) -> bool:
     """Whether a setting's value is written as a map's name rather than a path."""
-    return value.startswith(PREFIX) or ("/" not in value and "\\" not in value and "." not in value and bool(value))
+    return value.startswith(PREFIX) or (
+        "/" not in value and "\\" not in value and "." not in value and bool(value)
+    )
 
 
 def resolve(value: str, base: Path | None = None) -> Path:
@@ -45,8 +47,10 @@ def resolve(value: str, base: Path | None = None) -> Path:
         name = value.removeprefix(PREFIX)
         found = shipped(name)
         if found is None:
-            raise UnknownMapError(f"{value!r} names no map shipped with pytest-rocm; the shipped ones are "
-                                  + ", ".join(f"{PREFIX}{n}" for n in names()))
+            raise UnknownMapError(
+                f"{value!r} names no map shipped with pytest-rocm; the shipped ones are "
+                + ", ".join(f"{PREFIX}{n}" for n in names())
+            )
         return found
     path = Path(value)
     if is_name(value) and not (base / path).is_file() and shipped(value) is not None:

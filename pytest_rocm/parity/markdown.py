@@ -43,7 +43,9 @@ def _cut(items: list, limit: int, show=str) -> str:
 
 
 def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SUMMARY_LIMIT) -> str:
-    failing = _reference_failures(report) if "overall" in report else {}  # one pass, whatever the list limit
+    failing = (
+        _reference_failures(report) if "overall" in report else {}
+    )  # one pass, whatever the list limit
     for list_limit in LIST_LIMITS:
         text = _render(report, min_parity, list_limit, failing)
         if len(text) <= limit:
@@ -52,7 +54,9 @@ def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SU
     return text[: limit - len(note)] + note
 
 
-def _render(report: dict, min_parity: float | None, n: int, failing: dict[str, list[tuple[str, dict]]]) -> str:
+def _render(
+    report: dict, min_parity: float | None, n: int, failing: dict[str, list[tuple[str, dict]]]
+) -> str:
     parts = []
     if "overall" in report:
         parts.append(_render_tests(report, min_parity, n, failing))
@@ -84,8 +88,10 @@ def _render_sglang(sglang: dict, n: int) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for row in sglang["by_stage_and_gpus"]:
-        lines.append(f"| {row['stage']} | {row['gpus']} | {row['cuda']} | {row['amd_enabled']} | "
-                     f"{_pct(row['parity'])} | {row['not_applicable']} |")
+        lines.append(
+            f"| {row['stage']} | {row['gpus']} | {row['cuda']} | {row['amd_enabled']} | "
+            f"{_pct(row['parity'])} | {row['not_applicable']} |"
+        )
     if sglang["disabled"]:
         lines += ["", f"### Disabled AMD registrations ({len(sglang['disabled'])})"]
         shown = sglang["disabled"][: max(n, 1) * 2]
@@ -95,29 +101,47 @@ def _render_sglang(sglang: dict, n: int) -> str:
     executed = sglang.get("executed")
     if executed:
         counts = executed["counts"]
-        lines += ["", "### Declared (registrations) against executed (this run's results on the candidate)", "",
-                  "| | passes on the candidate | does not pass |", "|---|---:|---:|",
-                  f"| registered for AMD | {counts['declared_and_passing']} | {counts['declared_not_passing']} |",
-                  f"| not registered for AMD | {counts['passing_not_declared']} | {counts['neither']} |", "",
-                  f"Registered for CUDA but not run here: {counts['not_run']} file(s)."]
-        for kind, title in (("passing_not_declared", "Pass on the candidate without an AMD registration "
-                                                     "(register them)"),
-                            ("declared_not_passing", "Registered for AMD, not passing on the candidate")):
+        lines += [
+            "",
+            "### Declared (registrations) against executed (this run's results on the candidate)",
+            "",
+            "| | passes on the candidate | does not pass |",
+            "|---|---:|---:|",
+            f"| registered for AMD | {counts['declared_and_passing']} | {counts['declared_not_passing']} |",
+            f"| not registered for AMD | {counts['passing_not_declared']} | {counts['neither']} |",
+            "",
+            f"Registered for CUDA but not run here: {counts['not_run']} file(s).",
+        ]
+        for kind, title in (
+            (
+                "passing_not_declared",
+                "Pass on the candidate without an AMD registration (register them)",
+            ),
+            ("declared_not_passing", "Registered for AMD, not passing on the candidate"),
+        ):
             if executed[kind]:
                 lines += ["", f"{title}: " + _cut(executed[kind], max(n, 1) * 4, _code)]
     if sglang["missing_on_amd"]:
-        lines += ["", f"### CUDA test files without an enabled AMD registration ({len(sglang['missing_on_amd'])})",
-                  _cut(sglang["missing_on_amd"], n * 4, lambda m: _code(m["path"])) if n else ""]
+        lines += [
+            "",
+            f"### CUDA test files without an enabled AMD registration ({len(sglang['missing_on_amd'])})",
+            _cut(sglang["missing_on_amd"], n * 4, lambda m: _code(m["path"])) if n else "",
+        ]
     return "\n".join(lines) + "\n"
 
 
-def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[str, list[tuple[str, dict]]]) -> str:
+def _render_tests(
+    report: dict, min_parity: float | None, n: int, failing: dict[str, list[tuple[str, dict]]]
+) -> str:
     overall = report["overall"]
     inputs = report["inputs"]
     target = ""
     if min_parity is not None and overall["parity"] is not None:
-        target = (f" (target {_pct(min_parity)}: **met**)" if overall["parity"] >= min_parity
-                  else f" (target {_pct(min_parity)}: **not met**)")
+        target = (
+            f" (target {_pct(min_parity)}: **met**)"
+            if overall["parity"] >= min_parity
+            else f" (target {_pct(min_parity)}: **not met**)"
+        )
     lines = [
         f"## ROCm parity against the reference: {_pct(overall['parity'])}{target}",
         "",
@@ -129,34 +153,67 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
         "| xfailed | known gaps | missing | not passing on reference | not applicable | blocking gates |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    columns = ("failed", "error", "crashed", "skipped", "xfailed", "known_gap", "missing", "reference_not_passing",
-               "not_applicable")
+    columns = (
+        "failed",
+        "error",
+        "crashed",
+        "skipped",
+        "xfailed",
+        "known_gap",
+        "missing",
+        "reference_not_passing",
+        "not_applicable",
+    )
     for name, group in report["groups"].items():
-        lines.append(f"| {md.name(name)} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
-                     + " | ".join(str(group[s]) for s in columns)
-                     + f" | {group['blocking_tests']} ({group['blocking']}) |")
-    lines.append(f"| **all** | **{overall['reference_passing']}** | **{overall['both_passing']}** | "
-                 f"**{_pct(overall['parity'])}** | " + " | ".join(str(overall[s]) for s in columns)
-                 + f" | {report['gating']['blocking_tests']} |")
-    lines += ["", "Parity is `n/a` where no test of the group passes on the reference; the gap columns count tests "
-                  "that pass on the reference only. `blocking gates`: tests passing on the reference that block a "
-                  "merge on the candidate (`all` of the group, `partly`, or `no`)."]
+        lines.append(
+            f"| {md.name(name)} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
+            + " | ".join(str(group[s]) for s in columns)
+            + f" | {group['blocking_tests']} ({group['blocking']}) |"
+        )
+    lines.append(
+        f"| **all** | **{overall['reference_passing']}** | **{overall['both_passing']}** | "
+        f"**{_pct(overall['parity'])}** | "
+        + " | ".join(str(overall[s]) for s in columns)
+        + f" | {report['gating']['blocking_tests']} |"
+    )
+    lines += [
+        "",
+        "Parity is `n/a` where no test of the group passes on the reference; the gap columns count tests "
+        "that pass on the reference only. `blocking gates`: tests passing on the reference that block a "
+        "merge on the candidate (`all` of the group, `partly`, or `no`).",
+    ]
     gating = report["gating"]
-    partly = [f"{md.name(g)} ({report['groups'][g]['blocking_tests']} of {report['groups'][g]['reference_passing']})"
-              for g in gating["partly_blocking_groups"]]
-    lines += ["", f"Gating coverage: {gating['blocking_tests']} of {gating['reference_passing_tests']} tests passing "
-                  f"on the reference are merge-blocking on the candidate ({_pct(gating['tests_share'])}); "
-                  f"{len(gating['fully_blocking_groups'])} of {len(gating['groups'])} groups are merge-blocking in "
-                  f"full ({_pct(gating['groups_share'])})"
-                  + (f": {', '.join(map(md.name, gating['fully_blocking_groups']))}" if gating["fully_blocking_groups"] else "")
-                  + (f"; partly: {', '.join(partly)}" if partly else "") + f". `{UNGROUPED}` is not counted as a group."]
+    partly = [
+        f"{md.name(g)} ({report['groups'][g]['blocking_tests']} of {report['groups'][g]['reference_passing']})"
+        for g in gating["partly_blocking_groups"]
+    ]
+    lines += [
+        "",
+        f"Gating coverage: {gating['blocking_tests']} of {gating['reference_passing_tests']} tests passing "
+        f"on the reference are merge-blocking on the candidate ({_pct(gating['tests_share'])}); "
+        f"{len(gating['fully_blocking_groups'])} of {len(gating['groups'])} groups are merge-blocking in "
+        f"full ({_pct(gating['groups_share'])})"
+        + (
+            f": {', '.join(map(md.name, gating['fully_blocking_groups']))}"
+            if gating["fully_blocking_groups"]
+            else ""
+        )
+        + (f"; partly: {', '.join(partly)}" if partly else "")
+        + f". `{UNGROUPED}` is not counted as a group.",
+    ]
 
     changes = report.get("changes")
     if changes is not None:
-        lines += ["", f"### Since the previous report: {len(changes['newly_broken'])} newly broken, "
-                      f"{len(changes['newly_fixed'])} newly fixed"]
+        lines += [
+            "",
+            f"### Since the previous report: {len(changes['newly_broken'])} newly broken, "
+            f"{len(changes['newly_fixed'])} newly fixed",
+        ]
         if changes["newly_broken"]:
-            lines.append("- broken: " + _cut(changes["newly_broken"], n, lambda c: f"{_code(c['test'])} ({c['now']})"))
+            lines.append(
+                "- broken: "
+                + _cut(changes["newly_broken"], n, lambda c: f"{_code(c['test'])} ({c['now']})")
+            )
         if changes["newly_fixed"]:
             lines.append("- fixed: " + _cut(changes["newly_fixed"], n, lambda c: _code(c["test"])))
 
@@ -167,53 +224,86 @@ def _render_tests(report: dict, min_parity: float | None, n: int, failing: dict[
             continue
         any_gap = True
         total = sum(g["count"] for g in group["gaps"])
-        lines += ["", f"<details><summary><b>{md.html_name(name)}</b>: {total} gap(s)</summary>", ""]
+        lines += [
+            "",
+            f"<details><summary><b>{md.html_name(name)}</b>: {total} gap(s)</summary>",
+            "",
+        ]
         shown_reasons = group["gaps"][: max(n, 1) * 2]
         for gap in shown_reasons:
             lines.append(f"- **{md.name(gap['status'])}** ({gap['count']}): {_reason(gap)}")
             if n:
                 lines.append(f"  - {_cut(gap['tests'], n, _code)}")
-        hidden = group["gaps"][len(shown_reasons):]
+        hidden = group["gaps"][len(shown_reasons) :]
         if hidden:
-            lines.append(f"- and {len(hidden)} more reasons covering {sum(g['count'] for g in hidden)} tests")
+            lines.append(
+                f"- and {len(hidden)} more reasons covering {sum(g['count'] for g in hidden)} tests"
+            )
         lines += ["", "</details>"]
     if not any_gap:
         lines.append("None.")
 
     if failing:
-        lines += ["", f"### Not passing on the reference ({overall['reference_not_passing']}: outside parity, "
-                      "shown so a group with few reference passes is explained)"]
+        lines += [
+            "",
+            f"### Not passing on the reference ({overall['reference_not_passing']}: outside parity, "
+            "shown so a group with few reference passes is explained)",
+        ]
         for name, tests in failing.items():
-            lines += ["", f"<details><summary><b>{md.html_name(name)}</b>: {len(tests)} not passing on the reference"
-                          "</summary>", ""]
+            lines += [
+                "",
+                f"<details><summary><b>{md.html_name(name)}</b>: {len(tests)} not passing on the reference"
+                "</summary>",
+                "",
+            ]
             shown = tests[: max(n, 1) * 2]
-            lines += [f"- {_code(t)}: {md.name(entry['reference'])}" + (f" ({_cell(entry['reason'][:200])})"
-                                                                if entry.get("reason") else "")
-                      for t, entry in shown]
+            lines += [
+                f"- {_code(t)}: {md.name(entry['reference'])}"
+                + (f" ({_cell(entry['reason'][:200])})" if entry.get("reason") else "")
+                for t, entry in shown
+            ]
             if len(tests) > len(shown):
                 lines.append(f"- and {len(tests) - len(shown)} more (parity.json lists all)")
             lines += ["", "</details>"]
     if report["not_applicable"]:
         lines += ["", "### Not applicable to ROCm (excluded from parity)"]
         for entry in report["not_applicable"]:
-            lines.append(f"- {_cell(entry['reason'])} ({entry['count']})"
-                         + (f": {_cut(entry['tests'], n, _code)}" if n else ""))
+            lines.append(
+                f"- {_cell(entry['reason'])} ({entry['count']})"
+                + (f": {_cut(entry['tests'], n, _code)}" if n else "")
+            )
     if report["unmatched"]:
-        lines += ["", f"### `{UNGROUPED}`: tests no marker or map rule puts in a group ({len(report['unmatched'])})",
-                  _cut(report["unmatched"], n, _code) if n else ""]
+        lines += [
+            "",
+            f"### `{UNGROUPED}`: tests no marker or map rule puts in a group ({len(report['unmatched'])})",
+            _cut(report["unmatched"], n, _code) if n else "",
+        ]
     for side in ("reference", "candidate"):
         repeated = report.get("repeated", {}).get(side, [])
         if repeated:
-            lines += ["", f"### Seen more than once with different results on the {side} ({len(repeated)})",
-                      "A test in several files counts as passing if any attempt passed, else as its worst result.",
-                      _cut(repeated, max(n, 1), lambda r: f"{_code(r['test'])} (seen "
-                           f"{', '.join(map(md.name, r['attempts']))}; counted {md.name(r['counted'])})")]
+            lines += [
+                "",
+                f"### Seen more than once with different results on the {side} ({len(repeated)})",
+                "A test in several files counts as passing if any attempt passed, else as its worst result.",
+                _cut(
+                    repeated,
+                    max(n, 1),
+                    lambda r: (
+                        f"{_code(r['test'])} (seen "
+                        f"{', '.join(map(md.name, r['attempts']))}; counted {md.name(r['counted'])})"
+                    ),
+                ),
+            ]
     for side in ("reference", "candidate"):
         reasons = report["skip_reasons"][side]
         if reasons:
             lines += ["", f"### Top skip reasons on the {side}"]
-            lines += [f"- {r['count']} {md.name(r['status'])}: {_cell(r['reason'])}" for r in reasons]
+            lines += [
+                f"- {r['count']} {md.name(r['status'])}: {_cell(r['reason'])}" for r in reasons
+            ]
     dropped = inputs["reference"]["dropped"] + inputs["candidate"]["dropped"]
     if dropped:
-        lines += ["", "### Input files that could not be read (dropped)"] + [f"- {_cell(d, 600)}" for d in dropped]
+        lines += ["", "### Input files that could not be read (dropped)"] + [
+            f"- {_cell(d, 600)}" for d in dropped
+        ]
     return "\n".join(lines) + "\n"

@@ -21,7 +21,12 @@ from pathlib import Path
 from pytest_rocm.catalog.applicability import Applicability
 
 REGISTER_CALL = re.compile(r"^register_(\w+)_ci$")
-POSITIONAL = ("est_time", "suite", "nightly", "disabled")  # register_<backend>_ci(est_time, suite, ...)
+POSITIONAL = (
+    "est_time",
+    "suite",
+    "nightly",
+    "disabled",
+)  # register_<backend>_ci(est_time, suite, ...)
 _GPUS = re.compile(r"(\d+)-gpu")
 
 
@@ -68,15 +73,22 @@ def read_checkout(root: Path) -> list[RegisteredFile]:
     """Every file under `test/registered/` of an SGLang checkout (or that folder itself)."""
     base = root / "test" / "registered" if (root / "test" / "registered").is_dir() else root
     if not base.is_dir():
-        raise RegistryError(f"{root}: neither an SGLang checkout (no test/registered/) nor a folder")
+        raise RegistryError(
+            f"{root}: neither an SGLang checkout (no test/registered/) nor a folder"
+        )
     files = []
     for path in sorted(base.rglob("*.py")):
-        relative = path.relative_to(base.parent.parent) if base.name == "registered" else path.relative_to(base)
+        relative = (
+            path.relative_to(base.parent.parent)
+            if base.name == "registered"
+            else path.relative_to(base)
+        )
         try:
             source = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise RegistryError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") \
-                from None
+            raise RegistryError(
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+            ) from None
         files.append(RegisteredFile(str(relative), calls_in_source(source, str(path))))
     return files
 
@@ -89,10 +101,17 @@ def read_jsonl(path: Path) -> list[RegisteredFile]:
         try:
             row = json.loads(raw.decode("utf-8"))
             registrations = row.get("registrations", {})
-            if not isinstance(row["path"], str) or not isinstance(registrations, dict) or not all(
+            if (
+                not isinstance(row["path"], str)
+                or not isinstance(registrations, dict)
+                or not all(
                     isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
-                    for calls in registrations.values()):
-                raise TypeError("`path` must be a string and `registrations` an object of backend -> list of calls")
+                    for calls in registrations.values()
+                )
+            ):
+                raise TypeError(
+                    "`path` must be a string and `registrations` an object of backend -> list of calls"
+                )
             files.append(RegisteredFile(row["path"], registrations))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RegistryError(f"{path}:{number}: not a registration line ({exc})") from None
@@ -133,8 +152,16 @@ def suite_jobs(files: list[RegisteredFile]) -> dict[tuple[str, str], list]:
                 if call.get("disabled") or not isinstance(suite, str) or not suite:
                     continue
                 jobs = found.setdefault((backend, suite), [])
-                jobs.append(Job(len(jobs), f.path, gpus_of(suite),
-                                float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else 1.0))
+                jobs.append(
+                    Job(
+                        len(jobs),
+                        f.path,
+                        gpus_of(suite),
+                        float(seconds)
+                        if isinstance(seconds, (int, float)) and seconds > 0
+                        else 1.0,
+                    )
+                )
     return found
 
 
@@ -145,18 +172,31 @@ def _not_applicable(file: RegisteredFile, applicability: Applicability | None) -
     return applicability.reason_for(file.path) or applicability.reason_for_suites(suites)
 
 
-def declared_parity(files: list[RegisteredFile], applicability: Applicability | None = None) -> dict:
+def declared_parity(
+    files: list[RegisteredFile], applicability: Applicability | None = None
+) -> dict:
     cuda = [f for f in files if f.registrations.get("cuda")]
     amd = [f for f in files if f.registrations.get("amd")]
     both = [f for f in cuda if f.registrations.get("amd")]
-    disabled = [{"path": f.path, "suite": r.get("suite"), "reason": r["disabled"]}
-                for f in amd for r in f.registrations["amd"] if r.get("disabled")]
-    buckets: dict[tuple[str, int], dict] = defaultdict(lambda: {"cuda": 0, "amd_enabled": 0, "not_applicable": 0})
+    disabled = [
+        {"path": f.path, "suite": r.get("suite"), "reason": r["disabled"]}
+        for f in amd
+        for r in f.registrations["amd"]
+        if r.get("disabled")
+    ]
+    buckets: dict[tuple[str, int], dict] = defaultdict(
+        lambda: {"cuda": 0, "amd_enabled": 0, "not_applicable": 0}
+    )
     excluded, missing, covered = [], [], 0
     for f in cuda:
         reason = _not_applicable(f, applicability)
         on_amd = bool(f.enabled("amd"))
-        for key in sorted({(stage_of(r.get("suite", "")), gpus_of(r.get("suite", ""))) for r in f.registrations["cuda"]}):
+        for key in sorted(
+            {
+                (stage_of(r.get("suite", "")), gpus_of(r.get("suite", "")))
+                for r in f.registrations["cuda"]
+            }
+        ):
             bucket = buckets[key]
             if reason:
                 bucket["not_applicable"] += 1
@@ -168,7 +208,11 @@ def declared_parity(files: list[RegisteredFile], applicability: Applicability | 
         elif on_amd:
             covered += 1
         else:
-            why = "AMD registration disabled" if f.registrations.get("amd") else "not registered for AMD"
+            why = (
+                "AMD registration disabled"
+                if f.registrations.get("amd")
+                else "not registered for AMD"
+            )
             missing.append({"path": f.path, "why": why})
     applicable = len(cuda) - len(excluded)
     return {
@@ -182,10 +226,22 @@ def declared_parity(files: list[RegisteredFile], applicability: Applicability | 
         "cuda_applicable": applicable,
         "cuda_covered_on_amd": covered,
         "declared_parity": round(covered / applicable, 6) if applicable else None,
-        "declared_parity_all_cuda_files": round(len([f for f in cuda if f.enabled("amd")]) / len(cuda), 6) if cuda else None,
-        "by_stage_and_gpus": [{"stage": stage, "gpus": gpus, **counts,
-                               "parity": round(counts["amd_enabled"] / counts["cuda"], 6) if counts["cuda"] else None}
-                              for (stage, gpus), counts in sorted(buckets.items())],
+        "declared_parity_all_cuda_files": round(
+            len([f for f in cuda if f.enabled("amd")]) / len(cuda), 6
+        )
+        if cuda
+        else None,
+        "by_stage_and_gpus": [
+            {
+                "stage": stage,
+                "gpus": gpus,
+                **counts,
+                "parity": round(counts["amd_enabled"] / counts["cuda"], 6)
+                if counts["cuda"]
+                else None,
+            }
+            for (stage, gpus), counts in sorted(buckets.items())
+        ],
         "disabled": disabled,
         "not_applicable": excluded,
         "missing_on_amd": missing,
@@ -195,14 +251,18 @@ def declared_parity(files: list[RegisteredFile], applicability: Applicability | 
 EXECUTED_KINDS = ("declared_and_passing", "declared_not_passing", "passing_not_declared", "neither")
 
 
-def executed_coverage(files: list[RegisteredFile], report: dict, applicability: Applicability | None = None) -> dict:
+def executed_coverage(
+    files: list[RegisteredFile], report: dict, applicability: Applicability | None = None
+) -> dict:
     """Declared coverage (an enabled AMD registration) against executed coverage (the candidate's results in a
     parity report), per test file registered for CUDA and applicable to ROCm.
 
     A file passes on the candidate when at least one of its tests ran there and every one that ran passed.
     `passing_not_declared` lists files that could be registered for AMD today; `declared_not_passing` lists
     registrations whose tests do not pass on the candidate."""
-    ran: dict[str, list[bool]] = defaultdict(list)  # file -> passed?, per test that ran on the candidate
+    ran: dict[str, list[bool]] = defaultdict(
+        list
+    )  # file -> passed?, per test that ran on the candidate
     for path, rests in report.get("passing", {}).items():
         ran[path].extend([True] * len(rests))
     for nodeid, entry in report.get("tests", {}).items():
@@ -219,9 +279,14 @@ def executed_coverage(files: list[RegisteredFile], report: dict, applicability: 
             not_run.append(f.path)
             continue
         passing, declared = all(results), bool(f.enabled("amd"))
-        kind = ("declared_and_passing" if passing else "declared_not_passing") if declared else \
-            ("passing_not_declared" if passing else "neither")
+        kind = (
+            ("declared_and_passing" if passing else "declared_not_passing")
+            if declared
+            else ("passing_not_declared" if passing else "neither")
+        )
         kinds[kind].append(f.path)
-    return {**{kind: sorted(paths) for kind, paths in kinds.items()},
-            "counts": {kind: len(paths) for kind, paths in kinds.items()} | {"not_run": len(not_run)},
-            "not_run": sorted(not_run)}
+    return {
+        **{kind: sorted(paths) for kind, paths in kinds.items()},
+        "counts": {kind: len(paths) for kind, paths in kinds.items()} | {"not_run": len(not_run)},
+        "not_run": sorted(not_run),
+    }

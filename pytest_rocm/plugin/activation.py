@@ -22,7 +22,9 @@ from pytest_rocm.plugin.markers import MARKER_HELP
 from pytest_rocm.plugin.options import INI_SETTINGS
 
 PLUGIN_MARKERS = frozenset(MARKER_HELP)
-_OPTION_DEFAULTS: dict[str, object] = {}  # option dest -> its default, from the parser (`remember_options`)
+_OPTION_DEFAULTS: dict[
+    str, object
+] = {}  # option dest -> its default, from the parser (`remember_options`)
 
 
 def remember_options(parser: pytest.Parser) -> None:

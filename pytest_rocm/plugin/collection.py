@@ -42,8 +42,12 @@ class TestSpec:
     gate: bool = False
     hardware: Hardware | None = None
     known_gap: KnownGap | None = None  # set only where the gap applies (AMD platforms)
-    not_applicable: str | None = None  # the both-sided reason, where the hardware requirement is not met
-    quarantine: dict | None = None  # {reason, since}: listed in the quarantine file for this SKU; never blocks
+    not_applicable: str | None = (
+        None  # the both-sided reason, where the hardware requirement is not met
+    )
+    quarantine: dict | None = (
+        None  # {reason, since}: listed in the quarantine file for this SKU; never blocks
+    )
 
     def record_fields(self) -> dict:
         """The fields every record of this test carries."""
@@ -51,8 +55,11 @@ class TestSpec:
         if self.hardware:
             fields["requires"] = self.hardware.to_dict()
         if self.known_gap:
-            fields["known_gap"] = {"reason": self.known_gap.reason, "issue": self.known_gap.issue,
-                                   "mode": self.known_gap.mode}
+            fields["known_gap"] = {
+                "reason": self.known_gap.reason,
+                "issue": self.known_gap.issue,
+                "mode": self.known_gap.mode,
+            }
         if self.not_applicable:
             fields["not_applicable"] = self.not_applicable
         if self.quarantine:
@@ -74,8 +81,10 @@ def _check_not_stacked(item: pytest.Item) -> None:
                 continue
             key = (mark.args, sorted(mark.kwargs.items(), key=lambda kv: kv[0]))
             if mark.name in seen and seen[mark.name] != key:
-                raise MarkerError(f"@pytest.mark.{mark.name} is given twice on {node.name} with different "
-                                  "arguments; keep one")
+                raise MarkerError(
+                    f"@pytest.mark.{mark.name} is given twice on {node.name} with different "
+                    "arguments; keep one"
+                )
             seen[mark.name] = key
 
 
@@ -109,8 +118,14 @@ class Annotator:
         for nodeid in nodeids:
             spec = self.specs.get(nodeid)
             gate = spec is not None and spec.gate
-            entries.append(TreeEntry(nodeid, group=spec.group if gate else None, gate=gate,
-                                     blocking=gate and spec.blocking))
+            entries.append(
+                TreeEntry(
+                    nodeid,
+                    group=spec.group if gate else None,
+                    gate=gate,
+                    blocking=gate and spec.blocking,
+                )
+            )
         return entries
 
     def check_collected(self, items: list) -> str | None:
@@ -151,16 +166,32 @@ class Annotator:
         spec = TestSpec(
             group=gate.group if gate else (rule.group if rule else None),
             blocking=gate.blocking if gate else (rule.blocking if rule else False),
-            gate=gate is not None, hardware=hardware, known_gap=applied_gap, not_applicable=not_applicable,
+            gate=gate is not None,
+            hardware=hardware,
+            known_gap=applied_gap,
+            not_applicable=not_applicable,
         )
         entry = self.quarantined.get(item.nodeid)
         if entry is not None:
-            spec = dataclasses.replace(spec, blocking=False, quarantine={
-                "reason": entry["reason"], "since": entry.get("since"), "sku": entry.get("sku")})
+            spec = dataclasses.replace(
+                spec,
+                blocking=False,
+                quarantine={
+                    "reason": entry["reason"],
+                    "since": entry.get("since"),
+                    "sku": entry.get("sku"),
+                },
+            )
         self.specs[item.nodeid] = spec
         timeout = settings.timeouts.get(spec.group or "", settings.timeouts.get("default"))
-        if timeout and not item.get_closest_marker("timeout") and item.config.pluginmanager.hasplugin("timeout"):
-            item.add_marker(pytest.mark.timeout(timeout))  # pytest-timeout applies it; a hang becomes infra
+        if (
+            timeout
+            and not item.get_closest_marker("timeout")
+            and item.config.pluginmanager.hasplugin("timeout")
+        ):
+            item.add_marker(
+                pytest.mark.timeout(timeout)
+            )  # pytest-timeout applies it; a hang becomes infra
         if not_applicable:
             item.add_marker(pytest.mark.skip(reason=f"not applicable: {not_applicable}"))
         elif applied_gap and applied_gap.mode == "skip":

@@ -27,8 +27,11 @@ def rerun_helper_input(config: pytest.Config) -> dict | None:
     if not value:
         return None
     session, name, platform_file = value.split(":", 2)
-    return {"workerid": name, "rocm_session": session,
-            "rocm_platform": json.loads(Path(platform_file).read_text(encoding="utf-8"))}
+    return {
+        "workerid": name,
+        "rocm_session": session,
+        "rocm_platform": json.loads(Path(platform_file).read_text(encoding="utf-8")),
+    }
 
 
 class RunContext:
@@ -36,9 +39,13 @@ class RunContext:
         self.config = config
         self.settings: Settings = read_settings(config)
         self.activation = Activation(config)
-        self.workerinput: dict | None = getattr(config, "workerinput", None) or rerun_helper_input(config)
+        self.workerinput: dict | None = getattr(config, "workerinput", None) or rerun_helper_input(
+            config
+        )
         self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
-        self.session_id = self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]
+        self.session_id = (
+            self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]
+        )
         self.started = datetime.now(UTC).isoformat(timespec="seconds")
         self.group_map = self._load_group_map()
         self.baselines = self._load_baselines()

@@ -34,14 +34,50 @@ from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
 from pytest_rocm.schemas.artifacts import write_json_atomic
 
 # xdist options (and ours) that a rerun subprocess must not repeat: it runs one test, alone.
-_NOT_PASSED_ON = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesses", "--max-worker-restart",
-                  "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
-                  "--rocm-propose-baselines", "--rocm-rerun-helper", "--rocm-exit-by-conclusion",
-                  "-x", "--exitfirst", "--maxfail", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
-                  "--stepwise", "--basetemp")  # a rerun must not wipe its tmp dirs
-_TAKES_VALUE = {"-n", "--numprocesses", "--dist", "--tx", "--maxprocesses", "--max-worker-restart",
-                "--junitxml", "--junit-xml", "--rocm-report-dir", "--rocm-platform", "--rocm-reruns",
-                "--rocm-propose-baselines", "--rocm-rerun-helper", "--maxfail", "--basetemp"}
+_NOT_PASSED_ON = (
+    "-n",
+    "--numprocesses",
+    "--dist",
+    "-d",
+    "--tx",
+    "--maxprocesses",
+    "--max-worker-restart",
+    "--junitxml",
+    "--junit-xml",
+    "--rocm-report-dir",
+    "--rocm-platform",
+    "--rocm-reruns",
+    "--rocm-propose-baselines",
+    "--rocm-rerun-helper",
+    "--rocm-exit-by-conclusion",
+    "-x",
+    "--exitfirst",
+    "--maxfail",
+    "--lf",
+    "--last-failed",
+    "--ff",
+    "--failed-first",
+    "--sw",
+    "--stepwise",
+    "--basetemp",
+)  # a rerun must not wipe its tmp dirs
+_TAKES_VALUE = {
+    "-n",
+    "--numprocesses",
+    "--dist",
+    "--tx",
+    "--maxprocesses",
+    "--max-worker-restart",
+    "--junitxml",
+    "--junit-xml",
+    "--rocm-report-dir",
+    "--rocm-platform",
+    "--rocm-reruns",
+    "--rocm-propose-baselines",
+    "--rocm-rerun-helper",
+    "--maxfail",
+    "--basetemp",
+}
 
 
 def passthrough_args(config: pytest.Config) -> list[str]:
@@ -71,18 +107,24 @@ class Controller:
         settings = context.settings
         self._own_writer: RecordWriter | None = None
         self._write = write  # the process's record writer where this process also runs tests
-        self.notes: list[str] = []  # problems of the run itself, shown in the summary and the manifest
+        self.notes: list[
+            str
+        ] = []  # problems of the run itself, shown in the summary and the manifest
         self.collection_errors: dict[str, str] = {}
         self.collected: list[str] | None = None
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
         self.planner: RerunPlanner | None = None
         self.report_folder: ReportFolder | None = None
-        if settings.report_dir is not None and not self.config.option.collectonly:  # a listing writes nothing
+        if (
+            settings.report_dir is not None and not self.config.option.collectonly
+        ):  # a listing writes nothing
             # Claimed before any worker starts, so no worker's records are ever removed.
             self.report_folder = ReportFolder(settings.report_dir)
-            self.report_folder.claim(f"run {context.session_id} (pid {os.getpid()} on {socket.gethostname()}, "
-                                     f"started {context.started})")
+            self.report_folder.claim(
+                f"run {context.session_id} (pid {os.getpid()} on {socket.gethostname()}, "
+                f"started {context.started})"
+            )
 
     def write(self, record: dict) -> None:
         if self._write is not None:
@@ -106,23 +148,39 @@ class Controller:
         if devices and not self.config.option.collectonly:
             if settings.probe_command == DEFAULT_PROBE and not health_probe.has_device_nodes():
                 # What the default probe would answer here (a simulated platform): no process to start.
-                result = {"ok": True, "devices": devices, "detail": health_probe.NO_DEVICES, "exit_code": 0}
+                result = {
+                    "ok": True,
+                    "devices": devices,
+                    "detail": health_probe.NO_DEVICES,
+                    "exit_code": 0,
+                }
             else:
                 result = run_probe(settings.probe_argv, devices, self.context.platform.vendor)
-            self.write({"kind": "preflight", "nodeid": "", **result, "command": settings.probe_command})
+            self.write(
+                {"kind": "preflight", "nodeid": "", **result, "command": settings.probe_command}
+            )
             if not result["ok"]:
-                self.notes.append(f"the health probe failed on devices {','.join(map(str, devices))} before any "
-                                  f"test ran: {result['detail']}; verdicts on this runner are not trusted")
+                self.notes.append(
+                    f"the health probe failed on devices {','.join(map(str, devices))} before any "
+                    f"test ran: {result['detail']}; verdicts on this runner are not trusted"
+                )
 
     def _make_planner(self) -> list[int]:
         context, settings = self.context, self.context.settings
         platform = context.platform
         devices = [gpu.index for gpu in platform.gpus]
         self.planner = RerunPlanner(
-            reruns=settings.reruns, probe_argv=settings.probe_argv, signatures=settings.signatures,
-            session_id=context.session_id, all_devices=devices, vendor=platform.vendor,
-            write_probe=lambda nodeid, result: self.write({"kind": "probe", "nodeid": nodeid, **result}),
-            hand_over=lambda nodeid: internals.hand_to_live_worker(self.config, nodeid))
+            reruns=settings.reruns,
+            probe_argv=settings.probe_argv,
+            signatures=settings.signatures,
+            session_id=context.session_id,
+            all_devices=devices,
+            vendor=platform.vendor,
+            write_probe=lambda nodeid, result: self.write(
+                {"kind": "probe", "nodeid": nodeid, **result}
+            ),
+            hand_over=lambda nodeid: internals.hand_to_live_worker(self.config, nodeid),
+        )
         return devices
 
     def make_scheduler(self, log):
@@ -132,7 +190,9 @@ class Controller:
         if not self.context.activation.asked or getattr(self.config.option, "dist", "no") != "load":
             return None  # (xdist asks before any test is collected: markers cannot ask for it)
         platform = self.context.platform
-        if not (settings.scheduler == "gpu" or (settings.scheduler == "auto" and bool(platform.gpus))):
+        if not (
+            settings.scheduler == "gpu" or (settings.scheduler == "auto" and bool(platform.gpus))
+        ):
             return None
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.scheduling.durations import DurationStore
@@ -143,8 +203,14 @@ class Controller:
             self.notes.append(store.problem)
         workers = internals.expected_workers(self.config)
         capacity = len(platform.gpus) or workers  # a CPU runner: its worker slots
-        return GpuScheduling(self.config, log, capacity, store.expected(platform.keys()[0]),
-                             lock_root(self.context.session_id), workers)
+        return GpuScheduling(
+            self.config,
+            log,
+            capacity,
+            store.expected(platform.keys()[0]),
+            lock_root(self.context.session_id),
+            workers,
+        )
 
     # -- during the run ------------------------------------------------------------------------------
     def on_collect_report(self, report) -> None:
@@ -159,7 +225,9 @@ class Controller:
         if self.planner is None:
             if not carries_marker(report.keywords):
                 return
-            self.context.activation.marked = True  # under xdist the controller learns it from the reports
+            self.context.activation.marked = (
+                True  # under xdist the controller learns it from the reports
+            )
             self._make_planner()
         self.planner.on_report(report)
 
@@ -169,20 +237,48 @@ class Controller:
         worker = internals.worker_id(node)
         exit_code = internals.worker_exit_code(node)
         folder = self.report_folder.folder if self.report_folder else None
-        earlier = last_attempt_records(folder / f"records-{worker}.jsonl", nodeid) if worker and folder else []
-        self._record_crash(nodeid, worker, exit_code, f"{report.longrepr} ({describe_exit(exit_code)})", earlier)
+        earlier = (
+            last_attempt_records(folder / f"records-{worker}.jsonl", nodeid)
+            if worker and folder
+            else []
+        )
+        self._record_crash(
+            nodeid, worker, exit_code, f"{report.longrepr} ({describe_exit(exit_code)})", earlier
+        )
 
-    def _record_crash(self, nodeid: str, process: str | None, exit_code: int | None, failure: str,
-                      earlier: list[dict]) -> None:
+    def _record_crash(
+        self,
+        nodeid: str,
+        process: str | None,
+        exit_code: int | None,
+        failure: str,
+        earlier: list[dict],
+    ) -> None:
         """A process died running `nodeid` (an xdist worker, or a rerun subprocess): write the crash record
         and hand the planner the evidence of the attempt it ended (its records survive the process)."""
-        self.write({"nodeid": nodeid, "when": "call", "outcome": "failed", "duration": 0.0, "crashed": True,
-                    "crashed_worker": process, "failure": failure, "exit_code": exit_code,
-                    "group": self.context.group_of(nodeid)})
+        self.write(
+            {
+                "nodeid": nodeid,
+                "when": "call",
+                "outcome": "failed",
+                "duration": 0.0,
+                "crashed": True,
+                "crashed_worker": process,
+                "failure": failure,
+                "exit_code": exit_code,
+                "group": self.context.group_of(nodeid),
+            }
+        )
         if self.planner is not None:
-            devices = next((r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None)
-            self.planner.on_crash(nodeid, [failure, *evidence_texts(earlier)], devices,
-                                  any(r.get("blocking") for r in earlier))
+            devices = next(
+                (r["gpus"] for r in reversed(earlier) if r.get("gpus") is not None), None
+            )
+            self.planner.on_crash(
+                nodeid,
+                [failure, *evidence_texts(earlier)],
+                devices,
+                any(r.get("blocking") for r in earlier),
+            )
 
     # -- reruns after the main pass ------------------------------------------------------------------
     def run_queued_reruns(self, session: pytest.Session) -> None:
@@ -192,7 +288,9 @@ class Controller:
             self._rerun_in_subprocesses()
             return
         items = {item.nodeid: item for item in session.items}
-        while (queued := self.planner.leftovers()) and not (session.shouldstop or session.shouldfail):
+        while (queued := self.planner.leftovers()) and not (
+            session.shouldstop or session.shouldfail
+        ):
             for nodeid in queued:
                 item = items.get(nodeid)
                 if item is not None:
@@ -212,19 +310,48 @@ class Controller:
                 runs = []
                 for nodeid in leftovers:
                     number += 1
-                    runs.append((nodeid, f"rerun{number}",
-                                 pool.submit(self._run_subprocess, nodeid, f"rerun{number}", platform_file)))
-                for nodeid, name, future in runs:  # in submission order: the records are read the same way
+                    runs.append(
+                        (
+                            nodeid,
+                            f"rerun{number}",
+                            pool.submit(
+                                self._run_subprocess, nodeid, f"rerun{number}", platform_file
+                            ),
+                        )
+                    )
+                for (
+                    nodeid,
+                    name,
+                    future,
+                ) in runs:  # in submission order: the records are read the same way
                     self._read_subprocess_rerun(nodeid, name, future.result())
         platform_file.unlink(missing_ok=True)
 
-    def _run_subprocess(self, nodeid: str, name: str, platform_file: Path) -> subprocess.CompletedProcess:
+    def _run_subprocess(
+        self, nodeid: str, name: str, platform_file: Path
+    ) -> subprocess.CompletedProcess:
         folder = self.context.settings.report_dir
-        command = [sys.executable, "-m", "pytest", self._as_invoked(nodeid), *passthrough_args(self.config), "-n", "0",
-                   "-p", "no:cacheprovider", f"--rocm-report-dir={folder}",
-                   f"--rocm-rerun-helper={self.context.session_id}:{name}:{platform_file}"]
-        return subprocess.run(command, cwd=self.config.invocation_params.dir, capture_output=True, text=True,
-                              errors="replace", stdin=subprocess.DEVNULL)
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            self._as_invoked(nodeid),
+            *passthrough_args(self.config),
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            f"--rocm-report-dir={folder}",
+            f"--rocm-rerun-helper={self.context.session_id}:{name}:{platform_file}",
+        ]
+        return subprocess.run(
+            command,
+            cwd=self.config.invocation_params.dir,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+        )
 
     def _as_invoked(self, nodeid: str) -> str:
         """The node id with its file relative to where pytest was started: node ids are relative to the rootdir,
@@ -234,12 +361,23 @@ class Controller:
         path = os.path.relpath(self.config.rootpath / file, self.config.invocation_params.dir)
         return path + sep + rest
 
-    def _read_subprocess_rerun(self, nodeid: str, name: str, done: subprocess.CompletedProcess) -> None:
-        attempt = last_attempt_records(self.context.settings.report_dir / f"records-{name}.jsonl", nodeid)
-        if not attempt and done.returncode in (2, 3, 4, 5):  # interrupted, internal/usage error, nothing run
+    def _read_subprocess_rerun(
+        self, nodeid: str, name: str, done: subprocess.CompletedProcess
+    ) -> None:
+        attempt = last_attempt_records(
+            self.context.settings.report_dir / f"records-{name}.jsonl", nodeid
+        )
+        if not attempt and done.returncode in (
+            2,
+            3,
+            4,
+            5,
+        ):  # interrupted, internal/usage error, nothing run
             last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
-            self.notes.append(f"could not rerun {nodeid}: pytest exited {done.returncode} before the test "
-                              f"ran ({last[:300]}); its verdict stands on the attempts it had")
+            self.notes.append(
+                f"could not rerun {nodeid}: pytest exited {done.returncode} before the test "
+                f"ran ({last[:300]}); its verdict stands on the attempts it had"
+            )
             return
         for record in attempt:  # what a worker's reports would have told the planner
             self.planner.on_record(record)
@@ -258,33 +396,58 @@ class Controller:
             self._release()
             return
         folder = self.report_folder.folder
-        self.write({"kind": "session", "nodeid": "", "exitstatus": int(exitstatus),
-                    "stopped": str(session.shouldfail or session.shouldstop or "") or None,
-                    "collection_errors": [{"nodeid": n, "text": t[-2000:]} for n, t in self.collection_errors.items()],
-                    "collected": self.collected})
+        self.write(
+            {
+                "kind": "session",
+                "nodeid": "",
+                "exitstatus": int(exitstatus),
+                "stopped": str(session.shouldfail or session.shouldstop or "") or None,
+                "collection_errors": [
+                    {"nodeid": n, "text": t[-2000:]} for n, t in self.collection_errors.items()
+                ],
+                "collected": self.collected,
+            }
+        )
         settings = self.context.settings
         self._check_group_map()
-        manifest = build_manifest(self.context.platform, self.config.rootpath, self.context.started, now(),
-                                  list(self.config.invocation_params.args))
-        manifest["verdict_config"] = {"reruns": settings.reruns, "health_probe": settings.probe_command,
-                                      "infra_signatures": {s.name: s.pattern.pattern for s in settings.signatures}}
+        manifest = build_manifest(
+            self.context.platform,
+            self.config.rootpath,
+            self.context.started,
+            now(),
+            list(self.config.invocation_params.args),
+        )
+        manifest["verdict_config"] = {
+            "reruns": settings.reruns,
+            "health_probe": settings.probe_command,
+            "infra_signatures": {s.name: s.pattern.pattern for s in settings.signatures},
+        }
         manifest["notes"] = self.notes
         # Reading records and building the report make 100,000s of small objects; with the whole test
         # session still alive, the collector's full passes over it cost more than the work (4x measured).
         gc.disable()
         try:
             loaded = read_records(folder)
-            manifest["servers"] = [{k: v for k, v in r.items() if k not in ("schema", "kind")}
-                                   for r in loaded.records if r.get("kind") == "server"]
+            manifest["servers"] = [
+                {k: v for k, v in r.items() if k not in ("schema", "kind")}
+                for r in loaded.records
+                if r.get("kind") == "server"
+            ]
             proposals = self._write_proposals(loaded.records, manifest)
             self._update_durations(loaded.records)
-            self.gate_report = build_gate_report(loaded.records, manifest, loaded.problems,
-                                                 self.context.group_of if self.context.group_map else None,
-                                                 settings.signatures)
+            self.gate_report = build_gate_report(
+                loaded.records,
+                manifest,
+                loaded.problems,
+                self.context.group_of if self.context.group_map else None,
+                settings.signatures,
+            )
         finally:
             gc.enable()
-        self.report_paths = [write_json_atomic(folder / "manifest.json", manifest),
-                             write_json_atomic(folder / "gate-report.json", self.gate_report)]
+        self.report_paths = [
+            write_json_atomic(folder / "manifest.json", manifest),
+            write_json_atomic(folder / "gate-report.json", self.gate_report),
+        ]
         if proposals is not None:
             self.report_paths.append(proposals)
         if settings.exit_by_conclusion:
@@ -304,7 +467,11 @@ class Controller:
         no longer start with the paths the map names. A map that sorts files of the tree is right, and a run
         of tests it leaves ungrouped is only that (the table shows them as `ungrouped`)."""
         group_map = self.context.group_map
-        if group_map is None or not self.collected or any(group_map.rule_for(n) for n in self.collected):
+        if (
+            group_map is None
+            or not self.collected
+            or any(group_map.rule_for(n) for n in self.collected)
+        ):
             return
         if _sorts_a_file_under(group_map, self.config.rootpath):
             return
@@ -312,7 +479,8 @@ class Controller:
             f"group map {group_map.path} matched none of the {len(self.collected)} collected test(s) (the first is "
             f"{self.collected[0]!r}, rootdir {self.config.rootpath}): its paths are relative to the tree's root. "
             "Give the map as --rocm-group-map=FILE (with '=') or the ini option rocm_group_map, and run pytest "
-            "from the tree's root")
+            "from the tree's root"
+        )
 
     def _update_durations(self, records: list[dict]) -> None:
         """--rocm-durations FILE: this run's measured durations join the store, for the next run's scheduler."""
@@ -341,7 +509,17 @@ class Controller:
         return path
 
 
-_NOT_WALKED = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", ".tox", ".eggs"}
+_NOT_WALKED = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    "build",
+    "dist",
+    ".tox",
+    ".eggs",
+}
 _MOST_FILES_WALKED = 200_000
 
 
@@ -356,6 +534,8 @@ def _sorts_a_file_under(group_map, root: Path) -> bool:
             walked += 1
             if walked > _MOST_FILES_WALKED:
                 return False
-            if name.endswith(".py") and group_map.rule_for(name if relative == "." else f"{relative}/{name}"):
+            if name.endswith(".py") and group_map.rule_for(
+                name if relative == "." else f"{relative}/{name}"
+            ):
                 return True
     return False

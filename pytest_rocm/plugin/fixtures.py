@@ -33,13 +33,21 @@ class FixtureServices:
         spec = self.recorder.annotator.specs.get(item.nodeid)
         platform = self.context.platform
         wanted = spec.hardware.gpus if spec and spec.hardware else (1 if platform.gpus else 0)
-        pool = [gpu.index for gpu in platform.gpus if spec is None or spec.hardware is None
-                or spec.hardware.accepts(gpu)]
+        pool = [
+            gpu.index
+            for gpu in platform.gpus
+            if spec is None or spec.hardware is None or spec.hardware.accepts(gpu)
+        ]
         held_by_servers = self._provider.held_devices() if self._provider is not None else set()
         try:
-            got = allocation.allocate(self.context.session_id, pool, wanted, platform.vendor,
-                                      allocation.read_avoid(self.context.session_id, item.nodeid),
-                                      held_here=held_by_servers)
+            got = allocation.allocate(
+                self.context.session_id,
+                pool,
+                wanted,
+                platform.vendor,
+                allocation.read_avoid(self.context.session_id, item.nodeid),
+                held_here=held_by_servers,
+            )
         except allocation.AllocationTimeout as exc:
             pytest.fail(f"gpus: {exc}", pytrace=False)
         saved = {name: os.environ.get(name) for name in got.env}
@@ -68,15 +76,21 @@ class FixtureServices:
         nodeid = request.node.nodeid
         measurements = self.recorder.measurements.setdefault(nodeid, [])
         files = [str(p) for p in baselines_mod.expand(self.context.settings.baseline_files)]
-        return GateContext(nodeid, self.context.platform.keys(), self.context.baselines, files, measurements)
+        return GateContext(
+            nodeid, self.context.platform.keys(), self.context.baselines, files, measurements
+        )
 
     def golden(self, request):
         from pytest_rocm.gates.golden import GoldenGate
 
         paths = self.context.settings.paths
         record = self.context.config.getoption("rocm_golden_record")
-        return GoldenGate(self.gate_context(request), paths.setting("rocm_golden", "rocm_golden_dir"),
-                          paths.from_command_line(record) if record else None, self.context.platform.describe())
+        return GoldenGate(
+            self.gate_context(request),
+            paths.setting("rocm_golden", "rocm_golden_dir"),
+            paths.from_command_line(record) if record else None,
+            self.context.platform.describe(),
+        )
 
     # -- servers -------------------------------------------------------------------------------------
     @property
@@ -85,11 +99,17 @@ class FixtureServices:
             from pytest_rocm.serving.provider import ServerProvider, ServingSettings
 
             paths = self.context.settings.paths
-            self._provider = ServerProvider(ServingSettings(
-                config=self.context.config, session_id=self.context.session_id, platform=self.context.platform,
-                model_cache=paths.setting("rocm_model_cache", "rocm_model_cache"),
-                server_config=paths.setting("rocm_server_config", "rocm_server_config"),
-                report_dir=self.context.settings.report_dir, record_server=self.recorder.write))
+            self._provider = ServerProvider(
+                ServingSettings(
+                    config=self.context.config,
+                    session_id=self.context.session_id,
+                    platform=self.context.platform,
+                    model_cache=paths.setting("rocm_model_cache", "rocm_model_cache"),
+                    server_config=paths.setting("rocm_server_config", "rocm_server_config"),
+                    report_dir=self.context.settings.report_dir,
+                    record_server=self.recorder.write,
+                )
+            )
         return self._provider
 
     def attach_server_logs(self, item: pytest.Item, report: pytest.TestReport) -> None:
@@ -103,8 +123,12 @@ class FixtureServices:
             if ("rocm_server_log", path) not in item.user_properties:
                 item.user_properties.append(("rocm_server_log", path))
         diagnoses = self._provider.diagnoses()
-        if diagnoses:  # first in the failure's text: the cause the log names, before the client's error
-            report.longrepr = "\n".join(f"pytest-rocm: {d}" for d in diagnoses) + "\n\n" + report.longreprtext
+        if (
+            diagnoses
+        ):  # first in the failure's text: the cause the log names, before the client's error
+            report.longrepr = (
+                "\n".join(f"pytest-rocm: {d}" for d in diagnoses) + "\n\n" + report.longreprtext
+            )
 
     def close(self) -> None:
         if self._provider is not None:
@@ -114,8 +138,10 @@ class FixtureServices:
 def services(request) -> FixtureServices:
     found = request.config.stash.get(SERVICES, None)
     if found is None:
-        pytest.fail("pytest-rocm fixtures need the plugin's recording process (not the xdist controller)",
-                    pytrace=False)
+        pytest.fail(
+            "pytest-rocm fixtures need the plugin's recording process (not the xdist controller)",
+            pytrace=False,
+        )
     return found
 
 
@@ -174,7 +200,9 @@ def vllm_server_factory(request):
 def sglang_server_factory(request):
     """`sglang_server_factory(args=[...], env={...}, model=None)`: as `vllm_server_factory`, for SGLang."""
     provider = services(request).provider
-    return lambda args=(), env=None, model=None: provider.server(request, "sglang", args, env, model)
+    return lambda args=(), env=None, model=None: provider.server(
+        request, "sglang", args, env, model
+    )
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,22 @@ def start_timer(item, settings, record) -> bool:
     import pytest_timeout
 
     def expire():
-        stacks = "".join("".join(traceback.format_stack(frame)) for ident, frame in sys._current_frames().items()
-                         if ident != threading.get_ident())
-        record({"nodeid": item.nodeid, "when": "call", "outcome": "failed", "duration": float(settings.timeout),
-                "hang": True, "failure": f"pytest-rocm: timed out after {settings.timeout} s (a hang); "
-                                         f"stacks:\n{stacks[-STACK_CHARS:]}"})
+        stacks = "".join(
+            "".join(traceback.format_stack(frame))
+            for ident, frame in sys._current_frames().items()
+            if ident != threading.get_ident()
+        )
+        record(
+            {
+                "nodeid": item.nodeid,
+                "when": "call",
+                "outcome": "failed",
+                "duration": float(settings.timeout),
+                "hang": True,
+                "failure": f"pytest-rocm: timed out after {settings.timeout} s (a hang); "
+                f"stacks:\n{stacks[-STACK_CHARS:]}",
+            }
+        )
         pytest_timeout.timeout_timer(item, settings)  # dumps the stacks to the terminal and exits
 
     timer = threading.Timer(settings.timeout, expire)

@@ -56,7 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SERVICES] = FixtureServices(context, recorder)
         config.pluginmanager.register(RecordingHooks(recorder), "rocm-recording")
     if not context.is_worker:  # this process sees every report
-        controller = config.stash[CONTROLLER] = Controller(context, recorder.write if recorder else None)
+        controller = config.stash[CONTROLLER] = Controller(
+            context, recorder.write if recorder else None
+        )
         config.pluginmanager.register(ControllerHooks(controller), "rocm-controller")
 
 
@@ -85,7 +87,9 @@ class RecordingHooks:
     def __init__(self, recorder: Recorder):
         self.recorder = recorder
 
-    @pytest.hookimpl(tryfirst=True)  # before xdist tells the controller this worker's collection ended
+    @pytest.hookimpl(
+        tryfirst=True
+    )  # before xdist tells the controller this worker's collection ended
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.recorder.record_collection(session.items)
         self.recorder.write_gpu_demands(session.items)
@@ -103,7 +107,9 @@ class RecordingHooks:
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_timeout_set_timer(self, item: pytest.Item, settings):
         """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""
-        return self.recorder.start_hang_timer(item, settings) if settings.method == "thread" else None
+        return (
+            self.recorder.start_hang_timer(item, settings) if settings.method == "thread" else None
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -158,7 +164,9 @@ class ControllerHooks:
         result = yield
         self.controller.run_queued_reruns(session)  # reruns no worker could take, after the pass
         context = self.controller.context
-        if context.activation.marked and not context.activation.asked:  # before pytest writes the JUnit file
+        if (
+            context.activation.marked and not context.activation.asked
+        ):  # before pytest writes the JUnit file
             junit_platform_properties(session.config, context.platform)
         return result
 
@@ -170,9 +178,13 @@ class ControllerHooks:
         config = terminalreporter.config
         if not controller.context.activation.active:
             return
-        if config.option.collectonly and controller.collected is not None:  # nothing ran: show the sorting
+        if (
+            config.option.collectonly and controller.collected is not None
+        ):  # nothing ran: show the sorting
             entries = config.stash[ANNOTATOR].tree_entries(controller.collected)
-            failed = frozenset(nodeid for nodeid in controller.collection_errors if nodeid.endswith(".py"))
+            failed = frozenset(
+                nodeid for nodeid in controller.collection_errors if nodeid.endswith(".py")
+            )
             terminalreporter.write_sep("=", "pytest-rocm: how the collected tests sort into groups")
             report = sort_tree(entries, controller.context.group_map, uncollected=failed)
             for line in tree_lines(report, map_details=False):
@@ -181,10 +193,17 @@ class ControllerHooks:
         if controller.gate_report is None:
             return
         platform = controller.context.platform
-        terminalreporter.write_sep("=", f"pytest-rocm on {platform.profile or 'this runner'}: {platform.describe()}")
+        terminalreporter.write_sep(
+            "=", f"pytest-rocm on {platform.profile or 'this runner'}: {platform.describe()}"
+        )
         colors = {"success": "green", "failure": "red", "incomplete": "red"}
         for line, kind in terminal_lines(controller.gate_report):
-            style = {"bold": True, colors.get(controller.gate_report["conclusion"], "yellow"): True} \
-                if kind == "conclusion" else ({"yellow": True} if kind == "problem" else {})
+            style = (
+                {"bold": True, colors.get(controller.gate_report["conclusion"], "yellow"): True}
+                if kind == "conclusion"
+                else ({"yellow": True} if kind == "problem" else {})
+            )
             terminalreporter.write_line(line, **style)
-        terminalreporter.write_line("reports: " + ", ".join(str(p) for p in controller.report_paths))
+        terminalreporter.write_line(
+            "reports: " + ", ".join(str(p) for p in controller.report_paths)
+        )

@@ -20,8 +20,11 @@ def is_controller(config: pytest.Config) -> bool:
     """This process is the xdist controller (it runs no test itself). Known at configure time, before xdist
     registers its `dsession` plugin: xdist decides it the same way (its `pytest_cmdline_main` has already
     turned `-n N` into a `--dist` mode, and `-n 0` into `no`)."""
-    return (getattr(config.option, "dist", "no") != "no" and not getattr(config.option, "collectonly", False)
-            and not hasattr(config, "workerinput"))
+    return (
+        getattr(config.option, "dist", "no") != "no"
+        and not getattr(config.option, "collectonly", False)
+        and not hasattr(config, "workerinput")
+    )
 
 
 def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
@@ -29,15 +32,25 @@ def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
     (all told to stop, the session is stopping, or the `--dist` mode cannot reschedule)."""
     dsession = config.pluginmanager.get_plugin("dsession")
     sched = getattr(dsession, "sched", None)
-    if sched is None or getattr(dsession, "shuttingdown", True) or getattr(dsession, "shouldstop", False):
+    if (
+        sched is None
+        or getattr(dsession, "shuttingdown", True)
+        or getattr(dsession, "shouldstop", False)
+    ):
         return False
-    live = [node for node in getattr(sched, "nodes", ()) if not getattr(node, "shutting_down", True)]
-    collection = getattr(sched, "collection", None)  # xdist's load schedulers and ours: the tests they hand out
+    live = [
+        node for node in getattr(sched, "nodes", ()) if not getattr(node, "shutting_down", True)
+    ]
+    collection = getattr(
+        sched, "collection", None
+    )  # xdist's load schedulers and ours: the tests they hand out
     if not live or collection is None or nodeid not in collection:
         return False
     try:
         sched.mark_test_pending(nodeid)
-    except NotImplementedError:  # the protocol's "cannot": --dist each/loadscope/loadfile never reschedule one test
+    except (
+        NotImplementedError
+    ):  # the protocol's "cannot": --dist each/loadscope/loadfile never reschedule one test
         return False
     return True
 

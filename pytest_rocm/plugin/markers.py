@@ -21,17 +21,17 @@ from pytest_rocm.serving.tiny_models import spec_problem
 
 MARKER_HELP = {
     "rocm_gate": "rocm_gate(group, blocking=True): a gate test in a group "
-                 "(attention, engine, api, multimodal, spec_decode, distributed_moe, accuracy, performance); "
-                 "blocking gates decide the check's conclusion.",
+    "(attention, engine, api, multimodal, spec_decode, distributed_moe, accuracy, performance); "
+    "blocking gates decide the check's conclusion.",
     "hardware": "hardware(sku=None, arch=None, gpus=1, min_memory_gb=None, vendor=None): the test needs this "
-                "hardware; elsewhere it is skipped as not applicable, with both sides in the reason.",
+    "hardware; elsewhere it is skipped as not applicable, with both sides in the reason.",
     "rocm_known_gap": "rocm_known_gap(reason, issue, mode='skip'): a known ROCm gap with its tracking issue URL; "
-                      "on AMD platforms the test is skipped (mode='skip') or expected to fail (mode='xfail').",
+    "on AMD platforms the test is skipped (mode='skip') or expected to fail (mode='xfail').",
     "vllm_server": "vllm_server(args=[...], env={...}, tiny_model=None): extra arguments and environment for the "
-                   "module's `vllm_server` fixture (on the module's pytestmark); tiny_model={'architecture': "
-                   "'idefics3', ...} serves a tiny model of another architecture instead of the run's model.",
+    "module's `vllm_server` fixture (on the module's pytestmark); tiny_model={'architecture': "
+    "'idefics3', ...} serves a tiny model of another architecture instead of the run's model.",
     "sglang_server": "sglang_server(args=[...], env={...}, tiny_model=None): extra arguments and environment for the "
-                     "module's `sglang_server` fixture (on the module's pytestmark); tiny_model as for vllm_server.",
+    "module's `sglang_server` fixture (on the module's pytestmark); tiny_model as for vllm_server.",
 }
 SERVER_MARKERS = ("vllm_server", "sglang_server")
 
@@ -60,13 +60,19 @@ class Hardware:
     vendor: str | None = None
 
     def accepts(self, gpu: Gpu) -> bool:
-        return ((not self.skus or gpu.sku in self.skus)
-                and (not self.archs or gpu.arch in self.archs)
-                and (self.vendor is None or gpu.vendor == self.vendor)
-                and (self.min_memory_gb is None or (gpu.memory_gb or 0) >= self.min_memory_gb))
+        return (
+            (not self.skus or gpu.sku in self.skus)
+            and (not self.archs or gpu.arch in self.archs)
+            and (self.vendor is None or gpu.vendor == self.vendor)
+            and (self.min_memory_gb is None or (gpu.memory_gb or 0) >= self.min_memory_gb)
+        )
 
     def describe(self) -> str:
-        what = " or ".join(self.skus) or " or ".join(self.archs) or (f"{self.vendor.upper()} GPU" if self.vendor else "GPU")
+        what = (
+            " or ".join(self.skus)
+            or " or ".join(self.archs)
+            or (f"{self.vendor.upper()} GPU" if self.vendor else "GPU")
+        )
         text = f"{self.gpus} x {what}"
         if self.skus and self.archs:
             text += f" ({' or '.join(self.archs)})"
@@ -82,8 +88,13 @@ class Hardware:
         return f"needs {self.describe()}, this runner has {platform.describe()}"
 
     def to_dict(self) -> dict:
-        return {"sku": list(self.skus), "arch": list(self.archs), "gpus": self.gpus,
-                "min_memory_gb": self.min_memory_gb, "vendor": self.vendor}
+        return {
+            "sku": list(self.skus),
+            "arch": list(self.archs),
+            "gpus": self.gpus,
+            "min_memory_gb": self.min_memory_gb,
+            "vendor": self.vendor,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,10 +144,14 @@ def _call(func, mark, name: str):
 def parse_gate(mark, allowed_groups: set[str]) -> Gate:
     group, blocking = _call(_gate_args, mark, "rocm_gate")
     if group not in allowed_groups:
-        raise MarkerError(f"@pytest.mark.rocm_gate: unknown group {group!r}; allowed: {', '.join(sorted(allowed_groups))} "
-                          "(add groups with the `rocm_groups` ini option)")
+        raise MarkerError(
+            f"@pytest.mark.rocm_gate: unknown group {group!r}; allowed: {', '.join(sorted(allowed_groups))} "
+            "(add groups with the `rocm_groups` ini option)"
+        )
     if not isinstance(blocking, bool):
-        raise MarkerError(f"@pytest.mark.rocm_gate: blocking must be True or False, got {blocking!r}")
+        raise MarkerError(
+            f"@pytest.mark.rocm_gate: blocking must be True or False, got {blocking!r}"
+        )
     return Gate(group=group, blocking=blocking)
 
 
@@ -149,8 +164,10 @@ def parse_server(mark, name: str) -> None:
             raise MarkerError(f"@pytest.mark.{name}: tiny_model {problem}")
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
         raise MarkerError(f"@pytest.mark.{name}: args must be a list of strings, got {args!r}")
-    if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                                               for k, v in env.items())):
+    if env is not None and not (
+        isinstance(env, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
         raise MarkerError(f"@pytest.mark.{name}: env must map strings to strings, got {env!r}")
 
 
@@ -160,32 +177,56 @@ def parse_hardware(mark) -> Hardware:
     for value in _as_tuple(sku, "hardware(sku=...)"):
         known = normalise_sku(value)
         if known is None:
-            raise MarkerError(f"@pytest.mark.hardware: unknown SKU {value!r}; allowed: {', '.join(ALL_SKUS)}")
+            raise MarkerError(
+                f"@pytest.mark.hardware: unknown SKU {value!r}; allowed: {', '.join(ALL_SKUS)}"
+            )
         skus.append(known)
     archs = []
     for value in _as_tuple(arch, "hardware(arch=...)"):
         if value.lower() not in KNOWN_ARCHS:
-            raise MarkerError(f"@pytest.mark.hardware: unknown arch {value!r}; allowed: {', '.join(sorted(KNOWN_ARCHS))}")
+            raise MarkerError(
+                f"@pytest.mark.hardware: unknown arch {value!r}; allowed: {', '.join(sorted(KNOWN_ARCHS))}"
+            )
         archs.append(value.lower())
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-        raise MarkerError(f"@pytest.mark.hardware: gpus must be a whole number >= 1, got {gpus!r} "
-                          "(a test that needs no GPU needs no hardware marker)")
-    if min_memory_gb is not None and (isinstance(min_memory_gb, bool) or not isinstance(min_memory_gb, (int, float))
-                                      or min_memory_gb <= 0):
-        raise MarkerError(f"@pytest.mark.hardware: min_memory_gb must be a positive number, got {min_memory_gb!r}")
+        raise MarkerError(
+            f"@pytest.mark.hardware: gpus must be a whole number >= 1, got {gpus!r} "
+            "(a test that needs no GPU needs no hardware marker)"
+        )
+    if min_memory_gb is not None and (
+        isinstance(min_memory_gb, bool)
+        or not isinstance(min_memory_gb, (int, float))
+        or min_memory_gb <= 0
+    ):
+        raise MarkerError(
+            f"@pytest.mark.hardware: min_memory_gb must be a positive number, got {min_memory_gb!r}"
+        )
     if vendor is not None and vendor not in VENDORS:
-        raise MarkerError(f"@pytest.mark.hardware: vendor must be one of {', '.join(VENDORS)}, got {vendor!r}")
-    return Hardware(skus=tuple(skus), archs=tuple(archs), gpus=gpus,
-                    min_memory_gb=float(min_memory_gb) if min_memory_gb is not None else None, vendor=vendor)
+        raise MarkerError(
+            f"@pytest.mark.hardware: vendor must be one of {', '.join(VENDORS)}, got {vendor!r}"
+        )
+    return Hardware(
+        skus=tuple(skus),
+        archs=tuple(archs),
+        gpus=gpus,
+        min_memory_gb=float(min_memory_gb) if min_memory_gb is not None else None,
+        vendor=vendor,
+    )
 
 
 def parse_known_gap(mark) -> KnownGap:
     reason, issue, mode = _call(_known_gap_args, mark, "rocm_known_gap")
     if not isinstance(reason, str) or not reason.strip():
-        raise MarkerError("@pytest.mark.rocm_known_gap: reason must be a non-empty string saying what does not work")
+        raise MarkerError(
+            "@pytest.mark.rocm_known_gap: reason must be a non-empty string saying what does not work"
+        )
     if not isinstance(issue, str) or not _ISSUE_URL.match(issue):
-        raise MarkerError(f"@pytest.mark.rocm_known_gap: issue must be the URL of the tracking issue "
-                          f"(https://github.com/OWNER/REPO/issues/N), got {issue!r}")
+        raise MarkerError(
+            f"@pytest.mark.rocm_known_gap: issue must be the URL of the tracking issue "
+            f"(https://github.com/OWNER/REPO/issues/N), got {issue!r}"
+        )
     if mode not in KNOWN_GAP_MODES:
-        raise MarkerError(f"@pytest.mark.rocm_known_gap: mode must be one of {', '.join(KNOWN_GAP_MODES)}, got {mode!r}")
+        raise MarkerError(
+            f"@pytest.mark.rocm_known_gap: mode must be one of {', '.join(KNOWN_GAP_MODES)}, got {mode!r}"
+        )
     return KnownGap(reason=reason.strip(), issue=issue, mode=mode)

@@ -24,7 +24,9 @@ DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
 # plugin knows; the xdist scheduler: the gpu one on runners with GPUs, the gpu one, or xdist's own.
 JUNIT_PROPERTIES = ("minimal", "full")
 SCHEDULERS = ("auto", "gpu", "xdist")
-INI_SETTINGS: set[str] = set()  # the plugin's ini names (`plugin.activation` reads whether any is set)
+INI_SETTINGS: set[str] = (
+    set()
+)  # the plugin's ini names (`plugin.activation` reads whether any is set)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -35,84 +37,208 @@ def add_options(parser: pytest.Parser) -> None:
         INI_SETTINGS.add(name)
         parser.addini(name, help, **kwargs)
 
-    option("--rocm-platform", default=None, metavar="NAME|FILE",
-           help="simulate a platform: a built-in profile (cpu, mi300x-8, h100-8, ...) or a JSON file; "
-                "default: $PYTEST_ROCM_PLATFORM, else detect the real one")
-    option("--rocm-report-dir", default=None, metavar="DIR",
-           help="write per-process records, gate-report.json and manifest.json here (one run at a time: "
-                "a second run on the same folder is refused)")
-    option("--rocm-group-map", default=None, metavar="TOML",
-           help="map of test path patterns to groups for tests without rocm_gate (overrides the ini option); "
-                "write it as --rocm-group-map=FILE: with a space pytest may take the file for a test path")
-    option("--rocm-reruns", type=int, default=None, metavar="N",
-           help="attempts after a failed blocking gate's first one (default 1; ini rocm_reruns)")
-    option("--rocm-health-probe", default=None, metavar="CMD",
-           help="command run on the failed attempt's devices after an infrastructure-looking failure, and once "
-                "at the start as a preflight; exit 0 means healthy. Split with shlex and run without a shell; "
-                "{python} is this Python (default: python -m pytest_rocm.results.health_probe)")
-    option("--rocm-exit-by-conclusion", action="store_true", default=None,
-           help="pytest's exit status follows the run's conclusion: 0 success or neutral, 1 failure, "
-                "3 incomplete, 5 skipped (ini rocm_exit_by_conclusion)")
-    option("--rocm-baselines", action="append", default=None, metavar="PATH",
-           help="baseline TOML file or folder for accuracy/performance gates (repeatable; ini rocm_baselines)")
-    option("--rocm-propose-baselines", default=None, metavar="FILE",
-           help="write a proposed baseline entry for every measured metric (baseline files are never changed)")
-    option("--rocm-quarantine", default=None, metavar="FILE",
-           help="the quarantine file (`rocm-gate quarantine`, kept on the default branch): its tests for this "
-                "platform's SKU still run, never block, and are reported as quarantined (ini rocm_quarantine)")
-    option("--rocm-golden", default=None, metavar="DIR",
-           help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR")
-    option("--rocm-golden-record", default=None, metavar="DIR",
-           help="record golden outputs into DIR (on the reference platform) instead of comparing")
-    option("--rocm-junit-properties", default=None, choices=JUNIT_PROPERTIES, metavar="minimal|full",
-           help="per-test JUnit properties: `minimal` (default) writes only what a reader cannot know otherwise "
-                "(a marker's rocm_group; rocm_blocking and rocm_known_gap where they apply) and the platform once "
-                "per file; `full` writes the map's groups, rocm_sku, rocm_arch, rocm_requires and "
-                "rocm_blocking=false on every test case too (ini rocm_junit_properties)")
-    option("--rocm-scheduler", default=None, choices=SCHEDULERS, metavar="|".join(SCHEDULERS),
-           help="with -n N: `gpu` hands tests out longest first under the runner's GPU capacity, from each test's "
-                "GPU demand (hardware marker) and measured duration (--rocm-durations); `xdist` keeps xdist's own; "
-                "`auto` (the default) is `gpu` on a runner with GPUs under --dist load, else `xdist` "
-                "(ini rocm_scheduler)")
-    option("--rocm-durations", default=None, metavar="FILE",
-           help="duration store: read for the gpu scheduler, updated from this run's records at the end "
-                "(ini rocm_durations; a missing or unreadable file means durations are unknown)")
-    option("--rocm-rerun-helper", default=None, help=argparse.SUPPRESS)  # set by the controller only
-    option("--rocm-model", default=None, metavar="PATH",
-           help="serve these weights in the suites' servers (GPU runners); default: the tiny model built here")
-    option("--rocm-model-name", default=None, metavar="NAME",
-           help="the served model name for --rocm-model (default: its folder name)")
-    option("--rocm-model-vllm-args", default="", metavar="ARGS",
-           help="vLLM arguments that serving --rocm-model needs (e.g. '--tool-call-parser llama3_json')")
-    option("--rocm-model-dir", default=None, metavar="DIR",
-           help="folder of real model weights by Hugging Face name, for the real-model accuracy configs "
-                "($PYTEST_ROCM_MODEL_DIR)")
-    option("--rocm-model-cache", default=None, metavar="DIR",
-           help="where tiny models are built once (ini rocm_model_cache; $PYTEST_ROCM_MODEL_CACHE; "
-                "default ~/.cache/pytest-rocm/models)")
-    option("--rocm-tiny-model-seed", type=int, default=0, metavar="N",
-           help="weight seed of the tiny model (golden outputs are recorded with 0)")
-    option("--rocm-server-config", default=None, metavar="TOML",
-           help="server arguments and environment per platform (ini rocm_server_config)")
+    option(
+        "--rocm-platform",
+        default=None,
+        metavar="NAME|FILE",
+        help="simulate a platform: a built-in profile (cpu, mi300x-8, h100-8, ...) or a JSON file; "
+        "default: $PYTEST_ROCM_PLATFORM, else detect the real one",
+    )
+    option(
+        "--rocm-report-dir",
+        default=None,
+        metavar="DIR",
+        help="write per-process records, gate-report.json and manifest.json here (one run at a time: "
+        "a second run on the same folder is refused)",
+    )
+    option(
+        "--rocm-group-map",
+        default=None,
+        metavar="TOML",
+        help="map of test path patterns to groups for tests without rocm_gate (overrides the ini option); "
+        "write it as --rocm-group-map=FILE: with a space pytest may take the file for a test path",
+    )
+    option(
+        "--rocm-reruns",
+        type=int,
+        default=None,
+        metavar="N",
+        help="attempts after a failed blocking gate's first one (default 1; ini rocm_reruns)",
+    )
+    option(
+        "--rocm-health-probe",
+        default=None,
+        metavar="CMD",
+        help="command run on the failed attempt's devices after an infrastructure-looking failure, and once "
+        "at the start as a preflight; exit 0 means healthy. Split with shlex and run without a shell; "
+        "{python} is this Python (default: python -m pytest_rocm.results.health_probe)",
+    )
+    option(
+        "--rocm-exit-by-conclusion",
+        action="store_true",
+        default=None,
+        help="pytest's exit status follows the run's conclusion: 0 success or neutral, 1 failure, "
+        "3 incomplete, 5 skipped (ini rocm_exit_by_conclusion)",
+    )
+    option(
+        "--rocm-baselines",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="baseline TOML file or folder for accuracy/performance gates (repeatable; ini rocm_baselines)",
+    )
+    option(
+        "--rocm-propose-baselines",
+        default=None,
+        metavar="FILE",
+        help="write a proposed baseline entry for every measured metric (baseline files are never changed)",
+    )
+    option(
+        "--rocm-quarantine",
+        default=None,
+        metavar="FILE",
+        help="the quarantine file (`rocm-gate quarantine`, kept on the default branch): its tests for this "
+        "platform's SKU still run, never block, and are reported as quarantined (ini rocm_quarantine)",
+    )
+    option(
+        "--rocm-golden",
+        default=None,
+        metavar="DIR",
+        help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR",
+    )
+    option(
+        "--rocm-golden-record",
+        default=None,
+        metavar="DIR",
+        help="record golden outputs into DIR (on the reference platform) instead of comparing",
+    )
+    option(
+        "--rocm-junit-properties",
+        default=None,
+        choices=JUNIT_PROPERTIES,
+        metavar="minimal|full",
+        help="per-test JUnit properties: `minimal` (default) writes only what a reader cannot know otherwise "
+        "(a marker's rocm_group; rocm_blocking and rocm_known_gap where they apply) and the platform once "
+        "per file; `full` writes the map's groups, rocm_sku, rocm_arch, rocm_requires and "
+        "rocm_blocking=false on every test case too (ini rocm_junit_properties)",
+    )
+    option(
+        "--rocm-scheduler",
+        default=None,
+        choices=SCHEDULERS,
+        metavar="|".join(SCHEDULERS),
+        help="with -n N: `gpu` hands tests out longest first under the runner's GPU capacity, from each test's "
+        "GPU demand (hardware marker) and measured duration (--rocm-durations); `xdist` keeps xdist's own; "
+        "`auto` (the default) is `gpu` on a runner with GPUs under --dist load, else `xdist` "
+        "(ini rocm_scheduler)",
+    )
+    option(
+        "--rocm-durations",
+        default=None,
+        metavar="FILE",
+        help="duration store: read for the gpu scheduler, updated from this run's records at the end "
+        "(ini rocm_durations; a missing or unreadable file means durations are unknown)",
+    )
+    option(
+        "--rocm-rerun-helper", default=None, help=argparse.SUPPRESS
+    )  # set by the controller only
+    option(
+        "--rocm-model",
+        default=None,
+        metavar="PATH",
+        help="serve these weights in the suites' servers (GPU runners); default: the tiny model built here",
+    )
+    option(
+        "--rocm-model-name",
+        default=None,
+        metavar="NAME",
+        help="the served model name for --rocm-model (default: its folder name)",
+    )
+    option(
+        "--rocm-model-vllm-args",
+        default="",
+        metavar="ARGS",
+        help="vLLM arguments that serving --rocm-model needs (e.g. '--tool-call-parser llama3_json')",
+    )
+    option(
+        "--rocm-model-dir",
+        default=None,
+        metavar="DIR",
+        help="folder of real model weights by Hugging Face name, for the real-model accuracy configs "
+        "($PYTEST_ROCM_MODEL_DIR)",
+    )
+    option(
+        "--rocm-model-cache",
+        default=None,
+        metavar="DIR",
+        help="where tiny models are built once (ini rocm_model_cache; $PYTEST_ROCM_MODEL_CACHE; "
+        "default ~/.cache/pytest-rocm/models)",
+    )
+    option(
+        "--rocm-tiny-model-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="weight seed of the tiny model (golden outputs are recorded with 0)",
+    )
+    option(
+        "--rocm-server-config",
+        default=None,
+        metavar="TOML",
+        help="server arguments and environment per platform (ini rocm_server_config)",
+    )
     ini("rocm_report_dir", "default for --rocm-report-dir (relative to the ini file)", default="")
-    ini("rocm_group_map", "TOML file mapping test path patterns to groups (relative to the ini file), or a map "
-        "shipped with pytest-rocm by name (vllm, sglang; or pytest_rocm:vllm)", default="")
-    ini("rocm_groups", "extra group names allowed besides the built-in ones", type="linelist", default=[])
-    ini("rocm_baselines", "baseline TOML files or folders (relative to the ini file)", type="linelist", default=[])
+    ini(
+        "rocm_group_map",
+        "TOML file mapping test path patterns to groups (relative to the ini file), or a map "
+        "shipped with pytest-rocm by name (vllm, sglang; or pytest_rocm:vllm)",
+        default="",
+    )
+    ini(
+        "rocm_groups",
+        "extra group names allowed besides the built-in ones",
+        type="linelist",
+        default=[],
+    )
+    ini(
+        "rocm_baselines",
+        "baseline TOML files or folders (relative to the ini file)",
+        type="linelist",
+        default=[],
+    )
     ini("rocm_golden_dir", "default for --rocm-golden (relative to the ini file)", default="")
     ini("rocm_reruns", "default for --rocm-reruns", default="")
     ini("rocm_quarantine", "default for --rocm-quarantine", default="")
     ini("rocm_health_probe", "default for --rocm-health-probe", default="")
-    ini("rocm_exit_by_conclusion", "pytest's exit status follows the conclusion (true/false)", default="")
-    ini("rocm_infra_signatures", "extra infrastructure signatures, `name=regex` per line; `!name` drops "
-        "a built-in one", type="linelist", default=[])
+    ini(
+        "rocm_exit_by_conclusion",
+        "pytest's exit status follows the conclusion (true/false)",
+        default="",
+    )
+    ini(
+        "rocm_infra_signatures",
+        "extra infrastructure signatures, `name=regex` per line; `!name` drops a built-in one",
+        type="linelist",
+        default=[],
+    )
     ini("rocm_model_cache", "default for --rocm-model-cache (relative to the ini file)", default="")
-    ini("rocm_server_config", "default for --rocm-server-config (relative to the ini file)", default="")
+    ini(
+        "rocm_server_config",
+        "default for --rocm-server-config (relative to the ini file)",
+        default="",
+    )
     ini("rocm_scheduler", "default for --rocm-scheduler (auto, gpu or xdist)", default="")
     ini("rocm_durations", "default for --rocm-durations (relative to the ini file)", default="")
-    ini("rocm_junit_properties", "default for --rocm-junit-properties (minimal or full)", default="")
-    ini("rocm_timeouts", "per-group timeouts in seconds for gate tests, `group=seconds` per line "
-        "(and `default=seconds`), applied through pytest-timeout", type="linelist", default=[])
+    ini(
+        "rocm_junit_properties", "default for --rocm-junit-properties (minimal or full)", default=""
+    )
+    ini(
+        "rocm_timeouts",
+        "per-group timeouts in seconds for gate tests, `group=seconds` per line "
+        "(and `default=seconds`), applied through pytest-timeout",
+        type="linelist",
+        default=[],
+    )
 
 
 class PathRule:
@@ -154,12 +280,15 @@ class PathRule:
         try:
             return maps.resolve(value, base)
         except maps.UnknownMapError as exc:
-            raise pytest.UsageError(f"{'--' + option.replace('_', '-') if given else ini}: {exc}") from None
+            raise pytest.UsageError(
+                f"{'--' + option.replace('_', '-') if given else ini}: {exc}"
+            ) from None
 
     def settings(self, option: str, ini: str) -> list[Path]:
         """A repeatable option's paths, then the ini list's."""
-        return ([self.from_command_line(p) for p in self.config.getoption(option) or []]
-                + [self.from_ini(p) for p in self.config.getini(ini)])
+        return [self.from_command_line(p) for p in self.config.getoption(option) or []] + [
+            self.from_ini(p) for p in self.config.getini(ini)
+        ]
 
 
 @dataclass
@@ -206,8 +335,10 @@ def probe_argv(command: str) -> list[str]:
     try:
         argv = [sys.executable if part == "{python}" else part for part in shlex.split(command)]
     except ValueError as exc:
-        raise ValueError(f"cannot split {command!r} into arguments ({exc}); it is split with shlex, not run "
-                         "by a shell") from None
+        raise ValueError(
+            f"cannot split {command!r} into arguments ({exc}); it is split with shlex, not run "
+            "by a shell"
+        ) from None
     if not argv:
         raise ValueError("the command is empty")
     if shutil.which(argv[0]) is None:
@@ -233,31 +364,60 @@ def read_settings(config: pytest.Config) -> Settings:
         except ValueError:
             raise pytest.UsageError(f"rocm_reruns: {raw!r} is not a whole number") from None
     if reruns < 0:
-        raise pytest.UsageError(f"--rocm-reruns / rocm_reruns: {reruns} is negative; use 0 (no reruns) or more")
-    command = config.getoption("rocm_health_probe") or config.getini("rocm_health_probe") or DEFAULT_PROBE
+        raise pytest.UsageError(
+            f"--rocm-reruns / rocm_reruns: {reruns} is negative; use 0 (no reruns) or more"
+        )
+    command = (
+        config.getoption("rocm_health_probe") or config.getini("rocm_health_probe") or DEFAULT_PROBE
+    )
     try:
         argv = probe_argv(command)
     except ValueError as exc:
         raise pytest.UsageError(f"--rocm-health-probe / rocm_health_probe: {exc}") from None
-    exit_by = config.getoption("rocm_exit_by_conclusion") or _bool_ini(config, "rocm_exit_by_conclusion")
+    exit_by = config.getoption("rocm_exit_by_conclusion") or _bool_ini(
+        config, "rocm_exit_by_conclusion"
+    )
     scheduler = _choice(config, "rocm_scheduler", SCHEDULERS)
     if scheduler == "gpu" and getattr(config.option, "dist", "no") not in ("no", "load"):
-        raise pytest.UsageError(f"--rocm-scheduler=gpu schedules test by test; it cannot be combined with "
-                                f"--dist {config.option.dist} (use -n N alone, or --dist load)")
+        raise pytest.UsageError(
+            f"--rocm-scheduler=gpu schedules test by test; it cannot be combined with "
+            f"--dist {config.option.dist} (use -n N alone, or --dist load)"
+        )
     junit = _choice(config, "rocm_junit_properties", JUNIT_PROPERTIES)
     quarantine = _quarantine(paths.setting("rocm_quarantine", "rocm_quarantine"))
-    return Settings(quarantine=quarantine, report_dir=report_dir.resolve() if report_dir else None, group_map_path=group_map,
-                    allowed_groups=allowed, reruns=reruns,
-                    probe_command=command, probe_argv=argv, signatures=signatures,
-                    timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
-                    baseline_files=paths.settings("rocm_baselines", "rocm_baselines"),
-                    exit_by_conclusion=exit_by, junit_properties=junit, scheduler=scheduler,
-                    durations_path=paths.setting("rocm_durations", "rocm_durations"), paths=paths)
+    return Settings(
+        quarantine=quarantine,
+        report_dir=report_dir.resolve() if report_dir else None,
+        group_map_path=group_map,
+        allowed_groups=allowed,
+        reruns=reruns,
+        probe_command=command,
+        probe_argv=argv,
+        signatures=signatures,
+        timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
+        baseline_files=paths.settings("rocm_baselines", "rocm_baselines"),
+        exit_by_conclusion=exit_by,
+        junit_properties=junit,
+        scheduler=scheduler,
+        durations_path=paths.setting("rocm_durations", "rocm_durations"),
+        paths=paths,
+    )
 
 
 # Options whose value is a path, as typed with a space (`--rocm-group-map FILE`).
-PATH_OPTIONS = ("--rocm-quarantine", "--rocm-durations", "--rocm-group-map", "--rocm-baselines", "--rocm-golden", "--rocm-server-config", "--rocm-platform",
-                "--rocm-report-dir", "--rocm-model-cache", "--rocm-golden-record", "--rocm-propose-baselines")
+PATH_OPTIONS = (
+    "--rocm-quarantine",
+    "--rocm-durations",
+    "--rocm-group-map",
+    "--rocm-baselines",
+    "--rocm-golden",
+    "--rocm-server-config",
+    "--rocm-platform",
+    "--rocm-report-dir",
+    "--rocm-model-cache",
+    "--rocm-golden-record",
+    "--rocm-propose-baselines",
+)
 
 
 def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
@@ -275,7 +435,8 @@ def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
             raise pytest.UsageError(
                 f"{arg} {args[index + 1]}: pytest took this path for a test path and chose the rootdir {root} "
                 f"(ini {config.inipath}), which holds none of the tests; write {arg}={args[index + 1]} with '=', "
-                "or set it in the tree's own ini file")
+                "or set it in the tree's own ini file"
+            )
 
 
 def _quarantine(path: Path | None) -> dict | None:
@@ -287,8 +448,10 @@ def _quarantine(path: Path | None) -> dict | None:
     try:
         return load_artifact(path, "quarantine")
     except ArtifactError as exc:
-        raise pytest.UsageError(f"--rocm-quarantine / rocm_quarantine: {exc}; fix the file or write it again with "
-                                "`rocm-gate quarantine`") from None
+        raise pytest.UsageError(
+            f"--rocm-quarantine / rocm_quarantine: {exc}; fix the file or write it again with "
+            "`rocm-gate quarantine`"
+        ) from None
 
 
 def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
@@ -301,9 +464,13 @@ def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
             if not sep or not value > 0 or value == float("inf"):
                 raise ValueError
         except ValueError:
-            raise pytest.UsageError(f"rocm_timeouts: {line!r} is not `group=seconds` with seconds > 0") from None
+            raise pytest.UsageError(
+                f"rocm_timeouts: {line!r} is not `group=seconds` with seconds > 0"
+            ) from None
         if group.strip() not in allowed | {"default"}:
-            raise pytest.UsageError(f"rocm_timeouts: unknown group {group.strip()!r}; allowed: default, "
-                                    + ", ".join(sorted(allowed)))
+            raise pytest.UsageError(
+                f"rocm_timeouts: unknown group {group.strip()!r}; allowed: default, "
+                + ", ".join(sorted(allowed))
+            )
         table[group.strip()] = value
     return table

@@ -30,13 +30,20 @@ class Recorder:
         self.spec_json: dict[str, str] = {}  # nodeid -> its spec's record fields, encoded once
         self.nodeid_json: dict[str, str] = {}
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
-        self.gpu_waits: dict[str, float] = {}  # nodeid -> seconds its latest attempt waited for them
-        self.measurements: dict[str, list[dict]] = {}  # nodeid -> what its gates measured (this attempt)
+        self.gpu_waits: dict[
+            str, float
+        ] = {}  # nodeid -> seconds its latest attempt waited for them
+        self.measurements: dict[
+            str, list[dict]
+        ] = {}  # nodeid -> what its gates measured (this attempt)
 
     @property
     def writer(self) -> RecordWriter | None:
-        if self._writer is None and self.context.settings.report_dir is not None \
-                and not self.context.config.option.collectonly:  # a listing never writes into the folder
+        if (
+            self._writer is None
+            and self.context.settings.report_dir is not None
+            and not self.context.config.option.collectonly
+        ):  # a listing never writes into the folder
             self._writer = RecordWriter(self.context.settings.report_dir, self.context.worker)
         return self._writer
 
@@ -50,16 +57,25 @@ class Recorder:
             return
         nodeid = report.nodeid
         # The common case, a phase that passed with nothing to add, is formatted directly (3 per test).
-        if (report.outcome == "passed" and "wasxfail" not in report.__dict__ and nodeid not in self.allocations
-                and nodeid not in self.measurements):
+        if (
+            report.outcome == "passed"
+            and "wasxfail" not in report.__dict__
+            and nodeid not in self.allocations
+            and nodeid not in self.measurements
+        ):
             encoded = self.spec_json.get(nodeid)
             if encoded is None:
                 encoded = self._encoded_spec(nodeid)
-            self._writer.write_phase(self.nodeid_json[nodeid], report.when, "passed",
-                                                      report.duration, encoded)
+            self._writer.write_phase(
+                self.nodeid_json[nodeid], report.when, "passed", report.duration, encoded
+            )
             return
-        record = {"nodeid": nodeid, "when": report.when, "outcome": report.outcome,
-                  "duration": round(report.duration, 6)}
+        record = {
+            "nodeid": nodeid,
+            "when": report.when,
+            "outcome": report.outcome,
+            "duration": round(report.duration, 6),
+        }
         if nodeid in self.allocations:
             record["gpus"] = self.allocations[nodeid]
             if report.when == "setup" and self.gpu_waits.get(nodeid):
@@ -71,13 +87,19 @@ class Recorder:
         elif report.skipped and isinstance(report.longrepr, tuple):
             record["skip_reason"] = str(report.longrepr[2]).removeprefix("Skipped: ")
         if report.failed:
-            crash = getattr(report.longrepr, "reprcrash", None)  # pytest's one-line summary of the failure
+            crash = getattr(
+                report.longrepr, "reprcrash", None
+            )  # pytest's one-line summary of the failure
             text = report.longreprtext
-            record["message"] = (crash.message if crash else text.strip().splitlines()[-1] if text.strip() else "")[:500]
+            record["message"] = (
+                crash.message if crash else text.strip().splitlines()[-1] if text.strip() else ""
+            )[:500]
             record["failure"] = text[:FAILURE_HEAD_CHARS]
             record["stdout_tail"] = report.capstdout[-OUTPUT_TAIL_CHARS:]
             record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
-            logs = "\n".join(text for title, text in report.sections if title.startswith(LOG_SECTION))
+            logs = "\n".join(
+                text for title, text in report.sections if title.startswith(LOG_SECTION)
+            )
             if logs:
                 record["log_tail"] = logs[-OUTPUT_TAIL_CHARS:]
         self.writer.write(record, self._encoded_spec(nodeid))
@@ -89,19 +111,34 @@ class Recorder:
         if not internals.writes_collection(self.context.worker) or self.writer is None:
             return
         specs = self.annotator.specs
-        self.write({"kind": "collection", "nodeid": "", "tests": len(items),
-                    "specs": {item.nodeid: {"group": specs[item.nodeid].group,
-                                            "blocking": specs[item.nodeid].blocking,
-                                            "gate": specs[item.nodeid].gate}
-                              for item in items if item.nodeid in specs}})
+        self.write(
+            {
+                "kind": "collection",
+                "nodeid": "",
+                "tests": len(items),
+                "specs": {
+                    item.nodeid: {
+                        "group": specs[item.nodeid].group,
+                        "blocking": specs[item.nodeid].blocking,
+                        "gate": specs[item.nodeid].gate,
+                    }
+                    for item in items
+                    if item.nodeid in specs
+                },
+            }
+        )
 
     def write_gpu_demands(self, items: list[pytest.Item]) -> None:
         """For the gpu scheduler: each test's GPU demand, beside the run's device locks, before the controller
         schedules (a test that cannot run here needs none: it is skipped as not applicable). Written by every
         xdist worker unless `--rocm-scheduler=xdist`: the controller decides whether it uses them."""
         context = self.context
-        if (not context.activation.asked or context.settings.scheduler == "xdist" or not context.is_worker
-                or not context.platform.gpus):  # only a run that asked can have the gpu scheduler
+        if (
+            not context.activation.asked
+            or context.settings.scheduler == "xdist"
+            or not context.is_worker
+            or not context.platform.gpus
+        ):  # only a run that asked can have the gpu scheduler
             return
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.scheduling.xdist_scheduler import write_demands
@@ -109,8 +146,11 @@ class Recorder:
         demands = {}
         for item in items:
             spec = self.annotator.specs.get(item.nodeid)
-            gpus = 0 if spec is not None and spec.not_applicable else (
-                spec.hardware.gpus if spec is not None and spec.hardware else 1)
+            gpus = (
+                0
+                if spec is not None and spec.not_applicable
+                else (spec.hardware.gpus if spec is not None and spec.hardware else 1)
+            )
             if gpus != 1:
                 demands[item.nodeid] = gpus
         write_demands(lock_root(self.context.session_id), self.context.worker, demands)

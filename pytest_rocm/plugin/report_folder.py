@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 LOCK_NAME = ".pytest-rocm.lock"
-OWNER_NAME = ".pytest-rocm.owner"  # written by every run that claimed the folder: it says the folder is ours
+OWNER_NAME = (
+    ".pytest-rocm.owner"  # written by every run that claimed the folder: it says the folder is ours
+)
 _SHOWN = 5
 
 
@@ -36,12 +38,20 @@ class ReportFolder:
             lock.acquire(timeout=0)
         except Timeout:
             owner = folder / OWNER_NAME
-            other = owner.read_text(encoding="utf-8", errors="replace").strip() if owner.is_file() else "another run"
-            raise pytest.UsageError(f"--rocm-report-dir {folder} is in use by {other}; give this run its own folder "
-                                    "(two runs in one folder would mix their records)") from None
+            other = (
+                owner.read_text(encoding="utf-8", errors="replace").strip()
+                if owner.is_file()
+                else "another run"
+            )
+            raise pytest.UsageError(
+                f"--rocm-report-dir {folder} is in use by {other}; give this run its own folder "
+                "(two runs in one folder would mix their records)"
+            ) from None
         except OSError as exc:
-            raise pytest.UsageError(f"--rocm-report-dir {folder}: cannot use it as a report folder "
-                                    f"({exc.strerror or exc}); give a folder this user can create and write") from None
+            raise pytest.UsageError(
+                f"--rocm-report-dir {folder}: cannot use it as a report folder "
+                f"({exc.strerror or exc}); give a folder this user can create and write"
+            ) from None
         try:
             self._empty()
             (folder / OWNER_NAME).write_text(run + "\n", encoding="utf-8")
@@ -56,11 +66,13 @@ class ReportFolder:
         if not left:
             return
         if not (folder / OWNER_NAME).is_file():
-            shown = ", ".join(p.name for p in left[:_SHOWN]) + (f" and {len(left) - _SHOWN} more"
-                                                                  if len(left) > _SHOWN else "")
+            shown = ", ".join(p.name for p in left[:_SHOWN]) + (
+                f" and {len(left) - _SHOWN} more" if len(left) > _SHOWN else ""
+            )
             raise pytest.UsageError(
                 f"--rocm-report-dir {folder} holds files pytest-rocm did not write ({shown}). Each run empties its "
-                "report folder so that no two runs' files mix: give a new or empty folder")
+                "report folder so that no two runs' files mix: give a new or empty folder"
+            )
         for path in left:
             try:
                 if path.is_dir() and not path.is_symlink():
@@ -70,7 +82,8 @@ class ReportFolder:
             except OSError as exc:
                 raise pytest.UsageError(
                     f"--rocm-report-dir {folder}: cannot remove {path.name}, left by an earlier run "
-                    f"({exc.strerror or exc}); remove it, or give this run a new folder") from None
+                    f"({exc.strerror or exc}); remove it, or give this run a new folder"
+                ) from None
 
     def release(self) -> None:
         if self._lock is not None:

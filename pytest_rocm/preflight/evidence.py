@@ -19,7 +19,8 @@ TOOL_ERROR = re.compile(
     r"|\bHSA_STATUS_ERROR\w*|\b[RN]CCL WARN\b.*(?i:\bfail)|\bFAIL(?:ED|URE)?\b"
     r"|(?i:\b(?:exit|exited|exiting)\b[^\n]{0,40}?\b(?:code|status)\b\s*(?:\w+\s*)?[:=\[]?\s*-?[1-9]\d*\b)"
     r"|(?i:\bexited on signal\b)|Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b"
-    r"|\bterminate called after throwing\b")
+    r"|\bterminate called after throwing\b"
+)
 # Characters of each line searched for TOOL_ERROR: tools print their errors first, and a hostile 100 KB line
 # must not cost minutes.
 ERROR_SCAN = 1000
@@ -39,7 +40,9 @@ class Line:
 def lines_of(text: str) -> list[Line]:
     """The lines of a tool's output, cleaned of what terminals add (colours, CR of progress bars)."""
     cleaned = _ANSI.sub("", text.replace("\r\n", "\n"))
-    return [Line(i, raw.split("\r")[-1].rstrip()) for i, raw in enumerate(cleaned.split("\n"), start=1)]
+    return [
+        Line(i, raw.split("\r")[-1].rstrip()) for i, raw in enumerate(cleaned.split("\n"), start=1)
+    ]
 
 
 @dataclass
@@ -60,8 +63,14 @@ class Finding:
 
 
 def finding(check: str, status: str, message: str, at: Line | None = None, **extra) -> Finding:
-    return Finding(check, status, message, line=at.number if at else None,
-                   text=at.text.strip()[:LINE_TEXT_LIMIT] if at else None, **extra)
+    return Finding(
+        check,
+        status,
+        message,
+        line=at.number if at else None,
+        text=at.text.strip()[:LINE_TEXT_LIMIT] if at else None,
+        **extra,
+    )
 
 
 @dataclass
@@ -75,7 +84,11 @@ class Reading:
     def add(self, item: Finding) -> None:
         """Fold a finding into an earlier one of the same check, status and message (counts, first line kept)."""
         for earlier in self.findings:
-            if (earlier.check, earlier.status, earlier.message) == (item.check, item.status, item.message):
+            if (earlier.check, earlier.status, earlier.message) == (
+                item.check,
+                item.status,
+                item.message,
+            ):
                 earlier.count += 1
                 return
         self.findings.append(item)

@@ -15,8 +15,13 @@ from pytest_rocm.hw.detect import ROCM_BIN, find_tool
 from pytest_rocm.preflight.layers import ToolOutput
 
 QUICK_TIMEOUT_S = 60
-TOOL_FOLDERS = (ROCM_BIN, Path("/opt/rocm/share/rccl-tests"))  # where ROCm images put the tools off PATH
-BENCHMARK_TIMEOUT_S = 900  # when the thresholds file sets no rccl_timeout_s (the packaged one says why 900)
+TOOL_FOLDERS = (
+    ROCM_BIN,
+    Path("/opt/rocm/share/rccl-tests"),
+)  # where ROCm images put the tools off PATH
+BENCHMARK_TIMEOUT_S = (
+    900  # when the thresholds file sets no rccl_timeout_s (the packaged one says why 900)
+)
 
 
 def quick_commands(kernel_log_since: str) -> list[tuple[str, list[str]]]:
@@ -33,7 +38,10 @@ def quick_commands(kernel_log_since: str) -> list[tuple[str, list[str]]]:
 
 def benchmark_commands(gpus: int) -> list[tuple[str, list[str]]]:
     return [
-        ("rccl-tests", ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(max(gpus, 1))]),
+        (
+            "rccl-tests",
+            ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(max(gpus, 1))],
+        ),
         ("babelstream", ["hip-stream", "-n", "50", "-s", "268435456"]),
         ("transferbench", ["TransferBench", "a2a"]),
     ]
@@ -48,10 +56,18 @@ def run(tool: str, command: list[str], timeout_s: float) -> ToolOutput:
     if exe is None:
         return ToolOutput(tool, label, None, f"{command[0]} is not installed")
     try:
-        done = subprocess.run([exe, *command[1:]], capture_output=True, text=True, timeout=timeout_s, errors="replace")
+        done = subprocess.run(
+            [exe, *command[1:]], capture_output=True, text=True, timeout=timeout_s, errors="replace"
+        )
     except subprocess.TimeoutExpired as exc:
-        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return ToolOutput(tool, label, partial + f"\nTIMEOUT: did not finish in {timeout_s:g} s (hang)\n")
+        partial = (
+            exc.stdout.decode(errors="replace")
+            if isinstance(exc.stdout, bytes)
+            else (exc.stdout or "")
+        )
+        return ToolOutput(
+            tool, label, partial + f"\nTIMEOUT: did not finish in {timeout_s:g} s (hang)\n"
+        )
     except OSError as exc:
         return ToolOutput(tool, label, None, f"could not run: {exc}")
     if done.returncode != 0 and not done.stdout.strip():

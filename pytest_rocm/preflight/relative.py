@@ -52,7 +52,12 @@ def falls(values: list[float], max_fall_pct: float, compared_from: float = 0.0) 
         return Fall(start, peak, values[start] / values[peak], sustained=True)
     best = None
     for index, value in enumerate(values):
-        if best is not None and values[best] >= compared_from and values[best] > 0 and value < values[best] * limit:
+        if (
+            best is not None
+            and values[best] >= compared_from
+            and values[best] > 0
+            and value < values[best] * limit
+        ):
             return Fall(index, best, value / values[best], sustained=False)
         if best is None or value > values[best]:
             best = index
@@ -71,5 +76,7 @@ def below_peers(values: dict, degraded_pct: float, failed_pct: float) -> list[St
             continue
         below = (1 - value / peers) * 100
         if below > degraded_pct:
-            found.append(Straggler(key, value, peers, below, "failed" if below > failed_pct else "degraded"))
+            found.append(
+                Straggler(key, value, peers, below, "failed" if below > failed_pct else "degraded")
+            )
     return found

@@ -9,16 +9,38 @@ from pathlib import Path
 DEFAULT_FILE = Path(__file__).resolve().parent / "thresholds.toml"
 # Every key the layers read; a file naming another key has a typo.
 KEYS = {
-    "gpus": int, "pcie_width": int, "pcie_speed_gts": float, "ecc_uncorrectable_max": int,
-    "hotspot_temperature_max_c": float, "memory_temperature_max_c": float, "rccl_large_message_bytes": int,
-    "rccl_dip_ratio": float, "rccl_timeout_s": float, "rccl_all_reduce_busbw_gbps": float,
-    "babelstream_triad_mbps": float, "babelstream_copy_mbps": float, "transferbench_a2a_gbps": float,
-    "xgmi_bit_rate_gbps": float, "bandwidth_fall_max_pct": float, "peer_degraded_pct": float,
-    "peer_failed_pct": float, "idle_vram_max_pct": float,
+    "gpus": int,
+    "pcie_width": int,
+    "pcie_speed_gts": float,
+    "ecc_uncorrectable_max": int,
+    "hotspot_temperature_max_c": float,
+    "memory_temperature_max_c": float,
+    "rccl_large_message_bytes": int,
+    "rccl_dip_ratio": float,
+    "rccl_timeout_s": float,
+    "rccl_all_reduce_busbw_gbps": float,
+    "babelstream_triad_mbps": float,
+    "babelstream_copy_mbps": float,
+    "transferbench_a2a_gbps": float,
+    "xgmi_bit_rate_gbps": float,
+    "bandwidth_fall_max_pct": float,
+    "peer_degraded_pct": float,
+    "peer_failed_pct": float,
+    "idle_vram_max_pct": float,
 }
-RELATIVE_KEYS = ("bandwidth_fall_max_pct", "peer_degraded_pct", "peer_failed_pct", "idle_vram_max_pct")
-BOUNDED = {"rccl_dip_ratio": 1, "bandwidth_fall_max_pct": 100, "peer_degraded_pct": 100, "peer_failed_pct": 100,
-           "idle_vram_max_pct": 100}  # a ratio is at most 1, a percentage at most 100
+RELATIVE_KEYS = (
+    "bandwidth_fall_max_pct",
+    "peer_degraded_pct",
+    "peer_failed_pct",
+    "idle_vram_max_pct",
+)
+BOUNDED = {
+    "rccl_dip_ratio": 1,
+    "bandwidth_fall_max_pct": 100,
+    "peer_degraded_pct": 100,
+    "peer_failed_pct": 100,
+    "idle_vram_max_pct": 100,
+}  # a ratio is at most 1, a percentage at most 100
 LARGEST = 1e15  # above any figure a node prints (bytes of the largest message: 1.7e10); TOML integers are unbounded
 
 
@@ -38,26 +60,46 @@ class Thresholds:
 
 def _check_table(path: Path, where: str, table: object) -> dict:
     if not isinstance(table, dict):
-        raise ThresholdError(f"{path}: {where} = {table!r} is not a table; write it as [{where}] with keys under it")
+        raise ThresholdError(
+            f"{path}: {where} = {table!r} is not a table; write it as [{where}] with keys under it"
+        )
     values = {}
     for key, value in table.items():
         if key.endswith("_source"):
             if key[: -len("_source")] not in table:
-                raise ThresholdError(f"{path}: [{where}] {key} is the source of a value that is not set")
+                raise ThresholdError(
+                    f"{path}: [{where}] {key} is the source of a value that is not set"
+                )
             if not isinstance(value, str):
-                raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: a source is text (where the number comes from)")
+                raise ThresholdError(
+                    f"{path}: [{where}] {key} = {value!r}: a source is text (where the number comes from)"
+                )
             continue
         if key not in KEYS:
-            raise ThresholdError(f"{path}: [{where}] unknown key {key!r}; known keys: {', '.join(sorted(KEYS))}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
-                or isinstance(value, float) and not math.isfinite(value) or value > LARGEST:
-            raise ThresholdError(f"{path}: [{where}] {key} = {value!r:.40}: expected a finite number from 0 to {LARGEST:g}")
+            raise ThresholdError(
+                f"{path}: [{where}] unknown key {key!r}; known keys: {', '.join(sorted(KEYS))}"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or value < 0
+            or isinstance(value, float)
+            and not math.isfinite(value)
+            or value > LARGEST
+        ):
+            raise ThresholdError(
+                f"{path}: [{where}] {key} = {value!r:.40}: expected a finite number from 0 to {LARGEST:g}"
+            )
         if KEYS[key] is int and value != int(value):
             raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected a whole number")
         if key in BOUNDED and value > BOUNDED[key]:
-            raise ThresholdError(f"{path}: [{where}] {key} = {value!r}: expected at most {BOUNDED[key]}")
+            raise ThresholdError(
+                f"{path}: [{where}] {key} = {value!r}: expected at most {BOUNDED[key]}"
+            )
         if not str(table.get(f"{key}_source", "")).strip():
-            raise ThresholdError(f"{path}: [{where}] {key} has no source: add {key}_source = \"where the number comes from\"")
+            raise ThresholdError(
+                f'{path}: [{where}] {key} has no source: add {key}_source = "where the number comes from"'
+            )
         values[key] = KEYS[key](value)
         values[f"{key}_source"] = table[f"{key}_source"]
     return values
@@ -70,14 +112,18 @@ def load(path: str | Path | None = None) -> Thresholds:
     except FileNotFoundError:
         raise ThresholdError(f"{path}: no such thresholds file") from None
     except IsADirectoryError:
-        raise ThresholdError(f"{path}: a folder; give the thresholds file (copy the packaged thresholds.toml)") from None
+        raise ThresholdError(
+            f"{path}: a folder; give the thresholds file (copy the packaged thresholds.toml)"
+        ) from None
     except OSError as exc:
         raise ThresholdError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ThresholdError(f"{path}: not valid TOML ({exc})") from None
     unknown = set(data) - {"default", "sku"}
     if unknown:
-        raise ThresholdError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; use [default] and [sku.NAME]")
+        raise ThresholdError(
+            f"{path}: unknown table(s) {', '.join(sorted(unknown))}; use [default] and [sku.NAME]"
+        )
     from pytest_rocm.hw.skus import normalise_sku
 
     per_sku = {}
@@ -87,7 +133,9 @@ def load(path: str | Path | None = None) -> Thresholds:
     for name, table in skus.items():
         sku = normalise_sku(name)
         if sku is None or not isinstance(table, dict):
-            raise ThresholdError(f"{path}: [sku.{name}] is not a SKU table; use a SKU name such as MI300X")
+            raise ThresholdError(
+                f"{path}: [sku.{name}] is not a SKU table; use a SKU name such as MI300X"
+            )
         if sku in per_sku:
             raise ThresholdError(f"{path}: [sku.{name}] is {sku} again; keep one table per SKU")
         per_sku[sku] = _check_table(path, f"sku.{name}", table)
@@ -98,10 +146,17 @@ def load(path: str | Path | None = None) -> Thresholds:
         for key in RELATIVE_KEYS:
             if key not in default:
                 default[key] = packaged[key]
-                default[f"{key}_source"] = f"the packaged thresholds.toml (not set in {path}): {packaged[f'{key}_source']}"
-    for where, table in (("default", default), *((f"sku.{sku}", values) for sku, values in per_sku.items())):
+                default[f"{key}_source"] = (
+                    f"the packaged thresholds.toml (not set in {path}): {packaged[f'{key}_source']}"
+                )
+    for where, table in (
+        ("default", default),
+        *((f"sku.{sku}", values) for sku, values in per_sku.items()),
+    ):
         merged = {**default, **table}
         if merged.get("peer_degraded_pct", 0) > merged.get("peer_failed_pct", 100):
-            raise ThresholdError(f"{path}: [{where}] peer_degraded_pct = {merged['peer_degraded_pct']:g} is above "
-                                 f"peer_failed_pct = {merged['peer_failed_pct']:g}; degraded comes first")
+            raise ThresholdError(
+                f"{path}: [{where}] peer_degraded_pct = {merged['peer_degraded_pct']:g} is above "
+                f"peer_failed_pct = {merged['peer_failed_pct']:g}; degraded comes first"
+            )
     return Thresholds(path, default, per_sku)

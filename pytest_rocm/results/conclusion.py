@@ -40,32 +40,48 @@ TEST_PACKAGES = ("tests",)
 # vllm._C_stable_libtorch, vllm.cumem_allocator, vllm.vllm_flash_attn._vllm_fa2_C, ...): a plain source checkout
 # has none of them.
 _COMPILED = re.compile(r"(?:^|\.)(?:_\w*C|cumem_allocator)$")
-_NO_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)'?"
-                        r"(?:; '([\w.]+)' is not a package)?")
-_CANNOT_IMPORT = re.compile(r"ImportError: cannot import name '(\w+)' from '([\w.]+)' \(([^)\n]*)\)")
+_NO_MODULE = re.compile(
+    r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)'?"
+    r"(?:; '([\w.]+)' is not a package)?"
+)
+_CANNOT_IMPORT = re.compile(
+    r"ImportError: cannot import name '(\w+)' from '([\w.]+)' \(([^)\n]*)\)"
+)
 _INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
-TEST_REQUIREMENTS_FIX = ("install the project's test requirements in the job's image (vLLM: `pip install -r "
-                         "requirements/test.txt`, the versions it pins)")
-SHADOW_FIX = ("a plain checkout's {package}/ folder shadows the installed package: run pytest from a directory where "
-              "the installed one wins (vLLM's CI runs from the checkout's tests/ folder) or install the checkout "
-              "with `pip install -e .`")
+TEST_REQUIREMENTS_FIX = (
+    "install the project's test requirements in the job's image (vLLM: `pip install -r "
+    "requirements/test.txt`, the versions it pins)"
+)
+SHADOW_FIX = (
+    "a plain checkout's {package}/ folder shadows the installed package: run pytest from a directory where "
+    "the installed one wins (vLLM's CI runs from the checkout's tests/ folder) or install the checkout "
+    "with `pip install -e .`"
+)
 # pytest-xdist's own text when two workers collected different tests (xdist/report.py: report_collection_diff);
 # the controller keeps the end of a collection error's text, so its last line is what is sure to be there.
-_XDIST_DIFF = re.compile(r"Different tests were collected between (\S+) and (\S+)\.|To see why this happens see "
-                         r"'Known limitations' in documentation for pytest-xdist")
-HASH_SEED_FIX = ("test ids that change from process to process come from parametrizing over a set, whose order "
-                 "follows Python's per-process hash seed (vLLM's tests do): set PYTHONHASHSEED=0 in the job's "
-                 "environment so every xdist worker collects the same ids in the same order")
+_XDIST_DIFF = re.compile(
+    r"Different tests were collected between (\S+) and (\S+)\.|To see why this happens see "
+    r"'Known limitations' in documentation for pytest-xdist"
+)
+HASH_SEED_FIX = (
+    "test ids that change from process to process come from parametrizing over a set, whose order "
+    "follows Python's per-process hash seed (vLLM's tests do): set PYTHONHASHSEED=0 in the job's "
+    "environment so every xdist worker collects the same ids in the same order"
+)
 
 
-def completeness(session: dict | None, collection: dict | None, tests: dict[str, dict], signatures) -> dict:
+def completeness(
+    session: dict | None, collection: dict | None, tests: dict[str, dict], signatures
+) -> dict:
     """Whether the run executed what it collected: causes, collection errors, and the gates that never ran.
     `session` and `collection` are the run's end-of-run and collection records (None when missing)."""
     causes: list[str] = []
     errors = []
     if session is None:
-        causes.append("the run did not finish: no end-of-run record (the controller was killed, or the run is "
-                      "still going)")
+        causes.append(
+            "the run did not finish: no end-of-run record (the controller was killed, or the run is "
+            "still going)"
+        )
     else:
         exit_status = session.get("exitstatus")
         if exit_status in STOPPED_EXIT and not session.get("collection_errors"):
@@ -74,21 +90,36 @@ def completeness(session: dict | None, collection: dict | None, tests: dict[str,
             causes.append(f"pytest stopped early: {session['stopped']}")
         for error in session.get("collection_errors") or []:
             cause = collection_error_cause(error.get("text", ""), signatures)
-            errors.append({"nodeid": error.get("nodeid"), "cause": cause["kind"], "detail": cause["detail"]})
+            errors.append(
+                {"nodeid": error.get("nodeid"), "cause": cause["kind"], "detail": cause["detail"]}
+            )
         if errors:
-            causes.append(f"{len(errors)} collection error(s): " + "; ".join(
-                f"{e['nodeid']} ({e['detail'] if e['cause'] == 'infra' else 'the change: ' + e['detail']})"
-                for e in errors[:5]))
+            causes.append(
+                f"{len(errors)} collection error(s): "
+                + "; ".join(
+                    f"{e['nodeid']} ({e['detail'] if e['cause'] == 'infra' else 'the change: ' + e['detail']})"
+                    for e in errors[:5]
+                )
+            )
     specs = (collection or {}).get("specs") or {}
-    never_ran = sorted(n for n, spec in specs.items() if (spec.get("gate") or spec.get("blocking"))
-                       and (n not in tests or tests[n]["status"] == "interrupted"))
+    never_ran = sorted(
+        n
+        for n, spec in specs.items()
+        if (spec.get("gate") or spec.get("blocking"))
+        and (n not in tests or tests[n]["status"] == "interrupted")
+    )
     if never_ran:
         causes.append(f"{len(never_ran)} gate(s) collected but never ran to the end")
     interrupted = sorted(n for n, t in tests.items() if t["status"] == "interrupted")
     if interrupted and not never_ran:
         causes.append(f"{len(interrupted)} test(s) interrupted")
-    return {"complete": not causes, "incomplete_causes": causes, "collection_errors": errors,
-            "never_ran": never_ran, "collected": (collection or {}).get("tests")}
+    return {
+        "complete": not causes,
+        "incomplete_causes": causes,
+        "collection_errors": errors,
+        "never_ran": never_ran,
+        "collected": (collection or {}).get("tests"),
+    }
 
 
 def collection_error_cause(text: str, signatures) -> dict:
@@ -101,12 +132,20 @@ def collection_error_cause(text: str, signatures) -> dict:
         return {"kind": "infra", "detail": differing}
     signature = find_signature([text], signatures)
     if signature is not None:
-        return {"kind": "infra", "detail": f"infrastructure: {signature['name']}: {signature['line']}"}
+        return {
+            "kind": "infra",
+            "detail": f"infrastructure: {signature['name']}: {signature['line']}",
+        }
     missing = _missing_module(text)
     if missing is not None:
         return missing
-    lines = [line for line in text.strip().splitlines() if line.startswith("E ")] or text.strip().splitlines()
-    return {"kind": "change", "detail": (lines[-1] if lines else "no detail").removeprefix("E").strip()[:300]}
+    lines = [
+        line for line in text.strip().splitlines() if line.startswith("E ")
+    ] or text.strip().splitlines()
+    return {
+        "kind": "change",
+        "detail": (lines[-1] if lines else "no detail").removeprefix("E").strip()[:300],
+    }
 
 
 def _xdist_difference(text: str) -> str | None:
@@ -118,9 +157,16 @@ def _xdist_difference(text: str) -> str | None:
     header = re.search(r"Different tests were collected between (\S+) and (\S+)\.", text)
     between = f" ({header.group(1)} and {header.group(2)})" if header else ""
     files: list[str] = []
-    ids: set[str] = set()  # an id only one worker has, or one both have in another place (`-` and `+`)
+    ids: set[str] = (
+        set()
+    )  # an id only one worker has, or one both have in another place (`-` and `+`)
     for line in text.splitlines():
-        if line[:1] not in "+-" or line.startswith(("---", "+++")) or len(line) < 2 or " " in line[1:].split("::")[0]:
+        if (
+            line[:1] not in "+-"
+            or line.startswith(("---", "+++"))
+            or len(line) < 2
+            or " " in line[1:].split("::")[0]
+        ):
             continue
         ids.add(line[1:])
         path = line[1:].split("::", 1)[0]
@@ -128,8 +174,9 @@ def _xdist_difference(text: str) -> str | None:
             files.append(path)
     if files:
         shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
-        what = (f"{len(ids)} test id(s) differ or stand in another order, in {shown}"
-                + ("" if header else " (the start of xdist's list was cut)"))
+        what = f"{len(ids)} test id(s) differ or stand in another order, in {shown}" + (
+            "" if header else " (the start of xdist's list was cut)"
+        )
     else:
         what = "xdist's list of the differing ids was cut"
     return f"run problem: the xdist workers{between} collected different tests: {what}; {HASH_SEED_FIX}"
@@ -141,38 +188,55 @@ def _missing_module(text: str) -> dict | None:
     for name, _ in missing:  # anywhere in the text: the import of one is what broke what followed
         top = name.split(".")[0]
         if top in PROJECT_PACKAGES and _COMPILED.search(name):
-            return _setup(f"{PROJECT_PACKAGES[top]} was imported without its compiled extensions (`No module named "
-                          f"{name!r}`): a plain source checkout, not an installed build; "
-                          + SHADOW_FIX.format(package=top))
+            return _setup(
+                f"{PROJECT_PACKAGES[top]} was imported without its compiled extensions (`No module named "
+                f"{name!r}`): a plain source checkout, not an installed build; "
+                + SHADOW_FIX.format(package=top)
+            )
     if missing:
         name, not_package = missing[-1]
         top = name.split(".")[0]
         if not_package:
-            return _setup(f"`{not_package}` is a module, not the package: a file named {not_package}.py shadows "
-                          f"it (`No module named {name!r}`); rename that file or run from another directory")
+            return _setup(
+                f"`{not_package}` is a module, not the package: a file named {not_package}.py shadows "
+                f"it (`No module named {name!r}`); rename that file or run from another directory"
+            )
         if top in PROJECT_PACKAGES or top in TEST_PACKAGES:
             if name == top:
                 if top in TEST_PACKAGES:
-                    return _setup(f"the test tree's package {top!r} does not import (`No module named {top!r}`): "
-                                  "run pytest from the checkout, with its rootdir at the tree's root")
-                return _setup(f"{PROJECT_PACKAGES[top]} is not installed on this runner (`No module named {top!r}`): "
-                              f"install {PROJECT_PACKAGES[top]} in the job's image before the tests run")
-            return {"kind": "change", "detail": f"ModuleNotFoundError: No module named {name!r}: the change's "
-                                                f"own package has no module {name!r} (removed or renamed while "
-                                                "something still imports it)"}
-        return _setup(f"the test requirement {top!r} is not installed on this runner (`No module named {name!r}`): "
-                      + TEST_REQUIREMENTS_FIX)
+                    return _setup(
+                        f"the test tree's package {top!r} does not import (`No module named {top!r}`): "
+                        "run pytest from the checkout, with its rootdir at the tree's root"
+                    )
+                return _setup(
+                    f"{PROJECT_PACKAGES[top]} is not installed on this runner (`No module named {top!r}`): "
+                    f"install {PROJECT_PACKAGES[top]} in the job's image before the tests run"
+                )
+            return {
+                "kind": "change",
+                "detail": f"ModuleNotFoundError: No module named {name!r}: the change's "
+                f"own package has no module {name!r} (removed or renamed while "
+                "something still imports it)",
+            }
+        return _setup(
+            f"the test requirement {top!r} is not installed on this runner (`No module named {name!r}`): "
+            + TEST_REQUIREMENTS_FIX
+        )
     cannot = list(_CANNOT_IMPORT.finditer(text))
     if cannot:
         name, module, where = cannot[-1].groups()
         top = module.split(".")[0]
         if top in PROJECT_PACKAGES and where == "unknown location":
-            return _setup(f"{module!r} was imported from a folder that is not the installed package (`cannot import "
-                          f"name {name!r} from {module!r} (unknown location)`): "
-                          + SHADOW_FIX.format(package=top))
+            return _setup(
+                f"{module!r} was imported from a folder that is not the installed package (`cannot import "
+                f"name {name!r} from {module!r} (unknown location)`): "
+                + SHADOW_FIX.format(package=top)
+            )
         if top not in PROJECT_PACKAGES and top not in TEST_PACKAGES and _INSTALLED.search(where):
-            return _setup(f"the installed {top!r} has no {name!r} (`cannot import name {name!r} from {module!r}`): "
-                          f"another version than the tests need; " + TEST_REQUIREMENTS_FIX)
+            return _setup(
+                f"the installed {top!r} has no {name!r} (`cannot import name {name!r} from {module!r}`): "
+                f"another version than the tests need; " + TEST_REQUIREMENTS_FIX
+            )
     return None
 
 
@@ -180,50 +244,78 @@ def _setup(detail: str) -> dict:
     return {"kind": "infra", "detail": "set-up problem: " + detail}
 
 
-def conclusion(tests: dict[str, dict], run: dict, runner: str | None = None,
-               preflight: dict | None = None) -> tuple[str, str]:
+def conclusion(
+    tests: dict[str, dict], run: dict, runner: str | None = None, preflight: dict | None = None
+) -> tuple[str, str]:
     """The run's conclusion and why (the rules are in this module's docstring)."""
     blocking = {nodeid: t for nodeid, t in tests.items() if t["blocking"]}
     regressions = sorted(n for n, t in blocking.items() if t["verdict"] == "regression")
     unconfirmed = sorted(n for n, t in blocking.items() if t["verdict"] == "unconfirmed")
     unconfirmed_plain = [n for n in unconfirmed if not _signature_of(blocking[n])]
     broken_files = [e for e in run["collection_errors"] if e["cause"] == "change"]
-    infra = sorted(n for n, t in blocking.items() if t["verdict"] == "infra") + \
-        [n for n in unconfirmed if n not in unconfirmed_plain]
+    infra = sorted(n for n, t in blocking.items() if t["verdict"] == "infra") + [
+        n for n in unconfirmed if n not in unconfirmed_plain
+    ]
     executed = [n for n, t in blocking.items() if t["attempts"][0]["status"] in EXECUTED]
     if regressions or unconfirmed_plain or broken_files:
         parts = []
         if regressions:
-            parts.append(f"{len(regressions)} blocking gate(s) regressed: {', '.join(regressions[:10])}")
+            parts.append(
+                f"{len(regressions)} blocking gate(s) regressed: {', '.join(regressions[:10])}"
+            )
         if unconfirmed_plain:
-            parts.append(f"{len(unconfirmed_plain)} blocking gate(s) failed and were not rerun: "
-                         f"{', '.join(unconfirmed_plain[:10])}")
+            parts.append(
+                f"{len(unconfirmed_plain)} blocking gate(s) failed and were not rerun: "
+                f"{', '.join(unconfirmed_plain[:10])}"
+            )
         if broken_files:
-            parts.append(f"{len(broken_files)} test file(s) failed to collect (a defect of the change: it "
-                         f"reproduces): " + "; ".join(f"{e['nodeid']}: {e['detail']}" for e in broken_files[:5]))
+            parts.append(
+                f"{len(broken_files)} test file(s) failed to collect (a defect of the change: it "
+                f"reproduces): "
+                + "; ".join(f"{e['nodeid']}: {e['detail']}" for e in broken_files[:5])
+            )
         return "failure", "; ".join(parts)
     if not run["complete"]:
-        return "incomplete", "the run did not execute what it collected: " + "; ".join(run["incomplete_causes"])
+        return "incomplete", "the run did not execute what it collected: " + "; ".join(
+            run["incomplete_causes"]
+        )
     if infra or (preflight is not None and not preflight.get("ok")):
         where = f" on runner {runner}" if runner else ""
         if not infra:
-            return "neutral", (f"the health probe failed{where} before any test ran on devices "
-                               f"{','.join(map(str, preflight.get('devices', [])))} ({preflight.get('detail')}); "
-                               "rerun on another runner")
+            return "neutral", (
+                f"the health probe failed{where} before any test ran on devices "
+                f"{','.join(map(str, preflight.get('devices', [])))} ({preflight.get('detail')}); "
+                "rerun on another runner"
+            )
         # the devices of the attempts that failed: a rerun that passed ran on a healthy device
-        devices = sorted({str(d) for n in infra for a in blocking[n]["attempts"] if a["status"] != "passed"
-                          for d in (a.get("gpus") or [])}, key=lambda d: (len(d), d))
+        devices = sorted(
+            {
+                str(d)
+                for n in infra
+                for a in blocking[n]["attempts"]
+                if a["status"] != "passed"
+                for d in (a.get("gpus") or [])
+            },
+            key=lambda d: (len(d), d),
+        )
         on = f" (devices {','.join(devices)})" if devices else ""
         recovered = [n for n in infra if blocking[n]["attempts"][-1]["status"] == "passed"]
         if len(recovered) == len(infra):
-            return "neutral", (f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on} and passed on "
-                               f"their rerun: nothing to rerun; the faulty devices are the suspects "
-                               f"({', '.join(infra[:10])})")
+            return "neutral", (
+                f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on} and passed on "
+                f"their rerun: nothing to rerun; the faulty devices are the suspects "
+                f"({', '.join(infra[:10])})"
+            )
         left = [n for n in infra if n not in recovered]
-        return "neutral", (f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on}; "
-                           f"rerun on another runner the {len(left)} that never passed: {', '.join(left[:10])}")
+        return "neutral", (
+            f"{len(infra)} blocking gate(s) hit infrastructure faults{where}{on}; "
+            f"rerun on another runner the {len(left)} that never passed: {', '.join(left[:10])}"
+        )
     if not executed:
-        return "skipped", "no blocking gate ran on this runner (none collected, or none applicable here)"
+        return (
+            "skipped",
+            "no blocking gate ran on this runner (none collected, or none applicable here)",
+        )
     flaky = [n for n, t in blocking.items() if t["verdict"] == "flaky"]
     note = f" ({len(flaky)} flaky, reported)" if flaky else ""
     return "success", f"{len(executed)} blocking gate(s) ran, none regressed{note}"

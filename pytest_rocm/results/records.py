@@ -40,11 +40,17 @@ class RecordWriter:
         body = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
         self.write_encoded(body[:-1] + self._common + encoded_extra + "}\n")
 
-    def write_phase(self, encoded_nodeid: str, when: str, outcome: str, duration: float, encoded_extra: str) -> None:
+    def write_phase(
+        self, encoded_nodeid: str, when: str, outcome: str, duration: float, encoded_extra: str
+    ) -> None:
         """The common record (a phase that passed or skipped, nothing else to say), formatted directly."""
-        os.write(self._fd, (f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"{outcome}",'
-                            f'"duration":{duration:.6f},"t":{time.time():.6f}{self._common}{encoded_extra}}}\n'
-                            ).encode())
+        os.write(
+            self._fd,
+            (
+                f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"{outcome}",'
+                f'"duration":{duration:.6f},"t":{time.time():.6f}{self._common}{encoded_extra}}}\n'
+            ).encode(),
+        )
 
     def write_encoded(self, line: str) -> None:
         os.write(self._fd, line.encode("utf-8"))
@@ -89,9 +95,15 @@ def unreadable_file(path: Path) -> str | None:
     else:
         if stat.S_ISREG(mode):
             return None
-        why = "a folder, not a records file" if stat.S_ISDIR(mode) else "not a plain file (a pipe, socket or device)"
-    return (f"{path}: {why}; a records file is the JSON lines one process of the run wrote there: put the run's own "
-            f"file in its place, or move this out of the folder")
+        why = (
+            "a folder, not a records file"
+            if stat.S_ISDIR(mode)
+            else "not a plain file (a pipe, socket or device)"
+        )
+    return (
+        f"{path}: {why}; a records file is the JSON lines one process of the run wrote there: put the run's own "
+        f"file in its place, or move this out of the folder"
+    )
 
 
 def read_records(directory: Path) -> LoadedRecords:
@@ -102,8 +114,10 @@ def read_records(directory: Path) -> LoadedRecords:
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError as exc:  # it went away, or this user may not read it
-                problem = (f"{path}: cannot be read ({exc.strerror or exc}); make it readable to this user, or "
-                           "move it out of the folder")
+                problem = (
+                    f"{path}: cannot be read ({exc.strerror or exc}); make it readable to this user, or "
+                    "move it out of the folder"
+                )
         if problem is not None:
             loaded.unreadable.append(problem)
             loaded.problems.append(f"{problem}; skipped")
@@ -117,7 +131,11 @@ def read_records(directory: Path) -> LoadedRecords:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 last = number == len(lines) and not text.endswith("\n")
-                why = "truncated last line (the process died while writing it)" if last else f"not JSON ({exc.msg})"
+                why = (
+                    "truncated last line (the process died while writing it)"
+                    if last
+                    else f"not JSON ({exc.msg})"
+                )
                 loaded.problems.append(f"{path}:{number}: {why}; skipped")
                 continue
             problem = record_problem(record)
@@ -163,7 +181,9 @@ def split_attempts(records: list[dict]) -> list[list[dict]]:
     for record in records:
         if record.get("crashed"):
             if current is None:
-                attempts.append([record])  # the worker died before it wrote anything for this attempt
+                attempts.append(
+                    [record]
+                )  # the worker died before it wrote anything for this attempt
             else:
                 current.append(record)
             current = None
@@ -185,8 +205,12 @@ def last_attempt_records(path: Path, nodeid: str) -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(record, dict) and record.get("nodeid") == nodeid and record_problem(record) is None \
-                and "kind" not in record:
+        if (
+            isinstance(record, dict)
+            and record.get("nodeid") == nodeid
+            and record_problem(record) is None
+            and "kind" not in record
+        ):
             mine.append(record)
     attempts = split_attempts(mine)
     return attempts[-1] if attempts else []

@@ -31,13 +31,25 @@ from pytest_rocm.results.verdicts import (
 from pytest_rocm.schemas.artifacts import schema
 
 GATE_REPORT_SCHEMA = schema("gate-report")
-STATUSES = ("passed", "failed", "error", "crashed", "interrupted", "skipped", "xfailed", "xpassed", "known_gap",
-            "not_applicable")
+STATUSES = (
+    "passed",
+    "failed",
+    "error",
+    "crashed",
+    "interrupted",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "known_gap",
+    "not_applicable",
+)
 VERDICT_COLUMNS = ("regression", "unconfirmed", "infra", "flaky")
 FAILED = {"failed", "error", "crashed"}
 
 
-def attempt_status(records: list[dict], known_gap: dict | None, run_ended: bool = True) -> tuple[str, str, str]:
+def attempt_status(
+    records: list[dict], known_gap: dict | None, run_ended: bool = True
+) -> tuple[str, str, str]:
     """(status, detail, one-line message) of one attempt. `run_ended`: the run reached its end normally, so an
     attempt without an end died with its process (crashed), not with the run (interrupted)."""
     crash = next((r for r in records if r.get("crashed")), None)
@@ -50,12 +62,19 @@ def attempt_status(records: list[dict], known_gap: dict | None, run_ended: bool 
     if call is not None and call["outcome"] == "failed":
         return "failed", call.get("failure", ""), call.get("message", "")
     if failed:
-        return ("error", f"{failed[0]['when']} failed: {failed[0].get('failure', '')}",
-                f"{failed[0]['when']} failed: {failed[0].get('message', '')}")
+        return (
+            "error",
+            f"{failed[0]['when']} failed: {failed[0].get('failure', '')}",
+            f"{failed[0]['when']} failed: {failed[0].get('message', '')}",
+        )
     if call is not None and call.get("wasxfail") is not None:
         if call["outcome"] == "passed":
             detail = call["wasxfail"] or ""
-            return "xpassed", f"known gap now passes, remove its marker: {detail}" if known_gap else detail, ""
+            return (
+                "xpassed",
+                f"known gap now passes, remove its marker: {detail}" if known_gap else detail,
+                "",
+            )
         if known_gap:
             return "known_gap", f"{known_gap['reason']} ({known_gap['issue']})", ""
         return "xfailed", call["wasxfail"] or "", ""
@@ -81,7 +100,9 @@ def evidence_texts(records: list[dict]) -> list[str]:
     texts = []
     for record in records:
         failure = record.get("failure", "")
-        texts.append(failure if record.get("crashed") or record.get("hang") else failure_evidence(failure))
+        texts.append(
+            failure if record.get("crashed") or record.get("hang") else failure_evidence(failure)
+        )
         # pytest's one-line summary is the last exception of a chain; the failure's text is kept from its head
         # (FAILURE_HEAD_CHARS), so a long chain (huggingface_hub's, over httpx's) loses it there
         message = record.get("message", "")
@@ -91,7 +112,9 @@ def evidence_texts(records: list[dict]) -> list[str]:
     return [t for t in texts if t]
 
 
-def status_of_test(records: list[dict], probes: list[dict], signatures, run_ended: bool = True) -> dict:
+def status_of_test(
+    records: list[dict], probes: list[dict], signatures, run_ended: bool = True
+) -> dict:
     """Attempts, final status, verdict and evidence of one test from its records (in time order)."""
     first = records[0]
     if len(records) == 3 and all(r["outcome"] == "passed" and "wasxfail" not in r for r in records):
@@ -111,20 +134,34 @@ def status_of_test(records: list[dict], probes: list[dict], signatures, run_ende
     for attempt_records in split_attempts(records):
         status, detail, message = attempt_status(attempt_records, known_gap, run_ended)
         gpus = next((r["gpus"] for r in attempt_records if r.get("gpus") is not None), None)
-        attempt = {"status": status, "worker": attempt_records[0].get("worker"), "gpus": gpus,
-                   "duration": round(sum(r.get("duration", 0.0) for r in attempt_records), 6)}
+        attempt = {
+            "status": status,
+            "worker": attempt_records[0].get("worker"),
+            "gpus": gpus,
+            "duration": round(sum(r.get("duration", 0.0) for r in attempt_records), 6),
+        }
         if status in FAILED:
             attempt["signature"] = find_signature(evidence_texts(attempt_records), signatures)
             attempt["message"] = message
-            attempt["phase"] = next((r["when"] for r in attempt_records if r["outcome"] == "failed"), "call")
-            exit_code = next((r["exit_code"] for r in attempt_records if r.get("exit_code") is not None), None)
+            attempt["phase"] = next(
+                (r["when"] for r in attempt_records if r["outcome"] == "failed"), "call"
+            )
+            exit_code = next(
+                (r["exit_code"] for r in attempt_records if r.get("exit_code") is not None), None
+            )
             if exit_code is not None:
                 attempt["exit_code"] = exit_code
         attempts.append((attempt, detail))
     final, detail = attempts[-1]
-    result.update(status=final["status"], detail=detail, message=final.get("message", ""),
-                  duration=round(sum(a["duration"] for a, _ in attempts), 6), worker=final["worker"],
-                  attempts=[a for a, _ in attempts], probes=probes)
+    result.update(
+        status=final["status"],
+        detail=detail,
+        message=final.get("message", ""),
+        duration=round(sum(a["duration"] for a, _ in attempts), 6),
+        worker=final["worker"],
+        attempts=[a for a, _ in attempts],
+        probes=probes,
+    )
     first_status = attempts[0][0]["status"]
     if first_status == "interrupted":
         result["verdict"], result["verdict_reason"] = "interrupted", detail
@@ -134,8 +171,14 @@ def status_of_test(records: list[dict], probes: list[dict], signatures, run_ende
         result["message"] = first_failure[0].get("message", "")
         result["detail"] = first_failure[1] if result["verdict"] != "flaky" else detail
     else:
-        result["verdict"] = {"passed": "pass", "xpassed": "pass", "known_gap": "known_gap", "skipped": "skipped",
-                             "xfailed": "skipped", "not_applicable": "not_applicable"}[first_status]
+        result["verdict"] = {
+            "passed": "pass",
+            "xpassed": "pass",
+            "known_gap": "known_gap",
+            "skipped": "skipped",
+            "xfailed": "skipped",
+            "not_applicable": "not_applicable",
+        }[first_status]
         result["verdict_reason"] = ""
     return result
 
@@ -144,34 +187,55 @@ def _plain_pass(records: list[dict]) -> dict:
     first = records[0]
     gpus = first.get("gpus")
     duration = round(sum(r.get("duration", 0.0) for r in records), 6)
-    return {"group": first.get("group"), "blocking": bool(first.get("blocking")), "gate": bool(first.get("gate")),
-            "requires": first.get("requires"), "known_gap": first.get("known_gap"), "status": "passed", "detail": "",
-            "message": "", "duration": duration, "worker": first.get("worker"),
-            "attempts": [{"status": "passed", "worker": first.get("worker"), "gpus": gpus, "duration": duration}],
-            "probes": [], "verdict": "pass", "verdict_reason": "", **(
-                {"quarantine": first["quarantine"]} if "quarantine" in first else {})}
+    return {
+        "group": first.get("group"),
+        "blocking": bool(first.get("blocking")),
+        "gate": bool(first.get("gate")),
+        "requires": first.get("requires"),
+        "known_gap": first.get("known_gap"),
+        "status": "passed",
+        "detail": "",
+        "message": "",
+        "duration": duration,
+        "worker": first.get("worker"),
+        "attempts": [
+            {"status": "passed", "worker": first.get("worker"), "gpus": gpus, "duration": duration}
+        ],
+        "probes": [],
+        "verdict": "pass",
+        "verdict_reason": "",
+        **({"quarantine": first["quarantine"]} if "quarantine" in first else {}),
+    }
 
 
-def summarise(records: list[dict], group_of=None, signatures=None, run_ended: bool = True) -> dict[str, dict]:
+def summarise(
+    records: list[dict], group_of=None, signatures=None, run_ended: bool = True
+) -> dict[str, dict]:
     """nodeid -> test status, in the order tests first appear. `group_of(nodeid)` fills missing groups."""
     signatures = signatures if signatures is not None else build_signatures()
     by_test: dict[str, list[dict]] = defaultdict(list)
     probes: dict[str, list[dict]] = defaultdict(list)
-    for record in sorted(records, key=lambda r: r.get("t", 0.0)):  # stable: same-time records keep file order
+    for record in sorted(
+        records, key=lambda r: r.get("t", 0.0)
+    ):  # stable: same-time records keep file order
         if record.get("kind") in RUN_KINDS:
             continue
         (probes if record.get("kind") == "probe" else by_test)[record["nodeid"]].append(record)
     tests = {}
     for nodeid, recs in by_test.items():
-        tests[nodeid] = status_of_test(recs, [_probe_summary(p) for p in probes.get(nodeid, [])], signatures,
-                                       run_ended)
+        tests[nodeid] = status_of_test(
+            recs, [_probe_summary(p) for p in probes.get(nodeid, [])], signatures, run_ended
+        )
         if tests[nodeid]["group"] is None and group_of is not None:
             tests[nodeid]["group"] = group_of(nodeid)
     return tests
 
 
 def _probe_summary(record: dict) -> dict:
-    return {k: record.get(k) for k in ("ok", "devices", "detail", "exit_code", "command", "after_attempt")}
+    return {
+        k: record.get(k)
+        for k in ("ok", "devices", "detail", "exit_code", "command", "after_attempt")
+    }
 
 
 def group_counts(tests: dict[str, dict]) -> dict[str, dict[str, int]]:
@@ -181,14 +245,20 @@ def group_counts(tests: dict[str, dict]) -> dict[str, dict[str, int]]:
         group[test["status"]] += 1
         if test["verdict"] in VERDICT_COLUMNS:
             group[test["verdict"]] += 1
-    return {group: {s: c[s] for s in STATUSES + VERDICT_COLUMNS} | {"total": sum(c[s] for s in STATUSES)}
-            for group, c in sorted(counts.items())}
+    return {
+        group: {s: c[s] for s in STATUSES + VERDICT_COLUMNS}
+        | {"total": sum(c[s] for s in STATUSES)}
+        for group, c in sorted(counts.items())
+    }
 
 
 def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
     """(status, reason, count) for every test that did not run, most common first."""
-    reasons = Counter((t["status"], t["detail"]) for t in tests.values()
-                      if t["status"] in ("skipped", "known_gap", "not_applicable", "xfailed"))
+    reasons = Counter(
+        (t["status"], t["detail"])
+        for t in tests.values()
+        if t["status"] in ("skipped", "known_gap", "not_applicable", "xfailed")
+    )
     return [(status, reason, n) for (status, reason), n in reasons.most_common()]
 
 
@@ -199,14 +269,20 @@ def frameworks_against_reference(records: list[dict]) -> list[dict]:
     for record in sorted(records, key=lambda r: r.get("t", 0.0)):
         for measured in record.get("measurements") or ():
             if measured.get("kind") == "golden" and measured.get("framework"):
-                rows[(record["nodeid"], measured["metric"])] = {"nodeid": record["nodeid"], **measured}
+                rows[(record["nodeid"], measured["metric"])] = {
+                    "nodeid": record["nodeid"],
+                    **measured,
+                }
     return list(rows.values())
 
 
-def build_gate_report(records: list[dict], manifest: dict, problems: list[str], group_of=None,
-                      signatures=None) -> dict:
+def build_gate_report(
+    records: list[dict], manifest: dict, problems: list[str], group_of=None, signatures=None
+) -> dict:
     signatures = signatures if signatures is not None else build_signatures()
-    run_records = {r["kind"]: r for r in records if r.get("kind") in RUN_KINDS}  # one each (servers: the manifest)
+    run_records = {
+        r["kind"]: r for r in records if r.get("kind") in RUN_KINDS
+    }  # one each (servers: the manifest)
     session, preflight = run_records.get("session"), run_records.get("preflight")
     run_ended = session is not None and session.get("exitstatus") not in STOPPED_EXIT
     tests = summarise(records, group_of, signatures, run_ended)
@@ -217,7 +293,9 @@ def build_gate_report(records: list[dict], manifest: dict, problems: list[str], 
         "conclusion": verdict,
         "conclusion_reason": why,
         **run,
-        "preflight": {k: preflight.get(k) for k in ("ok", "devices", "detail", "command")} if preflight else None,
+        "preflight": {k: preflight.get(k) for k in ("ok", "devices", "detail", "command")}
+        if preflight
+        else None,
         "groups": group_counts(tests),
         "skip_reasons": [{"status": s, "reason": r, "count": n} for s, r, n in skip_reasons(tests)],
         "tests": tests,

@@ -54,10 +54,21 @@ def describe_exit(code: int | None) -> str:
 
 def run_probe(argv: list[str], devices: list[int], vendor: str) -> dict:
     """Run the health probe with `devices` visible; {"ok", "detail", "exit_code"}. Never raises."""
-    env = dict(os.environ, PYTEST_ROCM_PROBE_DEVICES=",".join(map(str, devices)), **visible_devices_env(vendor, devices))
+    env = dict(
+        os.environ,
+        PYTEST_ROCM_PROBE_DEVICES=",".join(map(str, devices)),
+        **visible_devices_env(vendor, devices),
+    )
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S,
-                              errors="replace", stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=PROBE_TIMEOUT_S,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+        )
         output = (done.stdout + done.stderr).strip()
         ok, code = done.returncode == 0, done.returncode
         detail = output.splitlines()[-1] if output else f"exit code {code}"
@@ -69,9 +80,18 @@ def run_probe(argv: list[str], devices: list[int], vendor: str) -> dict:
 
 
 class RerunPlanner:
-    def __init__(self, *, reruns: int, probe_argv: list[str], signatures: list[Signature], session_id: str,
-                 all_devices: list[int], vendor: str, write_probe: Callable[[str, dict], None],
-                 hand_over: Callable[[str], bool] = lambda nodeid: False):
+    def __init__(
+        self,
+        *,
+        reruns: int,
+        probe_argv: list[str],
+        signatures: list[Signature],
+        session_id: str,
+        all_devices: list[int],
+        vendor: str,
+        write_probe: Callable[[str, dict], None],
+        hand_over: Callable[[str], bool] = lambda nodeid: False,
+    ):
         self.reruns = reruns
         self.probe_argv = probe_argv
         self.signatures = signatures
@@ -90,8 +110,11 @@ class RerunPlanner:
         # Called for every phase of every test: only failures and attempt ends matter.
         if report.failed and property_of(report, "rocm_blocking") == "true":
             gpus = property_of(report, "rocm_gpus")
-            self._note_failure(report.nodeid, [int(d) for d in gpus.split(",") if d] if gpus is not None else None,
-                               [failure_evidence(report.longreprtext), report.capstdout, report.capstderr])
+            self._note_failure(
+                report.nodeid,
+                [int(d) for d in gpus.split(",") if d] if gpus is not None else None,
+                [failure_evidence(report.longreprtext), report.capstdout, report.capstderr],
+            )
         if report.when == "setup":
             self.awaiting.discard(report.nodeid)
         elif report.when == "teardown" and property_of(report, "rocm_blocking") == "true":
@@ -102,9 +125,15 @@ class RerunPlanner:
         if not record.get("blocking"):
             return
         if record["outcome"] == "failed":
-            self._note_failure(record["nodeid"], record.get("gpus"),
-                               [failure_evidence(record.get("failure", "")), record.get("stdout_tail", ""),
-                                record.get("stderr_tail", "")])
+            self._note_failure(
+                record["nodeid"],
+                record.get("gpus"),
+                [
+                    failure_evidence(record.get("failure", "")),
+                    record.get("stdout_tail", ""),
+                    record.get("stderr_tail", ""),
+                ],
+            )
         if record["when"] == "teardown":
             self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()))
 
@@ -115,7 +144,9 @@ class RerunPlanner:
             attempt.devices = devices
         attempt.texts += texts
 
-    def on_crash(self, nodeid: str, texts: list[str], devices: list[int] | None, blocking: bool) -> None:
+    def on_crash(
+        self, nodeid: str, texts: list[str], devices: list[int] | None, blocking: bool
+    ) -> None:
         self.current.pop(nodeid, None)
         self.awaiting.discard(nodeid)
         if blocking:
@@ -146,5 +177,11 @@ class RerunPlanner:
     # -- the health probe -----------------------------------------------------------------------
     def probe(self, nodeid: str, devices: list[int]) -> None:
         result = run_probe(self.probe_argv, devices, self.vendor)
-        self.write_probe(nodeid, {**result, "command": " ".join(self.probe_argv),
-                                  "after_attempt": self.finished[nodeid] - 1})
+        self.write_probe(
+            nodeid,
+            {
+                **result,
+                "command": " ".join(self.probe_argv),
+                "after_attempt": self.finished[nodeid] - 1,
+            },
+        )

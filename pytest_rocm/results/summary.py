@@ -7,10 +7,21 @@ The pytest terminal summary and `rocm-gate verdict` print the same lines, from
 from __future__ import annotations
 
 # Statuses of the last attempt, then the verdicts of tests that failed first.
-COLUMNS = (("passed", "passed"), ("failed", "failed"), ("error", "error"), ("crashed", "crashed"),
-           ("interrupted", "interrupted"), ("skipped", "skipped"), ("xfailed", "xfail"), ("known_gap", "known gaps"),
-           ("not_applicable", "n/a"), ("regression", "regression"), ("unconfirmed", "unconfirmed"),
-           ("infra", "infra"), ("flaky", "flaky"))
+COLUMNS = (
+    ("passed", "passed"),
+    ("failed", "failed"),
+    ("error", "error"),
+    ("crashed", "crashed"),
+    ("interrupted", "interrupted"),
+    ("skipped", "skipped"),
+    ("xfailed", "xfail"),
+    ("known_gap", "known gaps"),
+    ("not_applicable", "n/a"),
+    ("regression", "regression"),
+    ("unconfirmed", "unconfirmed"),
+    ("infra", "infra"),
+    ("flaky", "flaky"),
+)
 
 
 def table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> list[str]:
@@ -18,24 +29,45 @@ def table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> l
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
 
     def line(cells):
-        return "  ".join(cell.rjust(widths[i]) if i >= numeric_from else cell.ljust(widths[i])
-                         for i, cell in enumerate(cells)).rstrip()
+        return "  ".join(
+            cell.rjust(widths[i]) if i >= numeric_from else cell.ljust(widths[i])
+            for i, cell in enumerate(cells)
+        ).rstrip()
 
     return [line(headers), *(line(r) for r in rows)]
 
 
 def group_table(groups: dict[str, dict[str, int]]) -> list[str]:
     headers = ["group", *(label for _, label in COLUMNS), "total"]
-    rows = [[group, *(str(c.get(key, 0)) for key, _ in COLUMNS), str(c["total"])] for group, c in groups.items()]
-    totals = ["all", *(str(sum(c.get(key, 0) for c in groups.values())) for key, _ in COLUMNS),
-              str(sum(c["total"] for c in groups.values()))]
+    rows = [
+        [group, *(str(c.get(key, 0)) for key, _ in COLUMNS), str(c["total"])]
+        for group, c in groups.items()
+    ]
+    totals = [
+        "all",
+        *(str(sum(c.get(key, 0) for c in groups.values())) for key, _ in COLUMNS),
+        str(sum(c["total"] for c in groups.values())),
+    ]
     return table(headers, [*rows, totals])
 
 
 def reference_table(rows: list[dict]) -> list[str]:
-    body = [[row["framework"], row["metric"], row["reference"], f"{row['agreeing_tokens']}/{row['tokens']}",
-             "pass" if row["passed"] else "FAIL", row["first_difference"] or "none"] for row in rows]
-    return table(["framework", "golden", "reference", "same tokens", "gate", "first difference"], body, numeric_from=6)
+    body = [
+        [
+            row["framework"],
+            row["metric"],
+            row["reference"],
+            f"{row['agreeing_tokens']}/{row['tokens']}",
+            "pass" if row["passed"] else "FAIL",
+            row["first_difference"] or "none",
+        ]
+        for row in rows
+    ]
+    return table(
+        ["framework", "golden", "reference", "same tokens", "gate", "first difference"],
+        body,
+        numeric_from=6,
+    )
 
 
 def reason_lines(reasons: list[dict]) -> list[str]:
@@ -49,9 +81,17 @@ def terminal_lines(report: dict) -> list[tuple[str, str]]:
         lines += [("", "text"), ("tests that did not run, by reason:", "text")]
         lines += [(line, "text") for line in reason_lines(report["skip_reasons"])]
     if report.get("frameworks_against_reference"):
-        lines += [("", "text"), ("greedy tokens of each framework against the same reference (same weights, same "
-                                 "prompts):", "text")]
-        lines += [(line, "text") for line in reference_table(report["frameworks_against_reference"])]
+        lines += [
+            ("", "text"),
+            (
+                "greedy tokens of each framework against the same reference (same weights, same "
+                "prompts):",
+                "text",
+            ),
+        ]
+        lines += [
+            (line, "text") for line in reference_table(report["frameworks_against_reference"])
+        ]
     for problem in report["record_problems"]:
         lines.append((f"record problem: {problem}", "problem"))
     for note in report.get("manifest", {}).get("notes", []):
@@ -60,7 +100,14 @@ def terminal_lines(report: dict) -> list[tuple[str, str]]:
         lines.append(("run incomplete: " + "; ".join(report["incomplete_causes"]), "problem"))
         if report.get("never_ran"):
             shown = ", ".join(report["never_ran"][:10])
-            more = f" and {len(report['never_ran']) - 10} more" if len(report["never_ran"]) > 10 else ""
+            more = (
+                f" and {len(report['never_ran']) - 10} more"
+                if len(report["never_ran"]) > 10
+                else ""
+            )
             lines.append((f"gates that never ran: {shown}{more}", "problem"))
-    lines += [("", "text"), (f"conclusion: {report['conclusion']} ({report['conclusion_reason']})", "conclusion")]
+    lines += [
+        ("", "text"),
+        (f"conclusion: {report['conclusion']} ({report['conclusion_reason']})", "conclusion"),
+    ]
     return lines

@@ -22,23 +22,25 @@ from dataclasses import dataclass
 # it is the server's (the change's) until a rerun says otherwise; only a remote host makes a network fault.
 _REMOTE = r"(?!(?:localhost|127(?:\.\d{1,3}){3}|0\.0\.0\.0|\[?::1\]?)(?:[:'/\]\s]|$))"
 # Network faults on the way to a remote host, as the libraries print them:
-NETWORK = "|".join((
-    # urllib3/requests: refused, reset, DNS, connect or read timeouts, after the retries
-    rf"host='{_REMOTE}[^']+', port=\d+\): (?:Max retries exceeded|Read timed out)",
-    # urllib3's NameResolutionError, and the resolver's own words (no host is ever this machine's)
-    r"Failed to resolve '[^']+'|Temporary failure in name resolution|Name or service not known"
-    r"|nodename nor servname provided|No address associated with hostname|getaddrinfo failed",
-    # aiohttp's ClientConnectorError
-    rf"Cannot connect to host {_REMOTE}\S+:\d+ ssl:",
-    # HTTP 5xx or 429 from a remote host: requests, httpx (and huggingface_hub, which wraps it), hub retries
-    rf"(?:(?:5\d\d|429) (?:Server|Client) Error: [^\n]*? for url: |(?:Server|Client) error '(?:5\d\d|429) [^'\n]*' "
-    rf"for url '|HTTP Error (?:5\d\d|429) thrown while requesting [A-Z]+ |429 Too Many Requests for url: )https?://{_REMOTE}",
-    # huggingface_hub: the Hub unreachable and nothing cached; a download that broke off; a retried request
-    r"An error happened while trying to locate the file on the Hub",
-    rf"Error while downloading from https?://{_REMOTE}|' thrown while requesting [A-Z]+ https?://{_REMOTE}",
-    # transformers: the Hub unreachable and nothing cached
-    rf"We couldn't connect to 'https?://{_REMOTE}",
-))
+NETWORK = "|".join(
+    (
+        # urllib3/requests: refused, reset, DNS, connect or read timeouts, after the retries
+        rf"host='{_REMOTE}[^']+', port=\d+\): (?:Max retries exceeded|Read timed out)",
+        # urllib3's NameResolutionError, and the resolver's own words (no host is ever this machine's)
+        r"Failed to resolve '[^']+'|Temporary failure in name resolution|Name or service not known"
+        r"|nodename nor servname provided|No address associated with hostname|getaddrinfo failed",
+        # aiohttp's ClientConnectorError
+        rf"Cannot connect to host {_REMOTE}\S+:\d+ ssl:",
+        # HTTP 5xx or 429 from a remote host: requests, httpx (and huggingface_hub, which wraps it), hub retries
+        rf"(?:(?:5\d\d|429) (?:Server|Client) Error: [^\n]*? for url: |(?:Server|Client) error '(?:5\d\d|429) [^'\n]*' "
+        rf"for url '|HTTP Error (?:5\d\d|429) thrown while requesting [A-Z]+ |429 Too Many Requests for url: )https?://{_REMOTE}",
+        # huggingface_hub: the Hub unreachable and nothing cached; a download that broke off; a retried request
+        r"An error happened while trying to locate the file on the Hub",
+        rf"Error while downloading from https?://{_REMOTE}|' thrown while requesting [A-Z]+ https?://{_REMOTE}",
+        # transformers: the Hub unreachable and nothing cached
+        rf"We couldn't connect to 'https?://{_REMOTE}",
+    )
+)
 
 # name -> pattern, matched against a failure's text, its captured output and any attached log.
 DEFAULT_SIGNATURES: dict[str, str] = {
@@ -49,12 +51,12 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "memory_access_fault": r"Memory access fault by GPU",
     "amdgpu_reset": r"amdgpu.{0,80}(GPU reset|ring \S+ timeout|reset begin)|GPU reset(?: begin| succeeded)",
     "collective_error": r"(?:RCCL|NCCL) (?:WARN|ERROR|error)|nccl(?:Unhandled\w*Error|SystemError|RemoteError|InternalError)"
-                        r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
+    r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
     "no_space": r"No space left on device",
     # a server that found the machine's memory taken while it started (serving/process.py: memory_problem), or
     # vLLM's CPU worker finding less free memory than its fixed KV cache (VLLM_CPU_KVCACHE_SPACE)
     "machine_memory": r"memory the machine's other processes took while the server started"
-                      r"|on kv cache allocation is less than requested memory for kv",
+    r"|on kv cache allocation is less than requested memory for kv",
     "server_not_healthy": r"did not become healthy|server (?:exited|died)(?: with (?:exit )?code -?\d+)? before becoming healthy",
     "timeout": r"Timeout \(>[\d.]+s\) from pytest-timeout|pytest-rocm: timed out after",
     # exit code 134 (128 + SIGABRT) is what a KFD GPU hang leaves; vLLM's AMD CI retries it once.
@@ -66,8 +68,17 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "network": NETWORK,
 }
 
-VERDICTS = ("pass", "regression", "unconfirmed", "infra", "flaky", "interrupted", "known_gap", "skipped",
-            "not_applicable")
+VERDICTS = (
+    "pass",
+    "regression",
+    "unconfirmed",
+    "infra",
+    "flaky",
+    "interrupted",
+    "known_gap",
+    "skipped",
+    "not_applicable",
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,7 @@ class Signature:
             return None
         start = text.rfind("\n", 0, match.start()) + 1
         end = text.find("\n", match.end())
-        return text[start:end if end >= 0 else None].strip()[:300]
+        return text[start : end if end >= 0 else None].strip()[:300]
 
 
 class SignatureError(ValueError):
@@ -97,8 +108,10 @@ def build_signatures(extra: list[str] | tuple[str, ...] = ()) -> list[Signature]
             continue
         if line.startswith("!"):
             if table.pop(line[1:], None) is None:
-                raise SignatureError(f"rocm_infra_signatures: {line!r} removes no known signature; "
-                                     f"known: {', '.join(sorted(table))}")
+                raise SignatureError(
+                    f"rocm_infra_signatures: {line!r} removes no known signature; "
+                    f"known: {', '.join(sorted(table))}"
+                )
             continue
         name, sep, pattern = line.partition("=")
         if not sep or not name.strip() or not pattern.strip():
@@ -109,7 +122,9 @@ def build_signatures(extra: list[str] | tuple[str, ...] = ()) -> list[Signature]
         try:
             signatures.append(Signature(name, re.compile(pattern)))
         except re.error as exc:
-            raise SignatureError(f"rocm_infra_signatures: {name}: bad regex {pattern!r} ({exc})") from exc
+            raise SignatureError(
+                f"rocm_infra_signatures: {name}: bad regex {pattern!r} ({exc})"
+            ) from exc
     return signatures
 
 
@@ -140,26 +155,38 @@ def decide(attempts: list[dict], probes: list[dict]) -> tuple[str, str]:
     "gpus": [...]}. `probes`: health probes run after failed attempts, each {"ok", "devices", ...}.
     """
     later = attempts[1:]
-    signature = next((a["signature"] for a in attempts if a["status"] != "passed" and a.get("signature")), None)
+    signature = next(
+        (a["signature"] for a in attempts if a["status"] != "passed" and a.get("signature")), None
+    )
     bad_probe = next((p for p in probes if not p.get("ok")), None)
     rerun_passed = any(a["status"] == "passed" for a in later)
     if signature is None:
         if rerun_passed:
-            return "flaky", f"failed without an infrastructure signature, then passed on attempt {_first_pass(attempts)}"
+            return (
+                "flaky",
+                f"failed without an infrastructure signature, then passed on attempt {_first_pass(attempts)}",
+            )
         if later:
             return "regression", f"failed the same way on all {len(attempts)} attempts"
-        return "unconfirmed", "failed without an infrastructure signature; not rerun, so not confirmed"
+        return (
+            "unconfirmed",
+            "failed without an infrastructure signature; not rerun, so not confirmed",
+        )
     evidence = f"{signature['name']}: {signature['line']!r}"
     if bad_probe is not None:
         devices = ",".join(map(str, bad_probe.get("devices", []))) or "?"
-        return "infra", (f"{evidence}; the health probe then failed on device(s) {devices}: the runner is unhealthy "
-                         f"({bad_probe.get('detail', '')})")
+        return "infra", (
+            f"{evidence}; the health probe then failed on device(s) {devices}: the runner is unhealthy "
+            f"({bad_probe.get('detail', '')})"
+        )
     if rerun_passed:
         return "infra", f"{evidence}; the device passed its health probe and the rerun passed"
     if later:
         devices = ",".join(map(str, later[-1].get("gpus") or [])) or "the same runner"
-        return "regression", (f"{evidence}; reproduced on {devices} after the device passed its health probe "
-                              "(a real fault that looks like a hardware one)")
+        return "regression", (
+            f"{evidence}; reproduced on {devices} after the device passed its health probe "
+            "(a real fault that looks like a hardware one)"
+        )
     return "unconfirmed", f"{evidence}; not rerun, so neither confirmed nor excused"
 
 

@@ -78,7 +78,9 @@ class Dispatcher:
     def free(self) -> int:
         return self.capacity - sum(queue[0].gpus for queue in self.queues.values() if queue)
 
-    def _take(self, budget: int, must: bool, start: int = 0, begins: float = 0.0, now: float = 0.0) -> Job | None:
+    def _take(
+        self, budget: int, must: bool, start: int = 0, begins: float = 0.0, now: float = 0.0
+    ) -> Job | None:
         """The pending test to start at `begins` on `budget` GPUs: the first pending test if it fits, else one
         that may go before its reservation, scanning from `start` (the worker's place among the busy ones).
         With `must` (a worker cannot start its own test without a next one), failing those any test that
@@ -90,24 +92,33 @@ class Dispatcher:
             return self.pending.pop(0)
         shadow, spare = self._reservation(first, now)
         start = min(start, len(self.pending) - 1)
-        for position in list(range(max(start, 1), len(self.pending))) + list(range(1, max(start, 1))):
+        for position in list(range(max(start, 1), len(self.pending))) + list(
+            range(1, max(start, 1))
+        ):
             job = self.pending[position]
             if job.gpus <= budget and (begins + job.seconds <= shadow or job.gpus <= spare):
                 return self.pending.pop(position)
         if not must:
             return None
-        for position in range(1, len(self.pending)):  # it must take something: what fits, though it delays the first
+        for position in range(
+            1, len(self.pending)
+        ):  # it must take something: what fits, though it delays the first
             if self.pending[position].gpus <= budget:
                 return self.pending.pop(position)
-        fewest = min(range(len(self.pending)), key=lambda position: (self.pending[position].gpus, position))
+        fewest = min(
+            range(len(self.pending)), key=lambda position: (self.pending[position].gpus, position)
+        )
         return self.pending.pop(fewest)
 
     def _reservation(self, job: Job, now: float) -> tuple[float, int]:
         """When the running tests (the heads) will have freed enough GPUs for `job`, and how many GPUs it leaves
         spare then."""
         free = self.free
-        ends = sorted((self._free_at(worker, now, heads_only=True), queue[0].gpus)
-                      for worker, queue in self.queues.items() if queue)
+        ends = sorted(
+            (self._free_at(worker, now, heads_only=True), queue[0].gpus)
+            for worker, queue in self.queues.items()
+            if queue
+        )
         when = now
         for end, gpus in ends:
             if free >= job.gpus:
@@ -127,18 +138,27 @@ class Dispatcher:
             queue = self.queues[worker]
             if not queue and self.pending:
                 first = self._take(self.free, must=False, begins=now, now=now)
-                if first is not None:  # else nothing fits the free GPUs now: asked again when a test ends
+                if (
+                    first is not None
+                ):  # else nothing fits the free GPUs now: asked again when a test ends
                     queue.append(first)
                     sent[worker].append(first)
         for worker in sorted(workers, key=lambda w: self._free_at(w, now)):
             queue = self.queues[worker]
             if len(queue) == 1:
                 # its place among the busy workers (an idle one waits for GPUs: it takes no test sooner)
-                rank = sum(self._free_at(other, now) < self._free_at(worker, now)
-                           for other, other_queue in self.queues.items()
-                           if other != worker and other_queue and other not in self.stopped)
-                after = self._take(self.free + queue[0].gpus, must=True, start=rank,
-                                   begins=self._free_at(worker, now), now=now)
+                rank = sum(
+                    self._free_at(other, now) < self._free_at(worker, now)
+                    for other, other_queue in self.queues.items()
+                    if other != worker and other_queue and other not in self.stopped
+                )
+                after = self._take(
+                    self.free + queue[0].gpus,
+                    must=True,
+                    start=rank,
+                    begins=self._free_at(worker, now),
+                    now=now,
+                )
                 if after is not None:
                     queue.append(after)
                     sent[worker].append(after)
@@ -155,7 +175,9 @@ class Dispatcher:
         queue = self.queues.get(worker, [])
         if not queue:
             return now
-        return self.started.get(worker, now) + sum(job.seconds for job in (queue[:1] if heads_only else queue))
+        return self.started.get(worker, now) + sum(
+            job.seconds for job in (queue[:1] if heads_only else queue)
+        )
 
     def complete(self, worker, index: int, now: float = 0.0) -> None:
         queue = self.queues.get(worker, [])
@@ -169,7 +191,9 @@ class Dispatcher:
 
     def requeue_front(self, job: Job) -> None:
         """A rerun (or a crashed worker's queued test): first in line."""
-        self.pending.insert(0, Job(job.index, job.nodeid, min(job.gpus, self.capacity), job.seconds))
+        self.pending.insert(
+            0, Job(job.index, job.nodeid, min(job.gpus, self.capacity), job.seconds)
+        )
 
     def remove_worker(self, worker) -> list[Job]:
         """A worker died: its queue (the head first) leaves it."""

@@ -29,8 +29,12 @@ DEFAULT_SECONDS = 1.0
 
 
 class DurationStore:
-    def __init__(self, path: Path | None, platforms: dict[str, dict[str, list[float]]] | None = None,
-                 problem: str | None = None):
+    def __init__(
+        self,
+        path: Path | None,
+        platforms: dict[str, dict[str, list[float]]] | None = None,
+        problem: str | None = None,
+    ):
         self.path = path
         self.platforms = platforms or {}
         self.problem = problem
@@ -42,20 +46,36 @@ class DurationStore:
         try:
             data = json.loads(path.read_bytes().decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            return cls(path, problem=f"duration store {path} is unreadable ({exc}); durations are unknown this run")
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("platforms"), dict):
-            return cls(path, problem=f"duration store {path} is not a {SCHEMA} file; durations are unknown this run")
+            return cls(
+                path,
+                problem=f"duration store {path} is unreadable ({exc}); durations are unknown this run",
+            )
+        if (
+            not isinstance(data, dict)
+            or data.get("schema") != SCHEMA
+            or not isinstance(data.get("platforms"), dict)
+        ):
+            return cls(
+                path,
+                problem=f"duration store {path} is not a {SCHEMA} file; durations are unknown this run",
+            )
         platforms = {}
         for key, tests in data["platforms"].items():
             if isinstance(tests, dict):
-                platforms[key] = {nodeid: [float(s) for s in samples if isinstance(s, (int, float)) and s >= 0]
-                                  for nodeid, samples in tests.items() if isinstance(samples, list)}
+                platforms[key] = {
+                    nodeid: [float(s) for s in samples if isinstance(s, (int, float)) and s >= 0]
+                    for nodeid, samples in tests.items()
+                    if isinstance(samples, list)
+                }
         return cls(path, platforms)
 
     def expected(self, platform_key: str):
         """nodeid -> expected seconds on this platform (with the stated fallback)."""
-        measured = {nodeid: statistics.median(samples)
-                    for nodeid, samples in self.platforms.get(platform_key, {}).items() if samples}
+        measured = {
+            nodeid: statistics.median(samples)
+            for nodeid, samples in self.platforms.get(platform_key, {}).items()
+            if samples
+        }
         by_file: dict[str, list[float]] = defaultdict(list)
         for nodeid, seconds in measured.items():
             by_file[nodeid.partition("::")[0]].append(seconds)
@@ -105,7 +125,9 @@ def durations_from_records(records: list[dict]) -> dict[str, float]:
     durations = {}
     for nodeid, ordered in phases.items():
         first = split_attempts(ordered)[0]
-        if any(r.get("crashed") for r in first) or not all(isinstance(r.get("duration"), (int, float)) for r in first):
+        if any(r.get("crashed") for r in first) or not all(
+            isinstance(r.get("duration"), (int, float)) for r in first
+        ):
             continue
         # the time its GPUs were held by other tests is the schedule's, not the test's
         durations[nodeid] = max(sum(r["duration"] - r.get("gpu_wait_s", 0.0) for r in first), 0.0)

@@ -16,7 +16,10 @@ def lower_bound(jobs: list[Job], capacity: int) -> float:
     """No schedule finishes before all GPU-seconds are spent on the runner, nor before its longest test."""
     if not jobs:
         return 0.0
-    return max(sum(min(j.gpus, capacity) * j.seconds for j in jobs) / capacity, max(j.seconds for j in jobs))
+    return max(
+        sum(min(j.gpus, capacity) * j.seconds for j in jobs) / capacity,
+        max(j.seconds for j in jobs),
+    )
 
 
 class _Runner:
@@ -25,7 +28,9 @@ class _Runner:
     def __init__(self, capacity: int, workers: int):
         self.capacity, self.used, self.now = capacity, 0, 0.0
         self.ending: list[tuple[float, int, object, Job]] = []  # (end, tiebreak, worker, job)
-        self.waiting: list[tuple[object, Job]] = []  # started by their worker, waiting for GPUs (FIFO)
+        self.waiting: list[
+            tuple[object, Job]
+        ] = []  # started by their worker, waiting for GPUs (FIFO)
         self.workers = list(range(workers))
         self._ties = 0
 
@@ -42,11 +47,16 @@ class _Runner:
         self.now = end
         self.used -= job.gpus
         still = []
-        for waiter, waiting_job in self.waiting:  # in order of arrival, each that fits (the locks favour no one)
+        for (
+            waiter,
+            waiting_job,
+        ) in self.waiting:  # in order of arrival, each that fits (the locks favour no one)
             if self.used + waiting_job.gpus <= self.capacity:
                 self.used += waiting_job.gpus
                 self._ties += 1
-                heapq.heappush(self.ending, (self.now + waiting_job.seconds, self._ties, waiter, waiting_job))
+                heapq.heappush(
+                    self.ending, (self.now + waiting_job.seconds, self._ties, waiter, waiting_job)
+                )
             else:
                 still.append((waiter, waiting_job))
         self.waiting = still
@@ -72,7 +82,11 @@ def project_makespan(jobs: list[Job], capacity: int, workers: int | None = None)
                     queues[worker].append(thing)
         for worker in workers:
             # as an xdist worker does: run the head once another test is queued behind it, or it was told to stop
-            if worker not in running and queues[worker] and (len(queues[worker]) >= 2 or worker in stopping):
+            if (
+                worker not in running
+                and queues[worker]
+                and (len(queues[worker]) >= 2 or worker in stopping)
+            ):
                 running.add(worker)
                 runner.start(worker, queues[worker][0])
 
@@ -82,7 +96,9 @@ def project_makespan(jobs: list[Job], capacity: int, workers: int | None = None)
         running.discard(worker)
         queues[worker].pop(0)
         dispatcher.complete(worker, job.index, runner.now)
-        send([worker] + [other for other in runner.workers if other != worker and not queues[other]])
+        send(
+            [worker] + [other for other in runner.workers if other != worker and not queues[other]]
+        )
     unfinished = sum(len(q) for q in queues.values()) + len(dispatcher.pending)
     if unfinished:
         raise RuntimeError(f"simulation ended with {unfinished} test(s) unscheduled")

@@ -49,7 +49,9 @@ class GpuScheduling:
         self.config = config
         self.log = log
         self.capacity = capacity
-        self.expected = expected  # nodeid -> expected seconds (a DurationStore's view for this platform)
+        self.expected = (
+            expected  # nodeid -> expected seconds (a DurationStore's view for this platform)
+        )
         self.demands_folder = demands_folder
         self.numnodes = numnodes
         self.node2collection: dict = {}
@@ -81,7 +83,9 @@ class GpuScheduling:
     def has_pending(self) -> bool:
         if self.dispatcher is None:
             return False
-        return bool(self.dispatcher.pending) or any(self.dispatcher.queues.get(node) for node in self._nodes)
+        return bool(self.dispatcher.pending) or any(
+            self.dispatcher.queues.get(node) for node in self._nodes
+        )
 
     # -- what xdist tells it ------------------------------------------------------------------------
     def add_node(self, node) -> None:
@@ -91,7 +95,9 @@ class GpuScheduling:
 
     def add_node_collection(self, node, collection: Sequence[str]) -> None:
         if self.collection is not None and list(collection) != self.collection:
-            self.log(f"worker {node.gateway.id} collected other tests than the first worker; it gets none")
+            self.log(
+                f"worker {node.gateway.id} collected other tests than the first worker; it gets none"
+            )
             return
         self.node2collection[node] = list(collection)
 
@@ -99,7 +105,9 @@ class GpuScheduling:
         if self.dispatcher is None:
             (first_node, first), *others = self.node2collection.items()
             differences = [(node, collection) for node, collection in others if collection != first]
-            if differences:  # nothing runs; with nothing pending xdist ends the session as its own schedulers do
+            if (
+                differences
+            ):  # nothing runs; with nothing pending xdist ends the session as its own schedulers do
                 self._report_different_collections(first_node, first, differences)
                 self.collection, self.dispatcher = first, Dispatcher(self.capacity)
                 for node in self._nodes:
@@ -108,7 +116,10 @@ class GpuScheduling:
             self.collection = first
             demands = read_demands(self.demands_folder)
             self.index_of = {nodeid: i for i, nodeid in enumerate(first)}
-            jobs = [Job(i, nodeid, demands.get(nodeid, 1), self.expected(nodeid)) for i, nodeid in enumerate(first)]
+            jobs = [
+                Job(i, nodeid, demands.get(nodeid, 1), self.expected(nodeid))
+                for i, nodeid in enumerate(first)
+            ]
             self.jobs = {job.index: job for job in jobs}
             self.dispatcher = Dispatcher.longest_first(jobs, self.capacity)
             for node in self._nodes:
@@ -117,7 +128,14 @@ class GpuScheduling:
 
     def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
         self.dispatcher.complete(node, item_index, self._now())
-        self._fill([node] + [other for other in self._nodes if other is not node and not self.dispatcher.queues.get(other)])
+        self._fill(
+            [node]
+            + [
+                other
+                for other in self._nodes
+                if other is not node and not self.dispatcher.queues.get(other)
+            ]
+        )
 
     def mark_test_pending(self, item: str) -> None:
         """A rerun: first in line, for the next worker that can take it."""
@@ -149,10 +167,15 @@ class GpuScheduling:
         from xdist.report import report_collection_diff
 
         for node, collection in differences:
-            message = report_collection_diff(first, collection, first_node.gateway.id, node.gateway.id)
+            message = report_collection_diff(
+                first, collection, first_node.gateway.id, node.gateway.id
+            )
             self.log(message)
-            self.config.hook.pytest_collectreport(report=pytest.CollectReport(
-                nodeid=node.gateway.id, outcome="failed", longrepr=message, result=[]))
+            self.config.hook.pytest_collectreport(
+                report=pytest.CollectReport(
+                    nodeid=node.gateway.id, outcome="failed", longrepr=message, result=[]
+                )
+            )
 
     # -- sending ------------------------------------------------------------------------------------
     def _now(self) -> float:

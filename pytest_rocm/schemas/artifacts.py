@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-SCHEMA_FILES = Path(__file__).resolve().parent  # <kind>.schema.json: the JSON Schema of each artifact
+SCHEMA_FILES = (
+    Path(__file__).resolve().parent
+)  # <kind>.schema.json: the JSON Schema of each artifact
 
 
 def schema(kind: str, version: int = 1) -> str:
@@ -26,7 +28,9 @@ def schema_error(data: Any, kind: str) -> tuple[str, str] | None:
     `where` is the path in the document ("(top level)" for the root)."""
     import jsonschema  # only readers of untrusted artifacts need it
 
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema_document(kind)).iter_errors(data))
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema_document(kind)).iter_errors(data)
+    )
     if error is None:
         return None
     return "/".join(str(p) for p in error.absolute_path) or "(top level)", error.message[:300]
@@ -39,19 +43,31 @@ def manifest_stack(manifest: dict) -> dict:
     versions = platform.get("versions") or {}
     packages = manifest.get("packages") or {}
     gpus = platform.get("gpus") or []
-    framework = ", ".join(f"{name} {packages[name]}" for name in sorted(packages)
-                          if name.split("-")[0] in ("vllm", "sglang"))
-    return {"vendor": platform.get("vendor") or "unknown", "description": platform.get("description"),
-            "skus": sorted({g.get("sku") or g.get("arch") or "?" for g in gpus}), "gpu_count": len(gpus),
-            "rocm": versions.get("rocm") or versions.get("hip"), "cuda": versions.get("cuda"),
-            "driver": versions.get("driver"), "torch": packages.get("torch") or versions.get("torch"),
-            "framework": framework or None, "image": manifest.get("container_image")}
+    framework = ", ".join(
+        f"{name} {packages[name]}"
+        for name in sorted(packages)
+        if name.split("-")[0] in ("vllm", "sglang")
+    )
+    return {
+        "vendor": platform.get("vendor") or "unknown",
+        "description": platform.get("description"),
+        "skus": sorted({g.get("sku") or g.get("arch") or "?" for g in gpus}),
+        "gpu_count": len(gpus),
+        "rocm": versions.get("rocm") or versions.get("hip"),
+        "cuda": versions.get("cuda"),
+        "driver": versions.get("driver"),
+        "torch": packages.get("torch") or versions.get("torch"),
+        "framework": framework or None,
+        "image": manifest.get("container_image"),
+    }
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
     # One compact line: json's C encoder only runs without `indent`, and a gate report of
     # thousands of tests took a quarter of a second with it. `python -m json.tool` pretty-prints.
-    return write_text_atomic(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return write_text_atomic(
+        path, json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+    )
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -67,7 +83,9 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)  # a failed write (disk full, the path is a folder) leaves no half file
+        tmp.unlink(
+            missing_ok=True
+        )  # a failed write (disk full, the path is a folder) leaves no half file
         raise
     return path
 
@@ -77,6 +95,14 @@ def blocking_failures(tests: dict[str, dict]) -> list[str]:
     gates that regressed, and blocking gates that failed, were never rerun and carry no infrastructure
     signature. Here, with the artifact, so readers that may not import the plugin (github/, trunk/) apply the
     same rule."""
-    return sorted(n for n, t in tests.items() if t["blocking"] and (
-        t["verdict"] == "regression" or (t["verdict"] == "unconfirmed"
-                                         and not any(a.get("signature") for a in t["attempts"]))))
+    return sorted(
+        n
+        for n, t in tests.items()
+        if t["blocking"]
+        and (
+            t["verdict"] == "regression"
+            or (
+                t["verdict"] == "unconfirmed" and not any(a.get("signature") for a in t["attempts"])
+            )
+        )
+    )

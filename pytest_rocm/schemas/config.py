@@ -24,17 +24,25 @@ def read_toml(path: Path, label: str, error: type[Exception]) -> dict:
     except OSError as exc:
         raise error(f"{label} {path}: cannot read it ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:
-        line = exc.object[:exc.start].count(b"\n") + 1
-        raise error(f"{label} {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} on line {line}); "
-                    "save it as UTF-8") from None
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise error(
+            f"{label} {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} on line {line}); "
+            "save it as UTF-8"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{label} {path}: not valid TOML: {exc}") from exc
 
 
-def read_config(path: Path, label: str, error: type[Exception], kind: str, tables: tuple[str, ...] = (),
-                sections: tuple[str, ...] = ()) -> dict:
+def read_config(
+    path: Path,
+    label: str,
+    error: type[Exception],
+    kind: str,
+    tables: tuple[str, ...] = (),
+    sections: tuple[str, ...] = (),
+) -> dict:
     """Read a configuration file of `kind` (its `schema`, when given, must be `pytest-rocm/<kind>/1`).
     `tables` are arrays of tables (`[[rule]]`), `sections` plain tables (`[vllm.default]`); any other
     top-level key is an error saying which ones are allowed."""
@@ -42,11 +50,15 @@ def read_config(path: Path, label: str, error: type[Exception], kind: str, table
     allowed = (*COMMON_KEYS, *tables, *sections)
     unknown = sorted(set(data) - set(allowed))
     if unknown:
-        raise error(f"{label} {path}: unknown top-level key(s) {', '.join(map(repr, unknown))}; allowed: "
-                    f"{', '.join(allowed)}")
+        raise error(
+            f"{label} {path}: unknown top-level key(s) {', '.join(map(repr, unknown))}; allowed: "
+            f"{', '.join(allowed)}"
+        )
     expected = f"pytest-rocm/{kind}/1"
     if "schema" in data and data["schema"] != expected:
-        raise error(f"{label} {path}: schema is {data['schema']!r}; this version reads {expected!r}")
+        raise error(
+            f"{label} {path}: schema is {data['schema']!r}; this version reads {expected!r}"
+        )
     for key in ("source", "note"):
         if key in data and not isinstance(data[key], str):
             raise error(f"{label} {path}: `{key}` must be a string")
@@ -60,7 +72,11 @@ def read_config(path: Path, label: str, error: type[Exception], kind: str, table
     return data
 
 
-def check_keys(raw: dict, where: str, allowed: tuple[str, ...] | set[str], error: type[Exception]) -> None:
+def check_keys(
+    raw: dict, where: str, allowed: tuple[str, ...] | set[str], error: type[Exception]
+) -> None:
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
-        raise error(f"{where}: unknown keys {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        raise error(
+            f"{where}: unknown keys {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )

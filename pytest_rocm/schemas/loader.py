@@ -17,7 +17,14 @@ from typing import Any
 
 from pytest_rocm.schemas.artifacts import schema_error
 
-__all__ = ["ArtifactError", "MAX_DEPTH", "MAX_FILE_BYTES", "check_document", "load_artifact", "read_json_file"]
+__all__ = [
+    "ArtifactError",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "check_document",
+    "load_artifact",
+    "read_json_file",
+]
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a gate report of 100,000 tests is about 40 MB
 MAX_DEPTH = 64  # the artifacts nest about 8 deep; the JSON Schema validator recurses per level
@@ -61,7 +68,9 @@ def parse(raw: bytes, where: str) -> Any:
         raise ArtifactError(f"{where}: not JSON ({str(exc)[:200]})") from None
     if _depth_over(data, MAX_DEPTH):
         raise ArtifactError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
-    if any(not _finite(value) for value in _leaves(data)):  # 1e999 parses as inf without parse_constant
+    if any(
+        not _finite(value) for value in _leaves(data)
+    ):  # 1e999 parses as inf without parse_constant
         raise ArtifactError(f"{where}: a number that is not finite")
     return data
 
@@ -105,7 +114,9 @@ def read_json_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
     if not stat.S_ISREG(info.st_mode):
         raise ArtifactError(f"{path}: not a plain file (a link, folder or device is refused)")
     if info.st_size > max_bytes:
-        raise ArtifactError(f"{path}: {info.st_size:,} bytes, over the {max_bytes:,}-byte cap for one artifact")
+        raise ArtifactError(
+            f"{path}: {info.st_size:,} bytes, over the {max_bytes:,}-byte cap for one artifact"
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -50,7 +50,7 @@ def visible(text: object) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def code(text: object, limit: int = INLINE_LIMIT) -> str:

@@ -48,7 +48,11 @@ def is_test_path(path: str) -> bool:
 
 def is_test_file(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
-    return is_test_path(path) and name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+    return (
+        is_test_path(path)
+        and name.endswith(".py")
+        and (name.startswith("test_") or name.endswith("_test.py"))
+    )
 
 
 def test_folder(path: str) -> str:
@@ -76,8 +80,11 @@ def read_history(path: Path) -> list[dict]:
             continue
         try:
             row = json.loads(line)
-            if not isinstance(row, dict) or not isinstance(row.get("files"), list) \
-                    or not all(isinstance(f, str) for f in row["files"]):
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("files"), list)
+                or not all(isinstance(f, str) for f in row["files"])
+            ):
                 raise TypeError("needs `files`, a list of paths")
         except (ValueError, TypeError) as exc:
             raise CommitHistoryError(f"{path}:{number}: not a commit line ({exc})") from None
@@ -87,8 +94,12 @@ def read_history(path: Path) -> list[dict]:
 
 @dataclass
 class CoChange:
-    seen: Counter = field(default_factory=Counter)  # source path -> commits that changed it with tests
-    together: dict = field(default_factory=lambda: defaultdict(Counter))  # source path -> test folder -> commits
+    seen: Counter = field(
+        default_factory=Counter
+    )  # source path -> commits that changed it with tests
+    together: dict = field(
+        default_factory=lambda: defaultdict(Counter)
+    )  # source path -> test folder -> commits
     commits: int = 0
     rate: float = RATE  # the share of a path's commits a folder must have changed in
     min_together: int = MIN_TOGETHER  # and how many of them at least
@@ -110,7 +121,9 @@ class CoChange:
                     model.together[path][folder] += 1
         return model
 
-    def tests_for(self, path: str, support: int = SUPPORT, levels: int = LEVELS) -> dict[str, str] | None:
+    def tests_for(
+        self, path: str, support: int = SUPPORT, levels: int = LEVELS
+    ) -> dict[str, str] | None:
         """The test folders (or root test files) that changed with one source file, each with its evidence; None
         when history knows too little: every path of it seen with tests in fewer than `support` commits, or no
         folder linked often enough."""
@@ -122,13 +135,17 @@ class CoChange:
                 continue
             for folder, together in sorted(self.together[candidate].items()):
                 if together >= self.min_together and together / seen >= self.rate:
-                    found.setdefault(folder, []).append(f"{candidate} changed with {folder} in {together} of {seen} "
-                                                        "commits that changed it with tests")
+                    found.setdefault(folder, []).append(
+                        f"{candidate} changed with {folder} in {together} of {seen} "
+                        "commits that changed it with tests"
+                    )
             used += 1
             if used >= levels:
                 break
         # seen, but linked to no folder often enough: as unknown as never seen (the caller runs everything)
-        return {folder: "; ".join(evidence) for folder, evidence in found.items()} if found else None
+        return (
+            {folder: "; ".join(evidence) for folder, evidence in found.items()} if found else None
+        )
 
     def seen_with_tests(self, path: str) -> int:
         """How many commits changed the most-seen path of this file (it or a folder of it) together with tests."""

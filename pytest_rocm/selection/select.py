@@ -26,21 +26,30 @@ from pytest_rocm.selection.cochange import SUPPORT, CoChange, is_test_file, is_t
 class Selection:
     everything: bool = False
     why_everything: str | None = None
-    groups: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # group -> reasons
-    tests: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # test path -> reasons
+    groups: dict[str, list[str]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # group -> reasons
+    tests: dict[str, list[str]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # test path -> reasons
     ignored: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"everything": self.everything, "why_everything": self.why_everything,
-                "groups": {g: sorted(set(r)) for g, r in sorted(self.groups.items())},
-                "tests": {t: sorted(set(r)) for t, r in sorted(self.tests.items())},
-                "ignored": self.ignored}
+        return {
+            "everything": self.everything,
+            "why_everything": self.why_everything,
+            "groups": {g: sorted(set(r)) for g, r in sorted(self.groups.items())},
+            "tests": {t: sorted(set(r)) for t, r in sorted(self.tests.items())},
+            "ignored": self.ignored,
+        }
 
 
 def select(changed: list[str], group_map: GroupMap, history: CoChange | None = None) -> Selection:
     selection = Selection()
     if not any(path.strip() for path in changed):
-        return everything(selection, "no changed file was given: an empty change is nothing to decide from")
+        return everything(
+            selection, "no changed file was given: an empty change is nothing to decide from"
+        )
     for path in changed:
         path = path.strip().removeprefix("./")
         if not path:
@@ -57,7 +66,9 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
                 return everything(selection, f"{path} is shared by the whole test tree")
             for group in _groups_under(group_map, folder):
                 selection.groups[group].append(f"{path}: the tests under {folder} use it")
-            selection.tests[folder].append(f"{path} changed (not a test: the tests under {folder} use it)")
+            selection.tests[folder].append(
+                f"{path} changed (not a test: the tests under {folder} use it)"
+            )
             continue
         if group_map.ignore.matches(path, path):
             selection.ignored.append(path)
@@ -72,11 +83,17 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
         linked = history.tests_for(path) if history is not None else None
         for target, evidence in sorted((linked or {}).items()):
             # a folder, or a test file right in the tree's root (cochange.test_folder)
-            group = group_map.group_of(target if target.endswith(".py") else target + "test_x.py") or UNGROUPED
+            group = (
+                group_map.group_of(target if target.endswith(".py") else target + "test_x.py")
+                or UNGROUPED
+            )
             selection.groups[group].append(f"{path}: co-changed with {target} ({evidence})")
             selection.tests[target].append(f"{path}: co-changed ({evidence})")
         if not ruled and linked is None:
-            return everything(selection, f"{path}: no rule's `sources` names it and " + _why_unlinked(path, history))
+            return everything(
+                selection,
+                f"{path}: no rule's `sources` names it and " + _why_unlinked(path, history),
+            )
     return selection
 
 
@@ -85,17 +102,25 @@ def _why_unlinked(path: str, history: CoChange | None) -> str:
         return "no history was given to learn co-change from (--history FILE or --learn-from-git N)"
     seen = history.seen_with_tests(path)
     if seen < SUPPORT:
-        return (f"history has too little on it: it (or a folder of it) changed together with tests in {seen} of "
-                f"the {history.commits} commits learned from, fewer than {SUPPORT}")
-    return (f"history links it to no test folder often enough (it changed with tests in {seen} commits; a link "
-            f"needs {history.min_together} of them and {history.rate:.0%})")
+        return (
+            f"history has too little on it: it (or a folder of it) changed together with tests in {seen} of "
+            f"the {history.commits} commits learned from, fewer than {SUPPORT}"
+        )
+    return (
+        f"history links it to no test folder often enough (it changed with tests in {seen} commits; a link "
+        f"needs {history.min_together} of them and {history.rate:.0%})"
+    )
 
 
 def _groups_under(group_map: GroupMap, folder: str) -> set[str]:
     """The groups of the tests at or below a folder: those of map rules that name a path under it, and the
     group a test right in it would get."""
-    groups = {rule.group for rule in group_map.rules for pattern in rule.include.patterns
-              if pattern.startswith(folder)}
+    groups = {
+        rule.group
+        for rule in group_map.rules
+        for pattern in rule.include.patterns
+        if pattern.startswith(folder)
+    }
     groups.add(group_map.group_of(folder + "test_x.py") or UNGROUPED)
     return groups
 

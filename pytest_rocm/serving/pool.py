@@ -46,8 +46,13 @@ def devices_wanted(args: list[str], platform_gpus: int) -> int:
     if platform_gpus == 0:
         return 0
     sizes = {"--tensor-parallel-size": 1, "--pipeline-parallel-size": 1}
-    aliases = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "--tp": "--tensor-parallel-size",
-               "--tp-size": "--tensor-parallel-size", "--pp-size": "--pipeline-parallel-size"}
+    aliases = {
+        "-tp": "--tensor-parallel-size",
+        "-pp": "--pipeline-parallel-size",
+        "--tp": "--tensor-parallel-size",
+        "--tp-size": "--tensor-parallel-size",
+        "--pp-size": "--pipeline-parallel-size",
+    }
     for index, arg in enumerate(args):
         name, _, value = arg.partition("=")
         name = aliases.get(name, name)
@@ -56,13 +61,25 @@ def devices_wanted(args: list[str], platform_gpus: int) -> int:
             try:
                 sizes[name] = int(value)
             except ValueError as exc:
-                raise ServerConfigError(f"server argument {name} needs a whole number, got {value!r}") from exc
+                raise ServerConfigError(
+                    f"server argument {name} needs a whole number, got {value!r}"
+                ) from exc
     return sizes["--tensor-parallel-size"] * sizes["--pipeline-parallel-size"]
 
 
 class ServerPool:
-    def __init__(self, *, session_id: str, platform, platform_keys: list[str | None], config_path: Path | None,
-                 log_dir: Path, max_alive: int | None = None, on_start=None, command=command_for):
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        platform,
+        platform_keys: list[str | None],
+        config_path: Path | None,
+        log_dir: Path,
+        max_alive: int | None = None,
+        on_start=None,
+        command=command_for,
+    ):
         self.session_id = session_id
         self.platform = platform
         self.platform_keys = platform_keys
@@ -71,11 +88,15 @@ class ServerPool:
         # On the CPU an idle vLLM server still spins its OpenMP threads: keep one, or they skew the timings.
         self.max_alive = max_alive or (1 if not platform.gpus else DEFAULT_MAX_ALIVE)
         self.servers: OrderedDict[tuple, Server] = OrderedDict()
-        self.holders: dict[tuple, int] = {}  # key -> fixtures using it now: never stopped to make room
+        self.holders: dict[
+            tuple, int
+        ] = {}  # key -> fixtures using it now: never stopped to make room
         # Servers of one size share its devices (the servers' configuration splits their memory), so a
         # module's server and a test's variant of it fit on a one-GPU runner; held until the pool closes.
         self.device_sets: dict[int, devices_mod.Allocation] = {}
-        self.on_start = on_start  # on_start(server, error or None) after each start, for the records
+        self.on_start = (
+            on_start  # on_start(server, error or None) after each start, for the records
+        )
         self.command = command  # command(kind, model path, served name, port, args, python) -> argv
 
     def config(self, kind: str) -> PlatformServerConfig:
@@ -85,13 +106,17 @@ class ServerPool:
     def key(kind: str, model: ServedModel, args, env) -> tuple:
         return kind, model.path, tuple(args), tuple(sorted((env or {}).items()))
 
-    def get(self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None) -> Server:
+    def get(
+        self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None
+    ) -> Server:
         """A healthy server for this configuration, started (and waited for) if none is running, held
         until `release`: a held server is never stopped to make room for another."""
         args, env = list(args), dict(env or {})
         key = self.key(kind, model, args, env)
         server = self.servers.get(key)
-        if server is not None and not server.alive():  # it died since the last test: start a fresh one
+        if (
+            server is not None and not server.alive()
+        ):  # it died since the last test: start a fresh one
             self._stop(key)
             server = None
         if server is None:
@@ -116,20 +141,31 @@ class ServerPool:
 
     def _devices(self, count: int) -> devices_mod.Allocation:
         if count not in self.device_sets:
-            self.device_sets[count] = devices_mod.allocate(self.session_id, [g.index for g in self.platform.gpus],
-                                                           count, self.platform.vendor)
+            self.device_sets[count] = devices_mod.allocate(
+                self.session_id, [g.index for g in self.platform.gpus], count, self.platform.vendor
+            )
         return self.device_sets[count]
 
-    def _start(self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict) -> Server:
+    def _start(
+        self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict
+    ) -> Server:
         self._trim(self.max_alive - 1)
         platform_config = self.config(kind)
         all_args = [*platform_config.args, *model.args_for(kind), *args]
         allocation = self._devices(devices_wanted(all_args, len(self.platform.gpus)))
         port = free_port()
-        server = Server(kind=kind, model=model.path, served_name=model.name, port=port,
-                        command=self.command(kind, model.path, model.name, port, all_args, platform_config.python),
-                        env={**platform_config.env, **env, **allocation.env},
-                        log_path=self.log_dir / f"{kind}-{port}.log", devices=allocation.devices)
+        server = Server(
+            kind=kind,
+            model=model.path,
+            served_name=model.name,
+            port=port,
+            command=self.command(
+                kind, model.path, model.name, port, all_args, platform_config.python
+            ),
+            env={**platform_config.env, **env, **allocation.env},
+            log_path=self.log_dir / f"{kind}-{port}.log",
+            devices=allocation.devices,
+        )
         try:
             server.start(platform_config.health_timeout_s)
         except (ServerStartError, ServerConfigError) as exc:

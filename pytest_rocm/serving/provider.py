@@ -78,17 +78,23 @@ class ServerProvider:
         if self._model is None:
             real = self.config.getoption("rocm_model")
             if real:
-                self._model = ServedModel(path=real, name=self.config.getoption("rocm_model_name")
-                                          or Path(real).name,
-                                          vllm_args=tuple(shlex.split(self.config.getoption("rocm_model_vllm_args"))))
+                self._model = ServedModel(
+                    path=real,
+                    name=self.config.getoption("rocm_model_name") or Path(real).name,
+                    vllm_args=tuple(shlex.split(self.config.getoption("rocm_model_vllm_args"))),
+                )
             else:
                 seed = self.config.getoption("rocm_tiny_model_seed")
                 try:
                     path = ensure_tiny_model(self.model_cache(), TinyModelSpec(seed=seed))
                 except ModelBuildError as exc:
                     pytest.fail(str(exc), pytrace=False)
-                self._model = ServedModel(path=str(path), name=TINY_MODEL_NAME,
-                                          vllm_args=TINY_MODEL_VLLM_ARGS, sglang_args=TINY_MODEL_SGLANG_ARGS)
+                self._model = ServedModel(
+                    path=str(path),
+                    name=TINY_MODEL_NAME,
+                    vllm_args=TINY_MODEL_VLLM_ARGS,
+                    sglang_args=TINY_MODEL_SGLANG_ARGS,
+                )
         return self._model
 
     def tiny_model(self, **spec) -> ServedModel:
@@ -108,15 +114,25 @@ class ServerProvider:
         if self._pool is None:
             config_path = self.settings.server_config
             if config_path is not None and not config_path.is_file():
-                pytest.fail(f"server configuration {config_path} does not exist (--rocm-server-config, relative "
-                            "to where pytest was started, or ini rocm_server_config, relative to the ini file)",
-                            pytrace=False)
-            log_dir = (self.settings.report_dir / "servers" if self.settings.report_dir
-                       else tmp_path_factory.getbasetemp() / "servers")
+                pytest.fail(
+                    f"server configuration {config_path} does not exist (--rocm-server-config, relative "
+                    "to where pytest was started, or ini rocm_server_config, relative to the ini file)",
+                    pytrace=False,
+                )
+            log_dir = (
+                self.settings.report_dir / "servers"
+                if self.settings.report_dir
+                else tmp_path_factory.getbasetemp() / "servers"
+            )
             platform = self.settings.platform
-            self._pool = ServerPool(session_id=self.settings.session_id, platform=platform,
-                                    platform_keys=platform.keys(),
-                                    config_path=config_path, log_dir=log_dir, on_start=self._record_start)
+            self._pool = ServerPool(
+                session_id=self.settings.session_id,
+                platform=platform,
+                platform_keys=platform.keys(),
+                config_path=config_path,
+                log_dir=log_dir,
+                on_start=self._record_start,
+            )
         return self._pool
 
     def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
@@ -129,12 +145,16 @@ class ServerProvider:
             pytest.fail(str(exc), pytrace=False)
         if not is_installed(kind, python):
             if python:
-                reason = (f"{kind} is not installed for {python}, the interpreter the server configuration names for "
-                          f"this platform (create that environment: "
-                          f"{SETUP_COMMANDS.get(kind, 'see suites/servers.toml')})")
+                reason = (
+                    f"{kind} is not installed for {python}, the interpreter the server configuration names for "
+                    f"this platform (create that environment: "
+                    f"{SETUP_COMMANDS.get(kind, 'see suites/servers.toml')})"
+                )
             else:
-                reason = (f"{kind} is not installed in this environment (install the suites' extra: "
-                          f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])")
+                reason = (
+                    f"{kind} is not installed in this environment (install the suites' extra: "
+                    f"pip install -e .[{'suites' if kind == 'vllm' else 'sglang'}])"
+                )
             pytest.skip(reason)
         model = model or self.served_model()
         self._requester = request.node.nodeid
@@ -149,12 +169,25 @@ class ServerProvider:
         """What the manifest says of each server: command, devices, log, start-up time, the model's identity."""
         spec_file = Path(server.model) / SPEC_FILE
         model_spec = json.loads(spec_file.read_text()) if spec_file.is_file() else None
-        self.settings.record_server({"kind": "server", "nodeid": self._requester,
-            "server": server.kind, "model": server.model, "model_spec": model_spec, "command": server.command,
-            "env": server.env, "devices": server.devices, "log": str(server.log_path),
-            # A server in an environment of its own (SGLang on the CPU) records that environment's stack.
-            "packages": interpreter_packages(server.command[0]) if server.command[0] != sys.executable else None,
-            "healthy_after_s": None if error else round(server.started_s, 1), "error": error})
+        self.settings.record_server(
+            {
+                "kind": "server",
+                "nodeid": self._requester,
+                "server": server.kind,
+                "model": server.model,
+                "model_spec": model_spec,
+                "command": server.command,
+                "env": server.env,
+                "devices": server.devices,
+                "log": str(server.log_path),
+                # A server in an environment of its own (SGLang on the CPU) records that environment's stack.
+                "packages": interpreter_packages(server.command[0])
+                if server.command[0] != sys.executable
+                else None,
+                "healthy_after_s": None if error else round(server.started_s, 1),
+                "error": error,
+            }
+        )
 
     def held_devices(self) -> set[int]:
         """The devices this process's servers hold (a test in the same process may use them too)."""
@@ -165,17 +198,26 @@ class ServerProvider:
         died during the test too), for a failed test's report."""
         if self._pool is None:
             return []
-        return [(f"{LOG_SECTION} ({server.kind} on port {server.port}, {'running' if server.alive() else 'stopped'}, "
-                 f"last {LOG_TAIL_LINES} lines)", str(server.log_path), server.log_tail())
-                for server in self._pool.started()]
+        return [
+            (
+                f"{LOG_SECTION} ({server.kind} on port {server.port}, {'running' if server.alive() else 'stopped'}, "
+                f"last {LOG_TAIL_LINES} lines)",
+                str(server.log_path),
+                server.log_tail(),
+            )
+            for server in self._pool.started()
+        ]
 
     def diagnoses(self) -> list[str]:
         """What the logs of this process's servers name as the cause of a failure (a kernel the environment
         lacks), one line per server that has one."""
         if self._pool is None:
             return []
-        return [f"{server.kind} server on port {server.port}: {problem}" for server in self._pool.started()
-                if (problem := server.diagnosis())]
+        return [
+            f"{server.kind} server on port {server.port}: {problem}"
+            for server in self._pool.started()
+            if (problem := server.diagnosis())
+        ]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -88,7 +88,10 @@ class TinyModelSpec:
             if self.sliding_window is not None:
                 data["sliding_window"] = self.sliding_window
             if self.architecture in MOE_ARCHITECTURES:
-                data.update(num_local_experts=self.num_local_experts, num_experts_per_tok=self.num_experts_per_tok)
+                data.update(
+                    num_local_experts=self.num_local_experts,
+                    num_experts_per_tok=self.num_experts_per_tok,
+                )
             if self.architecture in BUILDERS_IN_DIGEST:
                 # What these builders choose (tower sizes, special tokens, templates) is in this module's code, not
                 # in the spec: any change to it builds their folders anew.
@@ -100,9 +103,15 @@ class TinyModelSpec:
 
     def digest(self) -> str:
         versions = {name: _version(name) for name in ("torch", "transformers", "tokenizers")}
-        blob = json.dumps({"spec": self.fields(), "versions": versions,
-                           "text": hashlib.sha256(self.training_text().encode()).hexdigest(),
-                           "template": CHAT_TEMPLATE}, sort_keys=True)
+        blob = json.dumps(
+            {
+                "spec": self.fields(),
+                "versions": versions,
+                "text": hashlib.sha256(self.training_text().encode()).hexdigest(),
+                "template": CHAT_TEMPLATE,
+            },
+            sort_keys=True,
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def folder_name(self) -> str:
@@ -143,13 +152,24 @@ def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec = TinyModelSpec()) ->
             return target
         staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=cache_dir))
         try:
-            command = [sys.executable, "-m", "pytest_rocm.serving.tiny_models", str(staging), "--spec", json.dumps(asdict(spec))]
+            command = [
+                sys.executable,
+                "-m",
+                "pytest_rocm.serving.tiny_models",
+                str(staging),
+                "--spec",
+                json.dumps(asdict(spec)),
+            ]
             done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
             if done.returncode != 0:
                 tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
-                raise ModelBuildError(f"building the tiny model into {target} failed (exit code {done.returncode}); "
-                                      f"needs torch, transformers and tokenizers (`pip install -e .[suites]`):\n{tail}")
-            os.replace(staging, target)  # whole folder or nothing: a killed build leaves only a staging folder
+                raise ModelBuildError(
+                    f"building the tiny model into {target} failed (exit code {done.returncode}); "
+                    f"needs torch, transformers and tokenizers (`pip install -e .[suites]`):\n{tail}"
+                )
+            os.replace(
+                staging, target
+            )  # whole folder or nothing: a killed build leaves only a staging folder
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target
@@ -163,9 +183,16 @@ def build(out: Path, spec: TinyModelSpec) -> None:
 
     torch.manual_seed(spec.seed)
     ARCHITECTURES[spec.architecture](out, spec)
-    (out / SPEC_FILE).write_text(json.dumps({"spec": spec.fields(), "digest": spec.digest(),
-                                             "versions": {n: _version(n) for n in ("torch", "transformers", "tokenizers")}},
-                                            indent=2))
+    (out / SPEC_FILE).write_text(
+        json.dumps(
+            {
+                "spec": spec.fields(),
+                "digest": spec.digest(),
+                "versions": {n: _version(n) for n in ("torch", "transformers", "tokenizers")},
+            },
+            indent=2,
+        )
+    )
 
 
 def _bpe(spec: TinyModelSpec, special_tokens: list[str]):
@@ -175,13 +202,19 @@ def _bpe(spec: TinyModelSpec, special_tokens: list[str]):
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=spec.vocab_size, show_progress=False, special_tokens=special_tokens,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        show_progress=False,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train_from_iterator([spec.training_text()], trainer)
     return tokenizer
 
 
-def _text_tokenizer(spec: TinyModelSpec, extra_special: list[str] = (), named_special: dict | None = None):
+def _text_tokenizer(
+    spec: TinyModelSpec, extra_special: list[str] = (), named_special: dict | None = None
+):
     """The trained BPE as a transformers tokenizer. `named_special`: special tokens a processor finds by attribute
     name (Gemma 3's `tokenizer.boi_token` and so on), saved with the tokenizer."""
     from transformers import PreTrainedTokenizerFast
@@ -189,19 +222,34 @@ def _text_tokenizer(spec: TinyModelSpec, extra_special: list[str] = (), named_sp
     extra_special = [*extra_special, *(named_special or {}).values()]
     tokenizer = _bpe(spec, ["<s>", "</s>", "<pad>", "<tool_call>", "</tool_call>", *extra_special])
     named = {"model_specific_special_tokens": named_special} if named_special else {}
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   additional_special_tokens=["<tool_call>", "</tool_call>", *extra_special], **named)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        additional_special_tokens=["<tool_call>", "</tool_call>", *extra_special],
+        **named,
+    )
 
 
 def _text_config(spec: TinyModelSpec, tokenizer) -> dict:
-    return dict(vocab_size=len(tokenizer), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
-                num_hidden_layers=spec.num_hidden_layers, num_attention_heads=spec.num_attention_heads,
-                num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
-                max_position_embeddings=spec.max_position_embeddings, bos_token_id=tokenizer.bos_token_id,
-                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, torch_dtype="float32",
-                # A wider init than Llama's 0.02 makes the random model's next-token choices decisive, so greedy
-                # decoding is not decided by float rounding between near-equal logits.
-                initializer_range=0.2)
+    return dict(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+        # A wider init than Llama's 0.02 makes the random model's next-token choices decisive, so greedy
+        # decoding is not decided by float rounding between near-equal logits.
+        initializer_range=0.2,
+    )
 
 
 def _save_causal_lm(out: Path, spec: TinyModelSpec, config_class, model_class, **extra) -> None:
@@ -220,23 +268,40 @@ def _build_llama(out: Path, spec: TinyModelSpec) -> None:
 def _build_mistral(out: Path, spec: TinyModelSpec) -> None:
     from transformers import MistralConfig, MistralForCausalLM
 
-    _save_causal_lm(out, spec, MistralConfig, MistralForCausalLM, sliding_window=spec.sliding_window)
+    _save_causal_lm(
+        out, spec, MistralConfig, MistralForCausalLM, sliding_window=spec.sliding_window
+    )
 
 
 def _build_mixtral(out: Path, spec: TinyModelSpec) -> None:
     from transformers import MixtralConfig, MixtralForCausalLM
 
-    _save_causal_lm(out, spec, MixtralConfig, MixtralForCausalLM, num_local_experts=spec.num_local_experts,
-                    num_experts_per_tok=spec.num_experts_per_tok, sliding_window=spec.sliding_window)
+    _save_causal_lm(
+        out,
+        spec,
+        MixtralConfig,
+        MixtralForCausalLM,
+        num_local_experts=spec.num_local_experts,
+        num_experts_per_tok=spec.num_experts_per_tok,
+        sliding_window=spec.sliding_window,
+    )
 
 
 def _build_qwen3_moe(out: Path, spec: TinyModelSpec) -> None:
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     # vLLM's CPU fused-MoE kernel needs the experts' intermediate size to be a multiple of 32.
-    _save_causal_lm(out, spec, Qwen3MoeConfig, Qwen3MoeForCausalLM, num_experts=spec.num_local_experts,
-                    num_experts_per_tok=spec.num_experts_per_tok, moe_intermediate_size=64, decoder_sparse_step=1,
-                    norm_topk_prob=True)
+    _save_causal_lm(
+        out,
+        spec,
+        Qwen3MoeConfig,
+        Qwen3MoeForCausalLM,
+        num_experts=spec.num_local_experts,
+        num_experts_per_tok=spec.num_experts_per_tok,
+        moe_intermediate_size=64,
+        decoder_sparse_step=1,
+        norm_topk_prob=True,
+    )
 
 
 def _build_deepseek_v2(out: Path, spec: TinyModelSpec) -> None:
@@ -244,11 +309,27 @@ def _build_deepseek_v2(out: Path, spec: TinyModelSpec) -> None:
 
     # Multi-head latent attention at DeepSeek-V2's own latent sizes (KV rank 512, rotary part 64), a shared expert
     # beside the routed ones, and a dense first layer: the paths MLA and DeepSeek MoE kernels take.
-    _save_causal_lm(out, spec, DeepseekV2Config, DeepseekV2ForCausalLM, num_key_value_heads=spec.num_attention_heads,
-                    kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
-                    n_routed_experts=spec.num_local_experts, num_experts_per_tok=spec.num_experts_per_tok,
-                    n_shared_experts=1, moe_intermediate_size=64, first_k_dense_replace=1, topk_method="greedy",
-                    n_group=1, topk_group=1, routed_scaling_factor=1.0)
+    _save_causal_lm(
+        out,
+        spec,
+        DeepseekV2Config,
+        DeepseekV2ForCausalLM,
+        num_key_value_heads=spec.num_attention_heads,
+        kv_lora_rank=512,
+        q_lora_rank=None,
+        qk_rope_head_dim=64,
+        qk_nope_head_dim=128,
+        v_head_dim=128,
+        n_routed_experts=spec.num_local_experts,
+        num_experts_per_tok=spec.num_experts_per_tok,
+        n_shared_experts=1,
+        moe_intermediate_size=64,
+        first_k_dense_replace=1,
+        topk_method="greedy",
+        n_group=1,
+        topk_group=1,
+        routed_scaling_factor=1.0,
+    )
 
 
 # Idefics3's chat format; image parts become `<image>`, which the processor expands to the image's tokens.
@@ -272,18 +353,41 @@ def _build_idefics3(out: Path, spec: TinyModelSpec) -> None:
     )
     from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 
-    tokenizer = _text_tokenizer(spec, ["<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"])
+    tokenizer = _text_tokenizer(
+        spec, ["<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
+    )
     tokenizer.chat_template = IDEFICS3_CHAT_TEMPLATE
-    image_processor = Idefics3ImageProcessorPil(do_resize=True, size={"longest_edge": 32},
-                                                max_image_size={"longest_edge": 32}, do_image_splitting=False)
-    Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4,
-                      chat_template=IDEFICS3_CHAT_TEMPLATE).save_pretrained(out)
+    image_processor = Idefics3ImageProcessorPil(
+        do_resize=True,
+        size={"longest_edge": 32},
+        max_image_size={"longest_edge": 32},
+        do_image_splitting=False,
+    )
+    Idefics3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        image_seq_len=4,
+        chat_template=IDEFICS3_CHAT_TEMPLATE,
+    ).save_pretrained(out)
     text = LlamaConfig(**_text_config(spec, tokenizer))
-    vision = Idefics3VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-                                  image_size=32, patch_size=8, num_channels=3, initializer_range=0.2)
-    config = Idefics3Config(vision_config=vision.to_dict(), text_config=text.to_dict(), scale_factor=2,
-                            image_token_id=tokenizer.convert_tokens_to_ids("<image>"), tie_word_embeddings=False,
-                            pad_token_id=tokenizer.pad_token_id)
+    vision = Idefics3VisionConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        initializer_range=0.2,
+    )
+    config = Idefics3Config(
+        vision_config=vision.to_dict(),
+        text_config=text.to_dict(),
+        scale_factor=2,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     config.initializer_range = 0.2
     Idefics3ForConditionalGeneration(config).save_pretrained(out)
 
@@ -305,17 +409,45 @@ def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
     trained = json.loads(_bpe(spec, ["<|endoftext|>"]).to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in trained["merges"]]
     tokenizer = WhisperTokenizer(vocab=trained["vocab"], merges=merges)
-    tokenizer.add_special_tokens({"additional_special_tokens": [
-        "<|startoftranscript|>", *(f"<|{code}|>" for code in LANGUAGES), "<|translate|>", "<|transcribe|>",
-        "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]})
-    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(out)
+    tokenizer.add_special_tokens(
+        {
+            "additional_special_tokens": [
+                "<|startoftranscript|>",
+                *(f"<|{code}|>" for code in LANGUAGES),
+                "<|translate|>",
+                "<|transcribe|>",
+                "<|startoflm|>",
+                "<|startofprev|>",
+                "<|nospeech|>",
+                "<|notimestamps|>",
+            ]
+        }
+    )
+    WhisperProcessor(
+        feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer
+    ).save_pretrained(out)
     end = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = WhisperConfig(vocab_size=len(tokenizer), num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
-                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128,
-                           decoder_ffn_dim=128, max_source_positions=1500, max_target_positions=448,
-                           bos_token_id=end, eos_token_id=end, pad_token_id=end,
-                           decoder_start_token_id=tokenizer.convert_tokens_to_ids("<|startoftranscript|>"),
-                           suppress_tokens=None, begin_suppress_tokens=None, tie_word_embeddings=True, init_std=0.5)
+    config = WhisperConfig(
+        vocab_size=len(tokenizer),
+        num_mel_bins=80,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_source_positions=1500,
+        max_target_positions=448,
+        bos_token_id=end,
+        eos_token_id=end,
+        pad_token_id=end,
+        decoder_start_token_id=tokenizer.convert_tokens_to_ids("<|startoftranscript|>"),
+        suppress_tokens=None,
+        begin_suppress_tokens=None,
+        tie_word_embeddings=True,
+        init_std=0.5,
+    )
     WhisperForConditionalGeneration(config).save_pretrained(out)
 
 
@@ -323,8 +455,15 @@ def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
 # for torch+cpu; LLaVA and PaliGemma through vision.get_vision_encoder_info, which imports the Pixtral model, Gemma
 # 3 through its image processor), and PaliGemma and Gemma 3 need prefix-LM attention, which the CPU backend lacks.
 # The towers are tiny (32x32 images in 8x8 patches) like Idefics3's; the PIL image processors keep torchvision out.
-TOWER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, image_size=32,
-             patch_size=8, initializer_range=0.2)
+TOWER = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    image_size=32,
+    patch_size=8,
+    initializer_range=0.2,
+)
 # Gemma tokenizers have newline runs as tokens, and vLLM's Gemma processors look them up by text.
 GEMMA_NEWLINES = ["\n", "\n\n", "\n\n\n", "\n\n\n\n"]
 
@@ -336,9 +475,14 @@ def _tower_under_vision_model(out: Path) -> None:
 
     path = out / "model.safetensors"
     tensors = load_file(path)
-    moved = {("vision_tower.vision_model." + key[len("vision_tower."):]
-              if key.startswith("vision_tower.") and not key.startswith("vision_tower.vision_model.") else key): value
-             for key, value in tensors.items()}
+    moved = {
+        (
+            "vision_tower.vision_model." + key[len("vision_tower.") :]
+            if key.startswith("vision_tower.") and not key.startswith("vision_tower.vision_model.")
+            else key
+        ): value
+        for key, value in tensors.items()
+    }
     save_file(moved, path, metadata={"format": "pt"})
 
 
@@ -362,14 +506,25 @@ def _build_llava(out: Path, spec: TinyModelSpec) -> None:
 
     tokenizer = _text_tokenizer(spec, ["<image>"])
     tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
-    image_processor = CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=8,
-                   vision_feature_select_strategy="default", num_additional_image_tokens=1,
-                   chat_template=LLAVA_CHAT_TEMPLATE).save_pretrained(out)
-    config = LlavaConfig(vision_config=CLIPVisionConfig(**TOWER, projection_dim=64).to_dict(),
-                         text_config=LlamaConfig(**_text_config(spec, tokenizer)).to_dict(),
-                         image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_layer=-2,
-                         vision_feature_select_strategy="default", tie_word_embeddings=False)
+    image_processor = CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+    )
+    LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_CHAT_TEMPLATE,
+    ).save_pretrained(out)
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(**TOWER, projection_dim=64).to_dict(),
+        text_config=LlamaConfig(**_text_config(spec, tokenizer)).to_dict(),
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        tie_word_embeddings=False,
+    )
     config.initializer_range = 0.2
     LlavaForConditionalGeneration(config).save_pretrained(out)
     _tower_under_vision_model(out)
@@ -401,13 +556,18 @@ def _build_paligemma(out: Path, spec: TinyModelSpec) -> None:
     image_processor = SiglipImageProcessorPil(size={"height": 32, "width": 32})
     image_processor.image_seq_length = (TOWER["image_size"] // TOWER["patch_size"]) ** 2
     tokenizer.chat_template = PALIGEMMA_CHAT_TEMPLATE
-    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                                   chat_template=PALIGEMMA_CHAT_TEMPLATE)
+    processor = PaliGemmaProcessor(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=PALIGEMMA_CHAT_TEMPLATE
+    )
     processor.save_pretrained(out)
     text = GemmaConfig(**{**_text_config(spec, tokenizer), "vocab_size": len(processor.tokenizer)})
-    config = PaliGemmaConfig(vision_config=SiglipVisionConfig(**TOWER).to_dict(), text_config=text.to_dict(),
-                             image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-                             projection_dim=spec.hidden_size, vocab_size=len(processor.tokenizer))
+    config = PaliGemmaConfig(
+        vision_config=SiglipVisionConfig(**TOWER).to_dict(),
+        text_config=text.to_dict(),
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        projection_dim=spec.hidden_size,
+        vocab_size=len(processor.tokenizer),
+    )
     config.initializer_range = 0.2
     PaliGemmaForConditionalGeneration(config).save_pretrained(out)
     _tower_under_vision_model(out)
@@ -434,40 +594,79 @@ def _build_gemma3(out: Path, spec: TinyModelSpec) -> None:
         SiglipVisionConfig,
     )
 
-    tokenizer = _text_tokenizer(spec, named_special={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-                                                     "image_token": "<image_soft_token>"})
+    tokenizer = _text_tokenizer(
+        spec,
+        named_special={
+            "boi_token": "<start_of_image>",
+            "eoi_token": "<end_of_image>",
+            "image_token": "<image_soft_token>",
+        },
+    )
     tokenizer.add_tokens(GEMMA_NEWLINES)
     tokenizer.chat_template = GEMMA3_CHAT_TEMPLATE
-    image_processor = Gemma3ImageProcessorPil(size={"height": 32, "width": 32}, do_pan_and_scan=False)
-    Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_length=4,
-                    chat_template=GEMMA3_CHAT_TEMPLATE).save_pretrained(out)
+    image_processor = Gemma3ImageProcessorPil(
+        size={"height": 32, "width": 32}, do_pan_and_scan=False
+    )
+    Gemma3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        image_seq_length=4,
+        chat_template=GEMMA3_CHAT_TEMPLATE,
+    ).save_pretrained(out)
     # Untied: with the embedding as output layer (scaled by sqrt(hidden) on the way in) the random model only
     # repeats the prompt's last token.
-    text = Gemma3TextConfig(**_text_config(spec, tokenizer), query_pre_attn_scalar=spec.head_dim,
-                            tie_word_embeddings=False)
-    config = Gemma3Config(text_config=text.to_dict(), vision_config=SiglipVisionConfig(**TOWER).to_dict(),
-                          mm_tokens_per_image=4, boi_token_index=tokenizer.boi_token_id,
-                          eoi_token_index=tokenizer.eoi_token_id, image_token_index=tokenizer.image_token_id,
-                          initializer_range=0.2, tie_word_embeddings=False)
+    text = Gemma3TextConfig(
+        **_text_config(spec, tokenizer),
+        query_pre_attn_scalar=spec.head_dim,
+        tie_word_embeddings=False,
+    )
+    config = Gemma3Config(
+        text_config=text.to_dict(),
+        vision_config=SiglipVisionConfig(**TOWER).to_dict(),
+        mm_tokens_per_image=4,
+        boi_token_index=tokenizer.boi_token_id,
+        eoi_token_index=tokenizer.eoi_token_id,
+        image_token_index=tokenizer.image_token_id,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+    )
     model = Gemma3ForConditionalGeneration(config)
     torch.nn.init.normal_(model.model.multi_modal_projector.mm_input_projection_weight, std=0.2)
     model.save_pretrained(out)
     _tower_under_vision_model(out)
 
 
-ARCHITECTURES = {"llama": _build_llama, "mistral": _build_mistral, "mixtral": _build_mixtral,
-                 "qwen3_moe": _build_qwen3_moe, "deepseek_v2": _build_deepseek_v2,
-                 "idefics3": _build_idefics3, "whisper": _build_whisper, "llava": _build_llava,
-                 "paligemma": _build_paligemma, "gemma3": _build_gemma3}
+ARCHITECTURES = {
+    "llama": _build_llama,
+    "mistral": _build_mistral,
+    "mixtral": _build_mixtral,
+    "qwen3_moe": _build_qwen3_moe,
+    "deepseek_v2": _build_deepseek_v2,
+    "idefics3": _build_idefics3,
+    "whisper": _build_whisper,
+    "llava": _build_llava,
+    "paligemma": _build_paligemma,
+    "gemma3": _build_gemma3,
+}
 MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v2")
 # The first three keep the digests (and cached folders) they had before the builders were split out.
-BUILDERS_IN_DIGEST = ("qwen3_moe", "deepseek_v2", "idefics3", "whisper", "llava", "paligemma", "gemma3")
+BUILDERS_IN_DIGEST = (
+    "qwen3_moe",
+    "deepseek_v2",
+    "idefics3",
+    "whisper",
+    "llava",
+    "paligemma",
+    "gemma3",
+)
 # Image-text architectures vLLM cannot serve on its CPU backend (see TOWER above): GPU runners only.
 GPU_ONLY_IMAGE_ARCHITECTURES = ("llava", "paligemma", "gemma3")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build a tiny model with random weights (no download).")
+    parser = argparse.ArgumentParser(
+        description="Build a tiny model with random weights (no download)."
+    )
     parser.add_argument("out", type=Path)
     parser.add_argument("--spec", default="{}", help="TinyModelSpec fields as JSON")
     args = parser.parse_args(argv)

@@ -53,47 +53,77 @@ def code_base(provenance: dict) -> str | None:
     return provenance.get("base_sha") or provenance.get("merge_base")
 
 
-def attribute(tests: dict[str, dict], provenance: dict, trunk: dict, parity: dict | None = None) -> Attribution:
+def attribute(
+    tests: dict[str, dict], provenance: dict, trunk: dict, parity: dict | None = None
+) -> Attribution:
     """Class every blocking failure of a run (`tests`: its gate report's tests) against `trunk`."""
     base = code_base(provenance or {})
     out = Attribution(base=base)
     position = {sha: i for i, sha in enumerate(trunk.get("commits") or [])}
     trunk_tests = trunk.get("tests") or {}
     for name in blocking_failures(tests):
-        out.classes[name], out.reasons[name] = _class_of(tests[name], trunk_tests.get(name), base, position)
+        out.classes[name], out.reasons[name] = _class_of(
+            tests[name], trunk_tests.get(name), base, position
+        )
     for name, entry in trunk_tests.items():
         if entry["state"] == "failing" and name in tests and tests[name]["verdict"] == "pass":
             out.fixed.append(name)
     reference = (parity or {}).get("tests") or {}
-    out.on_cuda_too = {n for n in out.classes if isinstance(reference.get(n), dict)
-                       and reference[n].get("reference") not in (None, "passed")}
+    out.on_cuda_too = {
+        n
+        for n in out.classes
+        if isinstance(reference.get(n), dict)
+        and reference[n].get("reference") not in (None, "passed")
+    }
     if base is None:
         out.note = "the run names no base commit: a failure main already has counts as pre-existing only by its fingerprint"
     return out
 
 
-def _class_of(test: dict, entry: dict | None, base: str | None, position: dict[str, int]) -> tuple[str, str]:
+def _class_of(
+    test: dict, entry: dict | None, base: str | None, position: dict[str, int]
+) -> tuple[str, str]:
     mine = fingerprint_of(test)
     if entry is not None and entry["state"] in ("passing", "flaky") and entry["flaky_count"]:
         if mine in entry.get("flaky_fingerprints", []):
             last = (entry.get("flaky_commits") or ["unknown"])[-1]
-            return FLAKY_ON_MAIN, (f"flaky on main, failing the same way: passed and failed on {entry['flaky_count']} "
-                                   f"main commit(s), last {last[:12]}")
+            return FLAKY_ON_MAIN, (
+                f"flaky on main, failing the same way: passed and failed on {entry['flaky_count']} "
+                f"main commit(s), last {last[:12]}"
+            )
         theirs = "; ".join(f or "(no message)" for f in entry.get("flaky_fingerprints", [])[:2])
-        return NEW, f"flaky on main, but this failure differs: main: {theirs}; here: {mine or '(no message)'}"
+        return (
+            NEW,
+            f"flaky on main, but this failure differs: main: {theirs}; here: {mine or '(no message)'}",
+        )
     if entry is None or entry["state"] != "failing":
         return NEW, "main passes this test"
     since = entry["since"]["sha"]
     green = (entry.get("last_green") or {}).get("sha")
-    if base is not None and green in position and base in position and position[base] <= position[green]:
-        return NEW, (f"main fails this test since {since[:12]}, but this run's code is based on {base[:12]}, at or "
-                     f"before main's last green commit {green[:12]}: main's failure is not in the code that ran")
+    if (
+        base is not None
+        and green in position
+        and base in position
+        and position[base] <= position[green]
+    ):
+        return NEW, (
+            f"main fails this test since {since[:12]}, but this run's code is based on {base[:12]}, at or "
+            f"before main's last green commit {green[:12]}: main's failure is not in the code that ran"
+        )
     if mine not in entry["fingerprints"]:
         theirs = "; ".join(f or "(no message)" for f in entry["fingerprints"][:2])
-        return NEW, f"main fails this test since {since[:12]}, but differently: main: {theirs}; here: {mine or '(no message)'}"
-    where = ("based on it or later" if base in position and position[base] >= position.get(since, 1 << 30)
-             else "based inside the suspect range" if base in position
-             else "based on a commit the trunk state does not list (newer than its last main run, or older than "
-                  "its commit list)" if base
-             else "no base named")
+        return (
+            NEW,
+            f"main fails this test since {since[:12]}, but differently: main: {theirs}; here: {mine or '(no message)'}",
+        )
+    where = (
+        "based on it or later"
+        if base in position and position[base] >= position.get(since, 1 << 30)
+        else "based inside the suspect range"
+        if base in position
+        else "based on a commit the trunk state does not list (newer than its last main run, or older than "
+        "its commit list)"
+        if base
+        else "no base named"
+    )
     return PRE_EXISTING, f"pre-existing on main since {since[:12]}, the same failure ({where})"

@@ -45,12 +45,19 @@ def _green_streak(conn: sqlite3.Connection, test: str, sku: str, count: int) -> 
         "SELECT r.verdict FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
         "WHERE t.name = ? AND u.origin = 'main' AND u.sku = ? AND r.verdict IN ('pass', 'regression', "
         "'unconfirmed', 'flaky') ORDER BY COALESCE(u.started, '') DESC, u.id DESC LIMIT ?",
-        (test, sku, count)).fetchall()
+        (test, sku, count),
+    ).fetchall()
     return len(rows) == count and all(v == "pass" for (v,) in rows)
 
 
-def update(conn: sqlite3.Connection, document: dict, trunk: dict, after_hours: float = AFTER_HOURS,
-           lift_after: int = LIFT_AFTER, now: str | None = None) -> tuple[dict, list[str], list[str]]:
+def update(
+    conn: sqlite3.Connection,
+    document: dict,
+    trunk: dict,
+    after_hours: float = AFTER_HOURS,
+    lift_after: int = LIFT_AFTER,
+    now: str | None = None,
+) -> tuple[dict, list[str], list[str]]:
     """(the new document, tests added, tests lifted) for the trunk state's SKU."""
     sku = trunk["sku"]
     now = now or datetime.now(UTC).isoformat(timespec="seconds")
@@ -64,14 +71,35 @@ def update(conn: sqlite3.Connection, document: dict, trunk: dict, after_hours: f
     added = []
     for name, state in trunk["tests"].items():
         red = state.get("red_seconds")
-        if state["state"] != "failing" or red is None or red < after_hours * 3600 or (name, sku) in listed:
+        if (
+            state["state"] != "failing"
+            or red is None
+            or red < after_hours * 3600
+            or (name, sku) in listed
+        ):
             continue
         since = state["since"]["sha"]
-        kept.append({"test": name, "sku": sku, "since": since, "quarantined": now,
-                     "fingerprints": state["fingerprints"][:5],
-                     "reason": f"red on main ({sku}) for {red / 3600:.1f} h since {since[:12]}, past {after_hours:g} h; "
-                               f"lifted after {lift_after} green main runs"})
+        kept.append(
+            {
+                "test": name,
+                "sku": sku,
+                "since": since,
+                "quarantined": now,
+                "fingerprints": state["fingerprints"][:5],
+                "reason": f"red on main ({sku}) for {red / 3600:.1f} h since {since[:12]}, past {after_hours:g} h; "
+                f"lifted after {lift_after} green main runs",
+            }
+        )
         added.append(name)
     kept.sort(key=lambda e: (e["test"], e.get("sku") or ""))
-    return {"schema": QUARANTINE_SCHEMA, "updated": now, "after_hours": after_hours, "lift_after": lift_after,
-            "tests": kept}, added, lifted
+    return (
+        {
+            "schema": QUARANTINE_SCHEMA,
+            "updated": now,
+            "after_hours": after_hours,
+            "lift_after": lift_after,
+            "tests": kept,
+        },
+        added,
+        lifted,
+    )

@@ -39,7 +39,9 @@ def _commit_outcome(verdicts: list[str]) -> str | None:
 
 def _seconds(first: str | None, last: str | None) -> float | None:
     try:
-        return max(0.0, (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds())
+        return max(
+            0.0, (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds()
+        )
     except (TypeError, ValueError):
         return None
 
@@ -48,11 +50,19 @@ def main_runs(conn: sqlite3.Connection, sku: str) -> list[tuple]:
     """(run id, tested commit, started, repository, default branch) of the SKU's main runs, oldest first."""
     return conn.execute(
         "SELECT id, git_sha, started, repository, default_branch FROM runs WHERE origin = 'main' AND sku = ? "
-        "AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id", (sku,)).fetchall()
+        "AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
+        (sku,),
+    ).fetchall()
 
 
-def build(conn: sqlite3.Connection, sku: str, window: int = WINDOW, commits: list[str] | None = None,
-          generated: str | None = None, tracker_url: str | None = None) -> dict:
+def build(
+    conn: sqlite3.Connection,
+    sku: str,
+    window: int = WINDOW,
+    commits: list[str] | None = None,
+    generated: str | None = None,
+    tracker_url: str | None = None,
+) -> dict:
     """The `pytest-rocm/trunk/1` document of `sku`. `commits`: main's commits, oldest first (optional)."""
     runs = main_runs(conn, sku)
     position = {sha: i for i, sha in enumerate(commits or [])}
@@ -61,7 +71,10 @@ def build(conn: sqlite3.Connection, sku: str, window: int = WINDOW, commits: lis
         first_run.setdefault(run[1], run)
     # with main's commit list, a tested commit not on it never landed on main (or the checkout is stale): left out
     candidates = [sha for sha in first_run if not position or sha in position]
-    ordered = sorted(candidates, key=lambda sha: (position.get(sha, 0), first_run[sha][2] or "", first_run[sha][0]))
+    ordered = sorted(
+        candidates,
+        key=lambda sha: (position.get(sha, 0), first_run[sha][2] or "", first_run[sha][0]),
+    )
     tested = ordered[-window:]
     keep = set(tested)
     run_ids = [r[0] for r in runs if r[1] in keep]
@@ -76,12 +89,22 @@ def build(conn: sqlite3.Connection, sku: str, window: int = WINDOW, commits: lis
         if entry is not None:
             tests[name] = entry
     green = _tests_run(conn, run_ids) - len(tests)
-    return {"schema": TRUNK_SCHEMA, "sku": sku, "generated": generated, "window": window,
-            "repository": newest[3] if newest else None, "default_branch": newest[4] if newest else None,
-            "tracker_url": tracker_url, "main_runs": len(run_ids), "main_commits": len(tested),
-            "newest": {"sha": newest[1], "started": newest_started} if newest else None,
-            "commits": listed[-COMMITS_LIMIT:], "commits_from": "list" if commits else "tested commits",
-            "tests": dict(sorted(tests.items())), "green": green}
+    return {
+        "schema": TRUNK_SCHEMA,
+        "sku": sku,
+        "generated": generated,
+        "window": window,
+        "repository": newest[3] if newest else None,
+        "default_branch": newest[4] if newest else None,
+        "tracker_url": tracker_url,
+        "main_runs": len(run_ids),
+        "main_commits": len(tested),
+        "newest": {"sha": newest[1], "started": newest_started} if newest else None,
+        "commits": listed[-COMMITS_LIMIT:],
+        "commits_from": "list" if commits else "tested commits",
+        "tests": dict(sorted(tests.items())),
+        "green": green,
+    }
 
 
 def _commit_list(tested: list[str], commits: list[str] | None) -> list[str]:
@@ -90,7 +113,7 @@ def _commit_list(tested: list[str], commits: list[str] | None) -> list[str]:
     if not commits or not tested:
         return list(tested)
     end = commits.index(tested[-1])
-    return commits[max(0, end + 1 - COMMITS_LIMIT):end + 1]
+    return commits[max(0, end + 1 - COMMITS_LIMIT) : end + 1]
 
 
 def _results(conn, run_ids: list[int]) -> dict[str, list[tuple]]:
@@ -99,14 +122,21 @@ def _results(conn, run_ids: list[int]) -> dict[str, list[tuple]]:
         return {}
     found: dict[str, list[tuple]] = defaultdict(list)
     marks = ", ".join("?" for _ in run_ids)
-    names = [row[0] for row in conn.execute(
-        f"SELECT DISTINCT test_id FROM results WHERE verdict <> 'pass' AND verdict IN (?, ?, ?) "
-        f"AND run_id IN ({marks})", [*FAILED, "flaky", *run_ids])]
+    names = [
+        row[0]
+        for row in conn.execute(
+            f"SELECT DISTINCT test_id FROM results WHERE verdict <> 'pass' AND verdict IN (?, ?, ?) "
+            f"AND run_id IN ({marks})",
+            [*FAILED, "flaky", *run_ids],
+        )
+    ]
     for chunk in range(0, len(names), 500):
-        ids = names[chunk:chunk + 500]
+        ids = names[chunk : chunk + 500]
         for name, run_id, verdict, fingerprint in conn.execute(
-                f"SELECT t.name, r.run_id, r.verdict, r.fingerprint FROM results r JOIN tests t ON t.id = r.test_id "
-                f"WHERE r.test_id IN ({', '.join('?' for _ in ids)}) AND r.run_id IN ({marks})", [*ids, *run_ids]):
+            f"SELECT t.name, r.run_id, r.verdict, r.fingerprint FROM results r JOIN tests t ON t.id = r.test_id "
+            f"WHERE r.test_id IN ({', '.join('?' for _ in ids)}) AND r.run_id IN ({marks})",
+            [*ids, *run_ids],
+        ):
             found[name].append((run_id, verdict, fingerprint))
     return found
 
@@ -115,16 +145,27 @@ def _tests_run(conn, run_ids: list[int]) -> int:
     if not run_ids:
         return 0
     marks = ", ".join("?" for _ in run_ids)
-    return conn.execute(f"SELECT COUNT(DISTINCT test_id) FROM results WHERE run_id IN ({marks})", run_ids).fetchone()[0]
+    return conn.execute(
+        f"SELECT COUNT(DISTINCT test_id) FROM results WHERE run_id IN ({marks})", run_ids
+    ).fetchone()[0]
 
 
-def _test_state(rows: list[tuple], tested: list[str], run_of: dict, listed: list[str],
-                newest_started: str | None) -> dict | None:
+def _test_state(
+    rows: list[tuple],
+    tested: list[str],
+    run_of: dict,
+    listed: list[str],
+    newest_started: str | None,
+) -> dict | None:
     """The entry of one test (None: green throughout the window, never flaky)."""
     per_commit: dict[str, list[tuple]] = defaultdict(list)
     for run_id, verdict, fingerprint in rows:
         per_commit[run_of[run_id][1]].append((verdict, fingerprint, run_of[run_id][2]))
-    series = [(sha, _commit_outcome([v for v, _, _ in per_commit[sha]])) for sha in tested if sha in per_commit]
+    series = [
+        (sha, _commit_outcome([v for v, _, _ in per_commit[sha]]))
+        for sha in tested
+        if sha in per_commit
+    ]
     # a commit with no row for this test either passed it (passes are stored too) or did not run it: the
     # rows above hold every result of the test in these runs, so a commit missing here did not run it
     series = [(sha, outcome) for sha, outcome in series if outcome is not None]
@@ -134,29 +175,53 @@ def _test_state(rows: list[tuple], tested: list[str], run_of: dict, listed: list
     decided = [(sha, o) for sha, o in series if o in ("pass", "fail")]
     flips = sum(1 for a, b in zip(decided, decided[1:]) if a[1] != b[1])
     state = {"fail": "failing", "pass": "passing", "flaky": "flaky"}[series[-1][1]]
-    entry = {"state": state, "flaky_commits": flaky[-10:], "flaky_count": len(flaky), "flips": flips,
-             "since": None, "last_green": None, "suspects": None, "suspect_count": None, "red_seconds": None,
-             "fingerprints": [], "flaky_fingerprints": sorted({
-                 f or "" for sha in flaky for v, f, _ in per_commit[sha] if v in FAILED + ("flaky",)})[:20],
-             "last_failed": None}
-    failed_runs = [(v, f, started) for sha in per_commit for v, f, started in per_commit[sha] if v in FAILED]
+    entry = {
+        "state": state,
+        "flaky_commits": flaky[-10:],
+        "flaky_count": len(flaky),
+        "flips": flips,
+        "since": None,
+        "last_green": None,
+        "suspects": None,
+        "suspect_count": None,
+        "red_seconds": None,
+        "fingerprints": [],
+        "flaky_fingerprints": sorted(
+            {f or "" for sha in flaky for v, f, _ in per_commit[sha] if v in FAILED + ("flaky",)}
+        )[:20],
+        "last_failed": None,
+    }
+    failed_runs = [
+        (v, f, started) for sha in per_commit for v, f, started in per_commit[sha] if v in FAILED
+    ]
     if failed_runs:
         entry["last_failed"] = max((s or "" for _, _, s in failed_runs), default=None) or None
     if state == "failing":
         streak = []
         for sha, outcome in reversed(series):
             if outcome == "pass":
-                entry["last_green"] = {"sha": sha, "started": min(s or "" for _, _, s in per_commit[sha]) or None}
+                entry["last_green"] = {
+                    "sha": sha,
+                    "started": min(s or "" for _, _, s in per_commit[sha]) or None,
+                }
                 break
             if outcome == "fail":
                 streak.append(sha)
         since = streak[-1]
-        since_started = min((s or "" for v, _, s in per_commit[since] if v in FAILED), default="") or None
+        since_started = (
+            min((s or "" for v, _, s in per_commit[since] if v in FAILED), default="") or None
+        )
         entry["since"] = {"sha": since, "started": since_started}
         entry["red_seconds"] = _seconds(since_started, newest_started)
-        entry["fingerprints"] = sorted({f or "" for sha in streak for v, f, _ in per_commit[sha] if v in FAILED})[:20]
+        entry["fingerprints"] = sorted(
+            {f or "" for sha in streak for v, f, _ in per_commit[sha] if v in FAILED}
+        )[:20]
         if entry["last_green"] is not None:
-            start = listed.index(entry["last_green"]["sha"]) + 1 if entry["last_green"]["sha"] in listed else None
+            start = (
+                listed.index(entry["last_green"]["sha"]) + 1
+                if entry["last_green"]["sha"] in listed
+                else None
+            )
             end = listed.index(since) + 1 if since in listed else None
             if start is not None and end is not None and end >= start:
                 entry["suspects"] = listed[start:end][:SUSPECTS_LIMIT]

@@ -27,7 +27,12 @@ class Case:
     heads: int
     kv_heads: int
     head_size: int
-    seq_lens: tuple[int, ...] = (41, 70, 5, 33)  # the whole history of each sequence, new tokens included
+    seq_lens: tuple[int, ...] = (
+        41,
+        70,
+        5,
+        33,
+    )  # the whole history of each sequence, new tokens included
     query_lens: tuple[int, ...] = (1, 70, 5, 3)  # decode, prefill, short prefill, chunked prefill
     causal: bool = True
     window: int | None = None
@@ -60,26 +65,39 @@ class Batch:
 
 def make_batch(case: Case, dtype: torch.dtype, seed: int = 0) -> Batch:
     g = torch.Generator().manual_seed(seed)
-    keys = [torch.randn(n, case.kv_heads, case.head_size, generator=g).to(dtype) for n in case.seq_lens]
-    values = [torch.randn(n, case.kv_heads, case.head_size, generator=g).to(dtype) for n in case.seq_lens]
+    keys = [
+        torch.randn(n, case.kv_heads, case.head_size, generator=g).to(dtype) for n in case.seq_lens
+    ]
+    values = [
+        torch.randn(n, case.kv_heads, case.head_size, generator=g).to(dtype) for n in case.seq_lens
+    ]
     query = torch.randn(sum(case.query_lens), case.heads, case.head_size, generator=g).to(dtype)
-    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / case.heads) for h in range(case.heads)]) if case.alibi else None
-    return Batch(case, query, keys, values, slopes, case.head_size ** -0.5)
+    slopes = (
+        torch.tensor([2.0 ** (-8 * (h + 1) / case.heads) for h in range(case.heads)])
+        if case.alibi
+        else None
+    )
+    return Batch(case, query, keys, values, slopes, case.head_size**-0.5)
 
 
 def reference(batch: Batch) -> torch.Tensor:
     """Attention of the new tokens, in float32, from the definition."""
     case, outs, start = batch.case, [], 0
     for k, v, q_len in zip(batch.keys, batch.values, case.query_lens):
-        q = batch.query[start:start + q_len].float()
+        q = batch.query[start : start + q_len].float()
         start += q_len
         seq_len = k.shape[0]
         group = case.heads // case.kv_heads
-        kk, vv = k.float().repeat_interleave(group, dim=1), v.float().repeat_interleave(group, dim=1)
+        kk, vv = (
+            k.float().repeat_interleave(group, dim=1),
+            v.float().repeat_interleave(group, dim=1),
+        )
         scores = torch.einsum("qhd,khd->hqk", q, kk) * batch.scale
         if case.softcap:
             scores = case.softcap * torch.tanh(scores / case.softcap)
-        pos = torch.arange(seq_len - q_len, seq_len)[:, None]  # absolute positions of the new tokens
+        pos = torch.arange(seq_len - q_len, seq_len)[
+            :, None
+        ]  # absolute positions of the new tokens
         key = torch.arange(seq_len)[None, :]
         if batch.alibi_slopes is not None:
             scores = scores + batch.alibi_slopes[:, None, None] * (key - pos)[None]
@@ -101,17 +119,24 @@ def _block_table(batch: Batch, block_size: int, spare: int, seed: int) -> tuple[
     table = torch.zeros(len(per_seq), max(per_seq), dtype=torch.int32)
     used = 0
     for s, n in enumerate(per_seq):
-        table[s, :n] = order[used:used + n]
+        table[s, :n] = order[used : used + n]
         used += n
     return table, total
 
 
 def _slots(table: torch.Tensor, seq_lens, block_size: int) -> torch.Tensor:
-    return torch.cat([table[s, torch.arange(n) // block_size].long() * block_size + torch.arange(n) % block_size
-                      for s, n in enumerate(seq_lens)])
+    return torch.cat(
+        [
+            table[s, torch.arange(n) // block_size].long() * block_size
+            + torch.arange(n) % block_size
+            for s, n in enumerate(seq_lens)
+        ]
+    )
 
 
-def run_cpu_attn(batch: Batch, block_size: int = 32, fill: float = 0.0, seed: int = 0) -> torch.Tensor:
+def run_cpu_attn(
+    batch: Batch, block_size: int = 32, fill: float = 0.0, seed: int = 0
+) -> torch.Tensor:
     """vLLM's CPU paged attention. `fill`: the value of cache slots no token writes (vLLM allocates zeros)."""
     import vllm._custom_ops as ops
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
@@ -120,17 +145,52 @@ def run_cpu_attn(batch: Batch, block_size: int = 32, fill: float = 0.0, seed: in
     table, blocks = _block_table(batch, block_size, spare=3, seed=seed)
     isa = _get_attn_isa(dtype, block_size, case.head_size)
     cache = torch.full((blocks, case.kv_heads, block_size, 2 * case.head_size), fill, dtype=dtype)
-    key_cache, value_cache = cache.view(blocks, case.kv_heads, block_size * 2, case.head_size).chunk(2, dim=2)
-    ops.cpu_attn_reshape_and_cache(torch.cat(batch.keys), torch.cat(batch.values), key_cache, value_cache,
-                                   _slots(table, case.seq_lens, block_size), isa)
-    query_start = torch.tensor([0, *torch.tensor(case.query_lens).cumsum(0).tolist()], dtype=torch.int32)
+    key_cache, value_cache = cache.view(
+        blocks, case.kv_heads, block_size * 2, case.head_size
+    ).chunk(2, dim=2)
+    ops.cpu_attn_reshape_and_cache(
+        torch.cat(batch.keys),
+        torch.cat(batch.values),
+        key_cache,
+        value_cache,
+        _slots(table, case.seq_lens, block_size),
+        isa,
+    )
+    query_start = torch.tensor(
+        [0, *torch.tensor(case.query_lens).cumsum(0).tolist()], dtype=torch.int32
+    )
     seq_lens = torch.tensor(case.seq_lens, dtype=torch.int32)
     window = case.window or -1
-    metadata = ops.cpu_attn_get_scheduler_metadata(len(case.seq_lens), case.heads, case.kv_heads, case.head_size,
-                                                   seq_lens, dtype, query_start, case.causal, window, isa, False)
+    metadata = ops.cpu_attn_get_scheduler_metadata(
+        len(case.seq_lens),
+        case.heads,
+        case.kv_heads,
+        case.head_size,
+        seq_lens,
+        dtype,
+        query_start,
+        case.causal,
+        window,
+        isa,
+        False,
+    )
     out = torch.empty_like(batch.query)
-    ops.cpu_attention_with_kv_cache(batch.query, key_cache, value_cache, out, query_start, seq_lens, batch.scale,
-                                    case.causal, batch.alibi_slopes, window, table, case.softcap, metadata, None)
+    ops.cpu_attention_with_kv_cache(
+        batch.query,
+        key_cache,
+        value_cache,
+        out,
+        query_start,
+        seq_lens,
+        batch.scale,
+        case.causal,
+        batch.alibi_slopes,
+        window,
+        table,
+        case.softcap,
+        metadata,
+        None,
+    )
     return out
 
 
@@ -138,21 +198,40 @@ def run_triton_attn(batch: Batch, block_size: int = 16, seed: int = 0) -> torch.
     """vLLM's Triton unified attention on the GPU (ROCm or CUDA). Causal only: non-causal is not applicable."""
     from vllm.v1.attention.ops.triton_unified_attention import unified_attention
 
-    case, dtype, device = batch.case, batch.query.dtype, "cuda"  # ROCm's torch names its GPUs cuda too
+    case, dtype, device = (
+        batch.case,
+        batch.query.dtype,
+        "cuda",
+    )  # ROCm's torch names its GPUs cuda too
     table, blocks = _block_table(batch, block_size, spare=3, seed=seed)
     key_cache = torch.zeros(blocks, block_size, case.kv_heads, case.head_size, dtype=dtype)
     value_cache = torch.zeros_like(key_cache)
     slots = _slots(table, case.seq_lens, block_size)
     key_cache.view(-1, case.kv_heads, case.head_size)[slots] = torch.cat(batch.keys)
     value_cache.view(-1, case.kv_heads, case.head_size)[slots] = torch.cat(batch.values)
-    query_start = torch.tensor([0, *torch.tensor(case.query_lens).cumsum(0).tolist()], dtype=torch.int32)
+    query_start = torch.tensor(
+        [0, *torch.tensor(case.query_lens).cumsum(0).tolist()], dtype=torch.int32
+    )
     out = torch.empty_like(batch.query, device=device)
     window = (case.window - 1, 0) if case.window else (-1, -1)
     descale = torch.ones(len(case.seq_lens), case.kv_heads, device=device)
-    unified_attention(q=batch.query.to(device), k=key_cache.to(device), v=value_cache.to(device), out=out,
-                      cu_seqlens_q=query_start.to(device), max_seqlen_q=max(case.query_lens),
-                      seqused_k=torch.tensor(case.seq_lens, dtype=torch.int32, device=device),
-                      max_seqlen_k=max(case.seq_lens), softmax_scale=batch.scale, causal=True, window_size=window,
-                      block_table=table.to(device), softcap=case.softcap, q_descale=None, k_descale=descale,
-                      v_descale=descale, alibi_slopes=None if batch.alibi_slopes is None else batch.alibi_slopes.to(device))
+    unified_attention(
+        q=batch.query.to(device),
+        k=key_cache.to(device),
+        v=value_cache.to(device),
+        out=out,
+        cu_seqlens_q=query_start.to(device),
+        max_seqlen_q=max(case.query_lens),
+        seqused_k=torch.tensor(case.seq_lens, dtype=torch.int32, device=device),
+        max_seqlen_k=max(case.seq_lens),
+        softmax_scale=batch.scale,
+        causal=True,
+        window_size=window,
+        block_table=table.to(device),
+        softcap=case.softcap,
+        q_descale=None,
+        k_descale=descale,
+        v_descale=descale,
+        alibi_slopes=None if batch.alibi_slopes is None else batch.alibi_slopes.to(device),
+    )
     return out.cpu()

@@ -37,5 +37,9 @@ def test_sliding_window_and_long_prompts_match_transformers(vllm_server_factory,
     assert len(prompts[0]) < WINDOW and len(prompts[-1]) > 8 * WINDOW, [len(p) for p in prompts]
     served = generate(client_for(server), mistral.name, prompts, max_tokens=MAX_TOKENS)
     reference = transformers_greedy(mistral.path, prompts, MAX_TOKENS)
-    assert_close_by_vllm_rule(reference, served, f"vLLM against transformers (window {WINDOW}, prompts of "
-                                                 f"{', '.join(str(len(p)) for p in prompts)} tokens)")
+    assert_close_by_vllm_rule(
+        reference,
+        served,
+        f"vLLM against transformers (window {WINDOW}, prompts of "
+        f"{', '.join(str(len(p)) for p in prompts)} tokens)",
+    )

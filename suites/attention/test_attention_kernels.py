@@ -20,8 +20,14 @@ pytestmark = pytest.mark.rocm_gate(group="attention")
 
 BACKENDS = [
     pytest.param("CPU_ATTN", id="CPU_ATTN"),
-    pytest.param("TRITON_ATTN", id="TRITON_ATTN",
-                 marks=[pytest.mark.hardware(vendor="amd"), pytest.mark.rocm_gate(group="attention", blocking=False)]),
+    pytest.param(
+        "TRITON_ATTN",
+        id="TRITON_ATTN",
+        marks=[
+            pytest.mark.hardware(vendor="amd"),
+            pytest.mark.rocm_gate(group="attention", blocking=False),
+        ],
+    ),
 ]
 DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.bfloat16, id="bfloat16")]
 
@@ -29,11 +35,14 @@ DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.bfloat16
 def _cpu_kernels_or_skip() -> None:
     try:
         import vllm._custom_ops  # noqa: F401  (registers torch.ops._C)
+
         present = hasattr(torch.ops._C, "cpu_attention_with_kv_cache")
     except ImportError as exc:
         pytest.skip(f"CPU_ATTN: vLLM is not importable here ({exc})")
     if not present:
-        pytest.skip("CPU_ATTN: this vLLM build has no CPU attention kernels (a GPU build); the GPU backends cover it")
+        pytest.skip(
+            "CPU_ATTN: this vLLM build has no CPU attention kernels (a GPU build); the GPU backends cover it"
+        )
 
 
 def _run(backend: str, batch):
@@ -63,11 +72,16 @@ def test_the_reference_is_the_definition():
     batch = make_batch(case, torch.float32)
     ours = reference(batch)
     q_len, start = case.query_lens[1], case.query_lens[0]
-    query = batch.query[start:start + q_len].transpose(0, 1)[None]  # a pure prefill: positions line up
+    query = batch.query[start : start + q_len].transpose(0, 1)[
+        None
+    ]  # a pure prefill: positions line up
     keys, values = batch.keys[1].transpose(0, 1)[None], batch.values[1].transpose(0, 1)[None]
-    sdpa = torch.nn.functional.scaled_dot_product_attention(query, keys, values, is_causal=True, enable_gqa=True,
-                                                            scale=batch.scale)
-    torch.testing.assert_close(ours[start:start + q_len], sdpa[0].transpose(0, 1), atol=1e-5, rtol=1e-5)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        query, keys, values, is_causal=True, enable_gqa=True, scale=batch.scale
+    )
+    torch.testing.assert_close(
+        ours[start : start + q_len], sdpa[0].transpose(0, 1), atol=1e-5, rtol=1e-5
+    )
 
 
 @pytest.mark.rocm_gate(group="attention", blocking=False)
@@ -79,4 +93,6 @@ def test_cpu_attn_needs_a_zero_filled_cache():
     case = next(c for c in CASES if c.name == "mha-64")
     batch = make_batch(case, torch.float32)
     assert torch.isfinite(run_cpu_attn(batch, fill=0.0)).all()
-    assert torch.isnan(run_cpu_attn(batch, fill=float("nan"))).any(), "unused NaN slots no longer reach the output"
+    assert torch.isnan(run_cpu_attn(batch, fill=float("nan"))).any(), (
+        "unused NaN slots no longer reach the output"
+    )

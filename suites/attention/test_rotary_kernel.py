@@ -26,11 +26,15 @@ MAX_POSITION = 4096
 CPU_PER_HEAD_GAP = (
     "known gap on vLLM's CPU backend: rotary_embedding on a [tokens, heads, head_size] query rotates tokens*heads "
     "one-head rows at positions read past the input (csrc/cpu/pos_encoding.cpp derives num_tokens from numel); the "
-    "GPU op handles this layout since vLLM pull request 12777. Not found tracked upstream for the CPU op.")
+    "GPU op handles this layout since vLLM pull request 12777. Not found tracked upstream for the CPU op."
+)
 LAYOUTS = [
     pytest.param("flat", id="flat"),
-    pytest.param("per_head", id="per_head",
-                 marks=pytest.mark.xfail(not gpu_runner(), reason=CPU_PER_HEAD_GAP, strict=False)),
+    pytest.param(
+        "per_head",
+        id="per_head",
+        marks=pytest.mark.xfail(not gpu_runner(), reason=CPU_PER_HEAD_GAP, strict=False),
+    ),
 ]
 
 
@@ -41,11 +45,16 @@ def cos_sin_cache(rotary_dim: int, device) -> torch.Tensor:
     return torch.cat([angles.cos(), angles.sin()], dim=-1).float().to(device)
 
 
-def rotate(x: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, neox: bool) -> torch.Tensor:
+def rotate(
+    x: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, neox: bool
+) -> torch.Tensor:
     """The definition on `[tokens, heads, head_size]`: each pair (x1, x2) turns by its position's angle;
     NeoX pairs element i with i + head_size/2, GPT-J pairs neighbours 2i and 2i+1."""
     half = cache.shape[-1] // 2
-    cos, sin = cache[positions, :half][:, None, :].double(), cache[positions, half:][:, None, :].double()
+    cos, sin = (
+        cache[positions, :half][:, None, :].double(),
+        cache[positions, half:][:, None, :].double(),
+    )
     x = x.double()
     x1, x2 = (x[..., :half], x[..., half:]) if neox else (x[..., 0::2], x[..., 1::2])
     r1, r2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
@@ -69,25 +78,43 @@ def test_rotary_embedding_matches_the_definition(layout, neox):
     generator = torch.Generator().manual_seed(0)
     # Guard space: `positions` backed by TOKENS*HEADS entries, each tensor by HEADS times its rows, so a kernel
     # that walks tokens*heads rows reads and writes this test's memory, not the process's.
-    position_buffer = torch.randint(0, MAX_POSITION, (TOKENS * HEADS,), generator=generator).to(device)
+    position_buffer = torch.randint(0, MAX_POSITION, (TOKENS * HEADS,), generator=generator).to(
+        device
+    )
     query_buffer = torch.randn(TOKENS * HEADS, HEADS, HEAD_SIZE, generator=generator).to(device)
     key_buffer = torch.randn(TOKENS * HEADS, 1, HEAD_SIZE, generator=generator).to(device)
     positions, query, key = position_buffer[:TOKENS], query_buffer[:TOKENS], key_buffer[:TOKENS]
     untouched_query, untouched_key = query_buffer[TOKENS:].clone(), key_buffer[TOKENS:].clone()
     cache = cos_sin_cache(HEAD_SIZE, device)
-    expected_query, expected_key = rotate(query, positions, cache, neox), rotate(key, positions, cache, neox)
+    expected_query, expected_key = (
+        rotate(query, positions, cache, neox),
+        rotate(key, positions, cache, neox),
+    )
 
     if layout == "flat":  # views of the same storage: the op works in place on the buffers
-        ops.rotary_embedding(positions, query.view(TOKENS, -1), key.view(TOKENS, -1), HEAD_SIZE, cache, neox)
+        ops.rotary_embedding(
+            positions, query.view(TOKENS, -1), key.view(TOKENS, -1), HEAD_SIZE, cache, neox
+        )
     else:
         ops.rotary_embedding(positions, query, key, HEAD_SIZE, cache, neox)
 
-    assert torch.equal(query_buffer[TOKENS:], untouched_query) and torch.equal(key_buffer[TOKENS:], untouched_key), (
-        f"rotary_embedding ({layout}) wrote outside its query and key tensors")
-    torch.testing.assert_close(query, expected_query, atol=1e-5, rtol=1e-5,
-                               msg=lambda m: f"query rotated wrongly ({layout}, {'neox' if neox else 'gptj'}): {m}")
-    torch.testing.assert_close(key, expected_key, atol=1e-5, rtol=1e-5,
-                               msg=lambda m: f"key rotated wrongly ({layout}, {'neox' if neox else 'gptj'}): {m}")
+    assert torch.equal(query_buffer[TOKENS:], untouched_query) and torch.equal(
+        key_buffer[TOKENS:], untouched_key
+    ), f"rotary_embedding ({layout}) wrote outside its query and key tensors"
+    torch.testing.assert_close(
+        query,
+        expected_query,
+        atol=1e-5,
+        rtol=1e-5,
+        msg=lambda m: f"query rotated wrongly ({layout}, {'neox' if neox else 'gptj'}): {m}",
+    )
+    torch.testing.assert_close(
+        key,
+        expected_key,
+        atol=1e-5,
+        rtol=1e-5,
+        msg=lambda m: f"key rotated wrongly ({layout}, {'neox' if neox else 'gptj'}): {m}",
+    )
 
 
 def test_the_rotary_reference_is_the_definition():
@@ -98,12 +125,20 @@ def test_the_rotary_reference_is_the_definition():
     positions = torch.randint(0, MAX_POSITION, (TOKENS,), generator=generator)
     cache = cos_sin_cache(HEAD_SIZE, "cpu")
     half = HEAD_SIZE // 2
-    turn = torch.polar(torch.ones(TOKENS, half, dtype=torch.float64),
-                       torch.atan2(cache[positions, half:].double(), cache[positions, :half].double()))
+    turn = torch.polar(
+        torch.ones(TOKENS, half, dtype=torch.float64),
+        torch.atan2(cache[positions, half:].double(), cache[positions, :half].double()),
+    )
     pairs = torch.view_as_complex(x.double().reshape(TOKENS, HEADS, half, 2).contiguous())
     complex_form = torch.view_as_real(pairs * turn[:, None, :]).flatten(-2).float()
-    torch.testing.assert_close(rotate(x, positions, cache, neox=False), complex_form, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        rotate(x, positions, cache, neox=False), complex_form, atol=1e-5, rtol=1e-5
+    )
     # NeoX is the same turn on the halves: permuting the head into interleaved order must give the same numbers.
     interleave = torch.stack([torch.arange(half), torch.arange(half) + half], dim=-1).flatten()
-    torch.testing.assert_close(rotate(x, positions, cache, neox=True)[..., interleave],
-                               rotate(x[..., interleave], positions, cache, neox=False), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        rotate(x, positions, cache, neox=True)[..., interleave],
+        rotate(x[..., interleave], positions, cache, neox=False),
+        atol=1e-5,
+        rtol=1e-5,
+    )

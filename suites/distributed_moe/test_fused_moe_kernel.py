@@ -27,13 +27,17 @@ class MoECase:
     hidden: int
     intermediate: int
     tokens: int
-    renormalise: bool = True  # Mixtral and Qwen3 renormalise the top-k weights; DeepSeek-V2 does not
+    renormalise: bool = (
+        True  # Mixtral and Qwen3 renormalise the top-k weights; DeepSeek-V2 does not
+    )
 
 
 CASES = [
     MoECase("mixtral-8x2", 8, 2, 128, 256, 24),
     MoECase("qwen3-moe-16x4", 16, 4, 128, 64, 40),
-    MoECase("deepseek-v2-16x6", 16, 6, 256, 96, 7, renormalise=False),  # 7 tokens: some experts get none
+    MoECase(
+        "deepseek-v2-16x6", 16, 6, 256, 96, 7, renormalise=False
+    ),  # 7 tokens: some experts get none
     MoECase("single-token", 8, 2, 128, 256, 1),
 ]
 
@@ -41,7 +45,9 @@ CASES = [
 def make(case: MoECase, dtype: torch.dtype, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(case.tokens, case.hidden, generator=g).to(dtype)
-    w13 = (torch.randn(case.experts, 2 * case.intermediate, case.hidden, generator=g) * 0.1).to(dtype)
+    w13 = (torch.randn(case.experts, 2 * case.intermediate, case.hidden, generator=g) * 0.1).to(
+        dtype
+    )
     w2 = (torch.randn(case.experts, case.hidden, case.intermediate, generator=g) * 0.1).to(dtype)
     weights, ids = torch.randn(case.tokens, case.experts, generator=g).softmax(-1).topk(case.top_k)
     if case.renormalise:
@@ -57,7 +63,10 @@ def reference(x, w13, w2, weights, ids) -> torch.Tensor:
     for t in range(x.shape[0]):
         for weight, expert in zip(weights[t].tolist(), ids[t].tolist()):
             h = x[t].float() @ w13[expert].float().T
-            out[t] += weight * ((torch.nn.functional.silu(h[:intermediate]) * h[intermediate:]) @ w2[expert].float().T)
+            out[t] += weight * (
+                (torch.nn.functional.silu(h[:intermediate]) * h[intermediate:])
+                @ w2[expert].float().T
+            )
     return out
 
 
@@ -65,8 +74,18 @@ def run_cpu(x, w13, w2, weights, ids) -> torch.Tensor:
     import vllm._custom_ops as ops
 
     out = torch.empty_like(x)
-    ops.cpu_fused_moe(out, x, ops.cpu_prepack_moe_weight(w13, "vec"), ops.cpu_prepack_moe_weight(w2, "vec"), None,
-                      None, weights, ids, "silu", "vec")
+    ops.cpu_fused_moe(
+        out,
+        x,
+        ops.cpu_prepack_moe_weight(w13, "vec"),
+        ops.cpu_prepack_moe_weight(w2, "vec"),
+        None,
+        None,
+        weights,
+        ids,
+        "silu",
+        "vec",
+    )
     return out
 
 
@@ -74,13 +93,21 @@ def run_triton(x, w13, w2, weights, ids) -> torch.Tensor:
     from vllm.model_executor.layers.fused_moe import fused_experts
 
     device = "cuda"  # ROCm's torch names its GPUs cuda too
-    return fused_experts(x.to(device), w13.to(device), w2.to(device), weights.to(device), ids.to(device)).cpu()
+    return fused_experts(
+        x.to(device), w13.to(device), w2.to(device), weights.to(device), ids.to(device)
+    ).cpu()
 
 
 BACKENDS = [
     pytest.param("CPU", id="CPU"),
-    pytest.param("TRITON", id="TRITON", marks=[pytest.mark.hardware(vendor="amd"),
-                                               pytest.mark.rocm_gate(group="distributed_moe", blocking=False)]),
+    pytest.param(
+        "TRITON",
+        id="TRITON",
+        marks=[
+            pytest.mark.hardware(vendor="amd"),
+            pytest.mark.rocm_gate(group="distributed_moe", blocking=False),
+        ],
+    ),
 ]
 DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.bfloat16, id="bfloat16")]
 
@@ -94,7 +121,9 @@ def test_fused_moe_matches_reference(backend, dtype, accuracy_gate):
         except ImportError as exc:
             pytest.skip(f"CPU: vLLM is not importable here ({exc})")
         if not hasattr(torch.ops._C, "cpu_fused_moe"):
-            pytest.skip("CPU: this vLLM build has no CPU MoE kernel (a GPU build); the GPU backends cover it")
+            pytest.skip(
+                "CPU: this vLLM build has no CPU MoE kernel (a GPU build); the GPU backends cover it"
+            )
     run = run_cpu if backend == "CPU" else run_triton
     errors = {}
     for case in CASES:

@@ -24,7 +24,10 @@ from gate_support import (
 )
 
 MIXTRAL = {"architecture": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}
-pytestmark = [pytest.mark.rocm_gate(group="distributed_moe"), pytest.mark.vllm_server(tiny_model=MIXTRAL)]
+pytestmark = [
+    pytest.mark.rocm_gate(group="distributed_moe"),
+    pytest.mark.vllm_server(tiny_model=MIXTRAL),
+]
 MAX_TOKENS = 24
 
 
@@ -50,15 +53,22 @@ def test_mixtral_tp1_matches_transformers(mixtral_tp1, mixtral):
 # query, which the CPU kernel rotates wrongly (suites/attention/test_rotary_kernel.py pins it: xfail on the CPU);
 # the served model then leaves transformers' greedy path within the first tokens, differently from run to run (the
 # kernel reads positions past its input). With the op replaced by vLLM's plain-torch form it matched 4 of 4 prompts.
-CPU_MLA_ROPE_GAP = ("known gap on vLLM's CPU backend: MLA's rotary embedding goes through the CPU rotary_embedding op "
-                    "with a [tokens, heads, head_size] query, which it rotates wrongly (see attention/"
-                    "test_rotary_kernel.py per_head); runs on GPU runners")
+CPU_MLA_ROPE_GAP = (
+    "known gap on vLLM's CPU backend: MLA's rotary embedding goes through the CPU rotary_embedding op "
+    "with a [tokens, heads, head_size] query, which it rotates wrongly (see attention/"
+    "test_rotary_kernel.py per_head); runs on GPU runners"
+)
 
 
-@pytest.mark.parametrize("architecture", [
-    "qwen3_moe",
-    pytest.param("deepseek_v2", marks=pytest.mark.skipif(not gpu_runner(), reason=CPU_MLA_ROPE_GAP)),
-])
+@pytest.mark.parametrize(
+    "architecture",
+    [
+        "qwen3_moe",
+        pytest.param(
+            "deepseek_v2", marks=pytest.mark.skipif(not gpu_runner(), reason=CPU_MLA_ROPE_GAP)
+        ),
+    ],
+)
 def test_moe_model_matches_transformers(vllm_server_factory, tiny_model, architecture):
     model = tiny_model(architecture=architecture, num_local_experts=8, num_experts_per_tok=2)
     _assert_matches_transformers(vllm_server_factory(model=model), model)
@@ -81,8 +91,11 @@ def test_mixtral_tp2_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
         pytest.skip("TP=2 on the CPU needs two cores for its two workers")
     prompts = _prompt_ids(mixtral_tp1, mixtral.name)
     tp1 = generate(client_for(mixtral_tp1), mixtral.name, prompts, max_tokens=MAX_TOKENS)
-    tp2_server = vllm_server_factory(model=mixtral, args=["--tensor-parallel-size", "2"],
-                                     env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
+    tp2_server = vllm_server_factory(
+        model=mixtral,
+        args=["--tensor-parallel-size", "2"],
+        env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"},
+    )
     tp2 = generate(client_for(tp2_server), mixtral.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(tp1, tp2, "vLLM TP=2 against TP=1")
 
@@ -91,15 +104,20 @@ def test_mixtral_tp2_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
 # request (csrc/cpu/cpu_fused_moe.cpp:242: the CPU experts accept the parallel config, but apply() never passes
 # expert_map). vLLM tracks expert parallelism on the CPU backend in issue 57837. `rocm_known_gap` applies on AMD
 # platforms only, so on the CPU the test skips itself naming the gap and the issue; on GPU runners it runs.
-CPU_EP_GAP = ("known gap on vLLM's CPU backend: with expert parallelism a TP=2 worker segfaults on the first request "
-              "(cpu_fused_moe is never given expert_map); tracked in https://github.com/vllm-project/vllm/issues/57837")
+CPU_EP_GAP = (
+    "known gap on vLLM's CPU backend: with expert parallelism a TP=2 worker segfaults on the first request "
+    "(cpu_fused_moe is never given expert_map); tracked in https://github.com/vllm-project/vllm/issues/57837"
+)
 
 
 @pytest.mark.skipif(not gpu_runner(), reason=CPU_EP_GAP)  # decided before any server starts
 def test_mixtral_expert_parallel_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
     prompts = _prompt_ids(mixtral_tp1, mixtral.name)
     tp1 = generate(client_for(mixtral_tp1), mixtral.name, prompts, max_tokens=MAX_TOKENS)
-    ep_server = vllm_server_factory(model=mixtral, args=["--tensor-parallel-size", "2", "--enable-expert-parallel"],
-                                    env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
+    ep_server = vllm_server_factory(
+        model=mixtral,
+        args=["--tensor-parallel-size", "2", "--enable-expert-parallel"],
+        env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"},
+    )
     ep = generate(client_for(ep_server), mixtral.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(tp1, ep, "vLLM TP=2 with expert parallelism against TP=1")

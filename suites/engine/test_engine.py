@@ -20,8 +20,16 @@ from gate_support import (
 
 pytestmark = pytest.mark.rocm_gate(group="engine")
 
-MIXED_LENGTHS = [PROMPTS[0], PROMPTS[1] * 6, PROMPTS[2], PROMPTS[4] * 3, PROMPTS[3], PROMPTS[6] * 4,
-                 PROMPTS[5] * 2, PROMPTS[7]]
+MIXED_LENGTHS = [
+    PROMPTS[0],
+    PROMPTS[1] * 6,
+    PROMPTS[2],
+    PROMPTS[4] * 3,
+    PROMPTS[3],
+    PROMPTS[6] * 4,
+    PROMPTS[5] * 2,
+    PROMPTS[7],
+]
 LONG_PROMPTS = [SHARED_PREFIX + p for p in PROMPTS[:4]]
 ABORT_AFTER_CHUNKS = 5  # a long shared prefix, several 32-token chunks each
 
@@ -44,16 +52,22 @@ def test_prefix_caching_on_and_off_agree(vllm_server, client, model_name, vllm_s
     before = metrics(vllm_server).get("vllm:prefix_cache_hits_total", 0.0)
     cached = generate_each(client, model_name, LONG_PROMPTS, max_tokens=24)
     hits = metrics(vllm_server).get("vllm:prefix_cache_hits_total", 0.0) - before
-    assert hits > 0, "the shared prefix never hit the prefix cache: this test would not test caching"
+    assert hits > 0, (
+        "the shared prefix never hit the prefix cache: this test would not test caching"
+    )
     uncached_server = vllm_server_factory(args=["--no-enable-prefix-caching"])
     uncached = generate_each(client_for(uncached_server), model_name, LONG_PROMPTS, max_tokens=24)
-    assert_same_tokens(uncached, cached, f"prefix caching on ({hits:.0f} cached tokens) against off")
+    assert_same_tokens(
+        uncached, cached, f"prefix caching on ({hits:.0f} cached tokens) against off"
+    )
 
 
 def test_chunked_prefill_agrees(client, model_name, vllm_server_factory):
     reference = generate(client, model_name, LONG_PROMPTS, max_tokens=24)
     # No step may take more than 32 tokens, so every prompt is prefilled over several steps.
-    chunked_server = vllm_server_factory(args=["--max-num-batched-tokens", "32", "--no-enable-prefix-caching"])
+    chunked_server = vllm_server_factory(
+        args=["--max-num-batched-tokens", "32", "--no-enable-prefix-caching"]
+    )
     chunked = generate(client_for(chunked_server), model_name, LONG_PROMPTS, max_tokens=24)
     assert_same_tokens(reference, chunked, "prefill in chunks of 32 tokens against the default")
 
@@ -63,13 +77,26 @@ def test_preemption_under_tiny_kv_cache_agrees(client, model_name, vllm_server_f
     reference = generate(client, model_name, prompts, max_tokens=64)
     # 5 blocks of 64 tokens (one is kept back) hold one sequence of the longest length allowed (256), not
     # 8 sequences of 70 to 130 tokens: the scheduler must preempt and recompute.
-    small = vllm_server_factory(args=["--block-size", "64", "--num-gpu-blocks-override", "5", "--max-model-len", "256",
-                                      "--no-enable-prefix-caching"])
+    small = vllm_server_factory(
+        args=[
+            "--block-size",
+            "64",
+            "--num-gpu-blocks-override",
+            "5",
+            "--max-model-len",
+            "256",
+            "--no-enable-prefix-caching",
+        ]
+    )
     before = metrics(small).get("vllm:num_preemptions_total", 0.0)
     squeezed = generate(client_for(small), model_name, prompts, max_tokens=64)
     preemptions = metrics(small).get("vllm:num_preemptions_total", 0.0) - before
-    assert preemptions > 0, "no request was preempted: the KV cache was not small enough to test preemption"
-    assert_same_tokens(reference, squeezed, f"with {preemptions:.0f} preemptions against the default")
+    assert preemptions > 0, (
+        "no request was preempted: the KV cache was not small enough to test preemption"
+    )
+    assert_same_tokens(
+        reference, squeezed, f"with {preemptions:.0f} preemptions against the default"
+    )
 
 
 def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name):
@@ -78,9 +105,14 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
     async def run():
         async def long_then_abort():
             async with async_client_for(vllm_server) as async_client:
-                stream = await async_client.completions.create(model=model_name, prompt=PROMPTS[5], max_tokens=400,
-                                                               temperature=0, stream=True,
-                                                               extra_body={"ignore_eos": True})
+                stream = await async_client.completions.create(
+                    model=model_name,
+                    prompt=PROMPTS[5],
+                    max_tokens=400,
+                    temperature=0,
+                    stream=True,
+                    extra_body={"ignore_eos": True},
+                )
                 received = 0
                 async for _ in stream:
                     received += 1
@@ -88,7 +120,10 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
                         break  # closing the stream closes the connection: the server aborts the request
                 await stream.close()
 
-        others = [asyncio.to_thread(generate_each, client, model_name, [p], max_tokens=32) for p in PROMPTS[:4]]
+        others = [
+            asyncio.to_thread(generate_each, client, model_name, [p], max_tokens=32)
+            for p in PROMPTS[:4]
+        ]
         results = await asyncio.gather(long_then_abort(), *others)
         return [r[0] for r in results[1:]]
 
@@ -105,13 +140,18 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
     in_flight = 32
     assert generated <= others + ABORT_AFTER_CHUNKS + in_flight, (
         f"{generated:.0f} tokens generated, {others} of them by the other requests: the aborted request went on "
-        f"generating ({generated - others:.0f} tokens; it had streamed {ABORT_AFTER_CHUNKS} when it was closed)")
+        f"generating ({generated - others:.0f} tokens; it had streamed {ABORT_AFTER_CHUNKS} when it was closed)"
+    )
     settled = metrics(vllm_server).get("vllm:generation_tokens_total", 0.0)
     time.sleep(2.0)
-    assert metrics(vllm_server).get("vllm:generation_tokens_total", 0.0) == settled, \
+    assert metrics(vllm_server).get("vllm:generation_tokens_total", 0.0) == settled, (
         "the engine kept generating after every request had finished or been aborted"
-    assert_same_tokens(reference, generate_each(client, model_name, PROMPTS[:4], max_tokens=32),
-                       "after the abort against before")
+    )
+    assert_same_tokens(
+        reference,
+        generate_each(client, model_name, PROMPTS[:4], max_tokens=32),
+        "after the abort against before",
+    )
 
 
 def test_an_abort_stops_the_engine_promptly(vllm_server_factory, model_name):
@@ -125,8 +165,14 @@ def test_an_abort_stops_the_engine_promptly(vllm_server_factory, model_name):
 
     async def stream_then_close() -> tuple[float, float]:
         async with async_client_for(vllm_server) as async_client:
-            stream = await async_client.completions.create(model=model_name, prompt=PROMPTS[5], max_tokens=max_tokens,
-                                                           temperature=0, stream=True, extra_body={"ignore_eos": True})
+            stream = await async_client.completions.create(
+                model=model_name,
+                prompt=PROMPTS[5],
+                max_tokens=max_tokens,
+                temperature=0,
+                stream=True,
+                extra_body={"ignore_eos": True},
+            )
             stamps = []
             async for _ in stream:
                 stamps.append(time.monotonic())
@@ -136,13 +182,17 @@ def test_an_abort_stops_the_engine_promptly(vllm_server_factory, model_name):
             return (stamps[-1] - stamps[1]) / (len(stamps) - 2), time.monotonic()
 
     per_token, closed = asyncio.run(stream_then_close())
-    while metrics(vllm_server).get("vllm:num_requests_running", 1.0) != 0 and time.monotonic() - closed < 60:
+    while (
+        metrics(vllm_server).get("vllm:num_requests_running", 1.0) != 0
+        and time.monotonic() - closed < 60
+    ):
         time.sleep(0.05)
     stopped_after = time.monotonic() - closed
     would_run = (max_tokens - 12) * per_token
     assert stopped_after < max(1.0, would_run / 4), (
         f"the engine ran the aborted request for {stopped_after:.2f} s after its stream closed; finishing it would "
-        f"take about {would_run:.2f} s ({per_token * 1000:.1f} ms a token): the abort did not reach the engine")
+        f"take about {would_run:.2f} s ({per_token * 1000:.1f} ms a token): the abort did not reach the engine"
+    )
 
 
 def test_golden_outputs(vllm_server, client, model_name, golden):
@@ -152,8 +202,12 @@ def test_golden_outputs(vllm_server, client, model_name, golden):
     generations = generate(client, model_name, PROMPTS, max_tokens=32)
     command = list(vllm_server.command)
     dtype = command[command.index("--dtype") + 1] if "--dtype" in command else "auto"
-    golden.check(f"{model_name}-greedy-32", [g.token_ids for g in generations],
-                 [g.top_logprobs for g in generations], dtype=dtype)
+    golden.check(
+        f"{model_name}-greedy-32",
+        [g.token_ids for g in generations],
+        [g.top_logprobs for g in generations],
+        dtype=dtype,
+    )
 
 
 def _wait_for(condition, timeout_s: float = 30.0) -> bool:

@@ -31,8 +31,15 @@ def reference(served_model, prompt_ids):
     return f"transformers {transformers.__version__}", generations
 
 
-def test_greedy_matches_transformers(server, framework, served_model, prompt_ids, reference, golden):
+def test_greedy_matches_transformers(
+    server, framework, served_model, prompt_ids, reference, golden
+):
     reference_name, expected = reference
     measured = greedy_generations(server, framework, served_model.name, prompt_ids, MAX_TOKENS)
-    golden.check_live(f"{served_model.name}-greedy-{MAX_TOKENS}", golden_layout(expected), golden_layout(measured),
-                      reference_name=reference_name, framework=framework)
+    golden.check_live(
+        f"{served_model.name}-greedy-{MAX_TOKENS}",
+        golden_layout(expected),
+        golden_layout(measured),
+        reference_name=reference_name,
+        framework=framework,
+    )

@@ -17,8 +17,12 @@ from media import WhisperReference, wav_bytes
 
 # Whisper's decoder is short (448 positions); this length keeps each transcription to at most 44 tokens.
 MAX_MODEL_LEN = 48
-pytestmark = [pytest.mark.rocm_gate(group="multimodal"),
-              pytest.mark.vllm_server(tiny_model={"architecture": "whisper"}, args=["--max-model-len", str(MAX_MODEL_LEN)])]
+pytestmark = [
+    pytest.mark.rocm_gate(group="multimodal"),
+    pytest.mark.vllm_server(
+        tiny_model={"architecture": "whisper"}, args=["--max-model-len", str(MAX_MODEL_LEN)]
+    ),
+]
 SEEDS = (1, 2, 3)
 
 
@@ -28,8 +32,9 @@ def reference(vllm_server):
 
 
 def _transcribe(client, model_name, wav: bytes) -> str:
-    return client.audio.transcriptions.create(model=model_name, file=("clip.wav", wav, "audio/wav"), language="en",
-                                              response_format="json").text
+    return client.audio.transcriptions.create(
+        model=model_name, file=("clip.wav", wav, "audio/wav"), language="en", response_format="json"
+    ).text
 
 
 def _same_text(served: str, expected: str) -> bool:
@@ -48,7 +53,8 @@ def test_transcription_matches_transformers(client, model_name, reference, seed)
     if gpu_runner():
         served, expected = served[: len(expected) // 2], expected[: len(expected) // 2]
     assert _same_text(served, expected), (
-        f"clip {seed}: vLLM transcribed {served!r}, transformers {expected!r} (its token ids {expected_ids})")
+        f"clip {seed}: vLLM transcribed {served!r}, transformers {expected!r} (its token ids {expected_ids})"
+    )
 
 
 def test_the_audio_decides_the_text(client, model_name):
@@ -56,9 +62,13 @@ def test_the_audio_decides_the_text(client, model_name):
     assert len(set(texts.values())) > 1, f"three different clips gave the same text: {texts}"
 
 
-@pytest.mark.parametrize("payload", [b"this is not audio", wav_bytes(1)[:30]], ids=["not-audio", "truncated-wav"])
+@pytest.mark.parametrize(
+    "payload", [b"this is not audio", wav_bytes(1)[:30]], ids=["not-audio", "truncated-wav"]
+)
 def test_a_bad_audio_file_is_a_400_and_the_server_keeps_serving(client, model_name, payload):
     with pytest.raises(openai.APIStatusError) as raised:
         _transcribe(client, model_name, payload)
     assert_openai_error(raised.value, "a bad audio file", status=400)
-    assert _transcribe(client, model_name, wav_bytes(2)), "after the bad file the server returned no text"
+    assert _transcribe(client, model_name, wav_bytes(2)), (
+        "after the bad file the server returned no text"
+    )

@@ -26,10 +26,18 @@ MAX_TOKENS = 8
 IMAGE_LIMIT = 2
 # Media fetching is limited to a domain that does not resolve: no test reaches the network, and an image URL
 # from anywhere else must be refused as the client's error.
-pytestmark = [pytest.mark.rocm_gate(group="multimodal"),
-              pytest.mark.vllm_server(tiny_model={"architecture": "idefics3"},
-                                      args=["--limit-mm-per-prompt", json.dumps({"image": IMAGE_LIMIT}),
-                                            "--allowed-media-domains", "media.pytest-rocm.invalid"])]
+pytestmark = [
+    pytest.mark.rocm_gate(group="multimodal"),
+    pytest.mark.vllm_server(
+        tiny_model={"architecture": "idefics3"},
+        args=[
+            "--limit-mm-per-prompt",
+            json.dumps({"image": IMAGE_LIMIT}),
+            "--allowed-media-domains",
+            "media.pytest-rocm.invalid",
+        ],
+    ),
+]
 CASES = [("What is in the image?", [1]), ("Describe it.", [2]), ("Describe it.", [1])]
 
 
@@ -39,7 +47,12 @@ def reference(vllm_server):
 
 
 def _served(client, model_name, question, seeds):
-    return chat_greedy(client, model_name, user_message(question, [data_url(png_bytes(s)) for s in seeds]), MAX_TOKENS)
+    return chat_greedy(
+        client,
+        model_name,
+        user_message(question, [data_url(png_bytes(s)) for s in seeds]),
+        MAX_TOKENS,
+    )
 
 
 def _refused(client, model_name, messages) -> openai.APIStatusError:
@@ -52,13 +65,16 @@ def _compare(expected, measured, what):
     (assert_close_by_vllm_rule if gpu_runner() else assert_same_tokens)(expected, measured, what)
 
 
-@pytest.mark.parametrize("question,seeds", CASES, ids=["image1-what", "image2-describe", "image1-describe"])
+@pytest.mark.parametrize(
+    "question,seeds", CASES, ids=["image1-what", "image2-describe", "image1-describe"]
+)
 def test_image_chat_matches_transformers(client, model_name, reference, question, seeds):
     served, served_prompt_tokens = _served(client, model_name, question, seeds)
     expected, expected_prompt_tokens = reference.greedy(question, seeds, MAX_TOKENS)
     assert served_prompt_tokens == expected_prompt_tokens, (
         f"the server's prompt has {served_prompt_tokens} tokens, transformers' processor makes "
-        f"{expected_prompt_tokens} (the image's placeholder tokens or the chat template differ)")
+        f"{expected_prompt_tokens} (the image's placeholder tokens or the chat template differ)"
+    )
     _compare([expected], [served], f"vLLM against transformers for image {seeds} and {question!r}")
 
 
@@ -67,7 +83,8 @@ def test_the_image_decides_the_answer(client, model_name):
     second, _ = _served(client, model_name, "Describe it.", [2])
     assert first.token_ids != second.token_ids, (
         f"two different images gave the same {MAX_TOKENS} tokens {first.token_ids}: the image does not reach the "
-        "language model")
+        "language model"
+    )
 
 
 def test_images_up_to_the_limit_in_one_prompt(client, model_name, reference):
@@ -76,13 +93,22 @@ def test_images_up_to_the_limit_in_one_prompt(client, model_name, reference):
     assert served_prompt_tokens == expected_prompt_tokens
     _compare([expected], [served], "vLLM against transformers with two images in one prompt")
     swapped, _ = _served(client, model_name, "Compare them.", [2, 1])
-    assert swapped.token_ids != served.token_ids, "the images' order in the prompt made no difference"
+    assert swapped.token_ids != served.token_ids, (
+        "the images' order in the prompt made no difference"
+    )
 
 
 def test_more_images_than_the_limit_are_refused(client, model_name):
-    error = _refused(client, model_name,
-                     user_message("Too many.", [data_url(png_bytes(seed)) for seed in range(IMAGE_LIMIT + 1)]))
-    assert_openai_error(error, f"{IMAGE_LIMIT + 1} images with --limit-mm-per-prompt image={IMAGE_LIMIT}", status=400)
+    error = _refused(
+        client,
+        model_name,
+        user_message("Too many.", [data_url(png_bytes(seed)) for seed in range(IMAGE_LIMIT + 1)]),
+    )
+    assert_openai_error(
+        error,
+        f"{IMAGE_LIMIT + 1} images with --limit-mm-per-prompt image={IMAGE_LIMIT}",
+        status=400,
+    )
 
 
 BAD_IMAGES = {
@@ -97,4 +123,6 @@ def test_a_bad_image_is_a_400_and_the_server_keeps_serving(client, model_name, n
     error = _refused(client, model_name, user_message("What is it?", [BAD_IMAGES[name]]))
     assert_openai_error(error, f"a bad image ({name})", status=400)
     after, _ = _served(client, model_name, "Describe it.", [1])
-    assert len(after.token_ids) == MAX_TOKENS, f"after the bad image ({name}) the server answered {after}"
+    assert len(after.token_ids) == MAX_TOKENS, (
+        f"after the bad image ({name}) the server answered {after}"
+    )

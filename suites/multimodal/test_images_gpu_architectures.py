@@ -24,7 +24,10 @@ from media import ImageTextReference, chat_greedy, data_url, png_bytes, user_mes
 
 from pytest_rocm.serving.tiny_models import GPU_ONLY_IMAGE_ARCHITECTURES
 
-pytestmark = [pytest.mark.rocm_gate(group="multimodal", blocking=False), pytest.mark.hardware(gpus=1)]
+pytestmark = [
+    pytest.mark.rocm_gate(group="multimodal", blocking=False),
+    pytest.mark.hardware(gpus=1),
+]
 MAX_TOKENS = 8
 QUESTIONS = [("What is in the image?", 1), ("Describe it.", 2)]
 
@@ -36,17 +39,24 @@ def test_image_chat_matches_transformers(vllm_server_factory, tiny_model, archit
     reference = ImageTextReference(model.path)
     answers = []
     for question, seed in QUESTIONS:
-        got, got_prompt_tokens = chat_greedy(client, model.name, user_message(question, [data_url(png_bytes(seed))]),
-                                             MAX_TOKENS)
+        got, got_prompt_tokens = chat_greedy(
+            client, model.name, user_message(question, [data_url(png_bytes(seed))]), MAX_TOKENS
+        )
         expected, expected_prompt_tokens = reference.greedy(question, [seed], MAX_TOKENS)
         assert got_prompt_tokens == expected_prompt_tokens, (
             f"{model.name}: the server's prompt has {got_prompt_tokens} tokens, transformers' processor makes "
-            f"{expected_prompt_tokens} (the image's placeholder tokens or the chat template differ)")
-        assert_close_by_vllm_rule([expected], [got], f"{model.name}: vLLM against transformers for image {seed} "
-                                                     f"and {question!r}")
+            f"{expected_prompt_tokens} (the image's placeholder tokens or the chat template differ)"
+        )
+        assert_close_by_vllm_rule(
+            [expected],
+            [got],
+            f"{model.name}: vLLM against transformers for image {seed} and {question!r}",
+        )
         answers.append(got.token_ids)
-    same_question, _ = chat_greedy(client, model.name, user_message(QUESTIONS[0][0], [data_url(png_bytes(2))]),
-                                   MAX_TOKENS)
+    same_question, _ = chat_greedy(
+        client, model.name, user_message(QUESTIONS[0][0], [data_url(png_bytes(2))]), MAX_TOKENS
+    )
     assert same_question.token_ids != answers[0], (
         f"{model.name}: two different images gave the same {MAX_TOKENS} tokens {answers[0]}: the image does not "
-        "reach the language model")
+        "reach the language model"
+    )

@@ -42,9 +42,15 @@ async def _one(client, model: str, prompt: list[int], output_len: int) -> Reques
     start = time.perf_counter()
     first = None
     tokens = 0
-    stream = await client.completions.create(model=model, prompt=prompt, max_tokens=output_len, temperature=0.0,
-                                             stream=True, stream_options={"include_usage": True},
-                                             extra_body={"ignore_eos": True})
+    stream = await client.completions.create(
+        model=model,
+        prompt=prompt,
+        max_tokens=output_len,
+        temperature=0.0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].text and first is None:
             first = time.perf_counter()
@@ -54,9 +60,14 @@ async def _one(client, model: str, prompt: list[int], output_len: int) -> Reques
     return RequestTiming(ttft_s=(first or end) - start, latency_s=end - start, output_tokens=tokens)
 
 
-async def _run(base_url: str, model: str, prompts: list[list[int]], output_len: int, concurrency: int):
+async def _run(
+    base_url: str, model: str, prompts: list[list[int]], output_len: int, concurrency: int
+):
     limit = asyncio.Semaphore(concurrency)
-    async with openai.AsyncOpenAI(base_url=base_url, api_key="EMPTY", max_retries=0, timeout=600) as client:
+    async with openai.AsyncOpenAI(
+        base_url=base_url, api_key="EMPTY", max_retries=0, timeout=600
+    ) as client:
+
         async def bounded(prompt):
             async with limit:
                 return await _one(client, model, prompt, output_len)
@@ -66,12 +77,20 @@ async def _run(base_url: str, model: str, prompts: list[list[int]], output_len: 
         return timings, time.perf_counter() - start
 
 
-def run_benchmark(base_url: str, model: str, prompts: list[list[int]], output_len: int, concurrency: int) -> dict:
+def run_benchmark(
+    base_url: str, model: str, prompts: list[list[int]], output_len: int, concurrency: int
+) -> dict:
     timings, duration = asyncio.run(_run(base_url, model, prompts, output_len, concurrency))
     ttft_ms = [t.ttft_s * 1000 for t in timings]
     tpot_ms = [t.tpot_s * 1000 for t in timings]
     output_tokens = sum(t.output_tokens for t in timings)
-    return {"requests": len(timings), "duration_s": duration, "output_tokens": output_tokens,
-            "output_throughput_tok_s": output_tokens / duration,
-            "ttft_median_ms": statistics.median(ttft_ms), "ttft_p99_ms": percentile(ttft_ms, 99),
-            "tpot_median_ms": statistics.median(tpot_ms), "tpot_p99_ms": percentile(tpot_ms, 99)}
+    return {
+        "requests": len(timings),
+        "duration_s": duration,
+        "output_tokens": output_tokens,
+        "output_throughput_tok_s": output_tokens / duration,
+        "ttft_median_ms": statistics.median(ttft_ms),
+        "ttft_p99_ms": percentile(ttft_ms, 99),
+        "tpot_median_ms": statistics.median(tpot_ms),
+        "tpot_p99_ms": percentile(tpot_ms, 99),
+    }

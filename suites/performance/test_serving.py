@@ -11,8 +11,13 @@ pytestmark = pytest.mark.rocm_gate(group="performance")
 
 INPUT_LEN, OUTPUT_LEN, NUM_PROMPTS, CONCURRENCY, ROUNDS = 64, 32, 32, 4, 3
 # metric -> which direction is better
-METRICS = {"output_throughput_tok_s": "higher", "ttft_median_ms": "lower", "ttft_p99_ms": "lower",
-           "tpot_median_ms": "lower", "tpot_p99_ms": "lower"}
+METRICS = {
+    "output_throughput_tok_s": "higher",
+    "ttft_median_ms": "lower",
+    "ttft_p99_ms": "lower",
+    "tpot_median_ms": "lower",
+    "tpot_p99_ms": "lower",
+}
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +28,24 @@ def prompt_token_ids(served_model) -> list[int]:
     return [i for i in range(tokenizer.vocab_size) if i not in special]
 
 
-def test_serving_throughput_and_latency(vllm_server, model_name, prompt_token_ids, perf_gate, record_property):
+def test_serving_throughput_and_latency(
+    vllm_server, model_name, prompt_token_ids, perf_gate, record_property
+):
     prompts = random_prompts(prompt_token_ids, NUM_PROMPTS, INPUT_LEN, seed=0)
-    run_benchmark(vllm_server.base_url, model_name, prompts[:CONCURRENCY], OUTPUT_LEN, CONCURRENCY)  # warm-up
-    rounds = [run_benchmark(vllm_server.base_url, model_name, prompts, OUTPUT_LEN, CONCURRENCY) for _ in range(ROUNDS)]
+    run_benchmark(
+        vllm_server.base_url, model_name, prompts[:CONCURRENCY], OUTPUT_LEN, CONCURRENCY
+    )  # warm-up
+    rounds = [
+        run_benchmark(vllm_server.base_url, model_name, prompts, OUTPUT_LEN, CONCURRENCY)
+        for _ in range(ROUNDS)
+    ]
     for figures in rounds:
         assert figures["output_tokens"] == NUM_PROMPTS * OUTPUT_LEN, figures
     for metric in METRICS:
         record_property(metric, ", ".join(f"{figures[metric]:.4g}" for figures in rounds))
-    check_all(lambda metric=metric, direction=direction: perf_gate.check(
-        metric, [figures[metric] for figures in rounds], direction=direction) for metric, direction in METRICS.items())
+    check_all(
+        lambda metric=metric, direction=direction: perf_gate.check(
+            metric, [figures[metric] for figures in rounds], direction=direction
+        )
+        for metric, direction in METRICS.items()
+    )

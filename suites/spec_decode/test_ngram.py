@@ -7,10 +7,17 @@ import json
 import pytest
 from gate_support import PROMPTS, SHARED_PREFIX, assert_same_tokens, client_for, generate, metrics
 
-NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+NGRAM = {
+    "method": "ngram",
+    "num_speculative_tokens": 3,
+    "prompt_lookup_min": 2,
+    "prompt_lookup_max": 4,
+}
 # This module's `vllm_server` speculates; the reference without speculation comes from the factory.
-pytestmark = [pytest.mark.rocm_gate(group="spec_decode"),
-              pytest.mark.vllm_server(args=["--speculative-config", json.dumps(NGRAM)])]
+pytestmark = [
+    pytest.mark.rocm_gate(group="spec_decode"),
+    pytest.mark.vllm_server(args=["--speculative-config", json.dumps(NGRAM)]),
+]
 # Repetition in the prompts gives the n-gram proposer something to look up.
 REPETITIVE = [SHARED_PREFIX + p for p in PROMPTS[:4]] + [(p + " ") * 6 for p in PROMPTS[4:]]
 
@@ -21,10 +28,14 @@ def test_ngram_is_lossless(vllm_server, client, model_name, vllm_server_factory)
     after = metrics(vllm_server)
     reference = generate(client_for(vllm_server_factory()), model_name, REPETITIVE, max_tokens=48)
     accepted = after["vllm:spec_decode_num_accepted_tokens_total"] - before.get(
-        "vllm:spec_decode_num_accepted_tokens_total", 0.0)
+        "vllm:spec_decode_num_accepted_tokens_total", 0.0
+    )
     assert accepted > 0, "no draft token was accepted: the prompts did not exercise speculation"
-    assert_same_tokens(reference, speculated, f"n-gram speculation ({accepted:.0f} accepted draft tokens) "
-                                              "against no speculation")
+    assert_same_tokens(
+        reference,
+        speculated,
+        f"n-gram speculation ({accepted:.0f} accepted draft tokens) against no speculation",
+    )
 
 
 def test_ngram_acceptance_rate(vllm_server, client, model_name, perf_gate):
@@ -35,9 +46,14 @@ def test_ngram_acceptance_rate(vllm_server, client, model_name, perf_gate):
         before = metrics(vllm_server)
         generate(client, model_name, REPETITIVE, max_tokens=48)
         after = metrics(vllm_server)
-        drafted = after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"]
-        accepted = (after["vllm:spec_decode_num_accepted_tokens_total"]
-                    - before["vllm:spec_decode_num_accepted_tokens_total"])
+        drafted = (
+            after["vllm:spec_decode_num_draft_tokens_total"]
+            - before["vllm:spec_decode_num_draft_tokens_total"]
+        )
+        accepted = (
+            after["vllm:spec_decode_num_accepted_tokens_total"]
+            - before["vllm:spec_decode_num_accepted_tokens_total"]
+        )
         assert drafted > 0, f"round {round_index}: no draft tokens were proposed"
         rates.append(accepted / drafted)
     perf_gate.check("ngram_acceptance_rate", rates, direction="higher")

@@ -12,12 +12,19 @@ import pytest
 from gate_support import assert_same_tokens, sglang_generate, tokenize
 from test_ngram import REPETITIVE
 
-pytestmark = [pytest.mark.rocm_gate(group="spec_decode", blocking=False), pytest.mark.hardware(gpus=1)]
+pytestmark = [
+    pytest.mark.rocm_gate(group="spec_decode", blocking=False),
+    pytest.mark.hardware(gpus=1),
+]
 
 
 def test_sglang_ngram_is_lossless(sglang_server_factory, served_model):
     plain = sglang_server_factory()
-    prompts = [tokenize(plain, served_model.name, prompt) for prompt in REPETITIVE]  # SGLang's /tokenize, as vLLM's
-    speculated = sglang_generate(sglang_server_factory(args=["--speculative-algorithm", "NGRAM"]), prompts, 48)
+    prompts = [
+        tokenize(plain, served_model.name, prompt) for prompt in REPETITIVE
+    ]  # SGLang's /tokenize, as vLLM's
+    speculated = sglang_generate(
+        sglang_server_factory(args=["--speculative-algorithm", "NGRAM"]), prompts, 48
+    )
     reference = sglang_generate(plain, prompts, 48)
     assert_same_tokens(reference, speculated, "SGLang n-gram speculation against no speculation")

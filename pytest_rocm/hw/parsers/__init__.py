@@ -19,7 +19,9 @@ class UnexpectedOutput(ValueError):
 class Parsed:
     gpus: list[Gpu] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # things worth telling the user (permission banners, ...)
+    notes: list[str] = field(
+        default_factory=list
+    )  # things worth telling the user (permission banners, ...)
 
 
 def missing(value):
@@ -29,8 +31,16 @@ def missing(value):
 
 def gib(value: float, unit: str) -> float:
     """Convert a size with its unit to GiB, rounded to 0.1 (tools print MB meaning MiB)."""
-    factors = {"B": 1 / 1024**3, "KB": 1 / 1024**2, "KIB": 1 / 1024**2, "MB": 1 / 1024, "MIB": 1 / 1024,
-               "GB": 1.0, "GIB": 1.0, "TB": 1024.0}
+    factors = {
+        "B": 1 / 1024**3,
+        "KB": 1 / 1024**2,
+        "KIB": 1 / 1024**2,
+        "MB": 1 / 1024,
+        "MIB": 1 / 1024,
+        "GB": 1.0,
+        "GIB": 1.0,
+        "TB": 1024.0,
+    }
     try:
         return round(float(value) * factors[unit.strip().upper()], 1)
     except KeyError as exc:

@@ -38,8 +38,10 @@ def parse_static_json(text: str) -> Parsed:
     parsed = Parsed()
     if start > 0:
         banner = text[:start].strip().splitlines()[0]
-        parsed.notes.append(f"amd-smi printed a banner before its JSON: {banner!r} "
-                            "(fields it could not read show as N/A; add the user to the render group)")
+        parsed.notes.append(
+            f"amd-smi printed a banner before its JSON: {banner!r} "
+            "(fields it could not read show as N/A; add the user to the render group)"
+        )
     for position, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise UnexpectedOutput(f"amd-smi GPU entry {position} is not an object")
@@ -55,7 +57,9 @@ def _gpu_from_static(entry: dict, position: int) -> Gpu:
     board = entry.get("board") or {}
     vram = entry.get("vram") or {}
     bus = entry.get("bus") or {}
-    name = _first_present(asic.get("market_name"), board.get("product_name") if isinstance(board, dict) else None)
+    name = _first_present(
+        asic.get("market_name"), board.get("product_name") if isinstance(board, dict) else None
+    )
     memory = None
     size = vram.get("size") if isinstance(vram, dict) else None
     if isinstance(size, dict) and not missing(size.get("value")):
@@ -66,14 +70,27 @@ def _gpu_from_static(entry: dict, position: int) -> Gpu:
     cus = asic.get("num_compute_units")
     cus = None if missing(cus) else int(cus)
     device_id = None if missing(asic.get("device_id")) else asic.get("device_id")
-    sku, arch = identify_amd(name, None if missing(asic.get("target_graphics_version")) else
-                             asic.get("target_graphics_version"), device_id, memory, cus)
+    sku, arch = identify_amd(
+        name,
+        None
+        if missing(asic.get("target_graphics_version"))
+        else asic.get("target_graphics_version"),
+        device_id,
+        memory,
+        cus,
+    )
     index = entry.get("gpu", position)
     return Gpu(
         index=int(index) if not missing(index) else position,
-        vendor="amd", sku=sku, arch=arch, raw_name=name, memory_gb=memory,
-        device_id=device_id, pci_bus=None if missing(bus.get("bdf")) else bus.get("bdf"),
-        partition=_partition(entry), compute_units=cus,
+        vendor="amd",
+        sku=sku,
+        arch=arch,
+        raw_name=name,
+        memory_gb=memory,
+        device_id=device_id,
+        pci_bus=None if missing(bus.get("bdf")) else bus.get("bdf"),
+        partition=_partition(entry),
+        compute_units=cus,
     )
 
 
@@ -138,24 +155,36 @@ def parse_text(text: str) -> Parsed:
         if size:
             value, _, unit = size.partition(" ")
             memory = gib(value, unit or "MB")
-        sku, arch = identify_amd(name, _first_present(block.get("ASIC.TARGET_GRAPHICS_VERSION")),
-                                 device_id, memory, int(cus) if cus else None)
+        sku, arch = identify_amd(
+            name,
+            _first_present(block.get("ASIC.TARGET_GRAPHICS_VERSION")),
+            device_id,
+            memory,
+            int(cus) if cus else None,
+        )
         driver = _first_present(block.get("DRIVER.VERSION"))
         if driver:
             parsed.versions.setdefault("driver", f"amdgpu {driver}")
-        parsed.gpus.append(Gpu(
-            index=int(block["GPU"]) if block["GPU"].isdigit() else position,
-            vendor="amd", sku=sku, arch=arch, raw_name=name, memory_gb=memory,
-            device_id=device_id, pci_bus=_first_present(block.get("BUS.BDF"), block.get("BDF")),
-            compute_units=int(cus) if cus else None,
-        ))
+        parsed.gpus.append(
+            Gpu(
+                index=int(block["GPU"]) if block["GPU"].isdigit() else position,
+                vendor="amd",
+                sku=sku,
+                arch=arch,
+                raw_name=name,
+                memory_gb=memory,
+                device_id=device_id,
+                pci_bus=_first_present(block.get("BUS.BDF"), block.get("BDF")),
+                compute_units=int(cus) if cus else None,
+            )
+        )
     return parsed
 
 
 def parse_version_json(text: str) -> Parsed:
     """`amd-smi version --json`: the ROCm version and the amdgpu driver."""
     try:
-        data = json.loads(text[_json_start(text):])
+        data = json.loads(text[_json_start(text) :])
     except json.JSONDecodeError as exc:
         raise UnexpectedOutput(f"amd-smi version JSON does not parse: {exc}") from exc
     entry = data[0] if isinstance(data, list) and data else data

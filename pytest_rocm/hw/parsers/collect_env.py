@@ -43,8 +43,15 @@ def parse(text: str) -> Parsed:
             sku, arch = identify_amd(name, normalise_arch(name))
         else:
             sku, arch = identify_nvidia(name)
-        parsed.gpus.append(Gpu(index=int(index), vendor="amd" if amd else "nvidia", sku=sku, arch=arch,
-                               raw_name=name.strip()))
+        parsed.gpus.append(
+            Gpu(
+                index=int(index),
+                vendor="amd" if amd else "nvidia",
+                sku=sku,
+                arch=arch,
+                raw_name=name.strip(),
+            )
+        )
     return parsed
 
 

@@ -43,11 +43,22 @@ def parse_dir(root: Path = DEFAULT_ROOT) -> Parsed:
         memory = gib(max(sizes), "B") if sizes and max(sizes) else None
         simd_per_cu = props.get("simd_per_cu") or 4
         cus = props["simd_count"] // simd_per_cu
-        arch = gfx_from_target_version(props["gfx_target_version"]) if props.get("gfx_target_version") else None
+        arch = (
+            gfx_from_target_version(props["gfx_target_version"])
+            if props.get("gfx_target_version")
+            else None
+        )
         device_id = props.get("device_id")
         sku, arch = identify_amd(None, arch, device_id, memory, cus)
-        parsed.gpus.append(Gpu(
-            index=len(parsed.gpus), vendor="amd", sku=sku, arch=arch, memory_gb=memory,
-            device_id=f"0x{device_id:04x}" if device_id else None, compute_units=cus,
-        ))
+        parsed.gpus.append(
+            Gpu(
+                index=len(parsed.gpus),
+                vendor="amd",
+                sku=sku,
+                arch=arch,
+                memory_gb=memory,
+                device_id=f"0x{device_id:04x}" if device_id else None,
+                compute_units=cus,
+            )
+        )
     return parsed

@@ -24,11 +24,15 @@ def parse(text: str) -> Parsed:
     else:
         header = list(QUERY_FIELDS[: len(rows[0])])  # --format=csv,noheader: our own field order
     if "name" not in header:
-        raise UnexpectedOutput(f"nvidia-smi CSV has no 'name' column (columns: {', '.join(header)})")
+        raise UnexpectedOutput(
+            f"nvidia-smi CSV has no 'name' column (columns: {', '.join(header)})"
+        )
     parsed = Parsed()
     for position, row in enumerate(rows):
         if len(row) != len(header):
-            raise UnexpectedOutput(f"nvidia-smi CSV row {position + 1} has {len(row)} fields, expected {len(header)}")
+            raise UnexpectedOutput(
+                f"nvidia-smi CSV row {position + 1} has {len(row)} fields, expected {len(header)}"
+            )
         fields = dict(zip(header, (v.strip() for v in row)))
         memory = None
         if fields.get("memory.total"):
@@ -37,10 +41,17 @@ def parse(text: str) -> Parsed:
         sku, arch = identify_nvidia(fields["name"], fields.get("compute_cap"))
         if fields.get("driver_version"):
             parsed.versions["driver"] = f"nvidia {fields['driver_version']}"
-        parsed.gpus.append(Gpu(
-            index=int(fields.get("index", position)), vendor="nvidia", sku=sku, arch=arch,
-            raw_name=fields["name"], memory_gb=memory, pci_bus=fields.get("pci.bus_id"),
-        ))
+        parsed.gpus.append(
+            Gpu(
+                index=int(fields.get("index", position)),
+                vendor="nvidia",
+                sku=sku,
+                arch=arch,
+                raw_name=fields["name"],
+                memory_gb=memory,
+                pci_bus=fields.get("pci.bus_id"),
+            )
+        )
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", text)
     if cuda:
         parsed.versions["cuda"] = cuda.group(1)

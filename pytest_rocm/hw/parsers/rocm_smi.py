@@ -36,8 +36,15 @@ def _gpu_from_fields(index: int, fields: dict[str, str]) -> Gpu:
     if "vram total memory (b)" in lower:
         memory = gib(lower["vram total memory (b)"], "B")
     sku, arch = identify_amd(name, lower.get("gfx version"), device_id, memory)
-    return Gpu(index=index, vendor="amd", sku=sku, arch=arch, raw_name=name, memory_gb=memory,
-               device_id=device_id)
+    return Gpu(
+        index=index,
+        vendor="amd",
+        sku=sku,
+        arch=arch,
+        raw_name=name,
+        memory_gb=memory,
+        device_id=device_id,
+    )
 
 
 def parse_json(text: str) -> Parsed:
@@ -79,11 +86,14 @@ def parse_fields(text: str) -> Parsed:
 def parse_concise(text: str) -> Parsed:
     """Plain `rocm-smi`: one row per GPU between '=' rules; newer versions put the name on the next line."""
     lines = text.splitlines()
-    header = next((i for i, line in enumerate(lines) if line.startswith("Device") or line.startswith("GPU ")), None)
+    header = next(
+        (i for i, line in enumerate(lines) if line.startswith("Device") or line.startswith("GPU ")),
+        None,
+    )
     if header is None:
         raise UnexpectedOutput("no 'Device' header row in rocm-smi output")
     parsed = Parsed()
-    rows = lines[header + 1:]
+    rows = lines[header + 1 :]
     for i, line in enumerate(rows):
         if line.startswith("="):
             if parsed.gpus:
@@ -99,11 +109,17 @@ def parse_concise(text: str) -> Parsed:
         if i + 1 < len(rows) and rows[i + 1][:1].isspace() and rows[i + 1].strip():
             name = rows[i + 1].strip()
         sku, arch = identify_amd(name, None, device.group(0) if device else None)
-        parsed.gpus.append(Gpu(
-            index=int(match.group(1)), vendor="amd", sku=sku, arch=arch, raw_name=name,
-            device_id=device.group(0).lower() if device else None,
-            partition=f"{partition.group(2)}/{partition.group(1)}" if partition else None,
-        ))
+        parsed.gpus.append(
+            Gpu(
+                index=int(match.group(1)),
+                vendor="amd",
+                sku=sku,
+                arch=arch,
+                raw_name=name,
+                device_id=device.group(0).lower() if device else None,
+                partition=f"{partition.group(2)}/{partition.group(1)}" if partition else None,
+            )
+        )
     if not parsed.gpus:
         raise UnexpectedOutput("rocm-smi table has no GPU rows")
     return parsed

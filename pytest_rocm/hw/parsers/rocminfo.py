@@ -57,13 +57,25 @@ def parse(text: str) -> Parsed:
         chip = _NUMBER.match(fields.get("Chip ID", ""))
         cus = _NUMBER.match(fields.get("Compute Unit", ""))
         name = fields.get("Marketing Name") or None
-        sku, arch = identify_amd(name, fields["Name"], int(chip.group(1)) if chip else None, memory,
-                                 int(cus.group(1)) if cus else None)
-        parsed.gpus.append(Gpu(
-            index=len(parsed.gpus), vendor="amd", sku=sku, arch=arch, raw_name=name, memory_gb=memory,
-            device_id=f"0x{int(chip.group(1)):04x}" if chip else None,
-            compute_units=int(cus.group(1)) if cus else None,
-        ))
+        sku, arch = identify_amd(
+            name,
+            fields["Name"],
+            int(chip.group(1)) if chip else None,
+            memory,
+            int(cus.group(1)) if cus else None,
+        )
+        parsed.gpus.append(
+            Gpu(
+                index=len(parsed.gpus),
+                vendor="amd",
+                sku=sku,
+                arch=arch,
+                raw_name=name,
+                memory_gb=memory,
+                device_id=f"0x{int(chip.group(1)):04x}" if chip else None,
+                compute_units=int(cus.group(1)) if cus else None,
+            )
+        )
     if not saw_agent:
         raise UnexpectedOutput("no HSA agents found in rocminfo output")
     return parsed

@@ -35,7 +35,9 @@ def probe(python: str = sys.executable, env: dict | None = None) -> Parsed:
     if env is None and importlib.util.find_spec("torch") is None:
         raise FileNotFoundError("torch is not installed")
     try:
-        done = subprocess.run([python, "-c", SCRIPT], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+        done = subprocess.run(
+            [python, "-c", SCRIPT], capture_output=True, text=True, timeout=TIMEOUT_S, env=env
+        )
     except subprocess.TimeoutExpired as exc:
         raise TimeoutError(f"torch did not answer in {TIMEOUT_S} s (hung GPU or driver?)") from exc
     if done.returncode != 0:
@@ -58,10 +60,20 @@ def parse(text: str) -> Parsed:
     for index, device in enumerate(data.get("devices", [])):
         memory = round(device["memory"] / 1024**3, 1)
         if hip:
-            sku, arch = identify_amd(device["name"], normalise_arch(device.get("arch")), None, memory, device["units"])
+            sku, arch = identify_amd(
+                device["name"], normalise_arch(device.get("arch")), None, memory, device["units"]
+            )
         else:
             sku, arch = identify_nvidia(device["name"], f"{device['major']}.{device['minor']}")
-        parsed.gpus.append(Gpu(index=index, vendor="amd" if hip else "nvidia", sku=sku, arch=arch,
-                               raw_name=device["name"], memory_gb=memory,
-                               compute_units=device["units"] if hip else None))
+        parsed.gpus.append(
+            Gpu(
+                index=index,
+                vendor="amd" if hip else "nvidia",
+                sku=sku,
+                arch=arch,
+                raw_name=device["name"],
+                memory_gb=memory,
+                compute_units=device["units"] if hip else None,
+            )
+        )
     return parsed

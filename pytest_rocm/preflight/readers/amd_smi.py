@@ -21,12 +21,32 @@ _XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*G
 # version and flags (GPU_T or GPU_TEMP, GFX% or GFX_UTIL), so cells are matched to the header by position.
 # A value is believed only with the unit its column must have: a layout this reader does not know (an added
 # column, a partition row with fewer cells) then leaves a cell unjudged instead of reading MHz as °C.
-_MONITOR_CELL = re.compile(r"(N/A|-?[\d.]+(?:/[\d.]+)?)(?:\s*(W|°C|C|MHz|GHz|%|[KMGT]i?B|[KMG]b/s|B))?(?!\S)|([A-Za-z]\S*)")
-_MONITOR_UNITS = {"GPU_T": ("°C", "C"), "GPU_TEMP": ("°C", "C"), "HOTSPOT_T": ("°C", "C"), "HOTSPOT_TEMP": ("°C", "C"),
-                  "MEM_T": ("°C", "C"), "MEM_TEMP": ("°C", "C"), "POWER": ("W",), "PWR_CAP": ("W",),
-                  "GFX%": ("%",), "GFX_UTIL": ("%",)}
+_MONITOR_CELL = re.compile(
+    r"(N/A|-?[\d.]+(?:/[\d.]+)?)(?:\s*(W|°C|C|MHz|GHz|%|[KMGT]i?B|[KMG]b/s|B))?(?!\S)|([A-Za-z]\S*)"
+)
+_MONITOR_UNITS = {
+    "GPU_T": ("°C", "C"),
+    "GPU_TEMP": ("°C", "C"),
+    "HOTSPOT_T": ("°C", "C"),
+    "HOTSPOT_TEMP": ("°C", "C"),
+    "MEM_T": ("°C", "C"),
+    "MEM_TEMP": ("°C", "C"),
+    "POWER": ("W",),
+    "PWR_CAP": ("W",),
+    "GFX%": ("%",),
+    "GFX_UTIL": ("%",),
+}
 _MONITOR_HEADER = re.compile(r"^\s*GPU(?:\s+[A-Z][A-Z0-9_]*%?){2,}\s*$", re.M)
-_MEGABYTES = {"B": 1 / 1e6, "KB": 1e-3, "KIB": 1 / 1024, "MB": 1, "MIB": 1, "GB": 1e3, "GIB": 1024, "TB": 1e6}
+_MEGABYTES = {
+    "B": 1 / 1e6,
+    "KB": 1e-3,
+    "KIB": 1 / 1024,
+    "MB": 1,
+    "MIB": 1,
+    "GB": 1e3,
+    "GIB": 1024,
+    "TB": 1e6,
+}
 NO_PAGES = "no bad pages found"
 PAGE_KINDS = ("RETIRED", "PENDING", "UN_RES")  # `amd-smi bad-pages` sections
 
@@ -34,7 +54,9 @@ PAGE_KINDS = ("RETIRED", "PENDING", "UN_RES")  # `amd-smi bad-pages` sections
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     text = "\n".join(line.text for line in lines)
-    start = next((i for i, line in enumerate(lines) if line.text.lstrip().startswith(("[", "{"))), None)
+    start = next(
+        (i for i, line in enumerate(lines) if line.text.lstrip().startswith(("[", "{"))), None
+    )
     if start is not None:
         try:
             tree = json.loads("\n".join(line.text for line in lines[start:]))
@@ -51,7 +73,9 @@ def read(lines: list[Line], limits: dict) -> Reading:
         _read_monitor(reading, lines, limits)
     elif any(True for _ in tables(lines)):
         link_type_findings(reading, lines)
-        reading.understood = len(lines)  # other topology tables (WEIGHT, HOPS, NUMA BW) carry no verdict
+        reading.understood = len(
+            lines
+        )  # other topology tables (WEIGHT, HOPS, NUMA BW) carry no verdict
     else:
         _judge_values(reading, _flatten_text(reading, lines), limits)
     return _finish(reading)
@@ -59,8 +83,14 @@ def read(lines: list[Line], limits: dict) -> Reading:
 
 def _finish(reading: Reading) -> Reading:
     if not reading.findings:
-        reading.add(finding("amd_smi.nothing_judged", "failed", "nothing in this amd-smi output could be judged "
-                            "(use metric, bad-pages, topology, xgmi or monitor)"))
+        reading.add(
+            finding(
+                "amd_smi.nothing_judged",
+                "failed",
+                "nothing in this amd-smi output could be judged "
+                "(use metric, bad-pages, topology, xgmi or monitor)",
+            )
+        )
     return reading
 
 
@@ -77,7 +107,11 @@ def _flatten_text(reading: Reading, lines: list[Line]):
             reading.unread.append(line)
             continue
         reading.understood += 1
-        indent, key, value = len(match.group(1)), match.group(2).strip().upper(), match.group(3).strip()
+        indent, key, value = (
+            len(match.group(1)),
+            match.group(2).strip().upper(),
+            match.group(3).strip(),
+        )
         if key == "GPU" and indent == 0:
             gpu, stack = value, []
             continue
@@ -96,7 +130,9 @@ def _flatten_json(tree, gpu=None, path=()):
             yield gpu, path, f"{tree['value']} {tree['unit']}", None
             return
         gpu = tree.get("gpu", gpu)
-        gpu = gpu if isinstance(gpu, (int, str)) or gpu is None else json.dumps(gpu)[:40]  # a list or object: a label
+        gpu = (
+            gpu if isinstance(gpu, (int, str)) or gpu is None else json.dumps(gpu)[:40]
+        )  # a list or object: a label
         for key, value in tree.items():
             if key != "gpu":
                 yield from _flatten_json(value, gpu, (*path, str(key).upper()))
@@ -106,56 +142,125 @@ def _flatten_json(tree, gpu=None, path=()):
 
 def _judge_values(reading: Reading, values, limits: dict) -> None:
     pages: dict[tuple, list] = {}
-    memory: dict[object, dict] = {}  # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
+    memory: dict[
+        object, dict
+    ] = {}  # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
     for gpu, path, value, line in values:
-        last, measured = path[-1] if path else "", number(value.split()[0]) if value.split() else None
-        where = f"GPU {gpu} " + "/".join(key for key in path if key != "GPU_DATA")  # amd-smi 7 wraps GPUs in gpu_data
+        last, measured = (
+            path[-1] if path else "",
+            number(value.split()[0]) if value.split() else None,
+        )
+        where = f"GPU {gpu} " + "/".join(
+            key for key in path if key != "GPU_DATA"
+        )  # amd-smi 7 wraps GPUs in gpu_data
         page_kind = next((key for key in path if key in PAGE_KINDS), None)
         if page_kind is not None:
             pages.setdefault((gpu, page_kind), []).append((value, line))
             continue
         if measured is None:
             continue
-        if path[-2:] in (("MEM_USAGE", "USED_VRAM"), ("MEM_USAGE", "TOTAL_VRAM"), ("USAGE", "GFX_ACTIVITY")):
+        if path[-2:] in (
+            ("MEM_USAGE", "USED_VRAM"),
+            ("MEM_USAGE", "TOTAL_VRAM"),
+            ("USAGE", "GFX_ACTIVITY"),
+        ):
             memory.setdefault(gpu, {})[last] = (value, line)
         elif last.endswith("UNCORRECTABLE_COUNT"):
             limit = limits.get("ecc_uncorrectable_max", 0)
-            reading.add(finding("ecc.uncorrectable", "failed" if measured > limit else "ok",
-                                f"{where} = {measured:g}" if measured > limit else "no uncorrectable ECC errors",
-                                line, value=measured, threshold=limit))
+            reading.add(
+                finding(
+                    "ecc.uncorrectable",
+                    "failed" if measured > limit else "ok",
+                    f"{where} = {measured:g}"
+                    if measured > limit
+                    else "no uncorrectable ECC errors",
+                    line,
+                    value=measured,
+                    threshold=limit,
+                )
+            )
         elif last.endswith(("CORRECTABLE_COUNT", "DEFERRED_COUNT")) and measured > 0:
-            reading.add(finding("ecc.correctable", "degraded", f"{where} = {measured:g} (watch the count: "
-                                "`rocm-gate drain` acts when it grows)", line, value=measured))
+            reading.add(
+                finding(
+                    "ecc.correctable",
+                    "degraded",
+                    f"{where} = {measured:g} (watch the count: "
+                    "`rocm-gate drain` acts when it grows)",
+                    line,
+                    value=measured,
+                )
+            )
         elif path[-2:] == ("PCIE", "WIDTH") and limits.get("pcie_width"):
             ok = measured >= limits["pcie_width"]
-            reading.add(finding("pcie.link", "ok" if ok else "failed", f"GPU {gpu} PCIe width x{measured:g}"
-                                + ("" if ok else f" below x{limits['pcie_width']}"), line, value=measured,
-                                threshold=limits["pcie_width"]))
+            reading.add(
+                finding(
+                    "pcie.link",
+                    "ok" if ok else "failed",
+                    f"GPU {gpu} PCIe width x{measured:g}"
+                    + ("" if ok else f" below x{limits['pcie_width']}"),
+                    line,
+                    value=measured,
+                    threshold=limits["pcie_width"],
+                )
+            )
         elif path[-2:] == ("PCIE", "SPEED") and limits.get("pcie_speed_gts"):
             ok = measured >= limits["pcie_speed_gts"]
-            reading.add(finding("pcie.link", "ok" if ok else "failed", f"GPU {gpu} PCIe speed {measured:g} GT/s"
-                                + ("" if ok else f" below {limits['pcie_speed_gts']:g}"), line, value=measured,
-                                threshold=limits["pcie_speed_gts"]))
+            reading.add(
+                finding(
+                    "pcie.link",
+                    "ok" if ok else "failed",
+                    f"GPU {gpu} PCIe speed {measured:g} GT/s"
+                    + ("" if ok else f" below {limits['pcie_speed_gts']:g}"),
+                    line,
+                    value=measured,
+                    threshold=limits["pcie_speed_gts"],
+                )
+            )
         elif len(path) >= 2 and path[-2] == "TEMPERATURE" and last in ("HOTSPOT", "MEM", "VRAM"):
-            sensor, key = ("hotspot", "hotspot_temperature_max_c") if last == "HOTSPOT" else ("memory", "memory_temperature_max_c")
+            sensor, key = (
+                ("hotspot", "hotspot_temperature_max_c")
+                if last == "HOTSPOT"
+                else ("memory", "memory_temperature_max_c")
+            )
             judge_temperature(reading, line, str(gpu), measured, limits.get(key), sensor)
     for gpu, found in memory.items():
         used = _megabytes(found.get("USED_VRAM", ("",))[0])
         total = _megabytes(found.get("TOTAL_VRAM", ("",))[0])
         if used is not None and total:
             activity = found.get("GFX_ACTIVITY", ("",))[0].split()
-            judge_idle_vram(reading, found["USED_VRAM"][1], str(gpu), used / total * 100,
-                            number(activity[0]) if activity else None, limits)
+            judge_idle_vram(
+                reading,
+                found["USED_VRAM"][1],
+                str(gpu),
+                used / total * 100,
+                number(activity[0]) if activity else None,
+                limits,
+            )
     for (gpu, kind), entries in pages.items():
-        if all(NO_PAGES in v.lower() or not v for v, _ in entries) and any(NO_PAGES in v.lower() for v, _ in entries):
+        if all(NO_PAGES in v.lower() or not v for v, _ in entries) and any(
+            NO_PAGES in v.lower() for v, _ in entries
+        ):
             reading.add(finding("bad_pages", "ok", f"{kind}: no bad pages", entries[0][1]))
             continue
-        count = sum(1 for v, _ in entries if v and NO_PAGES not in v.lower() and re.match(r"0x[0-9a-f]+", v, re.I))
+        count = sum(
+            1
+            for v, _ in entries
+            if v and NO_PAGES not in v.lower() and re.match(r"0x[0-9a-f]+", v, re.I)
+        )
         status = {"RETIRED": "ok", "PENDING": "degraded"}.get(kind, "failed")
-        meaning = {"RETIRED": "retired (safe; `rocm-gate drain` acts when the count grows)",
-                   "PENDING": "pending retirement (reset the GPU to retire them)"}.get(kind, "unreservable: memory with errors stays in use")
-        reading.add(finding(f"bad_pages.{kind.lower()}", status, f"GPU {gpu}: {count} page(s) {meaning}",
-                            entries[0][1], value=count))
+        meaning = {
+            "RETIRED": "retired (safe; `rocm-gate drain` acts when the count grows)",
+            "PENDING": "pending retirement (reset the GPU to retire them)",
+        }.get(kind, "unreservable: memory with errors stays in use")
+        reading.add(
+            finding(
+                f"bad_pages.{kind.lower()}",
+                status,
+                f"GPU {gpu}: {count} page(s) {meaning}",
+                entries[0][1],
+                value=count,
+            )
+        )
 
 
 def _read_xgmi(reading: Reading, lines: list[Line], limits: dict) -> None:
@@ -168,13 +273,31 @@ def _read_xgmi(reading: Reading, lines: list[Line], limits: dict) -> None:
             reading.understood += 1
             rate = number(match.group(2).split()[0])
             if rate is None:
-                reading.add(finding("xgmi.bit_rate", "ok", "XGMI bit rate not reported (N/A)", line))
+                reading.add(
+                    finding("xgmi.bit_rate", "ok", "XGMI bit rate not reported (N/A)", line)
+                )
             elif floor is not None and rate < floor:
-                reading.add(finding("xgmi.bit_rate", "degraded", f"GPU{match.group(1)} XGMI bit rate {rate:g} Gb/s "
-                                    f"below {floor:g} Gb/s", line, value=rate, threshold=floor))
+                reading.add(
+                    finding(
+                        "xgmi.bit_rate",
+                        "degraded",
+                        f"GPU{match.group(1)} XGMI bit rate {rate:g} Gb/s below {floor:g} Gb/s",
+                        line,
+                        value=rate,
+                        threshold=floor,
+                    )
+                )
             else:
-                reading.add(finding("xgmi.bit_rate", "ok", f"XGMI links up at {rate:g} Gb/s", line, value=rate,
-                                    threshold=floor))
+                reading.add(
+                    finding(
+                        "xgmi.bit_rate",
+                        "ok",
+                        f"XGMI links up at {rate:g} Gb/s",
+                        line,
+                        value=rate,
+                        threshold=floor,
+                    )
+                )
         elif stripped.startswith(("LINK METRIC TABLE", "bdf", "Read", "Write")):
             reading.understood += 1
         else:
@@ -194,14 +317,19 @@ def _read_monitor(reading: Reading, lines: list[Line], limits: dict) -> None:
             gpu, rest = stripped.split(None, 1)
             matches = dict(zip(header[1:], _MONITOR_CELL.finditer(rest)))
             cells = {column: match.group(0) for column, match in matches.items()}
-            value = {column: number(matches[column].group(1)) for column, units in _MONITOR_UNITS.items()
-                     if column in matches and matches[column].group(2) in units}
-            for column, sensor, key in (("GPU_T", "hotspot", "hotspot_temperature_max_c"),
-                                        ("GPU_TEMP", "hotspot", "hotspot_temperature_max_c"),
-                                        ("HOTSPOT_T", "hotspot", "hotspot_temperature_max_c"),
-                                        ("HOTSPOT_TEMP", "hotspot", "hotspot_temperature_max_c"),
-                                        ("MEM_T", "memory", "memory_temperature_max_c"),
-                                        ("MEM_TEMP", "memory", "memory_temperature_max_c")):
+            value = {
+                column: number(matches[column].group(1))
+                for column, units in _MONITOR_UNITS.items()
+                if column in matches and matches[column].group(2) in units
+            }
+            for column, sensor, key in (
+                ("GPU_T", "hotspot", "hotspot_temperature_max_c"),
+                ("GPU_TEMP", "hotspot", "hotspot_temperature_max_c"),
+                ("HOTSPOT_T", "hotspot", "hotspot_temperature_max_c"),
+                ("HOTSPOT_TEMP", "hotspot", "hotspot_temperature_max_c"),
+                ("MEM_T", "memory", "memory_temperature_max_c"),
+                ("MEM_TEMP", "memory", "memory_temperature_max_c"),
+            ):
                 if value.get(column) is not None:
                     judge_temperature(reading, line, gpu, value[column], limits.get(key), sensor)
             if value.get("POWER") is not None and value.get("PWR_CAP") is not None:
@@ -211,7 +339,9 @@ def _read_monitor(reading: Reading, lines: list[Line], limits: dict) -> None:
                 amounts, _, unit = cells["VRAM_USAGE"].partition(" ")
                 used, total = (_megabytes(f"{amount} {unit}") for amount in amounts.split("/", 1))
             if used is not None and total:
-                activity = next((value[c] for c in ("GFX%", "GFX_UTIL") if value.get(c) is not None), None)
+                activity = next(
+                    (value[c] for c in ("GFX%", "GFX_UTIL") if value.get(c) is not None), None
+                )
                 judge_idle_vram(reading, line, gpu, used / total * 100, activity, limits)
         elif stripped.startswith("amd-smi"):
             reading.understood += 1  # the command line some captures start with

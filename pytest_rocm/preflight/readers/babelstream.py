@@ -17,8 +17,10 @@ from pytest_rocm.preflight.relative import below_peers, falls
 _TABLE_HEADER = re.compile(r"^Function\s+MBytes/sec\b")
 _ROW = re.compile(r"^(Copy|Mul|Add|Triad|Dot|Read|Write|Nstream)\s+([\d.]+)\s")
 _ARRAY_SIZE = re.compile(r"^Array size:\s*([\d.]+)\s*MB")
-_KNOWN = re.compile(r"^(BabelStream|Version:|Implementation:|Running kernels|Precision:|Array size:|Total size:|"
-                    r"Using HIP device|Using OpenCL device|Driver:|Memory:|Init:|Read:|Validation failed.*)")
+_KNOWN = re.compile(
+    r"^(BabelStream|Version:|Implementation:|Running kernels|Precision:|Array size:|Total size:|"
+    r"Using HIP device|Using OpenCL device|Driver:|Memory:|Init:|Read:|Validation failed.*)"
+)
 FLOORS = {"Triad": "babelstream_triad_mbps", "Copy": "babelstream_copy_mbps"}
 RELATIVE_CHECKS = "each GPU against the others, and over array sizes"
 # Arrays smaller than this are served from the MI300 and MI350 series' 256 MB Infinity Cache, faster than HBM:
@@ -30,7 +32,9 @@ def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     tables = 0
     array_size, sizes = None, []  # the array size each table ran with, where the output says
-    measured: dict[str, list[tuple[float, Line]]] = {name: [] for name in FLOORS}  # per table, in order
+    measured: dict[str, list[tuple[float, Line]]] = {
+        name: [] for name in FLOORS
+    }  # per table, in order
     for line in lines:
         text = line.text.strip()
         if not text:
@@ -47,21 +51,52 @@ def read(lines: list[Line], limits: dict) -> Reading:
                 continue
             measured[function].append((value, line))
             if value <= 0:
-                reading.add(finding(f"babelstream.{function.lower()}", "failed", f"{function} measured 0 MB/s: the "
-                                    "kernel did not run", line, value=value))
+                reading.add(
+                    finding(
+                        f"babelstream.{function.lower()}",
+                        "failed",
+                        f"{function} measured 0 MB/s: the kernel did not run",
+                        line,
+                        value=value,
+                    )
+                )
             elif floor is None:
-                reading.add(finding(f"babelstream.{function.lower()}", "ok",
-                                    f"{function} measured; " + no_floor(limits, RELATIVE_CHECKS), line, value=value))
+                reading.add(
+                    finding(
+                        f"babelstream.{function.lower()}",
+                        "ok",
+                        f"{function} measured; " + no_floor(limits, RELATIVE_CHECKS),
+                        line,
+                        value=value,
+                    )
+                )
             elif value < floor:
-                reading.add(finding(f"babelstream.{function.lower()}", "failed",
-                                    f"{function} {value:,.0f} MB/s is below {floor:,.0f} MB/s (HBM bandwidth)", line,
-                                    value=value, threshold=floor))
+                reading.add(
+                    finding(
+                        f"babelstream.{function.lower()}",
+                        "failed",
+                        f"{function} {value:,.0f} MB/s is below {floor:,.0f} MB/s (HBM bandwidth)",
+                        line,
+                        value=value,
+                        threshold=floor,
+                    )
+                )
             else:
-                reading.add(finding(f"babelstream.{function.lower()}", "ok", f"{function} at least {floor:,.0f} MB/s", line,
-                                    value=value, threshold=floor))
+                reading.add(
+                    finding(
+                        f"babelstream.{function.lower()}",
+                        "ok",
+                        f"{function} at least {floor:,.0f} MB/s",
+                        line,
+                        value=value,
+                        threshold=floor,
+                    )
+                )
         elif text.startswith("Validation failed") or "error" in text.lower():
             reading.understood += 1
-            reading.add(finding("babelstream.error", "failed", "BabelStream reported an error", line))
+            reading.add(
+                finding("babelstream.error", "failed", "BabelStream reported an error", line)
+            )
         elif match := _ARRAY_SIZE.match(text):
             reading.understood += 1
             array_size = number(match.group(1))
@@ -70,7 +105,13 @@ def read(lines: list[Line], limits: dict) -> Reading:
         else:
             reading.unread.append(line)
     if not tables:
-        reading.add(finding("babelstream.no_table", "failed", "no BabelStream results table found (the run did not finish?)"))
+        reading.add(
+            finding(
+                "babelstream.no_table",
+                "failed",
+                "no BabelStream results table found (the run did not finish?)",
+            )
+        )
     elif len(set(sizes)) == len(sizes) == tables and None not in sizes and tables > 1:
         _judge_sizes(reading, sizes, measured, limits)
     else:
@@ -88,16 +129,34 @@ def _judge_peers(reading: Reading, measured: dict, limits: dict) -> None:
             continue
         slow_ones = below_peers(dict(enumerate(value for value, _ in rows)), degraded, failed)
         if max(value for value, _ in rows) <= 0:
-            reading.add(finding(f"babelstream.{function.lower()}_peers", "failed", f"{function} of every GPU is 0 MB/s: "
-                                "the kernels did not run", rows[-1][1]))
+            reading.add(
+                finding(
+                    f"babelstream.{function.lower()}_peers",
+                    "failed",
+                    f"{function} of every GPU is 0 MB/s: the kernels did not run",
+                    rows[-1][1],
+                )
+            )
         elif not slow_ones:
-            reading.add(finding(f"babelstream.{function.lower()}_peers", "ok", f"{function} of each of {len(rows)} GPUs "
-                                f"within {degraded:g} % of the others", rows[-1][1]))
+            reading.add(
+                finding(
+                    f"babelstream.{function.lower()}_peers",
+                    "ok",
+                    f"{function} of each of {len(rows)} GPUs within {degraded:g} % of the others",
+                    rows[-1][1],
+                )
+            )
         for slow in slow_ones:
-            reading.add(finding(f"babelstream.{function.lower()}_peers", slow.status,
-                                f"{function} of table {slow.key + 1} of {len(rows)}: {slow.value:,.0f} MB/s, {slow.below_pct:.0f} % "
-                                f"below the other GPUs' median ({slow.peers_median:,.0f} MB/s): that GPU's HBM is slow",
-                                rows[slow.key][1], value=slow.value))
+            reading.add(
+                finding(
+                    f"babelstream.{function.lower()}_peers",
+                    slow.status,
+                    f"{function} of table {slow.key + 1} of {len(rows)}: {slow.value:,.0f} MB/s, {slow.below_pct:.0f} % "
+                    f"below the other GPUs' median ({slow.peers_median:,.0f} MB/s): that GPU's HBM is slow",
+                    rows[slow.key][1],
+                    value=slow.value,
+                )
+            )
 
 
 def _judge_sizes(reading: Reading, sizes: list[float], measured: dict, limits: dict) -> None:
@@ -111,11 +170,24 @@ def _judge_sizes(reading: Reading, sizes: list[float], measured: dict, limits: d
             continue
         fall = falls([rows[i][0] for i in order], max_fall)
         if fall is None:
-            reading.add(finding(f"babelstream.{function.lower()}_sizes", "ok", f"{function} never falls more than "
-                                f"{max_fall:g} % from one array size to a larger one ({len(sizes)} sizes)", rows[-1][1]))
+            reading.add(
+                finding(
+                    f"babelstream.{function.lower()}_sizes",
+                    "ok",
+                    f"{function} never falls more than "
+                    f"{max_fall:g} % from one array size to a larger one ({len(sizes)} sizes)",
+                    rows[-1][1],
+                )
+            )
         else:
             at, peak = order[fall.at], order[fall.peak]
-            reading.add(finding(f"babelstream.{function.lower()}_sizes", "failed" if fall.sustained else "degraded",
-                                f"{function} falls {(1 - fall.ratio) * 100:.0f} % from {rows[peak][0]:,.0f} MB/s at "
-                                f"{sizes[peak]:g} MB arrays to {rows[at][0]:,.0f} MB/s at {sizes[at]:g} MB", rows[at][1],
-                                value=round(fall.ratio, 3)))
+            reading.add(
+                finding(
+                    f"babelstream.{function.lower()}_sizes",
+                    "failed" if fall.sustained else "degraded",
+                    f"{function} falls {(1 - fall.ratio) * 100:.0f} % from {rows[peak][0]:,.0f} MB/s at "
+                    f"{sizes[peak]:g} MB arrays to {rows[at][0]:,.0f} MB/s at {sizes[at]:g} MB",
+                    rows[at][1],
+                    value=round(fall.ratio, 3),
+                )
+            )

@@ -14,37 +14,104 @@ import re
 from pytest_rocm.preflight.evidence import Line, Reading, finding
 
 _DEVICE = re.compile(r"amdgpu (\w{4}:\w{2}:\w{2}\.\w)")
-_COUNTED = re.compile(r"(\d+) new (correctable|uncorrectable) hardware errors detected in (\w+) block")
+_COUNTED = re.compile(
+    r"(\d+) new (correctable|uncorrectable) hardware errors detected in (\w+) block"
+)
 # (pattern, check, status, what it means); first match wins
 RULES = (
-    (re.compile(r"uncorrectable hardware error", re.I), "dmesg.ras_uncorrectable", "failed",
-     "RAS: uncorrectable hardware error"),
-    (re.compile(r"Fatal error during GPU init|early_init of IP block <\w+> failed", re.I), "dmesg.init_failed", "failed",
-     "the GPU failed to initialise (a full power cycle may recover it; else replace)"),
-    (re.compile(r"ring \S+ timeout", re.I), "dmesg.ring_timeout", "failed", "a GPU ring timed out (GPU hang)"),
-    (re.compile(r"GPU reset begin|MODE[12] reset|GPU reset succeeded|GPU reset\(\d+\) succeeded|VRAM is lost", re.I),
-     "dmesg.gpu_reset", "failed", "the GPU was reset (its memory was lost; jobs on it failed)"),
-    (re.compile(r"unrecoverable state|Failed to restore process queues|GPU recovery", re.I), "dmesg.gpu_hang", "failed",
-     "the GPU stopped responding"),
-    (re.compile(r"HW Exception by GPU node-\d+.*reason\s*:\s*GPU Hang", re.I), "hip.gpu_hang", "failed",
-     "the HIP runtime reported a GPU hang (application output, not the kernel log)"),
-    (re.compile(r"GPU hang detected|Xgmi link is down|Poison is (?:created|consumed)", re.I), "dmesg.gpu_fault", "failed",
-     "the GPU or its links failed (hang, XGMI link down, or poisoned memory)"),
-    (re.compile(r"probe with driver amdgpu failed|\*ERROR\*.*\bfail|PSP .*\bfail|\bSMU\b.*(?:not done|\bfail|timeout)",
-                re.I), "dmesg.driver_error", "failed",
-     "amdgpu reported an error from its driver or firmware (probe, IP block init, PSP, SMU): the GPU is not usable"),
-    (re.compile(r"\[Hardware Error\]", re.I), "dmesg.hardware_error_record", "ok", None),  # ACA detail of a RAS event above
-    (re.compile(r"retry page fault|page fault|VM_L2_PROTECTION_FAULT|Faulty UTCL2|MORE_FAULTS|WALKER_ERROR|"
-                r"PERMISSION_FAULTS|MAPPING_ERROR|\bRW: 0x|in page starting at|for process|cookie node_id", re.I),
-     "dmesg.page_fault", "degraded", "a GPU page fault (usually a bug in the process named; the GPU stays usable)"),
-    (re.compile(r"RAS INFO: ras initialized successfully|Initialized amdgpu|XGMI: Add node|ras_mask", re.I),
-     "dmesg.init_ok", "ok", "amdgpu initialised with RAS enabled"),
-    (re.compile(r"bad page retirement enabled, [1-9]\d* bad pages|\*ERROR\*|\bFailed to\b", re.I), "dmesg.amdgpu_warning",
-     "degraded", "amdgpu reported a problem (retired bad pages, a driver error, a failed step): read the line"),
+    (
+        re.compile(r"uncorrectable hardware error", re.I),
+        "dmesg.ras_uncorrectable",
+        "failed",
+        "RAS: uncorrectable hardware error",
+    ),
+    (
+        re.compile(r"Fatal error during GPU init|early_init of IP block <\w+> failed", re.I),
+        "dmesg.init_failed",
+        "failed",
+        "the GPU failed to initialise (a full power cycle may recover it; else replace)",
+    ),
+    (
+        re.compile(r"ring \S+ timeout", re.I),
+        "dmesg.ring_timeout",
+        "failed",
+        "a GPU ring timed out (GPU hang)",
+    ),
+    (
+        re.compile(
+            r"GPU reset begin|MODE[12] reset|GPU reset succeeded|GPU reset\(\d+\) succeeded|VRAM is lost",
+            re.I,
+        ),
+        "dmesg.gpu_reset",
+        "failed",
+        "the GPU was reset (its memory was lost; jobs on it failed)",
+    ),
+    (
+        re.compile(r"unrecoverable state|Failed to restore process queues|GPU recovery", re.I),
+        "dmesg.gpu_hang",
+        "failed",
+        "the GPU stopped responding",
+    ),
+    (
+        re.compile(r"HW Exception by GPU node-\d+.*reason\s*:\s*GPU Hang", re.I),
+        "hip.gpu_hang",
+        "failed",
+        "the HIP runtime reported a GPU hang (application output, not the kernel log)",
+    ),
+    (
+        re.compile(r"GPU hang detected|Xgmi link is down|Poison is (?:created|consumed)", re.I),
+        "dmesg.gpu_fault",
+        "failed",
+        "the GPU or its links failed (hang, XGMI link down, or poisoned memory)",
+    ),
+    (
+        re.compile(
+            r"probe with driver amdgpu failed|\*ERROR\*.*\bfail|PSP .*\bfail|\bSMU\b.*(?:not done|\bfail|timeout)",
+            re.I,
+        ),
+        "dmesg.driver_error",
+        "failed",
+        "amdgpu reported an error from its driver or firmware (probe, IP block init, PSP, SMU): the GPU is not usable",
+    ),
+    (
+        re.compile(r"\[Hardware Error\]", re.I),
+        "dmesg.hardware_error_record",
+        "ok",
+        None,
+    ),  # ACA detail of a RAS event above
+    (
+        re.compile(
+            r"retry page fault|page fault|VM_L2_PROTECTION_FAULT|Faulty UTCL2|MORE_FAULTS|WALKER_ERROR|"
+            r"PERMISSION_FAULTS|MAPPING_ERROR|\bRW: 0x|in page starting at|for process|cookie node_id",
+            re.I,
+        ),
+        "dmesg.page_fault",
+        "degraded",
+        "a GPU page fault (usually a bug in the process named; the GPU stays usable)",
+    ),
+    (
+        re.compile(
+            r"RAS INFO: ras initialized successfully|Initialized amdgpu|XGMI: Add node|ras_mask",
+            re.I,
+        ),
+        "dmesg.init_ok",
+        "ok",
+        "amdgpu initialised with RAS enabled",
+    ),
+    (
+        re.compile(
+            r"bad page retirement enabled, [1-9]\d* bad pages|\*ERROR\*|\bFailed to\b", re.I
+        ),
+        "dmesg.amdgpu_warning",
+        "degraded",
+        "amdgpu reported a problem (retired bad pages, a driver error, a failed step): read the line",
+    ),
 )
 # amdgpu lines that carry no health signal (boot chatter)
 _CHATTER = re.compile(r"amdgpu|\[drm\]|kfd|\bdrm\b", re.I)
-_KERNEL_LINE = re.compile(r"^-- .* --$|^\[\s*\d+\.\d+\]|^\w{3}\s+\d+\s+\d\d:\d\d:\d\d|^\d{4}-\d\d-\d\dT")
+_KERNEL_LINE = re.compile(
+    r"^-- .* --$|^\[\s*\d+\.\d+\]|^\w{3}\s+\d+\s+\d\d:\d\d:\d\d|^\d{4}-\d\d-\d\dT"
+)
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
@@ -61,11 +128,27 @@ def read(lines: list[Line], limits: dict) -> Reading:
             where = f" on {device.group(1)}" if device else ""
             if kind == "uncorrectable":
                 status = "failed" if count > uncorrectable_max else "ok"
-                reading.add(finding("dmesg.ecc_uncorrectable", status, f"{count} uncorrectable errors in the {block} "
-                                    f"block{where}", line, value=count, threshold=uncorrectable_max))
+                reading.add(
+                    finding(
+                        "dmesg.ecc_uncorrectable",
+                        status,
+                        f"{count} uncorrectable errors in the {block} block{where}",
+                        line,
+                        value=count,
+                        threshold=uncorrectable_max,
+                    )
+                )
             else:
-                reading.add(finding("dmesg.ecc_correctable", "degraded", f"{count} correctable errors in the {block} "
-                                    f"block{where} (watch the count: `rocm-gate drain` acts when it grows)", line, value=count))
+                reading.add(
+                    finding(
+                        "dmesg.ecc_correctable",
+                        "degraded",
+                        f"{count} correctable errors in the {block} "
+                        f"block{where} (watch the count: `rocm-gate drain` acts when it grows)",
+                        line,
+                        value=count,
+                    )
+                )
             continue
         rule = next((r for r in RULES if r[0].search(text)), None)
         if rule is not None:

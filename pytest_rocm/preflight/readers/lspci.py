@@ -10,12 +10,16 @@ import re
 
 from pytest_rocm.preflight.evidence import Line, Reading, finding
 
-_LINK = re.compile(r"LnkSta:\s*Speed\s+([\d.]+)GT/s(?:\s*\((\w+)\))?,\s*Width\s+x(\d+)(?:\s*\((\w+)\))?")
+_LINK = re.compile(
+    r"LnkSta:\s*Speed\s+([\d.]+)GT/s(?:\s*\((\w+)\))?,\s*Width\s+x(\d+)(?:\s*\((\w+)\))?"
+)
 _DEVICE_STATUS = re.compile(r"DevSta:\s*(.*)")
 _HEADER = re.compile(r"^[0-9a-f]{2,4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d\s")  # a device's first line
-_KNOWN = re.compile(r"^(LnkSta2:|LnkCap|LnkCtl|DevCap|DevCtl|Subsystem|Control|Status|Capabilities|Kernel|Region|"
-                    r"Expansion|Flags|Latency|Interrupt|Physical Slot|NUMA|IOMMU|Memory|I/O|Bus:|Prefetchable|"
-                    r"BridgeCtl|Secondary|Product|Vendor|\[|Capabilities: <access denied>)")
+_KNOWN = re.compile(
+    r"^(LnkSta2:|LnkCap|LnkCtl|DevCap|DevCtl|Subsystem|Control|Status|Capabilities|Kernel|Region|"
+    r"Expansion|Flags|Latency|Interrupt|Physical Slot|NUMA|IOMMU|Memory|I/O|Bus:|Prefetchable|"
+    r"BridgeCtl|Secondary|Product|Vendor|\[|Capabilities: <access denied>)"
+)
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
@@ -29,7 +33,12 @@ def read(lines: list[Line], limits: dict) -> Reading:
         if match := _LINK.search(text):
             reading.understood += 1
             links += 1
-            got_speed, speed_mark, got_width, width_mark = float(match.group(1)), match.group(2), int(match.group(3)), match.group(4)
+            got_speed, speed_mark, got_width, width_mark = (
+                float(match.group(1)),
+                match.group(2),
+                int(match.group(3)),
+                match.group(4),
+            )
             problems = []
             if "downgraded" in (speed_mark, width_mark):
                 problems.append("lspci marks the link downgraded")
@@ -38,15 +47,31 @@ def read(lines: list[Line], limits: dict) -> Reading:
             if speed is not None and got_speed < speed:
                 problems.append(f"speed {got_speed:g} GT/s below {speed:g}")
             if problems:
-                reading.add(finding("pcie.link", "failed", f"PCIe link {'; '.join(problems)} (host-device copies "
-                                    "slow down and every timing is wrong: reseat or replace)", line))
+                reading.add(
+                    finding(
+                        "pcie.link",
+                        "failed",
+                        f"PCIe link {'; '.join(problems)} (host-device copies "
+                        "slow down and every timing is wrong: reseat or replace)",
+                        line,
+                    )
+                )
             else:
-                reading.add(finding("pcie.link", "ok", f"PCIe link {got_speed:g} GT/s x{got_width}", line))
+                reading.add(
+                    finding("pcie.link", "ok", f"PCIe link {got_speed:g} GT/s x{got_width}", line)
+                )
         elif match := _DEVICE_STATUS.search(text):
             reading.understood += 1
             flags = match.group(1)
             if "FatalErr+" in flags or "NonFatalErr+" in flags:
-                reading.add(finding("pcie.device_errors", "failed", "the device reports PCIe errors (FatalErr+ or NonFatalErr+)", line))
+                reading.add(
+                    finding(
+                        "pcie.device_errors",
+                        "failed",
+                        "the device reports PCIe errors (FatalErr+ or NonFatalErr+)",
+                        line,
+                    )
+                )
         elif _HEADER.match(text) or _KNOWN.match(text):
             reading.understood += 1
         else:
@@ -54,7 +79,18 @@ def read(lines: list[Line], limits: dict) -> Reading:
     if not links:
         denied = next((line for line in lines if "access denied" in line.text), None)
         if denied is not None:  # lspci hides capabilities from users other than root
-            reading.add(finding("pcie.no_links", "degraded", "PCIe links not checked: lspci needs root to show them", denied))
+            reading.add(
+                finding(
+                    "pcie.no_links",
+                    "degraded",
+                    "PCIe links not checked: lspci needs root to show them",
+                    denied,
+                )
+            )
         else:
-            reading.add(finding("pcie.no_links", "failed", "no LnkSta lines: run `lspci -vv -d 1002:` as root"))
+            reading.add(
+                finding(
+                    "pcie.no_links", "failed", "no LnkSta lines: run `lspci -vv -d 1002:` as root"
+                )
+            )
     return reading

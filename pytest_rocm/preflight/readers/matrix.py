@@ -21,7 +21,9 @@ def tables(lines: list[Line]):
     """Yield (kind, healthy value, header, rows as (line, row name, cells)) for each known table."""
     index = 0
     while index < len(lines):
-        kind = next((k for pattern, k in _TITLES.items() if pattern.search(lines[index].text)), None)
+        kind = next(
+            (k for pattern, k in _TITLES.items() if pattern.search(lines[index].text)), None
+        )
         index += 1
         if kind is None:
             continue
@@ -51,12 +53,37 @@ def link_type_findings(reading: Reading, lines: list[Line]) -> None:
                     bad.append((line, name, column, cell))
         if kind == "access":
             for line, name, column, cell in bad:
-                reading.add(finding("topology.access", "failed", f"{name} cannot reach {column} ({cell})", line))
+                reading.add(
+                    finding(
+                        "topology.access", "failed", f"{name} cannot reach {column} ({cell})", line
+                    )
+                )
             if rows and not bad:
-                reading.add(finding("topology.access", "ok", f"all {len(rows)} GPUs reach each other", rows[0][0]))
+                reading.add(
+                    finding(
+                        "topology.access",
+                        "ok",
+                        f"all {len(rows)} GPUs reach each other",
+                        rows[0][0],
+                    )
+                )
         else:
             for line, name, column, cell in bad:
-                reading.add(finding("topology.link_type", "degraded", f"{name} to {column} is linked over {cell}, "
-                                    "not XGMI (a fabric link is down: collectives slow down)", line))
+                reading.add(
+                    finding(
+                        "topology.link_type",
+                        "degraded",
+                        f"{name} to {column} is linked over {cell}, "
+                        "not XGMI (a fabric link is down: collectives slow down)",
+                        line,
+                    )
+                )
             if rows and not bad:
-                reading.add(finding("topology.link_type", "ok", f"all {len(rows)} GPUs linked over XGMI", rows[0][0]))
+                reading.add(
+                    finding(
+                        "topology.link_type",
+                        "ok",
+                        f"all {len(rows)} GPUs linked over XGMI",
+                        rows[0][0],
+                    )
+                )

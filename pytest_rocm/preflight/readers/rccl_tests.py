@@ -12,13 +12,20 @@ import re
 from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no_floor, number
 from pytest_rocm.preflight.relative import falls
 
-_DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s")
+_DEVICE = re.compile(
+    r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s"
+)
 # RCCL prints warnings that are advice ("NCCL WARN NUMA auto balancing enabled ..."): a warning is a failure only
 # when it says something failed, timed out or was aborted.
-_FAILURE = re.compile(r"(TIMEOUT:|Test (?:NCCL|CUDA|HIP) failure|Test failure|[NR]CCL WARN.{0,300}?\b(?:fail|error|timed? ?out|abort)"
-                      r"|segmentation fault|Aborted)", re.I)
-_BANNER = re.compile(r"^(# .*|#|rccl-tests: .*|nccl-tests: .*|RCCL version\s*:.*|HIP version\s*:.*|ROCm version\s*:.*|"
-                     r"Hostname\s*:.*|Librccl path\s*:.*|# Using devices)$")
+_FAILURE = re.compile(
+    r"(TIMEOUT:|Test (?:NCCL|CUDA|HIP) failure|Test failure|[NR]CCL WARN.{0,300}?\b(?:fail|error|timed? ?out|abort)"
+    r"|segmentation fault|Aborted)",
+    re.I,
+)
+_BANNER = re.compile(
+    r"^(# .*|#|rccl-tests: .*|nccl-tests: .*|RCCL version\s*:.*|HIP version\s*:.*|ROCm version\s*:.*|"
+    r"Hostname\s*:.*|Librccl path\s*:.*|# Using devices)$"
+)
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
 _COLLECTIVE = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(\w+)")
@@ -50,7 +57,10 @@ def _header_columns(text: str) -> list[str] | None:
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     hosts, ranks, collective = set(), 0, None
-    max_bytes, closed = None, False  # the largest size asked for (the header); the summary after the table
+    max_bytes, closed = (
+        None,
+        False,
+    )  # the largest size asked for (the header); the summary after the table
     step = (2, "factor")  # how the header says sizes grow (-f 2 unless it says otherwise)
     columns: list[str] | None = None
     rows: list[tuple[Line, dict[str, list[str]]]] = []
@@ -76,8 +86,14 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
             closed = True
             if int(match.group(1)):
-                reading.add(finding("rccl.out_of_bounds", "failed",
-                                    f"{match.group(1)} result(s) out of bounds: the collective computed wrong values", line))
+                reading.add(
+                    finding(
+                        "rccl.out_of_bounds",
+                        "failed",
+                        f"{match.group(1)} result(s) out of bounds: the collective computed wrong values",
+                        line,
+                    )
+                )
         elif match := _AVERAGE.match(text):
             reading.understood += 1
             closed = True
@@ -91,19 +107,35 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.unread.append(line)
     if columns is None:
         if not reading.findings:
-            reading.add(finding("rccl.no_table", "failed", "no rccl-tests results table found (is this rccl-tests output?)"))
+            reading.add(
+                finding(
+                    "rccl.no_table",
+                    "failed",
+                    "no rccl-tests results table found (is this rccl-tests output?)",
+                )
+            )
         return reading
     if not rows:
         if not reading.findings:
-            reading.add(finding("rccl.no_rows", "failed",
-                                "the results table has a header and no rows: the test stopped before the first size "
-                                "(a hang or a crash of a GPU or link)", last_line(lines)))
+            reading.add(
+                finding(
+                    "rccl.no_rows",
+                    "failed",
+                    "the results table has a header and no rows: the test stopped before the first size "
+                    "(a hang or a crash of a GPU or link)",
+                    last_line(lines),
+                )
+            )
         return reading
     # The size after the last one, had the sweep gone on: when it is within maxBytes, the sweep stopped early.
     last_size = number(rows[-1][1]["size"][0]) or 0
-    next_size = last_size * step[0] if step[1] == "factor" and step[0] > 1 else last_size + max(step[0], 1)
+    next_size = (
+        last_size * step[0] if step[1] == "factor" and step[0] > 1 else last_size + max(step[0], 1)
+    )
     stopped_at = max_bytes if max_bytes is not None and next_size <= max_bytes else None
-    _judge_rows(reading, rows, limits, collective, hosts, ranks, max_bytes is not None, stopped_at, closed)
+    _judge_rows(
+        reading, rows, limits, collective, hosts, ranks, max_bytes is not None, stopped_at, closed
+    )
     return reading
 
 
@@ -118,26 +150,55 @@ def _row(text: str, columns: list[str]) -> dict[str, list[str]] | None:
     return row
 
 
-def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, hosts: set, ranks: int,
-                asked: bool, stopped_before: int | None, closed: bool) -> None:
+def _judge_rows(
+    reading: Reading,
+    rows,
+    limits: dict,
+    collective: str | None,
+    hosts: set,
+    ranks: int,
+    asked: bool,
+    stopped_before: int | None,
+    closed: bool,
+) -> None:
     """`asked`: the header says how far the sweep goes; `stopped_before`: its maxBytes, when the sweep stopped
     before reaching it; `closed`: the summary after the table was printed."""
-    wrong_column = "#wrong" if "#wrong" in rows[0][1] else "error" if "error" in rows[0][1] else None
+    wrong_column = (
+        "#wrong" if "#wrong" in rows[0][1] else "error" if "error" in rows[0][1] else None
+    )
     for line, row in rows:
         for value in row.get(wrong_column, []) if wrong_column else []:
             # rccl-tests marks a count over its error threshold with '*'
             if "*" in value or number(value.rstrip("*")) not in (None, 0):
-                reading.add(finding("rccl.wrong", "failed",
-                                    f"{wrong_column} is {value} at {size_text(number(row['size'][0]) or 0)}: the collective computed wrong values", line))
+                reading.add(
+                    finding(
+                        "rccl.wrong",
+                        "failed",
+                        f"{wrong_column} is {value} at {size_text(number(row['size'][0]) or 0)}: the collective computed wrong values",
+                        line,
+                    )
+                )
         bandwidths = [b for b in (number(v) for v in row["busbw"]) if b is not None]
         size = number(row["size"][0]) or 0
         ratio = limits.get("rccl_dip_ratio")
-        if ratio and size >= 64 * 1024**2 and len(bandwidths) == 2 and max(bandwidths) > 0 \
-                and min(bandwidths) / max(bandwidths) < ratio:
-            reading.add(finding("rccl.dip", "degraded",
-                                f"bus bandwidth dips at {size_text(size)}: out-of-place {bandwidths[0]:g} vs in-place "
-                                f"{bandwidths[1]:g} GB/s (a noisy link or a busy GPU)", line,
-                                value=round(min(bandwidths) / max(bandwidths), 3), threshold=ratio))
+        if (
+            ratio
+            and size >= 64 * 1024**2
+            and len(bandwidths) == 2
+            and max(bandwidths) > 0
+            and min(bandwidths) / max(bandwidths) < ratio
+        ):
+            reading.add(
+                finding(
+                    "rccl.dip",
+                    "degraded",
+                    f"bus bandwidth dips at {size_text(size)}: out-of-place {bandwidths[0]:g} vs in-place "
+                    f"{bandwidths[1]:g} GB/s (a noisy link or a busy GPU)",
+                    line,
+                    value=round(min(bandwidths) / max(bandwidths), 3),
+                    threshold=ratio,
+                )
+            )
     _judge_sweep(reading, rows, limits)
     line, last = rows[-1]
     size = number(last["size"][0]) or 0
@@ -148,32 +209,95 @@ def _judge_rows(reading: Reading, rows, limits: dict, collective: str | None, ho
     if stopped_before is not None or not asked and not closed and size < large:
         # On any SKU: the sweep stopped before the size it was asked for (or, where the header is not shown,
         # before the plateau with no summary after it): a hang or a crash, whatever the bandwidth so far.
-        why = (f" of the {size_text(stopped_before)} asked for (maxBytes)" if stopped_before is not None
-               else ", with no summary after it")
-        reading.add(finding("rccl.stopped", "failed", f"the run stopped at {size_text(size)}{why}: a hang or a crash "
-                            "of a GPU or link", line, value=size, threshold=stopped_before))
+        why = (
+            f" of the {size_text(stopped_before)} asked for (maxBytes)"
+            if stopped_before is not None
+            else ", with no summary after it"
+        )
+        reading.add(
+            finding(
+                "rccl.stopped",
+                "failed",
+                f"the run stopped at {size_text(size)}{why}: a hang or a crash of a GPU or link",
+                line,
+                value=size,
+                threshold=stopped_before,
+            )
+        )
     elif busbw is None:
-        reading.add(finding("rccl.bus_bandwidth", "failed", "the largest size has no bus bandwidth", line))
+        reading.add(
+            finding("rccl.bus_bandwidth", "failed", "the largest size has no bus bandwidth", line)
+        )
     elif len(hosts) > 1:
-        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} over {len(hosts)} hosts "
-                            f"({ranks} ranks): a multi-node run is not compared with the single-node threshold",
-                            line, value=busbw))
-    elif collective not in (None, "all_reduce_perf") or ("redop" in last and last["redop"][0] == "none"):
-        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)} ({name}): thresholds "
-                            "are set for all_reduce only", line, value=busbw))
+        reading.add(
+            finding(
+                "rccl.bus_bandwidth",
+                "ok",
+                f"{busbw:g} GB/s at {size_text(size)} over {len(hosts)} hosts "
+                f"({ranks} ranks): a multi-node run is not compared with the single-node threshold",
+                line,
+                value=busbw,
+            )
+        )
+    elif collective not in (None, "all_reduce_perf") or (
+        "redop" in last and last["redop"][0] == "none"
+    ):
+        reading.add(
+            finding(
+                "rccl.bus_bandwidth",
+                "ok",
+                f"{busbw:g} GB/s at {size_text(size)} ({name}): thresholds "
+                "are set for all_reduce only",
+                line,
+                value=busbw,
+            )
+        )
     elif threshold is None:
-        reading.add(finding("rccl.bus_bandwidth", "ok", f"{busbw:g} GB/s at {size_text(size)}: "
-                            + no_floor(limits, RELATIVE_CHECKS), line, value=busbw))
+        reading.add(
+            finding(
+                "rccl.bus_bandwidth",
+                "ok",
+                f"{busbw:g} GB/s at {size_text(size)}: " + no_floor(limits, RELATIVE_CHECKS),
+                line,
+                value=busbw,
+            )
+        )
     elif size < large:
-        reading.add(finding("rccl.bus_bandwidth", "failed", f"the run ended at {size_text(size)}, below "
-                            f"{size_text(large)} where bus bandwidth is judged against the floor (run with -e 8G)",
-                            line, value=size, threshold=large))
+        reading.add(
+            finding(
+                "rccl.bus_bandwidth",
+                "failed",
+                f"the run ended at {size_text(size)}, below "
+                f"{size_text(large)} where bus bandwidth is judged against the floor (run with -e 8G)",
+                line,
+                value=size,
+                threshold=large,
+            )
+        )
     elif busbw < threshold:
-        reading.add(finding("rccl.bus_bandwidth", "failed", f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
-                            f"is below {threshold:g} GB/s", line, value=busbw, threshold=threshold))
+        reading.add(
+            finding(
+                "rccl.bus_bandwidth",
+                "failed",
+                f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
+                f"is below {threshold:g} GB/s",
+                line,
+                value=busbw,
+                threshold=threshold,
+            )
+        )
     else:
-        reading.add(finding("rccl.bus_bandwidth", "ok", f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
-                            f"(at least {threshold:g})", line, value=busbw, threshold=threshold))
+        reading.add(
+            finding(
+                "rccl.bus_bandwidth",
+                "ok",
+                f"all_reduce bus bandwidth {busbw:g} GB/s at {size_text(size)} "
+                f"(at least {threshold:g})",
+                line,
+                value=busbw,
+                threshold=threshold,
+            )
+        )
 
 
 def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
@@ -185,8 +309,12 @@ def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
         return
     found, compared = False, 0
     for column, placement in enumerate(("out-of-place", "in-place")):
-        points = [(line, number(row["size"][0]) or 0, bandwidth) for line, row in rows
-                  if len(row["busbw"]) > column and (bandwidth := number(row["busbw"][column])) is not None]
+        points = [
+            (line, number(row["size"][0]) or 0, bandwidth)
+            for line, row in rows
+            if len(row["busbw"]) > column
+            and (bandwidth := number(row["busbw"][column])) is not None
+        ]
         if len(points) < 2:
             continue
         compared = max(compared, len(points))
@@ -198,8 +326,15 @@ def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
         for sweep in sweeps:
             found |= _judge_one_sweep(reading, sweep, max_fall, placement)
     if compared and not found:
-        reading.add(finding("rccl.size_sweep", "ok", f"bus bandwidth never falls more than {max_fall:g} % from one "
-                            f"message size to a larger one ({compared} sizes)", rows[-1][0]))
+        reading.add(
+            finding(
+                "rccl.size_sweep",
+                "ok",
+                f"bus bandwidth never falls more than {max_fall:g} % from one "
+                f"message size to a larger one ({compared} sizes)",
+                rows[-1][0],
+            )
+        )
 
 
 def _judge_one_sweep(reading: Reading, points: list, max_fall: float, placement: str) -> bool:
@@ -210,14 +345,32 @@ def _judge_one_sweep(reading: Reading, points: list, max_fall: float, placement:
     line, size, bandwidth = points[fall.at]
     _, peak_size, peak = points[fall.peak]
     _, last_size, last = points[-1]
-    drop = (f"{bandwidth:g} GB/s at {size_text(size)}, {(1 - fall.ratio) * 100:.0f} % below {peak:g} GB/s at "
-            f"{size_text(peak_size)} ({placement})")
+    drop = (
+        f"{bandwidth:g} GB/s at {size_text(size)}, {(1 - fall.ratio) * 100:.0f} % below {peak:g} GB/s at "
+        f"{size_text(peak_size)} ({placement})"
+    )
     if fall.sustained:
-        reading.add(finding("rccl.collapse", "failed", f"bus bandwidth collapses: {drop}, and stays down to the largest "
-                            f"size ({last:g} GB/s at {size_text(last_size)}): a link or GPU fails under load", line,
-                            value=round(fall.ratio, 3), threshold=round(1 - max_fall / 100, 3)))
+        reading.add(
+            finding(
+                "rccl.collapse",
+                "failed",
+                f"bus bandwidth collapses: {drop}, and stays down to the largest "
+                f"size ({last:g} GB/s at {size_text(last_size)}): a link or GPU fails under load",
+                line,
+                value=round(fall.ratio, 3),
+                threshold=round(1 - max_fall / 100, 3),
+            )
+        )
     else:
-        reading.add(finding("rccl.collapse", "degraded", f"bus bandwidth falls: {drop}, then recovers "
-                            f"({last:g} GB/s at {size_text(last_size)})", line,
-                            value=round(fall.ratio, 3), threshold=round(1 - max_fall / 100, 3)))
+        reading.add(
+            finding(
+                "rccl.collapse",
+                "degraded",
+                f"bus bandwidth falls: {drop}, then recovers "
+                f"({last:g} GB/s at {size_text(last_size)})",
+                line,
+                value=round(fall.ratio, 3),
+                threshold=round(1 - max_fall / 100, 3),
+            )
+        )
     return True

@@ -23,21 +23,31 @@ _WATTS = re.compile(r"([\d.]+)\s*W\b")
 _PERCENT = re.compile(r"([\d.]+)%")
 _VRAM_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*VRAM Total (Used )?Memory \(B\)\s*:\s*(\d+)")
 _USE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU use \(%\)\s*:\s*([\d.]+)")
-_MEMUSE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU Memory Allocated \(VRAM%\)\s*:\s*([\d.]+)")  # --showmemuse
+_MEMUSE_LINE = re.compile(
+    r"^GPU\[(\d+)\]\s*:\s*GPU Memory Allocated \(VRAM%\)\s*:\s*([\d.]+)"
+)  # --showmemuse
 # `rocm-smi --json`: {"card0": {"VRAM Total Used Memory (B)": "...", "GPU use (%)": "0", ...}}
-JSON_KEYS = {"VRAM Total Memory (B)": "total", "VRAM Total Used Memory (B)": "used", "GPU use (%)": "activity",
-             "GPU Memory Allocated (VRAM%)": "percent"}
+JSON_KEYS = {
+    "VRAM Total Memory (B)": "total",
+    "VRAM Total Used Memory (B)": "used",
+    "GPU use (%)": "activity",
+    "GPU Memory Allocated (VRAM%)": "percent",
+}
 # Header and wrap lines: the ROCm 6.1+ layout prints a second header line "Name (20 chars) ..." and the
 # product name under each row ("AMD Instinct MI300X").
-_KNOWN = re.compile(r"^(=+.*=*|Device\s+(?:Node|\[Model).*|Name \(20 chars\).*|AMD Instinct .*|\(DID.*|\s*\(DID.*|"
-                    r"WARNING:.*|GPU\[\d+\]\s*:.*|GPU\d+(\s+GPU\d+)*|"
-                    r"GPU\d+\s+.*)$")
+_KNOWN = re.compile(
+    r"^(=+.*=*|Device\s+(?:Node|\[Model).*|Name \(20 chars\).*|AMD Instinct .*|\(DID.*|\s*\(DID.*|"
+    r"WARNING:.*|GPU\[\d+\]\s*:.*|GPU\d+(\s+GPU\d+)*|"
+    r"GPU\d+\s+.*)$"
+)
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     vram_columns = False  # the concise header ends with VRAM% GPU%
-    memory: dict[str, dict] = {}  # --showmeminfo vram / --showuse / --showmemuse lines (or --json), per GPU
+    memory: dict[
+        str, dict
+    ] = {}  # --showmeminfo vram / --showuse / --showmemuse lines (or --json), per GPU
     if _read_json(reading, lines, memory):
         lines = []
     for line in lines:
@@ -51,7 +61,14 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
             gpu = text.split()[0]
             watts = [float(w) for w in _WATTS.findall(text)]
-            judge_temperature(reading, line, gpu, float(temps[0]), limits.get("hotspot_temperature_max_c"), "junction")
+            judge_temperature(
+                reading,
+                line,
+                gpu,
+                float(temps[0]),
+                limits.get("hotspot_temperature_max_c"),
+                "junction",
+            )
             if len(watts) >= 2:
                 judge_power(reading, line, gpu, watts[0], watts[-1])
             vram, activity = (_percent(cell) for cell in text.split()[-2:])
@@ -59,7 +76,10 @@ def read(lines: list[Line], limits: dict) -> Reading:
                 judge_idle_vram(reading, line, gpu, vram, activity, limits)
         elif match := _VRAM_LINE.match(text):
             reading.understood += 1
-            memory.setdefault(match.group(1), {})["used" if match.group(2) else "total"] = (int(match.group(3)), line)
+            memory.setdefault(match.group(1), {})["used" if match.group(2) else "total"] = (
+                int(match.group(3)),
+                line,
+            )
         elif match := _USE_LINE.match(text):
             reading.understood += 1
             memory.setdefault(match.group(1), {})["activity"] = (float(match.group(2)), line)
@@ -76,30 +96,55 @@ def read(lines: list[Line], limits: dict) -> Reading:
             used, line = values["used"]
             judge_idle_vram(reading, line, gpu, used / values["total"][0] * 100, activity, limits)
         elif "percent" in values:
-            judge_idle_vram(reading, values["percent"][1], gpu, values["percent"][0], activity, limits)
+            judge_idle_vram(
+                reading, values["percent"][1], gpu, values["percent"][0], activity, limits
+            )
     link_type_findings(reading, lines)
     if not reading.findings:
-        reading.add(finding("rocm_smi.nothing", "failed", "no GPU rows or topology tables found in the rocm-smi output"))
+        reading.add(
+            finding(
+                "rocm_smi.nothing",
+                "failed",
+                "no GPU rows or topology tables found in the rocm-smi output",
+            )
+        )
     return reading
 
 
-def judge_temperature(reading: Reading, line: Line, gpu: str, value: float, limit: float | None, sensor: str) -> None:
+def judge_temperature(
+    reading: Reading, line: Line, gpu: str, value: float, limit: float | None, sensor: str
+) -> None:
     if limit is None:
         return
     status = "failed" if value >= limit else "ok"
-    message = (f"GPU {gpu} {sensor} temperature {value:g} C at or above {limit:g} C (throttling)" if status == "failed"
-               else f"{sensor} temperature below {limit:g} C")
-    reading.add(finding(f"temperature.{sensor}", status, message, line, value=value, threshold=limit))
+    message = (
+        f"GPU {gpu} {sensor} temperature {value:g} C at or above {limit:g} C (throttling)"
+        if status == "failed"
+        else f"{sensor} temperature below {limit:g} C"
+    )
+    reading.add(
+        finding(f"temperature.{sensor}", status, message, line, value=value, threshold=limit)
+    )
 
 
 def judge_power(reading: Reading, line: Line, gpu: str, watts: float, cap: float) -> None:
     if cap <= 0:
         return
     if watts > cap:
-        reading.add(finding("power", "failed", f"GPU {gpu} draws {watts:g} W over its cap of {cap:g} W", line,
-                            value=watts, threshold=cap))
+        reading.add(
+            finding(
+                "power",
+                "failed",
+                f"GPU {gpu} draws {watts:g} W over its cap of {cap:g} W",
+                line,
+                value=watts,
+                threshold=cap,
+            )
+        )
     else:
-        reading.add(finding("power", "ok", "power within the cap", line, value=watts, threshold=cap))
+        reading.add(
+            finding("power", "ok", "power within the cap", line, value=watts, threshold=cap)
+        )
 
 
 def _read_json(reading: Reading, lines: list[Line], memory: dict) -> bool:
@@ -129,22 +174,52 @@ def _percent(cell: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def judge_idle_vram(reading: Reading, line: Line | None, gpu: str, used_pct: float, activity_pct: float | None,
-                    limits: dict) -> None:
+def judge_idle_vram(
+    reading: Reading,
+    line: Line | None,
+    gpu: str,
+    used_pct: float,
+    activity_pct: float | None,
+    limits: dict,
+) -> None:
     """A node offered for a job has no job on it: a GPU holding VRAM is a process that hung or was killed without
     freeing it (0 % activity), or one still running; either way the next job cannot have the memory it plans for."""
     limit = limits.get("idle_vram_max_pct")
     if limit is None:
         return
     if used_pct <= limit:
-        reading.add(finding("vram.idle", "ok", f"no GPU holds more than {limit:g} % of its VRAM", line,
-                            value=round(used_pct, 1), threshold=limit))
+        reading.add(
+            finding(
+                "vram.idle",
+                "ok",
+                f"no GPU holds more than {limit:g} % of its VRAM",
+                line,
+                value=round(used_pct, 1),
+                threshold=limit,
+            )
+        )
     elif not activity_pct:
         activity = "at 0 % activity" if activity_pct == 0 else "(no activity figure)"
-        reading.add(finding("vram.idle", "failed", f"GPU {gpu} holds {used_pct:.0f} % of its VRAM {activity}: memory "
-                            "left by a hung or killed process; reset the GPU (amd-smi reset -G)", line,
-                            value=round(used_pct, 1), threshold=limit))
+        reading.add(
+            finding(
+                "vram.idle",
+                "failed",
+                f"GPU {gpu} holds {used_pct:.0f} % of its VRAM {activity}: memory "
+                "left by a hung or killed process; reset the GPU (amd-smi reset -G)",
+                line,
+                value=round(used_pct, 1),
+                threshold=limit,
+            )
+        )
     else:
-        reading.add(finding("vram.idle", "failed", f"GPU {gpu} holds {used_pct:.0f} % of its VRAM at {activity_pct:g} % "
-                            "activity: a process still runs on a node offered for a job", line,
-                            value=round(used_pct, 1), threshold=limit))
+        reading.add(
+            finding(
+                "vram.idle",
+                "failed",
+                f"GPU {gpu} holds {used_pct:.0f} % of its VRAM at {activity_pct:g} % "
+                "activity: a process still runs on a node offered for a job",
+                line,
+                value=round(used_pct, 1),
+                threshold=limit,
+            )
+        )

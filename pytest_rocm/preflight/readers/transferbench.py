@@ -17,11 +17,21 @@ from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no
 from pytest_rocm.preflight.relative import below_peers
 
 _A2A_AVERAGE = re.compile(r"^Average\s+bandwidth\s+\(GPU Timed\):\s*([\d.]+)\s*GB/s")
-_MEASURE = re.compile(r"^(CPU->|Executor|Transfer|Aggregate|Test \d+:|##|Summary|SRC|GPU \d+|CPU \d+|RTotal|Averages|"
-                      r"Aggregate bandwidth|=+$|Bytes|Unidirectional|Bidirectional|TransferBench|Using|Test)", re.I)
-_HIP_LOG = re.compile(r"^:(\d):")  # AMD_LOG_LEVEL lines: ':1:' is an error, higher numbers are information
-_HIP_ERROR = re.compile(r"(No compatible code objects found for: (\S+)|Returned (hipError(?!NotReady\b)\w+))")
-_P2P_TITLE = re.compile(r"^(Unidirectional|Bidirectional) copy peak bandwidth.*?(?:\((?:GPU-)?Executor:\s*(\w+)\))?\s*$", re.I)
+_MEASURE = re.compile(
+    r"^(CPU->|Executor|Transfer|Aggregate|Test \d+:|##|Summary|SRC|GPU \d+|CPU \d+|RTotal|Averages|"
+    r"Aggregate bandwidth|=+$|Bytes|Unidirectional|Bidirectional|TransferBench|Using|Test)",
+    re.I,
+)
+_HIP_LOG = re.compile(
+    r"^:(\d):"
+)  # AMD_LOG_LEVEL lines: ':1:' is an error, higher numbers are information
+_HIP_ERROR = re.compile(
+    r"(No compatible code objects found for: (\S+)|Returned (hipError(?!NotReady\b)\w+))"
+)
+_P2P_TITLE = re.compile(
+    r"^(Unidirectional|Bidirectional) copy peak bandwidth.*?(?:\((?:GPU-)?Executor:\s*(\w+)\))?\s*$",
+    re.I,
+)
 _MATRIX_HEADER = re.compile(r"^SRC\S*\s+(?:CPU|GPU)\s+\d+")
 _DEVICE = re.compile(r"\b(CPU|GPU)\s+(\d+)\b")
 _P2P_ROW = re.compile(r"^GPU\s+(\d+)\s+(->|<-|<->)?\s*((?:N/A|[\d.]+)(?:\s+(?:N/A|[\d.]+))*)$")
@@ -32,7 +42,11 @@ _MEASUREMENT = re.compile(r"\d\s*GB/s|^(?:GPU|CPU)\s+\d+\s+(?:->|<-|<->)?\s*(?:N
 
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
-    measured, summary, average = 0, None, False  # the a2a summary line, and whether its average followed
+    measured, summary, average = (
+        0,
+        None,
+        False,
+    )  # the a2a summary line, and whether its average followed
     for line in lines:
         text = line.text.strip().replace("\\|", "|").replace("\\\\", "\\")
         if not text:
@@ -41,8 +55,10 @@ def read(lines: list[Line], limits: dict) -> Reading:
         if match := _HIP_ERROR.search(text):
             reading.understood += 1
             if match.group(2):
-                message = (f"no code object for {match.group(2).rstrip(',;')}: this TransferBench build does not support the GPU's "
-                           "architecture (rebuild it for this arch)")
+                message = (
+                    f"no code object for {match.group(2).rstrip(',;')}: this TransferBench build does not support the GPU's "
+                    "architecture (rebuild it for this arch)"
+                )
             else:
                 message = f"HIP returned {match.group(3)}"
             reading.add(finding("transferbench.hip_error", "failed", message, line))
@@ -51,31 +67,70 @@ def read(lines: list[Line], limits: dict) -> Reading:
             average = True
             value, floor = number(match.group(1)), limits.get("transferbench_a2a_gbps")
             if floor is None:
-                reading.add(finding("transferbench.a2a", "ok", f"all-to-all average {value:g} GB/s; "
-                                    + no_floor(limits, RELATIVE_CHECKS), line, value=value))
+                reading.add(
+                    finding(
+                        "transferbench.a2a",
+                        "ok",
+                        f"all-to-all average {value:g} GB/s; " + no_floor(limits, RELATIVE_CHECKS),
+                        line,
+                        value=value,
+                    )
+                )
             else:
-                reading.add(finding("transferbench.a2a", "ok" if value >= floor else "failed",
-                                    f"all-to-all average {value:g} GB/s " + ("meets" if value >= floor else "is below")
-                                    + f" {floor:g} GB/s", line, value=value, threshold=floor))
+                reading.add(
+                    finding(
+                        "transferbench.a2a",
+                        "ok" if value >= floor else "failed",
+                        f"all-to-all average {value:g} GB/s "
+                        + ("meets" if value >= floor else "is below")
+                        + f" {floor:g} GB/s",
+                        line,
+                        value=value,
+                        threshold=floor,
+                    )
+                )
         elif _HIP_LOG.match(text) or _MEASURE.match(text):
             reading.understood += 1
-            if text.startswith("Summary:") and "bytes per Transfer" in text and summary is None:  # the a2a summary
+            if (
+                text.startswith("Summary:") and "bytes per Transfer" in text and summary is None
+            ):  # the a2a summary
                 summary = line
         else:
             reading.unread.append(line)
     _judge_p2p(reading, lines, limits)
     if summary is not None and not average:
-        reading.add(finding("transferbench.a2a", "failed", "the all-to-all summary has no `Average bandwidth` line: "
-                            "the run stopped before it ended (a crash or a hang)", last_line(lines)))
+        reading.add(
+            finding(
+                "transferbench.a2a",
+                "failed",
+                "the all-to-all summary has no `Average bandwidth` line: "
+                "the run stopped before it ended (a crash or a hang)",
+                last_line(lines),
+            )
+        )
     if not reading.findings:
         if measured:
-            reading.add(finding("transferbench.measured", "ok", "transfers measured; no figure with a floor "
-                                "(the a2a summary has one)"))
+            reading.add(
+                finding(
+                    "transferbench.measured",
+                    "ok",
+                    "transfers measured; no figure with a floor (the a2a summary has one)",
+                )
+            )
         elif reading.understood:
-            reading.add(finding("transferbench.no_results", "failed", "TransferBench started and measured nothing "
-                                "(the run stopped before its first transfer)", last_line(lines)))
+            reading.add(
+                finding(
+                    "transferbench.no_results",
+                    "failed",
+                    "TransferBench started and measured nothing "
+                    "(the run stopped before its first transfer)",
+                    last_line(lines),
+                )
+            )
         else:
-            reading.add(finding("transferbench.no_results", "failed", "no TransferBench results found"))
+            reading.add(
+                finding("transferbench.no_results", "failed", "no TransferBench results found")
+            )
     return reading
 
 
@@ -87,7 +142,9 @@ class Matrix:
     missing: list[tuple[int, int, Line]] = field(default_factory=list)
     columns: set[int] = field(default_factory=set)
     rows: set[int] = field(default_factory=set)
-    short: list[tuple[int, int, int, Line]] = field(default_factory=list)  # rows cut short: (GPU, cells, columns, line)
+    short: list[tuple[int, int, int, Line]] = field(
+        default_factory=list
+    )  # rows cut short: (GPU, cells, columns, line)
     last: Line | None = None
 
 
@@ -99,11 +156,18 @@ def _p2p_matrices(lines: list[Line]) -> dict[str, Matrix]:
     for line in lines:
         text = line.text.strip().replace("\\\\", "\\")
         if match := _P2P_TITLE.match(text):  # one matrix per kind and executor (GFX, DMA)
-            title, columns = match.group(1).lower() + (f" {match.group(2)}" if match.group(2) else ""), []
+            title, columns = (
+                match.group(1).lower() + (f" {match.group(2)}" if match.group(2) else ""),
+                [],
+            )
         elif title and _MATRIX_HEADER.match(text):
             columns = _DEVICE.findall(text)
         elif title and columns and (match := _P2P_ROW.match(text)):
-            source, direction, cells = int(match.group(1)), match.group(2) or "->", match.group(3).split()
+            source, direction, cells = (
+                int(match.group(1)),
+                match.group(2) or "->",
+                match.group(3).split(),
+            )
             matrix = matrices.setdefault(f"{title} {direction}", Matrix())
             matrix.columns.update(int(index) for kind, index in columns if kind == "GPU")
             matrix.rows.add(source)
@@ -127,29 +191,72 @@ def _judge_p2p(reading: Reading, lines: list[Line], limits: dict) -> None:
     for name, matrix in _p2p_matrices(lines).items():
         links = matrix.links
         for source, destination, line in matrix.missing:
-            reading.add(finding("transferbench.peer_link", "failed", f"GPU {source} to GPU {destination} ({name}): N/A, "
-                                "no bandwidth: the GPUs have no peer access or the transfer failed", line))
+            reading.add(
+                finding(
+                    "transferbench.peer_link",
+                    "failed",
+                    f"GPU {source} to GPU {destination} ({name}): N/A, "
+                    "no bandwidth: the GPUs have no peer access or the transfer failed",
+                    line,
+                )
+            )
         for source, cells, wanted, line in matrix.short:
-            reading.add(finding("transferbench.matrix", "failed", f"the {name} row of GPU {source} has {cells} of "
-                                f"{wanted} cells: the run stopped (a crash or a hang)", line))
+            reading.add(
+                finding(
+                    "transferbench.matrix",
+                    "failed",
+                    f"the {name} row of GPU {source} has {cells} of "
+                    f"{wanted} cells: the run stopped (a crash or a hang)",
+                    line,
+                )
+            )
         if links and max(value for value, _ in links.values()) <= 0:
-            reading.add(finding("transferbench.peer_link", "failed", f"every GPU-to-GPU link of the {name} matrix "
-                                "measured 0 GB/s: no transfer ran", matrix.last))
+            reading.add(
+                finding(
+                    "transferbench.peer_link",
+                    "failed",
+                    f"every GPU-to-GPU link of the {name} matrix measured 0 GB/s: no transfer ran",
+                    matrix.last,
+                )
+            )
             continue
         if len(matrix.rows) < len(matrix.columns):
-            reading.add(finding("transferbench.matrix", "failed", f"the {name} matrix has {len(matrix.rows)} of "
-                                f"{len(matrix.columns)} GPU rows: the run stopped (a crash or a hang)", matrix.last))
+            reading.add(
+                finding(
+                    "transferbench.matrix",
+                    "failed",
+                    f"the {name} matrix has {len(matrix.rows)} of "
+                    f"{len(matrix.columns)} GPU rows: the run stopped (a crash or a hang)",
+                    matrix.last,
+                )
+            )
         if degraded is None or failed is None:
             continue
-        stragglers = below_peers({pair: value for pair, (value, _) in links.items()}, degraded, failed)
+        stragglers = below_peers(
+            {pair: value for pair, (value, _) in links.items()}, degraded, failed
+        )
         for slow in stragglers:
             source, destination = slow.key
-            reading.add(finding("transferbench.peer_link", slow.status,
-                                f"GPU {source} to GPU {destination} ({name}): {slow.value:g} GB/s, {slow.below_pct:.0f} % "
-                                f"below the median of the other {len(links) - 1} links ({slow.peers_median:g} GB/s): "
-                                "a slow or retrained link", links[slow.key][1], value=slow.value,
-                                threshold=round(slow.peers_median * (1 - degraded / 100), 3)))
+            reading.add(
+                finding(
+                    "transferbench.peer_link",
+                    slow.status,
+                    f"GPU {source} to GPU {destination} ({name}): {slow.value:g} GB/s, {slow.below_pct:.0f} % "
+                    f"below the median of the other {len(links) - 1} links ({slow.peers_median:g} GB/s): "
+                    "a slow or retrained link",
+                    links[slow.key][1],
+                    value=slow.value,
+                    threshold=round(slow.peers_median * (1 - degraded / 100), 3),
+                )
+            )
         if not stragglers and len(links) > 1:
             first = min(links.values(), key=lambda item: item[1].number)[1]
-            reading.add(finding("transferbench.peer_link", "ok", f"every GPU-to-GPU link within {degraded:g} % of its "
-                                f"peers ({len(links)} links, {name})", first))
+            reading.add(
+                finding(
+                    "transferbench.peer_link",
+                    "ok",
+                    f"every GPU-to-GPU link within {degraded:g} % of its "
+                    f"peers ({len(links)} links, {name})",
+                    first,
+                )
+            )
