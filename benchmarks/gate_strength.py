@@ -1,11 +1,13 @@
-"""Gate strength: inject small regressions into the served vLLM engine and count how many the suites catch.
+"""Gate strength: inject small regressions into the served vLLM engine and count how many the suites
+catch.
 
-Each regression is patched into the server's processes only (the API server and its engine core), at import,
-by a `sitecustomize` module on PYTHONPATH that acts when PYTEST_ROCM_INJECT names it and the process is not
-pytest itself; no installed package is edited. For each, the suite tests that should catch it run against the
-patched server (`pytest -c suites/pytest.ini ...`), and the regression counts as caught when at least one of
-them ends with the verdict `regression` (failed again on rerun). A control run without any injection shows
-the same tests pass, so a failure is the injection's doing.
+Each regression is patched into the server's processes only (the API server and its engine core), at
+import, by a `sitecustomize` module on PYTHONPATH that acts when PYTEST_ROCM_INJECT names it and the
+process is not pytest itself; no installed package is edited. For each, the suite tests that should
+catch it run against the patched server (`pytest -c suites/pytest.ini ...`), and the regression
+counts as caught when at least one of them ends with the verdict `regression` (failed again on
+rerun). A control run without any injection shows the same tests pass, so a failure is the
+injection's doing.
 
 Prints caught / injected, and each miss by name. Goal (issue 14): every injected regression caught.
 
@@ -26,7 +28,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# name -> (what it breaks, the tests that should catch it, module to patch, patch code run after its import)
+# name -> (what it breaks, the tests that should catch it, module to patch, patch code run after its
+# import)
 INJECTIONS = {
     "abort-not-forwarded": (
         "the API server acknowledges an abort but the engine never receives it (the request keeps generating)",
@@ -35,8 +38,9 @@ INJECTIONS = {
             "engine/test_engine.py::test_an_abort_stops_the_engine_promptly",
         ],
         "vllm.v1.engine.core_client",
-        # every path to the engine: the client's abort, and the output handler's abort of outputs for
-        # requests it no longer knows (vLLM's own safety net, which would otherwise stop the request a step later)
+        # every path to the engine: the client's abort, and the output handler's abort of outputs
+        # for requests it no longer knows (vLLM's own safety net, which would otherwise stop the
+        # request a step later)
         """
         async def abort_requests_async(self, request_ids):
             return None

@@ -1,8 +1,8 @@
 """History at scale: ingest a synthetic 90 days, build the dashboard, and extrapolate to a year.
 
-Synthetic history (issue 13): every night 3 SKUs x 2 vendors run 5,000 tests, and every day 50 PR runs of 500
-tests (MI300X), about 4.9 million results in 90 days. A few tests are flaky, a few hit infra faults on one
-runner or on several, a few are known gaps; everything else passes.
+Synthetic history (issue 13): every night 3 SKUs x 2 vendors run 5,000 tests, and every day 50 PR
+runs of 500 tests (MI300X), about 4.9 million results in 90 days. A few tests are flaky, a few hit
+infra faults on one runner or on several, a few are known gaps; everything else passes.
 
 Prints, side by side in one run:
 - the ingest rate through `history.store.insert_run` (the runs, results and parity rows in one transaction per
@@ -11,8 +11,8 @@ Prints, side by side in one run:
 - the database size;
 - the dashboard build time (goal < 30 s) and the site size (goal < 20 MB);
 - a year extrapolated from the 90 days.
-Schema validation of the files is not in the ingest figure (a 5,000-test report validates in about 0.3 s; it is
-timed once and printed).
+Schema validation of the files is not in the ingest figure (a 5,000-test report validates in about
+0.3 s; it is timed once and printed).
 
     .venv/bin/python benchmarks/history.py [--days 90]
 """

@@ -1,8 +1,8 @@
 """JUnit XML size: what pytest-rocm's properties add to `--junitxml` on an upstream-sized run.
 
 A generated tree shaped like vLLM's (48,000 parametrized tests in files under the folders of
-`pytest_rocm/maps/vllm.toml`, so the map gives most of them a group; a few `rocm_gate` markers, blocking and
-not) runs once per setting, side by side, on a simulated MI300X runner:
+`pytest_rocm/maps/vllm.toml`, so the map gives most of them a group; a few `rocm_gate` markers,
+blocking and not) runs once per setting, side by side, on a simulated MI300X runner:
 
 - anchor: pytest's own file, the plugin disabled (`-p no:rocm`);
 - before: every test case with rocm_group, rocm_blocking, rocm_sku and rocm_arch (now `--rocm-junit-properties=full`);

@@ -1,6 +1,7 @@
-"""Time the main job (bash scripts/run-gate.sh) against its budget of 20 minutes on this machine, and
-print what it measured: per-group counts, the serving figures, what each framework costs (its tests' seconds,
-its server starts), the frameworks against transformers side by side, the servers' start-up times.
+"""Time the main job (bash scripts/run-gate.sh) against its budget of 20 minutes on this machine,
+and print what it measured: per-group counts, the serving figures, what each framework costs (its
+tests' seconds, its server starts), the frameworks against transformers side by side, the servers'
+start-up times.
 
     python benchmarks/main_job.py            # runs the main job once (the install is skipped when done)
     python benchmarks/main_job.py --report out/gate   # only read an earlier run's reports
@@ -49,9 +50,8 @@ def main() -> int:
         for line in path.read_text().splitlines()
     ]
     seconds: dict[str, float] = {}
-    for (
-        record
-    ) in records:  # set-up (a module's server start), call and teardown of every test, by its group
+    # set-up (a module's server start), call and teardown of every test, by its group
+    for record in records:
         seconds[record.get("group")] = seconds.get(record.get("group"), 0.0) + (
             record.get("duration") or 0.0
         )
@@ -115,7 +115,8 @@ def main() -> int:
 
 
 def framework_of(nodeid: str) -> str:
-    """The framework a test ran against: its `framework` parameter, else vLLM (every other suite serves vLLM)."""
+    """The framework a test ran against: its `framework` parameter, else vLLM (every other suite
+    serves vLLM)."""
     params = nodeid.rpartition("[")[2].rstrip("]").split("-") if nodeid.endswith("]") else []
     return next((p for p in params if p in ("vllm", "sglang")), "vllm")
 

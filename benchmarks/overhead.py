@@ -1,18 +1,20 @@
 """Plugin overhead: a 5,000-test suite (a fifth of it marked) with pytest-rocm disabled and enabled.
 
-Runs, alternately (at least 5 times each): the plugin disabled (`-p no:rocm`, the anchor); enabled on a
-simulated MI300X runner (markers, skips, known gaps, JUnit properties); and enabled with records and the
-gate report written (`--rocm-report-dir`). Prints the median wall times and the ratios to the anchor.
-Target (issue 16): ratio <= 1.02 with records and report. Not met: 1.07 to 1.13 on this 2-core machine
-(the plugin alone 1.00 to 1.05).
+Runs, alternately (at least 5 times each): the plugin disabled (`-p no:rocm`, the anchor); enabled
+on a simulated MI300X runner (markers, skips, known gaps, JUnit properties); and enabled with
+records and the gate report written (`--rocm-report-dir`). Prints the median wall times and the
+ratios to the anchor. Target (issue 16): ratio <= 1.02 with records and report. Not met: 1.07 to
+1.13 on this 2-core machine (the plugin alone 1.00 to 1.05).
 
-Where the time goes with records and report (about 0.5 s over 5,000 tests, 100 us a test; timed by wrapping
-the plugin's functions in one run): writing the 14,600 phase records 0.135 s (format and os.write are 2.5 us
-of the 9 us each; the rest is per-phase Python), the end-of-run report 0.145 s (reading the records back
+Where the time goes with records and report (about 0.5 s over 5,000 tests, 100 us a test; timed by
+wrapping the plugin's functions in one run): writing the 14,600 phase records 0.135 s (format and
+os.write are 2.5 us of the 9 us each; the rest is per-phase Python), the end-of-run report 0.145 s
+(reading the records back
 0.066 s, building the report 0.030 s, writing gate-report.json and manifest.json 0.030 s), and the rest in
-pluggy's dispatch of the plugin's per-phase hooks and in marking the collected tests. 1.02 is 20 us a test:
-less than recording three phases costs in Python; it would take one record per passing test (written at its
-teardown, the setup flushed before the body runs) and a report that reads only what is not a plain pass.
+pluggy's dispatch of the plugin's per-phase hooks and in marking the collected tests. 1.02 is 20 us
+a test: less than recording three phases costs in Python; it would take one record per passing test
+(written at its teardown, the setup flushed before the body runs) and a report that reads only what
+is not a plain pass.
 
     .venv/bin/python benchmarks/overhead.py [--runs 5] [--tests 5000]
 """

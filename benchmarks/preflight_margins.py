@@ -1,13 +1,15 @@
-"""Where the relative rules' numbers come from: the healthy shared captures' widest figures, beside each default.
+"""Where the relative rules' numbers come from: the healthy shared captures' widest figures, beside
+each default.
 
-For every capture under tests/data/samples/preflight that the tests expect to be healthy, this measures what
-each relative rule looks at, read by the readers themselves:
+For every capture under tests/data/samples/preflight that the tests expect to be healthy, this
+measures what each relative rule looks at, read by the readers themselves:
 - rccl-tests: the widest fall of bus bandwidth from the best smaller size (out-of-place and in-place, per sweep,
   from the same comparison floor the rule uses) against `bandwidth_fall_max_pct`;
 - TransferBench p2p matrices, RVS pbqt pairs, BabelStream tables: the widest gap below the median of the peers
   against `peer_degraded_pct` and `peer_failed_pct`;
 - rocm-smi and amd-smi monitor: the most VRAM an idle GPU holds against `idle_vram_max_pct`.
-It prints each figure, the capture it comes from, and the margin (the default divided by the widest healthy
+It prints each figure, the capture it comes from, and the margin (the default divided by the widest
+healthy
 figure: above 1 means the healthy nodes pass with room). The issue's goal: every healthy capture passes.
 
     .venv/bin/python benchmarks/preflight_margins.py
@@ -30,16 +32,13 @@ from pytest_rocm.preflight.readers import rccl_tests, rvs, transferbench  # noqa
 from pytest_rocm.preflight.readers.babelstream import _ROW, FLOORS  # noqa: E402
 
 SAMPLES = REPO / "tests" / "data" / "samples" / "preflight"
-HEALTHY_WORDS = (
-    "FAIL",
-    "BAD",
-    "hang",
-    "no_code_object",
-)  # file names of the faulty captures say so
+# file names of the faulty captures say so
+HEALTHY_WORDS = ("FAIL", "BAD", "hang", "no_code_object")
 
 
 def healthy(tool: str) -> list[Path]:
-    """The captures of `tool` that are not faulty; rocm-smi and amd-smi also from tests/data/samples/<tool>."""
+    """The captures of `tool` that are not faulty; rocm-smi and amd-smi also from
+    tests/data/samples/<tool>."""
     folders = [SAMPLES / tool] + (
         [SAMPLES.parent / tool] if tool in ("rocm-smi", "amd-smi") else []
     )
@@ -52,7 +51,8 @@ def healthy(tool: str) -> list[Path]:
 
 
 def widest_fall(values: list[float], compared_from: float) -> float:
-    """The largest fall, in %, of a point below the best point before it (best at least `compared_from`)."""
+    """The largest fall, in %, of a point below the best point before it (best at least
+    `compared_from`)."""
     best, widest = None, 0.0
     for value in values:
         if best is not None and best >= compared_from and best > 0:

@@ -41,7 +41,8 @@ from pytest_rocm.scheduling.simulate import (  # noqa: E402
 )
 
 CAPACITY = 8
-# SGLang's partition counts for its AMD per-commit suites (research/sglang-pytorch-ci.md: pr-test-amd.yml)
+# SGLang's partition counts for its AMD per-commit suites (research/sglang-pytorch-ci.md:
+# pr-test-amd.yml)
 SGLANG_PARTITIONS = {
     "stage-b-test-1-gpu-small-amd": 14,
     "stage-b-test-1-gpu-large-amd": 8,
@@ -108,7 +109,8 @@ def sharding(all_suites) -> None:
             continue
         ideal = sum(j.seconds for j in jobs) / parts
         ours = max(sum(j.seconds for j in shard) for shard in lpt_partitions(jobs, parts))
-        # SGLang's auto_partition: est_time, largest first (stable, filename tie-break), onto the smallest sum
+        # SGLang's auto_partition: est_time, largest first (stable, filename tie-break), onto the
+        # smallest sum
         loads = [0.0] * parts
         for job in sorted(jobs, key=lambda j: (-j.seconds, j.nodeid)):
             loads[loads.index(min(loads))] += job.seconds
@@ -154,11 +156,8 @@ def measured_makespan(folder: Path) -> float:
 def real_run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for (
-            name,
-            gpus,
-            seconds,
-        ) in CASES:  # a file per test, as GPU suites mostly are (and SGLang's registrations)
+        # a file per test, as GPU suites mostly are (and SGLang's registrations)
+        for name, gpus, seconds in CASES:
             (root / f"test_{name}.py").write_text(
                 textwrap.dedent(SLEEPER.format(gpus=gpus, seconds=seconds))
             )
@@ -204,8 +203,8 @@ def real_run() -> None:
 
 
 def random_mixes(trials: int = 300) -> None:
-    """Seeded random runs of 8 to 60 tests, 1/2/4/8 GPUs (mostly 1), log-normal durations: no single case
-    decides which rule is better."""
+    """Seeded random runs of 8 to 60 tests, 1/2/4/8 GPUs (mostly 1), log-normal durations: no single
+    case decides which rule is better."""
     import random
 
     rng = random.Random(1)

@@ -1,8 +1,9 @@
-"""PR test selection on vLLM's real history: the project's `rocm-gate select` against vLLM's own AMD rules.
+"""PR test selection on vLLM's real history: the project's `rocm-gate select` against vLLM's own AMD
+rules.
 
-Data (the shared folder's `data/`): 3,000 first-parent commits of vLLM's main branch; the newest 53 are a
-fork's own work (after upstream's 9aaf83ef) and are left out. Learn from the older 2,000 commits, evaluate
-on the rest (947 upstream commits).
+Data (the shared folder's `data/`): 3,000 first-parent commits of vLLM's main branch; the newest 53
+are a fork's own work (after upstream's 9aaf83ef) and are left out. Learn from the older 2,000
+commits, evaluate on the rest (947 upstream commits).
 
 - Ground truth: a commit that changes test files of group G (by `pytest_rocm/maps/vllm.toml`) together with
   source files must select G from its source files alone.
@@ -15,15 +16,17 @@ on the rest (947 upstream commits).
   share of the step's test files that fall under them (a step that names no test path runs whole when its
   group, or any group, is selected); selecting everything runs every step.
 
-Why the project saves less than vLLM's rules (56.4% against 72.1%, at recall 0.9834 against 0.9475): the
-map's `[selection] everything` (build files, ROCm images and requirements, this CI's configuration, core
-modules) covers 164 of the 947 commits (17%), and each of those runs everything, as does a file history knows
-too little of; on the rest the co-change learned from the 580 commits that changed sources together with tests
-selects about half of the GPU time on average. vLLM's hand-written per-step dependencies are narrower, and
-miss 5% of the groups a change touched. The curve printed last shows what the two knobs of a link trade.
+Why the project saves less than vLLM's rules (56.4% against 72.1%, at recall 0.9834 against 0.9475):
+the map's `[selection] everything` (build files, ROCm images and requirements, this CI's
+configuration, core modules) covers 164 of the 947 commits (17%), and each of those runs everything,
+as does a file history knows too little of; on the rest the co-change learned from the 580 commits
+that changed sources together with tests selects about half of the GPU time on average. vLLM's
+hand-written per-step dependencies are narrower, and miss 5% of the groups a change touched. The
+curve printed last shows what the two knobs of a link trade.
 
-Prints, for the project and for vLLM's rules: recall on the ground truth, the mean share of GPU time saved
-against running everything, how often everything ran, and the commits where a group was missed.
+Prints, for the project and for vLLM's rules: recall on the ground truth, the mean share of GPU time
+saved against running everything, how often everything ran, and the commits where a group was
+missed.
 
     .venv/bin/python benchmarks/selection.py [--data DIR]
 """
@@ -68,7 +71,8 @@ VALUE_OPTIONS = {
 
 
 def step_test_paths(step: dict, tree: list[str]) -> set[str]:
-    """The test paths a step's commands name: pytest arguments, and any word naming a path of the tree."""
+    """The test paths a step's commands name: pytest arguments, and any word naming a path of the
+    tree."""
     # the words are relative to the step's working directory: `tests/` in it, or the repository root
     working_dir = step.get("working_dir", "/vllm-workspace/tests").rstrip("/")
     base = {"/vllm-workspace/tests": "tests/", "/vllm-workspace": ""}.get(working_dir)
@@ -177,13 +181,11 @@ def main() -> None:
         paths = tuple(set(chosen.tests) | set(tests))
         cost = 0.0
         for s in steps:
-            if not s[
-                "paths"
-            ]:  # a step that names no test path runs whole, when its group (or any) is selected
+            # a step that names no test path runs whole, when its group (or any) is selected
+            if not s["paths"]:
                 cost += s["cost"] if not s["groups"] or s["groups"] & set(chosen.groups) else 0
-            elif s[
-                "files"
-            ]:  # the project runs the selected test files of the step: that share of its time
+            # the project runs the selected test files of the step: that share of its time
+            elif s["files"]:
                 cost += s["cost"] * sum(f.startswith(paths) for f in s["files"]) / len(s["files"])
             elif any(overlap(p, q) for p in s["paths"] for q in paths):
                 cost += s["cost"]
@@ -232,7 +234,8 @@ def main() -> None:
         f"  goal (dominate vLLM's rules): recall >= vLLM's {v_recall:.4f}: {'met' if p_recall >= v_recall else 'NOT met'}; "
         f"GPU time saved >= vLLM's {v_saved:.1%}: {'met' if p_saved >= v_saved else 'NOT met'}"
     )
-    # the curve: the two knobs of a co-change link (cochange.CoChange.min_together and .rate); * marks the default
+    # the curve: the two knobs of a co-change link (cochange.CoChange.min_together and .rate); *
+    # marks the default
     print("  the curve (min_together, rate -> recall, GPU time saved):")
     defaults = (history.min_together, history.rate)
     for min_together in (1, 2, 3, 5):

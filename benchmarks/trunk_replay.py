@@ -1,21 +1,24 @@
-"""Trunk replay: main's real history with PRs opened against it, judged alone and against main's state.
+"""Trunk replay: main's real history with PRs opened against it, judged alone and against main's
+state.
 
-The commits are vLLM's main, with their subjects (`../shared/data/vllm-main-subjects.jsonl`, vendored unchanged
-in tests/data/upstream/ for a clone without ../shared). Breaks come from that
+The commits are vLLM's main, with their subjects (`../shared/data/vllm-main-subjects.jsonl`,
+vendored unchanged in tests/data/upstream/ for a clone without ../shared). Breaks come from that
 history: a `Revert "S"` breaks main from the commit whose subject is S until the revert; a `[ROCm] Fix`
-commit fixes a break that an earlier commit (2 to 10 before it, seeded) introduced. Each break fails one test
-with a message whose numbers change from run to run. Seeded on top: flaky tests (a first attempt that fails,
-a rerun that passes; sometimes a whole run's failure, and a rerun of that main commit), and infrastructure
-faults (an HSA error on a first attempt).
+commit fixes a break that an earlier commit (2 to 10 before it, seeded) introduced. Each break fails
+one test with a message whose numbers change from run to run. Seeded on top: flaky tests (a first
+attempt that fails, a rerun that passes; sometimes a whole run's failure, and a rerun of that main
+commit), and infrastructure faults (an HSA error on a first attempt).
 
-Main is tested every EVERY-th commit (nightly-like, so suspect ranges span untested commits) and at every
-revert and fix. PRs are opened on random main commits: some break a test of their own (a test main passes,
-or one main already fails, with another message), the rest change nothing the tests see.
+Main is tested every EVERY-th commit (nightly-like, so suspect ranges span untested commits) and at
+every revert and fix. PRs are opened on random main commits: some break a test of their own (a test
+main passes, or one main already fails, with another message), the rest change nothing the tests
+see.
 
-Everything goes through the real parts: each run is pytest with the plugin (a push or pull_request event,
-reruns on), `history add`'s ingest, `trunk.state.build` over the main runs so far (with main's commit list,
-as `history trunk --repo` gives), and the check `rocm-gate publish` would write (`github.checks.build`),
-with and without the trunk state. It prints, against the anchor "judge each run alone":
+Everything goes through the real parts: each run is pytest with the plugin (a push or pull_request
+event, reruns on), `history add`'s ingest, `trunk.state.build` over the main runs so far (with
+main's commit list, as `history trunk --repo` gives), and the check `rocm-gate publish` would write
+(`github.checks.build`), with and without the trunk state. It prints, against the anchor "judge each
+run alone":
 - PRs blocked by failures that were already on main (goal 0): a PR with no regression of its own whose check
   concludes `failure` though every failing test was red or flaky in the trunk state it was judged against;
   apart, those blocked by a break that no main run had shown yet (main untested since it landed: no trunk
@@ -108,9 +111,8 @@ def load_history() -> list[dict]:
     """Main's commits oldest first: sha, date, subject."""
     source = SHARED / "vllm-main-subjects.jsonl"
     source = source if source.is_file() else VENDORED
-    return list(
-        reversed([json.loads(line) for line in source.read_text().splitlines() if line])
-    )  # newest first
+    # newest first
+    return list(reversed([json.loads(line) for line in source.read_text().splitlines() if line]))
 
 
 @dataclass
@@ -308,7 +310,8 @@ def conclusion_of(results, trunk) -> tuple[str, dict]:
 
 
 def pass_rate_flaky(conn) -> set[str]:
-    """History's former rule (vLLM's AMD dashboard): a flaky verdict, or a pass rate of 0.2 to 0.8 over 10 runs."""
+    """History's former rule (vLLM's AMD dashboard): a flaky verdict, or a pass rate of 0.2 to 0.8
+    over 10 runs."""
     out = set()
     rows = conn.execute(
         "SELECT t.name, r.verdict FROM results r JOIN tests t ON t.id = r.test_id JOIN runs u ON "
@@ -357,7 +360,8 @@ def main() -> int:
         | {len(commits) - 1}
     )
     runs = [main_run(commits, i, breaks, rng, args) for i in tested]
-    # a rerun of a few main commits (a maintainer's "re-run", a second nightly): how a whole-run flake shows
+    # a rerun of a few main commits (a maintainer's "re-run", a second nightly): how a whole-run
+    # flake shows
     runs += [
         main_run(commits, i, breaks, rng, args, attempt=2)
         for i in rng.sample(tested, max(1, len(tested) // 5))
@@ -398,8 +402,8 @@ def main() -> int:
             for judge, given in (("alone", None), ("trunk", trunk)):
                 conclusion, classes = conclusion_of(results, given)
                 if own is None and conclusion == "failure":
-                    # blocked with no regression of its own: by what main's state already showed, or by a
-                    # break (or flake) no main run had shown yet when the PR was judged
+                    # blocked with no regression of its own: by what main's state already showed, or
+                    # by a break (or flake) no main run had shown yet when the PR was judged
                     failing = [
                         n
                         for n, t in results.report["tests"].items()

@@ -1,4 +1,5 @@
-"""Render the Helm values of each runner class (classes.toml) for the official ARC runner scale set chart.
+"""Render the Helm values of each runner class (classes.toml) for the official ARC runner scale set
+chart.
 
     python runners/render.py            write runners/values/<class>.yaml
     python runners/render.py --check    exit 1 if a committed values file differs from its rendering
@@ -90,7 +91,8 @@ def values(name: str, spec: dict) -> dict:
                         "image": IMAGE,
                         "command": ["/home/runner/run.sh"],
                         "env": env,
-                        # The device plugin gives the container /dev/kfd and the /dev/dri render nodes of its GPUs.
+                        # The device plugin gives the container /dev/kfd and the /dev/dri render
+                        # nodes of its GPUs.
                         "resources": {
                             "limits": {"amd.com/gpu": gpus},
                             "requests": {"amd.com/gpu": gpus},

@@ -1,5 +1,5 @@
-"""Clients for the suites (the official `openai` client against the module's server), and the `framework`
-parameter that runs a module's OpenAI-API tests against vLLM and SGLang."""
+"""Clients for the suites (the official `openai` client against the module's server), and the
+`framework` parameter that runs a module's OpenAI-API tests against vLLM and SGLang."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ FRAMEWORKS = ("vllm", "sglang")
 
 @pytest.fixture(scope="module")
 def module_server(vllm_server):
-    """The server `client` and `model_name` talk to: the module's vLLM server; a module whose tests run on every
-    framework overrides it with `server`."""
+    """The server `client` and `model_name` talk to: the module's vLLM server; a module whose tests
+    run on every framework overrides it with `server`."""
     return vllm_server
 
 
@@ -28,8 +28,8 @@ def model_name(module_server) -> str:
 
 @pytest.fixture(scope="module", params=FRAMEWORKS)
 def framework(request) -> str:
-    """The framework that serves this test: a module's tests that ask for it (or for `server`) run once per
-    framework, named `[vllm]` and `[sglang]` in node ids, the gate report and JUnit."""
+    """The framework that serves this test: a module's tests that ask for it (or for `server`) run
+    once per framework, named `[vllm]` and `[sglang]` in node ids, the gate report and JUnit."""
     return request.param
 
 
@@ -40,9 +40,9 @@ def server(request, framework):
 
 
 def pytest_collection_modifyitems(items):
-    # The order tests run in on the CPU, where the pool keeps a single idle server, so a server starts again
-    # whenever the next test wants another (a stable sort keeps every other order, and a module's tests stay
-    # together, so its module-scoped fixtures are set up once):
+    # The order tests run in on the CPU, where the pool keeps a single idle server, so a server
+    # starts again whenever the next test wants another (a stable sort keeps every other order, and
+    # a module's tests stay together, so its module-scoped fixtures are set up once):
     # 1. each framework's tests together, vLLM's first: each framework's server starts once, not per module;
     # 2. within vLLM, the modules served by the plain tiny model first (accuracy, API, engine, performance):
     #    they share one server instead of starting it again after each module that serves another model.

@@ -1,5 +1,5 @@
-"""Helpers the suites share: greedy token ids with their top-k logprobs, comparisons that name the first
-divergence, and the server's Prometheus metrics."""
+"""Helpers the suites share: greedy token ids with their top-k logprobs, comparisons that name the
+first divergence, and the server's Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -33,16 +33,16 @@ class Generation:
 
 
 def token_id(token: str) -> int:
-    # `return_tokens_as_token_ids` makes vLLM name every token "token_id:N", so tokens that decode to
-    # the same text (or to nothing) stay distinct.
+    # `return_tokens_as_token_ids` makes vLLM name every token "token_id:N", so tokens that decode
+    # to the same text (or to nothing) stay distinct.
     return int(token.removeprefix("token_id:"))
 
 
 def generate(
     client, model: str, prompts: list, max_tokens: int = 16, top_k: int = TOP_K, **extra
 ) -> list[Generation]:
-    """Greedy completions of `prompts` in one request (one batch), ignoring EOS so every sequence has
-    `max_tokens` tokens; in the order of `prompts`."""
+    """Greedy completions of `prompts` in one request (one batch), ignoring EOS so every sequence
+    has `max_tokens` tokens; in the order of `prompts`."""
     response = client.completions.create(
         model=model,
         prompt=prompts,
@@ -68,8 +68,9 @@ def generate(
 def sglang_generate(
     server, prompts: list[list[int]], max_tokens: int = 16, top_k: int = TOP_K
 ) -> list[Generation]:
-    """Greedy generations of token-id prompts through SGLang's native `/generate` (one batch), ignoring EOS: its
-    logprobs name tokens by id (its OpenAI endpoints name them by text, which several tokens share)."""
+    """Greedy generations of token-id prompts through SGLang's native `/generate` (one batch),
+    ignoring EOS: its logprobs name tokens by id (its OpenAI endpoints name them by text, which
+    several tokens share)."""
     body = {
         "input_ids": prompts,
         "return_logprob": True,
@@ -109,8 +110,9 @@ def greedy_generations(
     max_tokens: int,
     top_k: int = TOP_K,
 ) -> list[Generation]:
-    """Greedy token ids with top-k logprobs of token-id prompts, through each framework's interface that names
-    tokens by id: vLLM's completions (`return_tokens_as_token_ids`), SGLang's `/generate`."""
+    """Greedy token ids with top-k logprobs of token-id prompts, through each framework's interface
+    that names tokens by id: vLLM's completions (`return_tokens_as_token_ids`), SGLang's
+    `/generate`."""
     if framework == "sglang":
         return sglang_generate(server, prompts, max_tokens, top_k)
     return generate(client_for(server), model, prompts, max_tokens=max_tokens, top_k=top_k)
@@ -122,7 +124,8 @@ def generate_each(client, model: str, prompts: list, **kwargs) -> list[Generatio
 
 
 def first_token_divergence(reference: list[Generation], measured: list[Generation]) -> str | None:
-    """Where two runs' greedy tokens first differ, with both choices and their logprobs; None if identical."""
+    """Where two runs' greedy tokens first differ, with both choices and their logprobs; None if
+    identical."""
     if len(reference) != len(measured):
         return f"{len(measured)} sequences, the reference has {len(reference)}"
     for index, (ref, got) in enumerate(zip(reference, measured)):
@@ -143,16 +146,16 @@ def first_token_divergence(reference: list[Generation], measured: list[Generatio
 def transformers_greedy(
     model_path: str, prompts: list[list[int]], max_tokens: int, top_k: int = TOP_K
 ) -> list[Generation]:
-    """The reference: transformers' own greedy `generate` on the same weights in float32 on the CPU, each prompt
-    alone, never stopping at EOS, with the top-k logprobs of every step."""
+    """The reference: transformers' own greedy `generate` on the same weights in float32 on the CPU,
+    each prompt alone, never stopping at EOS, with the top-k logprobs of every step."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
     generations = []
     for prompt in prompts:
-        # A plain loop over the raw logits, not `generate`: its EOS handling would mask logits, and the
-        # served side ignores EOS without masking it.
+        # A plain loop over the raw logits, not `generate`: its EOS handling would mask logits, and
+        # the served side ignores EOS without masking it.
         ids, tops, past, step_input = [], [], None, torch.tensor([prompt])
         with torch.no_grad():
             for _ in range(max_tokens):
@@ -179,8 +182,9 @@ def golden_layout(generations: list[Generation]) -> dict:
 def assert_close_by_vllm_rule(
     reference: list[Generation], measured: list[Generation], what: str
 ) -> None:
-    """vLLM's check_logprobs_close: at the first differing token each side's choice must be in the other's
-    top-k (near-ties between implementations are not regressions); the message names the divergence."""
+    """vLLM's check_logprobs_close: at the first differing token each side's choice must be in the
+    other's top-k (near-ties between implementations are not regressions); the message names the
+    divergence."""
     from pytest_rocm.gates.golden import first_divergence
 
     problem = first_divergence(golden_layout(reference), golden_layout(measured))
@@ -190,8 +194,9 @@ def assert_close_by_vllm_rule(
 def gate_worst_error(
     accuracy_gate, errors: dict[str, float], metric: str = "max_abs_error"
 ) -> None:
-    """Gate the worst of several cases' errors against the baseline (lower is better), naming the first case
-    past it and every case's error. NaN compares false everywhere: a NaN error is the worst and fails."""
+    """Gate the worst of several cases' errors against the baseline (lower is better), naming the
+    first case past it and every case's error. NaN compares false everywhere: a NaN error is the
+    worst and fails."""
     worst = max(
         errors, key=lambda name: float("inf") if errors[name] != errors[name] else errors[name]
     )
@@ -217,8 +222,8 @@ def assert_same_tokens(reference: list[Generation], measured: list[Generation], 
 
 
 def assert_openai_error(error: openai.APIStatusError, what: str, status: int | None = None) -> None:
-    """A refused request answered in OpenAI's error shape: a 4xx (or exactly `status`), a body of only
-    {"error": {...}} with a non-empty message, a type, and the status as its code."""
+    """A refused request answered in OpenAI's error shape: a 4xx (or exactly `status`), a body of
+    only {"error": {...}} with a non-empty message, a type, and the status as its code."""
     if status is None:
         assert 400 <= error.status_code < 500, f"{what}: status {error.status_code}"
     else:
@@ -234,7 +239,8 @@ def assert_openai_error(error: openai.APIStatusError, what: str, status: int | N
 
 
 def gpu_runner() -> bool:
-    """Whether this process sees a GPU (ROCm's torch answers through `torch.cuda` too); False without torch."""
+    """Whether this process sees a GPU (ROCm's torch answers through `torch.cuda` too); False
+    without torch."""
     try:
         import torch
     except ImportError:
@@ -243,8 +249,8 @@ def gpu_runner() -> bool:
 
 
 def tokenize(server, model: str, prompt: str) -> list[int]:
-    """The served model's token ids of a prompt (the /tokenize of vLLM and SGLang): the same input for the server and
-    a reference."""
+    """The served model's token ids of a prompt (the /tokenize of vLLM and SGLang): the same input
+    for the server and a reference."""
     request = urllib.request.Request(
         server.url + "/tokenize",
         headers={"Content-Type": "application/json"},
@@ -255,7 +261,8 @@ def tokenize(server, model: str, prompt: str) -> list[int]:
 
 
 def metrics(server) -> dict[str, float]:
-    """The server's Prometheus samples, summed over labels except `finished_reason` (name{reason} -> value)."""
+    """The server's Prometheus samples, summed over labels except `finished_reason` (name{reason} ->
+    value)."""
     with urllib.request.urlopen(server.url + "/metrics", timeout=30) as response:
         text = response.read().decode()
     values: dict[str, float] = {}
@@ -286,8 +293,8 @@ PROMPTS = [
 
 
 def check_all(checks) -> None:
-    """Run every gate check (callables), so each metric is measured, recorded and compared even when an
-    earlier one fails; then fail once with every failure's message."""
+    """Run every gate check (callables), so each metric is measured, recorded and compared even when
+    an earlier one fails; then fail once with every failure's message."""
     failures = []
     for check in checks:
         try:

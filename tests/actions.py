@@ -1,8 +1,10 @@
-"""GitHub Actions, as GitHub documents it, running the shipped workflow files against the loopback GitHub.
+"""GitHub Actions, as GitHub documents it, running the shipped workflow files against the loopback
+GitHub.
 
-The tests of the trigger chain need what an upstream repository would see: which workflow definition runs for
-an event, with which GITHUB_SHA, GITHUB_REF, secrets and token, which runner takes a job, and what the jobs'
-`run:` scripts (parsed from the files, run in bash) leave behind. Each rule is GitHub's documented one:
+The tests of the trigger chain need what an upstream repository would see: which workflow definition
+runs for an event, with which GITHUB_SHA, GITHUB_REF, secrets and token, which runner takes a job,
+and what the jobs' `run:` scripts (parsed from the files, run in bash) leave behind. Each rule is
+GitHub's documented one:
 
 - Which definition runs (docs.github.com/en/actions/concepts/workflows-and-actions/workflows: "Each workflow run
   will use the version of the workflow that is present in the associated commit SHA or Git ref of the event"):
@@ -28,10 +30,11 @@ an event, with which GITHUB_SHA, GITHUB_REF, secrets and token, which runner tak
 - Artifacts: a second upload of one name in a run fails (actions/upload-artifact README); a download through the
   REST API redirects to storage (REST "Download an artifact").
 
-Actions the shipped workflows use are emulated: checkout (this project's own repository is not copied: the
-harness records the ref; the installed pytest-rocm is this working tree, which is the pinned commit),
-setup-python (nothing), upload- and download-artifact (the loopback GitHub's artifact store). `python -m pip` is
-recorded, not run. A self-hosted GPU runner answers `amd-smi` with a real MI300X capture (tests/data/samples).
+Actions the shipped workflows use are emulated: checkout (this project's own repository is not
+copied: the harness records the ref; the installed pytest-rocm is this working tree, which is the pinned commit),
+setup-python (nothing), upload- and download-artifact (the loopback GitHub's artifact store).
+`python -m pip` is recorded, not run. A self-hosted GPU runner answers `amd-smi` with a real MI300X
+capture (tests/data/samples).
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def write_gpu_tools(folder: Path, sku: str = "mi300x-8") -> Path:
-    """A bin folder whose `amd-smi` prints a real capture of 8 MI300X (tests/data/samples/amd-smi), as a GPU runner's does."""
+    """A bin folder whose `amd-smi` prints a real capture of 8 MI300X (tests/data/samples/amd-smi),
+    as a GPU runner's does."""
     assert sku == "mi300x-8", "only the 8 x MI300X capture is vendored as JSON"
     folder.mkdir(parents=True, exist_ok=True)
     tool = folder / "amd-smi"
@@ -153,7 +157,8 @@ class RunRecord:
             yield from run.all()
 
     def report(self, tail: int = 1500) -> str:
-        """Every job and step of this run and the runs it started, with the end of each step's output."""
+        """Every job and step of this run and the runs it started, with the end of each step's
+        output."""
         lines = []
         for run in self.all():
             lines.append(f"run {run.id} {run.workflow} ({run.event}): {run.conclusion}")
@@ -181,11 +186,13 @@ def args_attempt(state: dict) -> int:
 
 
 class StartupFailure(Exception):
-    """GitHub refuses the workflow before any job runs (an input the called workflow does not declare...)."""
+    """GitHub refuses the workflow before any job runs (an input the called workflow does not
+    declare...)."""
 
 
 class Actions:
-    """An upstream repository on the loopback GitHub, with the shipped workflows, runners and an App."""
+    """An upstream repository on the loopback GitHub, with the shipped workflows, runners and an
+    App."""
 
     def __init__(
         self, fake, root: Path, repo: str = "vllm-project/vllm", secrets: dict | None = None
@@ -204,9 +211,8 @@ class Actions:
         self._jobs = itertools.count(900001)
         self.pulls: dict[int, Pull] = {}
         self.runs: list[RunRecord] = []
-        self.undelivered: set[str] = (
-            set()
-        )  # workflow_run actions GitHub fails to deliver (it happens)
+        # workflow_run actions GitHub fails to deliver (it happens)
+        self.undelivered: set[str] = set()
         self._started: dict[int, tuple] = {}  # run id -> what started it, for a re-run
 
     # --- the repository ---
@@ -217,7 +223,8 @@ class Actions:
         branch: str | None = "main",
         parent: str | None = None,
     ) -> str:
-        """A commit with `files` written over `parent`'s tree (default: the branch's tip); returns its SHA."""
+        """A commit with `files` written over `parent`'s tree (default: the branch's tip); returns
+        its SHA."""
         work = self.root / f"work-{next(self._ids)}"
         git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.git_dir), str(work))
         start = parent or (
@@ -342,8 +349,8 @@ class Actions:
     def dispatch(
         self, workflow_file: str, inputs: dict, sender: str, ref: str = "main"
     ) -> RunRecord | None:
-        """What GitHub does with POST .../dispatches (only writers and Apps with actions: write may make one);
-        a sender ending in [bot] is an App's."""
+        """What GitHub does with POST .../dispatches (only writers and Apps with actions: write may
+        make one); a sender ending in [bot] is an App's."""
         event = example("workflow_dispatch")
         event.update(
             inputs=inputs, ref=f"refs/heads/{ref}", workflow=f".github/workflows/{workflow_file}"
@@ -459,8 +466,9 @@ class Actions:
 
     # --- runs ---
     def rerun(self, record: RunRecord, files: dict[str, str] | None = None) -> RunRecord:
-        """GitHub's "Re-run jobs": the same run id, the next attempt, the same definition and event; the
-        `requested` event does not occur again (.../events-that-trigger-workflows#workflow_run)."""
+        """GitHub's "Re-run jobs": the same run id, the next attempt, the same definition and event;
+        the `requested` event does not occur again
+        (.../events-that-trigger-workflows#workflow_run)."""
         args = self._started[record.id]
         return self._run(
             *args, run_id=record.id, attempt=args_attempt(self.fake.workflow_runs[record.id]) + 1
@@ -645,8 +653,9 @@ class Actions:
             )
 
     def _load_called(self, uses: str, definitions_at: str) -> tuple[dict, str, str, str]:
-        """(definition, workflow ref, repository, sha) of a called workflow: this project's file for a pin of
-        rocm/pytest-rocm (the harness's working tree is every pinned commit), or the repository's own."""
+        """(definition, workflow ref, repository, sha) of a called workflow: this project's file for
+        a pin of rocm/pytest-rocm (the harness's working tree is every pinned commit), or the
+        repository's own."""
         if uses.startswith("./"):
             return (
                 yaml.safe_load(self.file_at(definitions_at, uses[2:])),
@@ -662,8 +671,9 @@ class Actions:
         return yaml.safe_load((REPO / file).read_text()), f"{target}@{ref}", PYTEST_ROCM, ref
 
     def _check_calls(self, definition: dict, definitions_at: str) -> None:
-        """GitHub validates a workflow's calls before any job runs: inputs and secrets the called workflow does
-        not declare, and required ones not given, fail the whole run (startup_failure)."""
+        """GitHub validates a workflow's calls before any job runs: inputs and secrets the called
+        workflow does not declare, and required ones not given, fail the whole run
+        (startup_failure)."""
         for job in (definition.get("jobs") or {}).values():
             if "uses" not in job:
                 continue
@@ -816,8 +826,8 @@ class Actions:
         return "failure" if "failure" in mine else "cancelled" if "cancelled" in mine else "success"
 
     def _runner(self, runs_on, workflow_ref: str) -> tuple[RunnerGroup | None, str | None]:
-        """(group, refusal): `ubuntu-latest` is a GitHub-hosted runner; labels with `self-hosted` need a group
-        with every label that admits jobs of `workflow_ref`."""
+        """(group, refusal): `ubuntu-latest` is a GitHub-hosted runner; labels with `self-hosted`
+        need a group with every label that admits jobs of `workflow_ref`."""
         labels = {runs_on} if isinstance(runs_on, str) else set(runs_on or [])
         if labels <= {"ubuntu-latest", "ubuntu-24.04"}:
             return None, None
@@ -906,9 +916,8 @@ class Actions:
     def _bash(
         self, step: dict, contexts: dict, work: Path, outputs_file: Path, state: dict, group
     ) -> tuple[int, str]:
-        script = render(
-            step["run"], contexts
-        )  # the shipped scripts keep ${{ }} out of run: (zizmor)
+        # the shipped scripts keep ${{ }} out of run: (zizmor)
+        script = render(step["run"], contexts)
         github = contexts["github"]
         environ = {
             "PATH": f"{self.shims}:{group.tools}:/usr/bin:/bin"
@@ -992,13 +1001,14 @@ class Actions:
             with zipfile.ZipFile(buffer, "w") as archive:
                 for path in files:
                     archive.write(path, path.relative_to(source).as_posix())
+            # while the job runs (its started_at, completed_at below)
             self.fake.artifacts[max(self.fake.artifacts, default=5000) + 1] = {
                 "run_id": state["id"],
                 "attempt": state["run_attempt"],
                 "name": name,
                 "data": buffer.getvalue(),
                 "created_at": "2026-12-02T06:15:00Z",
-            }  # while the job runs (its started_at, completed_at below)
+            }
             return 0, f"uploaded {len(files)} file(s) as {name}"
         if uses.startswith("actions/download-artifact@"):
             run_id = int(given.get("run-id") or state["id"])
@@ -1019,9 +1029,8 @@ class Actions:
         return 1, uses
 
     def _job_state(self, state: dict, job: JobRecord) -> None:
-        if (
-            job.conclusion != "skipped"
-        ):  # Actions reports each job as a check run of its own App, on the head
+        # Actions reports each job as a check run of its own App, on the head
+        if job.conclusion != "skipped":
             self.fake.actions_check(self.repo, state["head_sha"], job.name, job.conclusion)
         self.fake.jobs[state["id"]].append(
             {

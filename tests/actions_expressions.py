@@ -1,11 +1,13 @@
-"""GitHub Actions expressions (`${{ ... }}`), evaluated as GitHub documents them, for the workflow harness.
+"""GitHub Actions expressions (`${{ ... }}`), evaluated as GitHub documents them, for the workflow
+harness.
 
-docs.github.com/en/actions/reference/workflows-and-actions/expressions: literals (`null`, booleans, numbers,
-'strings' with '' for a quote), property access (`a.b`, `a['b']`, `a.*.b` is not used here), `!`, `<`, `<=`, `>`,
-`>=`, `==`, `!=`, `&&`, `||` (which return one of their operands), string comparison ignoring case, and the
-functions contains, startsWith, endsWith, format, join, toJSON, fromJSON, success, always, failure, cancelled.
-A missing property is null. Only what the shipped workflows and the attacks on them use is implemented; anything
-else raises, so a workflow using it fails the test instead of being misread.
+docs.github.com/en/actions/reference/workflows-and-actions/expressions: literals (`null`, booleans,
+numbers, 'strings' with '' for a quote), property access (`a.b`, `a['b']`, `a.*.b` is not used
+here), `!`, `<`, `<=`, `>`, `>=`, `==`, `!=`, `&&`, `||` (which return one of their operands),
+string comparison ignoring case, and the functions contains, startsWith, endsWith, format, join,
+toJSON, fromJSON, success, always, failure, cancelled. A missing property is null. Only what the
+shipped workflows and the attacks on them use is implemented; anything else raises, so a workflow
+using it fails the test instead of being misread.
 """
 
 from __future__ import annotations
@@ -249,8 +251,9 @@ TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 
 
 def render(value, contexts: dict, status: dict | None = None):
-    """A workflow value with its `${{ }}` evaluated: a whole-expression string keeps its type (an object from
-    fromJSON, a boolean), a string with text around expressions becomes text; lists and mappings recursively."""
+    """A workflow value with its `${{ }}` evaluated: a whole-expression string keeps its type (an
+    object from fromJSON, a boolean), a string with text around expressions becomes text; lists and
+    mappings recursively."""
     if isinstance(value, str):
         whole = TEMPLATE.fullmatch(value.strip())
         if whole:

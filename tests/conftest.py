@@ -1,4 +1,5 @@
-"""Shared helpers of the project's tests: where the vendored data is, and running pytest-rocm as a user does."""
+"""Shared helpers of the project's tests: where the vendored data is, and running pytest-rocm as a
+user does."""
 
 import json
 import shutil
@@ -31,14 +32,16 @@ def read_report(folder: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory) -> Path:
-    """One tiny-model cache for every test of this run (xdist workers share the base temp's parent)."""
+    """One tiny-model cache for every test of this run (xdist workers share the base temp's
+    parent)."""
     folder = tmp_path_factory.getbasetemp().parent / "tiny-models"
     folder.mkdir(exist_ok=True)
     return folder
 
 
 def copy_suites(pytester) -> None:
-    """The gate suites, as shipped, into pytester's folder (`suites/`), to run or to break on purpose."""
+    """The gate suites, as shipped, into pytester's folder (`suites/`), to run or to break on
+    purpose."""
     shutil.copytree(
         REPO / "suites",
         pytester.path / "suites",
@@ -47,8 +50,8 @@ def copy_suites(pytester) -> None:
 
 
 def run_suites(pytester, model_cache: Path, *args) -> dict:
-    """The copied suites run as the main job runs them (on the CPU, the shared tiny-model cache, a health probe
-    that always passes); returns the gate report."""
+    """The copied suites run as the main job runs them (on the CPU, the shared tiny-model cache, a
+    health probe that always passes); returns the gate report."""
     pytester.runpytest_subprocess(
         "-c",
         "suites/pytest.ini",
@@ -67,8 +70,8 @@ def run_suites(pytester, model_cache: Path, *args) -> dict:
 
 @pytest.fixture
 def run_gates(pytester):
-    """`run_gates(*args, platform="mi300x-8", dir="out")`: pytest with pytest-rocm in a subprocess, as a user
-    runs it; returns (RunResult, gate report or None)."""
+    """`run_gates(*args, platform="mi300x-8", dir="out")`: pytest with pytest-rocm in a subprocess,
+    as a user runs it; returns (RunResult, gate report or None)."""
 
     def run(*args, platform: str = "mi300x-8", report_dir: str = "out"):
         result = pytester.runpytest_subprocess(
@@ -88,8 +91,9 @@ def run_gates(pytester):
 GAP = "https://github.com/vllm-project/vllm/issues/777"
 
 
-# Module fixtures that build many runs or follow a whole guide (15 to 25 s each, once per xdist worker that
-# needs them): every test that uses one is in the slow tier (`-m "not slow"` is the fast one).
+# Module fixtures that build many runs or follow a whole guide (15 to 25 s each, once per xdist
+# worker that needs them): every test that uses one is in the slow tier (`-m "not slow"` is the fast
+# one).
 SLOW_FIXTURES = {"trunk", "nightly", "served_site", "followed"}
 
 

@@ -1,22 +1,24 @@
 """A loopback GitHub REST API for the tests, held to GitHub's official OpenAPI description.
 
-Every request body is validated against the operation's schema in `data/github/openapi-subset.json` (cut from
-`@octokit/openapi`, see `data/github/extract.py`) and refused with GitHub's 422 error shape when it does not
-fit; every response the fake sends is validated too (a violation is kept in `errors`, and the tests require
-none). Webhook payloads are checked with `validate_webhook` against `@octokit/openapi-webhooks`.
+Every request body is validated against the operation's schema in `data/github/openapi-subset.json`
+(cut from `@octokit/openapi`, see `data/github/extract.py`) and refused with GitHub's 422 error
+shape when it does not fit; every response the fake sends is validated too (a violation is kept in
+`errors`, and the tests require none). Webhook payloads are checked with `validate_webhook` against
+`@octokit/openapi-webhooks`.
 
-Faults, to show that publishing converges: `every=(n, status)` fails every n-th request before applying it;
-`script` is a list of one-shot faults for the next requests: "502", "429", "secondary" (403 with
-Retry-After), "primary" (403 with X-RateLimit-Remaining 0 and a reset time), "hang" (the request is applied,
-then the answer comes too late for the client's read timeout), "applied-502" (applied, then a 502), "late"
-(the answer never comes in time, and GitHub applies the request `late_s` later, as it does while it still works
-on a request its client gave up on: at most 10 s, docs.github.com/en/rest/using-the-rest-api/troubleshooting-
-the-rest-api#timeouts). `script_for` holds faults for the next requests of one method and path prefix only.
+Faults, to show that publishing converges: `every=(n, status)` fails every n-th request before
+applying it; `script` is a list of one-shot faults for the next requests: "502", "429", "secondary"
+(403 with Retry-After), "primary" (403 with X-RateLimit-Remaining 0 and a reset time), "hang" (the
+request is applied, then the answer comes too late for the client's read timeout), "applied-502"
+(applied, then a 502), "late" (the answer never comes in time, and GitHub applies the request
+`late_s` later, as it does while it still works on a request its client gave up on: at most 10 s,
+docs.github.com/en/rest/using-the-rest-api/troubleshooting- the-rest-api#timeouts). `script_for`
+holds faults for the next requests of one method and path prefix only.
 
-Actions state, filled by the workflow harness (tests/actions.py): workflow runs, their jobs (with the runner
-group that ran them) and artifacts (their zips; a download redirects to a loopback "blob storage" URL, as
-GitHub's does), and the parents of commits. Tokens in `read_only_tokens` (a fork's GITHUB_TOKEN) may read but
-not write: GitHub's 403 "Resource not accessible by integration".
+Actions state, filled by the workflow harness (tests/actions.py): workflow runs, their jobs (with
+the runner group that ran them) and artifacts (their zips; a download redirects to a loopback "blob
+storage" URL, as GitHub's does), and the parents of commits. Tokens in `read_only_tokens` (a fork's
+GITHUB_TOKEN) may read but not write: GitHub's 403 "Resource not accessible by integration".
 
 State is what the tests assert on: check runs, their annotations, dispatches.
 """
@@ -42,8 +44,9 @@ SPEC = json.loads((DATA / "openapi-subset.json").read_text())
 
 
 def _nullable_enums(node) -> None:
-    """OpenAPI 3.0.3: `nullable: true` adds null to the allowed values, also of an `enum` (GitHub sends
-    `"conclusion": null` while a check runs); openapi-schema-validator wants null listed in the enum itself."""
+    """OpenAPI 3.0.3: `nullable: true` adds null to the allowed values, also of an `enum` (GitHub
+    sends `"conclusion": null` while a check runs); openapi-schema-validator wants null listed in
+    the enum itself."""
     if isinstance(node, dict):
         if node.get("nullable") and isinstance(node.get("enum"), list) and None not in node["enum"]:
             node["enum"].append(None)
@@ -83,8 +86,9 @@ EMPTY = {"boolean": False, "string": "", "array": [], "object": {}, "integer": 0
 def example(event: str) -> dict:
     """A real webhook payload (from @octokit/webhooks-examples) to start a test's event from.
 
-    The examples predate a few fields the current schema requires (`has_discussions`, `auto_merge`, an App's
-    `events`): those are added with an empty value of their type (null where allowed); nothing else changes."""
+    The examples predate a few fields the current schema requires (`has_discussions`, `auto_merge`,
+    an App's `events`): those are added with an empty value of their type (null where allowed);
+    nothing else changes."""
     payload = copy.deepcopy(EXAMPLES[event])
     name = _webhook_name(event)
     for _ in range(10):
@@ -105,7 +109,8 @@ def example(event: str) -> dict:
 
 
 def validate_webhook(name: str, payload: dict) -> None:
-    """Raise jsonschema.ValidationError when `payload` is not a valid `name` webhook (e.g. pull-request-labeled)."""
+    """Raise jsonschema.ValidationError when `payload` is not a valid `name` webhook (e.g.
+    pull-request-labeled)."""
     _webhook_validator(name).validate(payload)
 
 
@@ -140,21 +145,17 @@ class FakeGitHub:
         self.check_runs: dict[int, dict] = {}
         self.annotations: dict[int, list[dict]] = {}
         self.dispatches: list[dict] = []
-        self.workflow_runs: dict[
-            int, dict
-        ] = {}  # id -> the fields of a REST workflow run that the harness sets
+        # id -> the fields of a REST workflow run that the harness sets
+        self.workflow_runs: dict[int, dict] = {}
         self.jobs: dict[int, list[dict]] = {}  # run id -> jobs (fields of a REST job)
-        self.artifacts: dict[
-            int, dict
-        ] = {}  # id -> {"run_id", "name", "data" (zip bytes), "expired"}
+        # id -> {"run_id", "name", "data" (zip bytes), "expired"}
+        self.artifacts: dict[int, dict] = {}
         self.commits: dict[str, list[str]] = {}  # sha -> parent shas
-        self.issues: dict[
-            int, dict
-        ] = {}  # number -> {"repo", "title", "body", "state", "labels", "user"}
+        # number -> {"repo", "title", "body", "state", "labels", "user"}
+        self.issues: dict[int, dict] = {}
         self.read_only_tokens: set[str] = set()
-        self.token_apps: dict[
-            str, int
-        ] = {}  # token -> the App it belongs to (minted tokens: the JWT's App)
+        # token -> the App it belongs to (minted tokens: the JWT's App)
+        self.token_apps: dict[str, int] = {}
         self.late_s = 0.5
         self.script_for: list[tuple[str, str, str]] = []  # (method, path prefix, fault)
         self.errors: list[str] = []
@@ -189,7 +190,8 @@ class FakeGitHub:
         ]
 
     def actions_check(self, repo: str, sha: str, name: str, conclusion: str) -> None:
-        """The check run GitHub Actions itself makes for a job (named after the job, on the PR's head)."""
+        """The check run GitHub Actions itself makes for a job (named after the job, on the PR's
+        head)."""
         run = {
             "id": next(self._ids),
             "repo": repo,
@@ -341,9 +343,8 @@ class FakeGitHub:
                 {},
                 None,
             )
-        params["_app"] = self.token_apps.get(
-            token, ACTIONS_APP_ID
-        )  # who writes: an App's token, else Actions'
+        # who writes: an App's token, else Actions'
+        params["_app"] = self.token_apps.get(token, ACTIONS_APP_ID)
         body = None
         if raw:
             try:
@@ -452,9 +453,8 @@ class FakeGitHub:
         repo.update(name=p["repo"], full_name=full, url=f"{self.url}/repos/{full}")
         repo["owner"]["login"] = p["owner"]
         for part in (repo, repo.get("source") or {}, repo.get("parent") or {}):
-            part.setdefault(
-                "language", "Python"
-            )  # required by the schema, absent from GitHub's own example
+            # required by the schema, absent from GitHub's own example
+            part.setdefault("language", "Python")
         return 200, repo
 
     def _render(self, run: dict) -> dict:

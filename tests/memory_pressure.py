@@ -1,11 +1,13 @@
-"""Another process taking the machine's memory while a server starts, at the worst moment, on purpose.
+"""Another process taking the machine's memory while a server starts, at the worst moment, on
+purpose.
 
-SGLang on the CPU measures the machine's free memory twice at start-up: once before it loads the weights
-("Memory baseline taken" in its log) and again when it sizes its KV cache. Memory that anything else on the
-machine takes between the two was once charged to the KV cache, so a busy CI machine made the start fail at
-random (issue 29, item 14). `TakeMemoryAtBaseline` makes that happen every time: when the server logs its
-baseline it freezes the server's process group (SIGSTOP), takes `size` bytes of resident memory, lets the
-server go on (SIGCONT), and holds the memory until it is closed.
+SGLang on the CPU measures the machine's free memory twice at start-up: once before it loads the
+weights ("Memory baseline taken" in its log) and again when it sizes its KV cache. Memory that
+anything else on the machine takes between the two was once charged to the KV cache, so a busy CI
+machine made the start fail at random (issue 29, item 14). `TakeMemoryAtBaseline` makes that happen
+every time: when the server logs its baseline it freezes the server's process group (SIGSTOP), takes
+`size` bytes of resident memory, lets the server go on (SIGCONT), and holds the memory until it is
+closed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import time
 from pathlib import Path
 
 BASELINE = "Memory baseline taken"
-# SGLang's own measurement when it starts loading the weights, after the baseline (GB of 2**30 bytes).
+# SGLang's own measurement when it starts loading the weights, after the baseline (GB of 2**30
+# bytes).
 LOAD_BEGIN_TEXT = "Load weight begin"
 LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
 
@@ -59,9 +62,8 @@ class TakeMemoryAtBaseline:
                 try:
                     self.late = self._logged(LOAD_BEGIN_TEXT)
                     self.available_before = available_bytes()
-                    self._held = (
-                        b"\x01" * self.size
-                    )  # filled, so resident: a calloc'd buffer would not count
+                    # filled, so resident: a calloc'd buffer would not count
+                    self._held = b"\x01" * self.size
                     self.taken_at = time.monotonic()
                 finally:
                     os.killpg(process.pid, signal.SIGCONT)
@@ -75,6 +77,7 @@ class TakeMemoryAtBaseline:
             return False
 
     def sglang_saw_gb(self) -> float | None:
-        """The free memory SGLang measured when it began loading the weights, after the memory was taken."""
+        """The free memory SGLang measured when it began loading the weights, after the memory was
+        taken."""
         match = LOAD_BEGIN.search(self.server.log_path.read_text(errors="replace"))
         return float(match[1]) if match else None

@@ -1,7 +1,8 @@
-"""The adoption guide (docs/adoption.md) runs as written: every `bash` block as a command, every `diff` block
-applied with `git apply`, in order, on trees shaped like vLLM's and SGLang's checkouts (vLLM's a git checkout
-whose history changes the files vLLM's real 3,000 commits changed); then the artifacts the guide promises are
-checked, and the files it changed pass vLLM's pre-commit checks. A guide step that stops working fails here."""
+"""The adoption guide (docs/adoption.md) runs as written: every `bash` block as a command, every
+`diff` block applied with `git apply`, in order, on trees shaped like vLLM's and SGLang's checkouts
+(vLLM's a git checkout whose history changes the files vLLM's real 3,000 commits changed); then the
+artifacts the guide promises are checked, and the files it changed pass vLLM's pre-commit checks. A
+guide step that stops working fails here."""
 
 import json
 import os
@@ -18,9 +19,10 @@ from conftest import DATA, REPO
 GUIDE = REPO / "docs" / "adoption.md"
 BLOCK = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
 
-# `pip install` in the guide: nothing is downloaded in tests, so each thing it names must already be here (a
-# distribution installed in this environment, or a folder with a pyproject.toml): a guide that names a package
-# the tree does not need, or misses one it needs, fails either here or when the tree collects.
+# `pip install` in the guide: nothing is downloaded in tests, so each thing it names must already be
+# here (a distribution installed in this environment, or a folder with a pyproject.toml): a guide
+# that names a package the tree does not need, or misses one it needs, fails either here or when the
+# tree collects.
 PIP_CHECK = textwrap.dedent("""
     pip() {
         [ "$1" = install ] || { echo "guide uses pip $1" >&2; return 1; }
@@ -57,9 +59,10 @@ def guide_script() -> str:
 
 
 def vllm_checkout(tree: Path) -> None:
-    """Make the vLLM-shaped tree a git checkout whose history is vLLM's: one commit per commit of the vendored
-    history (oldest first, the files it changed, empty), then the tree itself (everything else removed), which
-    is `origin/main`; the guide's changes are then the working tree's."""
+    """Make the vLLM-shaped tree a git checkout whose history is vLLM's: one commit per commit of
+    the vendored history (oldest first, the files it changed, empty), then the tree itself
+    (everything else removed), which is `origin/main`; the guide's changes are then the working
+    tree's."""
     git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     commits = [
@@ -143,7 +146,8 @@ def test_the_guide_runs_from_start_to_end(followed):
 def test_vllm_steps_give_the_promised_reports(followed):
     work, done = followed
     out = work / "out"
-    # step 3: the sorting, from the tree and from pytest --collect-only, with the shipped map by name
+    # step 3: the sorting, from the tree and from pytest --collect-only, with the shipped map by
+    # name
     assert (
         f"group map: {REPO / 'pytest_rocm/maps/vllm.toml'} (paths read from vllm-project/vllm@9aaf83ef"
         in done.stdout
@@ -195,8 +199,9 @@ def test_vllm_steps_give_the_promised_reports(followed):
 
 
 def test_the_files_the_guide_changes_pass_vllms_pre_commit_checks(followed):
-    """vLLM's hooks on what the guide touched: every Python file carries vLLM's SPDX header and is as `ruff
-    format` writes it under the tree's own settings; pyproject.toml still parses, with vLLM's markers kept."""
+    """vLLM's hooks on what the guide touched: every Python file carries vLLM's SPDX header and is
+    as `ruff format` writes it under the tree's own settings; pyproject.toml still parses, with
+    vLLM's markers kept."""
     import tomllib
 
     work, _ = followed
@@ -269,11 +274,12 @@ def test_sglang_steps_run_unittest_files_as_gated_items_and_combine_coverage(fol
     assert executed["declared_and_passing"] == [
         "test/registered/attention/test_triton_attention_backend.py"
     ]
+    # the EAGLE file's AMD registration is disabled
     assert executed["passing_not_declared"] == [
         "test/registered/debug_utils/test_dump_loader.py",
         "test/registered/openai_server/basic/test_openai_server.py",
         "test/registered/spec/test_eagle_infer.py",
-    ]  # the EAGLE file's AMD registration is disabled
+    ]
     assert (
         "Pass on the candidate without an AMD registration"
         in (out / "sglang-parity" / "parity.md").read_text()
@@ -288,8 +294,8 @@ def test_the_markers_the_guide_registers_are_the_plugins_user_markers():
 
 
 def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_options(followed):
-    """After the guide, vLLM's CUDA lanes, which do not install pytest-rocm, collect the marked tests without a
-    warning under --strict-markers and --strict-config."""
+    """After the guide, vLLM's CUDA lanes, which do not install pytest-rocm, collect the marked
+    tests without a warning under --strict-markers and --strict-config."""
     work, _ = followed
     env = {
         k: v for k, v in os.environ.items() if k not in ("PYTEST_ROCM_PLATFORM", "PYTEST_ADDOPTS")

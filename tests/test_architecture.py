@@ -1,4 +1,5 @@
-"""The layout is the architecture: one package per job, each saying what it owns, with no import cycle."""
+"""The layout is the architecture: one package per job, each saying what it owns, with no import
+cycle."""
 
 import ast
 import importlib
@@ -12,15 +13,17 @@ from pathlib import Path
 import pytest_rocm
 
 ROOT = Path(pytest_rocm.__file__).resolve().parent
+# running, not importing
 MODULES = sorted(
     m.name
     for m in pkgutil.walk_packages([str(ROOT)], "pytest_rocm.")
     if not m.name.endswith(".__main__")
-)  # running, not importing
+)
 
 
 def imports_of(name: str) -> set[str]:
-    """The project modules a module imports, at any depth of its code (imports inside functions too)."""
+    """The project modules a module imports, at any depth of its code (imports inside functions
+    too)."""
     spec = importlib.util.find_spec(name)
     tree = ast.parse(Path(spec.origin).read_text())
     found = set()
@@ -82,7 +85,8 @@ def test_every_module_says_what_it_owns_and_every_package_has_a_public_surface()
 
 
 def test_pytest_and_xdist_internals_are_touched_in_two_modules():
-    """`plugin/internals.py`, and the scheduler xdist drives through its worker objects; nothing else."""
+    """`plugin/internals.py`, and the scheduler xdist drives through its worker objects; nothing
+    else."""
     private = (
         r"dsession",
         r"\.sched\b",
@@ -106,8 +110,9 @@ def test_pytest_and_xdist_internals_are_touched_in_two_modules():
 
 
 def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
-    """docs/architecture.md, "Parts": `github/` reads files (their schemas), not the plugin's Python objects or test code. The
-    trunk attribution it uses reads the same artifacts (a gate report, a trunk state) and nothing else."""
+    """docs/architecture.md, "Parts": `github/` reads files (their schemas), not the plugin's Python
+    objects or test code. The trunk attribution it uses reads the same artifacts (a gate report, a
+    trunk state) and nothing else."""
     readers = ("pytest_rocm.github", "pytest_rocm.schemas", "pytest_rocm.trunk.attribution")
     for name in MODULES:
         if name.startswith("pytest_rocm.github"):

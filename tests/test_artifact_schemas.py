@@ -1,4 +1,5 @@
-"""The JSON Schemas published in the package hold for what the plugin and `rocm-gate parity` really write."""
+"""The JSON Schemas published in the package hold for what the plugin and `rocm-gate parity` really
+write."""
 
 import json
 

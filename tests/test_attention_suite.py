@@ -1,5 +1,6 @@
-"""The attention suite, broken on purpose: a sliding window one token wider in the kernel's view than in the
-reference must end as `regression`, naming the first case past the tolerance. Runs vLLM's CPU kernels."""
+"""The attention suite, broken on purpose: a sliding window one token wider in the kernel's view
+than in the reference must end as `regression`, naming the first case past the tolerance. Runs
+vLLM's CPU kernels."""
 
 from __future__ import annotations
 
@@ -44,9 +45,10 @@ def test_a_wrong_sliding_window_is_a_regression_naming_the_case(pytester):
 @pytest.mark.slow
 @pytest.mark.parametrize("broken", [False, True], ids=["as-shipped", "pairs-swapped"])
 def test_the_rotary_suite_catches_a_wrong_rotation_and_names_the_cpu_gap(pytester, broken):
-    """As shipped: the flat layout passes and the per-head layout (the CPU op's known gap) is reported as not run,
-    with its reason, and the run succeeds. With NeoX and GPT-J pairing swapped in the rotation, the flat layout
-    is a `regression` and the run fails: the comparison can fail."""
+    """As shipped: the flat layout passes and the per-head layout (the CPU op's known gap) is
+    reported as not run, with its reason, and the run succeeds. With NeoX and GPT-J pairing swapped
+    in the rotation, the flat layout is a `regression` and the run fails: the comparison can
+    fail."""
     shutil.copytree(REPO / "suites/attention", pytester.path / "attention")
     shutil.copy(REPO / "suites/gate_support.py", pytester.path / "gate_support.py")
     if broken:

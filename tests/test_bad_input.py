@@ -1,5 +1,5 @@
-"""Hostile input, as users and broken pipelines give it: every case ends with a clear message naming the file,
-key or option, and the documented exit status; never a traceback."""
+"""Hostile input, as users and broken pipelines give it: every case ends with a clear message naming
+the file, key or option, and the documented exit status; never a traceback."""
 
 import json
 import shutil
@@ -17,7 +17,8 @@ GOOD_BASELINE = (
 
 
 def run_cli(args) -> tuple[int, str]:
-    """`rocm-gate ARGS` as a user runs it: its own process, its exit status, everything it printed."""
+    """`rocm-gate ARGS` as a user runs it: its own process, its exit status, everything it
+    printed."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
         capture_output=True,
@@ -54,9 +55,8 @@ def records_dir(
     (folder / "records-gw0.jsonl").write_text(json.dumps(record) + "\n")
     if manifest is not None:
         (folder / "manifest.json").write_bytes(manifest)
-    if (
-        folder_named is not None
-    ):  # a folder where a worker's records file belongs (an unpacked artifact, a copy)
+    # a folder where a worker's records file belongs (an unpacked artifact, a copy)
+    if folder_named is not None:
         (folder / folder_named).mkdir()
     if link_to is not None:  # a results folder copied with links whose targets stayed behind
         (folder / "records-gw1.jsonl").symlink_to(link_to)
@@ -64,7 +64,8 @@ def records_dir(
 
 
 def looping_records(tmp_path) -> str:
-    """A worker's records file that is a symbolic link to itself (as a bad `ln -s` or a copy tool leaves one)."""
+    """A worker's records file that is a symbolic link to itself (as a bad `ln -s` or a copy tool
+    leaves one)."""
     folder = Path(records_dir(tmp_path))
     (folder / "records-gw1.jsonl").symlink_to("records-gw1.jsonl")
     return str(folder)
@@ -631,7 +632,8 @@ def test_a_server_config_with_a_bad_section_fails_the_test_clearly(pytester):
     ],
 )
 def test_a_broken_real_model_config_is_a_collection_error_naming_it(pytester, config, says):
-    """The accuracy suite's real-model configs (suites/accuracy/configs/*.yaml) as a hurried edit leaves them."""
+    """The accuracy suite's real-model configs (suites/accuracy/configs/*.yaml) as a hurried edit
+    leaves them."""
     pytest.importorskip("yaml")
     suites = Path(__file__).resolve().parent.parent / "suites"
     shutil.copytree(

@@ -1,4 +1,5 @@
-"""Live detection: every source may be missing, refuse permission, hang or print nonsense; none crashes the run."""
+"""Live detection: every source may be missing, refuse permission, hang or print nonsense; none
+crashes the run."""
 
 import os
 import stat
@@ -176,7 +177,8 @@ class cuda:
 
 
 def fake_torch(tmp_path, **values):
-    """A stand-in `torch` package for the probe's subprocess: simulated hardware, real probe code."""
+    """A stand-in `torch` package for the probe's subprocess: simulated hardware, real probe
+    code."""
     folder = tmp_path / "site"
     (folder / "torch").mkdir(parents=True)
     defaults = {"version": "2.13.0", "hip": None, "cuda": None, "count": 0, "props": {}, "hang": ""}

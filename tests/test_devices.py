@@ -115,9 +115,8 @@ def test_workers_never_share_a_device_and_never_deadlock(pytester, monkeypatch):
     overlapping = 0
     for a in runs:
         for b in runs:
-            if (
-                a is not b and a["start"] < b["end"] and b["start"] < a["end"]
-            ):  # ran at the same time
+            # ran at the same time
+            if a is not b and a["start"] < b["end"] and b["start"] < a["end"]:
                 overlapping += 1
                 assert not set(a["gpus"]) & set(b["gpus"]), (a, b)
     assert overlapping, (
@@ -140,8 +139,8 @@ def test_gpus_on_a_machine_without_gpus(pytester):
 def test_a_file_where_the_lock_folder_goes_is_a_usage_error_naming_it(
     pytester, monkeypatch, workers
 ):
-    """`$TMPDIR/pytest-rocm-locks` left as a file (a stray `touch`, another tool's name): no INTERNALERROR, the
-    path and the fix."""
+    """`$TMPDIR/pytest-rocm-locks` left as a file (a stray `touch`, another tool's name): no
+    INTERNALERROR, the path and the fix."""
     temporary = pytester.path / "tmp"
     temporary.mkdir()
     (temporary / "pytest-rocm-locks").write_text("")

@@ -1,4 +1,5 @@
-"""Accuracy, performance and golden gates through pytester: each passes and fails on purpose; baselines diff."""
+"""Accuracy, performance and golden gates through pytester: each passes and fails on purpose;
+baselines diff."""
 
 import json
 
@@ -228,18 +229,19 @@ def test_bad_baseline_file_is_a_usage_error(pytester):
     )
 
 
-# --- baselines diff --------------------------------------------------------------------------------
+# --- baselines diff -------------------------------------------------------------------------------
 
 
 def test_loosened_threshold_is_visible_in_the_diff(tmp_path, capsys):
     old = tmp_path / "old.toml"
     old.write_text(BASELINES)
     new = tmp_path / "new.toml"
+    # removed + added
     new.write_text(
         BASELINES.replace("rtol = 0.08", "rtol = 0.20")  # loosened
         .replace("max_regression_pct = 20", "max_regression_pct = 5")  # tightened
         .replace('platform = "cpu"', 'platform = "gfx942"')
-    )  # removed + added
+    )
     assert rocm_gate(["baselines", "diff", str(old), str(new)]) == 0
     out = capsys.readouterr().out
     assert (
@@ -254,7 +256,7 @@ def test_loosened_threshold_is_visible_in_the_diff(tmp_path, capsys):
     assert rocm_gate(["baselines", "diff", str(old), str(old), "--fail-on-loosened"]) == 0
 
 
-# --- golden ----------------------------------------------------------------------------------------
+# --- golden ---------------------------------------------------------------------------------------
 
 GOLDEN = """
 import json
@@ -343,8 +345,9 @@ def _scaled(outputs_json: str, factor: float) -> str:
 
 
 def test_golden_on_the_same_platform_and_dtype_is_exact(pytester, monkeypatch):
-    """Logprobs scaled by 0.9, or a greedy choice of the second-best token, pass vLLM's lenient cross-platform
-    rule; against a reference of the same platform key and dtype they are regressions."""
+    """Logprobs scaled by 0.9, or a greedy choice of the second-best token, pass vLLM's lenient
+    cross-platform rule; against a reference of the same platform key and dtype they are
+    regressions."""
     pytester.makepyfile(test_golden=GOLDEN)
     monkeypatch.setenv("OUTPUTS", REFERENCE)
     monkeypatch.setenv("DTYPE", "bfloat16")
@@ -408,7 +411,8 @@ def test_golden_without_a_recording_says_how_to_make_one(pytester, monkeypatch):
 
 
 def test_a_proposed_baseline_entry_is_valid_toml_for_any_test_id():
-    """Test ids and run descriptions hold quotes, backslashes and control characters; the entry stays TOML."""
+    """Test ids and run descriptions hold quotes, backslashes and control characters; the entry
+    stays TOML."""
     import tomllib
 
     from pytest_rocm.gates.baselines import entry_text
@@ -448,9 +452,9 @@ def test_against_reference(golden, framework):
 
 
 def test_live_reference_sets_the_frameworks_side_by_side(pytester, monkeypatch):
-    """Each framework against a reference computed in the run: a near-tie flip passes (vLLM's rule) and is shown
-    where it differs; tokens outside the reference's top-k fail naming the position; the report and the end of
-    the run list both frameworks against the same reference."""
+    """Each framework against a reference computed in the run: a near-tie flip passes (vLLM's rule)
+    and is shown where it differs; tokens outside the reference's top-k fail naming the position;
+    the report and the end of the run list both frameworks against the same reference."""
     pytester.makepyfile(test_live=LIVE)
     monkeypatch.setenv("REFERENCE", REFERENCE)
     # vLLM: the second sequence flips a near-tie at position 1 (each side's token in the other's top-k).

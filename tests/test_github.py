@@ -1,9 +1,10 @@
-"""`rocm-gate publish`, `trust` and `rerun` against a loopback GitHub held to GitHub's OpenAPI description.
+"""`rocm-gate publish`, `trust` and `rerun` against a loopback GitHub held to GitHub's OpenAPI
+description.
 
 The results come from real runs of the plugin (pytester); the events are real webhook payloads
-(@octokit/webhooks-examples) changed to each scenario and validated against GitHub's webhook schemas. The
-tests assert on the fake's final state (one check per name and SHA, its conclusion, summary, annotations),
-not on how many calls it took.
+(@octokit/webhooks-examples) changed to each scenario and validated against GitHub's webhook
+schemas. The tests assert on the fake's final state (one check per name and SHA, its conclusion,
+summary, annotations), not on how many calls it took.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def rocm_gate(
 
 
 def run_on_mi300x(root: Path, *args) -> None:
-    """pytest with pytest-rocm on a machine whose amd-smi answers as a real 8 x MI300X node does (the captured
-    output, tests/data/samples/amd-smi): detected, not simulated, as on a GPU runner."""
+    """pytest with pytest-rocm on a machine whose amd-smi answers as a real 8 x MI300X node does
+    (the captured output, tests/data/samples/amd-smi): detected, not simulated, as on a GPU
+    runner."""
     tools = write_gpu_tools(root / "gpu-tools")
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PYTEST_ROCM_"))}
     subprocess.run(
@@ -112,8 +114,8 @@ def run_on_mi300x(root: Path, *args) -> None:
 
 @pytest.fixture(scope="module")
 def failing_results(tmp_path_factory):
-    """A real run's results on 8 x MI300X: one blocking regression (failed again on rerun, healthy probe), a
-    shadow one; the run was for commit SHA."""
+    """A real run's results on 8 x MI300X: one blocking regression (failed again on rerun, healthy
+    probe), a shadow one; the run was for commit SHA."""
     root = tmp_path_factory.mktemp("run")
     (root / "test_attention.py").write_text(SUITE)
     run_on_mi300x(root, "test_attention.py")
@@ -173,16 +175,8 @@ def test_a_failing_run_publishes_one_blocking_check_with_evidence(fake, failing_
 def test_faults_converge_to_the_same_single_check(fake, failing_results):
     fake.every = (3, 502)
     fake.script = ["secondary", "429", "hang", "applied-502", "primary"]
-    faults = (
-        "--timeout",
-        "1",
-        "--backoff",
-        "0.2",
-        "--attempts",
-        "8",
-        "--settle",
-        "0.3",
-    )  # the fake applies at once
+    # the fake applies at once
+    faults = ("--timeout", "1", "--backoff", "0.2", "--attempts", "8", "--settle", "0.3")
     result = rocm_gate(
         fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "MI300X", *faults
     )
@@ -193,9 +187,8 @@ def test_faults_converge_to_the_same_single_check(fake, failing_results):
     assert again.returncode == 0, again.stderr
     [check] = fake.checks(SHA)
     assert check["conclusion"] == "failure"
-    assert (
-        len(fake.annotations[check["id"]]) == 2
-    )  # each annotation once, though requests were replayed
+    # each annotation once, though requests were replayed
+    assert len(fake.annotations[check["id"]]) == 2
     assert {status for _, _, status in fake.log} >= {502, 429, 403, 200}
 
 
@@ -203,8 +196,9 @@ LATE = ("--timeout", "1", "--backoff", "0.1")
 
 
 def test_a_create_github_applies_after_the_client_gave_up_leaves_one_check(fake, failing_results):
-    """GitHub may still apply a request for up to 10 s after its client stopped waiting: the publisher reads
-    the state again only once that time has passed (--settle), so it does not create the check twice."""
+    """GitHub may still apply a request for up to 10 s after its client stopped waiting: the
+    publisher reads the state again only once that time has passed (--settle), so it does not create
+    the check twice."""
     fake.late_s = 1.5  # after the client's 1 s read timeout
     fake.script_for = [("post", f"/repos/{REPO_NAME}/check-runs", "late")]
     result = rocm_gate(
@@ -229,6 +223,7 @@ def test_a_duplicate_a_late_create_left_is_completed_as_a_copy_by_the_next_publi
 ):
     fake.late_s = 1.5
     fake.script_for = [("post", f"/repos/{REPO_NAME}/check-runs", "late")]
+    # reads back at once, before GitHub applied the first create
     hasty = rocm_gate(
         fake,
         "publish",
@@ -240,23 +235,20 @@ def test_a_duplicate_a_late_create_left_is_completed_as_a_copy_by_the_next_publi
         *LATE,
         "--settle",
         "0",
-    )  # reads back at once, before GitHub applied the first create
+    )
     assert hasty.returncode == 0, hasty.stderr
     import time
 
     time.sleep(2)
-    assert sorted(c["status"] for c in fake.checks(SHA)) == [
-        "completed",
-        "in_progress",
-    ]  # the bug, reproduced
+    # the bug, reproduced
+    assert sorted(c["status"] for c in fake.checks(SHA)) == ["completed", "in_progress"]
     again = rocm_gate(
         fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8"
     )
     assert again.returncode == 0, again.stderr
     first, duplicate = sorted(fake.checks(SHA), key=lambda c: c["id"])
-    assert {first["conclusion"], duplicate["conclusion"]} == {
-        "failure"
-    }  # whichever GitHub shows, it blocks
+    # whichever GitHub shows, it blocks
+    assert {first["conclusion"], duplicate["conclusion"]} == {"failure"}
     assert len(fake.annotations[first["id"]]) == 2 and fake.annotations[duplicate["id"]] == []
     assert "A duplicate of" in duplicate["output"]["summary"]
 
@@ -314,8 +306,9 @@ def test_a_late_in_progress_publish_never_reopens_a_completed_check(fake, failin
 
 
 def test_every_request_has_its_own_attempts(fake, failing_results, tmp_path):
-    """3,000 annotations (60 batches) while every third request fails: each request gets its attempts, so
-    all of them arrive, each once (the fake fails these before applying them, so no settling is needed)."""
+    """3,000 annotations (60 batches) while every third request fails: each request gets its
+    attempts, so all of them arrive, each once (the fake fails these before applying them, so no
+    settling is needed)."""
     results = _many_regressions(failing_results, tmp_path / "run", 3000)
     fake.every = (3, 502)
     result = rocm_gate(
@@ -338,7 +331,8 @@ def test_every_request_has_its_own_attempts(fake, failing_results, tmp_path):
 
 
 def test_another_run_of_the_same_commit_gets_its_own_check(fake, failing_results):
-    """A rerun (a new run id) must not inherit the older run's annotations: a check of its own, the newest."""
+    """A rerun (a new run id) must not inherit the older run's annotations: a check of its own, the
+    newest."""
     assert (
         rocm_gate(
             fake, "publish", str(failing_results), "--sha", SHA, "--runner-class", "mi300x-8"
@@ -357,9 +351,8 @@ def test_another_run_of_the_same_commit_gets_its_own_check(fake, failing_results
         "9002",
         cwd=REPO,
     )
-    assert (
-        "refusing" in rerun.stderr
-    )  # the main job's results were for another commit: refused, and it blocks
+    # the main job's results were for another commit: refused, and it blocks
+    assert "refusing" in rerun.stderr
     first, second = sorted(fake.checks(SHA), key=lambda c: c["id"])
     assert (first["external_id"], second["external_id"]) == ("9001", "9002")
     assert len(fake.annotations[first["id"]]) == 2 and fake.annotations[second["id"]] == []
@@ -560,7 +553,7 @@ def test_a_github_app_mints_its_installation_token(fake, failing_results, tmp_pa
     assert [c["conclusion"] for c in fake.checks(SHA)] == ["failure"]
 
 
-# --- the trust gate ----------------------------------------------------------------------------------
+# --- the trust gate -------------------------------------------------------------------------------
 
 
 def fork_pr_event(action: str, sender: str, sha: str, label: str | None = None) -> dict:
@@ -614,9 +607,8 @@ def test_trust_approve_then_push_needs_a_new_approval(fake, tmp_path):
         and f"tested-sha={MERGE}" in output
     )
     pushed = fork_pr_event("synchronize", "forker", "2" * 40)
-    pushed["pull_request"]["labels"] = [
-        {**approved_label(), "name": "rocm-ci-approved"}
-    ]  # the label is still on
+    # the label is still on
+    pushed["pull_request"]["labels"] = [{**approved_label(), "name": "rocm-ci-approved"}]
     decision = trust(fake, tmp_path, "pull_request", pushed)
     assert not decision["trusted"] and "new approval" in decision["reason"]
 
@@ -711,7 +703,7 @@ def test_trust_bad_event_file_is_a_clear_error(fake, tmp_path):
     assert result.returncode == 2 and str(path) in result.stderr
 
 
-# --- rerun buttons -----------------------------------------------------------------------------------
+# --- rerun buttons --------------------------------------------------------------------------------
 
 
 def check_run_event(action: str, sender: str, identifier: str | None = None) -> dict:
@@ -768,11 +760,12 @@ def test_a_rerun_by_a_non_writer_or_of_another_check_is_ignored(fake, tmp_path):
     assert fake.dispatches == []
 
 
-# --- the workflows' linters --------------------------------------------------------------------------
+# --- the workflows' linters -----------------------------------------------------------------------
 
 
 def test_the_workflow_linter_catches_a_pull_request_target_misuse():
-    """scripts/lint-workflows.sh runs zizmor at medium severity: the classic misuse must fail it, loudly."""
+    """scripts/lint-workflows.sh runs zizmor at medium severity: the classic misuse must fail it,
+    loudly."""
     misuse = REPO / "tests/data/github/misuse-pull-request-target.yml"
     zizmor = Path(sys.executable).parent / "zizmor"
     result = subprocess.run(
@@ -817,9 +810,8 @@ def test_the_commit_never_comes_from_the_results(fake, failing_results):
         fake, "publish", str(failing_results), "--sha-from-results", "--runner-class", "mi300x-8"
     )
     assert result.returncode == 2 and "never comes from the results" in result.stderr
-    pull_request_env = {
-        "GITHUB_SHA": "6" * 40
-    }  # a pull_request run's GITHUB_SHA is the merge commit: not a default
+    # a pull_request run's GITHUB_SHA is the merge commit: not a default
+    pull_request_env = {"GITHUB_SHA": "6" * 40}
     result = rocm_gate(
         fake, "publish", str(failing_results), "--runner-class", "mi300x-8", env=pull_request_env
     )
@@ -828,8 +820,8 @@ def test_the_commit_never_comes_from_the_results(fake, failing_results):
 
 
 def test_the_loopback_api_refuses_what_github_would(fake):
-    """The fake is only worth its tests if it refuses a payload GitHub refuses: a button label over 20
-    characters, 51 annotations in one request, a completed check without a conclusion."""
+    """The fake is only worth its tests if it refuses a payload GitHub refuses: a button label over
+    20 characters, 51 annotations in one request, a completed check without a conclusion."""
     import requests
 
     headers = {"Authorization": f"token {TOKEN}"}
@@ -934,8 +926,9 @@ def test_simulated_results_make_no_check_unless_allowed_and_then_never_success(f
 
 
 def test_trust_a_label_never_approves_a_fork_pr_that_changes_its_workflows(fake, tmp_path):
-    """The labeled run uses the fork's copy of the workflow files: their jobs and inputs would come with the
-    approval. A fork PR touching .github/ (or too large for GitHub to list in full) is approved by a dispatch."""
+    """The labeled run uses the fork's copy of the workflow files: their jobs and inputs would come
+    with the approval. A fork PR touching .github/ (or too large for GitHub to list in full) is
+    approved by a dispatch."""
     event = fork_pr_event("labeled", "maintainer", "1" * 40, "rocm-ci-approved")
     number = event["pull_request"]["number"]
     fake.pull_files[number] = ["vllm/model.py", ".github/workflows/rocm-gate.yml"]

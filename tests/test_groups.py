@@ -1,5 +1,5 @@
-"""`rocm-gate groups` and `pytest --collect-only`: how a tree sorts into groups, on real upstream data and on
-trees a maintainer has."""
+"""`rocm-gate groups` and `pytest --collect-only`: how a tree sorts into groups, on real upstream
+data and on trees a maintainer has."""
 
 import json
 import subprocess
@@ -48,9 +48,8 @@ def test_the_real_vllm_tree_list():
         and report["rules_winning_nothing"] == []
         and report["overlaps"] == []
     )
-    assert (
-        report["files_in_two_groups_rules"] == 296
-    )  # all carve-outs before a broader rule (engine's tests/models/)
+    # all carve-outs before a broader rule (engine's tests/models/)
+    assert report["files_in_two_groups_rules"] == 296
     assert "tests/cuda/test_cuda_context.py" in report["ungrouped_files"]
     text = groups("--map", MAPS / "vllm.toml", UPSTREAM / "vllm-tests-tree.txt").stdout
     assert "attention           70      0         0" in text
@@ -65,15 +64,15 @@ def test_the_real_sglang_registrations_with_applicability():
         MAPS / "applicability.toml",
         UPSTREAM / "sglang-ci-registrations.jsonl",
     )
-    assert (
-        report["total"]["files"] == 674 and report["not_test_files"] == 20
-    )  # conftest.py and __init__.py
+    # conftest.py and __init__.py
+    assert report["total"]["files"] == 674 and report["not_test_files"] == 20
     na = {entry["reason"].split(" ")[0]: len(entry["files"]) for entry in report["not_applicable"]}
     assert na["Ascend"] == 108
     # a not-applicable file is listed once: never also as ungrouped
     listed_na = {f for entry in report["not_applicable"] for f in entry["files"]}
     assert not listed_na & set(report["ungrouped_files"])
-    # the map sends MTP files to spec_decode before accuracy/perf/engine rules that name them more narrowly
+    # the map sends MTP files to spec_decode before accuracy/perf/engine rules that name them more
+    # narrowly
     overlap = {o["file"]: o for o in report["overlaps"]}
     assert overlap["test/registered/amd/accuracy/mi30x/test_deepseek_v32_mtp_eval_amd.py"][
         "also"
@@ -98,10 +97,8 @@ def test_stale_patterns_shadowed_rules_and_overlaps_are_named_and_strict_fails(t
     assert [p["pattern"] for p in report["unused_patterns"] if p.get("unchecked")] == [
         "tests/x::test_y"
     ]
-    assert [r["rule"] for r in report["rules_winning_nothing"]] == [
-        2,
-        3,
-    ]  # rule 2 is shadowed by rule 1
+    # rule 2 is shadowed by rule 1
+    assert [r["rule"] for r in report["rules_winning_nothing"]] == [2, 3]
     # `tests/` before `tests/kernels/attention/`: the narrower rule never wins ...
     assert report["overlaps"] == [
         {"file": "tests/kernels/attention/test_a.py", "group": "engine", "also": ["attention"]}
@@ -323,8 +320,9 @@ def test_a_checkout_folder_is_named_from_its_root_wherever_it_is_given_from(tmp_
 
 @pytest.mark.slow
 def test_shipped_maps_by_name_from_the_cli_the_option_and_the_ini(pytester, tmp_path):
-    """`vllm` (or `pytest_rocm:vllm`) is the installed map, wherever pytest runs; a name that is no shipped map
-    is refused with the list; a file of that name where the value is read still wins over a bare name."""
+    """`vllm` (or `pytest_rocm:vllm`) is the installed map, wherever pytest runs; a name that is no
+    shipped map is refused with the list; a file of that name where the value is read still wins
+    over a bare name."""
     by_name = as_json("--map", "vllm", UPSTREAM / "vllm-tests-tree.txt")
     assert (
         by_name["groups"]

@@ -1,9 +1,10 @@
-"""History and the dashboard, from real runs of the plugin: six nightly runs of one suite on three runners,
-with a seeded flaky test, an intermittent HSA fault that follows its test across runners, a device fault
-that follows one runner, and a known gap fixed in the last run; plus a CUDA reference for parity.
+"""History and the dashboard, from real runs of the plugin: six nightly runs of one suite on three
+runners, with a seeded flaky test, an intermittent HSA fault that follows its test across runners, a
+device fault that follows one runner, and a known gap fixed in the last run; plus a CUDA reference
+for parity.
 
-The dashboard is then opened in headless Chromium as a person would see it (the last test): no request
-leaves 127.0.0.1, no console error, tables match history, every chart has a size and a name.
+The dashboard is then opened in headless Chromium as a person would see it (the last test): no
+request leaves 127.0.0.1, no console error, tables match history, every chart has a size and a name.
 """
 
 from __future__ import annotations
@@ -157,9 +158,8 @@ def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_pa
         f"{broken}/gate-report.json: not a valid gate-report artifact at tests/test_suite.py::test_stable/verdict"
         in result.stderr
     )
-    assert (
-        str(truncated) in result.stderr and "added" in result.stdout
-    )  # the good one after them still lands
+    # the good one after them still lands
+    assert str(truncated) in result.stderr and "added" in result.stdout
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
     assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2 * len(report["tests"])
@@ -198,9 +198,9 @@ def test_two_runners_adding_at_once_both_land(nightly, tmp_path):
 
 
 def test_runners_creating_the_store_at_once_all_connect(tmp_path):
-    """Six processes open a store that does not exist yet, at once, ten times over. SQLite answers a journal-mode
-    switch that meets another connection's lock with "database is locked" without waiting (CI saw it: 1 in 90
-    connections failed before the switch waited)."""
+    """Six processes open a store that does not exist yet, at once, ten times over. SQLite answers a
+    journal-mode switch that meets another connection's lock with "database is locked" without
+    waiting (CI saw it: 1 in 90 connections failed before the switch waited)."""
     script = (
         "import sys; from pytest_rocm.history.store import connect; connect(sys.argv[1]).close()"
     )
@@ -260,7 +260,7 @@ def test_the_dashboard_is_built_from_history(nightly, tmp_path):
     assert missing.returncode == 2 and "no such history file" in missing.stderr
 
 
-# --- the dashboard in a real browser ------------------------------------------------------------------
+# --- the dashboard in a real browser --------------------------------------------------------------
 
 CHROMIUM = next(
     (

@@ -1,4 +1,5 @@
-"""The JUnit reader on real files (samples, and files real pytest writes here) and on what other producers write."""
+"""The JUnit reader on real files (samples, and files real pytest writes here) and on what other
+producers write."""
 
 from collections import Counter
 
@@ -38,7 +39,8 @@ def test_samples(name, total, counts):
     ],
 )
 def test_samples_agree_with_junitparser(name):
-    """junitparser (the reference library) must see the same cases and results as our streaming reader."""
+    """junitparser (the reference library) must see the same cases and results as our streaming
+    reader."""
     expected = Counter()
     for suite in JUnitXml.fromfile(str(JUNIT / name)):
         for case in suite:
@@ -172,7 +174,8 @@ def test_real_pytest_output_maps_back_to_node_ids(pytester, family):
 
 
 def test_real_rerunfailures_output(pytester):
-    """pytest-rerunfailures writes every attempt as its own case; the last counts and the test is marked rerun."""
+    """pytest-rerunfailures writes every attempt as its own case; the last counts and the test is
+    marked rerun."""
     pytester.makepyfile(
         test_r="""
         ATTEMPTS = {"n": 0}

@@ -1,4 +1,5 @@
-"""`rocm-gate parity`: a real CUDA/ROCm pair run through pytester, upstream maps on real trees, SGLang's registry."""
+"""`rocm-gate parity`: a real CUDA/ROCm pair run through pytester, upstream maps on real trees,
+SGLang's registry."""
 
 import json
 import re
@@ -12,7 +13,12 @@ from pytest_rocm.catalog.groups import GROUPS, load_group_map
 from pytest_rocm.catalog.identity import detect_prefixes, nodeid_from_junit
 from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.parity.markdown import GITHUB_SUMMARY_LIMIT, render
-from pytest_rocm.parity.sglang_registry import calls_in_source, declared_parity, read_checkout, read_registry
+from pytest_rocm.parity.sglang_registry import (
+    calls_in_source,
+    declared_parity,
+    read_checkout,
+    read_registry,
+)
 
 UPSTREAM = REPO / "pytest_rocm" / "maps"
 
@@ -25,7 +31,8 @@ def load(folder):
     return json.loads((folder / "parity.json").read_text())
 
 
-# --- the real pair: one suite, run on a simulated CUDA and a simulated MI300X platform -------------
+# --- the real pair: one suite, run on a simulated CUDA and a simulated MI300X platform
+# -------------
 
 PAIR_SUITE = f"""
     import os
@@ -78,63 +85,117 @@ def real_pair(pytester, monkeypatch):
     for platform in ("h100-8", "mi300x-8"):
         monkeypatch.setenv("PYTEST_ROCM_PLATFORM", platform)
         out = pytester.path / platform
-        pytester.runpytest(f"--rocm-report-dir={out}", f"--junitxml={out}/junit.xml", "-p", "no:cacheprovider")
+        pytester.runpytest(
+            f"--rocm-report-dir={out}", f"--junitxml={out}/junit.xml", "-p", "no:cacheprovider"
+        )
         runs[platform] = out
     applicability = pytester.path / "applicability.toml"
-    applicability.write_text('[[not_applicable]]\nreason = "NVFP4 is Blackwell-only"\npaths = ["*::*nvfp4*"]\n')
+    applicability.write_text(
+        '[[not_applicable]]\nreason = "NVFP4 is Blackwell-only"\npaths = ["*::*nvfp4*"]\n'
+    )
     return runs["h100-8"], runs["mi300x-8"], applicability
 
 
 def test_real_pair_from_junit_and_gate_reports(real_pair, tmp_path, capsys):
     cuda, rocm, applicability = real_pair
-    assert parity("--reference", cuda, "--candidate", rocm, "--applicability", applicability, "--out", tmp_path) == 0
+    assert (
+        parity(
+            "--reference",
+            cuda,
+            "--candidate",
+            rocm,
+            "--applicability",
+            applicability,
+            "--out",
+            tmp_path,
+        )
+        == 0
+    )
     report = load(tmp_path)
-    assert report["inputs"]["reference"]["files"] == [str(cuda / "junit.xml"), str(cuda / "gate-report.json")]
+    assert report["inputs"]["reference"]["files"] == [
+        str(cuda / "junit.xml"),
+        str(cuda / "gate-report.json"),
+    ]
     groups = report["groups"]
     # attention: 5 pass on CUDA; on ROCm 3 pass, one known gap skipped, one known gap xfailed.
-    assert {k: groups["attention"][k] for k in ("reference_passing", "both_passing", "known_gap", "failed")} == \
-        {"reference_passing": 5, "both_passing": 3, "known_gap": 2, "failed": 0}
+    assert {
+        k: groups["attention"][k]
+        for k in ("reference_passing", "both_passing", "known_gap", "failed")
+    } == {"reference_passing": 5, "both_passing": 3, "known_gap": 2, "failed": 0}
     assert groups["attention"]["parity"] == 0.6
     assert groups["engine"]["reference_passing"] == 2 and groups["engine"]["both_passing"] == 1
     assert groups["engine"]["failed"] == 1
-    assert groups["distributed_moe"]["reference_passing"] == 1 and groups["distributed_moe"]["both_passing"] == 1
+    assert (
+        groups["distributed_moe"]["reference_passing"] == 1
+        and groups["distributed_moe"]["both_passing"] == 1
+    )
     assert groups["distributed_moe"]["not_applicable"] == 1
     assert groups["api"]["reference_passing"] == 0 and groups["api"]["reference_not_passing"] == 1
     assert groups["api"]["parity"] is None
     overall = report["overall"]
-    assert (overall["reference_passing"], overall["both_passing"], overall["not_applicable"]) == (8, 5, 1)
+    assert (overall["reference_passing"], overall["both_passing"], overall["not_applicable"]) == (
+        8,
+        5,
+        1,
+    )
     assert overall["parity"] == 0.625
-    # attention's two known gaps block nothing (skipped and xfailed on ROCm): 6 of 8 tests gate a merge
+    # attention's two known gaps block nothing (skipped and xfailed on ROCm): 6 of 8 tests gate a
+    # merge
     assert report["gating"] == {
-        "reference_passing_tests": 8, "blocking_tests": 6, "tests_share": 0.75,
+        "reference_passing_tests": 8,
+        "blocking_tests": 6,
+        "tests_share": 0.75,
         "groups": ["attention", "distributed_moe", "engine"],  # api: none passes on the reference
-        "fully_blocking_groups": ["distributed_moe", "engine"], "partly_blocking_groups": ["attention"],
-        "groups_share": 0.666667}
-    assert overall["reference_not_passing"] == 1 and overall["tests_not_passing_on_both"] == len(report["tests"])
+        "fully_blocking_groups": ["distributed_moe", "engine"],
+        "partly_blocking_groups": ["attention"],
+        "groups_share": 0.666667,
+    }
+    assert overall["reference_not_passing"] == 1 and overall["tests_not_passing_on_both"] == len(
+        report["tests"]
+    )
     gaps = {(g["status"], g["reason"]): g["tests"] for g in groups["attention"]["gaps"]}
-    assert gaps == {("known_gap", f"fp8 kv cache not supported ({GAP})"): ["test_pair.py::test_fp8_kv_cache"],
-                    ("known_gap", f"sliding window drift ({GAP})"): ["test_pair.py::test_sliding_window"]}
-    assert groups["engine"]["gaps"][0]["reason"].startswith("AssertionError: prefix cache hit rate 0.0 < 0.5")
-    assert report["not_applicable"] == [{"reason": "NVFP4 is Blackwell-only", "count": 1,
-                                         "tests": ["test_pair.py::test_nvfp4_moe"]}]
+    assert gaps == {
+        ("known_gap", f"fp8 kv cache not supported ({GAP})"): ["test_pair.py::test_fp8_kv_cache"],
+        ("known_gap", f"sliding window drift ({GAP})"): ["test_pair.py::test_sliding_window"],
+    }
+    assert groups["engine"]["gaps"][0]["reason"].startswith(
+        "AssertionError: prefix cache hit rate 0.0 < 0.5"
+    )
+    assert report["not_applicable"] == [
+        {"reason": "NVFP4 is Blackwell-only", "count": 1, "tests": ["test_pair.py::test_nvfp4_moe"]}
+    ]
+    # a blocking gate: rerun once, failed again
     assert report["tests"]["test_pair.py::test_prefix_cache"] == {
-        "group": "engine", "reference": "passed", "candidate": "failed", "parity": "failed", "rerun": True,
-        "reason": groups["engine"]["gaps"][0]["reason"]}  # a blocking gate: rerun once, failed again
+        "group": "engine",
+        "reference": "passed",
+        "candidate": "failed",
+        "parity": "failed",
+        "rerun": True,
+        "reason": groups["engine"]["gaps"][0]["reason"],
+    }
     markdown = (tmp_path / "parity.md").read_text()
     assert markdown.startswith("## ROCm parity against the reference: 62.5%")
-    assert "| attention | 5 | 3 | 60.0% | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 3 (partly) |" in markdown
+    assert (
+        "| attention | 5 | 3 | 60.0% | 0 | 0 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 3 (partly) |" in markdown
+    )
     # api has no reference pass: its row says why, and the reference's failure is listed
     assert "| api | 0 | 0 | n/a | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 0 (no) |" in markdown
     assert "<b>api</b>: 1 not passing on the reference" in markdown
     assert "` test_pair.py::test_cuda_broken `: failed (` assert False `)" in markdown
-    assert f"` fp8 kv cache not supported ` (issue ` {GAP} `)" in markdown  # an issue link from the inputs is text
+    # an issue link from the inputs is text
+    assert f"` fp8 kv cache not supported ` (issue ` {GAP} `)" in markdown
     assert "` NVFP4 is Blackwell-only ` (1)" in markdown
 
 
 def test_real_pair_from_junit_alone(real_pair, tmp_path):
     """Without our gate reports the JUnit properties still carry groups and known gaps."""
     cuda, rocm, _ = real_pair
-    assert parity("--reference", cuda / "junit.xml", "--candidate", rocm / "junit.xml", "--out", tmp_path) == 0
+    assert (
+        parity(
+            "--reference", cuda / "junit.xml", "--candidate", rocm / "junit.xml", "--out", tmp_path
+        )
+        == 0
+    )
     report = load(tmp_path)
     assert report["overall"]["reference_passing"] == 9 and report["overall"]["both_passing"] == 6
     assert report["groups"]["attention"]["known_gap"] == 2
@@ -143,30 +204,72 @@ def test_real_pair_from_junit_alone(real_pair, tmp_path):
 
 def test_min_parity_exit_code(real_pair, tmp_path, capsys):
     cuda, rocm, _ = real_pair
-    assert parity("--reference", cuda, "--candidate", rocm, "--min-parity", "0.9", "--out", tmp_path) == 3
+    assert (
+        parity("--reference", cuda, "--candidate", rocm, "--min-parity", "0.9", "--out", tmp_path)
+        == 3
+    )
     assert "below the minimum 0.9" in capsys.readouterr().err
     assert "(target 90.0%: **not met**)" in (tmp_path / "parity.md").read_text()
-    assert parity("--reference", cuda, "--candidate", rocm, "--min-parity", "0.5", "--out", tmp_path) == 0
+    assert (
+        parity("--reference", cuda, "--candidate", rocm, "--min-parity", "0.5", "--out", tmp_path)
+        == 0
+    )
 
 
 def test_previous_report_gives_newly_broken_and_fixed(real_pair, tmp_path):
     cuda, rocm, _ = real_pair
-    parity("--reference", cuda, "--candidate", cuda, "--out", tmp_path / "before")  # everything passed before
-    assert parity("--reference", cuda, "--candidate", rocm, "--previous", tmp_path / "before/parity.json",
-                  "--out", tmp_path / "after") == 0
+    # everything passed before
+    parity("--reference", cuda, "--candidate", cuda, "--out", tmp_path / "before")
+    assert (
+        parity(
+            "--reference",
+            cuda,
+            "--candidate",
+            rocm,
+            "--previous",
+            tmp_path / "before/parity.json",
+            "--out",
+            tmp_path / "after",
+        )
+        == 0
+    )
     changes = load(tmp_path / "after")["changes"]
     assert sorted(c["test"] for c in changes["newly_broken"]) == [
-        "test_pair.py::test_fp8_kv_cache", "test_pair.py::test_prefix_cache", "test_pair.py::test_sliding_window"]
+        "test_pair.py::test_fp8_kv_cache",
+        "test_pair.py::test_prefix_cache",
+        "test_pair.py::test_sliding_window",
+    ]
     assert changes["newly_fixed"] == []
-    parity("--reference", cuda, "--candidate", cuda, "--previous", tmp_path / "after/parity.json", "--out", tmp_path / "back")
+    parity(
+        "--reference",
+        cuda,
+        "--candidate",
+        cuda,
+        "--previous",
+        tmp_path / "after/parity.json",
+        "--out",
+        tmp_path / "back",
+    )
     assert len(load(tmp_path / "back")["changes"]["newly_fixed"]) == 3
 
 
-# --- reading input: bad files, keep-going, prefixes -------------------------------------------------
+# --- reading input: bad files, keep-going, prefixes
+# -------------------------------------------------
+
 
 def test_unreadable_input_exit_code_names_the_file(tmp_path, capsys):
     bad = SAMPLES / "junit/enricomi_pytest_truncated_corrupt.xml"
-    assert parity("--reference", bad, "--candidate", SAMPLES / "junit/junitparser_pytest_error.xml", "--out", tmp_path) == 2
+    assert (
+        parity(
+            "--reference",
+            bad,
+            "--candidate",
+            SAMPLES / "junit/junitparser_pytest_error.xml",
+            "--out",
+            tmp_path,
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert str(bad) in err and "line 11" in err
 
@@ -174,14 +277,19 @@ def test_unreadable_input_exit_code_names_the_file(tmp_path, capsys):
 def test_keep_going_reads_the_rest_and_names_the_dropped_file(tmp_path, capsys):
     bad = SAMPLES / "junit/enricomi_pytest_truncated_corrupt.xml"
     good = SAMPLES / "junit/enricomi_pytest_horovod_97_tests.xml"
-    assert parity("--reference", good, bad, "--candidate", good, "--keep-going", "--out", tmp_path) == 0
+    assert (
+        parity("--reference", good, bad, "--candidate", good, "--keep-going", "--out", tmp_path)
+        == 0
+    )
     report = load(tmp_path)
     assert report["inputs"]["reference"]["files"] == [str(good)]
     dropped = report["inputs"]["reference"]["dropped"]
     assert len(dropped) == 1 and dropped[0].startswith(f"{bad}: not well-formed XML at line 11")
     assert "test case(s) before the error were kept" in dropped[0]
     assert report["overall"]["parity"] == 1.0 and report["overall"]["reference_passing"] == 80
-    assert "### Input files that could not be read (dropped)" in (tmp_path / "parity.md").read_text()
+    assert (
+        "### Input files that could not be read (dropped)" in (tmp_path / "parity.md").read_text()
+    )
 
 
 def test_missing_input_path(tmp_path, capsys):
@@ -192,7 +300,8 @@ def test_missing_input_path(tmp_path, capsys):
 def junit_with(names, classname_prefix="", status=None):
     cases = "".join(
         f'<testcase classname="{classname_prefix}{module}" name="{name}">{status or ""}</testcase>'
-        for module, name in names)
+        for module, name in names
+    )
     return f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>'
 
 
@@ -200,45 +309,100 @@ def test_roots_are_aligned_automatically(tmp_path):
     names = [("tests.kernels.attention.test_x", "test_a[bf16]"), ("tests.v1.core.test_y", "test_b")]
     (tmp_path / "ref.xml").write_text(junit_with(names, "vllm-workspace."))
     (tmp_path / "cand.xml").write_text(junit_with(names[:1]))
-    assert parity("--reference", tmp_path / "ref.xml", "--candidate", tmp_path / "cand.xml",
-                  "--groups", UPSTREAM / "vllm.toml", "--out", tmp_path) == 0
+    assert (
+        parity(
+            "--reference",
+            tmp_path / "ref.xml",
+            "--candidate",
+            tmp_path / "cand.xml",
+            "--groups",
+            UPSTREAM / "vllm.toml",
+            "--out",
+            tmp_path,
+        )
+        == 0
+    )
     report = load(tmp_path)
     assert report["inputs"]["reference"]["stripped_prefix"] == "vllm-workspace/"
     assert report["passing"] == {"tests/kernels/attention/test_x.py": ["test_a[bf16]"]}
     assert report["tests"]["tests/v1/core/test_y.py::test_b"]["parity"] == "missing"
-    assert report["groups"]["engine"]["missing"] == 1 and report["groups"]["attention"]["parity"] == 1.0
+    assert (
+        report["groups"]["engine"]["missing"] == 1
+        and report["groups"]["attention"]["parity"] == 1.0
+    )
 
 
 def test_explicit_strip_prefix(tmp_path):
     (tmp_path / "ref.xml").write_text(junit_with([("ci.shard3.tests.test_x", "test_a")]))
     (tmp_path / "cand.xml").write_text(junit_with([("tests.test_x", "test_a")]))
-    assert parity("--reference", tmp_path / "ref.xml", "--candidate", tmp_path / "cand.xml",
-                  "--strip-prefix", "ci/shard3/", "--out", tmp_path) == 0
+    assert (
+        parity(
+            "--reference",
+            tmp_path / "ref.xml",
+            "--candidate",
+            tmp_path / "cand.xml",
+            "--strip-prefix",
+            "ci/shard3/",
+            "--out",
+            tmp_path,
+        )
+        == 0
+    )
     assert load(tmp_path)["passing"] == {"tests/test_x.py": ["test_a"]}
 
 
 def test_identity_and_prefix_units():
-    assert nodeid_from_junit("tests.kernels.attention.test_x.TestY", "test_z[bf16-128]") == \
-        "tests/kernels/attention/test_x.py::TestY::test_z[bf16-128]"
+    assert (
+        nodeid_from_junit("tests.kernels.attention.test_x.TestY", "test_z[bf16-128]")
+        == "tests/kernels/attention/test_x.py::TestY::test_z[bf16-128]"
+    )
     assert nodeid_from_junit("", "tests.test_broken") == "tests/test_broken.py"
-    assert nodeid_from_junit("prefix.tests.test_x.TestA", "t", "tests/test_x.py") == "tests/test_x.py::TestA::t"
-    assert detect_prefixes(dict.fromkeys(["tests/a/test_x.py::t"]), dict.fromkeys(["tests/a/test_x.py::t"])) == ("", "")
-    assert detect_prefixes(dict.fromkeys(["a/test_x.py::t"]), dict.fromkeys(["root/tests/a/test_x.py::t"])) == \
-        ("", "root/tests/")
+    assert (
+        nodeid_from_junit("prefix.tests.test_x.TestA", "t", "tests/test_x.py")
+        == "tests/test_x.py::TestA::t"
+    )
+    assert detect_prefixes(
+        dict.fromkeys(["tests/a/test_x.py::t"]), dict.fromkeys(["tests/a/test_x.py::t"])
+    ) == ("", "")
+    assert detect_prefixes(
+        dict.fromkeys(["a/test_x.py::t"]), dict.fromkeys(["root/tests/a/test_x.py::t"])
+    ) == ("", "root/tests/")
 
 
-# --- markdown size ---------------------------------------------------------------------------------
+# --- markdown size
+# ---------------------------------------------------------------------------------
+
 
 def test_markdown_fits_github_with_exact_totals(tmp_path):
     failing = '<failure message="{}"/>'
-    names = [(f"tests.kernels.moe.test_fused_moe_{i // 50}", f"test_case_with_a_long_parameter_id[{'x' * 60}-{i}]")
-             for i in range(20000)]
-    cases = "".join(f'<testcase classname="{m}" name="{n}">{failing.format("reason " + str(i % 400))}</testcase>'
-                    for i, (m, n) in enumerate(names))
+    names = [
+        (
+            f"tests.kernels.moe.test_fused_moe_{i // 50}",
+            f"test_case_with_a_long_parameter_id[{'x' * 60}-{i}]",
+        )
+        for i in range(20000)
+    ]
+    cases = "".join(
+        f'<testcase classname="{m}" name="{n}">{failing.format("reason " + str(i % 400))}</testcase>'
+        for i, (m, n) in enumerate(names)
+    )
     (tmp_path / "ref.xml").write_text(junit_with(names))
-    (tmp_path / "cand.xml").write_text(f'<testsuites><testsuite name="x">{cases}</testsuite></testsuites>')
-    assert parity("--reference", tmp_path / "ref.xml", "--candidate", tmp_path / "cand.xml",
-                  "--groups", UPSTREAM / "vllm.toml", "--out", tmp_path) == 0
+    (tmp_path / "cand.xml").write_text(
+        f'<testsuites><testsuite name="x">{cases}</testsuite></testsuites>'
+    )
+    assert (
+        parity(
+            "--reference",
+            tmp_path / "ref.xml",
+            "--candidate",
+            tmp_path / "cand.xml",
+            "--groups",
+            UPSTREAM / "vllm.toml",
+            "--out",
+            tmp_path,
+        )
+        == 0
+    )
     markdown = (tmp_path / "parity.md").read_text()
     assert len(markdown) <= GITHUB_SUMMARY_LIMIT
     assert "| distributed_moe | 20000 | 0 | 0.0% | 20000 |" in markdown
@@ -249,24 +413,43 @@ def test_markdown_fits_github_with_exact_totals(tmp_path):
     assert len(render(report, limit=4000)) <= 4000
 
 
-# --- upstream group maps on the real trees ---------------------------------------------------------
+# --- upstream group maps on the real trees
+# ---------------------------------------------------------
+
 
 def is_test_file(path):
     name = path.rsplit("/", 1)[-1]
     return name.startswith("test_") or name.endswith("_test.py")
 
 
-# Test files the tree list holds that upstream's commit 9aaf83ef does not (the list was taken from a fork
-# 53 commits later; tests/data/upstream/README.md says how they were found). Expectations leave them out.
-FORK_ONLY = {"tests/model_executor/layers/test_b12x_contract.py", "tests/model_executor/layers/test_logits_processor.py",
-             "tests/v1/sample/test_score_mode.py"}
-VLLM_COUNTS = {"engine": 379, "api": 226, "distributed_moe": 150, "multimodal": 125, "attention": 70,
-               "spec_decode": 14, "performance": 10, "accuracy": 3, "ungrouped": 30}
+# Test files the tree list holds that upstream's commit 9aaf83ef does not (the list was taken from a
+# fork 53 commits later; tests/data/upstream/README.md says how they were found). Expectations leave
+# them out.
+FORK_ONLY = {
+    "tests/model_executor/layers/test_b12x_contract.py",
+    "tests/model_executor/layers/test_logits_processor.py",
+    "tests/v1/sample/test_score_mode.py",
+}
+VLLM_COUNTS = {
+    "engine": 379,
+    "api": 226,
+    "distributed_moe": 150,
+    "multimodal": 125,
+    "attention": 70,
+    "spec_decode": 14,
+    "performance": 10,
+    "accuracy": 3,
+    "ungrouped": 30,
+}
 
 
 def test_vllm_map_on_the_real_tree():
     group_map = load_group_map(UPSTREAM / "vllm.toml", set(GROUPS))
-    files = [line.strip() for line in (UPSTREAM_DATA / "vllm-tests-tree.txt").read_text().splitlines() if line.strip()]
+    files = [
+        line.strip()
+        for line in (UPSTREAM_DATA / "vllm-tests-tree.txt").read_text().splitlines()
+        if line.strip()
+    ]
     assert FORK_ONLY <= set(files)
     tests = [f for f in files if is_test_file(f) and f not in FORK_ONLY]
     counts = Counter(group_map.group_of(f, "ungrouped") for f in tests)
@@ -274,9 +457,19 @@ def test_vllm_map_on_the_real_tree():
     assert len(tests) == 1007 and len(files) == 1240
     other = sorted({f.split("/")[1] for f in tests if group_map.group_of(f) is None})
     # What is left is general utilities, configuration, platform plumbing and tooling.
-    assert other == ["cuda", "plugins_tests", "test_config.py", "test_embedded_commit.py", "test_envs.py",
-                     "test_logger.py", "test_version.py", "test_vllm_port.py", "test_zen_cpu_platform_detection.py",
-                     "tools", "utils_"]
+    assert other == [
+        "cuda",
+        "plugins_tests",
+        "test_config.py",
+        "test_embedded_commit.py",
+        "test_envs.py",
+        "test_logger.py",
+        "test_version.py",
+        "test_vllm_port.py",
+        "test_zen_cpu_platform_detection.py",
+        "tools",
+        "utils_",
+    ]
     assert group_map.source.startswith("vllm-project/vllm@9aaf83ef502fc37bc647f6e474314d48ba36cd1c")
 
 
@@ -284,42 +477,81 @@ def test_sglang_map_on_the_real_registry():
     group_map = load_group_map(UPSTREAM / "sglang.toml", set(GROUPS))
     paths = [f.path for f in read_registry(UPSTREAM_DATA / "sglang-ci-registrations.jsonl")]
     counts = Counter(group_map.group_of(p, "ungrouped") for p in paths)
-    assert counts == {"engine": 226, "ungrouped": 213, "distributed_moe": 49, "performance": 48, "api": 47,
-                      "accuracy": 43, "spec_decode": 32, "attention": 27, "multimodal": 9}
+    assert counts == {
+        "engine": 226,
+        "ungrouped": 213,
+        "distributed_moe": 49,
+        "performance": 48,
+        "api": 47,
+        "accuracy": 43,
+        "spec_decode": 32,
+        "attention": 27,
+        "multimodal": 9,
+    }
     other_roots = {p.split("/")[2] for p in paths if group_map.group_of(p) is None}
     assert other_roots == {"ascend", "debug_utils", "observability", "profiling", "unit", "utils"}
 
 
-# --- SGLang declared coverage ----------------------------------------------------------------------
+# --- SGLang declared coverage
+# ----------------------------------------------------------------------
+
 
 def test_sglang_registry_numbers(tmp_path):
     files = read_registry(UPSTREAM_DATA / "sglang-ci-registrations.jsonl")
     result = declared_parity(files)
-    assert (result["files"], result["cuda"], result["amd"], result["both"], result["amd_disabled_registrations"]) == \
-        (694, 337, 228, 128, 14)
+    assert (
+        result["files"],
+        result["cuda"],
+        result["amd"],
+        result["both"],
+        result["amd_disabled_registrations"],
+    ) == (694, 337, 228, 128, 14)
     assert result["amd_only"] == 100
-    assert result["cuda_covered_on_amd"] == 117  # 128 on both, 11 of them with every AMD registration disabled
+    # 128 on both, 11 of them with every AMD registration disabled
+    assert result["cuda_covered_on_amd"] == 117
     assert result["declared_parity"] == round(117 / 337, 6)
     assert len(result["missing_on_amd"]) == 337 - 117
-    assert sum(row["cuda"] for row in result["by_stage_and_gpus"]) >= 337  # a file may sit in several buckets
-    stage_b_1 = next(r for r in result["by_stage_and_gpus"] if (r["stage"], r["gpus"]) == ("stage-b", 1))
+    # a file may sit in several buckets
+    assert sum(row["cuda"] for row in result["by_stage_and_gpus"]) >= 337
+    stage_b_1 = next(
+        r for r in result["by_stage_and_gpus"] if (r["stage"], r["gpus"]) == ("stage-b", 1)
+    )
     assert (stage_b_1["cuda"], stage_b_1["amd_enabled"]) == (185, 93)
     reasons = {d["path"]: d["reason"] for d in result["disabled"]}
-    assert reasons["test/registered/lora/test_lora_tp.py"] == "see https://github.com/sgl-project/sglang/issues/13107"
+    assert (
+        reasons["test/registered/lora/test_lora_tp.py"]
+        == "see https://github.com/sgl-project/sglang/issues/13107"
+    )
 
 
 def test_sglang_registry_through_the_cli_with_applicability(tmp_path):
-    assert parity("--sglang-registry", UPSTREAM_DATA / "sglang-ci-registrations.jsonl",
-                  "--applicability", UPSTREAM / "applicability.toml", "--out", tmp_path) == 0
+    assert (
+        parity(
+            "--sglang-registry",
+            UPSTREAM_DATA / "sglang-ci-registrations.jsonl",
+            "--applicability",
+            UPSTREAM / "applicability.toml",
+            "--out",
+            tmp_path,
+        )
+        == 0
+    )
     sglang = load(tmp_path)["sglang"]
     excluded = {e["path"]: e["reason"] for e in sglang["not_applicable"]}
-    assert excluded["test/registered/4-gpu-models/test_nvidia_nemotron_3_super_nvfp4.py"].startswith("NVFP4")
-    assert excluded["test/registered/4-gpu-models/test_qwen35_fp4_triton.py"].startswith("registered only on NVIDIA Blackwell")
+    assert excluded[
+        "test/registered/4-gpu-models/test_nvidia_nemotron_3_super_nvfp4.py"
+    ].startswith("NVFP4")
+    assert excluded["test/registered/4-gpu-models/test_qwen35_fp4_triton.py"].startswith(
+        "registered only on NVIDIA Blackwell"
+    )
     assert sglang["cuda_applicable"] == 337 - len(excluded)
-    assert sglang["declared_parity"] == round(sglang["cuda_covered_on_amd"] / sglang["cuda_applicable"], 6)
+    assert sglang["declared_parity"] == round(
+        sglang["cuda_covered_on_amd"] / sglang["cuda_applicable"], 6
+    )
     markdown = (tmp_path / "parity.md").read_text()
     assert markdown.startswith("## SGLang declared AMD coverage:")
-    assert "| stage-b | 1 | 184 | 93 | 50.5% | 1 |" in markdown  # a FlashInfer TRT-LLM backend test leaves
+    # a FlashInfer TRT-LLM backend test leaves
+    assert "| stage-b | 1 | 184 | 93 | 50.5% | 1 |" in markdown
 
 
 def test_sglang_checkout_is_read_with_ast_never_imported(tmp_path):
@@ -331,18 +563,34 @@ def test_sglang_checkout_is_read_with_ast_never_imported(tmp_path):
         "raise SystemExit('imported!')\n"
         "register_cuda_ci(est_time=120, suite='stage-b-test-1-gpu-small')\n"
         "register_amd_ci(120, 'stage-b-test-1-gpu-small-amd', disabled='see https://github.com/sgl-project/sglang/issues/1')\n"
-        "ci.register_npu_ci(est_time=TIME, suite='x')\n")
-    (registered / "test_cuda_only.py").write_text("register_cuda_ci(est_time=60, suite='stage-c-test-4-gpu-h100')\n")
+        "ci.register_npu_ci(est_time=TIME, suite='x')\n"
+    )
+    (registered / "test_cuda_only.py").write_text(
+        "register_cuda_ci(est_time=60, suite='stage-c-test-4-gpu-h100')\n"
+    )
     files = read_checkout(tmp_path / "sglang")
-    assert [f.path for f in files] == ["test/registered/attention/test_flash.py", "test/registered/test_cuda_only.py"]
+    assert [f.path for f in files] == [
+        "test/registered/attention/test_flash.py",
+        "test/registered/test_cuda_only.py",
+    ]
     assert files[0].registrations == {
         "cuda": [{"est_time": 120, "suite": "stage-b-test-1-gpu-small"}],
-        "amd": [{"est_time": 120, "suite": "stage-b-test-1-gpu-small-amd",
-                 "disabled": "see https://github.com/sgl-project/sglang/issues/1"}],
+        "amd": [
+            {
+                "est_time": 120,
+                "suite": "stage-b-test-1-gpu-small-amd",
+                "disabled": "see https://github.com/sgl-project/sglang/issues/1",
+            }
+        ],
         "npu": [{"est_time": "TIME", "suite": "x"}],
     }
     result = declared_parity(files)
-    assert (result["cuda"], result["amd"], result["cuda_covered_on_amd"], result["amd_disabled_registrations"]) == (2, 1, 0, 1)
+    assert (
+        result["cuda"],
+        result["amd"],
+        result["cuda_covered_on_amd"],
+        result["amd_disabled_registrations"],
+    ) == (2, 1, 0, 1)
 
 
 def test_sglang_syntax_error_names_the_file():
@@ -351,7 +599,8 @@ def test_sglang_syntax_error_names_the_file():
 
 
 def test_same_inputs_give_the_same_report_bytes(real_pair, tmp_path):
-    """Rebuilding a report must not depend on hash order: two processes with different hash seeds agree."""
+    """Rebuilding a report must not depend on hash order: two processes with different hash seeds
+    agree."""
     import os
     import subprocess
     import sys
@@ -360,32 +609,78 @@ def test_same_inputs_give_the_same_report_bytes(real_pair, tmp_path):
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / seed
-        subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "parity", "--reference", str(cuda), "--candidate",
-                        str(rocm), "--applicability", str(applicability), "--out", str(out)],
-                       env={**os.environ, "PYTHONHASHSEED": seed}, check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest_rocm.cli",
+                "parity",
+                "--reference",
+                str(cuda),
+                "--candidate",
+                str(rocm),
+                "--applicability",
+                str(applicability),
+                "--out",
+                str(out),
+            ],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+            capture_output=True,
+        )
         outputs.append(((out / "parity.json").read_bytes(), (out / "parity.md").read_bytes()))
     assert outputs[0] == outputs[1]
 
 
-# --- gating coverage, reference failures, and tests listed once -------------------------------------------
+# --- gating coverage, reference failures, and tests listed once
+# -------------------------------------------
+
 
 def test_gating_coverage_counts_tests_and_leaves_ungrouped_out(tmp_path):
-    """A group with 1 blocking gate of 4 is `partly` merge-blocking, not "a merge-blocking group"; `ungrouped`
-    is never counted as a group; a not-applicable test under tests/cuda/ is listed once, not also as ungrouped."""
+    """A group with 1 blocking gate of 4 is `partly` merge-blocking, not "a merge-blocking group";
+    `ungrouped` is never counted as a group; a not-applicable test under tests/cuda/ is listed once,
+    not also as ungrouped."""
     blocking = '<properties><property name="rocm_blocking" value="true"/></properties>'
-    names = [("tests.kernels.attention.test_a", f"test_{i}") for i in range(4)] + \
-        [("tests.cuda.test_cuda_context", "test_ctx"), ("tests.misc.test_u", "test_u")]
+    names = [("tests.kernels.attention.test_a", f"test_{i}") for i in range(4)] + [
+        ("tests.cuda.test_cuda_context", "test_ctx"),
+        ("tests.misc.test_u", "test_u"),
+    ]
     (tmp_path / "ref.xml").write_text(junit_with(names))
-    cases = "".join(f'<testcase classname="{m}" name="{n}">{blocking if n in ("test_0", "test_u") else ""}</testcase>'
-                    for m, n in names)
-    (tmp_path / "cand.xml").write_text(f'<testsuites><testsuite name="x">{cases}</testsuite></testsuites>')
-    (tmp_path / "na.toml").write_text('[[not_applicable]]\nreason = "CUDA runtime only"\npaths = ["tests/cuda/"]\n')
-    assert parity("--reference", tmp_path / "ref.xml", "--candidate", tmp_path / "cand.xml", "--groups",
-                  UPSTREAM / "vllm.toml", "--applicability", tmp_path / "na.toml", "--out", tmp_path) == 0
+    cases = "".join(
+        f'<testcase classname="{m}" name="{n}">{blocking if n in ("test_0", "test_u") else ""}</testcase>'
+        for m, n in names
+    )
+    (tmp_path / "cand.xml").write_text(
+        f'<testsuites><testsuite name="x">{cases}</testsuite></testsuites>'
+    )
+    (tmp_path / "na.toml").write_text(
+        '[[not_applicable]]\nreason = "CUDA runtime only"\npaths = ["tests/cuda/"]\n'
+    )
+    assert (
+        parity(
+            "--reference",
+            tmp_path / "ref.xml",
+            "--candidate",
+            tmp_path / "cand.xml",
+            "--groups",
+            UPSTREAM / "vllm.toml",
+            "--applicability",
+            tmp_path / "na.toml",
+            "--out",
+            tmp_path,
+        )
+        == 0
+    )
     report = load(tmp_path)
-    assert report["gating"] == {"reference_passing_tests": 5, "blocking_tests": 2, "tests_share": 0.4,
-                                "groups": ["attention"], "fully_blocking_groups": [],
-                                "partly_blocking_groups": ["attention"], "groups_share": 0.0}
+    assert report["gating"] == {
+        "reference_passing_tests": 5,
+        "blocking_tests": 2,
+        "tests_share": 0.4,
+        "groups": ["attention"],
+        "fully_blocking_groups": [],
+        "partly_blocking_groups": ["attention"],
+        "groups_share": 0.0,
+    }
     assert report["groups"]["attention"]["blocking"] == "partly"
     assert report["unmatched"] == ["tests/misc/test_u.py::test_u"]
     assert report["not_applicable"][0]["tests"] == ["tests/cuda/test_cuda_context.py::test_ctx"]
@@ -397,20 +692,44 @@ def test_gating_coverage_counts_tests_and_leaves_ungrouped_out(tmp_path):
 
 
 def test_minimal_junit_read_with_the_map_sorts_as_the_full_one(pytester, tmp_path):
-    """The default JUnit file leaves out the groups the map gave; parity with the same map gets them back."""
-    pytester.makepyfile(**{
-        "tests/kernels/attention/test_k": "def test_k(): pass\n",
-        "tests/v1/core/test_s": "import pytest\n@pytest.mark.rocm_gate(group='engine')\ndef test_s(): pass\n"})
+    """The default JUnit file leaves out the groups the map gave; parity with the same map gets them
+    back."""
+    pytester.makepyfile(
+        **{
+            "tests/kernels/attention/test_k": "def test_k(): pass\n",
+            "tests/v1/core/test_s": "import pytest\n@pytest.mark.rocm_gate(group='engine')\ndef test_s(): pass\n",
+        }
+    )
     vllm_map = UPSTREAM / "vllm.toml"
     for mode in ("minimal", "full"):
-        result = pytester.runpytest(f"--rocm-group-map={vllm_map}", f"--junitxml={mode}.xml", "-p", "no:cacheprovider",
-                                    f"--rocm-junit-properties={mode}", "--rocm-platform=mi300x-8")
+        result = pytester.runpytest(
+            f"--rocm-group-map={vllm_map}",
+            f"--junitxml={mode}.xml",
+            "-p",
+            "no:cacheprovider",
+            f"--rocm-junit-properties={mode}",
+            "--rocm-platform=mi300x-8",
+        )
         assert result.ret == 0
     minimal, full = (pytester.path / "minimal.xml"), (pytester.path / "full.xml")
     assert "rocm_group" not in minimal.read_text().split("test_k")[1].split("</testcase>")[0]
     assert minimal.stat().st_size < full.stat().st_size
     for reference, candidate in ((full, minimal), (minimal, full)):
-        assert parity("--reference", reference, "--candidate", candidate, "--groups", vllm_map, "--out", tmp_path) == 0
+        assert (
+            parity(
+                "--reference",
+                reference,
+                "--candidate",
+                candidate,
+                "--groups",
+                vllm_map,
+                "--out",
+                tmp_path,
+            )
+            == 0
+        )
         groups = load(tmp_path)["groups"]
-        assert {name: (g["both_passing"], g["blocking"]) for name, g in groups.items()} == \
-            {"attention": (1, "no"), "engine": (1, "all")}
+        assert {name: (g["both_passing"], g["blocking"]) for name, g in groups.items()} == {
+            "attention": (1, "no"),
+            "engine": (1, "all"),
+        }

@@ -1,7 +1,9 @@
-"""The plugin is inert until a run asks for it, and the report folder holds one run's files only (through pytester).
+"""The plugin is inert until a run asks for it, and the report folder holds one run's files only
+(through pytester).
 
-Whether hardware detection ran is seen from outside: the GPU tools it calls (amd-smi, rocminfo, rocm-smi,
-nvidia-smi) are replaced on PATH by scripts that log their name and fail, as on a host without a driver.
+Whether hardware detection ran is seen from outside: the GPU tools it calls (amd-smi, rocminfo,
+rocm-smi, nvidia-smi) are replaced on PATH by scripts that log their name and fail, as on a host
+without a driver.
 """
 
 import json
@@ -33,7 +35,8 @@ MARKED = """
 
 @pytest.fixture
 def tool_log(tmp_path_factory, monkeypatch):
-    """GPU tools on PATH that log each call: the log stays empty unless something detects the hardware."""
+    """GPU tools on PATH that log each call: the log stays empty unless something detects the
+    hardware."""
     folder = tmp_path_factory.mktemp("fake-tools")
     log = folder / "calls.log"
     for name in ("amd-smi", "rocminfo", "rocm-smi", "nvidia-smi"):
@@ -60,15 +63,14 @@ def test_a_project_with_no_setting_and_no_marker_is_plain_pytest(pytester, tool_
     if "--collect-only" not in args:
         result.assert_outcomes(passed=2)
         assert "rocm_" not in (pytester.path / "junit.xml").read_text()
+    # pytester's own
     written = sorted(
         p.name
         for p in pytester.path.iterdir()
         if not p.name.startswith("runpytest") and p.name not in ("stdout", "stderr")
-    )  # pytester's own
-    assert written == [
-        "junit.xml",
-        "test_plain.py",
-    ]  # pytest's JUnit file, written even by --collect-only
+    )
+    # pytest's JUnit file, written even by --collect-only
+    assert written == ["junit.xml", "test_plain.py"]
 
 
 def test_an_ini_setting_asks_for_the_plugin(pytester, tool_log):
@@ -87,14 +89,12 @@ def test_a_marked_test_wakes_the_plugin_without_any_setting(pytester, tool_log, 
         "--junitxml=junit.xml", "-p", "no:cacheprovider", "-rs", *args
     )
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(
-        ["*not applicable: *GPU*"]
-    )  # the marker was read against the real platform
+    # the marker was read against the real platform
+    result.stdout.fnmatch_lines(["*not applicable: *GPU*"])
     assert calls(tool_log), "the hardware marker was judged without detecting the hardware"
     junit = (pytester.path / "junit.xml").read_text()
-    assert (
-        'name="rocm_sku" value="none"' in junit
-    )  # the platform, once per file, as in a run that asked
+    # the platform, once per file, as in a run that asked
+    assert 'name="rocm_sku" value="none"' in junit
 
 
 def test_collect_only_never_touches_the_report_folder(pytester):
@@ -118,7 +118,8 @@ def test_collect_only_never_touches_the_report_folder(pytester):
 
 
 def test_a_reused_report_folder_keeps_nothing_of_the_earlier_run(pytester):
-    """The second run has one test, no JUnit file and no proposals: nothing of the first may be read with it."""
+    """The second run has one test, no JUnit file and no proposals: nothing of the first may be read
+    with it."""
     pytester.makepyfile(
         test_first="""
         import pytest

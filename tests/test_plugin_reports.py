@@ -118,9 +118,8 @@ def test_gate_report_statuses_counts_and_conclusion(pytester):
     assert report["conclusion"] == "failure"
     assert report["conclusion_reason"].startswith("2 blocking gate(s) failed and were not rerun:")
     assert report["complete"] is True and report["incomplete_causes"] == []
-    assert (
-        tests["test_fail"]["verdict"] == "unconfirmed"
-    )  # --rocm-reruns=0: never confirmed, never "regression"
+    # --rocm-reruns=0: never confirmed, never "regression"
+    assert tests["test_fail"]["verdict"] == "unconfirmed"
     assert (
         tests["test_fail"]["verdict_reason"]
         == "failed without an infrastructure signature; not rerun, so not confirmed"
@@ -174,8 +173,9 @@ def git(cwd, *args) -> str:
 
 
 def test_manifest_records_the_head_and_the_merge_commit_that_ran_apart(pytester, monkeypatch):
-    """A `pull_request` run tests the merge commit (GITHUB_SHA, refs/pull/N/merge) while its check belongs on the
-    PR's head: the manifest takes both from the event and the checkout, never one from an environment variable."""
+    """A `pull_request` run tests the merge commit (GITHUB_SHA, refs/pull/N/merge) while its check
+    belongs on the PR's head: the manifest takes both from the event and the checkout, never one
+    from an environment variable."""
     root = pytester.path
     git(root, "init", "-q", "-b", "main")
     git(root, "commit", "-q", "--allow-empty", "-m", "base")
@@ -225,9 +225,8 @@ def test_manifest(pytester, monkeypatch):
     run_suite(pytester)
     manifest = load(pytester, "manifest.json")
     assert manifest["schema"] == "pytest-rocm/manifest/1"
-    assert (
-        manifest["git_sha"] == "0123456789abcdef0123456789abcdef01234567"
-    )  # no checkout, no event: the CI's name
+    # no checkout, no event: the CI's name
+    assert manifest["git_sha"] == "0123456789abcdef0123456789abcdef01234567"
     assert manifest["git_sha_from"] == "PYTEST_ROCM_GIT_SHA"
     assert (
         manifest["provenance"]["event"] is None
@@ -252,14 +251,14 @@ def junit_properties(path):
 
 
 def test_junit_properties(pytester):
-    """By default each test case carries what parity reads, and the platform is written once per file."""
+    """By default each test case carries what parity reads, and the platform is written once per
+    file."""
     run_suite(pytester)
     suite, props = junit_properties(pytester.path / "out/junit.xml")
     assert suite == {"rocm_sku": "MI300X", "rocm_arch": "gfx942", "rocm_platform": "mi300x-8"}
     assert props["test_pass"] == {"rocm_group": "attention", "rocm_blocking": "true"}
-    assert props["test_skipped_in_body"] == {
-        "rocm_group": "engine"
-    }  # not blocking: nothing more to say
+    # not blocking: nothing more to say
+    assert props["test_skipped_in_body"] == {"rocm_group": "engine"}
     assert props["test_gap"]["rocm_known_gap"] == GAP
     assert props["test_needs_mi355x"] == {"rocm_group": "distributed_moe", "rocm_blocking": "true"}
     assert props["test_plain"] == {}  # no group: nothing added to tests we know nothing about
@@ -362,6 +361,7 @@ def test_conclusions(pytester, body, conclusion, why):
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()
+    # failure
     assert (
         rocm_gate(
             [
@@ -373,7 +373,7 @@ def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
             ]
         )
         == 1
-    )  # failure
+    )
     assert (pytester.path / "again/gate-report.json").read_bytes() == original
     assert "conclusion: failure" in capsys.readouterr().out
 
@@ -384,9 +384,8 @@ def test_truncated_record_line_is_reported_and_the_rest_kept(pytester, capsys):
     records = pytester.path / "out/records-controller.jsonl"
     with records.open("a") as handle:
         handle.write('{"nodeid": "test_suite.py::test_half", "wh')  # a process died mid-line
-    assert (
-        rocm_gate(["report", "--records", str(pytester.path / "out")]) == 1
-    )  # the run concluded failure
+    # the run concluded failure
+    assert rocm_gate(["report", "--records", str(pytester.path / "out")]) == 1
     report = load(pytester, "gate-report.json")
     assert len(report["tests"]) == 9
     lines = len(records.read_text().splitlines())

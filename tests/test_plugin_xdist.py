@@ -1,4 +1,5 @@
-"""Under pytest-xdist: per-worker records, a worker killed mid-run, properties through the controller."""
+"""Under pytest-xdist: per-worker records, a worker killed mid-run, properties through the
+controller."""
 
 import xml.etree.ElementTree as ET
 
@@ -55,7 +56,8 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     )
     assert report["groups"]["engine"]["crashed"] == 1
 
-    # The dying worker's file holds the killed test's setup record, and every record it wrote before.
+    # The dying worker's file holds the killed test's setup record, and every record it wrote
+    # before.
     per_worker = {
         p.name: [r for r in read_jsonl(p) if "kind" not in r] for p in out.glob("records-gw*.jsonl")
     }
@@ -71,15 +73,15 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     crash = [r for r in controller if r.get("crashed")]
     assert [(r["nodeid"], r["exit_code"]) for r in crash] == [("test_kill.py::test_killed", 1)]
     assert "(worker exit code 1)" in crash[0]["failure"]
-    # A crash looks like the infrastructure's: the health probe ran (nothing to probe on this machine).
+    # A crash looks like the infrastructure's: the health probe ran (nothing to probe on this
+    # machine).
     probes = [r for r in controller if r.get("kind") == "probe"]
     assert len(probes) == 1 and probes[0]["ok"] is True
     written = sum(len(recs) for recs in per_worker.values())
     assert written == 12 * 3 + 1  # every finished test's three phases, and the killed test's setup
 
-    assert (
-        killed["verdict"] == "unconfirmed"
-    )  # --rocm-reruns=0: an infra-looking crash, neither confirmed nor excused
+    # --rocm-reruns=0: an infra-looking crash, neither confirmed nor excused
+    assert killed["verdict"] == "unconfirmed"
     assert killed["verdict_reason"].endswith("not rerun, so neither confirmed nor excused")
     assert report["conclusion"] == "neutral"
     assert report["conclusion_reason"].startswith(

@@ -1,4 +1,5 @@
-"""`rocm-gate preflight` and `rocm-gate drain` on real captured tool outputs (tests/data/samples/preflight)."""
+"""`rocm-gate preflight` and `rocm-gate drain` on real captured tool outputs
+(tests/data/samples/preflight)."""
 
 import json
 import shutil
@@ -14,9 +15,9 @@ from pytest_rocm.schemas.artifacts import schema_document
 
 PREFLIGHT = SAMPLES / "preflight"
 
-# sample -> (SKU the runner class gives with --sku, or None; the verdict of the layer the tool proves).
-# The SKU comes from the file name (where the capture names its GPUs); "mi300" captures from amd-smi's
-# changelog do not say which MI300, so they run without one.
+# sample -> (SKU the runner class gives with --sku, or None; the verdict of the layer the tool
+# proves). The SKU comes from the file name (where the capture names its GPUs); "mi300" captures
+# from amd-smi's changelog do not say which MI300, so they run without one.
 EXPECTED = {
     "agfhc/mi350x_x8_agfhc1.23.2_all_lvl1_all_pass_rocm7.0_mhilgema-proj.txt": ("MI350X", "ok"),
     "amd-smi/mi300_amd-smi_metric_--ecc-block_text_all_zero_amdsmi-changelog.txt": (None, "ok"),
@@ -266,8 +267,8 @@ def test_the_artifact_follows_its_schema(capsys, tmp_path):
 
 
 def test_a_degraded_link_and_a_missing_gpu_fail_the_hardware_layer(capsys, tmp_path):
-    """The captures have no degraded link (SOURCES.md: none found), so the healthy lspci capture is changed
-    the way lspci prints a link that trained at x8, and the rvs -g list loses a GPU."""
+    """The captures have no degraded link (SOURCES.md: none found), so the healthy lspci capture is
+    changed the way lspci prints a link that trained at x8, and the rvs -g list loses a GPU."""
     lspci = (
         PREFLIGHT / "lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt"
     ).read_text()
@@ -304,8 +305,8 @@ MI210_HEALTHY = (
 
 
 def test_a_bandwidth_collapse_fails_a_sku_without_a_floor(capsys, tmp_path):
-    """The healthy 8x MI210 sweep (thresholds.toml has no MI210 floor) edited the way a failing link prints:
-    from 16 MiB up every bus bandwidth is a tenth of what the capture shows."""
+    """The healthy 8x MI210 sweep (thresholds.toml has no MI210 floor) edited the way a failing link
+    prints: from 16 MiB up every bus bandwidth is a tenth of what the capture shows."""
     code, evidence = preflight(
         capsys, "--sku", "MI210", "--source", f"rccl-tests={PREFLIGHT / MI210_HEALTHY}"
     )
@@ -314,9 +315,8 @@ def test_a_bandwidth_collapse_fails_a_sku_without_a_floor(capsys, tmp_path):
         "no floor for MI210: relative checks only"
         in _findings(evidence, "communication", "rccl.bus_bandwidth")[0]["message"]
     )
-    assert (
-        _findings(evidence, "communication", "rccl.size_sweep")[0]["status"] == "ok"
-    )  # its 55.6 % fall recovers
+    # its 55.6 % fall recovers
+    assert _findings(evidence, "communication", "rccl.size_sweep")[0]["status"] == "ok"
     lines = _sample(MI210_HEALTHY).splitlines()
     for index, line in enumerate(lines):
         cells = line.split()
@@ -358,7 +358,8 @@ def test_a_sweep_cut_short_proves_nothing_on_any_sku(capsys, tmp_path):
         and "the run stopped at 512 MiB, with no summary after it"
         in layer(evidence, "communication")["reason"]
     )
-    # a complete short sweep (the rccl-tests README's -e 128M, with its summary) is judged, not called a hang
+    # a complete short sweep (the rccl-tests README's -e 128M, with its summary) is judged, not
+    # called a hang
     short = [
         line
         for line in lines
@@ -377,10 +378,8 @@ def test_a_sweep_cut_short_proves_nothing_on_any_sku(capsys, tmp_path):
     "values,expected",
     [
         ([1.0, 2.0, 59.64, 26.5, 30.9, 36.7], None),  # the MI210 algorithm switch: 56 %, recovers
-        (
-            [1.33, 0.25, 100.0, 303.0, 300.0, 20.0, 20.1],
-            (5, 3, True),
-        ),  # an early dip does not hide the collapse
+        # an early dip does not hide the collapse
+        ([1.33, 0.25, 100.0, 303.0, 300.0, 20.0, 20.1], (5, 3, True)),
         ([100.0, 300.0, 10.0, 300.0], (2, 1, False)),  # a dip that recovers
         ([5.0], None),
     ],
@@ -397,7 +396,8 @@ P2P = "transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollap
 
 @pytest.mark.parametrize("factor,status", [(0.8, "degraded"), (0.6, "failed")])
 def test_one_link_below_its_peers_is_found(capsys, tmp_path, factor, status):
-    """The real 8x MI300X p2p matrix with the GPU 3 -> GPU 5 link (48.66 GB/s, line 9) set 20 % / 40 % lower."""
+    """The real 8x MI300X p2p matrix with the GPU 3 -> GPU 5 link (48.66 GB/s, line 9) set 20 % / 40
+    % lower."""
     code, evidence = preflight(
         capsys, "--sku", "MI300X", "--source", f"transferbench={PREFLIGHT / P2P}"
     )
@@ -422,7 +422,8 @@ def test_one_link_below_its_peers_is_found(capsys, tmp_path, factor, status):
 
 
 def test_a_p2p_matrix_with_a_missing_link_or_rows_fails(capsys, tmp_path):
-    """The real p2p matrix with the GPU 3 -> GPU 0 cell as N/A (no peer access), then cut after three GPU rows."""
+    """The real p2p matrix with the GPU 3 -> GPU 0 cell as N/A (no peer access), then cut after
+    three GPU rows."""
     lines = _sample(P2P).splitlines()
     lines[8] = lines[8].replace(" 48.81 ", " N/A ", 1)
     no_peer = tmp_path / "p2p.txt"
@@ -462,7 +463,8 @@ BABELSTREAM = "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs
 
 @pytest.mark.parametrize("triad,status", [("3355130.713", "degraded"), ("2763048.822", "failed")])
 def test_a_gpu_whose_hbm_is_slower_than_its_peers_is_found(capsys, tmp_path, triad, status):
-    """The real two-GPU MPI run with the second GPU's Triad (line 36, 3947212.603 MB/s) 15 % / 30 % lower."""
+    """The real two-GPU MPI run with the second GPU's Triad (line 36, 3947212.603 MB/s) 15 % / 30 %
+    lower."""
     code, evidence = preflight(
         capsys, "--sku", "MI300X", "--source", f"babelstream={PREFLIGHT / BABELSTREAM}"
     )
@@ -483,7 +485,8 @@ def test_a_gpu_whose_hbm_is_slower_than_its_peers_is_found(capsys, tmp_path, tri
 
 
 def test_bandwidth_that_falls_with_a_larger_array_fails(capsys, tmp_path):
-    """The capture's header and first table as a run at 2147.5 MB, then again at 4295 MB with a tenth of the bandwidth."""
+    """The capture's header and first table as a run at 2147.5 MB, then again at 4295 MB with a
+    tenth of the bandwidth."""
     lines = _sample(BABELSTREAM).splitlines()
     first = lines[:7] + lines[25:31]
     larger = [line.replace("2147.5 MB", "4295.0 MB") for line in first]
@@ -508,7 +511,8 @@ PBQT = "rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2
 
 
 def test_an_rvs_pair_below_the_other_pairs_is_found(capsys, tmp_path):
-    """The real MI355X pbqt run with pair 9 -> 4 (line 15, 59.704 GBps) at 45 GBps, 27 % under the others."""
+    """The real MI355X pbqt run with pair 9 -> 4 (line 15, 59.704 GBps) at 45 GBps, 27 % under the
+    others."""
     slow = tmp_path / "pbqt.txt"
     slow.write_text(
         _sample(PBQT).replace(
@@ -524,7 +528,8 @@ def test_an_rvs_pair_below_the_other_pairs_is_found(capsys, tmp_path):
 
 
 def test_the_rocm_6_concise_layout_reads_every_line(capsys):
-    """rocm-smi of ROCm 6.1+ wraps each row with the product name under it (tests/data/samples/rocm-smi)."""
+    """rocm-smi of ROCm 6.1+ wraps each row with the product name under it
+    (tests/data/samples/rocm-smi)."""
     code, evidence = preflight(
         capsys,
         "--source",
@@ -535,7 +540,8 @@ def test_the_rocm_6_concise_layout_reads_every_line(capsys):
 
 
 def test_a_polling_status_in_the_hip_log_is_not_an_error(capsys, tmp_path):
-    """AMD_LOG_LEVEL=3 logs every stream poll of rccl-tests as `Returned hipErrorNotReady`: not a failure."""
+    """AMD_LOG_LEVEL=3 logs every stream poll of rccl-tests as `Returned hipErrorNotReady`: not a
+    failure."""
     name = "rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt"
     lines = _sample(name).splitlines()
     lines.insert(
@@ -552,7 +558,8 @@ CONCISE = "rocm-smi/mi350x_x8_rocm-smi_concise_idle_rocm7.0_mhilgema-proj.txt"
 
 
 def test_vram_held_on_idle_gpus_fails_the_hardware_layer(capsys, tmp_path):
-    """The real idle 8x MI350X concise table with GPUs 0-5 at VRAM% 75, GPU% 0 (what a hang leaves behind)."""
+    """The real idle 8x MI350X concise table with GPUs 0-5 at VRAM% 75, GPU% 0 (what a hang leaves
+    behind)."""
     code, evidence = preflight(
         capsys, "--sku", "MI350X", "--source", f"rocm-smi={PREFLIGHT / CONCISE}"
     )
@@ -569,7 +576,8 @@ def test_vram_held_on_idle_gpus_fails_the_hardware_layer(capsys, tmp_path):
     assert failed[0]["line"] == 6 and failed[0]["message"].startswith(
         "GPU 0 holds 75 % of its VRAM at 0 % activity"
     )
-    # amd-smi monitor -v and rocm-smi --showmeminfo vram, shaped like amd-smi's CHANGELOG example and rocm-smi's output
+    # amd-smi monitor -v and rocm-smi --showmeminfo vram, shaped like amd-smi's CHANGELOG example
+    # and rocm-smi's output
     monitor = tmp_path / "monitor.txt"
     monitor.write_text(
         "GPU  POWER  GPU_TEMP  MEM_TEMP  GFX_UTIL  VRAM_USED  VRAM_TOTAL\n"
@@ -603,8 +611,9 @@ def test_vram_held_on_idle_gpus_fails_the_hardware_layer(capsys, tmp_path):
 
 
 def test_vram_columns_of_other_layouts(capsys, tmp_path):
-    """ROCm 7's `VRAM_USAGE` cell ("95.3/192.0 GB"), a concise row whose GPU% is N/A, and a monitor row whose
-    cells do not carry their column's unit (a layout the reader does not know: the cell is not judged)."""
+    """ROCm 7's `VRAM_USAGE` cell ("95.3/192.0 GB"), a concise row whose GPU% is N/A, and a monitor
+    row whose cells do not carry their column's unit (a layout the reader does not know: the cell is
+    not judged)."""
     monitor = tmp_path / "monitor.txt"
     monitor.write_text(
         "GPU  POWER  GPU_T  MEM_T  GFX_CLK  GFX%  MEM%  VRAM_USAGE\n"
@@ -631,9 +640,8 @@ def test_vram_columns_of_other_layouts(capsys, tmp_path):
     temperatures = [
         f for f in layer(evidence, "hardware")["findings"] if f["check"] == "temperature.memory"
     ]
-    assert [f["status"] for f in temperatures] == ["ok"] and temperatures[0][
-        "line"
-    ] == 2  # 134 MHz is not 134 C
+    # 134 MHz is not 134 C
+    assert [f["status"] for f in temperatures] == ["ok"] and temperatures[0]["line"] == 2
 
 
 @pytest.mark.parametrize(
@@ -658,9 +666,8 @@ def test_a_line_the_tool_marks_as_an_error_fails_its_layer(capsys, tmp_path, err
     [found] = _findings(evidence, "hardware", "tool.error")
     assert found["line"] == 3 and found["text"] == error
     assert f"the tool printed an error ({broken}:3)" in hardware["reason"]
-    assert (
-        hardware["sources"][0]["unread"] == 0
-    )  # quoted as the error, not counted as not understood
+    # quoted as the error, not counted as not understood
+    assert hardware["sources"][0]["unread"] == 0
 
 
 def test_output_that_is_not_the_tool_fails_and_says_so(capsys, tmp_path):
@@ -676,7 +683,8 @@ def test_output_that_is_not_the_tool_fails_and_says_so(capsys, tmp_path):
         and str(garbage) in communication["reason"]
     )
     assert communication["sources"][0]["unread"] == 2
-    # an optional layer is not proven, and the run is not accepted: it did not read what it was given
+    # an optional layer is not proven, and the run is not accepted: it did not read what it was
+    # given
     code, evidence = preflight(capsys, "--source", f"rccl-tests={garbage}")
     assert code == 4 and layer(evidence, "communication")["verdict"] == "skipped"
     assert layer(evidence, "communication")["reason"].startswith(
@@ -685,7 +693,8 @@ def test_output_that_is_not_the_tool_fails_and_says_so(capsys, tmp_path):
 
 
 def test_binary_garbage_is_never_a_healthy_kernel_log(capsys, tmp_path):
-    """5 MB of random bytes given as the kernel log: read with errors="replace" it is mostly U+FFFD and controls."""
+    """5 MB of random bytes given as the kernel log: read with errors="replace" it is mostly U+FFFD
+    and controls."""
     import random
 
     garbage = tmp_path / "dmesg.bin"
@@ -727,7 +736,8 @@ BOOT = "dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_a
     ],
 )
 def test_amdgpu_errors_in_the_kernel_log_are_not_chatter(capsys, tmp_path, line, status):
-    """The real healthy boot log of 8x MI300X with one amdgpu error line appended (timestamped like its lines)."""
+    """The real healthy boot log of 8x MI300X with one amdgpu error line appended (timestamped like
+    its lines)."""
     log = tmp_path / "dmesg.txt"
     log.write_text(_sample(BOOT).rstrip("\n") + f"\n[   14.999999] {line}\n")
     code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"dmesg={log}")
@@ -753,8 +763,9 @@ def test_text_that_is_mostly_something_else_is_not_a_kernel_log(capsys, tmp_path
 
 
 def test_odd_but_readable_sources(capsys, tmp_path):
-    """A BOM before amd-smi's JSON, rocm-smi --json and --showmemuse, RVS peers:false, an RCCL advice warning,
-    nan as the largest size's bandwidth, a p2p row cut short, and a p2p matrix of zeros."""
+    """A BOM before amd-smi's JSON, rocm-smi --json and --showmemuse, RVS peers:false, an RCCL
+    advice warning, nan as the largest size's bandwidth, a p2p row cut short, and a p2p matrix of
+    zeros."""
     ecc = tmp_path / "ecc.json"
     ecc.write_bytes(
         b"\xef\xbb\xbf"
@@ -1006,16 +1017,12 @@ def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys
         == 2
     )
     assert "is a file, not a folder" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.rglob("*")) == [
-        "evidence.json",
-        "file",
-    ]  # no half-written .tmp
+    # no half-written .tmp
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["evidence.json", "file"]
     link = tmp_path / "link.json"
     link.symlink_to(tmp_path / "elsewhere.json")
-    for device_or_link in (
-        "/dev/null",
-        str(link),
-    ):  # the write renames over the path: it would replace them
+    # the write renames over the path: it would replace them
+    for device_or_link in ("/dev/null", str(link)):
         assert rocm_gate(["preflight", "--out", device_or_link, "--source", sample]) == 2
         assert f"{device_or_link}: not a plain file" in capsys.readouterr().err
     assert link.is_symlink() and Path("/dev/null").is_char_device()
@@ -1026,8 +1033,9 @@ def test_a_thresholds_folder_and_an_out_folder_are_refused_before_the_run(capsys
 
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_test(tmp_path, stop):
-    """Ctrl-C, or a job's cancel, during the smoke test: one line, exit 128 + the signal, no evidence file, no
-    traceback, and the smoke test (a grandchild, under the shell) is not left running on the GPU."""
+    """Ctrl-C, or a job's cancel, during the smoke test: one line, exit 128 + the signal, no
+    evidence file, no traceback, and the smoke test (a grandchild, under the shell) is not left
+    running on the GPU."""
     import os
     import signal
     import subprocess
@@ -1092,8 +1100,8 @@ def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_tes
 
 @pytest.mark.slow
 def test_a_smoke_test_past_its_timeout_is_stopped_with_what_it_started(capsys, tmp_path):
-    """A hung smoke test (a grandchild under the shell, as a server started by a script is) fails the layer and is
-    killed with its whole process group, not left holding the GPU."""
+    """A hung smoke test (a grandchild under the shell, as a server started by a script is) fails
+    the layer and is killed with its whole process group, not left holding the GPU."""
     import os
     import signal
     import time
@@ -1129,7 +1137,8 @@ def test_a_smoke_test_past_its_timeout_is_stopped_with_what_it_started(capsys, t
 
 
 def test_a_sites_thresholds_file_keeps_the_relative_rules(capsys, tmp_path):
-    """A site file written before the relative rules existed: they still run, with the packaged values."""
+    """A site file written before the relative rules existed: they still run, with the packaged
+    values."""
     site = tmp_path / "thresholds.toml"
     site.write_text(
         '[sku.MI300X]\nrccl_all_reduce_busbw_gbps = 304\nrccl_all_reduce_busbw_gbps_source = "AMD guide"\n'
@@ -1184,9 +1193,8 @@ def test_drain_decides_from_a_nodes_recorded_history(capsys, tmp_path):
     )
     assert _preflight_to(history, "n1-a.json", "node-1", failing) == 3
     assert _preflight_to(history, "n1-b.json", "node-1", healthy) == 0
-    assert (
-        _preflight_to(history, "n2-a.json", "node-2", failing) == 3
-    )  # once: an incident, not a pattern
+    # once: an incident, not a pattern
+    assert _preflight_to(history, "n2-a.json", "node-2", failing) == 3
     assert _preflight_to(history, "n2-b.json", "node-2", healthy) == 0
     for day, count in enumerate((3, 40, 170)):
         assert (
@@ -1260,8 +1268,8 @@ MAIN = {
 
 
 def _gate_report(path, runner, image, conclusion, infra_tests=(), gpu=None, provenance=MAIN):
-    """A gate report that passes the published schema (the strict loader refuses anything else); by default of
-    a run on the default branch."""
+    """A gate report that passes the published schema (the strict loader refuses anything else); by
+    default of a run on the default branch."""
     tests = {test: _test_entry("crashed", "infra", gpu) for test in infra_tests}
     tests["t::ok"] = _test_entry("passed", "pass", 0)
     path.write_text(
@@ -1314,7 +1322,8 @@ def test_drain_follows_infra_verdicts_to_one_gpu_and_names_the_rollback_image(ca
 
 
 def test_drain_skips_and_names_each_bad_history_file(capsys, tmp_path):
-    """Files a clumsy operator or a gated PR's job leaves in the history: each is named, none stops the decision."""
+    """Files a clumsy operator or a gated PR's job leaves in the history: each is named, none stops
+    the decision."""
     (tmp_path / "broken.json").write_text('{"schema": ')
     (tmp_path / "number.json").write_text('{"schema": 5}')
     (tmp_path / "folder.json").mkdir()
@@ -1374,7 +1383,8 @@ def test_image_references_follow_the_distribution_grammar(image, valid):
 
 
 def test_a_pull_requests_report_never_names_the_rollback_image(capsys, tmp_path):
-    """A gate report of a PR's run was written by the PR's code: its image is not a rollback target."""
+    """A gate report of a PR's run was written by the PR's code: its image is not a rollback
+    target."""
     pr = {
         "event": "pull_request_target",
         "ref": "refs/pull/7/merge",
@@ -1409,8 +1419,8 @@ def test_drain_prints_no_image_name_that_is_not_an_oci_reference(capsys, tmp_pat
 
 
 def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path):
-    """`amd-smi metric --json` (ROCm 7 wraps GPUs in `gpu_data`) and `bad-pages` text with colours and CRLF, shaped
-    like the real captures; the values are set to show each check acting."""
+    """`amd-smi metric --json` (ROCm 7 wraps GPUs in `gpu_data`) and `bad-pages` text with colours
+    and CRLF, shaped like the real captures; the values are set to show each check acting."""
     metric = tmp_path / "metric.json"
     metric.write_text(
         json.dumps(

@@ -1,6 +1,6 @@
-"""`rocm-gate register-markers`: pytest-rocm's markers added to a tree's pyproject.toml in place, on the shapes
-real trees have (vLLM's: other lists closing with `]` before the markers), checked by the TOML parser, and
-accepted by pytest without the plugin under --strict-markers."""
+"""`rocm-gate register-markers`: pytest-rocm's markers added to a tree's pyproject.toml in place, on
+the shapes real trees have (vLLM's: other lists closing with `]` before the markers), checked by the
+TOML parser, and accepted by pytest without the plugin under --strict-markers."""
 
 import difflib
 import subprocess
@@ -73,7 +73,8 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
         if not new["tool"]:
             del new["tool"]
     assert new == old  # nothing else changed
-    # every line kept as it was, but for the comma the list's last item needs to take another after it
+    # every line kept as it was, but for the comma the list's last item needs to take another after
+    # it
     for op, i1, i2, j1, _j2 in difflib.SequenceMatcher(
         None, before.splitlines(), after.splitlines()
     ).get_opcodes():

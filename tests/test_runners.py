@@ -1,4 +1,5 @@
-"""runners/: every runner class renders, validates against the Kubernetes schemas offline, and agrees with the SKU table."""
+"""runners/: every runner class renders, validates against the Kubernetes schemas offline, and
+agrees with the SKU table."""
 
 import os
 import re
@@ -84,7 +85,8 @@ def test_runner_image_is_pinned_by_digest_and_passes_hadolint():
 
 
 def test_job_started_hook_refuses_this_machine_with_the_reason(tmp_path):
-    """This machine has no GPU: the hook must fail the job and say why in the job log (a `::error` line)."""
+    """This machine has no GPU: the hook must fail the job and say why in the job log (a `::error`
+    line)."""
     env = {
         **os.environ,
         "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",

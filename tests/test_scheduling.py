@@ -1,4 +1,5 @@
-"""The GPU-aware scheduler (`--rocm-scheduler=gpu`), the duration store, and the simulation they share."""
+"""The GPU-aware scheduler (`--rocm-scheduler=gpu`), the duration store, and the simulation they
+share."""
 
 import json
 
@@ -14,7 +15,7 @@ from pytest_rocm.scheduling.simulate import (
     xdist_load_makespan,
 )
 
-# --- the rule, on its own -----------------------------------------------------------------------------
+# --- the rule, on its own -------------------------------------------------------------------------
 
 
 def test_every_idle_worker_gets_a_first_test_before_any_gets_a_second():
@@ -23,7 +24,8 @@ def test_every_idle_worker_gets_a_first_test_before_any_gets_a_second():
     for worker in range(8):
         dispatcher.add_worker(worker)
     sent = dispatcher.fill(range(8))
-    # 10 tests, 8 workers: two workers get a second test, the other six are told to stop (their test then runs)
+    # 10 tests, 8 workers: two workers get a second test, the other six are told to stop (their test
+    # then runs)
     assert (
         sorted(len([t for t in things if t != SHUTDOWN]) for things in sent.values())
         == [1] * 6 + [2] * 2
@@ -43,14 +45,14 @@ def test_an_idle_worker_waits_rather_than_start_a_test_whose_gpus_are_taken():
         dispatcher.add_worker(worker)
     sent = dispatcher.fill(range(4))
     heads = {w: things[0] for w, things in sent.items()}
-    assert [job.nodeid for job in heads.values()] == [
-        "big"
-    ]  # the 8-GPU test first; nothing else fits beside it
+    # the 8-GPU test first; nothing else fits beside it
+    assert [job.nodeid for job in heads.values()] == ["big"]
     assert dispatcher.free == 0
 
 
 def test_modules_go_longest_first_and_keep_their_tests_together_in_collection_order():
-    """A module's fixtures (a served model) are set up again whenever a worker switches module: never split one."""
+    """A module's fixtures (a served model) are set up again whenever a worker switches module:
+    never split one."""
     jobs = [
         Job(0, "a.py::t1", 1, 1.0),
         Job(1, "a.py::t2", 1, 9.0),
@@ -93,7 +95,7 @@ def test_simulated_makespans_against_the_bound():
     assert xdist_load_makespan(jobs, 8) >= bound and sglang_partition_makespan(jobs, 8) >= bound
 
 
-# --- the duration store -------------------------------------------------------------------------------
+# --- the duration store ---------------------------------------------------------------------------
 
 
 def test_duration_store_round_trip_and_fallbacks(tmp_path):
@@ -106,9 +108,8 @@ def test_duration_store_round_trip_and_fallbacks(tmp_path):
     assert expected("t.py::a") == 11.0  # the median of what was measured
     assert expected("t.py::new") == 20.5  # unseen: its file's median
     assert expected("v.py::new") == 11.0  # unseen file: the median of every measured test
-    assert (
-        DurationStore.load(tmp_path / "d.json").expected("MI355X")("t.py::a") == 1.0
-    )  # another platform
+    # another platform
+    assert DurationStore.load(tmp_path / "d.json").expected("MI355X")("t.py::a") == 1.0
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe", b'{"schema": "other"}', b"[]"])
@@ -136,7 +137,7 @@ def test_durations_from_records_take_the_first_attempt():
     assert durations_from_records(records) == {"t.py::a": 5.75}
 
 
-# --- the real scheduler under xdist, on a simulated 8-GPU runner --------------------------------------------
+# --- the real scheduler under xdist, on a simulated 8-GPU runner ----------------------------------
 
 SLEEPERS = """
     import time
@@ -184,25 +185,20 @@ def test_packs_under_the_gpu_capacity_and_learns_durations(pytester):
     )
     for run in ("first", "second"):
         result = pytester.runpytest_subprocess(*args, f"--rocm-report-dir={run}")
-        result.assert_outcomes(
-            passed=12, skipped=1
-        )  # `huge` needs 16 GPUs: not applicable here, never waits
+        # `huge` needs 16 GPUs: not applicable here, never waits
+        result.assert_outcomes(passed=12, skipped=1)
         intervals = gpu_intervals(pytester.path / run)
-        for (
-            start,
-            _,
-            _,
-        ) in intervals:  # at no moment more GPUs in use than the runner has, nor one used twice
+        # at no moment more GPUs in use than the runner has, nor one used twice
+        for start, _, _ in intervals:
             busy = [devices for s, e, devices in intervals if s <= start < e]
             in_use = [d for devices in busy for d in devices]
             assert len(in_use) <= 8 and len(in_use) == len(set(in_use))
         assert read_report(pytester.path / run)["conclusion"] == "success"
     store = json.loads((pytester.path / "durations.json").read_text())
-    assert (
-        len(store["platforms"]["MI300X"]["test_sleep.py::test_sleep[a]"]) == 2
-    )  # a sample per run
-    # Known durations (the second run): longest first, so `a` (the longest) starts in the first wave, and the
-    # 8-GPU test `f` (short) cannot start before it ends.
+    # a sample per run
+    assert len(store["platforms"]["MI300X"]["test_sleep.py::test_sleep[a]"]) == 2
+    # Known durations (the second run): longest first, so `a` (the longest) starts in the first
+    # wave, and the 8-GPU test `f` (short) cannot start before it ends.
     starts = {
         n.split("[")[1][:-1]: s
         for n, (s, _, _) in gpu_intervals_by_id(pytester.path / "second").items()
@@ -302,14 +298,14 @@ def test_workers_that_collect_different_tests_fail_the_run_saying_so(pytester):
         "no:cacheprovider",
     )
     assert result.ret != 0
-    result.stdout.fnmatch_lines(
-        ["*Different tests were collected between gw? and gw?*"]
-    )  # either order
+    # either order
+    result.stdout.fnmatch_lines(["*Different tests were collected between gw? and gw?*"])
     assert read_report(pytester.path / "out")["conclusion"] in ("failure", "incomplete")
 
 
 def test_two_runs_ending_at_once_both_reach_the_duration_store(tmp_path):
-    """Each run adds its durations under a lock: neither run's samples are lost to the other's write."""
+    """Each run adds its durations under a lock: neither run's samples are lost to the other's
+    write."""
     import threading
 
     from pytest_rocm.scheduling.durations import add_run

@@ -1,5 +1,5 @@
-"""PR test selection (`rocm-gate select`) and sharding (`rocm-gate shard`): on vLLM's real history and SGLang's
-real registrations, and on the inputs a maintainer gets wrong."""
+"""PR test selection (`rocm-gate select`) and sharding (`rocm-gate shard`): on vLLM's real history
+and SGLang's real registrations, and on the inputs a maintainer gets wrong."""
 
 import json
 import subprocess
@@ -126,7 +126,8 @@ def test_the_cli_from_a_file_and_from_git(small):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("everything: setup.py is in the map's `[selection] everything`")
-    # learning from the checkout's own history: the file changed with tests before, so only its tests run
+    # learning from the checkout's own history: the file changed with tests before, so only its
+    # tests run
     (repo / "vllm").mkdir()
     (repo / "tests/v1/core").mkdir(parents=True)
     for number in range(3):
@@ -196,7 +197,8 @@ def _repo_with_a_change(small):
     ],
 )
 def test_a_base_it_cannot_trust_selects_everything_and_fails(small, base, why):
-    """An unset workflow variable, or an option where the commit goes, never reads as "nothing to run"."""
+    """An unset workflow variable, or an option where the commit goes, never reads as "nothing to
+    run"."""
     repo = _repo_with_a_change(small)
     done = rocm_gate(
         "select",
@@ -238,7 +240,8 @@ def test_an_empty_change_or_an_unreadable_list_selects_everything(small):
 
 def test_one_coincidence_links_nothing_and_a_root_test_file_is_not_the_whole_tree(small):
     group_map = load_group_map(small / "map.toml")
-    # vllm/worker/ changed with tests in 16 commits; once with tests/kernels/, every time with a root test file
+    # vllm/worker/ changed with tests in 16 commits; once with tests/kernels/, every time with a
+    # root test file
     commits = [{"files": ["vllm/worker/runner.py", "tests/test_sequence.py"]} for _ in range(15)]
     commits.append(
         {"files": ["vllm/worker/runner.py", "tests/test_sequence.py", "tests/kernels/test_x.py"]}
@@ -308,8 +311,9 @@ def test_bad_input_is_named(small, args, message):
 
 
 def test_recall_on_vllms_held_out_history_stays_above_0_98():
-    """Learn from the older 2,000 upstream commits, check the newer ones: a commit that changes tests of group G
-    with source files must select G from its source files alone (benchmarks/selection.py adds the GPU time)."""
+    """Learn from the older 2,000 upstream commits, check the newer ones: a commit that changes
+    tests of group G with source files must select G from its source files alone
+    (benchmarks/selection.py adds the GPU time)."""
     group_map = load_group_map(VLLM_MAP)
     commits = read_history(UPSTREAM / "vllm-main-history.jsonl")[::-1][:-FORK_COMMITS]
     history = CoChange.learn(commits[:2000])
@@ -324,7 +328,7 @@ def test_recall_on_vllms_held_out_history_stays_above_0_98():
     assert pairs > 300 and hits / pairs >= 0.98
 
 
-# --- sharding --------------------------------------------------------------------------------------------
+# --- sharding -------------------------------------------------------------------------------------
 
 
 def test_shards_are_disjoint_complete_deterministic_and_balanced():

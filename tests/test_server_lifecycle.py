@@ -1,5 +1,5 @@
-"""Server lifecycle against a stub server process (no vLLM, seconds): health wait, exit before healthy,
-health timeout, process-group teardown, pool sharing and least-recently-used eviction."""
+"""Server lifecycle against a stub server process (no vLLM, seconds): health wait, exit before
+healthy, health timeout, process-group teardown, pool sharing and least-recently-used eviction."""
 
 import os
 import sys
@@ -15,8 +15,8 @@ from pytest_rocm.serving.process import Server, ServerStartError, free_port, mem
 
 DATA = Path(__file__).resolve().parent / "data" / "serving"
 
-# A stand-in for an OpenAI-compatible server: it starts a child (an engine worker), then serves /health,
-# or exits, or hangs, as its mode says.
+# A stand-in for an OpenAI-compatible server: it starts a child (an engine worker), then serves
+# /health, or exits, or hangs, as its mode says.
 STUB = """
 import http.server, subprocess, sys, time
 port, mode = int(sys.argv[1]), sys.argv[2]
@@ -114,8 +114,9 @@ def test_a_server_that_exits_before_healthy_fails_with_its_log_and_the_infra_sig
 def test_sglang_refusing_to_start_because_the_machine_took_its_memory_names_the_machine(
     stub, tmp_path
 ):
-    """SGLang's own log of a start where another process took 3.5 GB at its memory baseline (captured here:
-    tests/data/serving/README.md): the failure says whose memory it was, and its signature is the machine's."""
+    """SGLang's own log of a start where another process took 3.5 GB at its memory baseline
+    (captured here: tests/data/serving/README.md): the failure says whose memory it was, and its
+    signature is the machine's."""
     log = DATA / "sglang-kv-budget-memory-taken.log"
     server = make_server(stub, tmp_path, f"replay={log}")
     with pytest.raises(ServerStartError) as info:
@@ -126,14 +127,16 @@ def test_sglang_refusing_to_start_because_the_machine_took_its_memory_names_the_
         in message
     )
     assert "not the change's" in message and "--mem-fraction-static=0.05" in message
-    # SGLang measured 21.25 GB free before loading weights of 0 GB, and 17.1% of it was gone: 3.63 GB
+    # SGLang measured 21.25 GB free before loading weights of 0 GB, and 17.1% of it was gone: 3.63
+    # GB
     assert "3.63 GB more were gone" in message, message.splitlines()[0]
     assert find_signature([message], build_signatures())["name"] == "machine_memory"
 
 
 def test_a_kv_budget_that_the_weights_themselves_exhaust_is_not_called_the_machines():
     log = (DATA / "sglang-kv-budget-memory-taken.log").read_text()
-    # the same refusal, had the weights taken what was gone (a model or change too large for the budget)
+    # the same refusal, had the weights taken what was gone (a model or change too large for the
+    # budget)
     weights = log.replace(
         "avail mem=17.63 GB, mem usage=-0.01 GB", "avail mem=17.63 GB, mem usage=3.60 GB"
     )
@@ -175,9 +178,8 @@ def test_the_pool_shares_a_server_and_evicts_the_least_recently_used_idle_one(st
         first = pool.get("vllm", model, ["--variant", "a"])
         again = pool.get("vllm", model, ["--variant", "a"])
         assert again is first  # same settings: the same process
-        other = pool.get(
-            "vllm", model, ["--variant", "b"]
-        )  # both held: over the limit, nothing stopped
+        # both held: over the limit, nothing stopped
+        other = pool.get("vllm", model, ["--variant", "b"])
         assert other is not first and first.alive() and other.alive()
         pool.release(first)
         pool.release(again)  # `first` is idle now: the oldest idle server goes to keep one alive

@@ -1,5 +1,5 @@
-"""The suites' server fixtures on the real vLLM engine (on the CPU here): a server that dies or never
-becomes healthy fails its tests as infrastructure, with its log; the tiny model is built
+"""The suites' server fixtures on the real vLLM engine (on the CPU here): a server that dies or
+never becomes healthy fails its tests as infrastructure, with its log; the tiny model is built
 deterministically; a model built with another weight seed shows up as a golden regression that names
 the first divergence."""
 
@@ -82,9 +82,8 @@ def test_server_config_python_is_relative_to_the_file_and_checked(tmp_path):
     assert load_server_config(path, "sglang", [None, None, "cpu"]).python == str(
         tmp_path / ".venv-sglang/bin/python"
     )
-    assert (
-        load_server_config(path, "sglang", [None, None, "amd"]).python is None
-    )  # the interpreter running pytest
+    # the interpreter running pytest
+    assert load_server_config(path, "sglang", [None, None, "amd"]).python is None
     path.write_text('[sglang.cpu]\npython = ["python3"]\n')
     with pytest.raises(
         ServerConfigError, match=r"\[sglang.cpu\]: python must be the path of an interpreter"
@@ -247,8 +246,8 @@ def test_server_that_never_becomes_healthy_is_killed_with_its_workers(pytester, 
 @pytest.mark.slow
 def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     """Break it on purpose: the engine suite's golden test on a tiny model built with weight seed 1
-    against the outputs recorded with seed 0 must fail as a regression that names the first divergence,
-    with the server's log attached."""
+    against the outputs recorded with seed 0 must fail as a regression that names the first
+    divergence, with the server's log attached."""
     result, report, report_dir = run_suite(
         pytester,
         model_cache,
@@ -266,7 +265,8 @@ def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     test = report["tests"]["engine/test_engine.py::test_golden_outputs"]
     assert test["verdict"] == "regression", test["verdict_reason"]
     assert len(test["attempts"]) == 2 and all(a["signature"] is None for a in test["attempts"])
-    # recorded here with the same platform key and dtype: the exact rule applies, and the message says so
+    # recorded here with the same platform key and dtype: the exact rule applies, and the message
+    # says so
     assert (
         "golden 'tiny-llama-greedy-32' (same platform: exact tokens, logprobs within 0.02): sequence 0 "
         "diverges at position"
@@ -277,9 +277,8 @@ def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     failed = [r for r in records if r.get("outcome") == "failed"]
     assert failed and all("Application startup complete" in r["log_tail"] for r in failed)
     assert "rocm_server_log" in (pytester.path / "junit.xml").read_text()
-    [server] = json.loads((report_dir / "manifest.json").read_text())[
-        "servers"
-    ]  # one, kept for the rerun
+    # one, kept for the rerun
+    [server] = json.loads((report_dir / "manifest.json").read_text())["servers"]
     assert (
         server["model_spec"]["spec"]["seed"] == 1
         and server["healthy_after_s"] > 0

@@ -1,5 +1,5 @@
-"""The set-up scripts' shared helpers (scripts/install-common.sh), run by bash as the scripts run them: the
-checks before a first install (a path without whitespace, the free space), and pip's output on failure, a full
+"""The set-up scripts' shared helpers (scripts/install-common.sh), run by bash as the scripts run
+them: the checks before a first install (a path without whitespace, the free space), and pip's output on failure, a full
 disk named as such."""
 
 import os
@@ -65,7 +65,8 @@ def test_downloads_count_on_the_filesystem_of_pips_temporary_folder(tmp_path):
         pytest.skip(
             "needs a temporary folder on another filesystem than the checkout (/dev/shm here)"
         )
-    # Downloads larger than the checkout's disk are fine when they go to another filesystem with room...
+    # Downloads larger than the checkout's disk are fine when they go to another filesystem with
+    # room...
     room = run_bash(
         f"require_free_space setup-x {tmp_path / 'v'} 0 {free_mb(elsewhere) - 1}",
         tmp_path,

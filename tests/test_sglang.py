@@ -1,7 +1,7 @@
-"""SGLang in its CPU environment (.venv-sglang, scripts/setup-sglang-env.sh): the environment's requirements
-against the installed SGLang's, the import-only sgl_kernel stand-in (its names against what SGLang imports, its
-ops raising when called, a server that calls one failing the test with the op named), and the cross-framework
-golden test catching SGLang serving other weights."""
+"""SGLang in its CPU environment (.venv-sglang, scripts/setup-sglang-env.sh): the environment's
+requirements against the installed SGLang's, the import-only sgl_kernel stand-in (its names against
+what SGLang imports, its ops raising when called, a server that calls one failing the test with the
+op named), and the cross-framework golden test catching SGLang serving other weights."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ needs_sglang = pytest.mark.skipif(
     reason=f"SGLang's CPU environment is not installed ({SGLANG_PYTHON}): "
     "bash scripts/setup-sglang-env.sh",
 )
-# sgl_kernel CPU ops that SGLang imports only on paths this environment never takes; the stand-in leaves them
-# out, so taking such a path fails at its import, naming the op.
+# sgl_kernel CPU ops that SGLang imports only on paths this environment never takes; the stand-in
+# leaves them out, so taking such a path fails at its import, naming the op.
 NOT_ON_THIS_PATH = {
     "build_draft_decode_metadata_cpu": "the Intel AMX attention backend (CPUs with AMX)",
     "rotate_input_ids_cpu": "multi-layer EAGLE speculative decoding",
@@ -107,7 +107,8 @@ def test_every_requirement_of_the_installed_sglang_is_installed_or_excluded_with
 
 
 def _satisfies(ours: Requirement, wanted: Requirement) -> bool:
-    """Our line asks for what SGLang's does: the same specifier, or pins (==) only versions SGLang accepts."""
+    """Our line asks for what SGLang's does: the same specifier, or pins (==) only versions SGLang
+    accepts."""
     if not wanted.specifier or str(ours.specifier) == str(wanted.specifier):
         return True
     pins = [spec.version for spec in ours.specifier if spec.operator == "=="]
@@ -116,8 +117,8 @@ def _satisfies(ours: Requirement, wanted: Requirement) -> bool:
 
 @needs_sglang
 def test_the_stand_in_lists_exactly_what_the_installed_sglang_imports_on_the_cpu():
-    """Every `*_cpu` op that the installed SGLang imports from sgl_kernel is in the stand-in, or on a path named
-    in NOT_ON_THIS_PATH; and the stand-in lists nothing SGLang no longer imports."""
+    """Every `*_cpu` op that the installed SGLang imports from sgl_kernel is in the stand-in, or on
+    a path named in NOT_ON_THIS_PATH; and the stand-in lists nothing SGLang no longer imports."""
     site = next(SGLANG_PYTHON.parent.parent.glob("lib/python*/site-packages"))
     imported: dict[str, str] = {}
     for path in sorted((site / "sglang").rglob("*.py")):
@@ -125,9 +126,8 @@ def test_the_stand_in_lists_exactly_what_the_installed_sglang_imports_on_the_cpu
         if b"sgl_kernel import" not in source:
             continue
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore", SyntaxWarning
-            )  # invalid escapes in SGLang's own strings
+            # invalid escapes in SGLang's own strings
+            warnings.simplefilter("ignore", SyntaxWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
             tree = ast.parse(source)
         for node in ast.walk(tree):
@@ -177,13 +177,13 @@ print(json.dumps({"called": called, "unlisted": unlisted, "file": sgl_kernel.__f
     for name, message in out["called"].items():
         assert message.startswith(f"sgl_kernel.{name} was called") and "stand-in" in message
     assert "cannot import name 'fused_moe_cpu' from 'sgl_kernel'" in out["unlisted"]
-    # What the server fixture makes of that import error in a server's log: the name, the fix, not infra.
+    # What the server fixture makes of that import error in a server's log: the name, the fix, not
+    # infra.
     log = f"ImportError: cannot import name 'fused_moe_cpu' from 'sgl_kernel' ({out['file']})"
     problem = stand_in_problem(log)
     assert problem and "sgl_kernel.fused_moe_cpu" in problem and "add it to OPS" in problem
-    assert (
-        stand_in_problem(log.replace(out["file"], str(REPO / "pyproject.toml"))) is None
-    )  # not the stand-in
+    # not the stand-in
+    assert stand_in_problem(log.replace(out["file"], str(REPO / "pyproject.toml"))) is None
     # A model file SGLang skips at start-up is not the cause of anything.
     assert (
         stand_in_problem(
@@ -195,9 +195,8 @@ print(json.dumps({"called": called, "unlisted": unlisted, "file": sgl_kernel.__f
 
 def copy_suites_with_sglang(pytester) -> None:
     copy_suites(pytester)
-    (pytester.path / ".venv-sglang").symlink_to(
-        REPO / ".venv-sglang"
-    )  # servers.toml: ../.venv-sglang/bin/python
+    # servers.toml: ../.venv-sglang/bin/python
+    (pytester.path / ".venv-sglang").symlink_to(REPO / ".venv-sglang")
 
 
 STAND_IN_CALLED = """
@@ -229,13 +228,13 @@ def test_a_stand_in_op_that_sglang_calls_fails_the_test_naming_the_op(pytester, 
     assert "SGLang called sgl_kernel.copy_all_layer_kv_cache_cpu" in test["message"], test[
         "message"
     ]
-    assert all(a.get("signature") is None for a in test["attempts"]), test[
-        "attempts"
-    ]  # not infrastructure
+    # not infrastructure
+    assert all(a.get("signature") is None for a in test["attempts"]), test["attempts"]
     assert report["conclusion"] == "failure"
 
 
-# SGLang serves the tiny Llama of another weight seed under the same name; the reference stays on seed 0.
+# SGLang serves the tiny Llama of another weight seed under the same name; the reference stays on
+# seed 0.
 OTHER_WEIGHTS = """
 import pytest
 
@@ -281,11 +280,12 @@ def test_sglang_serving_other_weights_is_a_regression_naming_the_first_divergenc
 def test_sglang_starts_when_another_process_takes_memory_between_its_two_measurements(
     tmp_path, model_cache
 ):
-    """CI once failed at random here: SGLang, started as the suites start it on the CPU, refused to start because
-    another process took memory while it started ("Loaded weights leave no GPU memory for the KV cache"). Here
-    15% of the free memory is taken at the worst moment, between SGLang's baseline and its KV-cache sizing (the
-    server frozen meanwhile); with suites/servers.toml's settings before the fix (--mem-fraction-static 0.05)
-    this start fails every time (the captured log: tests/data/serving/)."""
+    """CI once failed at random here: SGLang, started as the suites start it on the CPU, refused to
+    start because another process took memory while it started ("Loaded weights leave no GPU memory
+    for the KV cache"). Here 15% of the free memory is taken at the worst moment, between SGLang's
+    baseline and its KV-cache sizing (the server frozen meanwhile); with suites/servers.toml's
+    settings before the fix (--mem-fraction-static 0.05) this start fails every time (the captured
+    log: tests/data/serving/)."""
     platform = builtin("cpu")
     settings = load_server_config(REPO / "suites" / "servers.toml", "sglang", platform.keys())
     model = ensure_tiny_model(model_cache, TinyModelSpec(seed=0))

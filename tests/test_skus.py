@@ -50,10 +50,8 @@ def test_mi250_told_from_mi250x_by_compute_units():
 
 
 def test_empty_name_with_only_an_isa_string():
-    assert identify_amd("", "gfx950:sramecc+:xnack-") == (
-        None,
-        "gfx950",
-    )  # MI350X and MI355X look alike
+    # MI350X and MI355X look alike
+    assert identify_amd("", "gfx950:sramecc+:xnack-") == (None, "gfx950")
     assert identify_amd("", "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-", memory_gb=256.0) == (
         "MI325X",
         "gfx942",

@@ -1,7 +1,8 @@
-"""The served-model suites, broken on purpose: a served Mistral that ignores its sliding window, a served Mixtral
-with two experts swapped in one layer, and a served Idefics3 whose image connector has its rows reversed (the image
-reaches the language model scrambled), each against transformers on the intact weights, must end as `regression`
-naming the first divergence. The break is in the served copy of the weights only."""
+"""The served-model suites, broken on purpose: a served Mistral that ignores its sliding window, a
+served Mixtral with two experts swapped in one layer, and a served Idefics3 whose image connector
+has its rows reversed (the image reaches the language model scrambled), each against transformers on
+the intact weights, must end as `regression` naming the first divergence. The break is in the served
+copy of the weights only."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The tiny image-text models for GPU runners (LLaVA, PaliGemma, Gemma 3), checked where they are built: every
-machine. vLLM cannot serve them on the CPU (suites/multimodal/test_images_gpu_architectures.py says why), so what
-this machine can check is checked here: the weights are where vLLM loads them from, transformers loads every
-weight, the image placeholders are as many as the tower gives, the processors' lookups that vLLM repeats succeed,
-and the random model's answer depends on the image (a tiny model that ignores its image gates nothing).
+"""The tiny image-text models for GPU runners (LLaVA, PaliGemma, Gemma 3), checked where they are
+built: every machine. vLLM cannot serve them on the CPU (suites/multimodal/test_images_gpu_architectures.py says why), so what
+this machine can check is checked here: the weights are where vLLM loads them from, transformers
+loads every weight, the image placeholders are as many as the tower gives, the processors' lookups
+that vLLM repeats succeed, and the random model's answer depends on the image (a tiny model that
+ignores its image gates nothing).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None,
     reason="transformers is not installed here: bash scripts/setup-env.sh suites,test",
 )
-# Image tokens per 32x32 image: CLIP and SigLIP towers give 4x4 patches; LLaVA drops CLIP's class token, Gemma 3
-# pools the 16 patches to 4.
+# Image tokens per 32x32 image: CLIP and SigLIP towers give 4x4 patches; LLaVA drops CLIP's class
+# token, Gemma 3 pools the 16 patches to 4.
 IMAGE_TOKENS = {"llava": 16, "paligemma": 16, "gemma3": 4}
 IMAGE_TOKEN = {"llava": "<image>", "paligemma": "<image>", "gemma3": "<image_soft_token>"}
 
@@ -42,7 +43,8 @@ def built(model_cache):
 
 @pytest.fixture
 def media(monkeypatch):
-    """The multimodal suite's media and transformers reference (the GPU tests compare against it)."""
+    """The multimodal suite's media and transformers reference (the GPU tests compare against
+    it)."""
     monkeypatch.syspath_prepend(str(REPO / "suites" / "multimodal"))
     monkeypatch.syspath_prepend(str(REPO / "suites"))
     import media

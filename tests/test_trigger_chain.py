@@ -1,9 +1,10 @@
-"""The trigger chain as an upstream repository runs it: the shipped workflow files (examples/upstream/ calling
-.github/workflows/), played by tests/actions.py as GitHub documents each event, against the loopback GitHub.
+"""The trigger chain as an upstream repository runs it: the shipped workflow files
+(examples/upstream/ calling .github/workflows/), played by tests/actions.py as GitHub documents each
+event, against the loopback GitHub.
 
-The happy paths end with exactly one check on the PR's head with the right conclusion; each attack of the issue
-"A required check that cannot be forged" (docs/reference.md, "Threat model") is a case that ends without a green check and
-without the fork's code on a GPU runner.
+The happy paths end with exactly one check on the PR's head with the right conclusion; each attack
+of the issue "A required check that cannot be forged" (docs/reference.md, "Threat model") is a case
+that ends without a green check and without the fork's code on a GPU runner.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from github_api import FakeGitHub, example, validate_webhook
 
-pytestmark = (
-    pytest.mark.slow
-)  # each event runs the workflows' jobs: real git, real pytest with xdist workers
+# each event runs the workflows' jobs: real git, real pytest with xdist workers
+pytestmark = pytest.mark.slow
 
 EXAMPLES = REPO / "examples" / "upstream"
 PIN = re.search(r"rocm-gate\.yml@([0-9a-f]{40})", (EXAMPLES / "rocm-gate.yml").read_text())[1]
@@ -49,8 +49,9 @@ REGRESSION = {
 
 
 def one_class(text: str, name: str) -> str:
-    """The shipped callers name two classes; this upstream has runners of one (mi300x-8), as a repository
-    with one class writes them. The edit must apply, so a change to the shipped files shows here."""
+    """The shipped callers name two classes; this upstream has runners of one (mi300x-8), as a
+    repository with one class writes them. The edit must apply, so a change to the shipped files
+    shows here."""
     edits = {
         "rocm-gate.yml": ('\'["mi300x-8", "mi355x-8"]\'', "'[\"mi300x-8\"]'"),
         "rocm-gate-publish.yml": (
@@ -227,9 +228,8 @@ def test_another_label_on_an_approved_fork_pr_changes_nothing(upstream, github, 
     if caller != "shipped":
         assert run.job("/ trust").outputs["trusted"] == "false"
     [after] = checks(github, pull.head)
-    assert (
-        after == before
-    )  # not a newer action_required check over the passed one, not even an update
+    # not a newer action_required check over the passed one, not even an update
+    assert after == before
 
 
 def fork_caller(jobs: str) -> dict:
@@ -257,9 +257,8 @@ def test_a_fork_caller_cannot_choose_the_code_that_decides_or_the_label(upstream
         run.conclusion == "startup_failure"
         and "is not defined in the referenced workflow" in run.jobs[-1].name
     )
-    assert [j.name for j in run.jobs] == [
-        run.jobs[-1].name
-    ]  # no job of the gate run ran, not even trust
+    # no job of the gate run ran, not even trust
+    assert [j.name for j in run.jobs] == [run.jobs[-1].name]
     assert not any("evil" in line for line in upstream.installs()) and on_gpu(upstream) == []
     assert all(c["conclusion"] != "success" for c in checks(github, pull.head))
 
@@ -325,9 +324,8 @@ def test_results_a_fork_made_on_a_hosted_runner_never_make_a_green_check(upstrea
         fork=True,
     )
     run = upstream.pull_request(pull, "opened", "forker")
-    assert [j.conclusion for j in run.jobs if j.name == "gate"] == [
-        "success"
-    ]  # the forged results were uploaded
+    # the forged results were uploaded
+    assert [j.conclusion for j in run.jobs if j.name == "gate"] == ["success"]
     assert any(
         a["name"] == "rocm-gate-results-mi300x-8" and a["run_id"] == run.id
         for a in github.artifacts.values()
@@ -383,8 +381,9 @@ def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
 def click(
     upstream, github, check: dict, tmp_path, identifier: str | None = None
 ) -> subprocess.CompletedProcess:
-    """What the relay does with the App's `check_run` webhook for a click on `check` (docs/github.md, "Buttons"): a
-    button (`identifier`) or GitHub's own Re-run, handed to `rocm-gate rerun` with the App's token."""
+    """What the relay does with the App's `check_run` webhook for a click on `check`
+    (docs/github.md, "Buttons"): a button (`identifier`) or GitHub's own Re-run, handed to
+    `rocm-gate rerun` with the App's token."""
     action = "requested_action" if identifier else "rerequested"
     event = example(f"check_run.{action}")
     event["check_run"].update(
@@ -434,9 +433,8 @@ def test_re_run_amd_reruns_the_failures_and_lands_on_the_prs_head(upstream, gith
     assert github.workflow_runs[rerun.id]["display_title"] == f"rocm-gate dispatch {pull.head}"
     ran = rerun.job("/ gate").steps
     [gates] = [s for s in ran if s["name"] == "run the gates"]
-    assert (
-        "test_paged_attention" in gates["output"] and "test_chat" not in gates["output"]
-    )  # only the failure
+    # only the failure
+    assert "test_paged_attention" in gates["output"] and "test_chat" not in gates["output"]
     assert checks(github, upstream.main()) == []  # not on the default branch the dispatch ran from
     older, newer = checks(github, pull.head)
     assert older["id"] == failed["id"] and newer["external_id"] == str(rerun.id) != str(first.id)
@@ -453,8 +451,9 @@ def test_the_merge_queue_gets_its_check_on_the_groups_commit(upstream, github):
 
 
 def test_a_check_left_running_is_finished_by_the_scheduled_sweep(upstream, github):
-    """The gate run's `completed` event never reaches the publish workflow (a lost webhook, a publish job that
-    failed): its check would stay in_progress and block forever. The sweep publishes it from GitHub's facts."""
+    """The gate run's `completed` event never reaches the publish workflow (a lost webhook, a
+    publish job that failed): its check would stay in_progress and block forever. The sweep
+    publishes it from GitHub's facts."""
     upstream.undelivered.add("completed")
     pull = upstream.open_pull(113, {"vllm/model.py": "x = 13\n"}, fork=False, author="maintainer")
     run = upstream.pull_request(pull, "opened", "maintainer")
@@ -474,14 +473,13 @@ def test_a_check_left_running_is_finished_by_the_scheduled_sweep(upstream, githu
         str(run.id),
     )
     again = upstream.schedule("rocm-gate-sweep.yml")
-    assert (
-        "0 run(s) needed something" in again.job("/ sweep").steps[-1]["output"]
-    )  # nothing left to do
+    # nothing left to do
+    assert "0 run(s) needed something" in again.job("/ sweep").steps[-1]["output"]
 
 
 def test_the_publishes_of_one_run_never_overlap(upstream, github):
-    """`requested` and `completed` publishes of a run share one concurrency group (one running, one pending:
-    docs.github.com/en/actions/reference/workflows-and-actions/workflow-syntax#concurrency), not cancelled."""
+    """`requested` and `completed` publishes of a run share one concurrency group (one running, one
+    pending: docs.github.com/en/actions/reference/workflows-and-actions/workflow-syntax#concurrency), not cancelled."""
     pull = upstream.open_pull(114, {"vllm/model.py": "x = 14\n"}, fork=False, author="maintainer")
     run = upstream.pull_request(pull, "opened", "maintainer")
     groups = [j.concurrency for r in run.triggered for j in r.jobs if j.name.endswith("/ publish")]
@@ -514,8 +512,8 @@ def test_names_a_caller_gives_its_jobs_stay_text_in_the_check(upstream, github):
 
 
 def test_a_re_run_of_the_workflow_run_gets_a_check_of_its_own(upstream, github):
-    """GitHub's "Re-run jobs" keeps the run id: the re-run's result must not land on the first attempt's check,
-    whose annotations GitHub cannot remove."""
+    """GitHub's "Re-run jobs" keeps the run id: the re-run's result must not land on the first
+    attempt's check, whose annotations GitHub cannot remove."""
     pull = upstream.open_pull(116, REGRESSION, fork=False, author="maintainer")
     first = upstream.pull_request(pull, "opened", "maintainer")
     [failed] = checks(github, pull.head)
@@ -549,8 +547,8 @@ jobs:
 
 
 def test_a_fork_job_named_like_the_check_is_not_taken_for_an_approved_result(upstream, github):
-    """Actions makes a check run per job, named after it: a fork's job called `rocm-gate / MI300X-8` that
-    succeeds must not be read as an approved run's result, nor copied onto the App's check."""
+    """Actions makes a check run per job, named after it: a fork's job called `rocm-gate / MI300X-8`
+    that succeeds must not be read as an approved run's result, nor copied onto the App's check."""
     pull = upstream.open_pull(117, IMPERSONATOR, fork=True)
     upstream.pull_request(pull, "opened", "forker")
     fake = [c for c in github.checks(pull.head, CHECK) if c["app_id"] != APP_ID]

@@ -1,7 +1,7 @@
-"""Trunk-aware verdicts from real plugin runs: main runs (push events on the default branch) of a small
-repository's commits, PR runs (pull_request events) on top of them, `rocm-gate history trunk` and
-`rocm-gate publish --trunk` as the workflows call them; and the replay of vLLM's real main history
-(benchmarks/trunk_replay.py) at a small size, which must meet the issue's goals.
+"""Trunk-aware verdicts from real plugin runs: main runs (push events on the default branch) of a
+small repository's commits, PR runs (pull_request events) on top of them, `rocm-gate history trunk`
+and `rocm-gate publish --trunk` as the workflows call them; and the replay of vLLM's real main
+history (benchmarks/trunk_replay.py) at a small size, which must meet the issue's goals.
 """
 
 from __future__ import annotations
@@ -83,8 +83,9 @@ def pull(number, base_sha, w) -> replay.Run:
 @pytest.fixture(scope="module")
 def trunk(tmp_path_factory):
     """Main: 8 real commits; tested at c0, c2, c4, c6 on MI300X. test_engine_0 breaks at c3 (untested), the
-    flaky test flakes at c2, test_moe_0 fails at c2 and c4 and is fixed by c6 (a regression, not a flake);
-    on MI355X test_attention_3 always fails (an SKU difference, not a flake). Then five PRs."""
+    flaky test flakes at c2, test_moe_0 fails at c2 and c4 and is fixed by c6 (a regression, not a
+    flake); on MI355X test_attention_3 always fails (an SKU difference, not a flake). Then five
+    PRs."""
     root = tmp_path_factory.mktemp("trunk")
     repo = root / "upstream"
     repo.mkdir()
@@ -173,9 +174,8 @@ def test_trunk_state_names_since_last_green_and_the_suspect_commits(trunk):
 
 def test_flaky_means_pass_and_fail_on_one_commit_and_sku(trunk):
     found = json.loads(rocm_gate("history", "suspects", "--db", trunk["db"], "--json").stdout)
-    assert [f["test"] for f in found["flaky"]] == [
-        API
-    ]  # not the fixed regression, not the MI355X-only failure
+    # not the fixed regression, not the MI355X-only failure
+    assert [f["test"] for f in found["flaky"]] == [API]
     assert (
         trunk["state"]["tests"][API]["flaky_count"] == 1
         and not trunk["state"]["tests"][MOE]["flaky_count"]
@@ -204,7 +204,8 @@ def test_a_pr_is_not_blocked_by_a_failure_already_on_main(trunk):
     assert alone["conclusion"] == "failure"
     done, check = publish(trunk["prs"]["clean"], "--trunk", trunk["trunk"])
     assert done.returncode == 0, done.stderr
-    # neutral against main's state; these results are simulated, and a simulated run never passes a check
+    # neutral against main's state; these results are simulated, and a simulated run never passes a
+    # check
     assert check["conclusion"] == "action_required"
     summary = check["output"]["summary"]
     assert "none new: already failing on main" in summary
@@ -245,7 +246,8 @@ def test_a_different_failure_of_a_test_main_fails_still_blocks(trunk):
 
 
 def test_a_pr_based_before_main_broke_is_blocked_by_the_same_failure(trunk):
-    # its base (c2) is main's last green commit for the test: main's failure is not in the code that ran
+    # its base (c2) is main's last green commit for the test: main's failure is not in the code that
+    # ran
     check = publish(trunk["prs"]["before_break"], "--trunk", trunk["trunk"])[1]
     assert check["conclusion"] == "failure"
     assert "at or before main's last green commit" in check["output"]["summary"]
@@ -330,8 +332,8 @@ def test_a_known_gap_that_now_passes_is_said_in_the_check(trunk, tmp_path):
 
 
 def test_results_added_as_pr_runs_never_make_main_state_whatever_they_claim(trunk, tmp_path):
-    # a fork's results folder can claim a push on main in its manifest: the dashboard workflow adds every run
-    # GitHub does not list as main with --origin pr
+    # a fork's results folder can claim a push on main in its manifest: the dashboard workflow adds
+    # every run GitHub does not list as main with --origin pr
     main_folders = sorted(trunk["root"].glob("main-mi300x-1-*/results"))
     db = tmp_path / "h.db"
     assert rocm_gate("history", "add", "--db", db, "--origin", "pr", *main_folders).returncode == 0
@@ -402,7 +404,8 @@ def test_quarantine_adds_main_failures_red_too_long_and_lifts_green_ones(trunk, 
             "24",
         ).stdout
     )
-    # test_moe_0 failed at c2 and c4 and passed at c6: lifted after one green main run, not after two
+    # test_moe_0 failed at c2 and c4 and passed at c6: lifted after one green main run, not after
+    # two
     for lift, kept in (("2", True), ("1", False)):
         document["tests"].append(
             {"test": MOE, "sku": "MI300X", "since": trunk["commits"][2], "reason": "by hand"}
@@ -563,13 +566,11 @@ def test_the_tracker_keeps_one_issue_per_sku_and_writes_only_changes(trunk, gith
         "rocm-gate: main on MI300X (vllm): 1 failing"
     )
     body = mi300x["body"]
-    assert (
-        ENGINE in body and trunk["commits"][4][:12] in body and trunk["commits"][3][:12] in body
-    )  # suspects
+    # suspects
+    assert ENGINE in body and trunk["commits"][4][:12] in body and trunk["commits"][3][:12] in body
     assert "Flaky on main (1)" in body and API in body
-    assert (
-        "<details><summary>Green again (1)</summary>" in body and MOE in body
-    )  # quiet ones collapsed
+    # quiet ones collapsed
+    assert "<details><summary>Green again (1)</summary>" in body and MOE in body
     writes = [entry for entry in github.log if entry[0] in ("POST", "PATCH")]
     again = tracker(
         github,
@@ -583,9 +584,8 @@ def test_the_tracker_keeps_one_issue_per_sku_and_writes_only_changes(trunk, gith
         trunk["db"],
     )
     assert again.stdout.count(" unchanged") == 2
-    assert [
-        entry for entry in github.log if entry[0] in ("POST", "PATCH")
-    ] == writes  # nothing written
+    # nothing written
+    assert [entry for entry in github.log if entry[0] in ("POST", "PATCH")] == writes
     # another framework is another issue; an edited issue is written back
     github.issues[mi300x["number"]]["body"] += "edited by hand"
     third = tracker(github, "--trunk", trunk["trunk"], "--framework", "vllm")
@@ -623,7 +623,8 @@ def test_the_dashboard_shows_trunk_health_a_page_per_test_and_main_apart(trunk, 
     done = rocm_gate("dashboard", "--db", trunk["db"], "--out", site)
     assert done.returncode == 0, done.stderr
     page = (site / "trunk.html").read_text()
-    # engine is red on MI300X at c2 (test_moe_0), c4 and c6 (test_engine_0): three runs; green last at c0
+    # engine is red on MI300X at c2 (test_moe_0), c4 and c6 (test_engine_0): three runs; green last
+    # at c0
     assert (
         f"<td>MI300X</td><td>engine</td><td>red</td><td>3</td><td>{trunk['commits'][0][:12]} "
         in page

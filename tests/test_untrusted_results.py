@@ -1,7 +1,8 @@
-"""Results written by a PR's code, as an attacker writes them: text that tries to become markdown in the check
-(rendered with cmark-gfm, GitHub's own renderer, HTML allowed through so an injection shows), and documents that
-pass a loose schema but break a reader (wrong types, NaN, deep nesting). Each must come out as text, or as a
-clear refusal naming the file and field (exit 2), never as markup or a traceback."""
+"""Results written by a PR's code, as an attacker writes them: text that tries to become markdown in
+the check (rendered with cmark-gfm, GitHub's own renderer, HTML allowed through so an injection
+shows), and documents that pass a loose schema but break a reader (wrong types, NaN, deep nesting).
+Each must come out as text, or as a clear refusal naming the file and field (exit 2), never as
+markup or a traceback."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def real_results(tmp_path_factory) -> Path:
 
 
 def hostile_copy(real: Path, to: Path) -> Path:
-    """The real results with every string a reader shows replaced by HOSTILE (still schema-valid)."""
+    """The real results with every string a reader shows replaced by HOSTILE (still
+    schema-valid)."""
     shutil.copytree(real, to)
     report = json.loads((to / "gate-report.json").read_text())
     manifest = json.loads((to / "manifest.json").read_text())
@@ -91,7 +93,8 @@ def hostile_copy(real: Path, to: Path) -> Path:
 
 
 class Rendered(HTMLParser):
-    """What GitHub would show: each text run with the elements around it, and every link and image."""
+    """What GitHub would show: each text run with the elements around it, and every link and
+    image."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -162,18 +165,14 @@ def test_text_from_the_results_stays_text_in_the_check(real_results, tmp_path):
         assert not {"details", "h1", "h4", "h5", "h6"} & set(page.tags), (field, set(page.tags))
         for text, around in page.texts:
             if "EVIL" in text or "@evil" in text or "#4242" in text:
-                assert "code" in around or "pre" in around, (
-                    field,
-                    text,
-                    around,
-                )  # never outside code
+                # never outside code
+                assert "code" in around or "pre" in around, (field, text, around)
             assert "\u202e" not in text and "\x1b" not in text, (field, text)  # escaped, visibly
         headings = [text for text, around in page.texts if {"h2", "h3"} & set(around)]
         assert not [h for h in headings if "EVIL" in h], headings
     stack = render(check["output"]["summary"])
-    assert stack.rows and set(stack.rows) == {2}, (
-        stack.rows
-    )  # every row of the stack table has its two cells
+    # every row of the stack table has its two cells
+    assert stack.rows and set(stack.rows) == {2}, stack.rows
     for annotation in check["output"].get("annotations", []):
         assert "\n" not in annotation["title"] and "\x1b" not in annotation["title"]
 
@@ -225,9 +224,8 @@ def test_odd_but_once_schema_valid_results_are_refused_naming_the_field(
     done = publish_dry_run(results)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "not a valid" in done.stderr and where in done.stderr, done.stderr
-    assert (
-        json.loads(done.stdout)["conclusion"] == "action_required"
-    )  # and the check says why, blocking
+    # and the check says why, blocking
+    assert json.loads(done.stdout)["conclusion"] == "action_required"
 
 
 def publish_dry_run(results: Path, *args) -> subprocess.CompletedProcess:
@@ -332,7 +330,8 @@ def test_results_that_once_crashed_the_check_builder_make_a_check(real_results, 
 
 
 def test_a_results_zip_that_cannot_be_read_is_an_artifact_error(tmp_path):
-    """A tampered or truncated upload (a bad CRC) is refused naming the artifact, never a traceback."""
+    """A tampered or truncated upload (a bad CRC) is refused naming the artifact, never a
+    traceback."""
     import io
     import zipfile
 

@@ -1,4 +1,5 @@
-"""Verdict integrity on small, ordinary run shapes: no false block, no hidden regression, no silent success.
+"""Verdict integrity on small, ordinary run shapes: no false block, no hidden regression, no silent
+success.
 
 Each test reproduces a way a run used to end with the wrong verdict or conclusion (issue 9).
 """
@@ -84,7 +85,7 @@ def test_a_regression_that_prints_an_infra_signature_is_rerun_and_caught(pyteste
     assert report["conclusion"] == "failure"
 
 
-# --- 2. every attempt under the same timeout --------------------------------------------------------
+# --- 2. every attempt under the same timeout ------------------------------------------------------
 
 
 def test_an_in_process_rerun_runs_under_the_timeout(pytester, run_gates):
@@ -107,7 +108,7 @@ def test_an_in_process_rerun_runs_under_the_timeout(pytester, run_gates):
     assert hang["verdict"] == "regression"  # it hangs every time on a healthy device
 
 
-# --- 3. a run that did not execute what it collected is never a success ----------------------------
+# --- 3. a run that did not execute what it collected is never a success ---------------------------
 
 
 def test_a_syntax_error_in_a_gate_file_fails_the_run(pytester, run_gates):
@@ -236,7 +237,7 @@ def test_keyboard_interrupt_marks_the_running_test_interrupted(pytester, run_gat
     assert report["never_ran"] == ["test_gates.py::test_a", "test_gates.py::test_b"]
 
 
-# --- 4. the controller killed mid-run ---------------------------------------------------------------
+# --- 4. the controller killed mid-run -------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -295,7 +296,7 @@ def test_a_killed_controller_leaves_an_incomplete_run_that_blames_nobody(pyteste
     assert "conclusion: incomplete" in capsys.readouterr().out
 
 
-# --- 5. two runs, one report folder -----------------------------------------------------------------
+# --- 5. two runs, one report folder ---------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -334,7 +335,7 @@ def test_a_second_run_on_a_busy_report_folder_is_refused(pytester):
     )
 
 
-# --- 6. the health probe is checked before any test runs --------------------------------------------
+# --- 6. the health probe is checked before any test runs ------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -381,7 +382,7 @@ def test_the_probe_help_says_how_it_is_run(pytester):
     assert "Split with shlex and run without a shell" in " ".join(result.stdout.str().split())
 
 
-# --- 10. regression only when confirmed; 11. exit status follows the conclusion ---------------------
+# --- 10. regression only when confirmed; 11. exit status follows the conclusion -------------------
 
 
 def test_a_failure_nobody_reran_is_unconfirmed_and_counted_apart(pytester, run_gates):
@@ -443,7 +444,7 @@ def test_rocm_gate_verdict_exits_by_conclusion(pytester, run_gates, capsys):
     assert "conclusion: failure" in capsys.readouterr().out
 
 
-# --- 9. grouping lost to the space form of --rocm-group-map -----------------------------------------
+# --- 9. grouping lost to the space form of --rocm-group-map ---------------------------------------
 
 
 def test_a_group_map_that_matches_nothing_is_loud(pytester, run_gates):
@@ -457,7 +458,8 @@ def test_a_group_map_that_matches_nothing_is_loud(pytester, run_gates):
 
 
 def test_a_right_map_and_a_run_of_only_ungrouped_tests_is_no_problem(pytester, run_gates):
-    """The map sorts a file of the tree; this run only selected a test it leaves ungrouped: no advice to fix it."""
+    """The map sorts a file of the tree; this run only selected a test it leaves ungrouped: no
+    advice to fix it."""
     pytester.makefile(".toml", groups='[[rule]]\ngroup = "api"\npaths = ["tests/entrypoints/"]\n')
     pytester.mkpydir("tests")
     (pytester.path / "tests" / "entrypoints").mkdir()
@@ -470,7 +472,7 @@ def test_a_right_map_and_a_run_of_only_ungrouped_tests_is_no_problem(pytester, r
     assert "matched none" not in result.stdout.str()
 
 
-# --- 8. stacked markers that disagree ---------------------------------------------------------------
+# --- 8. stacked markers that disagree -------------------------------------------------------------
 
 
 def test_stacked_known_gaps_that_disagree_are_a_collection_error(pytester):
@@ -491,11 +493,12 @@ def test_stacked_known_gaps_that_disagree_are_a_collection_error(pytester):
     assert result.ret == pytest.ExitCode.INTERRUPTED
 
 
-# --- other defects ----------------------------------------------------------------------------------
+# --- other defects --------------------------------------------------------------------------------
 
 
 def test_gpus_fixture_beside_a_server_on_a_one_gpu_runner_does_not_wait(pytester):
-    """A device the process's server holds is usable by a test in that process (it talks to the server)."""
+    """A device the process's server holds is usable by a test in that process (it talks to the
+    server)."""
     pytester.makepyfile(
         test_both="""
         from pytest_rocm.hw import allocation
@@ -537,7 +540,7 @@ def test_records_that_lie_are_reported_not_counted(tmp_path, capsys):
     assert "'maybe'" in problems and "`outcome`" in problems and "`t` must be a number" in problems
 
 
-# --- 8. numbers that are never checked ---------------------------------------------------------------
+# --- 8. numbers that are never checked ------------------------------------------------------------
 
 
 def test_a_baseline_file_diffed_against_itself_changes_nothing(capsys):
@@ -551,7 +554,8 @@ def test_a_baseline_file_diffed_against_itself_changes_nothing(capsys):
 
 
 def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester):
-    """As people type it, from the upstream tree, with the map in the plugin's checkout (which has an ini file):
+    """As people type it, from the upstream tree, with the map in the plugin's checkout (which has
+    an ini file):
     `pytest --rocm-group-map ../plugin/suites/upstream/vllm.toml tests/entrypoints`."""
     plugin, tree = pytester.mkdir("plugin"), pytester.mkdir("vllm")
     (plugin / "suites/upstream").mkdir(parents=True)
@@ -587,8 +591,9 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
 
 
 def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):
-    """`pytest -c suites/pytest.ini suites -n 1` from the repository, as the main job runs: node ids are relative
-    to suites/, and the last test's rerun (no worker left to take it: a subprocess) must still find it."""
+    """`pytest -c suites/pytest.ini suites -n 1` from the repository, as the main job runs: node ids
+    are relative to suites/, and the last test's rerun (no worker left to take it: a subprocess)
+    must still find it."""
     suite = pytester.mkdir("suite")
     (suite / "pytest.ini").write_text("[pytest]\n")
     (suite / "test_last.py").write_text(
@@ -612,7 +617,8 @@ def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):
 
 
 def test_collect_only_does_not_call_a_pattern_stale_when_its_file_failed_to_collect(pytester):
-    """The hint's count must agree with `rocm-gate groups` on the tree, which sees the broken file."""
+    """The hint's count must agree with `rocm-gate groups` on the tree, which sees the broken
+    file."""
     pytester.makefile(
         ".toml",
         groups='[[rule]]\ngroup = "api"\npaths = ["test_api.py"]\n\n'

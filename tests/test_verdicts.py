@@ -21,7 +21,8 @@ PROFILE = {
     + [{"sku": "MI325X", "arch": "gfx942", "memory_gb": 256}],
 }
 
-# The health probe of the simulated runner: a device is unhealthy once a test left `unhealthy-<index>`.
+# The health probe of the simulated runner: a device is unhealthy once a test left
+# `unhealthy-<index>`.
 PROBE = """
 import os, sys
 devices = [d for d in os.environ["PYTEST_ROCM_PROBE_DEVICES"].split(",") if d]
@@ -57,7 +58,8 @@ SIGNATURE_LINES = {
     "collective_error": "NCCL WARN NET/IB : Got completion from peer with error 12",
     "no_space": "OSError: [Errno 28] No space left on device: '/root/.cache/vllm'",
     "server_not_healthy": "RuntimeError: vLLM server did not become healthy within 480 s",
-    # vLLM's CPU worker (vllm/v1/worker/cpu_worker.py, determine_available_memory), as it formats the line
+    # vLLM's CPU worker (vllm/v1/worker/cpu_worker.py, determine_available_memory), as it formats
+    # the line
     "machine_memory": "ValueError: Available memory on node 0 (0.80/23.47 GiB) on kv cache allocation is less than "
     "requested memory for kv (1.00 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, "
     "or reduce CPU memory used by other processes.",
@@ -208,9 +210,8 @@ def test_fault_campaign(pytester, xdist):
     )
     hang = tests["test_campaign.py::test_hang_once"]
     assert hang["attempts"][0]["signature"]["name"] == "timeout"
-    assert (
-        len(tests["test_campaign.py::test_shadow_failure"]["attempts"]) == 1
-    )  # not blocking: not rerun
+    # not blocking: not rerun
+    assert len(tests["test_campaign.py::test_shadow_failure"]["attempts"]) == 1
     child = tests["test_campaign.py::test_child_killed_134_once"]
     assert child["attempts"][0]["signature"]["name"] == "kfd_hang_exit"
 
@@ -264,7 +265,8 @@ def test_infrastructure_only_run_is_neutral_and_names_what_to_rerun(pytester):
     assert report["conclusion"] == "neutral"
     reason = report["conclusion_reason"]
     assert reason.startswith("3 blocking gate(s) hit infrastructure faults on runner ")
-    # every one passed on its rerun: nothing is left to rerun, and the rerun's healthy devices are not suspects
+    # every one passed on its rerun: nothing is left to rerun, and the rerun's healthy devices are
+    # not suspects
     assert (
         "passed on their rerun: nothing to rerun" in reason
         and "test_campaign.py::test_child_killed_134_once" in reason
@@ -312,10 +314,11 @@ def test_rebuilt_offline_verdicts_are_identical(pytester, capsys):
     report = run_campaign(
         pytester, CAMPAIGN.format(lines={"no_space": SIGNATURE_LINES["no_space"]})
     )
+    # failure
     assert (
         rocm_gate(["verdict", str(pytester.path / "out"), "--out", str(pytester.path / "again")])
         == 1
-    )  # failure
+    )
     again = read_report(pytester.path / "again")
     assert again == report
     capsys.readouterr()
@@ -486,8 +489,9 @@ def test_bad_timeout_configuration(pytester, line, message):
 
 @pytest.mark.slow
 def test_rerun_of_a_last_test_runs_after_the_workers_stop(pytester):
-    """With two tests on two workers xdist stops both workers at once: the rerun runs in a subprocess
-    of the controller's (never in the controller itself, which a crashing test would take down)."""
+    """With two tests on two workers xdist stops both workers at once: the rerun runs in a
+    subprocess of the controller's (never in the controller itself, which a crashing test would take
+    down)."""
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_last="""
@@ -515,8 +519,8 @@ def test_rerun_of_a_last_test_runs_after_the_workers_stop(pytester):
 
 @pytest.mark.slow
 def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_selection(pytester):
-    """The last test of a worker fails once: its rerun runs in a subprocess with the run's own options
-    (the timeout, the ini overrides), without xdist, and with only that test selected."""
+    """The last test of a worker fails once: its rerun runs in a subprocess with the run's own
+    options (the timeout, the ini overrides), without xdist, and with only that test selected."""
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_a="""
@@ -556,7 +560,8 @@ def test_a_rerun_subprocess_repeats_the_run_options_but_not_xdist_nor_the_select
 
 @pytest.mark.slow
 def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
-    """If the rerun subprocess cannot even start the test, the run says so; no crashed attempt is invented."""
+    """If the rerun subprocess cannot even start the test, the run says so; no crashed attempt is
+    invented."""
     pytester.makepyfile(
         test_last="""
         import pytest
@@ -590,10 +595,11 @@ def test_a_rerun_that_cannot_start_is_said_not_mistaken_for_a_crash(pytester):
     )
 
 
-# --- network faults: a remote host's, never the test's own server's -----------------------------------------------
+# --- network faults: a remote host's, never the test's own server's -------------------------------
 
-# Real requests through the real libraries; only the network is arranged: huggingface.co resolves to a closed
-# port of this machine (the connection is refused there) or does not resolve, and httpx's transport answers 503.
+# Real requests through the real libraries; only the network is arranged: huggingface.co resolves to
+# a closed port of this machine (the connection is refused there) or does not resolve, and httpx's
+# transport answers 503.
 NETWORK_SUITE = """
 import http.server
 import socket
@@ -701,7 +707,8 @@ def test_network_faults_on_the_way_to_a_remote_host_are_infra_and_the_tests_own_
         "test_hub_does_not_resolve_once": ("infra", "network"),
         "test_hub_answers_503_once": ("infra", "network"),
         "test_huggingface_hub_answers_503_once": ("infra", "network"),
-        # this machine's server: its failure is the change's until a rerun passes, and then only a flake
+        # this machine's server: its failure is the change's until a rerun passes, and then only a
+        # flake
         "test_own_server_refuses_once": ("flaky", None),
         "test_own_server_answers_500": ("regression", None),
         "test_own_server_answers_503_once": ("flaky", None),
@@ -713,7 +720,7 @@ def test_network_faults_on_the_way_to_a_remote_host_are_infra_and_the_tests_own_
     )
 
 
-# --- collection errors: the change's, or the run's ----------------------------------------------------------------
+# --- collection errors: the change's, or the run's ------------------------------------------------
 
 
 def _collection_errors(report) -> dict[str, tuple[str, str]]:
@@ -747,7 +754,8 @@ def test_what_the_runner_lacks_is_a_set_up_problem_naming_it_and_the_fix(run_gat
         pytest.skip("pytest_asyncio is installed here: its absence cannot be shown")
     pytester.makepyfile(
         **{
-            # a plain source checkout: vllm/ without its compiled extensions, found before any installed vLLM
+            # a plain source checkout: vllm/ without its compiled extensions, found before any
+            # installed vLLM
             "vllm/__init__.py": "",
             "vllm/_custom_ops.py": "import vllm._C\n",
             "test_ok.py": "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_fine():\n    pass\n",
@@ -786,8 +794,8 @@ def test_what_the_runner_lacks_is_a_set_up_problem_naming_it_and_the_fix(run_gat
 
 
 def test_the_project_package_missing_altogether_is_a_set_up_problem(run_gates, pytester):
-    # A runner without vLLM: this one may have it installed, so its import system is made to find none, with
-    # the error Python's own import raises then.
+    # A runner without vLLM: this one may have it installed, so its import system is made to find
+    # none, with the error Python's own import raises then.
     pytester.makeconftest("""
         import sys
 
@@ -830,9 +838,8 @@ def test_model(model):
 def test_workers_that_order_a_set_differently_make_an_incomplete_run_naming_the_file_and_the_hash_seed(
     run_gates, pytester, monkeypatch
 ):
-    monkeypatch.delenv(
-        "PYTHONHASHSEED", raising=False
-    )  # each worker draws its own seed, as in vLLM's CI
+    # each worker draws its own seed, as in vLLM's CI
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     pytester.makepyfile(
         test_models=SET_ORDERED,
         test_other="import pytest\n\n@pytest.mark.rocm_gate(group='api')\n"
@@ -852,7 +859,8 @@ def test_workers_that_order_a_set_differently_make_an_incomplete_run_naming_the_
 
 
 def test_a_cut_xdist_difference_still_names_the_files_it_shows(tmp_path, capsys):
-    """The controller keeps the last 2,000 characters of a collection error: a long difference loses its head."""
+    """The controller keeps the last 2,000 characters of a collection error: a long difference loses
+    its head."""
     from xdist.report import report_collection_diff
 
     from pytest_rocm.cli import main as rocm_gate

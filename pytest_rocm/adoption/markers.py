@@ -1,9 +1,10 @@
-"""Add pytest-rocm's markers to the `markers` list of a `pyproject.toml`'s `[tool.pytest.ini_options]`, as a text
-edit that keeps every other byte of the file (comments, order, quoting), then prove it with the TOML parser: the
-edited file must parse to the same document with only the marker lines added, or nothing is written.
+"""Add pytest-rocm's markers to the `markers` list of a `pyproject.toml`'s
+`[tool.pytest.ini_options]`, as a text edit that keeps every other byte of the file (comments,
+order, quoting), then prove it with the TOML parser: the edited file must parse to the same document
+with only the marker lines added, or nothing is written.
 
-A diff in a guide cannot do this on a real tree (vLLM's pyproject has other lists ending in `]` before the
-markers, and its lines move between commits); this finds the list where it is.
+A diff in a guide cannot do this on a real tree (vLLM's pyproject has other lists ending in `]`
+before the markers, and its lines move between commits); this finds the list where it is.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 
 from pytest_rocm.plugin.markers import MARKER_HELP
 
-# The markers a test writes (the server markers are the plugin's own suites'): their signature, and where to read.
+# The markers a test writes (the server markers are the plugin's own suites'): their signature, and
+# where to read.
 USER_MARKERS = ("rocm_gate", "hardware", "rocm_known_gap")
 LINES = tuple(
     f"{MARKER_HELP[name].split(': ', 1)[0]}: pytest-rocm (docs/adoption.md)"
@@ -41,7 +43,8 @@ def _registered(markers: list) -> set[str]:
 
 
 def add_markers(path: Path) -> Edit:
-    """The file with pytest-rocm's missing markers added; MarkerEditError when it cannot be done safely."""
+    """The file with pytest-rocm's missing markers added; MarkerEditError when it cannot be done
+    safely."""
     if path.suffix != ".toml":
         raise MarkerEditError(
             f"{path}: only a pyproject.toml is edited; in an ini file add these lines under "
@@ -139,7 +142,8 @@ def _insert(
 
 
 def _closing_line(lines: list[str], start: int, end: int) -> int | None:
-    """The line holding the `]` that closes the list opened on `start` (strings and comments skipped)."""
+    """The line holding the `]` that closes the list opened on `start` (strings and comments
+    skipped)."""
     depth = 0
     for i in range(start, end):
         code = _strip_comment(lines[i])
@@ -155,7 +159,8 @@ def _closing_line(lines: list[str], start: int, end: int) -> int | None:
 
 
 def _in_list(lines: list[str], table: int, index: int) -> bool:
-    """Whether line `index` is inside an open list (a `[` at its start is then an item, not a table)."""
+    """Whether line `index` is inside an open list (a `[` at its start is then an item, not a
+    table)."""
     depth = 0
     for i in range(table + 1, index):
         code = re.sub(r'"(?:\\.|[^"\\])*"|\'[^\']*\'', '""', _strip_comment(lines[i]))

@@ -56,7 +56,8 @@ class Applicability:
         return None
 
     def reason_for_suites(self, suites: list[str]) -> str | None:
-        """Not applicable when every suite a file is registered in matches one rule's suite patterns."""
+        """Not applicable when every suite a file is registered in matches one rule's suite
+        patterns."""
         for rule in self.rules:
             if (
                 suites

@@ -91,9 +91,8 @@ class Rule:
     include: PatternSet
     exclude: PatternSet
     blocking: bool = False
-    sources: PatternSet = PatternSet(
-        ()
-    )  # source files whose change selects this rule's tests (PR selection)
+    # source files whose change selects this rule's tests (PR selection)
+    sources: PatternSet = PatternSet(())
 
     def matches(self, path: str, nodeid: str) -> bool:
         return self.include.matches(path, nodeid) and not self.exclude.matches(path, nodeid)

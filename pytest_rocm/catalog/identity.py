@@ -61,13 +61,11 @@ def _leading(path: str, count: int) -> str | None:
 
 
 def detect_prefixes(reference: dict, candidate: dict) -> tuple[str, str]:
-    """Find the leading folders to strip on each side (e.g. '/vllm-workspace/' against '') so the most
-    test files line up. Returns ('', '') when the roots already agree."""
+    """Find the leading folders to strip on each side (e.g. '/vllm-workspace/' against '') so the
+    most test files line up. Returns ('', '') when the roots already agree."""
     if len(reference.keys() & candidate.keys()) * 2 >= min(len(reference), len(candidate)):
-        return (
-            "",
-            "",
-        )  # most ids already match: the roots agree (decided without splitting 100,000s of ids)
+        # most ids already match: the roots agree (decided without splitting 100,000s of ids)
+        return ("", "")
     ref_files = {n.partition("::")[0] for n in reference}
     cand_files = {n.partition("::")[0] for n in candidate}
     best = (len(ref_files & cand_files), 0, "", "")

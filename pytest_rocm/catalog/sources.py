@@ -1,8 +1,9 @@
-"""Reading a test tree's paths for `rocm-gate groups` and `rocm-gate shard`: a checkout folder (named as pytest
-names its files), SGLang's registrations (.jsonl), or a list of paths or node ids (a file list, or the output of
-`pytest --collect-only -q` / `-qq`), from a file or standard input.
+"""Reading a test tree's paths for `rocm-gate groups` and `rocm-gate shard`: a checkout folder
+(named as pytest names its files), SGLang's registrations (.jsonl), or a list of paths or node ids
+(a file list, or the output of `pytest --collect-only -q` / `-qq`), from a file or standard input.
 
-`read_sources` gives (node id or path, count) entries; SourceError names the source that cannot be read.
+`read_sources` gives (node id or path, count) entries; SourceError names the source that cannot be
+read.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ SKIPPED_FOLDERS = {
     ".tox",
     ".eggs",
 }
-# pytest's own lines around the node ids of `--collect-only -q`: counts and section rules, never tests.
+# pytest's own lines around the node ids of `--collect-only -q`: counts and section rules, never
+# tests.
 _PYTEST_TRAILER = re.compile(
     r"^(\d+(/\d+)? tests? (collected|deselected)|no tests (collected|ran)|collected \d+ item)"
 )
@@ -54,16 +56,15 @@ def _decode(data: bytes, where: str) -> list[str]:
 def _read_lines(
     lines: list[str], where: str, notes: list[str]
 ) -> tuple[list[tuple[str, int]], bool]:
-    """(path or node id, count) from a file list or pytest's `--collect-only -q/-qq` output, and whether the
-    counts came from `-qq` lines."""
+    """(path or node id, count) from a file list or pytest's `--collect-only -q/-qq` output, and
+    whether the counts came from `-qq` lines."""
     found, counted = [], False
     for number, line in enumerate(lines, start=1):
         text = line.rstrip("\r\n").strip()
         if not text or _PYTEST_TRAILER.match(text):
             continue
-        if _SECTION.match(
-            text
-        ):  # a pytest section ("==== ERRORS ====", "!!! Interrupted"): the list has ended
+        # a pytest section ("==== ERRORS ====", "!!! Interrupted"): the list has ended
+        if _SECTION.match(text):
             if "error" in text.lower() or "interrupted" in text.lower():
                 notes.append(
                     f"{where}: pytest reported errors while collecting (line {number}: {text.strip('=! ')}); "
@@ -86,9 +87,10 @@ ROOT_MARKERS = (".git", "pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg", 
 
 
 def _tree_root(folder: Path) -> Path:
-    """Where node ids start for a folder's files, as pytest would name them: the nearest folder at or above it
-    that marks a checkout's root (`vllm` from its parent, `test/registered` inside an SGLang checkout); with
-    none, the current folder when the folder is inside it, else the folder itself."""
+    """Where node ids start for a folder's files, as pytest would name them: the nearest folder at
+    or above it that marks a checkout's root (`vllm` from its parent, `test/registered` inside an
+    SGLang checkout); with none, the current folder when the folder is inside it, else the folder
+    itself."""
     for candidate in (folder, *folder.parents):
         if any((candidate / marker).exists() for marker in ROOT_MARKERS):
             return candidate
@@ -133,17 +135,16 @@ def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
         raw = _decode(path.read_bytes(), source)
         where = source
     lines, counted = _read_lines(raw, where, notes)
-    if counted or any(
-        "::" in entry for entry, _ in lines
-    ):  # node ids, or `-qq` counts: items are known
+    # node ids, or `-qq` counts: items are known
+    if counted or any("::" in entry for entry, _ in lines):
         return lines, True, 0
     tests = [(p, n) for p, n in lines if _is_test_file(p, globs)]
     return tests, False, len(lines) - len(tests)
 
 
 def read_sources(sources: list[str], globs: tuple[str, ...], notes: list[str]):
-    """Every source's tests: ([(node id or path, count)], whether items are known, files set aside). Raises
-    SourceError (or OSError) naming the source."""
+    """Every source's tests: ([(node id or path, count)], whether items are known, files set aside).
+    Raises SourceError (or OSError) naming the source."""
     found, items_known, set_aside = [], True, 0
     for source in sources:
         entries, known, aside = _read_source(source, globs, notes)

@@ -52,9 +52,10 @@ def sort_tree(
 ) -> dict:
     """The sorting of a tree into groups, as a JSON-able dict (see the module docstring).
 
-    `items_known` is False for a file list: then each entry is a file and items are not counted. `uncollected`
-    are files that exist but failed to collect (`--collect-only` with errors): they have no tests to count,
-    and a pattern that names one of them is not stale (`rocm-gate groups` on the tree sees the file).
+    `items_known` is False for a file list: then each entry is a file and items are not counted.
+    `uncollected` are files that exist but failed to collect (`--collect-only` with errors): they
+    have no tests to count, and a pattern that names one of them is not stale (`rocm-gate groups` on
+    the tree sees the file).
     """
     rules = group_map.rules if group_map else ()
     groups: dict[str, dict] = defaultdict(
@@ -64,9 +65,8 @@ def sort_tree(
     ungrouped_files: dict[str, int] = {}
     not_applicable: dict[str, set[str]] = defaultdict(set)
     overlaps: dict[str, dict] = {}
-    in_two_groups: set[str] = (
-        set()
-    )  # every file rules of two groups match (most are deliberate carve-outs)
+    # every file rules of two groups match (most are deliberate carve-outs)
+    in_two_groups: set[str] = set()
     by_file: dict[str, tuple] = {}  # the map's answer for a file, when the map looks at paths only
     per_file = group_map is None or group_map.by_path
     for entry in entries:
@@ -136,8 +136,8 @@ def sort_tree(
 
 
 def _specificity(pattern: str) -> tuple[int, int]:
-    """How narrow a pattern is: the length of its literal part before the first wildcard, then of all its
-    literal parts (`tests/x/*moe*` is narrower than `tests/x/`)."""
+    """How narrow a pattern is: the length of its literal part before the first wildcard, then of
+    all its literal parts (`tests/x/*moe*` is narrower than `tests/x/`)."""
     return len(re.split(r"[*?\[]", pattern, maxsplit=1)[0]), len(
         re.sub(r"[*?]|\[[^]]*\]", "", pattern)
     )
@@ -146,9 +146,9 @@ def _specificity(pattern: str) -> tuple[int, int]:
 def _shadowed(rules, matching: list[int], path: str, nodeid: str) -> list[str]:
     """Groups of later rules that match this test at least as narrowly as the rule that wins it.
 
-    A broad later rule (`tests/models/`) under a narrow earlier one (`tests/models/multimodal/`) is the
-    map's normal carve-out and is not reported; a narrow rule losing to a broader or equal earlier one is
-    (an MTP accuracy eval taken by `*mtp*` before `amd/accuracy/` was ever tried)."""
+    A broad later rule (`tests/models/`) under a narrow earlier one (`tests/models/multimodal/`) is
+    the map's normal carve-out and is not reported; a narrow rule losing to a broader or equal
+    earlier one is (an MTP accuracy eval taken by `*mtp*` before `amd/accuracy/` was ever tried)."""
     if len(matching) < 2:
         return []
 
@@ -174,8 +174,8 @@ def _shadowed(rules, matching: list[int], path: str, nodeid: str) -> list[str]:
 
 
 def _unused_patterns(rules, paths: set[str], nodeids: list[str]) -> list[dict]:
-    """Patterns (plain and `!`) that match nothing in the tree. Node id patterns are checked only when the
-    tree's node ids are known; against a file list they are reported as unchecked."""
+    """Patterns (plain and `!`) that match nothing in the tree. Node id patterns are checked only
+    when the tree's node ids are known; against a file list they are reported as unchecked."""
     found = []
     for number, rule in enumerate(rules, start=1):
         for negated, patterns in ((False, rule.include.patterns), (True, rule.exclude.patterns)):
@@ -215,10 +215,11 @@ def _listed(title: str, values: list[str], limit: int) -> list[str]:
 
 
 def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) -> list[str]:
-    """The per-group table and the map's problems, as printed by `rocm-gate groups` and `--collect-only`.
+    """The per-group table and the map's problems, as printed by `rocm-gate groups` and
+    `--collect-only`.
 
-    Without `map_details` (`--collect-only`, often of a part of the tree, where most patterns match nothing
-    for that reason alone) the map's unused patterns and rules are counted, not listed."""
+    Without `map_details` (`--collect-only`, often of a part of the tree, where most patterns match
+    nothing for that reason alone) the map's unused patterns and rules are counted, not listed."""
     items_known = report["total"]["items"] is not None
     headers = ["group", *(["items"] if items_known else []), "files", "gates", "blocking"]
     rows = [
@@ -280,9 +281,8 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) 
         [f"rule {p['rule']} ({p['group']}): {p['pattern']}" for p in checked],
         limit,
     )
-    if (
-        checked and where and where["source"]
-    ):  # a map made for one commit, read on a tree at another
+    # a map made for one commit, read on a tree at another
+    if checked and where and where["source"]:
         lines.append(
             f"the map was made for {where['source']}: a tree at another commit moves or removes the files "
             "those patterns name; check out that commit, or update the map (and its `source`) to this tree"

@@ -1,7 +1,8 @@
 """The `rocm-gate` command line: one module per command, each registering itself in `COMMANDS`.
 
-Each command module has `add_parser(commands)` (its arguments) and `run(args) -> int` (its exit status).
-Commands import what they need when they run: `parity` at CI scale should not pay for detection.
+Each command module has `add_parser(commands)` (its arguments) and `run(args) -> int` (its exit
+status). Commands import what they need when they run: `parity` at CI scale should not pay for
+detection.
 
 Exit statuses: one scheme for every command, in `exits` (docs/reference.md, "Exit statuses").
 """
@@ -74,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM (a job's cancel, a pod's deletion) raised like Ctrl-C, so what a command started is cleaned up."""
+    """SIGTERM (a job's cancel, a pod's deletion) raised like Ctrl-C, so what a command started is
+    cleaned up."""
 
     signal_number = signal.SIGTERM
 
@@ -85,7 +87,8 @@ def _stop(signal_number, frame):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # Only the main thread may set a handler; a caller's own (main() run in-process) is put back after.
+    # Only the main thread may set a handler; a caller's own (main() run in-process) is put back
+    # after.
     previous = (
         signal.signal(signal.SIGTERM, _stop)
         if threading.current_thread() is threading.main_thread()
@@ -96,16 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (
-        KeyboardInterrupt
-    ) as stopped:  # Ctrl-C or a job's cancel: one line; artifacts are written atomically
+    # Ctrl-C or a job's cancel: one line; artifacts are written atomically
+    except KeyboardInterrupt as stopped:
         print(
             f"rocm-gate {args.command}: interrupted before it finished; it concluded nothing",
             file=sys.stderr,
         )
-        return 128 + getattr(
-            stopped, "signal_number", signal.SIGINT
-        )  # as a shell reports the signal
+        # as a shell reports the signal
+        return 128 + getattr(stopped, "signal_number", signal.SIGINT)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

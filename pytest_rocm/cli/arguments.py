@@ -1,5 +1,5 @@
-"""Argument types shared by the `rocm-gate` commands: each turns a bad value into argparse's usage error, saying
-what was expected."""
+"""Argument types shared by the `rocm-gate` commands: each turns a bad value into argparse's usage
+error, saying what was expected."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 
 
 def whole_number(minimum: int, too_small: str):
-    """An argparse `type`: a whole number of at least `minimum`; `too_small` is the message for one below it,
-    with `{value}` for the number given."""
+    """An argparse `type`: a whole number of at least `minimum`; `too_small` is the message for one
+    below it, with `{value}` for the number given."""
 
     def parse(value: str) -> int:
         try:
@@ -32,8 +32,8 @@ def sku(value: str) -> str:
 
 
 def tool_file(names: tuple[str, ...], noun: str):
-    """An argparse `type` for `TOOL=FILE` (`--source` of doctor and preflight): (tool, path), the tool one of `names`;
-    `noun` is what the message calls the tool ("source", "tool")."""
+    """An argparse `type` for `TOOL=FILE` (`--source` of doctor and preflight): (tool, path), the
+    tool one of `names`; `noun` is what the message calls the tool ("source", "tool")."""
 
     def parse(value: str) -> tuple[str, str]:
         name, sep, path = value.partition("=")
@@ -49,7 +49,8 @@ def tool_file(names: tuple[str, ...], noun: str):
 
 
 def map_file(value: str):
-    """An argparse `type`: a map file, or a map shipped with pytest-rocm by name (`vllm`, `pytest_rocm:vllm`)."""
+    """An argparse `type`: a map file, or a map shipped with pytest-rocm by name (`vllm`,
+    `pytest_rocm:vllm`)."""
     from pytest_rocm import maps
 
     try:

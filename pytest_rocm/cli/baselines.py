@@ -1,7 +1,8 @@
-"""`rocm-gate baselines diff OLD NEW`: every baseline a change loosened, tightened, moved, added or removed.
+"""`rocm-gate baselines diff OLD NEW`: every baseline a change loosened, tightened, moved, added or
+removed.
 
-Exit statuses: 0 done, 2 unreadable or invalid baseline file, 3 with --fail-on-loosened when a threshold was
-loosened (a loosened baseline is a reviewed change, never automatic).
+Exit statuses: 0 done, 2 unreadable or invalid baseline file, 3 with --fail-on-loosened when a
+threshold was loosened (a loosened baseline is a reviewed change, never automatic).
 """
 
 from __future__ import annotations

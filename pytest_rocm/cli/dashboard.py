@@ -1,11 +1,12 @@
-"""`rocm-gate dashboard --db HISTORY --out SITE`: build the coverage dashboard, a static site, from history.
+"""`rocm-gate dashboard --db HISTORY --out SITE`: build the coverage dashboard, a static site, from
+history.
 
 Pages: overview (parity per SKU and group against the named reference, now and over time, and overall per SKU;
-the latest runs and their run time), trunk health (per SKU and group from main runs: streak, last green, flips,
-time to recovery; a page per test that failed on main, with its runs across SKUs and commits), runs x groups
-(main runs apart from PR runs; each cell the worst verdict, opening to the failing tests), suspects and flaky
-tests with known gaps, accepted stacks and drift. No script, no network: open SITE/index.html, or publish the folder
-(.github/workflows/dashboard.yml deploys it to GitHub Pages).
+the latest runs and their run time), trunk health (per SKU and group from main runs: streak, last
+green, flips, time to recovery; a page per test that failed on main, with its runs across SKUs and
+commits), runs x groups (main runs apart from PR runs; each cell the worst verdict, opening to the
+failing tests), suspects and flaky tests with known gaps, accepted stacks and drift. No script, no
+network: open SITE/index.html, or publish the folder (.github/workflows/dashboard.yml deploys it to GitHub Pages).
 
 Exit status: 0 built, 2 bad input.
 """

@@ -1,9 +1,11 @@
-"""`rocm-gate drain`: should this node stop taking jobs? Decided from its history, with the evidence and the commands.
+"""`rocm-gate drain`: should this node stop taking jobs? Decided from its history, with the evidence
+and the commands.
 
-Reads earlier preflight artifacts (`rocm-gate preflight --out`) and gate reports under --history, and
-prints the reasons, the `kubectl` cordon/drain commands, and the image to roll back to (the last one
-whose run on the default branch concluded `success`, with the report it comes from). It prints commands, each argument quoted for the shell; it never runs
-them. A history file that is not a valid artifact is skipped and named on stderr.
+Reads earlier preflight artifacts (`rocm-gate preflight --out`) and gate reports under --history,
+and prints the reasons, the `kubectl` cordon/drain commands, and the image to roll back to (the last
+one whose run on the default branch concluded `success`, with the report it comes from). It prints
+commands, each argument quoted for the shell; it never runs them. A history file that is not a valid
+artifact is skipped and named on stderr.
 
 Exit status: 0 keep the node, 3 drain it, 2 bad input.
 """
@@ -48,9 +50,8 @@ def run(args) -> int:
     except drain.EvidenceFolderError as exc:
         print(f"rocm-gate drain: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
-    for (
-        problem
-    ) in history.skipped:  # named, and the decision is made on the files that could be read
+    # named, and the decision is made on the files that could be read
+    for problem in history.skipped:
         print(f"rocm-gate drain: skipped {problem}", file=sys.stderr)
     decision = drain.decide(args.node, history)
     if args.json:

@@ -1,4 +1,5 @@
-"""The exit statuses of every `rocm-gate` command: one scheme, one place (docs/reference.md, "Exit statuses").
+"""The exit statuses of every `rocm-gate` command: one scheme, one place (docs/reference.md, "Exit
+statuses").
 
 A caller (a workflow step, a runner's hook) reads the same number the same way whatever the command:
 
@@ -13,8 +14,8 @@ A caller (a workflow step, a runner's hook) reads the same number the same way w
   5 SKIPPED    `verdict` only: no blocking gate ran
   128+N        stopped by signal N (130 Ctrl-C, 143 SIGTERM); it concluded nothing
 
-`rocm-gate verdict` exits by the run's conclusion, as pytest does with --rocm-exit-by-conclusion: 0 success
-or neutral, 1 failure, 3 incomplete, 5 skipped (`results.conclusion.EXIT_BY_CONCLUSION`).
+`rocm-gate verdict` exits by the run's conclusion, as pytest does with --rocm-exit-by-conclusion: 0
+success or neutral, 1 failure, 3 incomplete, 5 skipped (`results.conclusion.EXIT_BY_CONCLUSION`).
 """
 
 OK = 0

@@ -1,5 +1,5 @@
-"""Options shared by the commands that talk to GitHub (publish, trust, rerun): where the API is, which
-repository, and the credentials, read from the environment as GitHub Actions sets it.
+"""Options shared by the commands that talk to GitHub (publish, trust, rerun): where the API is,
+which repository, and the credentials, read from the environment as GitHub Actions sets it.
 
 Credentials: a GitHub App (ROCM_GATE_APP_ID, ROCM_GATE_APP_PRIVATE_KEY or ROCM_GATE_APP_PRIVATE_KEY_FILE,
 ROCM_GATE_APP_INSTALLATION_ID: an installation token is minted per run), else GITHUB_TOKEN (the Actions

@@ -8,12 +8,12 @@ SOURCE is any of:
   FILE or -          a list of paths or node ids, one per line: a file list such as `git ls-files tests`, or the
                      output of `pytest --collect-only -q` (node ids: items are counted) or `-qq` (`path: N`)
 
-It prints items and files per group (with gates and merge-blocking tests), the files no rule sorts, the map's
-patterns that match nothing in the tree, rules that sort no test, and files two groups' rules match. The same
-table ends `pytest --collect-only` when the plugin is installed.
+It prints items and files per group (with gates and merge-blocking tests), the files no rule sorts,
+the map's patterns that match nothing in the tree, rules that sort no test, and files two groups'
+rules match. The same table ends `pytest --collect-only` when the plugin is installed.
 
-Exit statuses: 0 done, 2 bad input (an unreadable map or source, named), 3 with --strict when a pattern matches
-nothing, a rule sorts no test, or a file is matched by two groups.
+Exit statuses: 0 done, 2 bad input (an unreadable map or source, named), 3 with --strict when a
+pattern matches nothing, a rule sorts no test, or a file is matched by two groups.
 """
 
 from __future__ import annotations

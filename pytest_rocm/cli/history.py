@@ -133,9 +133,8 @@ def run(args) -> int:
     except store.HistoryError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
         return exits.BAD_INPUT
-    except (
-        sqlite3.DatabaseError
-    ) as exc:  # a damaged page found while reading, after the store opened
+    # a damaged page found while reading, after the store opened
+    except sqlite3.DatabaseError as exc:
         print(
             f"rocm-gate history: {args.db}: the history database is damaged ({exc}); restore it from a backup "
             "or rebuild it with `rocm-gate history add` from the results folders",

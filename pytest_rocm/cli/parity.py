@@ -1,7 +1,9 @@
-"""`rocm-gate parity`: CUDA-parity coverage, of what passes on the reference how much passes on the candidate.
+"""`rocm-gate parity`: CUDA-parity coverage, of what passes on the reference how much passes on the
+candidate.
 
-Exit statuses: 0 done, 2 unreadable input (the message names the file and line; --keep-going drops such a file,
-keeps what was read before the break, and names it in the report), 3 parity below --min-parity.
+Exit statuses: 0 done, 2 unreadable input (the message names the file and line; --keep-going drops
+such a file, keeps what was read before the break, and names it in the report), 3 parity below
+--min-parity.
 """
 
 from __future__ import annotations
@@ -140,9 +142,8 @@ def run(args) -> int:
         if args.sglang_registry:
             registered = read_registry(args.sglang_registry)
             report["sglang"] = declared_parity(registered, applicability)
-            if (
-                args.reference
-            ):  # registrations and results together: declared against executed, per file
+            # registrations and results together: declared against executed, per file
+            if args.reference:
                 report["sglang"]["executed"] = executed_coverage(registered, report, applicability)
     except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
         print(f"rocm-gate parity: {exc}", file=sys.stderr)

@@ -1,9 +1,10 @@
 """`rocm-gate preflight`: prove this runner in five layers before it takes a job.
 
 Layers, in order: hardware (amd-smi, rocm-smi, lspci, RVS, AGFHC, BabelStream, TransferBench, kernel
-log), communication (rccl-tests), framework (doctor and the pinned stack), workload (the suite's smoke
-test on each GPU) and recovery (the node's history: should it be drained?). Each layer ends `ok`,
-`degraded`, `failed` or `skipped` with the reason; after a failed layer the later ones are skipped.
+log), communication (rccl-tests), framework (doctor and the pinned stack), workload (the suite's
+smoke test on each GPU) and recovery (the node's history: should it be drained?). Each layer ends
+`ok`, `degraded`, `failed` or `skipped` with the reason; after a failed layer the later ones are
+skipped.
 
 With --source TOOL=FILE the tools' saved outputs are read (repeatable, several files per tool);
 without, the quick tools run on this node, and --benchmarks also runs rccl-tests, BabelStream and
@@ -27,9 +28,8 @@ from pytest_rocm.cli.arguments import sku, tool_file, whole_number
 from pytest_rocm.preflight import LAYERS
 from pytest_rocm.preflight.readers import READERS, TOOLS
 
-MAX_SOURCE_BYTES = (
-    64 * 2**20
-)  # the longest capture is a kernel log of a few MB; /dev/zero must not fill memory
+# the longest capture is a kernel log of a few MB; /dev/zero must not fill memory
+MAX_SOURCE_BYTES = 64 * 2**20
 
 
 def _layers(value: str) -> tuple[str, ...]:
@@ -165,9 +165,8 @@ def _outputs(args, platform, benchmark_timeout_s: float) -> list:
                     f"{path}: over {MAX_SOURCE_BYTES // 2**20} MiB, far more than {tool} prints; "
                     f"check the path given to --source {tool}="
                 )
-            outputs.append(
-                ToolOutput(tool, path, raw.decode("utf-8-sig", errors="replace"))
-            )  # a BOM is not text
+            # a BOM is not text
+            outputs.append(ToolOutput(tool, path, raw.decode("utf-8-sig", errors="replace")))
         return outputs
     commands = live.quick_commands(args.kernel_log_since)
     if args.benchmarks:
@@ -304,7 +303,8 @@ def run(args) -> int:
 
 
 def check_writable(out: str) -> None:
-    """Refuse an --out the evidence cannot be written to before the run starts (the run takes minutes)."""
+    """Refuse an --out the evidence cannot be written to before the run starts (the run takes
+    minutes)."""
     try:
         _check_writable(out)
     except OSError as exc:  # a name too long, a loop of links: said, not a traceback
@@ -320,7 +320,8 @@ def _check_writable(out: str) -> None:
             f"{out}: a folder; give --out a file name, such as {path / 'preflight.json'}"
         )
     if path.is_symlink() or path.exists() and not path.is_file():
-        # The write renames a new file over the path: it would replace a link or a device (/dev/null) itself.
+        # The write renames a new file over the path: it would replace a link or a device
+        # (/dev/null) itself.
         raise ValueError(
             f"{out}: not a plain file (a link or a device); give --out the path of a file"
         )

@@ -12,8 +12,8 @@ Two ways to call it:
   rocm-gate publish RESULTS_DIR --sha SHA
       Results you made yourself, on a commit you name (another CI, a demo); `--dry-run` prints the check.
 
-One check per runner class, head SHA and gate run (`rocm-gate / MI300X-8`, external_id = the run id). The
-results decide the conclusion:
+One check per runner class, head SHA and gate run (`rocm-gate / MI300X-8`, external_id = the run
+id). The results decide the conclusion:
 
   gate report      check run
   success          success (never for a simulated platform, which only --allow-simulated lets through at all)
@@ -23,17 +23,18 @@ results decide the conclusion:
   skipped          action_required (no blocking gate ran; `--incomplete neutral`: neutral, with a warning)
   no results       cancelled / timed_out as the workflow run ended, else action_required
 
-With --trunk (main's state on the run's SKU, `rocm-gate history trunk`, fetched from the default branch's
-workflow), each blocking failure is new (blocks), pre-existing on main or flaky on main (neither blocks): a
-`failure` whose every blocking failure is one of the latter becomes neutral (action_required when the run is
-also incomplete); main's failures that pass here are listed as fixed (pytest_rocm/trunk/attribution.py).
+With --trunk (main's state on the run's SKU, `rocm-gate history trunk`, fetched from the default
+branch's workflow), each blocking failure is new (blocks), pre-existing on main or flaky on main
+(neither blocks): a `failure` whose every blocking failure is one of the latter becomes neutral
+(action_required when the run is also incomplete); main's failures that pass here are listed as
+fixed (pytest_rocm/trunk/attribution.py).
 
-Results are untrusted input (the PR's code wrote them): the strict loader checks every file, and their claims
-(head and tested commit, platform) are checked against GitHub's facts; results that fail publish a blocking
-check saying why (exit 2).
+Results are untrusted input (the PR's code wrote them): the strict loader checks every file, and
+their claims (head and tested commit, platform) are checked against GitHub's facts; results that
+fail publish a blocking check saying why (exit 2).
 
-Exit status: 0 published (or nothing to write, said why), 2 bad input or refused results or GitHub refused the
-request, 4 not published after the attempts (the payload is written to --unsent).
+Exit status: 0 published (or nothing to write, said why), 2 bad input or refused results or GitHub
+refused the request, 4 not published after the attempts (the payload is written to --unsent).
 """
 
 from __future__ import annotations

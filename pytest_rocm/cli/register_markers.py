@@ -1,10 +1,11 @@
-"""`rocm-gate register-markers [PYPROJECT]`: add pytest-rocm's markers to a tree's pytest configuration, so lanes
-that run without the plugin accept `rocm_gate`, `hardware` and `rocm_known_gap` (no warning; no error under
+"""`rocm-gate register-markers [PYPROJECT]`: add pytest-rocm's markers to a tree's pytest
+configuration, so lanes that run without the plugin accept `rocm_gate`, `hardware` and
+`rocm_known_gap` (no warning; no error under
 --strict-markers). Edits the `markers` list of `[tool.pytest.ini_options]` in place, keeping every other byte,
 and checks the result with the TOML parser before writing; a second run changes nothing.
 
-Exit statuses (docs/reference.md, "Exit statuses"): 0 written or already there, 2 the file cannot be read or edited safely
-(the message says what to add by hand).
+Exit statuses (docs/reference.md, "Exit statuses"): 0 written or already there, 2 the file cannot be
+read or edited safely (the message says what to add by hand).
 """
 
 from __future__ import annotations

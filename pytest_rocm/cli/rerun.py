@@ -1,11 +1,14 @@
-"""`rocm-gate rerun`: a `check_run` webhook (a button click, GitHub's Re-run) to a dispatch of the gate workflow.
+"""`rocm-gate rerun`: a `check_run` webhook (a button click, GitHub's Re-run) to a dispatch of the
+gate workflow.
 
-"Re-run AMD" reruns the failed and infra gates (scope `failed`), "Re-run all" and GitHub's Re-run every gate
-(scope `all`), for the check's head SHA and runner class, on the default branch's workflow file. Events for
-other checks, other Apps, or senders without write access are ignored, with the reason printed.
+"Re-run AMD" reruns the failed and infra gates (scope `failed`), "Re-run all" and GitHub's Re-run
+every gate (scope `all`), for the check's head SHA and runner class, on the default branch's
+workflow file. Events for other checks, other Apps, or senders without write access are ignored,
+with the reason printed.
 
-`--list-failed RESULTS_DIR` prints, one per line, the test ids a `failed`-scope rerun runs (failures, infra
-faults and gates that never ran in that run's gate report); the gate workflow passes them to pytest.
+`--list-failed RESULTS_DIR` prints, one per line, the test ids a `failed`-scope rerun runs
+(failures, infra faults and gates that never ran in that run's gate report); the gate workflow
+passes them to pytest.
 
 Exit status: 0 dispatched, ignored or listed, 2 bad input or GitHub refused the dispatch.
 """

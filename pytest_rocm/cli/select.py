@@ -1,19 +1,23 @@
-"""`rocm-gate select --map MAP (--changed-files FILE | --base SHA --head SHA)`: what a change needs to run.
+"""`rocm-gate select --map MAP (--changed-files FILE | --base SHA --head SHA)`: what a change needs
+to run.
 
 Per changed file, the first that applies: a test file runs (and selects its group); the map's
 `[selection] ignore` (documentation, other platforms' files) runs nothing; `[selection] everything`
-(build files, this CI's configuration, core modules) runs every group; a rule's `sources` selects that
-rule's tests; co-change learned from `--history` selects the test folders that changed with the file;
-anything else is unknown and runs everything. Every group selected says why.
+(build files, this CI's configuration, core modules) runs every group; a rule's `sources` selects
+that rule's tests; co-change learned from `--history` selects the test folders that changed with the
+file; anything else is unknown and runs everything. Every group selected says why.
 
 History to learn from: --history FILE, one JSON object per commit with its `files` (the vendored
-`tests/data/upstream/vllm-main-history.jsonl`), or --learn-from-git N: the last N first-parent commits of --repo.
+`tests/data/upstream/vllm-main-history.jsonl`), or --learn-from-git N: the last N first-parent
+commits of --repo.
 
-It fails closed: when it cannot read or decide (a map, history or changed-files list that cannot be read, a
+It fails closed: when it cannot read or decide (a map, history or changed-files list that cannot be
+read, a
 --base or --head that is empty, an option, or no commit, a git call that fails), it still prints a selection of
 everything, saying why, and exits 2, so a workflow that reads the output runs every group.
 
-Exit statuses (docs/architecture.md, "Exit statuses"): 0 decided, 2 could not decide (everything printed).
+Exit statuses (docs/architecture.md, "Exit statuses"): 0 decided, 2 could not decide (everything
+printed).
 """
 
 from __future__ import annotations
@@ -78,8 +82,8 @@ class CannotDecide(ValueError):
 
 
 def _fail_closed(args, message: str) -> int:
-    """Say why on stderr, and print a selection of everything: a reader that ignores the exit status still runs
-    every group."""
+    """Say why on stderr, and print a selection of everything: a reader that ignores the exit status
+    still runs every group."""
     from pytest_rocm.selection.select import Selection, everything
 
     print(f"rocm-gate select: {message}; selecting everything", file=sys.stderr)

@@ -1,15 +1,18 @@
-"""`rocm-gate shard --runners K --index I SOURCE...`: the tests runner I of K runs, balanced by expected GPU-time.
+"""`rocm-gate shard --runners K --index I SOURCE...`: the tests runner I of K runs, balanced by
+expected GPU-time.
 
-Longest first onto the shard with the least GPU-time so far (ties to the lowest shard number): the same
-tests give the same shards on every runner, so K jobs each run `rocm-gate shard ... --index I` and together run
-every test once. Expected seconds come from the duration store (`--durations`, measured by earlier runs:
-`pytest --rocm-durations FILE`), else from SGLang's `est_time` for a registrations file, else 1 s each.
+Longest first onto the shard with the least GPU-time so far (ties to the lowest shard number): the
+same tests give the same shards on every runner, so K jobs each run `rocm-gate shard ... --index I`
+and together run every test once. Expected seconds come from the duration store (`--durations`,
+measured by earlier runs: `pytest --rocm-durations FILE`), else from SGLang's `est_time` for a
+registrations file, else 1 s each.
 
-SOURCE is what `rocm-gate groups` reads: `pytest --collect-only -q` output (or `-`), a file list, a folder, or
-SGLang's registrations (`.jsonl`, with `--suite NAME`: that suite's files, its `est_time` and its GPU count).
+SOURCE is what `rocm-gate groups` reads: `pytest --collect-only -q` output (or `-`), a file list, a
+folder, or SGLang's registrations (`.jsonl`, with `--suite NAME`: that suite's files, its `est_time`
+and its GPU count).
 
-It prints the shard's node ids (or paths), one per line, ready for `pytest @FILE`; the balance goes to standard
-error. Exit statuses: 0 done, 2 bad input.
+It prints the shard's node ids (or paths), one per line, ready for `pytest @FILE`; the balance goes
+to standard error. Exit statuses: 0 done, 2 bad input.
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ def run(args) -> int:
         return _fail(f"no tests in {', '.join(args.sources)}")
     if expected is not None:
         jobs = [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
-    # More runners than tests: the runners past the last test get an empty shard (and no memory is spent on them).
+    # More runners than tests: the runners past the last test get an empty shard (and no memory is
+    # spent on them).
     shards = lpt_partitions(jobs, min(args.runners, len(jobs)))
     shards += (
         [[] for _ in range(min(args.runners, len(jobs) + 1) - len(shards))]
@@ -138,9 +142,8 @@ def run(args) -> int:
     )
     loads = [sum(j.seconds * max(j.gpus, 1) for j in shard) for shard in shards]
     ideal = sum(loads) / args.runners
-    mine = sorted(
-        shards[args.index] if args.index < len(shards) else [], key=lambda j: j.index
-    )  # collection order
+    # collection order
+    mine = sorted(shards[args.index] if args.index < len(shards) else [], key=lambda j: j.index)
     balance = {
         "runners": args.runners,
         "gpu_seconds": [round(x, 1) for x in loads],

@@ -1,9 +1,11 @@
-"""`rocm-gate sweep`: finish every check a failed or lost publish left behind (the scheduled sweep workflow).
+"""`rocm-gate sweep`: finish every check a failed or lost publish left behind (the scheduled sweep
+workflow).
 
-For the gate runs of `--workflow` that completed in the last `--hours`, and each `--class CLASS=RUNNER_GROUP`,
-publishes the run's completed stage again from GitHub's facts and the run's artifact, exactly as the publish
-workflow would have (pytest_rocm/github/sweep.py). A check that still cannot be finished `--stuck-after` minutes
-after its run ended is completed `timed_out`, saying why, with the "Re-run all" button.
+For the gate runs of `--workflow` that completed in the last `--hours`, and each
+`--class CLASS=RUNNER_GROUP`, publishes the run's completed stage again from GitHub's facts and the
+run's artifact, exactly as the publish workflow would have (pytest_rocm/github/sweep.py). A check
+that still cannot be finished `--stuck-after` minutes after its run ended is completed `timed_out`,
+saying why, with the "Re-run all" button.
 
 Exit status: 0 swept, 2 bad input or GitHub refused, 4 GitHub could not be reached.
 """

@@ -1,12 +1,12 @@
 """`rocm-gate trust`: may the event's code reach a self-hosted GPU runner, and which exact commits?
 
-Reads the event GitHub delivered ($GITHUB_EVENT_NAME, $GITHUB_EVENT_PATH, and $GITHUB_SHA: for pull_request the
-merge commit the run tests) and asks the API for the sender's permission. Fork code is trusted only for the
-head SHA a writer approved (the label `rocm-ci-approved`'s own `labeled` event, or a dispatch naming the SHA); a
-new push needs a new approval; another label's event is a no-op; pull_request_target is refused (see
-pytest_rocm/github/trust.py). The label is not an option: nothing a caller passes chooses it. Prints the
-decision as JSON and, under Actions, writes `trusted`, `head-sha`, `tested-sha`, `pr`, `noop` and `reason` to
-$GITHUB_OUTPUT.
+Reads the event GitHub delivered ($GITHUB_EVENT_NAME, $GITHUB_EVENT_PATH, and $GITHUB_SHA: for
+pull_request the merge commit the run tests) and asks the API for the sender's permission. Fork code
+is trusted only for the head SHA a writer approved (the label `rocm-ci-approved`'s own `labeled`
+event, or a dispatch naming the SHA); a new push needs a new approval; another label's event is a
+no-op; pull_request_target is refused (see pytest_rocm/github/trust.py). The label is not an option:
+nothing a caller passes chooses it. Prints the decision as JSON and, under Actions, writes
+`trusted`, `head-sha`, `tested-sha`, `pr`, `noop` and `reason` to $GITHUB_OUTPUT.
 
 Exit status: 0 decided (read `trusted`), 3 refused with --require, 2 bad input.
 """

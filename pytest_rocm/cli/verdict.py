@@ -1,8 +1,9 @@
-"""`rocm-gate verdict RESULTS_DIR`: rebuild gate-report.json (verdicts, conclusion) from a run's records, offline.
+"""`rocm-gate verdict RESULTS_DIR`: rebuild gate-report.json (verdicts, conclusion) from a run's
+records, offline.
 
-RESULTS_DIR is the run's --rocm-report-dir (records-*.jsonl, manifest.json), named as `rocm-gate publish
-RESULTS_DIR` and `rocm-gate history add RESULTS` name it. `--records DIR` is the older spelling of the same
-argument, still accepted (deprecated: it says so on stderr).
+RESULTS_DIR is the run's --rocm-report-dir (records-*.jsonl, manifest.json), named as
+`rocm-gate publish RESULTS_DIR` and `rocm-gate history add RESULTS` name it. `--records DIR` is the
+older spelling of the same argument, still accepted (deprecated: it says so on stderr).
 
 Exit status follows the conclusion, so a workflow can gate on it without reading
 JSON: 0 success or neutral (infrastructure fault, evidence attached: passes a
@@ -58,7 +59,8 @@ def _fail(message: str) -> int:
 
 
 def _results_folder(args) -> Path | None:
-    """RESULTS_DIR, or the deprecated --records DIR; None (after saying why) when neither or two differ."""
+    """RESULTS_DIR, or the deprecated --records DIR; None (after saying why) when neither or two
+    differ."""
     if args.records is not None:
         if args.results is not None and args.results != args.records:
             _fail(
@@ -94,9 +96,8 @@ def run(args) -> int:
     if not folder.is_dir():
         return _fail(f"{folder} is not a folder of records")
     loaded = read_records(folder)
-    if (
-        loaded.unreadable
-    ):  # a report without one process's records would blame or excuse the wrong tests
+    # a report without one process's records would blame or excuse the wrong tests
+    if loaded.unreadable:
         for problem in loaded.unreadable:
             _fail(problem)
         return exits.BAD_INPUT

@@ -1,5 +1,6 @@
-"""SVG charts drawn at build time: no script, no library, no network. Each chart is an `<svg role="img">`
-with an accessible name (`aria-label`) and a `<title>`; the page puts the same numbers in a table beside it."""
+"""SVG charts drawn at build time: no script, no library, no network. Each chart is an
+`<svg role="img">` with an accessible name (`aria-label`) and a `<title>`; the page puts the same
+numbers in a table beside it."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def lines(
     top: float = 1.0,
     unit: str = "",
 ) -> str:
-    """One polyline per series over the x positions; gaps (`None`) break nothing, they are skipped."""
+    """One polyline per series over the x positions; gaps (`None`) break nothing, they are
+    skipped."""
     count = max(len(x_labels), 2)
     inner_w, inner_h = WIDTH - 2 * PAD - 110, HEIGHT - 2 * PAD
 

@@ -1,9 +1,10 @@
 """The dashboard's pages, built from history into a folder of static HTML (`rocm-gate dashboard`).
 
 Every name from the artifacts (test ids, runners, reasons) is escaped; a link is made only of an
-https:// URL (a run's and a commit's links only of a repository `owner/name`, a numeric run id and a 40-hex
-SHA). The pages need nothing beyond their folder: no script, no font, no CDN. Every list is capped (the count
-is always given), tables scroll sideways at phone width, and main runs are shown apart from PR runs.
+https:// URL (a run's and a commit's links only of a repository `owner/name`, a numeric run id and a
+40-hex SHA). The pages need nothing beyond their folder: no script, no font, no CDN. Every list is
+capped (the count is always given), tables scroll sideways at phone width, and main runs are shown
+apart from PR runs.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def _link(url: str | None, text: str | None = None) -> str:
 def _table(
     caption: str, headers: list[str], rows: list[list[str]], raw: bool = False, limit: int = ROWS
 ) -> str:
-    """A table of at most `limit` rows (then one saying how many more); cells are escaped unless `raw` (cells
-    already built from escaped parts). It scrolls sideways inside its own box on a narrow screen."""
+    """A table of at most `limit` rows (then one saying how many more); cells are escaped unless
+    `raw` (cells already built from escaped parts). It scrolls sideways inside its own box on a
+    narrow screen."""
     head = "".join(f'<th scope="col">{escape(h)}</th>' for h in headers)
     body = "".join(
         "<tr>" + "".join(f"<td>{c if raw else escape(str(c))}</td>" for c in row) + "</tr>"
@@ -76,7 +78,8 @@ def _table(
 
 
 def run_link(run: dict) -> str:
-    """The run on GitHub (its log is one click further), when its repository and run id are known."""
+    """The run on GitHub (its log is one click further), when its repository and run id are
+    known."""
     repository, number = str(run.get("repository") or ""), str(run.get("gh_run_id") or "")
     if _REPOSITORY.match(repository) and number.isdigit():
         return _link(
@@ -134,7 +137,8 @@ def overview(conn: sqlite3.Connection) -> str:
         "ROCm, per SKU and group, from each SKU's newest parity report; the reference is named on every row.</p>",
     ]
     overall: dict[str, dict] = {}
-    # main runs say what a SKU's parity is (a PR's results are written by its own code); without any, every run
+    # main runs say what a SKU's parity is (a PR's results are written by its own code); without
+    # any, every run
     for run in reversed(queries.runs(conn, origin="main") or queries.runs(conn)):
         if run["parity"] is not None:
             overall[run["sku"]] = run

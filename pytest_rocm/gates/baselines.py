@@ -79,7 +79,8 @@ class Baseline:
 
 
 def _number(raw: dict, key: str, where: str, default=None, minimum: float | None = None):
-    """A finite number (a NaN compares false with everything: a gate would always pass or always fail)."""
+    """A finite number (a NaN compares false with everything: a gate would always pass or always
+    fail)."""
     value = raw.get(key, default)
     if value is None:
         return None
@@ -125,7 +126,8 @@ def load_file(path: Path) -> list[Baseline]:
 
 
 def load(paths: list[Path]) -> dict[tuple[str, str, str], Baseline]:
-    """(test, metric, platform key) -> baseline; a key given twice is an error naming both places."""
+    """(test, metric, platform key) -> baseline; a key given twice is an error naming both
+    places."""
     table: dict[tuple[str, str, str], Baseline] = {}
     for path in expand(paths):
         for entry in load_file(path):
@@ -163,8 +165,8 @@ def entry_text(
     rtol: float | None = None,
     max_regression_pct: float | None = None,
 ) -> str:
-    """A TOML entry, exactly as it goes into a baseline file (written by tomli-w: any test id or source
-    text, control characters included, comes out as valid TOML)."""
+    """A TOML entry, exactly as it goes into a baseline file (written by tomli-w: any test id or
+    source text, control characters included, comes out as valid TOML)."""
     import tomli_w
 
     entry = {
@@ -216,7 +218,8 @@ def _describe(entry: Baseline) -> str:
 
 
 def proposals(records: list[dict], platform: str, manifest: dict) -> str:
-    """A baseline file proposing an entry for every metric the run's gates measured, sourced from the run."""
+    """A baseline file proposing an entry for every metric the run's gates measured, sourced from
+    the run."""
     packages = manifest.get("packages", {})
     source = (
         f"proposed from run on {manifest.get('runner')} at {manifest.get('finished')}, "

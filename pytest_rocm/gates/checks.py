@@ -20,7 +20,8 @@ MIN_PERF_SAMPLES = 3
 
 @dataclass
 class GateContext:
-    """What a gate needs from the run: the test, the platform keys, the baselines, where to record."""
+    """What a gate needs from the run: the test, the platform keys, the baselines, where to
+    record."""
 
     nodeid: str
     platform_keys: list[str]  # most specific first: SKU, arch, vendor
@@ -70,8 +71,8 @@ class AccuracyGate:
         self.context = context
 
     def check(self, metric: str, value: float, direction: str = "higher") -> None:
-        """Compare a measured metric with its baseline (one- or two-sided, rtol and atol from the baseline;
-        `direction` only shapes the entry proposed when there is no baseline yet)."""
+        """Compare a measured metric with its baseline (one- or two-sided, rtol and atol from the
+        baseline; `direction` only shapes the entry proposed when there is no baseline yet)."""
         context = self.context
         baseline = baselines_mod.lookup(
             context.baselines, context.nodeid, metric, context.platform_keys
@@ -110,8 +111,9 @@ class PerfGate:
         self.context = context
 
     def check(self, metric: str, samples: list[float], direction: str = "higher") -> None:
-        """A regression only when every sample is past the threshold (vLLM's "all runs regress" rule).
-        `direction` (higher or lower is better) shapes the entry proposed when there is no baseline yet."""
+        """A regression only when every sample is past the threshold (vLLM's "all runs regress"
+        rule). `direction` (higher or lower is better) shapes the entry proposed when there is no
+        baseline yet."""
         context = self.context
         samples = [float(s) for s in samples]
         if len(samples) < MIN_PERF_SAMPLES:

@@ -1,4 +1,5 @@
-"""Golden gates: token ids and top-k logprobs recorded on a reference platform, compared by one of two rules.
+"""Golden gates: token ids and top-k logprobs recorded on a reference platform, compared by one of
+two rules.
 
 - Same platform (the reference's platform key and dtype equal the run's): the tokens must be exactly the
   reference's, and every logprob both sides list at a position within LOGPROB_ATOL of the reference's. A
@@ -9,10 +10,11 @@
 
 The measurement in the gate report names the rule that applied.
 
-`check_live` compares with a reference computed in the run instead of a file (transformers' greedy tokens on
-the same weights), by vLLM's rule, which is how vLLM compares itself with transformers: two implementations
-may break a near-tie differently. Its measurement also says where the tokens first differ at all, so the
-gate report can set the frameworks side by side against the same reference.
+`check_live` compares with a reference computed in the run instead of a file (transformers' greedy
+tokens on the same weights), by vLLM's rule, which is how vLLM compares itself with transformers:
+two implementations may break a near-tie differently. Its measurement also says where the tokens
+first differ at all, so the gate report can set the frameworks side by side against the same
+reference.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from pytest_rocm.gates.checks import GateContext
 from pytest_rocm.schemas.artifacts import schema, write_json_atomic
 
 GOLDEN_SCHEMA = schema("golden")
-# Same platform, same dtype: the engine is deterministic, and a CPU of another microarchitecture moved
-# logprobs of the tiny model by under 1e-4; a logprob off by this much is a changed computation.
+# Same platform, same dtype: the engine is deterministic, and a CPU of another microarchitecture
+# moved logprobs of the tiny model by under 1e-4; a logprob off by this much is a changed
+# computation.
 LOGPROB_ATOL = 0.02
 SAME_PLATFORM = "same platform: exact tokens, logprobs within 0.02"
 CROSS_PLATFORM = "cross-platform: vLLM's check_logprobs_close (top-k)"
@@ -43,8 +46,9 @@ def golden_path(folder: Path, nodeid: str, name: str) -> Path:
 
 
 def first_divergence(reference: dict, measured: dict) -> str | None:
-    """vLLM's check_logprobs_close: walk both token sequences to the first mismatch; there each side's
-    token must be in the other side's top-k. Returns the failure message, or None when close."""
+    """vLLM's check_logprobs_close: walk both token sequences to the first mismatch; there each
+    side's token must be in the other side's top-k. Returns the failure message, or None when
+    close."""
     for index, (ref_ids, got_ids) in enumerate(
         zip(reference["token_ids"], measured["token_ids"], strict=True)
     ):
@@ -69,8 +73,8 @@ def first_divergence(reference: dict, measured: dict) -> str | None:
 
 
 def exact_divergence(reference: dict, measured: dict, atol: float = LOGPROB_ATOL) -> str | None:
-    """The same-platform rule: the first token that differs, or the first logprob further than `atol` from the
-    reference's (of the tokens both sides list at that position)."""
+    """The same-platform rule: the first token that differs, or the first logprob further than
+    `atol` from the reference's (of the tokens both sides list at that position)."""
     for index, (ref_ids, got_ids) in enumerate(
         zip(reference["token_ids"], measured["token_ids"], strict=True)
     ):
@@ -110,8 +114,9 @@ class GoldenGate:
         logprobs: list[list[dict[int, float]]],
         dtype: str | None = None,
     ) -> None:
-        """Record (with --rocm-golden-record DIR) or compare token ids with their top-k logprobs. `dtype`: the
-        served dtype; with the platform key it decides which rule compares (module docstring)."""
+        """Record (with --rocm-golden-record DIR) or compare token ids with their top-k logprobs.
+        `dtype`: the served dtype; with the platform key it decides which rule compares (module
+        docstring)."""
         if len(token_ids) != len(logprobs) or any(
             len(t) != len(lp) for t, lp in zip(token_ids, logprobs, strict=True)
         ):
@@ -186,8 +191,9 @@ class GoldenGate:
     def check_live(
         self, name: str, reference: dict, measured: dict, *, reference_name: str, framework: str
     ) -> None:
-        """Compare `measured` (as_golden) with a reference computed in this run, by vLLM's rule; record both that
-        verdict and the first difference of any size, for the side-by-side comparison of frameworks."""
+        """Compare `measured` (as_golden) with a reference computed in this run, by vLLM's rule;
+        record both that verdict and the first difference of any size, for the side-by-side
+        comparison of frameworks."""
         if len(reference["token_ids"]) != len(measured["token_ids"]):
             pytest.fail(
                 f"golden {name!r}: {len(measured['token_ids'])} sequences, {reference_name} gave "
@@ -218,8 +224,8 @@ class GoldenGate:
 
 
 def read_golden(path: Path, name: str, folder: Path) -> dict:
-    """A recorded golden file, checked enough to compare with: else the test fails naming the file and the fix
-    (record it again), never with a traceback from inside the comparison."""
+    """A recorded golden file, checked enough to compare with: else the test fails naming the file
+    and the fix (record it again), never with a traceback from inside the comparison."""
 
     def refuse(why: str):
         pytest.fail(
@@ -279,7 +285,8 @@ def read_golden(path: Path, name: str, folder: Path) -> dict:
 
 
 def agreeing_tokens(reference: dict, measured: dict) -> int:
-    """How many tokens, over all sequences, equal the reference's before each sequence's first difference."""
+    """How many tokens, over all sequences, equal the reference's before each sequence's first
+    difference."""
     total = 0
     for ref_ids, got_ids in zip(reference["token_ids"], measured["token_ids"], strict=True):
         same = 0
@@ -292,7 +299,8 @@ def agreeing_tokens(reference: dict, measured: dict) -> int:
 
 
 def as_golden(token_ids: list[list[int]], logprobs: list[list[dict[int, float]]]) -> dict:
-    """Token ids and per-position {token: logprob} in the golden file's layout (top-k sorted, best first)."""
+    """Token ids and per-position {token: logprob} in the golden file's layout (top-k sorted, best
+    first)."""
     return {
         "token_ids": [list(map(int, seq)) for seq in token_ids],
         "logprobs": [

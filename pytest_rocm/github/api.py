@@ -1,4 +1,5 @@
-"""GitHub's REST API through github3.py: auth, one retry rule per request, and check runs that converge.
+"""GitHub's REST API through github3.py: auth, one retry rule per request, and check runs that
+converge.
 
 Requests (`Client`):
 - every request has its own budget of attempts, so a publish of 3,000 annotations under a 1-in-3 rate of 502s
@@ -12,11 +13,12 @@ Requests (`Client`):
   write GitHub refused before doing anything (429, a rate limit, a connection that never opened) is sent again
   after the wait.
 
-Check runs (`converge`): one check per (name, head SHA, external_id = the gate run's id) whatever the order or
-timing of writes. The oldest such check is the one kept; any other (a create GitHub applied after its answer was
-lost, two publishers at once) is completed as a copy of it without annotations, since GitHub cannot delete a
-check and shows the newest. A completed check is never made `in_progress` again. Annotations are appended by
-GitHub on every update, so they are read back and each is sent once, by content.
+Check runs (`converge`): one check per (name, head SHA, external_id = the gate run's id) whatever
+the order or timing of writes. The oldest such check is the one kept; any other (a create GitHub
+applied after its answer was lost, two publishers at once) is completed as a copy of it without
+annotations, since GitHub cannot delete a check and shows the newest. A completed check is never
+made `in_progress` again. Annotations are appended by GitHub on every update, so they are read back
+and each is sent once, by content.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ GITHUB_ERRORS = (github3.exceptions.GitHubException, requests.RequestException)
 
 
 class PublishError(RuntimeError):
-    """GitHub refused (`refused`: credentials, permissions, a request it will not take) or kept failing past
-    the attempts; the message says what failed last (never a token)."""
+    """GitHub refused (`refused`: credentials, permissions, a request it will not take) or kept
+    failing past the attempts; the message says what failed last (never a token)."""
 
     def __init__(self, message: str, refused: bool = False):
         super().__init__(message)
@@ -62,7 +64,8 @@ class PublishError(RuntimeError):
 
 
 class Ambiguous(Exception):
-    """A write that failed after it was sent: it may have been applied. Read the state again after `settle`."""
+    """A write that failed after it was sent: it may have been applied. Read the state again after
+    `settle`."""
 
     def __init__(self, what: str, sent_at: float):
         super().__init__(what)
@@ -77,11 +80,12 @@ def connect(
     installation_id: str | None = None,
     read_timeout: float = READ_TIMEOUT_S,
 ) -> github3.GitHub:
-    """A github3 client for `api_url` (api.github.com, GitHub Enterprise's /api/v3, or a loopback server).
+    """A github3 client for `api_url` (api.github.com, GitHub Enterprise's /api/v3, or a loopback
+    server).
 
     Auth: an App (id, private key, installation id: an installation token minted now), else `token` (an
-    Actions GITHUB_TOKEN or another installation token: check runs need one, a personal token is refused by
-    GitHub). Retries are `Client`'s, so the session itself retries nothing."""
+    Actions GITHUB_TOKEN or another installation token: check runs need one, a personal token is
+    refused by GitHub). Retries are `Client`'s, so the session itself retries nothing."""
     gh = github3.GitHub()
     session = gh.session
     session.base_url = api_url.rstrip("/")
@@ -93,7 +97,8 @@ def connect(
         # the JWT's `iss` must be a string for PyJWT 2.10+
         gh.login_as_app_installation(private_key.encode(), str(app_id), int(installation_id))
     elif token:
-        # The Actions token is an installation token; github3 only allows check runs under this auth.
+        # The Actions token is an installation token; github3 only allows check runs under this
+        # auth.
         expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         session.app_installation_token_auth({"token": token, "expires_at": expires})
     return gh
@@ -118,7 +123,8 @@ def _rate_limited(response: requests.Response) -> bool:
 
 
 def _wait_for(response: requests.Response | None, attempt: int, backoff: float) -> float:
-    """Seconds to wait before the next attempt: a rate limit's own time when it gives one, else backoff."""
+    """Seconds to wait before the next attempt: a rate limit's own time when it gives one, else
+    backoff."""
     headers = response.headers if response is not None else {}
     if headers.get("Retry-After", "").isascii() and headers.get("Retry-After", "").isdigit():
         return min(float(headers["Retry-After"]), MAX_WAIT_S)
@@ -166,9 +172,8 @@ class Client:
         for attempt in range(self.attempts):
             try:
                 response = self.gh.session.get(self._url(path), params=params)
-            except (
-                requests.RequestException
-            ) as exc:  # connection or read timeout: nothing changed, ask again
+            # connection or read timeout: nothing changed, ask again
+            except requests.RequestException as exc:
                 last = exc
                 self._pause(None, attempt, f"GET {path}: {type(exc).__name__}")
                 continue
@@ -201,8 +206,8 @@ class Client:
             page += 1
 
     def write(self, method: str, path: str, body: dict | None = None):
-        """One POST or PATCH. Sent again only when GitHub refused it before doing anything; `Ambiguous` when it
-        may have been applied; PublishError when GitHub will not take it."""
+        """One POST or PATCH. Sent again only when GitHub refused it before doing anything;
+        `Ambiguous` when it may have been applied; PublishError when GitHub will not take it."""
         for attempt in range(self.attempts):
             sent_at = time.monotonic()
             try:
@@ -211,14 +216,12 @@ class Client:
                 if isinstance(
                     exc, requests.exceptions.ConnectTimeout
                 ) or "Connection refused" in str(exc):
-                    self._pause(
-                        None, attempt, f"{method} {path}: no connection"
-                    )  # never reached GitHub
+                    # never reached GitHub
+                    self._pause(None, attempt, f"{method} {path}: no connection")
                     continue
                 raise Ambiguous(f"{method} {path}: {type(exc).__name__}", sent_at) from None
-            except (
-                requests.RequestException
-            ) as exc:  # a read timeout: GitHub has it, and may act on it
+            # a read timeout: GitHub has it, and may act on it
+            except requests.RequestException as exc:
                 raise Ambiguous(f"{method} {path}: {type(exc).__name__}", sent_at) from None
             if response.status_code < 300:
                 return response.json() if response.content else None
@@ -234,8 +237,8 @@ class Client:
         raise PublishError(f"{method} {path} was refused for rate limits {self.attempts} times")
 
     def write_again(self, method: str, path: str, body: dict):
-        """A write that changes nothing when GitHub gets it twice (a PATCH without annotations): sent again after
-        each ambiguous failure, each time after settling, up to the attempts."""
+        """A write that changes nothing when GitHub gets it twice (a PATCH without annotations):
+        sent again after each ambiguous failure, each time after settling, up to the attempts."""
         for attempt in range(self.attempts):
             try:
                 return self.write(method, path, body)
@@ -247,7 +250,8 @@ class Client:
                 self.settle(exc)
 
     def settle(self, ambiguous: Ambiguous) -> None:
-        """Wait until GitHub has finished with the ambiguous request (SETTLE_S after it was sent)."""
+        """Wait until GitHub has finished with the ambiguous request (SETTLE_S after it was
+        sent)."""
         self.log.append(f"{ambiguous}: reading the state again before sending what is missing")
         left = ambiguous.sent_at + self.settle_s - time.monotonic()
         if left > 0:
@@ -262,7 +266,8 @@ class Client:
             self.sleep(wait)
 
     def download(self, path: str, limit: int = MAX_DOWNLOAD_BYTES) -> bytes:
-        """The bytes behind a GET that redirects to storage (an artifact's zip), at most `limit` of them."""
+        """The bytes behind a GET that redirects to storage (an artifact's zip), at most `limit` of
+        them."""
         last = None
         for attempt in range(self.attempts):
             try:
@@ -290,12 +295,12 @@ class Client:
                 self._pause(None, attempt, f"GET {path}: {last}")
         raise PublishError(f"GET {path} failed {self.attempts} times; the last error: {last}")
 
-    # --- what the publisher asks -------------------------------------------------------------------------
+    # --- what the publisher asks ------------------------------------------------------------------
 
     def checks(self, sha: str, name: str) -> list[dict]:
-        """Every check run of `name` on `sha` written by this App (all runs, not GitHub's default of the newest
-        per name). A check of the same name from any other app (a fork's Actions job can be called
-        `rocm-gate / MI300X-8`) is never read as ours."""
+        """Every check run of `name` on `sha` written by this App (all runs, not GitHub's default of
+        the newest per name). A check of the same name from any other app (a fork's Actions job can
+        be called `rocm-gate / MI300X-8`) is never read as ours."""
         params = {"check_name": name, "filter": "all"}
         if self.app_id is not None:
             params["app_id"] = self.app_id
@@ -320,8 +325,9 @@ class Client:
         return None if len(files) >= limit else files
 
     def dispatch(self, workflow: str, ref: str, inputs: dict) -> None:
-        """Start `workflow` (a file name or id) on `ref` with `inputs` (POST .../dispatches, 204). A dispatch
-        whose answer was lost is not sent again: a second run of the same gate is worse than none."""
+        """Start `workflow` (a file name or id) on `ref` with `inputs` (POST .../dispatches, 204). A
+        dispatch whose answer was lost is not sent again: a second run of the same gate is worse
+        than none."""
         try:
             self.write(
                 "POST",
@@ -340,7 +346,8 @@ def _annotation_key(a: dict) -> tuple:
 
 
 def _batches(content: CheckContent, listed: list[dict]) -> tuple[int, list[list[dict]]]:
-    """(how many annotations GitHub holds, the batches of those it lacks; at least one, maybe empty)."""
+    """(how many annotations GitHub holds, the batches of those it lacks; at least one, maybe
+    empty)."""
     have = {_annotation_key(a) for a in listed}
     missing = [a for a in content.annotations if _annotation_key(a) not in have]
     return len(listed), [
@@ -373,12 +380,12 @@ def converge(
     details_url: str | None,
     in_progress: bool = False,
 ) -> Published:
-    """Create or update this run's check until GitHub holds exactly `content` (see the module docstring)."""
+    """Create or update this run's check until GitHub holds exactly `content` (see the module
+    docstring)."""
     tries: dict[str, int] = {}
     created = False
-    while (
-        True
-    ):  # find this run's checks; create one when there is none (and read back: it may land twice)
+    # find this run's checks; create one when there is none (and read back: it may land twice)
+    while True:
         runs = sorted(
             (
                 r
@@ -413,9 +420,8 @@ def converge(
         return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
     path = f"/repos/{{repo}}/check-runs/{canonical['id']}"
     common = {"details_url": details_url, "external_id": external_id, "actions": content.actions}
-    listed = client.paged(
-        f"{path}/annotations", None
-    )  # what GitHub holds: each annotation is sent once
+    # what GitHub holds: each annotation is sent once
+    listed = client.paged(f"{path}/annotations", None)
     held, batches = _batches(content, listed)
     sent, index = 0, 0
     while True:  # complete it with the first batch, then append the others
@@ -438,9 +444,8 @@ def converge(
             )
             client.write("PATCH", path, body)
             landed = True
-        except (
-            Ambiguous
-        ) as exc:  # landed or not? GitHub's count of annotations says, once it is done with it
+        # landed or not? GitHub's count of annotations says, once it is done with it
+        except Ambiguous as exc:
             client.settle(exc)
             now = client.get(path)
             count = (now.get("output") or {}).get("annotations_count", -1)

@@ -1,9 +1,10 @@
 """A results folder as untrusted input: what `rocm-gate publish` may believe of it.
 
-The folder comes from a job that ran the PR's code, so nothing in it is trusted (docs/architecture.md, "Threat
-model"). Each file goes through the strict loader (`schemas/loader.py`: plain file, size cap, JSON bounded in
-nesting, every field typed by its schema). What the results claim about their origin (the commits, the platform)
-is only ever compared with what GitHub says (`github/provenance.py`), never used to decide where a check goes.
+The folder comes from a job that ran the PR's code, so nothing in it is trusted
+(docs/architecture.md, "Threat model"). Each file goes through the strict loader
+(`schemas/loader.py`: plain file, size cap, JSON bounded in nesting, every field typed by its
+schema). What the results claim about their origin (the commits, the platform) is only ever compared
+with what GitHub says (`github/provenance.py`), never used to decide where a check goes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ FILES = {"gate-report.json": "gate-report", "manifest.json": "manifest", "parity
 
 
 class ResultsMissing(ArtifactError):
-    """No gate report: the run died before writing one (its check must still conclude, and block)."""
+    """No gate report: the run died before writing one (its check must still conclude, and
+    block)."""
 
 
 @dataclass
@@ -39,18 +41,20 @@ class Results:
 
     @property
     def tested_sha(self) -> str | None:
-        """The commit the run says ran: its provenance, else (results older than provenance) `git_sha`."""
+        """The commit the run says ran: its provenance, else (results older than provenance)
+        `git_sha`."""
         return self.provenance.get("tested_sha") or self.manifest.get("git_sha")
 
     @property
     def simulated_profile(self) -> str | None:
-        """The simulated platform profile the run used (`--rocm-platform`), None when detected live."""
+        """The simulated platform profile the run used (`--rocm-platform`), None when detected
+        live."""
         return (self.manifest.get("platform") or {}).get("profile")
 
 
 def read_results(folder: Path) -> Results:
-    """The folder's gate report (required), manifest (its own file, else the report's copy) and parity report,
-    each checked by the strict loader."""
+    """The folder's gate report (required), manifest (its own file, else the report's copy) and
+    parity report, each checked by the strict loader."""
     folder = Path(folder)
     if folder.is_symlink() or not folder.is_dir():
         raise ResultsMissing(f"{folder}: no such results folder")

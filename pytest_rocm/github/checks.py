@@ -1,18 +1,21 @@
-"""From a run's artifacts to the content of its check run: conclusion, summary, annotations, buttons.
+"""From a run's artifacts to the content of its check run: conclusion, summary, annotations,
+buttons.
 
-The conclusion table is the one place where the gate's conclusion becomes GitHub's. A required check passes on
-`success`, `neutral` and `skipped`, so `neutral` is given only with infrastructure evidence after the
-automatic reruns, and a run that did not execute what it collected, or ran no blocking gate, blocks
-(`action_required`) unless the repository chose soft rollout (`neutral`, with a warning on top).
+The conclusion table is the one place where the gate's conclusion becomes GitHub's. A required check
+passes on `success`, `neutral` and `skipped`, so `neutral` is given only with infrastructure
+evidence after the automatic reruns, and a run that did not execute what it collected, or ran no
+blocking gate, blocks (`action_required`) unless the repository chose soft rollout (`neutral`, with
+a warning on top).
 
-Everything is cut to GitHub's limits here (summary and text 65,535 characters, annotation titles 255,
-buttons' label and identifier 20 and description 40): a long list ends "and N more", it is never refused.
-Every string that comes from the results (ids, messages, reasons, runner and image names, group names) is
-written through `schemas/markdown.py`, so test output cannot add a heading, link, image, mention or HTML.
+Everything is cut to GitHub's limits here (summary and text 65,535 characters, annotation titles
+255, buttons' label and identifier 20 and description 40): a long list ends "and N more", it is
+never refused. Every string that comes from the results (ids, messages, reasons, runner and image
+names, group names) is written through `schemas/markdown.py`, so test output cannot add a heading,
+link, image, mention or HTML.
 
-Results from a simulated platform (`--rocm-platform`) publish only when the caller allows it (a demo): then the
-title and the summary say SIMULATED and the conclusion is never `success` or `neutral`, which both pass a required
-check (`action_required` instead).
+Results from a simulated platform (`--rocm-platform`) publish only when the caller allows it (a
+demo): then the title and the summary say SIMULATED and the conclusion is never `success` or
+`neutral`, which both pass a required check (`action_required` instead).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ EVIDENCE_LINES = 6
 PARITY_ROWS = 40  # the parity table is in the fixed tail of the summary: bounded, so the lists above always fit
 INCOMPLETE_POLICIES = ("block", "neutral")
 
-# gate-report conclusion -> check-run conclusion (docs/architecture.md; docs/reference.md "Conclusions")
+# gate-report conclusion -> check-run conclusion (docs/architecture.md; docs/reference.md
+# "Conclusions")
 CONCLUSIONS = {
     "success": "success",  # blocking gates ran and none regressed
     "failure": "failure",  # a blocking gate regressed (failed again on rerun, on a healthy device)
@@ -42,10 +46,8 @@ CONCLUSIONS = {
     "skipped": "action_required",  # no blocking gate ran: nothing proves this commit; `neutral` under soft rollout
 }
 # the run died before it wrote a gate report: the workflow run's conclusion decides
-MISSING_RESULTS = {
-    "cancelled": "cancelled",
-    "timed_out": "timed_out",
-}  # anything else: action_required
+# anything else: action_required
+MISSING_RESULTS = {"cancelled": "cancelled", "timed_out": "timed_out"}
 
 ACTIONS = {
     "rerun-amd": {
@@ -81,8 +83,9 @@ class CheckContent:
 
 
 def check_name(results: Results | None, runner_class: str | None) -> str:
-    """`rocm-gate / MI300X-8`: the runner class given (upper case), else the SKU the run saw, else its vendor.
-    The rerun handler reads the class back from the name (lower case, as runner labels are)."""
+    """`rocm-gate / MI300X-8`: the runner class given (upper case), else the SKU the run saw, else
+    its vendor. The rerun handler reads the class back from the name (lower case, as runner labels
+    are)."""
     label = runner_class.upper() if runner_class else None
     if not label and results is not None:
         platform = results.manifest.get("platform") or {}
@@ -92,7 +95,8 @@ def check_name(results: Results | None, runner_class: str | None) -> str:
 
 
 def _blocking_infra_without_evidence(tests: dict) -> list[str]:
-    """Blocking gates that ended `infra` with neither a rerun nor a failed health probe behind the verdict."""
+    """Blocking gates that ended `infra` with neither a rerun nor a failed health probe behind the
+    verdict."""
     return [
         nodeid
         for nodeid, t in tests.items()
@@ -136,7 +140,8 @@ def _first_lines(*texts: str, limit: int = EVIDENCE_LINES) -> list[str]:
 
 
 def reproduce_command(nodeid: str, manifest: dict) -> str:
-    """The command that runs one test the way the run did: its config file and simulated platform, if any."""
+    """The command that runs one test the way the run did: its config file and simulated platform,
+    if any."""
     args, keep = list(manifest.get("args") or []), []
     for i, arg in enumerate(args):
         if arg in ("-c", "--rootdir") and i + 1 < len(args):
@@ -240,7 +245,8 @@ def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
 
 
 def _fill(sections: list[tuple[str, list[str]]], fixed: str, budget: int, more_where: str) -> str:
-    """Fixed parts always; then each section's items in order while they fit, the rest as "and N more"."""
+    """Fixed parts always; then each section's items in order while they fit, the rest as "and N
+    more"."""
     out, used = [], len(fixed)
     for heading, items in sections:
         if not items:
@@ -271,10 +277,10 @@ def _against_trunk(
     warnings: list[str],
     base_sha: str | None = None,
 ):
-    """(attribution or None, conclusion, why): a PR run's blocking failures against main's state (trunk/). A run
-    whose every blocking failure is pre-existing or flaky on main is judged again without them: it can reach
-    `neutral` (never `success`: main is red on those tests), `action_required` when it is also incomplete or a
-    blocking infra verdict lacks evidence, and
+    """(attribution or None, conclusion, why): a PR run's blocking failures against main's state
+    (trunk/). A run whose every blocking failure is pre-existing or flaky on main is judged again
+    without them: it can reach `neutral` (never `success`: main is red on those tests),
+    `action_required` when it is also incomplete or a blocking infra verdict lacks evidence, and
     it still blocks (`failure`) for a test file that failed to collect."""
     if trunk is None:
         return None, conclusion, why
@@ -354,9 +360,10 @@ def build(
     trunk: dict | None = None,
     base_sha: str | None = None,
 ) -> CheckContent:
-    """The check of a run's results. `notes`: what the publisher established about the run (provenance), shown
-    under the head. `trunk`: main's state on the run's SKU (trunk/state.py), for a PR run: its failures are
-    classed against it. A simulated platform's results never conclude `success`."""
+    """The check of a run's results. `notes`: what the publisher established about the run
+    (provenance), shown under the head. `trunk`: main's state on the run's SKU (trunk/state.py), for
+    a PR run: its failures are classed against it. A simulated platform's results never conclude
+    `success`."""
     report, manifest = results.report, results.manifest
     tests = report["tests"]
     conclusion, why, warnings = conclude(report, incomplete_policy)
@@ -529,9 +536,8 @@ def build(
     title = md.plain(
         f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why, 200
     )
-    if title.startswith(
-        UNAPPROVED_TITLES
-    ):  # the reason comes from the results: it must not pass for a placeholder
+    # the reason comes from the results: it must not pass for a placeholder
+    if title.startswith(UNAPPROVED_TITLES):
         title = md.plain(f"results: {title}", 200)
     if simulated:
         title = md.plain(f"{SIMULATED}: {title}", 200)
@@ -547,7 +553,8 @@ def build(
 
 
 def actions_for(conclusion: str, rerunnable: bool) -> list[dict]:
-    """ "Re-run AMD" only when there is something failed or infra to rerun; "Re-run all" always (at most 3)."""
+    """ "Re-run AMD" only when there is something failed or infra to rerun; "Re-run all" always (at
+    most 3)."""
     return ([ACTIONS["rerun-amd"]] if rerunnable or conclusion != "success" else []) + [
         ACTIONS["rerun-all"]
     ]
@@ -557,7 +564,8 @@ LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*\.py):(?P<line>[1-9]\d{0,8}):", r
 
 
 def _line_of(nodeid: str, detail: str) -> int:
-    """The failing line in the test's own file, from the traceback's `path:line:` entries (the last wins)."""
+    """The failing line in the test's own file, from the traceback's `path:line:` entries (the last
+    wins)."""
     file = nodeid.split("::")[0]
     lines = [
         int(m["line"])
@@ -609,8 +617,9 @@ def missing_results(
     )
 
 
-# Titles of the checks of runs that were not approved: the publisher recognises them on a commit by these
-# (only this App writes checks of these names), so such a check never stands over an approved run's result.
+# Titles of the checks of runs that were not approved: the publisher recognises them on a commit by
+# these (only this App writes checks of these names), so such a check never stands over an approved
+# run's result.
 WAITING_TITLE = "Waiting for approval"
 MIRROR_TITLE = "Not approved: an approved run's result stands"
 UNAPPROVED_TITLES = (WAITING_TITLE, MIRROR_TITLE)
@@ -631,8 +640,9 @@ def waiting_for_approval(name: str, why: str, details_url: str | None) -> CheckC
 
 
 def mirror(name: str, standing: dict, why: str, details_url: str | None) -> CheckContent:
-    """The check of an unapproved run on a commit an approved run already gated: the same conclusion, pointing
-    at that check (GitHub takes the newest check of a name, which must not undo the approved result)."""
+    """The check of an unapproved run on a commit an approved run already gated: the same
+    conclusion, pointing at that check (GitHub takes the newest check of a name, which must not undo
+    the approved result)."""
     summary = (
         f"## {md.plain(name)}: **{standing['conclusion']}** (the result of an approved run)\n\nThis run was not "
         f"approved ({md.code(why, 2000)}) and proved nothing new. The approved run's check on this commit "

@@ -1,7 +1,8 @@
-"""Which gate run a check belongs to, which commit it lands on, and whether the run was approved: from GitHub.
+"""Which gate run a check belongs to, which commit it lands on, and whether the run was approved:
+from GitHub.
 
-The publisher runs on `workflow_run`, from the default branch's definition, with the App's key. It believes
-nothing the gated run wrote (docs/architecture.md, "Threat model"); it asks GitHub:
+The publisher runs on `workflow_run`, from the default branch's definition, with the App's key. It
+believes nothing the gated run wrote (docs/architecture.md, "Threat model"); it asks GitHub:
 
 - the commit: `workflow_run.head_sha` for `pull_request` (the PR's head, while the run tested the merge commit),
   `merge_group` and `push` runs; for a `workflow_dispatch` run (an approval or a rerun button) the SHA its
@@ -53,17 +54,18 @@ WORKFLOW_PIN = re.compile(
     r"^(?P<path>[\w.-]+/[\w.-]+/\.github/workflows/[\w./-]+\.ya?ml)@(?P<sha>[0-9a-f]{40})$"
 )
 RESULTS_ARTIFACT = "rocm-gate-results-{runner_class}"
-NEEDS_APPROVAL = (
-    "pull_request",
-)  # a fork's commit needs a writer's approval; the rest is the repository's own
+# a fork's commit needs a writer's approval; the rest is the repository's own
+NEEDS_APPROVAL = ("pull_request",)
 
 
 class RunRefused(ValueError):
-    """The publisher's inputs or the event cannot describe a gate run (a bad pin, a dispatch without run-name)."""
+    """The publisher's inputs or the event cannot describe a gate run (a bad pin, a dispatch without
+    run-name)."""
 
 
 def runner_class_of(name: str) -> tuple[str, int]:
-    """(SKU, GPU count) of a runner class such as `mi300x-8` (runners/classes.toml names them so)."""
+    """(SKU, GPU count) of a runner class such as `mi300x-8` (runners/classes.toml names them
+    so)."""
     match = RUNNER_CLASS.match(name or "")
     if not match:
         raise RunRefused(f"runner class {name!r} is not SKU-GPUS (such as mi300x-8)")
@@ -85,19 +87,20 @@ class GateRun:
     base_sha: str | None = (
         None  # the PR's base, as GitHub lists it on the run (absent for a fork's PR)
     )
-    notes: list[str] = field(
-        default_factory=list
-    )  # what the publisher checked, for the check's summary
+    # what the publisher checked, for the check's summary
+    notes: list[str] = field(default_factory=list)
 
     @property
     def external_id(self) -> str:
-        """The check's external_id: the run id, and the attempt after a re-run of the run (GitHub's "Re-run
-        jobs" keeps the id), so a re-run gets a check of its own instead of the first attempt's annotations."""
+        """The check's external_id: the run id, and the attempt after a re-run of the run (GitHub's
+        "Re-run jobs" keeps the id), so a re-run gets a check of its own instead of the first
+        attempt's annotations."""
         return str(self.run_id) if self.attempt <= 1 else f"{self.run_id}-{self.attempt}"
 
 
 def _listed_base(run: dict, head: str) -> str | None:
-    """The base SHA of the PR GitHub lists on the run with this head (GitHub lists none for a fork's PR)."""
+    """The base SHA of the PR GitHub lists on the run with this head (GitHub lists none for a fork's
+    PR)."""
     for pull in run.get("pull_requests") or []:
         if isinstance(pull, dict) and (pull.get("head") or {}).get("sha") == head:
             base = (pull.get("base") or {}).get("sha")
@@ -130,9 +133,10 @@ def gate_run(
     runner_group: str,
     wait_completed: bool = False,
 ) -> GateRun:
-    """The gate run of a `workflow_run` event, read again from the API (the event's copy is only its id), with
-    its commit and, once it completed, whether its gate job for `runner_class` was an approved one.
-    `wait_completed`: the event said it completed; wait a little for the API to say so too."""
+    """The gate run of a `workflow_run` event, read again from the API (the event's copy is only its
+    id), with its commit and, once it completed, whether its gate job for `runner_class` was an
+    approved one. `wait_completed`: the event said it completed; wait a little for the API to say so
+    too."""
     pin = WORKFLOW_PIN.match(gate_workflow or "")
     if not pin:
         raise RunRefused(
@@ -144,9 +148,8 @@ def gate_run(
     if not isinstance(run_id, int):
         raise RunRefused("the workflow_run event has no run id")
     run = client.get(f"/repos/{{repo}}/actions/runs/{run_id}")
-    for attempt in range(
-        client.attempts if wait_completed else 0
-    ):  # the API may lag behind the event
+    # the API may lag behind the event
+    for attempt in range(client.attempts if wait_completed else 0):
         if run.get("status") == "completed":
             break
         client.sleep(min(client.backoff * 2**attempt, 30.0))
@@ -210,8 +213,9 @@ def gate_run(
 
 
 def fetch_results(client: Client, run: GateRun, runner_class: str, into: Path) -> Results:
-    """The run's results artifact, downloaded through the API and read by the strict loader. Only the three
-    artifacts a check is built from are taken out of the zip, each as a plain file under the size cap."""
+    """The run's results artifact, downloaded through the API and read by the strict loader. Only
+    the three artifacts a check is built from are taken out of the zip, each as a plain file under
+    the size cap."""
     name = RESULTS_ARTIFACT.format(runner_class=runner_class)
     artifacts = [
         a
@@ -220,8 +224,8 @@ def fetch_results(client: Client, run: GateRun, runner_class: str, into: Path) -
         )
         if a.get("name") == name and not a.get("expired")
     ]
-    # Only what the gate job itself can have uploaded: made while it ran (another job of the run, or an earlier
-    # attempt of a re-run, could upload an artifact of that name too).
+    # Only what the gate job itself can have uploaded: made while it ran (another job of the run, or
+    # an earlier attempt of a re-run, could upload an artifact of that name too).
     job = run.gate_job or {}
     started, completed = str(job.get("started_at") or ""), str(job.get("completed_at") or "")
     artifacts = [
@@ -287,8 +291,8 @@ def _extract(archive: zipfile.ZipFile, name: str, folder: Path) -> None:
 def check_results(
     client: Client, run: GateRun, results: Results, runner_class: str, allow_simulated: bool = False
 ) -> list[str]:
-    """What is wrong with the results' claims against GitHub's facts (empty when nothing is); notes of what was
-    checked go to `run.notes`."""
+    """What is wrong with the results' claims against GitHub's facts (empty when nothing is); notes
+    of what was checked go to `run.notes`."""
     problems = []
     claimed_head, tested = results.head_sha, results.tested_sha
     if claimed_head and claimed_head != run.head_sha:

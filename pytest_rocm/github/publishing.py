@@ -1,7 +1,8 @@
 """What a gate run may write on its commit's check, at each stage of its `workflow_run` events.
 
-One check per (runner class name, head SHA, gate run), and GitHub requires the newest check of a name on the
-PR's head. So a run that proves nothing must never put a check over one that proved something:
+One check per (runner class name, head SHA, gate run), and GitHub requires the newest check of a
+name on the PR's head. So a run that proves nothing must never put a check over one that proved
+something:
 
   stage      the run                        the commit's checks of this name      writes
   requested  any                            none                                  its own check, in_progress
@@ -14,15 +15,16 @@ PR's head. So a run that proves nothing must never put a check over one that pro
              not approved                   none, or only its own                 "waiting for approval" (blocks)
              not approved                   others (a placeholder, a running run) nothing
 
-A placeholder is the check of an unapproved run ("waiting for approval", or a copy of an approved result): it
-has no annotations, so an approved run takes it over instead of adding a second check, and an approved fork PR
-ends with one check on its head. A rerun (another approved run) gets a check of its own, the newest: the older
-one keeps its annotations, which GitHub cannot remove. A completed check is only ever completed again.
+A placeholder is the check of an unapproved run ("waiting for approval", or a copy of an approved
+result): it has no annotations, so an approved run takes it over instead of adding a second check,
+and an approved fork PR ends with one check on its head. A rerun (another approved run) gets a check
+of its own, the newest: the older one keeps its annotations, which GitHub cannot remove. A completed
+check is only ever completed again.
 
-"Approved" is established from GitHub (`provenance.gate_run`), never from the results; an approved run's results
-whose claims do not match GitHub's facts (`provenance.check_results`) make a blocking check that says why. A
-label other than the approval label starts no gate run at all (the caller's `if:`), and would change nothing here
-if it did: its run is not approved.
+"Approved" is established from GitHub (`provenance.gate_run`), never from the results; an approved
+run's results whose claims do not match GitHub's facts (`provenance.check_results`) make a blocking
+check that says why. A label other than the approval label starts no gate run at all (the caller's
+`if:`), and would change nothing here if it did: its run is not approved.
 """
 
 from __future__ import annotations
@@ -179,7 +181,8 @@ def _publish_approved(
 def _copy_onto_newer_unapproved(
     client: Client, run: GateRun, name: str, done: Published, content: checks.CheckContent
 ) -> None:
-    """Checks of unapproved runs created after this one (a race of two runs' starts) must not stand over it."""
+    """Checks of unapproved runs created after this one (a race of two runs' starts) must not stand
+    over it."""
     standing = {"id": done.check_id, "html_url": done.html_url, "conclusion": content.conclusion}
     for check in client.checks(run.head_sha, name):
         if check["id"] > done.check_id and _placeholder(check):

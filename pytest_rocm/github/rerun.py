@@ -1,9 +1,10 @@
-"""The check run's buttons and GitHub's "Re-run": from a `check_run` webhook payload to a workflow dispatch.
+"""The check run's buttons and GitHub's "Re-run": from a `check_run` webhook payload to a workflow
+dispatch.
 
-`requested_action` (our buttons: `rerun-amd` reruns the failed and infra gates, `rerun-all` every gate) and
-`rerequested` (GitHub's own re-run link: every gate) become one dispatch of the gate workflow for the
-check's head SHA. Only checks of this gate (name `rocm-gate / ...`, and the App's own when its id is given)
-are acted on, and only for a sender with write access.
+`requested_action` (our buttons: `rerun-amd` reruns the failed and infra gates, `rerun-all` every
+gate) and `rerequested` (GitHub's own re-run link: every gate) become one dispatch of the gate
+workflow for the check's head SHA. Only checks of this gate (name `rocm-gate / ...`, and the App's
+own when its id is given) are acted on, and only for a sender with write access.
 """
 
 from __future__ import annotations
@@ -67,9 +68,8 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
     if role not in WRITERS:
         raise Ignored(f"{sender} (permission {role}) may not rerun the AMD gates")
     title = (run.get("output") or {}).get("title")
-    if (
-        title in UNAPPROVED_TITLES
-    ):  # a dispatch approves: a click to refresh must not approve unreviewed code
+    # a dispatch approves: a click to refresh must not approve unreviewed code
+    if title in UNAPPROVED_TITLES:
         raise Ignored(
             f"check {name!r} says {title!r}: no approved run has gated its commit, and a rerun would "
             "approve it; approve it on purpose (the label, or a dispatch naming the SHA)"
@@ -81,6 +81,7 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
         )
     pulls = run.get("pull_requests") or []
     repo = payload.get("repository") or {}
+    # "<run id>-<attempt>" after a re-run
     return Rerun(
         sha=sha,
         scope=scope,
@@ -88,16 +89,17 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
         pr=pulls[0]["number"] if pulls else None,
         ref=repo.get("default_branch") or "main",
         previous_run=str(run.get("external_id") or "").split("-")[0],
-    )  # "<run id>-<attempt>" after a re-run
+    )
 
 
 RERUN_VERDICTS = ("regression", "unconfirmed", "infra")
 
 
 def failed_gates(report: dict) -> list[str]:
-    """The gates "Re-run AMD" runs again: those whose verdict was a failure or an infrastructure fault, and
-    the gates that never ran. The ids come from a previous run's results (the PR's code wrote them) and become
-    pytest arguments: one that pytest would read as an option (a leading `-`) or that spans lines is left out."""
+    """The gates "Re-run AMD" runs again: those whose verdict was a failure or an infrastructure
+    fault, and the gates that never ran. The ids come from a previous run's results (the PR's code
+    wrote them) and become pytest arguments: one that pytest would read as an option (a leading `-`)
+    or that spans lines is left out."""
     ids = {n for n, t in report["tests"].items() if t["verdict"] in RERUN_VERDICTS} | set(
         report["never_ran"]
     )

@@ -1,13 +1,15 @@
-"""The scheduled sweep: no check stays `in_progress` after its gate run ended, and no finished run goes unpublished.
+"""The scheduled sweep: no check stays `in_progress` after its gate run ended, and no finished run
+goes unpublished.
 
-A publish can fail where nothing can repair it at once: GitHub down past the attempts (exit 4), a create that
-GitHub applied after the publisher gave up, a publish job that never started. So a scheduled job
-(`rocm-gate sweep`, `.github/workflows/rocm-gate-sweep.yml`) looks at the gate runs that completed in the last
-hours and, for each runner class, publishes their completed stage again through `publishing.publish_run`,
-which reads everything from GitHub and the run's artifact again (the same result a first publish would have
-written; nothing kept from the failed attempt is trusted). A check it still cannot finish, once its run ended
-more than `stuck_after` ago, is completed `timed_out` with the reason, as PyTorch's relay marks stuck jobs; one
-whose publish fails for any other reason (results that break the publisher) at once. Each run is handled on its
+A publish can fail where nothing can repair it at once: GitHub down past the attempts (exit 4), a
+create that GitHub applied after the publisher gave up, a publish job that never started. So a
+scheduled job (`rocm-gate sweep`, `.github/workflows/rocm-gate-sweep.yml`) looks at the gate runs
+that completed in the last hours and, for each runner class, publishes their completed stage again
+through `publishing.publish_run`, which reads everything from GitHub and the run's artifact again
+(the same result a first publish would have written; nothing kept from the failed attempt is
+trusted). A check it still cannot finish, once its run ended more than `stuck_after` ago, is
+completed `timed_out` with the reason, as PyTorch's relay marks stuck jobs; one whose publish fails
+for any other reason (results that break the publisher) at once. Each run is handled on its
 own: one that fails never stops the sweep of the others.
 """
 
@@ -46,8 +48,8 @@ def sweep(
     stuck_after_min: float = 30.0,
     now: dt.datetime | None = None,
 ) -> list[Swept]:
-    """`classes`: (options, runner class) pairs, as the publish job is called per class. Returns what was done
-    for each gate run that needed something."""
+    """`classes`: (options, runner class) pairs, as the publish job is called per class. Returns
+    what was done for each gate run that needed something."""
     now = now or dt.datetime.now(dt.UTC)
     since = (now - dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
     runs = client.paged(
@@ -72,9 +74,8 @@ def sweep(
             try:
                 outcome = publish_run(client, {"id": run["id"]}, "completed", options)
                 done.append(Swept(run["id"], runner_class, outcome.action))
-            except (
-                PublishError
-            ) as exc:  # GitHub unreachable or refusing: this run waits for the next sweep
+            # GitHub unreachable or refusing: this run waits for the next sweep
+            except PublishError as exc:
                 done.append(Swept(run["id"], runner_class, f"not yet: {exc}"))
                 ended = _ended(run)
                 if (

@@ -1,15 +1,18 @@
-"""The failure tracker: one GitHub issue per SKU and framework that says what is red on main, kept up to date.
+"""The failure tracker: one GitHub issue per SKU and framework that says what is red on main, kept
+up to date.
 
-SGLang's AMD failure tracker is an issue a bot maintains; this is that, from a trunk state (trunk/state.py,
-`rocm-gate history trunk`) and history's suspects. The issue shows, per test failing on main: since which
-commit, for how long, the suspect range, when it last failed and how (its fingerprint); then flaky tests, infra
-suspects and drain candidates; tests that are green again but flipped in the window are collapsed.
+SGLang's AMD failure tracker is an issue a bot maintains; this is that, from a trunk state
+(trunk/state.py, `rocm-gate history trunk`) and history's suspects. The issue shows, per test
+failing on main: since which commit, for how long, the suspect range, when it last failed and how
+(its fingerprint); then flaky tests, infra suspects and drain candidates; tests that are green again
+but flipped in the window are collapsed.
 
 Idempotent: the issue is found by its label and the marker line in its body (`<!-- rocm-gate-tracker SKU
 FRAMEWORK -->`), and written only when its title, body or state would change. Its text depends only on the
-inputs (the trunk state's newest main commit stands for "now"), so a second run with the same state writes
-nothing. A create that may have been applied (GitHub's timeout) is looked for again before it is sent again.
-Every string from results is escaped (schemas/markdown.py); the body is cut to GitHub's 65,536 characters.
+inputs (the trunk state's newest main commit stands for "now"), so a second run with the same state
+writes nothing. A create that may have been applied (GitHub's timeout) is looked for again before it
+is sent again. Every string from results is escaped (schemas/markdown.py); the body is cut to
+GitHub's 65,536 characters.
 """
 
 from __future__ import annotations
@@ -128,9 +131,8 @@ def _find(client: Client, sku: str, framework: str) -> dict | None:
         and "pull_request" not in i
         and (i.get("body") or "").startswith(mark)
     ]
-    return (
-        min(found, key=lambda i: i["number"]) if found else None
-    )  # the first one, should two exist
+    # the first one, should two exist
+    return min(found, key=lambda i: i["number"]) if found else None
 
 
 def keep(client: Client, trunk: dict, framework: str, suspects: list[dict] = ()) -> Tracked:

@@ -1,25 +1,29 @@
 """The trust gate: may this event's code reach a self-hosted GPU runner, and exactly which commits?
 
-A fork's code runs on the runners only after someone with write access approved that exact head SHA: by adding
-the approval label (the `labeled` event carries the head SHA at that moment, and its sender is the approver) or
-by a workflow dispatch naming the SHA (GitHub lets only writers, and the App, dispatch). A later push is a new
-SHA and needs a new approval; a label added by someone without write access (triage can label) approves
-nothing; removing and re-adding the label is a new approval, judged by who re-added it.
+A fork's code runs on the runners only after someone with write access approved that exact head SHA:
+by adding the approval label (the `labeled` event carries the head SHA at that moment, and its
+sender is the approver) or by a workflow dispatch naming the SHA (GitHub lets only writers, and the
+App, dispatch). A later push is a new SHA and needs a new approval; a label added by someone without
+write access (triage can label) approves nothing; removing and re-adding the label is a new
+approval, judged by who re-added it.
 
-The label is APPROVAL_LABEL, a constant of this code: nothing a fork edits (its copy of the caller workflow, its
-inputs) chooses it, and the reusable gate workflow installs this code from its own pinned commit before it asks
-(docs/architecture.md, "The trigger chain"). Any other label's event changes nothing (`noop`).
+The label is APPROVAL_LABEL, a constant of this code: nothing a fork edits (its copy of the caller
+workflow, its inputs) chooses it, and the reusable gate workflow installs this code from its own
+pinned commit before it asks (docs/architecture.md, "The trigger chain"). Any other label's event
+changes nothing (`noop`).
 
-A label approves only a fork PR that leaves `.github/` as it is: the labeled run uses the fork's copy of the
-workflow files, whose own jobs and inputs (which suites, what to install) would come with the approval. Such a
-PR is approved by a dispatch naming the SHA instead, which runs the default branch's workflow files.
+A label approves only a fork PR that leaves `.github/` as it is: the labeled run uses the fork's
+copy of the workflow files, whose own jobs and inputs (which suites, what to install) would come
+with the approval. Such a PR is approved by a dispatch naming the SHA instead, which runs the
+default branch's workflow files.
 
-Two commits come out: `head_sha`, the commit a check lands on (the PR's head), and `tested_sha`, the commit the
-gate job checks out and runs: for `pull_request` the merge commit GitHub built for the run (`GITHUB_SHA`,
-`refs/pull/N/merge`), whose parents include the head; otherwise the head itself (merge group, dispatch, push).
+Two commits come out: `head_sha`, the commit a check lands on (the PR's head), and `tested_sha`, the
+commit the gate job checks out and runs: for `pull_request` the merge commit GitHub built for the
+run (`GITHUB_SHA`, `refs/pull/N/merge`), whose parents include the head; otherwise the head itself
+(merge group, dispatch, push).
 
-`pull_request_target` is refused outright: it runs with the base repository's token and secrets, and running a
-PR's code from it is the "pwn request" pattern.
+`pull_request_target` is refused outright: it runs with the base repository's token and secrets, and
+running a PR's code from it is the "pwn request" pattern.
 """
 
 from __future__ import annotations
@@ -61,8 +65,9 @@ def _sha(value) -> str | None:
 
 
 def _is_bot(sender: dict) -> bool:
-    # A dispatch by an App (the rerun relay's installation token) or by this repository's own workflows (their
-    # GITHUB_TOKEN): GitHub let it through only with `actions: write` on the repository, which only an admin grants.
+    # A dispatch by an App (the rerun relay's installation token) or by this repository's own
+    # workflows (their GITHUB_TOKEN): GitHub let it through only with `actions: write` on the
+    # repository, which only an admin grants.
     return sender.get("type") == "Bot" and str(sender.get("login") or "").endswith("[bot]")
 
 
@@ -73,9 +78,9 @@ def decide(
     github_sha: str | None = None,
     files_of: Callable[[int], list[str] | None] = lambda number: None,
 ) -> Decision:
-    """The decision for one delivered event. `permission_of(login)` asks GitHub for a user's permission;
-    `github_sha` is the run's GITHUB_SHA (for `pull_request`, the merge commit GitHub built); `files_of(pr)` the
-    paths a PR changes, None when GitHub cannot list them all."""
+    """The decision for one delivered event. `permission_of(login)` asks GitHub for a user's
+    permission; `github_sha` is the run's GITHUB_SHA (for `pull_request`, the merge commit GitHub
+    built); `files_of(pr)` the paths a PR changes, None when GitHub cannot list them all."""
     sender = event.get("sender") if isinstance(event.get("sender"), dict) else {}
     login = str(sender.get("login") or "unknown")
     if event_name == "pull_request_target":

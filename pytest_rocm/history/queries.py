@@ -1,5 +1,5 @@
-"""The questions asked of history, one function each, over portable SQL (PostgreSQL runs the same statements
-with `%s` for `?`). Runs are ordered by start time, then by the order they were added.
+"""The questions asked of history, one function each, over portable SQL (PostgreSQL runs the same
+statements with `%s` for `?`). Runs are ordered by start time, then by the order they were added.
 
 - `suspects`: infrastructure faults that keep coming back. A test whose failures are `infra` in at least
   INFRA_MIN of its last WINDOW runs is a suspected real bug when those faults happened on two or more runners
@@ -38,8 +38,9 @@ def _order(alias: str = "", newest_first: bool = False) -> str:
 def runs(
     conn: sqlite3.Connection, limit: int | None = None, origin: str | None = None
 ) -> list[dict]:
-    """The newest runs first (of one origin: main, pr, other): id, time, SKU, runner, commit, conclusion, run
-    time in seconds, where it comes from, and its links' parts (repository, GitHub run id)."""
+    """The newest runs first (of one origin: main, pr, other): id, time, SKU, runner, commit,
+    conclusion, run time in seconds, where it comes from, and its links' parts (repository, GitHub
+    run id)."""
     where = "WHERE origin = ? " if origin else ""
     sql = (
         f"SELECT id, started, finished, vendor, sku, runner, git_sha, conclusion, complete, origin, repository, "
@@ -83,7 +84,8 @@ def _seconds(started: str | None, finished: str | None) -> float | None:
 
 
 def _history_by_test(conn, tests: set[str] | None = None) -> dict[str, list[tuple]]:
-    """test -> its results oldest first: (run id, verdict, status, runner, devices, started, sku, commit)."""
+    """test -> its results oldest first: (run id, verdict, status, runner, devices, started, sku,
+    commit)."""
     names = dict(conn.execute("SELECT id, name FROM tests"))
     wanted = [i for i, n in names.items() if tests is None or n in tests]
     found: dict[str, list[tuple]] = defaultdict(list)
@@ -155,7 +157,8 @@ def suspects(
 def flaky(
     conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = STABLE_AFTER
 ) -> dict[str, list[dict]]:
-    """{"flaky": [...], "stopped": [...]}: unstable now, and tests that were flaky and have been stable since."""
+    """{"flaky": [...], "stopped": [...]}: unstable now, and tests that were flaky and have been
+    stable since."""
     now, stopped = [], []
     candidates = _tests_with(conn, ("flaky", "regression", "unconfirmed"))
     for test, rows in _history_by_test(conn, candidates).items():
@@ -188,7 +191,8 @@ def flaky(
 
 
 def _flaky_runs(rows: list[tuple]) -> set[int]:
-    """The runs that show a flake: a `flaky` verdict, or a failure on a (commit, SKU) that also passed."""
+    """The runs that show a flake: a `flaky` verdict, or a failure on a (commit, SKU) that also
+    passed."""
     by_place: dict[tuple, list[tuple]] = defaultdict(list)
     for row in rows:
         by_place[(row[7] or f"run {row[0]}", row[6])].append(row)
@@ -244,7 +248,8 @@ def _days(first: str | None, last: str | None) -> float | None:
 
 
 def accepted_stacks(conn: sqlite3.Connection) -> dict[str, list[dict]]:
-    """SKU -> its accepted runs oldest first, each with the stack and `changed` (field: (before, after))."""
+    """SKU -> its accepted runs oldest first, each with the stack and `changed` (field: (before,
+    after))."""
     out: dict[str, list[dict]] = defaultdict(list)
     sql = (
         f"SELECT id, sku, started, git_sha, {', '.join(STACK_FIELDS)} FROM runs "
@@ -266,8 +271,8 @@ def accepted_stacks(conn: sqlite3.Connection) -> dict[str, list[dict]]:
 
 
 def drift(conn: sqlite3.Connection) -> list[dict]:
-    """Runs not accepted whose stack differs from their SKU's last accepted stack before them (what changed, and
-    how it ended). An accepted run's own change is in `accepted_stacks`, not here."""
+    """Runs not accepted whose stack differs from their SKU's last accepted stack before them (what
+    changed, and how it ended). An accepted run's own change is in `accepted_stacks`, not here."""
     accepted = accepted_stacks(conn)
     out = []
     sql = (
@@ -300,7 +305,8 @@ def drift(conn: sqlite3.Connection) -> list[dict]:
 
 
 def parity_trend(conn: sqlite3.Connection) -> list[dict]:
-    """Per run with a parity report: SKU, group, parity, both passing / passing on CUDA, merge-blocking."""
+    """Per run with a parity report: SKU, group, parity, both passing / passing on CUDA,
+    merge-blocking."""
     sql = (
         "SELECT u.id, u.started, u.sku, p.grp, p.parity, p.both_passing, p.reference_passing, p.blocking, p.gaps, "
         f"COALESCE(u.reference, 'reference (unnamed)') FROM parity p JOIN runs u ON u.id = p.run_id "
@@ -322,8 +328,8 @@ def parity_trend(conn: sqlite3.Connection) -> list[dict]:
 
 
 def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -> dict:
-    """The newest `limit` runs (of one origin) x groups: per cell the worst verdict and the counts, with the
-    failing tests."""
+    """The newest `limit` runs (of one origin) x groups: per cell the worst verdict and the counts,
+    with the failing tests."""
     recent = runs(conn, limit, origin)
     ids = [r["id"] for r in recent]
     cells: dict[tuple[int, str], dict] = {}
@@ -358,9 +364,10 @@ def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -
 
 
 def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
-    """Per SKU and group, over main runs: the current streak (green or red, in runs), the last green run, flips
-    over the last `window` runs, and the median time to recovery (first red run to the next green one). A group
-    is red in a run when one of its blocking gates regressed or failed unconfirmed there."""
+    """Per SKU and group, over main runs: the current streak (green or red, in runs), the last green
+    run, flips over the last `window` runs, and the median time to recovery (first red run to the
+    next green one). A group is red in a run when one of its blocking gates regressed or failed
+    unconfirmed there."""
     rows = conn.execute(
         "SELECT u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), "
         "SUM(CASE WHEN r.verdict IN ('regression', 'unconfirmed') THEN 1 ELSE 0 END) FROM results r "
@@ -407,7 +414,8 @@ def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
 
 
 def main_failures(conn: sqlite3.Connection, limit: int = 300) -> list[str]:
-    """Tests that failed (regression or unconfirmed) or were flaky in a main run, most recent first."""
+    """Tests that failed (regression or unconfirmed) or were flaky in a main run, most recent
+    first."""
     rows = conn.execute(
         "SELECT t.name, MAX(COALESCE(u.started, '')) FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t "
         "ON t.id = r.test_id WHERE u.origin = 'main' AND r.verdict IN ('regression', 'unconfirmed', 'flaky') "

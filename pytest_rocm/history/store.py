@@ -1,13 +1,14 @@
 """The history store: one SQLite file in WAL mode, a versioned schema, and validated ingest.
 
-Why SQLite: stdlib, one file, and WAL lets several runners on one host add results while the dashboard reads
-(writers wait on each other up to BUSY_TIMEOUT_S). The SQL is kept portable (plain types, no SQLite-only
-functions in queries) so the same schema and queries run on PostgreSQL when one file is not enough.
+Why SQLite: stdlib, one file, and WAL lets several runners on one host add results while the
+dashboard reads (writers wait on each other up to BUSY_TIMEOUT_S). The SQL is kept portable (plain
+types, no SQLite-only functions in queries) so the same schema and queries run on PostgreSQL when
+one file is not enough.
 
-Ingest takes results folders (or gate-report.json files): the gate report and its manifest (the folder's
-manifest.json, else the report's copy) and, when present, parity.json of the same run. Every file is
-validated against its schema before anything is written; one folder is one transaction; a report already
-ingested (same SHA-256) is skipped.
+Ingest takes results folders (or gate-report.json files): the gate report and its manifest (the
+folder's manifest.json, else the report's copy) and, when present, parity.json of the same run.
+Every file is validated against its schema before anything is written; one folder is one
+transaction; a report already ingested (same SHA-256) is skipped.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ MIGRATIONS = {
             blocking INTEGER NOT NULL, status TEXT NOT NULL, verdict TEXT NOT NULL, duration REAL,
             devices TEXT, attempts INTEGER NOT NULL, gap_issue TEXT, gap_reason TEXT,
             PRIMARY KEY (run_id, test_id)) WITHOUT ROWID""",
-        # The questions start from what did not pass: a partial index keeps passes out of it. There is no index
-        # by test: keeping one cost ingest more than twice the bare insert, and the few tests whose whole history
-        # a build reads (those that did not pass) are found in one scan.
+        # The questions start from what did not pass: a partial index keeps passes out of it. There
+        # is no index by test: keeping one cost ingest more than twice the bare insert, and the few
+        # tests whose whole history a build reads (those that did not pass) are found in one scan.
         "CREATE INDEX results_not_passed ON results (verdict, test_id) WHERE verdict <> 'pass'",
         """CREATE TABLE parity (
             run_id INTEGER NOT NULL REFERENCES runs(id), grp TEXT NOT NULL,
@@ -54,9 +55,10 @@ MIGRATIONS = {
         "CREATE TABLE schema_version (version INTEGER NOT NULL)",
         "INSERT INTO schema_version (version) VALUES (0)",
     ],
-    # Where a run comes from (the manifest's provenance): main runs say what state the default branch is in,
-    # PR runs do not (results/manifest.py: origin_kind). Runs stored before this are `other`. A failure keeps
-    # its fingerprint, so a PR's failure can be told from main's failure of the same test.
+    # Where a run comes from (the manifest's provenance): main runs say what state the default
+    # branch is in, PR runs do not (results/manifest.py: origin_kind). Runs stored before this are
+    # `other`. A failure keeps its fingerprint, so a PR's failure can be told from main's failure of
+    # the same test.
     2: [
         "ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT 'other'",
         "ALTER TABLE runs ADD COLUMN event TEXT",
@@ -98,9 +100,9 @@ def connect(path: str | Path) -> Connection:
         )
         _use_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
-        # Foreign keys are declared for the reader and for other engines; not enforced here: ingest writes result
-        # rows only for the run it has just added and test ids it has just read, and checking two keys per row
-        # cost a tenth of the ingest time.
+        # Foreign keys are declared for the reader and for other engines; not enforced here: ingest
+        # writes result rows only for the run it has just added and test ids it has just read, and
+        # checking two keys per row cost a tenth of the ingest time.
         conn.execute("PRAGMA foreign_keys=OFF")
         _migrate(conn)
     except sqlite3.DatabaseError as exc:
@@ -109,9 +111,10 @@ def connect(path: str | Path) -> Connection:
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
-    """Switch to WAL, waiting for other writers. SQLite answers a journal-mode switch that meets another
-    connection's lock with "database is locked" at once, without its busy timeout: two runners that create the
-    store together hit that (measured: 1 in 90 connections of 6 processes starting at once)."""
+    """Switch to WAL, waiting for other writers. SQLite answers a journal-mode switch that meets
+    another connection's lock with "database is locked" at once, without its busy timeout: two
+    runners that create the store together hit that (measured: 1 in 90 connections of 6 processes
+    starting at once)."""
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     while True:
         try:
@@ -158,7 +161,8 @@ class Ingested:
 
 
 def _validated(path: Path, kind: str) -> tuple[dict, bytes]:
-    """The artifact through the strict loader (results are written by the gated code), and its bytes."""
+    """The artifact through the strict loader (results are written by the gated code), and its
+    bytes."""
     try:
         return load_artifact(path, kind), path.read_bytes()
     except (ArtifactError, OSError) as exc:
@@ -166,7 +170,8 @@ def _validated(path: Path, kind: str) -> tuple[dict, bytes]:
 
 
 def _stack(manifest: dict) -> dict:
-    """The stack columns of a run: the SKUs joined (the vendor without GPUs), and CUDA where there is no ROCm."""
+    """The stack columns of a run: the SKUs joined (the vendor without GPUs), and CUDA where there
+    is no ROCm."""
     stack = manifest_stack(manifest)
     return {
         **stack,
@@ -176,7 +181,8 @@ def _stack(manifest: dict) -> dict:
 
 
 def read_run(source: Path) -> tuple[dict, dict, dict | None, str]:
-    """(gate report, manifest, parity report or None, digest) of a results folder or a gate-report.json."""
+    """(gate report, manifest, parity report or None, digest) of a results folder or a
+    gate-report.json."""
     source = Path(source)
     report_path = source / "gate-report.json" if source.is_dir() else source
     if not report_path.is_file():
@@ -202,12 +208,12 @@ ORIGINS = ("manifest", "pr", "other")
 
 
 def ingest(conn: Connection, source: str | Path, origin: str = "manifest") -> Ingested:
-    """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`: `manifest`
-    keeps where the manifest says the run comes from; `pr` or `other` overrides it, for results whose run
-    GitHub says was not a main run (a PR's code wrote them, and may claim to be main)."""
-    report, manifest, parity, digest = read_run(
-        Path(source)
-    )  # all validated before anything is written
+    """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`:
+    `manifest` keeps where the manifest says the run comes from; `pr` or `other` overrides it, for
+    results whose run GitHub says was not a main run (a PR's code wrote them, and may claim to be
+    main)."""
+    # all validated before anything is written
+    report, manifest, parity, digest = read_run(Path(source))
     return insert_run(conn, report, manifest, parity, digest, str(source), origin)
 
 
@@ -307,7 +313,8 @@ def _reference(parity: dict | None) -> tuple[str | None, float | None]:
 
 
 def _test_ids(conn: Connection, tests: dict[str, dict]) -> dict[str, int]:
-    """Ids of the run's test names, adding the new ones (a test's group is the one it was first seen with)."""
+    """Ids of the run's test names, adding the new ones (a test's group is the one it was first seen
+    with)."""
     known = conn.test_ids
     new = [name for name in tests if name not in known]
     if new:
@@ -315,9 +322,8 @@ def _test_ids(conn: Connection, tests: dict[str, dict]) -> dict[str, int]:
             "INSERT INTO tests (name, grp) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
             [(name, tests[name]["group"]) for name in new],
         )
-        for start in range(
-            0, len(new), 500
-        ):  # another writer may have added some: read them all back
+        # another writer may have added some: read them all back
+        for start in range(0, len(new), 500):
             chunk = new[start : start + 500]
             known.update(
                 conn.execute(
@@ -364,8 +370,9 @@ def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
 
 
 def _duration(value: float) -> float | None:
-    """A duration as stored: a finite number of seconds under a year, else unknown (the schema checks the
-    type; 10**30 or a negative figure says the run's clock or writer was wrong, not how long a test took)."""
+    """A duration as stored: a finite number of seconds under a year, else unknown (the schema
+    checks the type; 10**30 or a negative figure says the run's clock or writer was wrong, not how
+    long a test took)."""
     return float(value) if 0 <= value < 366 * 86400 else None
 
 

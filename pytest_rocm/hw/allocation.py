@@ -44,16 +44,17 @@ class AllocationTimeout(RuntimeError):
 
 
 class LockFolderError(AllocationTimeout, pytest.UsageError):
-    """The folder of the device locks cannot be used (a file in its place, no permission): a usage error naming
-    the path and the fix, in the `gpus` fixture (a test that cannot get devices) as in pytest's hooks."""
+    """The folder of the device locks cannot be used (a file in its place, no permission): a usage
+    error naming the path and the fix, in the `gpus` fixture (a test that cannot get devices) as in
+    pytest's hooks."""
 
 
 LOCKS_FOLDER = "pytest-rocm-locks"
 
 
 def lock_root(session_id: str) -> Path:
-    """The run's folder of device locks, under `$TMPDIR/pytest-rocm-locks`; LockFolderError when something that
-    is not a folder holds that name (every run on this machine would fail on it)."""
+    """The run's folder of device locks, under `$TMPDIR/pytest-rocm-locks`; LockFolderError when
+    something that is not a folder holds that name (every run on this machine would fail on it)."""
     base = Path(tempfile.gettempdir()) / LOCKS_FOLDER
     if not base.is_dir() and (base.exists() or base.is_symlink()):
         what = (
@@ -96,9 +97,8 @@ def write_avoid(session_id: str, nodeid: str, devices: list[int]) -> None:
 def read_avoid(session_id: str, nodeid: str) -> set[int]:
     try:
         path = lock_root(session_id) / f"avoid-{_key(nodeid)}.json"
-    except (
-        LockFolderError
-    ):  # no folder, no rerun asked for other devices; taking a device says what is wrong
+    # no folder, no rerun asked for other devices; taking a device says what is wrong
+    except LockFolderError:
         return set()
     return set(json.loads(path.read_text())) if path.exists() else set()
 
@@ -130,8 +130,9 @@ def allocate(
     wait_s: float = DEFAULT_WAIT_S,
     held_here: set[int] = frozenset(),
 ) -> Allocation:
-    """Take `count` devices of `pool` for this process, all or nothing. Devices in `held_here` are already
-    this process's (its servers hold them): they count as free, and stay held when this allocation ends."""
+    """Take `count` devices of `pool` for this process, all or nothing. Devices in `held_here` are
+    already this process's (its servers hold them): they count as free, and stay held when this
+    allocation ends."""
     from filelock import FileLock, Timeout
 
     if count == 0:

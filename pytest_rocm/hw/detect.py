@@ -31,7 +31,8 @@ from pytest_rocm.hw.parsers import (
 
 TOOL_TIMEOUT_S = 20  # a hung GPU can make amd-smi hang; never let detection hang the run
 
-# name -> (command, parser). Order is the order of trust (docs/architecture.md, "Platforms, verdicts and conclusions"), after torch.
+# name -> (command, parser). Order is the order of trust (docs/architecture.md, "Platforms, verdicts
+# and conclusions"), after torch.
 TOOLS: dict[str, tuple[list[str], Callable[[str], Parsed]]] = {
     "amd-smi": (["amd-smi", "static", "--json"], amd_smi.parse),
     "amd-smi-version": (["amd-smi", "version", "--json"], amd_smi.parse),
@@ -179,7 +180,8 @@ def _read(path: str) -> str:
 
 
 def detect(profile: str | None = None, sources: dict[str, str] | None = None) -> Platform:
-    """The platform for this run: a simulated profile if asked for, saved outputs if given, else live."""
+    """The platform for this run: a simulated profile if asked for, saved outputs if given, else
+    live."""
     profile = profile or os.environ.get("PYTEST_ROCM_PLATFORM") or None
     if profile:
         return profiles.load(profile)

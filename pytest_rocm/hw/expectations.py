@@ -1,6 +1,8 @@
-"""Whether a platform is what a job expects of its runner: a GPU count, a SKU on every GPU, any GPU at all.
+"""Whether a platform is what a job expects of its runner: a GPU count, a SKU on every GPU, any GPU
+at all.
 
-`rocm-gate doctor` exits on the answer and `rocm-gate preflight` feeds its problems to the framework layer.
+`rocm-gate doctor` exits on the answer and `rocm-gate preflight` feeds its problems to the framework
+layer.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ HEALTHY, MISMATCH, NO_GPU = "healthy", "mismatch", "no_gpu"
 def check(
     platform: Platform, expect_gpus: int | None, expect_sku: str | None, require_gpu: bool
 ) -> tuple[str, list[str]]:
-    """(HEALTHY, MISMATCH or NO_GPU; the problems found, each a sentence naming what was expected)."""
+    """(HEALTHY, MISMATCH or NO_GPU; the problems found, each a sentence naming what was
+    expected)."""
     wanted_sku = normalise_sku(expect_sku) if expect_sku else None
     expecting = require_gpu or expect_gpus is not None or wanted_sku is not None
     if expecting and platform.gpu_count == 0:

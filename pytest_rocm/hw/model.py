@@ -1,4 +1,5 @@
-"""The platform a run sees: vendor, GPUs and stack versions (docs/architecture.md, "Platforms, verdicts and conclusions").
+"""The platform a run sees: vendor, GPUs and stack versions (docs/architecture.md, "Platforms,
+verdicts and conclusions").
 
 Plain dataclasses that serialise to and from JSON, so a platform detected on
 the controller can be handed to xdist workers, written into the manifest, and
@@ -48,9 +49,8 @@ class SourceResult:
 class Platform:
     vendor: str = "cpu"
     gpus: list[Gpu] = field(default_factory=list)
-    versions: dict[str, str] = field(
-        default_factory=dict
-    )  # rocm, hip, cuda, driver, torch, vllm, ...
+    # rocm, hip, cuda, driver, torch, vllm, ...
+    versions: dict[str, str] = field(default_factory=dict)
     sources: list[SourceResult] = field(default_factory=list)
     profile: str | None = None  # name of the simulated profile, None when detected live
 
@@ -78,8 +78,8 @@ class Platform:
         return " + ".join(f"{n} x {label}" for label, n in kinds.items())
 
     def keys(self) -> list[str]:
-        """The keys baselines and server settings are looked up by, most specific first: SKU, arch, vendor
-        (those known)."""
+        """The keys baselines and server settings are looked up by, most specific first: SKU, arch,
+        vendor (those known)."""
         first = self.gpus[0] if self.gpus else None
         return [k for k in (first and first.sku, first and first.arch, self.vendor) if k]
 
@@ -92,8 +92,9 @@ class Platform:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Platform:
-        """A platform from its JSON form; ValueError naming the field for anything malformed (a profile
-        drives device locks and waits: a duplicate index or a path as an index must never get through)."""
+        """A platform from its JSON form; ValueError naming the field for anything malformed (a
+        profile drives device locks and waits: a duplicate index or a path as an index must never
+        get through)."""
         if not isinstance(data, dict):
             raise ValueError(
                 f"expected a JSON object with vendor and gpus, got {type(data).__name__}"

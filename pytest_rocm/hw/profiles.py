@@ -1,4 +1,5 @@
-"""Simulated platforms: built-in names like `mi300x-8`, or a JSON file (the shape `rocm-gate doctor --json` prints).
+"""Simulated platforms: built-in names like `mi300x-8`, or a JSON file (the shape
+`rocm-gate doctor --json` prints).
 
 Any `<sku>-<count>` of a SKU in SKU_SPECS works (`mi300x-4`, `h100-2`); BUILTIN lists the
 ones we document. Profiles make hardware logic testable on a machine without GPUs.
@@ -137,11 +138,8 @@ def from_file(path: Path) -> Platform:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         platform = Platform.from_dict(data)
-    except (
-        OSError,
-        ValueError,
-        TypeError,
-    ) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    except (OSError, ValueError, TypeError) as exc:
         raise ProfileError(
             f"platform profile file {path}: {exc}. Expected the JSON that "
             "`rocm-gate doctor --json` prints (vendor, gpus, versions)."

@@ -71,7 +71,8 @@ _GFX = re.compile(r"gfx[0-9a-f]{3,4}", re.IGNORECASE)
 
 
 def normalise_sku(name: str) -> str | None:
-    """'mi300x' -> 'MI300X', 'H100' -> 'H100'; None when not a SKU we know (used to validate markers)."""
+    """'mi300x' -> 'MI300X', 'H100' -> 'H100'; None when not a SKU we know (used to validate
+    markers)."""
     upper = name.strip().upper()
     return upper if upper in ALL_SKUS else None
 

@@ -1,11 +1,12 @@
-"""The maps pytest-rocm ships, by name: `vllm` and `sglang` sort those projects' test trees into the gate groups
-(each made for one upstream commit, named in its `source`), `applicability` lists the tests that can never apply
-to ROCm. Installed with the package, so an upstream checkout names them (`rocm_group_map = vllm`,
-`--rocm-group-map=pytest_rocm:vllm`, `rocm-gate groups --map vllm`) instead of pointing at a pytest-rocm checkout.
+"""The maps pytest-rocm ships, by name: `vllm` and `sglang` sort those projects' test trees into the
+gate groups (each made for one upstream commit, named in its `source`), `applicability` lists the
+tests that can never apply to ROCm. Installed with the package, so an upstream checkout names them
+(`rocm_group_map = vllm`, `--rocm-group-map=pytest_rocm:vllm`, `rocm-gate groups --map vllm`)
+instead of pointing at a pytest-rocm checkout.
 
-`resolve(value)` turns a setting's value into a file: `pytest_rocm:NAME` is always a shipped map; a bare NAME
-(no `/`, no suffix) is one unless a file of that name is where the value is read (a folder never is: inside
-vLLM's checkout `vllm` is its package folder); anything else is a path.
+`resolve(value)` turns a setting's value into a file: `pytest_rocm:NAME` is always a shipped map; a
+bare NAME (no `/`, no suffix) is one unless a file of that name is where the value is read (a folder
+never is: inside vLLM's checkout `vllm` is its package folder); anything else is a path.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def is_name(value: str) -> bool:
 
 
 def resolve(value: str, base: Path | None = None) -> Path:
-    """The file a group-map or applicability setting names: a shipped map for `pytest_rocm:NAME`, or for a bare
-    NAME with no such file under `base` (default: here); else the path itself (relative to `base`).
-    UnknownMapError, listing the shipped names, for a `pytest_rocm:` name that is not one."""
+    """The file a group-map or applicability setting names: a shipped map for `pytest_rocm:NAME`, or
+    for a bare NAME with no such file under `base` (default: here); else the path itself (relative
+    to `base`). UnknownMapError, listing the shipped names, for a `pytest_rocm:` name that is not
+    one."""
     base = base or Path.cwd()
     if value.startswith(PREFIX):
         name = value.removeprefix(PREFIX)

@@ -1,4 +1,5 @@
-"""CUDA-parity: of what passes on the reference (CUDA), how much also passes on the candidate (ROCm).
+"""CUDA-parity: of what passes on the reference (CUDA), how much also passes on the candidate
+(ROCm).
 
 Per test a parity status (candidate view of a reference-passing test); tests passing on
 both sides are listed in `passing`, every other test is in `tests` with its evidence:
@@ -12,6 +13,8 @@ passing on both, parity = both / reference passing, and the gaps by reason.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from itertools import chain, compress, filterfalse, repeat
+from operator import getitem, is_, not_
 
 from pytest_rocm.catalog.applicability import Applicability
 from pytest_rocm.catalog.groups import UNGROUPED, GroupMap
@@ -34,7 +37,7 @@ def strip_explicit(side: Side, prefixes: list[str]) -> None:
     for nodeid, result in side.results.items():
         for prefix in prefixes:
             if nodeid.startswith(prefix):
-                nodeid = nodeid[len(prefix):]
+                nodeid = nodeid[len(prefix) :]
                 break
         stripped[nodeid] = result
     side.results = stripped
@@ -50,7 +53,11 @@ def _gap_reason(status: str, result: Result | None) -> str:
     if status == "missing":
         return "not run on the candidate"
     if status == "known_gap":
-        return f"{result.message} ({result.known_gap_issue})" if result.known_gap_issue else result.message
+        return (
+            f"{result.message} ({result.known_gap_issue})"
+            if result.known_gap_issue
+            else result.message
+        )
     return result.message if result and result.message else "(no message)"
 
 
@@ -58,15 +65,59 @@ def _ratio(part: int, whole: int) -> float | None:
     return round(part / whole, 6) if whole else None
 
 
-def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
-            applicability: Applicability | None = None, strip: tuple[str, str] | None = None,
-            previous: dict | None = None) -> dict:
-    ref_prefix, cand_prefix = strip if strip is not None else detect_prefixes(reference.results, candidate.results)
-    ref = _restrip(reference, ref_prefix)
-    cand = _restrip(candidate, cand_prefix)
+def _split(results: dict[str, Result]) -> tuple[list[str], list[tuple[str, Result]]]:
+    """A side's plain passes (the shared PLAIN_PASS) as ids, and every other (id, result), each in
+    the side's
+    order: split by C-level iteration, no Python code run per test."""
+    plain = list(map(is_, results.values(), repeat(PLAIN_PASS)))
+    return list(compress(results, plain)), list(compress(results.items(), map(not_, plain)))
+
+
+def _compare_in_bulk(ref: dict[str, Result], cand: dict[str, Result]):
+    """The plain passes compared as sets. Returns the ids plain on both sides (in the reference's
+    order, as the reference's own strings), the reference's other ids (in its order), the
+    candidate-only ids (in its order), and each side's results that are not plain passes. Set
+    lookups of an equal string that is another object compare the characters, so the passes over
+    100,000s of ids are arranged to make few of those."""
+    ref_plain, ref_others = _split(ref)
+    cand_plain, cand_others = _split(cand)
+    both = list(filter(set(cand_plain).__contains__, ref_plain))
+    both_set = set(both)
+    # not plain on both: looked at one by one
+    ref_rest = list(filterfalse(both_set.__contains__, ref))
+    in_ref = len(both) + sum(map(cand.__contains__, ref_rest))  # ids on both sides
+    cand_only = list(filterfalse(ref.__contains__, cand)) if in_ref < len(cand) else []
+    return both, ref_rest, cand_only, ref_others, cand_others
+
+
+def compute(
+    reference: Side,
+    candidate: Side,
+    group_map: GroupMap | None = None,
+    applicability: Applicability | None = None,
+    strip: tuple[str, str] | None = None,
+    previous: dict | None = None,
+) -> dict:
+    # The plain passes (most tests of a run) are compared in bulk, as sets; only the tests that are
+    # not a plain pass on both sides are looked at one by one. The report is what a per-test pass
+    # writes.
+    ref, cand = reference.results, candidate.results
+    both, ref_rest, cand_only, ref_others, cand_others = _compare_in_bulk(ref, cand)
+    if strip is not None:
+        ref_prefix, cand_prefix = strip
+    elif len(both) * 2 >= min(len(ref), len(cand)):
+        # what detect_prefixes decides without looking further: at least these ids are on both sides
+        ref_prefix, cand_prefix = "", ""
+    else:
+        ref_prefix, cand_prefix = detect_prefixes(ref, cand)
+    if ref_prefix or cand_prefix:
+        ref = _restrip(reference, ref_prefix)
+        cand = _restrip(candidate, cand_prefix)
+        both, ref_rest, cand_only, ref_others, cand_others = _compare_in_bulk(ref, cand)
 
     tests: dict[str, dict] = {}  # every test that is not passing on both sides, with its evidence
-    passing_in: dict[str, list[str]] = defaultdict(list)  # group -> passing on both (the common case)
+    # group -> passing on both (the common case)
+    passing_in: dict[str, list[str]] = defaultdict(list)
     groups: dict[str, Counter] = defaultdict(Counter)
     gaps: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
     not_applicable: dict[str, list[str]] = defaultdict(list)
@@ -74,25 +125,30 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     unmatched: list[str] = []
 
     # The map and the applicability rules usually look at file paths only: classify once per file.
-    per_file = (group_map is None or group_map.by_path) and (applicability is None or applicability.by_path)
+    per_file = (group_map is None or group_map.by_path) and (
+        applicability is None or applicability.by_path
+    )
     classified: dict[str, tuple[str | None, str | None]] = {}
 
     def classify(key: str, nodeid: str) -> tuple[str | None, str | None]:
         known = classified.get(key)
         if known is None:
-            known = classified[key] = (group_map.group_of(nodeid) if group_map else None,
-                                       applicability.reason_for(nodeid) if applicability else None)
+            known = classified[key] = (
+                group_map.group_of(nodeid) if group_map else None,
+                applicability.reason_for(nodeid) if applicability else None,
+            )
         return known
 
     # Plain passes on both sides (no properties, so no group of their own) are the bulk of a
     # run: they are only collected here, per file, and classified per file at the end.
     plain_both: dict[str, list[str]] = defaultdict(list)
-    both = {n for n, r in ref.items() if r is PLAIN_PASS}
-    both.intersection_update(n for n, c in cand.items() if c is PLAIN_PASS)
-    for nodeid in ref:  # in the reference's order, so the report is the same on every run
-        if nodeid in both:
-            plain_both[nodeid.partition("::")[0] if per_file else nodeid].append(nodeid)
-    for nodeid in [n for n in ref if n not in both] + [n for n in cand if n not in ref]:
+    if per_file:
+        for nodeid in both:  # in the reference's order, so the report is the same on every run
+            plain_both[nodeid.partition("::")[0]].append(nodeid)
+    else:
+        for nodeid in both:
+            plain_both[nodeid].append(nodeid)
+    for nodeid in chain(ref_rest, cand_only):
         r, c = ref.get(nodeid), cand.get(nodeid)
         key = nodeid.partition("::")[0] if per_file else nodeid
         map_group, na_reason = classify(key, nodeid)
@@ -101,12 +157,22 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             group = UNGROUPED
             if not na_reason:  # a not-applicable test is listed once, as not applicable
                 unmatched.append(nodeid)
-        if not na_reason and r is not None and c is not None and r.status in PASSING and c.status in PASSING:
+        if (
+            not na_reason
+            and r is not None
+            and c is not None
+            and r.status in PASSING
+            and c.status in PASSING
+        ):
             passing_in[group].append(nodeid)
             groups[group]["blocking_tests"] += bool(c.blocking)
             continue
         counts = groups[group]
-        entry = {"group": group, "reference": r.status if r else None, "candidate": c.status if c else None}
+        entry = {
+            "group": group,
+            "reference": r.status if r else None,
+            "candidate": c.status if c else None,
+        }
         if r is not None and r.rerun or c is not None and c.rerun:
             entry["rerun"] = True
         if na_reason:
@@ -125,7 +191,9 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             if r.status in PASSING:
                 counts["reference_passing"] += 1
                 # a blocking gate the candidate ran: a known gap, a skip or an xfail blocks nothing
-                counts["blocking_tests"] += bool(c is not None and c.blocking and c.status not in NOT_GATING)
+                counts["blocking_tests"] += bool(
+                    c is not None and c.blocking and c.status not in NOT_GATING
+                )
                 status = "missing" if c is None else c.status
                 entry["parity"] = status
                 counts[status] += 1
@@ -148,14 +216,19 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
             unmatched.extend(ids)
         if na_reason:
             for nodeid in ids:
-                tests[nodeid] = {"group": group, "reference": "passed", "candidate": "passed",
-                                 "parity": "not_applicable", "reason": na_reason}
+                tests[nodeid] = {
+                    "group": group,
+                    "reference": "passed",
+                    "candidate": "passed",
+                    "parity": "not_applicable",
+                    "reason": na_reason,
+                }
             not_applicable[na_reason].extend(ids)
             groups[group]["not_applicable"] += len(ids)
             continue
         _count_passing(groups[group], len(ids))
-        if per_file:
-            passing[key].extend(nodeid[len(key) + 2:] for nodeid in ids)  # all of this file's
+        if per_file:  # all of this file's: the rest of each id, cut at the same place
+            passing[key].extend(map(getitem, ids, repeat(slice(len(key) + 2, None))))
         else:
             _add_by_file(passing, ids)
     for group, ids in passing_in.items():
@@ -192,21 +265,38 @@ def compute(reference: Side, candidate: Side, group_map: GroupMap | None = None,
     report = {
         "schema": PARITY_SCHEMA,
         "inputs": {
-            "reference": {"label": reference.label, "files": reference.files, "dropped": reference.dropped,
-                          "stripped_prefix": ref_prefix, "tests": len(ref)},
-            "candidate": {"label": candidate.label, "files": candidate.files, "dropped": candidate.dropped,
-                          "stripped_prefix": cand_prefix, "tests": len(cand)},
-            "group_map": {"path": group_map.path, "source": group_map.source} if group_map else None,
+            "reference": {
+                "label": reference.label,
+                "files": reference.files,
+                "dropped": reference.dropped,
+                "stripped_prefix": ref_prefix,
+                "tests": len(ref),
+            },
+            "candidate": {
+                "label": candidate.label,
+                "files": candidate.files,
+                "dropped": candidate.dropped,
+                "stripped_prefix": cand_prefix,
+                "tests": len(cand),
+            },
+            "group_map": {"path": group_map.path, "source": group_map.source}
+            if group_map
+            else None,
         },
         "overall": overall,
         "gating": _gating(group_reports),
         "groups": group_reports,
-        "not_applicable": [{"reason": reason, "count": len(ids), "tests": ids} for reason, ids in
-                           sorted(not_applicable.items(), key=lambda kv: -len(kv[1]))],
+        "not_applicable": [
+            {"reason": reason, "count": len(ids), "tests": ids}
+            for reason, ids in sorted(not_applicable.items(), key=lambda kv: -len(kv[1]))
+        ],
         "candidate_only": candidate_only,
         "unmatched": unmatched,
-        "skip_reasons": {"reference": _top_reasons(ref), "candidate": _top_reasons(cand)},
-        "repeated": {"reference": _repeated(ref), "candidate": _repeated(cand)},
+        "skip_reasons": {
+            "reference": _top_reasons(ref_others),
+            "candidate": _top_reasons(cand_others),
+        },
+        "repeated": {"reference": _repeated(ref_others), "candidate": _repeated(cand_others)},
         "tests": tests,
         "passing": passing,
     }
@@ -219,17 +309,20 @@ NOT_GATING = ("known_gap", "skipped", "xfailed", "not_applicable")
 
 
 def _blocking(blocking_tests: int, reference_passing: int) -> str:
-    """A group is merge-blocking when every test of it that passes on the reference is a blocking gate on the
-    candidate; `partly` when some are; `no` when none (or none passes on the reference)."""
+    """A group is merge-blocking when every test of it that passes on the reference is a blocking
+    gate on the candidate; `partly` when some are; `no` when none (or none passes on the
+    reference)."""
     if not blocking_tests:
         return "no"
     return "all" if blocking_tests >= reference_passing else "partly"
 
 
 def _gating(group_reports: dict[str, dict]) -> dict:
-    """Gating coverage: how much of what passes on the reference blocks a merge on the candidate, counted in
-    tests and in groups. `ungrouped` is not a group: its tests count, it does not."""
-    counted = [name for name, g in group_reports.items() if name != UNGROUPED and g["reference_passing"]]
+    """Gating coverage: how much of what passes on the reference blocks a merge on the candidate,
+    counted in tests and in groups. `ungrouped` is not a group: its tests count, it does not."""
+    counted = [
+        name for name, g in group_reports.items() if name != UNGROUPED and g["reference_passing"]
+    ]
     tests = sum(g["reference_passing"] for g in group_reports.values())
     blocking_tests = sum(g["blocking_tests"] for g in group_reports.values())
     return {
@@ -239,7 +332,9 @@ def _gating(group_reports: dict[str, dict]) -> dict:
         "groups": counted,
         "fully_blocking_groups": [n for n in counted if group_reports[n]["blocking"] == "all"],
         "partly_blocking_groups": [n for n in counted if group_reports[n]["blocking"] == "partly"],
-        "groups_share": _ratio(sum(group_reports[n]["blocking"] == "all" for n in counted), len(counted)),
+        "groups_share": _ratio(
+            sum(group_reports[n]["blocking"] == "all" for n in counted), len(counted)
+        ),
     }
 
 
@@ -249,7 +344,8 @@ def _count_passing(counts: Counter, n: int) -> None:
 
 
 def _add_by_file(files: dict[str, list[str]], nodeids) -> None:
-    """{'tests/x.py': ['test_a', 'TestB::test_c[p]']}: the passing list, without repeating file paths."""
+    """{'tests/x.py': ['test_a', 'TestB::test_c[p]']}: the passing list, without repeating file
+    paths."""
     for nodeid in nodeids:
         path, _, rest = nodeid.partition("::")
         files[path].append(rest)
@@ -262,42 +358,71 @@ def read_previous(path) -> dict:
 
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or data.get("schema") != PARITY_SCHEMA:
-        raise ValueError(f"not a {PARITY_SCHEMA} report (give the parity.json an earlier run wrote)")
-    if not isinstance(data.get("passing", {}), dict) or not isinstance(data.get("tests", {}), dict) or not all(
-            isinstance(t, dict) and "parity" in t for t in data.get("tests", {}).values()):
+        raise ValueError(
+            f"not a {PARITY_SCHEMA} report (give the parity.json an earlier run wrote)"
+        )
+    if (
+        not isinstance(data.get("passing", {}), dict)
+        or not isinstance(data.get("tests", {}), dict)
+        or not all(isinstance(t, dict) and "parity" in t for t in data.get("tests", {}).values())
+    ):
         raise ValueError("its `passing` and `tests` are not shaped as parity.json writes them")
     return data
 
 
 def passing_ids(report: dict) -> set[str]:
-    return {f"{path}::{rest}" if rest else path for path, rests in report.get("passing", {}).items() for rest in rests}
+    return {
+        f"{path}::{rest}" if rest else path
+        for path, rests in report.get("passing", {}).items()
+        for rest in rests
+    }
 
 
 def _gap_list(by_reason: dict[tuple[str, str], list[str]]) -> list[dict]:
     ordered = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    return [{"status": status, "reason": reason, "count": len(ids), "tests": ids} for (status, reason), ids in ordered]
+    return [
+        {"status": status, "reason": reason, "count": len(ids), "tests": ids}
+        for (status, reason), ids in ordered
+    ]
 
 
-def _repeated(results: dict[str, Result]) -> list[dict]:
-    """Tests seen more than once with different results (shards, rerun jobs): what counted, and every attempt
-    (the rule is `pytest_rocm.parity.junit.merge_repeat`)."""
-    return [{"test": nodeid, "counted": r.status, "attempts": list(r.attempts)}
-            for nodeid, r in results.items() if r is not PLAIN_PASS and len(set(r.attempts)) > 1]
+def _repeated(others: list[tuple[str, Result]]) -> list[dict]:
+    """Tests seen more than once with different results (shards, rerun jobs): what counted, and
+    every attempt (the rule is `pytest_rocm.parity.junit.merge_repeat`). `others`: a side's results
+    but its plain passes."""
+    return [
+        {"test": nodeid, "counted": r.status, "attempts": list(r.attempts)}
+        for nodeid, r in others
+        if len(set(r.attempts)) > 1
+    ]
 
 
-def _top_reasons(results: dict[str, Result]) -> list[dict]:
-    reasons = Counter((r.status, r.message or "(no message)") for r in results.values()
-                      if r.status in ("skipped", "xfailed", "known_gap"))
-    return [{"status": s, "reason": m, "count": n} for (s, m), n in reasons.most_common(TOP_REASONS)]
+def _top_reasons(others: list[tuple[str, Result]]) -> list[dict]:
+    """The most frequent skip reasons of a side (plain passes, left out of `others`, have none)."""
+    reasons = Counter(
+        (r.status, r.message or "(no message)")
+        for _, r in others
+        if r.status in ("skipped", "xfailed", "known_gap")
+    )
+    return [
+        {"status": s, "reason": m, "count": n} for (s, m), n in reasons.most_common(TOP_REASONS)
+    ]
 
 
 def _changes(previous: dict, tests: dict[str, dict], passing: list[str]) -> dict:
-    """Against an earlier parity.json: reference-passing tests that broke or got fixed on the candidate."""
+    """Against an earlier parity.json: reference-passing tests that broke or got fixed on the
+    candidate."""
     was_passing = passing_ids(previous)
     before = previous.get("tests", {})
     not_gaps = ("not_applicable", "candidate_only", "reference_not_passing")
-    broken = [{"test": nodeid, "now": now["parity"], "reason": now.get("reason", "")}
-              for nodeid, now in tests.items() if nodeid in was_passing and now["parity"] not in not_gaps]
-    fixed = [{"test": nodeid, "before": before[nodeid]["parity"]} for nodeid in passing_ids({"passing": passing})
-             if nodeid in before and before[nodeid]["parity"] not in not_gaps]
+    broken = [
+        {"test": nodeid, "now": now["parity"], "reason": now.get("reason", "")}
+        for nodeid, now in tests.items()
+        if nodeid in was_passing and now["parity"] not in not_gaps
+    ]
+    fixed = [
+        {"test": nodeid, "before": before[nodeid]["parity"]}
+        for nodeid in passing_ids({"passing": passing})
+        if nodeid in before and before[nodeid]["parity"] not in not_gaps
+    ]
     return {"newly_broken": broken, "newly_fixed": fixed}

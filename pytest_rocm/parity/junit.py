@@ -12,6 +12,10 @@ wrapper objects cost more than everything else parity does
 (benchmarks/parity_scale.py prints the figures, junitparser's beside). JUnit files
 are per job or shard, so one file's tree is small. The tests check this reader
 against junitparser's counts on the real samples.
+
+`iter_cases` visits the cases one by one; `case_lists` gives the same results in
+bulk (C-level iteration over the elements, Python code only for cases with
+children), for parity; tests/test_parity_bulk.py checks the two agree.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import compress, repeat
+from operator import add, attrgetter, not_
 from pathlib import Path
 
 from pytest_rocm.catalog.identity import nodeid_from_junit, nodeid_prefix
@@ -35,7 +41,8 @@ MESSAGE_CHARS = 300
 
 
 class JUnitError(ValueError):
-    """A file that is not readable JUnit XML; the message names the file and, where known, the line."""
+    """A file that is not readable JUnit XML; the message names the file and, where known, the
+    line."""
 
 
 @dataclass(slots=True)
@@ -62,7 +69,11 @@ PLAIN_PASS = Case()
 
 def _case(element: ET.Element) -> tuple[str, Case]:
     classname, name = element.get("classname", ""), element.get("name", "")
-    nodeid = nodeid_prefix(classname, element.get("file")) + name if classname else nodeid_from_junit("", name)
+    nodeid = (
+        nodeid_prefix(classname, element.get("file")) + name
+        if classname
+        else nodeid_from_junit("", name)
+    )
     if not len(element):
         return nodeid, PLAIN_PASS
     case = Case()
@@ -75,7 +86,11 @@ def _read_children(case: Case, element: ET.Element) -> None:
     for child in element:
         tag = child.tag
         if tag in RESULT_STATUS:
-            status = "xfailed" if tag == "skipped" and child.get("type") == "pytest.xfail" else RESULT_STATUS[tag]
+            status = (
+                "xfailed"
+                if tag == "skipped" and child.get("type") == "pytest.xfail"
+                else RESULT_STATUS[tag]
+            )
             # One case may carry several results (a failed call and a failed teardown):
             # the body's failure decides, then an error, then a skip.
             if PRECEDENCE[status] > best:
@@ -85,7 +100,9 @@ def _read_children(case: Case, element: ET.Element) -> None:
         elif tag in RERUN_TAGS:
             case.rerun = True
         elif tag == "properties":
-            case.properties = {p.get("name"): p.get("value", "") for p in child if p.get("name") is not None}
+            case.properties = {
+                p.get("name"): p.get("value", "") for p in child if p.get("name") is not None
+            }
             case.group = case.properties.get(GROUP_PROPERTY)
             if BLOCKING_PROPERTY in case.properties:
                 case.blocking = case.properties[BLOCKING_PROPERTY] == "true"
@@ -101,20 +118,67 @@ def iter_cases(path: str | Path) -> Iterator[tuple[str, Case]]:
     except ET.ParseError as exc:
         line, column = exc.position
         yield from _cases_before_break(source, line)
-        raise JUnitError(f"{source}: not well-formed XML at line {line}, column {column + 1} "
-                         f"({str(exc).split(':')[0]}); the file is truncated or not JUnit. "
-                         "Re-download the artifact, or pass --keep-going to read the other files") from exc
+        raise JUnitError(
+            f"{source}: not well-formed XML at line {line}, column {column + 1} "
+            f"({str(exc).split(':')[0]}); the file is truncated or not JUnit. "
+            "Re-download the artifact, or pass --keep-going to read the other files"
+        ) from exc
     except OSError as exc:
         raise JUnitError(f"{source}: cannot read it ({exc.strerror})") from exc
     if root.tag not in ("testsuites", "testsuite"):
-        raise JUnitError(f"{source}: the root element is <{root.tag}>, not <testsuites> or <testsuite>: "
-                         "this is not a JUnit XML file")
+        raise JUnitError(
+            f"{source}: the root element is <{root.tag}>, not <testsuites> or <testsuite>: "
+            "this is not a JUnit XML file"
+        )
     for element in root.iter("testcase"):
         yield _case(element)
 
 
+def case_lists(path: str | Path) -> tuple[list[str], list[Case]]:
+    """Every test case of the file as two lists in document order, node ids and results (PLAIN_PASS
+    for a case without children): `iter_cases` in bulk. Per case only C-level calls run (map over
+    the elements), except for the few cases with children. Raises JUnitError on a file `iter_cases`
+    rejects, without its partial results (read those with `iter_cases`)."""
+    source = str(path)
+    try:
+        root = ET.parse(source).getroot()
+    except ET.ParseError as exc:
+        raise JUnitError(f"{source}: not well-formed XML") from exc
+    except OSError as exc:
+        raise JUnitError(f"{source}: cannot read it ({exc.strerror})") from exc
+    if root.tag not in ("testsuites", "testsuite"):
+        raise JUnitError(
+            f"{source}: the root element is <{root.tag}>, not <testsuites> or <testsuite>"
+        )
+    elements = list(root.iter("testcase"))
+    count = len(elements)
+    attributes = list(map(attrgetter("attrib"), elements))
+    classnames = list(map(dict.get, attributes, repeat("classname", count), repeat("", count)))
+    names = map(dict.get, attributes, repeat("name", count), repeat("", count))
+    files = list(map(dict.get, attributes, repeat("file", count)))
+    # each distinct class (and file) gets its node id prefix once
+    if files.count(None) == count:
+        prefixes = {
+            classname: nodeid_prefix(classname, None) for classname in dict.fromkeys(classnames)
+        }
+        keys = classnames
+    else:
+        keys = list(zip(classnames, files))
+        prefixes = {key: nodeid_prefix(*key) for key in dict.fromkeys(keys)}
+    ids = list(map(add, map(prefixes.__getitem__, keys), names))
+    # no classname: pytest's collection errors
+    for index in compress(range(len(ids)), map(not_, classnames)):
+        ids[index] = nodeid_from_junit("", attributes[index].get("name", ""))
+    results = [PLAIN_PASS] * len(elements)
+    for index in compress(range(len(elements)), map(len, elements)):  # the few cases with children
+        case = results[index] = Case()
+        _read_children(case, elements[index])
+    return ids, results
+
+
 def _cases_before_break(source: str, line: int) -> Iterator[tuple[str, Case]]:
-    """The complete test cases of a broken file, read up to the line where it broke (nothing is lost)."""
+    """The complete test cases of a broken file, read up to the line where it broke (nothing is
+    lost)."""
     parser = ET.XMLPullParser(events=("end",))
     with open(source, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
@@ -133,21 +197,27 @@ SEVERITY = {"crashed": 5, "failed": 4, "error": 3, "known_gap": 2, "xfailed": 1,
 
 
 def merge_repeat(earlier: Case, later: Case, ordered: bool) -> Case:
-    """The one rule for a test seen more than once. In one file (`ordered`), document order is time order
-    (pytest-rerunfailures writes each attempt): the last attempt counts. Across files (shards, a rerun job)
-    there is no order: the test counts as passing if any attempt passed, else its most severe status. Either
-    way it is marked rerun and keeps every status it had, so no failure vanishes."""
+    """The one rule for a test seen more than once. In one file (`ordered`), document order is time
+    order (pytest-rerunfailures writes each attempt): the last attempt counts. Across files (shards,
+    a rerun job) there is no order: the test counts as passing if any attempt passed, else its most
+    severe status. Either way it is marked rerun and keeps every status it had, so no failure
+    vanishes."""
     attempts = (earlier.attempts or (earlier.status,)) + (later.status,)
     if ordered:
         chosen = later
     else:
         passing = [c for c in (earlier, later) if c.status in ("passed", "xpassed")]
-        chosen = passing[-1] if passing else max((earlier, later), key=lambda c: SEVERITY.get(c.status, 0))
+        chosen = (
+            passing[-1]
+            if passing
+            else max((earlier, later), key=lambda c: SEVERITY.get(c.status, 0))
+        )
     return replace(chosen, rerun=True, attempts=attempts)
 
 
 def read_cases(path: str | Path) -> dict[str, Case]:
-    """nodeid -> Case for one file; a repeated case is merged by `merge_repeat` (in one file: a rerun)."""
+    """nodeid -> Case for one file; a repeated case is merged by `merge_repeat` (in one file: a
+    rerun)."""
     cases: dict[str, Case] = {}
     for nodeid, case in iter_cases(path):
         cases[nodeid] = merge_repeat(cases[nodeid], case, ordered=True) if nodeid in cases else case

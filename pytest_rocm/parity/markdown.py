@@ -33,8 +33,8 @@ def _reason(gap: dict) -> str:
 
 
 def _cut(items: list, limit: int, show=str) -> str:
-    """The first `limit` items as `show` writes them (only those are written: a list may hold 100,000s), then
-    how many more."""
+    """The first `limit` items as `show` writes them (only those are written: a list may hold
+    100,000s), then how many more."""
     shown = ", ".join(show(item) for item in items[:limit])
     rest = len(items) - min(limit, len(items))
     if rest and shown:
@@ -43,9 +43,8 @@ def _cut(items: list, limit: int, show=str) -> str:
 
 
 def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SUMMARY_LIMIT) -> str:
-    failing = (
-        _reference_failures(report) if "overall" in report else {}
-    )  # one pass, whatever the list limit
+    # one pass, whatever the list limit
+    failing = _reference_failures(report) if "overall" in report else {}
     for list_limit in LIST_LIMITS:
         text = _render(report, min_parity, list_limit, failing)
         if len(text) <= limit:
@@ -66,7 +65,8 @@ def _render(
 
 
 def _reference_failures(report: dict) -> dict[str, list[tuple[str, dict]]]:
-    """Per group, the tests that did not pass on the reference (each with its entry), in report order."""
+    """Per group, the tests that did not pass on the reference (each with its entry), in report
+    order."""
     found: dict[str, list[tuple[str, dict]]] = {}
     for nodeid, entry in report["tests"].items():
         if entry["parity"] == "reference_not_passing":

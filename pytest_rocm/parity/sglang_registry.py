@@ -21,12 +21,8 @@ from pathlib import Path
 from pytest_rocm.catalog.applicability import Applicability
 
 REGISTER_CALL = re.compile(r"^register_(\w+)_ci$")
-POSITIONAL = (
-    "est_time",
-    "suite",
-    "nightly",
-    "disabled",
-)  # register_<backend>_ci(est_time, suite, ...)
+# register_<backend>_ci(est_time, suite, ...)
+POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 _GPUS = re.compile(r"(\d+)-gpu")
 
 
@@ -140,8 +136,9 @@ def gpus_of(suite: str) -> int:
 
 
 def suite_jobs(files: list[RegisteredFile]) -> dict[tuple[str, str], list]:
-    """(backend, suite) -> a scheduling Job per file with an enabled registration in it: its `est_time`
-    (1 s where none or 0 is declared, as for a test never measured) and the suite's GPU count."""
+    """(backend, suite) -> a scheduling Job per file with an enabled registration in it: its
+    `est_time` (1 s where none or 0 is declared, as for a test never measured) and the suite's GPU
+    count."""
     from pytest_rocm.scheduling.dispatch import Job
 
     found: dict[tuple[str, str], list] = {}
@@ -254,15 +251,14 @@ EXECUTED_KINDS = ("declared_and_passing", "declared_not_passing", "passing_not_d
 def executed_coverage(
     files: list[RegisteredFile], report: dict, applicability: Applicability | None = None
 ) -> dict:
-    """Declared coverage (an enabled AMD registration) against executed coverage (the candidate's results in a
-    parity report), per test file registered for CUDA and applicable to ROCm.
+    """Declared coverage (an enabled AMD registration) against executed coverage (the candidate's
+    results in a parity report), per test file registered for CUDA and applicable to ROCm.
 
-    A file passes on the candidate when at least one of its tests ran there and every one that ran passed.
-    `passing_not_declared` lists files that could be registered for AMD today; `declared_not_passing` lists
-    registrations whose tests do not pass on the candidate."""
-    ran: dict[str, list[bool]] = defaultdict(
-        list
-    )  # file -> passed?, per test that ran on the candidate
+    A file passes on the candidate when at least one of its tests ran there and every one that ran
+    passed. `passing_not_declared` lists files that could be registered for AMD today;
+    `declared_not_passing` lists registrations whose tests do not pass on the candidate."""
+    # file -> passed?, per test that ran on the candidate
+    ran: dict[str, list[bool]] = defaultdict(list)
     for path, rests in report.get("passing", {}).items():
         ran[path].extend([True] * len(rests))
     for nodeid, entry in report.get("tests", {}).items():

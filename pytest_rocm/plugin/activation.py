@@ -1,17 +1,17 @@
 """Whether a run asked for pytest-rocm: installed, the plugin stays inert until it is.
 
-It always registers its markers and options (pytest needs them to parse a command line or a marker). Everything
-else it does only for a run that asks: one that gives a `--rocm-*` option or a `rocm_*` ini setting (`asked`,
-known at configure time), or, from the moment it is collected, a test that carries one of its markers
-(`marked`). What each costs an unasked run:
+It always registers its markers and options (pytest needs them to parse a command line or a marker).
+Everything else it does only for a run that asks: one that gives a `--rocm-*` option or a `rocm_*`
+ini setting (`asked`, known at configure time), or, from the moment it is collected, a test that
+carries one of its markers (`marked`). What each costs an unasked run:
 
 - asked: hardware detection, the health probe before any test (with a report folder), the report folder,
   the platform's JUnit properties, the GPU scheduler, the group table of `--collect-only`;
 - marked (no setting): what the marked tests need (their hardware check, reruns of blocking gates, device
   locks for the `gpus` fixture), their JUnit properties, and the platform's once per JUnit file.
 
-A run of a project with neither is plain pytest: no subprocess, no file, no property, no line of output.
-README, "When the plugin acts".
+A run of a project with neither is plain pytest: no subprocess, no file, no property, no line of
+output. README, "When the plugin acts".
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from pytest_rocm.plugin.markers import MARKER_HELP
 from pytest_rocm.plugin.options import INI_SETTINGS
 
 PLUGIN_MARKERS = frozenset(MARKER_HELP)
-_OPTION_DEFAULTS: dict[
-    str, object
-] = {}  # option dest -> its default, from the parser (`remember_options`)
+# option dest -> its default, from the parser (`remember_options`)
+_OPTION_DEFAULTS: dict[str, object] = {}
 
 
 def remember_options(parser: pytest.Parser) -> None:
@@ -34,7 +33,8 @@ def remember_options(parser: pytest.Parser) -> None:
 
 
 def setting_given(config: pytest.Config) -> str | None:
-    """The first rocm option or ini setting this run gives (command line, addopts or ini), or None."""
+    """The first rocm option or ini setting this run gives (command line, addopts or ini), or
+    None."""
     for dest, default in _OPTION_DEFAULTS.items():
         if config.getoption(dest, default) != default:
             return "--" + dest.replace("_", "-")
@@ -45,12 +45,14 @@ def setting_given(config: pytest.Config) -> str | None:
 
 
 def carries_marker(keywords) -> bool:
-    """A test's keywords (an item's, or a report's: xdist sends them to the controller) name one of our markers."""
+    """A test's keywords (an item's, or a report's: xdist sends them to the controller) name one of
+    our markers."""
     return not PLUGIN_MARKERS.isdisjoint(keywords)
 
 
 class Activation:
-    """Asked at configure time, or marked once a test with one of the markers is collected or reported."""
+    """Asked at configure time, or marked once a test with one of the markers is collected or
+    reported."""
 
     def __init__(self, config: pytest.Config):
         self.reason = setting_given(config)  # what asked, for the README's rule and the tests

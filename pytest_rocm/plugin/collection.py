@@ -33,7 +33,8 @@ _READ_MARKERS = frozenset(OUR_MARKERS + SERVER_MARKERS)
 
 @dataclass(frozen=True)
 class TestSpec:
-    """What the markers and the group map say about one test, and how they apply on this platform."""
+    """What the markers and the group map say about one test, and how they apply on this
+    platform."""
 
     __test__ = False  # not a pytest test class
 
@@ -72,8 +73,8 @@ class TestSpec:
 
 
 def _check_not_stacked(item: pytest.Item) -> None:
-    """The same marker twice on one function or class with other arguments: which one was meant is unknown
-    (pytest would silently keep one, and a known gap's issue link would vanish)."""
+    """The same marker twice on one function or class with other arguments: which one was meant is
+    unknown (pytest would silently keep one, and a known gap's issue link would vanish)."""
     for node in item.listchain():
         seen: dict[str, object] = {}
         for mark in getattr(node, "own_markers", ()):
@@ -111,7 +112,8 @@ class Annotator:
         return self.context.platform
 
     def tree_entries(self, nodeids) -> list:
-        """The collected tests as `rocm-gate groups` sees a tree: a marker's group where one gave it."""
+        """The collected tests as `rocm-gate groups` sees a tree: a marker's group where one gave
+        it."""
         from pytest_rocm.catalog.tree import TreeEntry
 
         entries = []
@@ -189,9 +191,8 @@ class Annotator:
             and not item.get_closest_marker("timeout")
             and item.config.pluginmanager.hasplugin("timeout")
         ):
-            item.add_marker(
-                pytest.mark.timeout(timeout)
-            )  # pytest-timeout applies it; a hang becomes infra
+            # pytest-timeout applies it; a hang becomes infra
+            item.add_marker(pytest.mark.timeout(timeout))
         if not_applicable:
             item.add_marker(pytest.mark.skip(reason=f"not applicable: {not_applicable}"))
         elif applied_gap and applied_gap.mode == "skip":
@@ -201,11 +202,12 @@ class Annotator:
         self._add_junit_properties(item, spec)
 
     def _add_junit_properties(self, item: pytest.Item, spec: TestSpec) -> None:
-        """By default only what a reader cannot know otherwise: a marker's group, `rocm_blocking` where a test
-        blocks merges, the known gap's issue. A group the map gave is not repeated on every test case (parity
-        reads the same map with `--groups`, and the gate report has every group); the platform is written once
-        per file (`junit_platform_properties`). `--rocm-junit-properties=full` writes everything on every test
-        case. A property costs about 75 bytes per test case (benchmarks/junit_size.py)."""
+        """By default only what a reader cannot know otherwise: a marker's group, `rocm_blocking`
+        where a test blocks merges, the known gap's issue. A group the map gave is not repeated on
+        every test case (parity reads the same map with `--groups`, and the gate report has every
+        group); the platform is written once per file (`junit_platform_properties`).
+        `--rocm-junit-properties=full` writes everything on every test case. A property costs about
+        75 bytes per test case (benchmarks/junit_size.py)."""
         # user_properties ride on every report (through xdist too) into pytest's --junitxml.
         props = item.user_properties
         full = self.context.settings.junit_properties == "full"
@@ -226,8 +228,9 @@ class Annotator:
 
 
 def junit_platform_properties(config: pytest.Config, platform: Platform) -> None:
-    """The runner's SKUs and architectures, once per JUnit file (`<testsuite><properties>`), where pytest writes
-    one (`--junitxml`). This is the process that writes the file, under xdist the controller."""
+    """The runner's SKUs and architectures, once per JUnit file (`<testsuite><properties>`), where
+    pytest writes one (`--junitxml`). This is the process that writes the file, under xdist the
+    controller."""
     from pytest_rocm.plugin.internals import junit_writer
 
     xml = junit_writer(config)

@@ -1,4 +1,5 @@
-"""What every process of a run shares: its settings, its name, the run's id, the group map and the platform.
+"""What every process of a run shares: its settings, its name, the run's id, the group map and the
+platform.
 
 The controller (or the only process) names the run and detects the platform;
 xdist workers and rerun subprocesses receive both (`workerinput`), so every
@@ -21,8 +22,9 @@ from pytest_rocm.plugin.options import Settings, read_settings
 
 
 def rerun_helper_input(config: pytest.Config) -> dict | None:
-    """`--rocm-rerun-helper SESSION:NAME:PLATFORM_FILE`: this process reruns a test for a run's controller,
-    like one of its workers (the run's device locks, its platform, records of its own)."""
+    """`--rocm-rerun-helper SESSION:NAME:PLATFORM_FILE`: this process reruns a test for a run's
+    controller, like one of its workers (the run's device locks, its platform, records of its
+    own)."""
     value = config.getoption("rocm_rerun_helper", None)
     if not value:
         return None
@@ -66,7 +68,8 @@ class RunContext:
             raise pytest.UsageError(str(exc)) from exc
 
     def _load_baselines(self) -> dict:
-        """Every baseline file, checked before any test runs (a bad one is a usage error, not a failed gate)."""
+        """Every baseline file, checked before any test runs (a bad one is a usage error, not a
+        failed gate)."""
         if not self.settings.baseline_files:
             return {}
         from pytest_rocm.gates import baselines as baselines_mod
@@ -90,8 +93,9 @@ class RunContext:
 
                 try:
                     self._platform = detect_mod.detect(self.config.getoption("rocm_platform"))
-                # The class of the module that raised: a pytester run in this process restores sys.modules
-                # afterwards, and a fresh import of profiles would give a class the raise never matches.
+                # The class of the module that raised: a pytester run in this process restores
+                # sys.modules afterwards, and a fresh import of profiles would give a class the
+                # raise never matches.
                 except detect_mod.profiles.ProfileError as exc:
                     raise pytest.UsageError(str(exc)) from exc
         return self._platform

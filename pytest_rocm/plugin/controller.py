@@ -1,4 +1,5 @@
-"""The controller role: the process that sees every report (the xdist controller, or the only process).
+"""The controller role: the process that sees every report (the xdist controller, or the only
+process).
 
 It claims the report folder for the run (`report_folder`: two runs never mix
 their files), checks the devices with the health probe before any test runs,
@@ -34,6 +35,7 @@ from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
 from pytest_rocm.schemas.artifacts import write_json_atomic
 
 # xdist options (and ours) that a rerun subprocess must not repeat: it runs one test, alone.
+# a rerun must not wipe its tmp dirs
 _NOT_PASSED_ON = (
     "-n",
     "--numprocesses",
@@ -60,7 +62,7 @@ _NOT_PASSED_ON = (
     "--sw",
     "--stepwise",
     "--basetemp",
-)  # a rerun must not wipe its tmp dirs
+)
 _TAKES_VALUE = {
     "-n",
     "--numprocesses",
@@ -107,18 +109,16 @@ class Controller:
         settings = context.settings
         self._own_writer: RecordWriter | None = None
         self._write = write  # the process's record writer where this process also runs tests
-        self.notes: list[
-            str
-        ] = []  # problems of the run itself, shown in the summary and the manifest
+        # problems of the run itself, shown in the summary and the manifest
+        self.notes: list[str] = []
         self.collection_errors: dict[str, str] = {}
         self.collected: list[str] | None = None
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
         self.planner: RerunPlanner | None = None
         self.report_folder: ReportFolder | None = None
-        if (
-            settings.report_dir is not None and not self.config.option.collectonly
-        ):  # a listing writes nothing
+        # a listing writes nothing
+        if settings.report_dir is not None and not self.config.option.collectonly:
             # Claimed before any worker starts, so no worker's records are ever removed.
             self.report_folder = ReportFolder(settings.report_dir)
             self.report_folder.claim(
@@ -139,15 +139,17 @@ class Controller:
 
     # -- start --------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Before any test of a run that asked for the plugin: the planner, and the health probe once on every
-        device of the platform. A run that did not ask makes its planner when a marked test first reports."""
+        """Before any test of a run that asked for the plugin: the planner, and the health probe
+        once on every device of the platform. A run that did not ask makes its planner when a marked
+        test first reports."""
         if not self.context.activation.asked:
             return
         devices = self._make_planner()
         settings = self.context.settings
         if devices and not self.config.option.collectonly:
             if settings.probe_command == DEFAULT_PROBE and not health_probe.has_device_nodes():
-                # What the default probe would answer here (a simulated platform): no process to start.
+                # What the default probe would answer here (a simulated platform): no process to
+                # start.
                 result = {
                     "ok": True,
                     "devices": devices,
@@ -184,8 +186,8 @@ class Controller:
         return devices
 
     def make_scheduler(self, log):
-        """The project's xdist scheduler for `--rocm-scheduler=gpu`, and for `auto` on a runner with GPUs (real or
-        simulated) under `--dist load`; None leaves xdist's own."""
+        """The project's xdist scheduler for `--rocm-scheduler=gpu`, and for `auto` on a runner with
+        GPUs (real or simulated) under `--dist load`; None leaves xdist's own."""
         settings = self.context.settings
         if not self.context.activation.asked or getattr(self.config.option, "dist", "no") != "load":
             return None  # (xdist asks before any test is collected: markers cannot ask for it)
@@ -232,7 +234,8 @@ class Controller:
         self.planner.on_report(report)
 
     def on_crash(self, nodeid: str, report) -> None:
-        """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe, reschedule."""
+        """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe,
+        reschedule."""
         node = getattr(report, "node", None)
         worker = internals.worker_id(node)
         exit_code = internals.worker_exit_code(node)
@@ -254,8 +257,9 @@ class Controller:
         failure: str,
         earlier: list[dict],
     ) -> None:
-        """A process died running `nodeid` (an xdist worker, or a rerun subprocess): write the crash record
-        and hand the planner the evidence of the attempt it ended (its records survive the process)."""
+        """A process died running `nodeid` (an xdist worker, or a rerun subprocess): write the crash
+        record and hand the planner the evidence of the attempt it ended (its records survive the
+        process)."""
         self.write(
             {
                 "nodeid": nodeid,
@@ -319,11 +323,8 @@ class Controller:
                             ),
                         )
                     )
-                for (
-                    nodeid,
-                    name,
-                    future,
-                ) in runs:  # in submission order: the records are read the same way
+                # in submission order: the records are read the same way
+                for nodeid, name, future in runs:
                     self._read_subprocess_rerun(nodeid, name, future.result())
         platform_file.unlink(missing_ok=True)
 
@@ -354,9 +355,9 @@ class Controller:
         )
 
     def _as_invoked(self, nodeid: str) -> str:
-        """The node id with its file relative to where pytest was started: node ids are relative to the rootdir,
-        and a run started elsewhere (`pytest -c suites/pytest.ini suites` from the repository) would
-        otherwise rerun a path that does not exist there."""
+        """The node id with its file relative to where pytest was started: node ids are relative to
+        the rootdir, and a run started elsewhere (`pytest -c suites/pytest.ini suites` from the
+        repository) would otherwise rerun a path that does not exist there."""
         file, sep, rest = nodeid.partition("::")
         path = os.path.relpath(self.config.rootpath / file, self.config.invocation_params.dir)
         return path + sep + rest
@@ -367,12 +368,8 @@ class Controller:
         attempt = last_attempt_records(
             self.context.settings.report_dir / f"records-{name}.jsonl", nodeid
         )
-        if not attempt and done.returncode in (
-            2,
-            3,
-            4,
-            5,
-        ):  # interrupted, internal/usage error, nothing run
+        # interrupted, internal/usage error, nothing run
+        if not attempt and done.returncode in (2, 3, 4, 5):
             last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
             self.notes.append(
                 f"could not rerun {nodeid}: pytest exited {done.returncode} before the test "
@@ -387,7 +384,8 @@ class Controller:
 
     # -- the end -------------------------------------------------------------------------------------
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Write the end of the run, then merge every record into the manifest and the gate report."""
+        """Write the end of the run, then merge every record into the manifest and the gate
+        report."""
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.results.manifest import build_manifest, now
 
@@ -423,8 +421,9 @@ class Controller:
             "infra_signatures": {s.name: s.pattern.pattern for s in settings.signatures},
         }
         manifest["notes"] = self.notes
-        # Reading records and building the report make 100,000s of small objects; with the whole test
-        # session still alive, the collector's full passes over it cost more than the work (4x measured).
+        # Reading records and building the report make 100,000s of small objects; with the whole
+        # test session still alive, the collector's full passes over it cost more than the work (4x
+        # measured).
         gc.disable()
         try:
             loaded = read_records(folder)
@@ -461,11 +460,12 @@ class Controller:
             self.report_folder.release()
 
     def _check_group_map(self) -> None:
-        """A group map that sorts none of the collected tests, and no file under the rootdir either, is a
-        mistake, never a silent `ungrouped`: most often pytest took the map's path for a test path
-        (`--rocm-group-map FILE` with a space, before the tests), settled on another rootdir, and the node ids
-        no longer start with the paths the map names. A map that sorts files of the tree is right, and a run
-        of tests it leaves ungrouped is only that (the table shows them as `ungrouped`)."""
+        """A group map that sorts none of the collected tests, and no file under the rootdir either,
+        is a mistake, never a silent `ungrouped`: most often pytest took the map's path for a test
+        path (`--rocm-group-map FILE` with a space, before the tests), settled on another rootdir,
+        and the node ids no longer start with the paths the map names. A map that sorts files of the
+        tree is right, and a run of tests it leaves ungrouped is only that (the table shows them as
+        `ungrouped`)."""
         group_map = self.context.group_map
         if (
             group_map is None
@@ -524,8 +524,8 @@ _MOST_FILES_WALKED = 200_000
 
 
 def _sorts_a_file_under(group_map, root: Path) -> bool:
-    """Whether any Python file under `root` (as its path relative to the rootdir, the way node ids start) is
-    sorted by a rule of the map: stops at the first one."""
+    """Whether any Python file under `root` (as its path relative to the rootdir, the way node ids
+    start) is sorted by a rule of the map: stops at the first one."""
     walked = 0
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = [d for d in subfolders if d not in _NOT_WALKED and not d.startswith(".")]

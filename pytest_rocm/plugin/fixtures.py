@@ -1,4 +1,5 @@
-"""The fixtures users write: `gpus`, `accuracy_gate`, `perf_gate`, `golden`, and the server fixtures.
+"""The fixtures users write: `gpus`, `accuracy_gate`, `perf_gate`, `golden`, and the server
+fixtures.
 
 Each fixture gets what it needs from `FixtureServices` (one per process that
 runs tests): the run's context for settings and platform, and the recorder for
@@ -25,8 +26,9 @@ class FixtureServices:
 
     # -- devices -----------------------------------------------------------------------------------
     def allocate_gpus(self, request) -> list[int]:
-        """Exclusive devices for this test, visible to its subprocesses. Devices the run's servers hold
-        are shared with the test (a server and the test that talks to it run on the same GPUs)."""
+        """Exclusive devices for this test, visible to its subprocesses. Devices the run's servers
+        hold are shared with the test (a server and the test that talks to it run on the same
+        GPUs)."""
         from pytest_rocm.hw import allocation
 
         item = request.node
@@ -113,9 +115,10 @@ class FixtureServices:
         return self._provider
 
     def attach_server_logs(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """A failed test's report carries the last lines of every server running here (they reach the
-        records as `log_tail`, where infrastructure signatures are looked for); the test's JUnit
-        properties name the logs (pytest writes the properties of the teardown report, the item's)."""
+        """A failed test's report carries the last lines of every server running here (they reach
+        the records as `log_tail`, where infrastructure signatures are looked for); the test's JUnit
+        properties name the logs (pytest writes the properties of the teardown report, the
+        item's)."""
         if self._provider is None:
             return
         for title, path, text in self._provider.log_sections():
@@ -123,9 +126,8 @@ class FixtureServices:
             if ("rocm_server_log", path) not in item.user_properties:
                 item.user_properties.append(("rocm_server_log", path))
         diagnoses = self._provider.diagnoses()
-        if (
-            diagnoses
-        ):  # first in the failure's text: the cause the log names, before the client's error
+        # first in the failure's text: the cause the log names, before the client's error
+        if diagnoses:
             report.longrepr = (
                 "\n".join(f"pytest-rocm: {d}" for d in diagnoses) + "\n\n" + report.longreprtext
             )
@@ -155,7 +157,8 @@ def accuracy_gate(request):
 
 @pytest.fixture
 def perf_gate(request):
-    """`perf_gate.check(metric, samples)`: fails only when every sample is past the baseline's threshold."""
+    """`perf_gate.check(metric, samples)`: fails only when every sample is past the baseline's
+    threshold."""
     from pytest_rocm.gates.checks import PerfGate
 
     return PerfGate(services(request).gate_context(request))
@@ -163,13 +166,15 @@ def perf_gate(request):
 
 @pytest.fixture
 def golden(request):
-    """`golden.check(name, token_ids, logprobs)`: record, or compare with vLLM's check_logprobs_close rule."""
+    """`golden.check(name, token_ids, logprobs)`: record, or compare with vLLM's
+    check_logprobs_close rule."""
     return services(request).golden(request)
 
 
 @pytest.fixture
 def gpus(request) -> list[int]:
-    """Device indices for this test alone (its `hardware(gpus=N)`, else 1), exported to subprocesses."""
+    """Device indices for this test alone (its `hardware(gpus=N)`, else 1), exported to
+    subprocesses."""
     return services(request).allocate_gpus(request)
 
 
@@ -181,24 +186,26 @@ def served_model(request):
 
 @pytest.fixture(scope="session")
 def tiny_model(request):
-    """`tiny_model(architecture="mixtral", num_local_experts=8, ...)`: a tiny model of another architecture
-    (fields of `pytest_rocm.serving.tiny_models.TinyModelSpec`), built at test time like the default one;
-    serve it with `vllm_server_factory(model=...)`."""
+    """`tiny_model(architecture="mixtral", num_local_experts=8, ...)`: a tiny model of another
+    architecture (fields of `pytest_rocm.serving.tiny_models.TinyModelSpec`), built at test time
+    like the default one; serve it with `vllm_server_factory(model=...)`."""
     return services(request).provider.tiny_model
 
 
 @pytest.fixture
 def vllm_server_factory(request):
-    """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these extra settings
-    (and another model than `served_model`, given as a `pytest_rocm.serving.pool.ServedModel`) for this test;
-    shared with any other fixture that asks for the same ones while it runs."""
+    """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these
+    extra settings (and another model than `served_model`, given as a
+    `pytest_rocm.serving.pool.ServedModel`) for this test; shared with any other fixture that asks
+    for the same ones while it runs."""
     provider = services(request).provider
     return lambda args=(), env=None, model=None: provider.server(request, "vllm", args, env, model)
 
 
 @pytest.fixture
 def sglang_server_factory(request):
-    """`sglang_server_factory(args=[...], env={...}, model=None)`: as `vllm_server_factory`, for SGLang."""
+    """`sglang_server_factory(args=[...], env={...}, model=None)`: as `vllm_server_factory`, for
+    SGLang."""
     provider = services(request).provider
     return lambda args=(), env=None, model=None: provider.server(
         request, "sglang", args, env, model
@@ -207,15 +214,16 @@ def sglang_server_factory(request):
 
 @pytest.fixture(scope="module")
 def vllm_server(request):
-    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds arguments, or names
-    a tiny model of another architecture); held for the module, so servers that tests start beside it never
-    stop it."""
+    """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds
+    arguments, or names a tiny model of another architecture); held for the module, so servers that
+    tests start beside it never stop it."""
     return _module_server(request, "vllm")
 
 
 @pytest.fixture(scope="module")
 def sglang_server(request):
-    """The real SGLang server for this module; skipped, saying why, where SGLang is not installed."""
+    """The real SGLang server for this module; skipped, saying why, where SGLang is not
+    installed."""
     return _module_server(request, "sglang")
 
 

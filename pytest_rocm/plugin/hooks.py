@@ -1,4 +1,5 @@
-"""The pytest hooks (entry point `rocm`): each is a line or two that calls the object whose job it is.
+"""The pytest hooks (entry point `rocm`): each is a line or two that calls the object whose job it
+is.
 
 Installed, the plugin is inert until a run asks for it (`activation`): a
 `--rocm-*` option, a `rocm_*` ini setting, or a collected test with one of its
@@ -87,9 +88,8 @@ class RecordingHooks:
     def __init__(self, recorder: Recorder):
         self.recorder = recorder
 
-    @pytest.hookimpl(
-        tryfirst=True
-    )  # before xdist tells the controller this worker's collection ended
+    # before xdist tells the controller this worker's collection ended
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.recorder.record_collection(session.items)
         self.recorder.write_gpu_demands(session.items)
@@ -147,8 +147,9 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
-        """Hand each xdist worker the run's id and, in a run that asked, the platform detected here, so all
-        processes agree (an unasked run detects nothing here; a worker whose marked tests need it detects it)."""
+        """Hand each xdist worker the run's id and, in a run that asked, the platform detected here,
+        so all processes agree (an unasked run detects nothing here; a worker whose marked tests
+        need it detects it)."""
         context = self.controller.context
         if context.activation.asked:
             node.workerinput["rocm_platform"] = context.platform.to_dict()
@@ -164,9 +165,8 @@ class ControllerHooks:
         result = yield
         self.controller.run_queued_reruns(session)  # reruns no worker could take, after the pass
         context = self.controller.context
-        if (
-            context.activation.marked and not context.activation.asked
-        ):  # before pytest writes the JUnit file
+        # before pytest writes the JUnit file
+        if context.activation.marked and not context.activation.asked:
             junit_platform_properties(session.config, context.platform)
         return result
 
@@ -178,9 +178,8 @@ class ControllerHooks:
         config = terminalreporter.config
         if not controller.context.activation.active:
             return
-        if (
-            config.option.collectonly and controller.collected is not None
-        ):  # nothing ran: show the sorting
+        # nothing ran: show the sorting
+        if config.option.collectonly and controller.collected is not None:
             entries = config.stash[ANNOTATOR].tree_entries(controller.collected)
             failed = frozenset(
                 nodeid for nodeid in controller.collection_errors if nodeid.endswith(".py")

@@ -1,4 +1,5 @@
-"""Every use of pytest's and pytest-xdist's (and execnet's) internals, in one place: an upgrade is this file to read.
+"""Every use of pytest's and pytest-xdist's (and execnet's) internals, in one place: an upgrade is
+this file to read.
 
 What the plugin needs beyond their documented hooks: of pytest, the JUnit writer
 (to add the platform once per file, as `record_testsuite_property` does); of
@@ -17,9 +18,9 @@ import pytest
 
 
 def is_controller(config: pytest.Config) -> bool:
-    """This process is the xdist controller (it runs no test itself). Known at configure time, before xdist
-    registers its `dsession` plugin: xdist decides it the same way (its `pytest_cmdline_main` has already
-    turned `-n N` into a `--dist` mode, and `-n 0` into `no`)."""
+    """This process is the xdist controller (it runs no test itself). Known at configure time,
+    before xdist registers its `dsession` plugin: xdist decides it the same way (its
+    `pytest_cmdline_main` has already turned `-n N` into a `--dist` mode, and `-n 0` into `no`)."""
     return (
         getattr(config.option, "dist", "no") != "no"
         and not getattr(config.option, "collectonly", False)
@@ -28,8 +29,9 @@ def is_controller(config: pytest.Config) -> bool:
 
 
 def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
-    """Give `nodeid` to xdist's scheduler for a worker that is not shutting down; False when none can take it
-    (all told to stop, the session is stopping, or the `--dist` mode cannot reschedule)."""
+    """Give `nodeid` to xdist's scheduler for a worker that is not shutting down; False when none
+    can take it (all told to stop, the session is stopping, or the `--dist` mode cannot
+    reschedule)."""
     dsession = config.pluginmanager.get_plugin("dsession")
     sched = getattr(dsession, "sched", None)
     if (
@@ -41,23 +43,22 @@ def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
     live = [
         node for node in getattr(sched, "nodes", ()) if not getattr(node, "shutting_down", True)
     ]
-    collection = getattr(
-        sched, "collection", None
-    )  # xdist's load schedulers and ours: the tests they hand out
+    # xdist's load schedulers and ours: the tests they hand out
+    collection = getattr(sched, "collection", None)
     if not live or collection is None or nodeid not in collection:
         return False
     try:
         sched.mark_test_pending(nodeid)
-    except (
-        NotImplementedError
-    ):  # the protocol's "cannot": --dist each/loadscope/loadfile never reschedule one test
+    # the protocol's "cannot": --dist each/loadscope/loadfile never reschedule one test
+    except NotImplementedError:
         return False
     return True
 
 
 def writes_collection(worker: str) -> bool:
-    """The process that records what the run collected: the only one, or xdist's first worker (they all collect
-    the same tests; xdist names its workers gw0, gw1, ... and a restarted worker gets a new name)."""
+    """The process that records what the run collected: the only one, or xdist's first worker (they
+    all collect the same tests; xdist names its workers gw0, gw1, ... and a restarted worker gets a
+    new name)."""
     return worker in ("controller", "gw0")
 
 

@@ -1,4 +1,5 @@
-"""The markers users write (docs/architecture.md, "Markers and fixtures"): parsed, validated, and matched against the platform.
+"""The markers users write (docs/architecture.md, "Markers and fixtures"): parsed, validated, and
+matched against the platform.
 
 Each marker's arguments are checked by calling a function with the marker's own
 signature, so a misspelt keyword gives Python's exact complaint, which we turn
@@ -11,12 +12,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_rocm.hw.model import Gpu, Platform
-from pytest_rocm.hw.skus import (
-    ALL_SKUS,
-    KNOWN_AMD_ARCHS,
-    NVIDIA_ARCH_BY_SKU,
-    normalise_sku,
-)
+from pytest_rocm.hw.skus import ALL_SKUS, KNOWN_AMD_ARCHS, NVIDIA_ARCH_BY_SKU, normalise_sku
 from pytest_rocm.serving.tiny_models import spec_problem
 
 MARKER_HELP = {

@@ -1,4 +1,5 @@
-"""The plugin's command-line options and ini settings: declared once, read and checked once into `Settings`.
+"""The plugin's command-line options and ini settings: declared once, read and checked once into
+`Settings`.
 
 One rule for relative paths: a value given on the command line is relative to
 where pytest was started; a value from the ini file is relative to the ini file.
@@ -20,13 +21,13 @@ from pytest_rocm.catalog.groups import GROUPS
 from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
 
 DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
-# Settings with fixed values, the default first. Per-test JUnit properties: what tools read, or everything the
-# plugin knows; the xdist scheduler: the gpu one on runners with GPUs, the gpu one, or xdist's own.
+# Settings with fixed values, the default first. Per-test JUnit properties: what tools read, or
+# everything the plugin knows; the xdist scheduler: the gpu one on runners with GPUs, the gpu one,
+# or xdist's own.
 JUNIT_PROPERTIES = ("minimal", "full")
 SCHEDULERS = ("auto", "gpu", "xdist")
-INI_SETTINGS: set[str] = (
-    set()
-)  # the plugin's ini names (`plugin.activation` reads whether any is set)
+# the plugin's ini names (`plugin.activation` reads whether any is set)
+INI_SETTINGS: set[str] = set()
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -139,9 +140,8 @@ def add_options(parser: pytest.Parser) -> None:
         help="duration store: read for the gpu scheduler, updated from this run's records at the end "
         "(ini rocm_durations; a missing or unreadable file means durations are unknown)",
     )
-    option(
-        "--rocm-rerun-helper", default=None, help=argparse.SUPPRESS
-    )  # set by the controller only
+    # set by the controller only
+    option("--rocm-rerun-helper", default=None, help=argparse.SUPPRESS)
     option(
         "--rocm-model",
         default=None,
@@ -258,7 +258,8 @@ class PathRule:
         return self.config.invocation_params.dir / value
 
     def setting(self, option: str, ini: str) -> Path | None:
-        """The option's path (relative to where pytest started), else the ini's (relative to the ini file)."""
+        """The option's path (relative to where pytest started), else the ini's (relative to the ini
+        file)."""
         given = self.config.getoption(option)
         if given:
             return self.from_command_line(given)
@@ -266,7 +267,8 @@ class PathRule:
         return self.from_ini(value) if value else None
 
     def map_setting(self, option: str, ini: str) -> Path | None:
-        """A map's setting: a shipped map's name (`vllm`, `pytest_rocm:vllm`) or a path, as `setting` reads it."""
+        """A map's setting: a shipped map's name (`vllm`, `pytest_rocm:vllm`) or a path, as
+        `setting` reads it."""
         from pytest_rocm import maps
 
         given = self.config.getoption(option)
@@ -322,7 +324,8 @@ def _bool_ini(config: pytest.Config, name: str) -> bool:
 
 
 def _choice(config: pytest.Config, name: str, choices: tuple[str, ...]) -> str:
-    """A setting with fixed values: the option (argparse checked it), else the ini value, else the first choice."""
+    """A setting with fixed values: the option (argparse checked it), else the ini value, else the
+    first choice."""
     value = config.getoption(name) or str(config.getini(name)).strip() or choices[0]
     if value not in choices:
         raise pytest.UsageError(f"{name}: {value!r} is not one of {', '.join(choices)}")
@@ -330,8 +333,8 @@ def _choice(config: pytest.Config, name: str, choices: tuple[str, ...]) -> str:
 
 
 def probe_argv(command: str) -> list[str]:
-    """The health probe as an argument list: split with shlex (no shell), `{python}` is this Python, and
-    the program must exist. Raises ValueError saying what is wrong."""
+    """The health probe as an argument list: split with shlex (no shell), `{python}` is this Python,
+    and the program must exist. Raises ValueError saying what is wrong."""
     try:
         argv = [sys.executable if part == "{python}" else part for part in shlex.split(command)]
     except ValueError as exc:
@@ -421,9 +424,10 @@ PATH_OPTIONS = (
 
 
 def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
-    """`--rocm-group-map FILE` with a space: before plugins' options are known, pytest can take FILE for a test
-    path and pick the rootdir (and ini file) above it, so node ids no longer match the map and every test
-    would land ungrouped (or the wrong ini's settings apply). Refuse that run instead."""
+    """`--rocm-group-map FILE` with a space: before plugins' options are known, pytest can take FILE
+    for a test path and pick the rootdir (and ini file) above it, so node ids no longer match the
+    map and every test would land ungrouped (or the wrong ini's settings apply). Refuse that run
+    instead."""
     args = list(config.invocation_params.args)
     root = config.rootpath.resolve()
     tests = [(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args]
@@ -440,7 +444,8 @@ def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
 
 
 def _quarantine(path: Path | None) -> dict | None:
-    """The quarantine file through the strict loader (it decides what blocks): a bad one stops the run."""
+    """The quarantine file through the strict loader (it decides what blocks): a bad one stops the
+    run."""
     if path is None:
         return None
     from pytest_rocm.schemas.loader import ArtifactError, load_artifact

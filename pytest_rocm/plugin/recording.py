@@ -1,4 +1,5 @@
-"""Recording on the process that runs tests (an xdist worker, a rerun subprocess, or the only process).
+"""Recording on the process that runs tests (an xdist worker, a rerun subprocess, or the only
+process).
 
 Each phase outcome becomes one record line the moment pytest reports it, with
 the test's spec, the devices it held, what its gates measured and, for a
@@ -14,11 +15,7 @@ import pytest
 from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
-from pytest_rocm.results.records import (
-    FAILURE_HEAD_CHARS,
-    OUTPUT_TAIL_CHARS,
-    RecordWriter,
-)
+from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
 from pytest_rocm.serving.process import LOG_SECTION
 
 
@@ -30,20 +27,19 @@ class Recorder:
         self.spec_json: dict[str, str] = {}  # nodeid -> its spec's record fields, encoded once
         self.nodeid_json: dict[str, str] = {}
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
-        self.gpu_waits: dict[
-            str, float
-        ] = {}  # nodeid -> seconds its latest attempt waited for them
-        self.measurements: dict[
-            str, list[dict]
-        ] = {}  # nodeid -> what its gates measured (this attempt)
+        # nodeid -> seconds its latest attempt waited for them
+        self.gpu_waits: dict[str, float] = {}
+        # nodeid -> what its gates measured (this attempt)
+        self.measurements: dict[str, list[dict]] = {}
 
     @property
     def writer(self) -> RecordWriter | None:
+        # a listing never writes into the folder
         if (
             self._writer is None
             and self.context.settings.report_dir is not None
             and not self.context.config.option.collectonly
-        ):  # a listing never writes into the folder
+        ):
             self._writer = RecordWriter(self.context.settings.report_dir, self.context.worker)
         return self._writer
 
@@ -56,7 +52,8 @@ class Recorder:
         if self._writer is None and self.writer is None:  # no report folder
             return
         nodeid = report.nodeid
-        # The common case, a phase that passed with nothing to add, is formatted directly (3 per test).
+        # The common case, a phase that passed with nothing to add, is formatted directly (3 per
+        # test).
         if (
             report.outcome == "passed"
             and "wasxfail" not in report.__dict__
@@ -87,9 +84,8 @@ class Recorder:
         elif report.skipped and isinstance(report.longrepr, tuple):
             record["skip_reason"] = str(report.longrepr[2]).removeprefix("Skipped: ")
         if report.failed:
-            crash = getattr(
-                report.longrepr, "reprcrash", None
-            )  # pytest's one-line summary of the failure
+            # pytest's one-line summary of the failure
+            crash = getattr(report.longrepr, "reprcrash", None)
             text = report.longreprtext
             record["message"] = (
                 crash.message if crash else text.strip().splitlines()[-1] if text.strip() else ""
@@ -105,9 +101,9 @@ class Recorder:
         self.writer.write(record, self._encoded_spec(nodeid))
 
     def record_collection(self, items: list[pytest.Item]) -> None:
-        """What this run set out to run: the gates and grouped tests collected, with their specs. One process
-        writes it (the only one, or the first xdist worker: they all collect the same tests), so the report
-        can name the tests that never ran when a run stops early."""
+        """What this run set out to run: the gates and grouped tests collected, with their specs.
+        One process writes it (the only one, or the first xdist worker: they all collect the same
+        tests), so the report can name the tests that never ran when a run stops early."""
         if not internals.writes_collection(self.context.worker) or self.writer is None:
             return
         specs = self.annotator.specs
@@ -129,16 +125,18 @@ class Recorder:
         )
 
     def write_gpu_demands(self, items: list[pytest.Item]) -> None:
-        """For the gpu scheduler: each test's GPU demand, beside the run's device locks, before the controller
-        schedules (a test that cannot run here needs none: it is skipped as not applicable). Written by every
-        xdist worker unless `--rocm-scheduler=xdist`: the controller decides whether it uses them."""
+        """For the gpu scheduler: each test's GPU demand, beside the run's device locks, before the
+        controller schedules (a test that cannot run here needs none: it is skipped as not
+        applicable). Written by every xdist worker unless `--rocm-scheduler=xdist`: the controller
+        decides whether it uses them."""
         context = self.context
+        # only a run that asked can have the gpu scheduler
         if (
             not context.activation.asked
             or context.settings.scheduler == "xdist"
             or not context.is_worker
             or not context.platform.gpus
-        ):  # only a run that asked can have the gpu scheduler
+        ):
             return
         from pytest_rocm.hw.allocation import lock_root
         from pytest_rocm.scheduling.xdist_scheduler import write_demands
@@ -156,7 +154,8 @@ class Recorder:
         write_demands(lock_root(self.context.session_id), self.context.worker, demands)
 
     def _encoded_spec(self, nodeid: str) -> str:
-        """The spec's record fields (group, blocking, requirement, known gap) as JSON, once per test."""
+        """The spec's record fields (group, blocking, requirement, known gap) as JSON, once per
+        test."""
         encoded = self.spec_json.get(nodeid)
         if encoded is None:
             self.nodeid_json[nodeid] = json.dumps(nodeid, ensure_ascii=False)

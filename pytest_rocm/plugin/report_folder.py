@@ -1,11 +1,12 @@
 """The report folder (`--rocm-report-dir`): one run's files, and only that run's.
 
-The controller claims the folder before any worker starts. It takes the folder's lock: a second run on the
-same folder is refused, naming the run that holds it. It then empties the folder of everything an earlier
-run left there (records, manifest, gate report, a JUnit file written inside it, server logs, proposals), so
-no reader ever mixes two runs. It empties only a folder that pytest-rocm made (one with the owner mark an
-earlier run wrote): a folder holding other files is refused, so `--rocm-report-dir=.` never deletes a tree.
-`--collect-only` runs nothing and never claims the folder (docs/architecture.md, "The report folder").
+The controller claims the folder before any worker starts. It takes the folder's lock: a second run
+on the same folder is refused, naming the run that holds it. It then empties the folder of
+everything an earlier run left there (records, manifest, gate report, a JUnit file written inside
+it, server logs, proposals), so no reader ever mixes two runs. It empties only a folder that
+pytest-rocm made (one with the owner mark an earlier run wrote): a folder holding other files is
+refused, so `--rocm-report-dir=.` never deletes a tree. `--collect-only` runs nothing and never
+claims the folder (docs/architecture.md, "The report folder").
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class ReportFolder:
         self._lock = None
 
     def claim(self, run: str) -> None:
-        """Lock the folder, empty what an earlier run left, and mark it as this run's (`run` says who)."""
+        """Lock the folder, empty what an earlier run left, and mark it as this run's (`run` says
+        who)."""
         from filelock import FileLock, Timeout
 
         folder = self.folder

@@ -1,17 +1,21 @@
-"""Recovery decisions from a node's history: drain it, roll its image back, with the evidence and the commands.
+"""Recovery decisions from a node's history: drain it, roll its image back, with the evidence and
+the commands.
 
-One bad run is an incident; a pattern is a machine. A node is drained when its own history shows one:
+One bad run is an incident; a pattern is a machine. A node is drained when its own history shows
+one:
 - hardware or communication failed in `FAILED_PREFLIGHTS` of its last `WINDOW` preflights;
 - an error count that only grows (correctable ECC, retired pages) over `GROWING_OVER` preflights in a row;
 - gate verdicts of `infra` that follow one GPU (`INFRA_ON_ONE_GPU` attempts of different tests on it)
   or the node (`INFRA_RUNS` runs with infra verdicts).
-The rollback target is the image of the newest run that concluded `success` on the default branch (its
-manifest's provenance: a push, schedule or dispatch on the default branch); a PR's run never names it, since
-a PR's code wrote that report. The file it comes from is named, for the operator to check.
+The rollback target is the image of the newest run that concluded `success` on the default branch
+(its manifest's provenance: a push, schedule or dispatch on the default branch); a PR's run never
+names it, since a PR's code wrote that report. The file it comes from is named, for the operator to
+check.
 
-The history is untrusted (a gate report was written by a job that ran a PR's code): each file goes through
-the strict loader (schemas/loader.py) and is skipped, named, when it is not a valid artifact; an image name
-is used only when it is an OCI image reference, and every command printed is quoted for the shell.
+The history is untrusted (a gate report was written by a job that ran a PR's code): each file goes
+through the strict loader (schemas/loader.py) and is skipped, named, when it is not a valid
+artifact; an image name is used only when it is an OCI image reference, and every command printed is
+quoted for the shell.
 """
 
 from __future__ import annotations
@@ -33,23 +37,26 @@ INFRA_RUNS = 3
 COUNTED_CHECKS = ("ecc.correctable", "dmesg.ecc_correctable", "bad_pages.retired")
 KINDS = {"pytest-rocm/preflight/": "preflight", "pytest-rocm/gate-report/": "gate-report"}
 MANIFEST_TEXT = ("runner", "container_image", "finished")  # the manifest fields drain reads
-# An OCI image reference (github.com/distribution/reference, reference.go): [host[:port]/]path[:tag][@digest].
+# An OCI image reference (github.com/distribution/reference, reference.go):
+# [host[:port]/]path[:tag][@digest].
 _COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
 _HOST = (
     r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[a-fA-F0-9:]+\])"
     r"(?::[0-9]+)?"
 )
+# the grammar's \w is [A-Za-z0-9_]: no letter that only looks like one
 IMAGE_REFERENCE = re.compile(
     rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
     re.ASCII,
-)  # the grammar's \w is [A-Za-z0-9_]: no letter that only looks like one
+)
 NAME_MAX = 255  # the reference's name part, at most
 REFERENCE_MAX = 1024  # name, tag and a sha512 digest fit (255 + 129 + 136); longer is refused before the pattern
 
 
 class EvidenceFolderError(ValueError):
-    """The folder of earlier preflight and gate-report evidence cannot be read; the message names it."""
+    """The folder of earlier preflight and gate-report evidence cannot be read; the message names
+    it."""
 
 
 @dataclass
@@ -57,9 +64,8 @@ class History:
     preflights: list[tuple[str, dict]] = field(default_factory=list)  # (file, preflight artifact)
     reports: list[tuple[str, dict]] = field(default_factory=list)  # (file, gate report)
     ignored: list[str] = field(default_factory=list)  # JSON that is not an artifact drain reads
-    skipped: list[str] = field(
-        default_factory=list
-    )  # artifacts that could not be believed: what is wrong, by file
+    # artifacts that could not be believed: what is wrong, by file
+    skipped: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -73,7 +79,8 @@ class Decision:
     notes: list[str] = field(default_factory=list)  # images refused as not OCI references
 
     def commands(self) -> list[str]:
-        """The commands an operator runs, each argument quoted: a node or image name never becomes shell syntax."""
+        """The commands an operator runs, each argument quoted: a node or image name never becomes
+        shell syntax."""
         node = shlex.quote(self.node)
         lines = []
         if self.drain:
@@ -101,7 +108,8 @@ class Decision:
 
 
 def image_reference(value: object) -> str | None:
-    """`value` when it is an OCI image reference (`rocm/vllm:v0.9`, `ghcr.io/o/i@sha256:<64 hex>`), else None."""
+    """`value` when it is an OCI image reference (`rocm/vllm:v0.9`, `ghcr.io/o/i@sha256:<64 hex>`),
+    else None."""
     if (
         not isinstance(value, str)
         or len(value) > REFERENCE_MAX
@@ -115,8 +123,9 @@ def image_reference(value: object) -> str | None:
 
 
 def read_history(folder: Path) -> History:
-    """Every preflight artifact and gate report under a folder; other JSON is listed as ignored, and a file that
-    is not a valid artifact (damaged, a folder or link named *.json, wrong types) is skipped with the reason."""
+    """Every preflight artifact and gate report under a folder; other JSON is listed as ignored, and
+    a file that is not a valid artifact (damaged, a folder or link named *.json, wrong types) is
+    skipped with the reason."""
     try:
         paths = sorted(folder.rglob("*.json")) if folder.is_dir() else None
     except OSError as exc:
@@ -144,7 +153,8 @@ def read_history(folder: Path) -> History:
 
 
 def _read_artifact(path: Path) -> tuple[str | None, dict | None]:
-    """(kind, document) of one history file through the strict loader; (None, None) for JSON of another kind."""
+    """(kind, document) of one history file through the strict loader; (None, None) for JSON of
+    another kind."""
     data = read_json_file(path)
     if not isinstance(data, dict) or "schema" not in data:
         return None, None

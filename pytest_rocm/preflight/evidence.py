@@ -1,4 +1,5 @@
-"""What a reader found in a tool's output: findings with the line they came from, and what it could not read."""
+"""What a reader found in a tool's output: findings with the line they came from, and what it could
+not read."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from dataclasses import asdict, dataclass, field
 SEVERITY = {"ok": 0, "degraded": 1, "failed": 2}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 LINE_TEXT_LIMIT = 200  # evidence quotes the line, cut to this many characters
-# Lines a tool prints when it failed, whatever the tool: its own error mark, the HIP and HSA runtimes' errors
-# (not hipErrorNotReady: rccl-tests polls streams, and AMD_LOG_LEVEL=3 logs every poll), an RCCL warning that
-# something failed, a FAIL word, a non-zero exit code it (or mpirun) prints, a crash. Matched on every line of
-# every tool but the kernel log (other drivers' lines say "failed" routinely; dmesg has its own rules).
+# Lines a tool prints when it failed, whatever the tool: its own error mark, the HIP and HSA
+# runtimes' errors (not hipErrorNotReady: rccl-tests polls streams, and AMD_LOG_LEVEL=3 logs every
+# poll), an RCCL warning that something failed, a FAIL word, a non-zero exit code it (or mpirun)
+# prints, a crash. Matched on every line of every tool but the kernel log (other drivers' lines say
+# "failed" routinely; dmesg has its own rules).
 TOOL_ERROR = re.compile(
     r"\[\s*ERROR\s*\]|\bHIP Error\b|\bhipError(?!Success\b|NotReady\b|PeerAccessAlreadyEnabled\b)[A-Z]\w*"
     r"|\bHSA_STATUS_ERROR\w*|\b[RN]CCL WARN\b.*(?i:\bfail)|\bFAIL(?:ED|URE)?\b"
@@ -21,11 +23,12 @@ TOOL_ERROR = re.compile(
     r"|(?i:\bexited on signal\b)|Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b"
     r"|\bterminate called after throwing\b"
 )
-# Characters of each line searched for TOOL_ERROR: tools print their errors first, and a hostile 100 KB line
-# must not cost minutes.
+# Characters of each line searched for TOOL_ERROR: tools print their errors first, and a hostile 100
+# KB line must not cost minutes.
 ERROR_SCAN = 1000
-# A source with more than this share of characters that are not text (NUL and other controls, bytes that are
-# not UTF-8) is not a tool's output: tools print text, and a damaged or wrong file must not read as healthy.
+# A source with more than this share of characters that are not text (NUL and other controls, bytes
+# that are not UTF-8) is not a tool's output: tools print text, and a damaged or wrong file must not
+# read as healthy.
 NOT_TEXT_SHARE = 0.10
 NO_FLOOR = "no floor for "  # how a finding starts to say the SKU has no absolute figure (the layer's reason shows it)
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
@@ -38,7 +41,8 @@ class Line:
 
 
 def lines_of(text: str) -> list[Line]:
-    """The lines of a tool's output, cleaned of what terminals add (colours, CR of progress bars)."""
+    """The lines of a tool's output, cleaned of what terminals add (colours, CR of progress
+    bars)."""
     cleaned = _ANSI.sub("", text.replace("\r\n", "\n"))
     return [
         Line(i, raw.split("\r")[-1].rstrip()) for i, raw in enumerate(cleaned.split("\n"), start=1)
@@ -82,7 +86,8 @@ class Reading:
     understood: int = 0  # lines that carried something the reader used
 
     def add(self, item: Finding) -> None:
-        """Fold a finding into an earlier one of the same check, status and message (counts, first line kept)."""
+        """Fold a finding into an earlier one of the same check, status and message (counts, first
+        line kept)."""
         for earlier in self.findings:
             if (earlier.check, earlier.status, earlier.message) == (
                 item.check,
@@ -113,11 +118,13 @@ def last_line(lines: list[Line]) -> Line | None:
 
 
 def not_text_share(text: str) -> float:
-    """The share of characters that no tool prints: controls other than tab, newline, CR and ESC, and U+FFFD
-    (what a byte that is not UTF-8 becomes when the file is read with errors="replace")."""
+    """The share of characters that no tool prints: controls other than tab, newline, CR and ESC,
+    and U+FFFD (what a byte that is not UTF-8 becomes when the file is read with
+    errors="replace")."""
     return len(_NOT_TEXT.findall(text)) / len(text) if text else 0.0
 
 
 def no_floor(limits: dict, ran: str) -> str:
-    """How a finding says that the SKU has no absolute figure and which relative checks decided instead."""
+    """How a finding says that the SKU has no absolute figure and which relative checks decided
+    instead."""
     return f"{NO_FLOOR}{limits.get('sku') or 'an unknown SKU'}: relative checks only ({ran})"

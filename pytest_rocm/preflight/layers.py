@@ -1,8 +1,9 @@
-"""The five acceptance layers as a pipeline: each layer's verdict, its evidence, and whether the node may take a job.
+"""The five acceptance layers as a pipeline: each layer's verdict, its evidence, and whether the
+node may take a job.
 
 Layer order is the order of trust: a node whose hardware failed is not asked about its collectives.
-After a failed layer the later ones are `skipped` (reason: which layer failed). A layer with nothing to
-look at is `skipped` with the reason (tool not installed, no GPU, no history given), never `ok`.
+After a failed layer the later ones are `skipped` (reason: which layer failed). A layer with nothing
+to look at is `skipped` with the reason (tool not installed, no GPU, no history given), never `ok`.
 """
 
 from __future__ import annotations
@@ -34,14 +35,12 @@ from pytest_rocm.schemas.artifacts import schema
 
 PREFLIGHT_SCHEMA = schema("preflight")
 UNREAD_SHOWN = 20  # unread lines kept per source in the artifact
-# A source of at least this many lines of which the reader understood under this share is another file (a log
-# of something else, base64): every shared capture has all but 2 of its lines understood.
+# A source of at least this many lines of which the reader understood under this share is another
+# file (a log of something else, base64): every shared capture has all but 2 of its lines
+# understood.
 MOSTLY_UNREAD_LINES, UNDERSTOOD_SHARE = 20, 0.05
-ACCEPTED, REFUSED, NOT_PROVEN = (
-    "accepted",
-    "refused",
-    "not_proven",
-)  # `decide`: the CLI maps them to exits
+# `decide`: the CLI maps them to exits
+ACCEPTED, REFUSED, NOT_PROVEN = ("accepted", "refused", "not_proven")
 DEFAULT_REQUIRED = ("hardware", "communication", "framework")
 _SKU_NAME = re.compile(r"\b(?:Instinct\s+|Product:\s*)(MI\d{3}[AX]?)\b", re.I)
 _DEVICE_ID = re.compile(r"\b0x(7[45][0-9a-f]{2})\b", re.I)
@@ -74,7 +73,8 @@ class Layer:
 
 
 def guess_sku(outputs: list[ToolOutput]) -> str | None:
-    """The SKU the outputs name (`AMD Instinct MI300X`, `Product: MI350X`, device id 0x75a0); None if none or several."""
+    """The SKU the outputs name (`AMD Instinct MI300X`, `Product: MI350X`, device id 0x75a0); None
+    if none or several."""
     found = set()
     for output in outputs:
         for name in _SKU_NAME.findall(output.text or ""):
@@ -95,7 +95,8 @@ def read_outputs(
 ) -> None:
     """Fill a tool layer from its tools' outputs; an output that could not be produced says why.
 
-    An output that is not the tool's (mostly not text, or not one line its reader understands) proves
+    An output that is not the tool's (mostly not text, or not one line its reader understands)
+    proves
     nothing: it fails a required layer and leaves an optional one not proven, naming the file. A line the
     tool marks as an error fails the layer wherever the reader did not already quote it."""
     for output in outputs:
@@ -175,7 +176,8 @@ def read_outputs(
 def _unreadable(
     layer: Layer, output: ToolOutput, problem: str, required: bool, source: dict | None = None
 ) -> None:
-    """A source that is not its tool's output: failed where the layer is required, else the layer is not proven."""
+    """A source that is not its tool's output: failed where the layer is required, else the layer is
+    not proven."""
     layer.sources.append(
         {
             **(source or {"tool": output.tool, "file": output.label}),
@@ -196,8 +198,8 @@ def _unreadable(
 
 
 def _tool_errors(reading: Reading, lines: list) -> None:
-    """Every line the tool marks as an error (evidence.TOOL_ERROR) that no failed finding quotes yet: one finding
-    quoting the first such line, counting the others."""
+    """Every line the tool marks as an error (evidence.TOOL_ERROR) that no failed finding quotes
+    yet: one finding quoting the first such line, counting the others."""
     quoted = {f.line for f in reading.findings if f.status == "failed"}
     errors = {
         line.number
@@ -213,7 +215,8 @@ def _tool_errors(reading: Reading, lines: list) -> None:
 def framework_layer(
     layer: Layer, platform, problems: list[str], stack: dict | None, expected_stack: dict | None
 ) -> None:
-    """`doctor`'s problems with this platform (GPU count, SKU) and the runner image's pinned stack against the job's."""
+    """`doctor`'s problems with this platform (GPU count, SKU) and the runner image's pinned stack
+    against the job's."""
     if platform is None:
         layer.reason = "no platform to check: run on the node, or give --platform"
         return
@@ -301,8 +304,8 @@ def workload_layer(layer: Layer, platform, command: str | None, timeout_s: float
 
 
 def _run_smoke(command: str, env: dict, timeout_s: float) -> tuple[int | None, str, str]:
-    """(exit status or None on timeout, stdout, stderr) of the smoke command, run as its own process group: on a
-    timeout or an interrupt the whole group is killed, so a server it started does not keep holding the GPU."""
+    """(exit status or None on timeout, stdout, stderr) of the smoke command, run as its own process
+    group: on a timeout or an interrupt the whole group is killed, so a server it started does not keep holding the GPU."""
     process = subprocess.Popen(
         command,
         shell=True,
@@ -343,12 +346,13 @@ def node_name(given: str | None = None) -> str:
 
 
 def decide(layers: list[Layer], required: tuple[str, ...]) -> tuple[str, str]:
-    """(ACCEPTED, REFUSED or NOT_PROVEN, one line): refused on a failed layer, not proven when a required layer
-    was skipped or any layer was given a file that is not its tool's output."""
+    """(ACCEPTED, REFUSED or NOT_PROVEN, one line): refused on a failed layer, not proven when a
+    required layer was skipped or any layer was given a file that is not its tool's output."""
     failed = [layer for layer in layers if layer.verdict == "failed"]
     if failed:
         return REFUSED, f"refused: the {failed[0].name} layer failed: {failed[0].reason}"
-    # A file given that is not its tool's output: the run did not do what was asked, required layer or not.
+    # A file given that is not its tool's output: the run did not do what was asked, required layer
+    # or not.
     unproven = [
         layer
         for layer in layers
@@ -364,7 +368,8 @@ def decide(layers: list[Layer], required: tuple[str, ...]) -> tuple[str, str]:
 
 
 def run_pipeline(fillers: dict[str, Callable[[Layer], None]]) -> list[Layer]:
-    """Each layer in order, filled by its function; once one failed, the later ones are not asked."""
+    """Each layer in order, filled by its function; once one failed, the later ones are not
+    asked."""
     layers, failed = [], None
     for name in LAYERS:
         layer = Layer(name)

@@ -1,9 +1,10 @@
 """Run the preflight's tools on this node (where installed) and hand their output to the readers.
 
 Quick tools (amd-smi, rocm-smi, lspci, the kernel log) always run; the benchmarks (rccl-tests,
-BabelStream, TransferBench) take minutes and run with `--benchmarks`, with the commands AMD's acceptance
-guide uses. RVS and AGFHC need a site's configuration files: run them in the image's own health job
-and give their output with `--source rvs=FILE`. Every command has a timeout: a hung GPU hangs its tools.
+BabelStream, TransferBench) take minutes and run with `--benchmarks`, with the commands AMD's
+acceptance guide uses. RVS and AGFHC need a site's configuration files: run them in the image's own
+health job and give their output with `--source rvs=FILE`. Every command has a timeout: a hung GPU
+hangs its tools.
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ from pytest_rocm.hw.detect import ROCM_BIN, find_tool
 from pytest_rocm.preflight.layers import ToolOutput
 
 QUICK_TIMEOUT_S = 60
-TOOL_FOLDERS = (
-    ROCM_BIN,
-    Path("/opt/rocm/share/rccl-tests"),
-)  # where ROCm images put the tools off PATH
+# where ROCm images put the tools off PATH
+TOOL_FOLDERS = (ROCM_BIN, Path("/opt/rocm/share/rccl-tests"))
 BENCHMARK_TIMEOUT_S = (
     900  # when the thresholds file sets no rccl_timeout_s (the packaged one says why 900)
 )

@@ -1,12 +1,13 @@
-"""Relative rules: faults that no per-SKU floor names, found by comparing a node's figures with each other.
+"""Relative rules: faults that no per-SKU floor names, found by comparing a node's figures with each
+other.
 
 - `falls`: a bandwidth that falls from one message (or array) size to a larger one by more than
   `bandwidth_fall_max_pct`; sustained to the largest size it is a collapse (failed), recovered it is a dip.
 - `below_peers`: a link or GPU more than `peer_degraded_pct` (degraded) or `peer_failed_pct` (failed)
   below the median of its peers in the same matrix or run.
 
-They need no SKU figure, so they run on every SKU, a new one included; thresholds.toml gives each number
-with where it comes from.
+They need no SKU figure, so they run on every SKU, a new one included; thresholds.toml gives each
+number with where it comes from.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ class Straggler:
 def falls(values: list[float], max_fall_pct: float, compared_from: float = 0.0) -> Fall | None:
     """The fall that matters in `values` (in order of size), or None.
 
-    A collapse first: the largest point more than `max_fall_pct` below the best point before it, reported
-    from the first point after that peak that fell and stayed down. Else the first dip: a point that falls
-    that far below the best before it and recovers. A point is compared only with a best of at least
-    `compared_from` (small sizes measure latency, and print 0.00 and 0.01: rounding, not bandwidth)."""
+    A collapse first: the largest point more than `max_fall_pct` below the best point before it,
+    reported from the first point after that peak that fell and stayed down. Else the first dip: a
+    point that falls that far below the best before it and recovers. A point is compared only with a
+    best of at least `compared_from` (small sizes measure latency, and print 0.00 and 0.01:
+    rounding, not bandwidth)."""
     limit = 1 - max_fall_pct / 100
     if len(values) < 2:
         return None
@@ -65,8 +67,9 @@ def falls(values: list[float], max_fall_pct: float, compared_from: float = 0.0) 
 
 
 def below_peers(values: dict, degraded_pct: float, failed_pct: float) -> list[Straggler]:
-    """Each entry more than `degraded_pct` below the median of the *other* entries (so one slow GPU of two is
-    still found); at least two entries are needed, and peers whose median is 0 are not judged."""
+    """Each entry more than `degraded_pct` below the median of the *other* entries (so one slow GPU
+    of two is still found); at least two entries are needed, and peers whose median is 0 are not
+    judged."""
     if len(values) < 2:
         return []
     found = []

@@ -1,4 +1,5 @@
-"""The per-SKU thresholds of the preflight (`thresholds.toml`): loaded, checked, and looked up for one SKU."""
+"""The per-SKU thresholds of the preflight (`thresholds.toml`): loaded, checked, and looked up for
+one SKU."""
 
 from __future__ import annotations
 
@@ -34,13 +35,14 @@ RELATIVE_KEYS = (
     "peer_failed_pct",
     "idle_vram_max_pct",
 )
+# a ratio is at most 1, a percentage at most 100
 BOUNDED = {
     "rccl_dip_ratio": 1,
     "bandwidth_fall_max_pct": 100,
     "peer_degraded_pct": 100,
     "peer_failed_pct": 100,
     "idle_vram_max_pct": 100,
-}  # a ratio is at most 1, a percentage at most 100
+}
 LARGEST = 1e15  # above any figure a node prints (bytes of the largest message: 1.7e10); TOML integers are unbounded
 
 
@@ -53,8 +55,9 @@ class Thresholds:
         self.path, self._default, self._per_sku = path, default, per_sku
 
     def for_sku(self, sku: str | None) -> dict:
-        """The values for one SKU: `[default]` overlaid with `[sku.NAME]`, each beside its `<key>_source`, and the
-        SKU itself under `sku` (the readers name it where it has no floor)."""
+        """The values for one SKU: `[default]` overlaid with `[sku.NAME]`, each beside its
+        `<key>_source`, and the SKU itself under `sku` (the readers name it where it has no
+        floor)."""
         return {**self._default, **self._per_sku.get(sku or "", {}), "sku": sku}
 
 
@@ -141,7 +144,8 @@ def load(path: str | Path | None = None) -> Thresholds:
         per_sku[sku] = _check_table(path, f"sku.{name}", table)
     default = _check_table(path, "default", data.get("default", {}))
     if path.resolve() != DEFAULT_FILE.resolve():
-        # The relative rules need no SKU figure: a site's own file written before they existed still gets them.
+        # The relative rules need no SKU figure: a site's own file written before they existed still
+        # gets them.
         packaged = load(DEFAULT_FILE)._default
         for key in RELATIVE_KEYS:
             if key not in default:

@@ -24,21 +24,21 @@ import re
 
 from pytest_rocm.results.verdicts import find_signature
 
-# Each conclusion's exit status (`rocm-gate verdict`, `pytest --rocm-exit-by-conclusion`): what passes a
-# required check exits 0; pytest's own codes are not reused for anything that passes.
+# Each conclusion's exit status (`rocm-gate verdict`, `pytest --rocm-exit-by-conclusion`): what
+# passes a required check exits 0; pytest's own codes are not reused for anything that passes.
 EXIT_BY_CONCLUSION = {"success": 0, "neutral": 0, "failure": 1, "incomplete": 3, "skipped": 5}
 EXECUTED = {"passed", "failed", "error", "crashed", "xpassed"}
 # pytest's exit statuses of a run that stopped before its end: interrupted, internal error.
 STOPPED_EXIT = {2: "interrupted (Ctrl-C, or pytest stopped the session)", 3: "INTERNALERROR"}
-# The packages of the projects pytest-rocm gates, with their names in messages. A missing module of one of them
-# is the change's (it removed or renamed a module its code or tests still import); the package itself missing,
-# shadowed, or without its compiled extensions is the runner's set-up.
+# The packages of the projects pytest-rocm gates, with their names in messages. A missing module of
+# one of them is the change's (it removed or renamed a module its code or tests still import); the
+# package itself missing, shadowed, or without its compiled extensions is the runner's set-up.
 PROJECT_PACKAGES = {"vllm": "vLLM", "sglang": "SGLang"}
 # The test tree's own package (vLLM's tests/ is one: `from tests.utils import ...`).
 TEST_PACKAGES = ("tests",)
 # The compiled extensions of a project package (vLLM's setup.py: vllm._C, vllm._moe_C, vllm._rocm_C,
-# vllm._C_stable_libtorch, vllm.cumem_allocator, vllm.vllm_flash_attn._vllm_fa2_C, ...): a plain source checkout
-# has none of them.
+# vllm._C_stable_libtorch, vllm.cumem_allocator, vllm.vllm_flash_attn._vllm_fa2_C, ...): a plain
+# source checkout has none of them.
 _COMPILED = re.compile(r"(?:^|\.)(?:_\w*C|cumem_allocator)$")
 _NO_MODULE = re.compile(
     r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)'?"
@@ -57,8 +57,9 @@ SHADOW_FIX = (
     "the installed one wins (vLLM's CI runs from the checkout's tests/ folder) or install the checkout "
     "with `pip install -e .`"
 )
-# pytest-xdist's own text when two workers collected different tests (xdist/report.py: report_collection_diff);
-# the controller keeps the end of a collection error's text, so its last line is what is sure to be there.
+# pytest-xdist's own text when two workers collected different tests (xdist/report.py:
+# report_collection_diff); the controller keeps the end of a collection error's text, so its last
+# line is what is sure to be there.
 _XDIST_DIFF = re.compile(
     r"Different tests were collected between (\S+) and (\S+)\.|To see why this happens see "
     r"'Known limitations' in documentation for pytest-xdist"
@@ -73,8 +74,9 @@ HASH_SEED_FIX = (
 def completeness(
     session: dict | None, collection: dict | None, tests: dict[str, dict], signatures
 ) -> dict:
-    """Whether the run executed what it collected: causes, collection errors, and the gates that never ran.
-    `session` and `collection` are the run's end-of-run and collection records (None when missing)."""
+    """Whether the run executed what it collected: causes, collection errors, and the gates that
+    never ran. `session` and `collection` are the run's end-of-run and collection records (None when
+    missing)."""
     causes: list[str] = []
     errors = []
     if session is None:
@@ -123,10 +125,11 @@ def completeness(
 
 
 def collection_error_cause(text: str, signatures) -> dict:
-    """Why a file failed to collect: `infra` (the runner's reason: a run problem such as xdist workers that
-    collected different tests, an infrastructure signature, or a set-up problem such as a test requirement or the
-    project's package missing here) or `change` (anything else: a syntax error, a bad marker, an import of the
-    project's own code that broke, which reproduces on any runner). The detail says which, and the fix."""
+    """Why a file failed to collect: `infra` (the runner's reason: a run problem such as xdist
+    workers that collected different tests, an infrastructure signature, or a set-up problem such as
+    a test requirement or the project's package missing here) or `change` (anything else: a syntax
+    error, a bad marker, an import of the project's own code that broke, which reproduces on any
+    runner). The detail says which, and the fix."""
     differing = _xdist_difference(text)
     if differing is not None:
         return {"kind": "infra", "detail": differing}
@@ -149,17 +152,16 @@ def collection_error_cause(text: str, signatures) -> dict:
 
 
 def _xdist_difference(text: str) -> str | None:
-    """xdist's "Different tests were collected between gw0 and gw1" error: the test files whose ids differ
-    between the workers (the lines of its diff), and the fix."""
+    """xdist's "Different tests were collected between gw0 and gw1" error: the test files whose ids
+    differ between the workers (the lines of its diff), and the fix."""
     found = _XDIST_DIFF.search(text)
     if found is None:
         return None
     header = re.search(r"Different tests were collected between (\S+) and (\S+)\.", text)
     between = f" ({header.group(1)} and {header.group(2)})" if header else ""
     files: list[str] = []
-    ids: set[str] = (
-        set()
-    )  # an id only one worker has, or one both have in another place (`-` and `+`)
+    # an id only one worker has, or one both have in another place (`-` and `+`)
+    ids: set[str] = set()
     for line in text.splitlines():
         if (
             line[:1] not in "+-"
@@ -183,7 +185,8 @@ def _xdist_difference(text: str) -> str | None:
 
 
 def _missing_module(text: str) -> dict | None:
-    """An import that failed for want of a module: the change's, or the runner's set-up (see PROJECT_PACKAGES)."""
+    """An import that failed for want of a module: the change's, or the runner's set-up (see
+    PROJECT_PACKAGES)."""
     missing = [(m.group(1), m.group(2)) for m in _NO_MODULE.finditer(text)]
     for name, _ in missing:  # anywhere in the text: the import of one is what broke what followed
         top = name.split(".")[0]

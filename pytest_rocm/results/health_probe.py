@@ -19,7 +19,8 @@ MATRIX = 512
 ALLOCATE_GB = 1
 
 
-# Device nodes of the GPU drivers: without any, there is nothing to probe (and no need to import torch).
+# Device nodes of the GPU drivers: without any, there is nothing to probe (and no need to import
+# torch).
 DEVICE_NODES = ("/dev/kfd", "/dev/nvidiactl", "/dev/nvidia0")
 
 

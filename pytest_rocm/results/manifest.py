@@ -1,10 +1,12 @@
-"""The run manifest: what was tested, on what, by which runner, when (docs/architecture.md, "Artifacts").
+"""The run manifest: what was tested, on what, by which runner, when (docs/architecture.md,
+"Artifacts").
 
-Where a run comes from (`provenance`) is read from the event GitHub delivered and the commit actually checked
-out, never only from the environment: for `pull_request` the commit a check lands on (the PR's head) and the
-commit that ran (the merge commit of `refs/pull/N/merge`, `GITHUB_SHA`) differ, and both are recorded
-(docs/architecture.md, "The right commit"). The manifest is written by the run, so readers that decide
-anything (publish) check it against what GitHub says, never the other way round.
+Where a run comes from (`provenance`) is read from the event GitHub delivered and the commit
+actually checked out, never only from the environment: for `pull_request` the commit a check lands
+on (the PR's head) and the commit that ran (the merge commit of `refs/pull/N/merge`, `GITHUB_SHA`)
+differ, and both are recorded (docs/architecture.md, "The right commit"). The manifest is written by
+the run, so readers that decide anything (publish) check it against what GitHub says, never the
+other way round.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ PACKAGES = (
     "transformers",
     "lm-eval",
 )
-# CI systems other than GitHub Actions name the commit under test in their environment (under Actions the
-# event decides: see `provenance`).
+# CI systems other than GitHub Actions name the commit under test in their environment (under
+# Actions the event decides: see `provenance`).
 SHA_VARIABLES = ("PYTEST_ROCM_GIT_SHA", "BUILDKITE_COMMIT", "CI_COMMIT_SHA")
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 RUNNER_VARIABLES = (
@@ -77,8 +79,9 @@ def git_sha(path: Path) -> str | None:
 
 
 def merge_base(path: Path, base: str | None, head: str | None) -> str | None:
-    """`git merge-base BASE HEAD` in the checkout, when both commits are in it (a shallow checkout, the default
-    of actions/checkout, lacks them: then None, and readers fall back to the base SHA)."""
+    """`git merge-base BASE HEAD` in the checkout, when both commits are in it (a shallow checkout,
+    the default of actions/checkout, lacks them: then None, and readers fall back to the base
+    SHA)."""
     if not base or not head:
         return None
     try:
@@ -117,9 +120,10 @@ def _event(environ) -> tuple[str | None, dict]:
 
 
 def provenance(rootdir: Path, environ=os.environ) -> dict:
-    """Event, ref, repository and default branch, PR number, the head SHA (the commit a check lands on), the
-    tested SHA (what ran: `git rev-parse HEAD` of the checkout), the SHA the event says should have run, and
-    the base SHA, by the event's rules, and the merge base of base and head (where the checkout has both):
+    """Event, ref, repository and default branch, PR number, the head SHA (the commit a check lands
+    on), the tested SHA (what ran: `git rev-parse HEAD` of the checkout), the SHA the event says
+    should have run, and the base SHA, by the event's rules, and the merge base of base and head
+    (where the checkout has both):
 
       event               head                       expected tested            base
       pull_request(_target) pull_request.head.sha    GITHUB_SHA (merge commit)  pull_request.base.sha
@@ -183,11 +187,12 @@ MAIN_EVENTS = ("push", "schedule")  # a run of the default branch's own commit
 
 
 def origin_kind(provenance) -> str:
-    """`main`: a run of the default branch (a push or schedule on it, or a dispatch on it that names no commit);
-    `pr`: a run of a pull request (or a dispatch naming one); `other`: any other branch, the merge queue (its
-    candidate commit lands only if it passes: an ejected candidate's failure is not main's), a dispatch naming a
-    commit (that is how a maintainer approves a fork's commit: it need not be on main), or no event (a local run,
-    another CI). History keeps main runs apart: only they say what state main is in."""
+    """`main`: a run of the default branch (a push or schedule on it, or a dispatch on it that names
+    no commit); `pr`: a run of a pull request (or a dispatch naming one); `other`: any other branch,
+    the merge queue (its candidate commit lands only if it passes: an ejected candidate's failure is
+    not main's), a dispatch naming a commit (that is how a maintainer approves a fork's commit: it
+    need not be on main), or no event (a local run, another CI). History keeps main runs apart: only
+    they say what state main is in."""
     if not isinstance(provenance, dict):
         return "other"
     event, ref, default = (

@@ -1,4 +1,5 @@
-"""Crash-safe per-process records: one JSON line per test phase outcome, appended and flushed as it happens.
+"""Crash-safe per-process records: one JSON line per test phase outcome, appended and flushed as it
+happens.
 
 Every process (the controller and each xdist worker) writes its own
 `records-<worker>.jsonl`, so no two processes share a file and a process that
@@ -34,8 +35,9 @@ class RecordWriter:
         self._common = "," + json.dumps({"schema": RECORD_SCHEMA, "worker": worker})[1:-1]
 
     def write(self, record: dict, encoded_extra: str = "") -> None:
-        """Append one record. `encoded_extra` is fields already encoded as JSON (',"k":v,...'): a test's
-        fixed fields are encoded once, not for each of its phases (this runs 3 times per test)."""
+        """Append one record. `encoded_extra` is fields already encoded as JSON (',"k":v,...'): a
+        test's fixed fields are encoded once, not for each of its phases (this runs 3 times per
+        test)."""
         record["t"] = round(time.time(), 6)  # orders records of several processes into attempts
         body = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
         self.write_encoded(body[:-1] + self._common + encoded_extra + "}\n")
@@ -43,7 +45,8 @@ class RecordWriter:
     def write_phase(
         self, encoded_nodeid: str, when: str, outcome: str, duration: float, encoded_extra: str
     ) -> None:
-        """The common record (a phase that passed or skipped, nothing else to say), formatted directly."""
+        """The common record (a phase that passed or skipped, nothing else to say), formatted
+        directly."""
         os.write(
             self._fd,
             (
@@ -66,8 +69,8 @@ class LoadedRecords:
     records: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # unreadable lines, named by file and line
     files: list[str] = field(default_factory=list)
-    # records-*.jsonl names that are no records file (a folder, a link that loops or leads nowhere): each names
-    # the path and the fix; also in `problems`, so a run's own report says it
+    # records-*.jsonl names that are no records file (a folder, a link that loops or leads nowhere):
+    # each names the path and the fix; also in `problems`, so a run's own report says it
     unreadable: list[str] = field(default_factory=list)
 
 
@@ -82,7 +85,8 @@ def clear_records(directory: Path) -> None:
 
 
 def unreadable_file(path: Path) -> str | None:
-    """Why `path` (named like a records file) cannot be read as one, with the fix; None when it is a plain file."""
+    """Why `path` (named like a records file) cannot be read as one, with the fix; None when it is a
+    plain file."""
     try:
         mode = path.stat().st_mode  # through links: a link to a records file is read
     except OSError as exc:
@@ -148,7 +152,8 @@ def read_records(directory: Path) -> LoadedRecords:
 
 PHASES = ("setup", "call", "teardown")
 OUTCOMES = ("passed", "failed", "skipped")
-# Records about the run rather than one attempt of a test; `probe` belongs to a test but is not a phase.
+# Records about the run rather than one attempt of a test; `probe` belongs to a test but is not a
+# phase.
 RUN_KINDS = ("preflight", "server", "collection", "session")
 KINDS = ("probe", *RUN_KINDS)
 
@@ -175,15 +180,15 @@ def record_problem(record) -> str | None:
 
 
 def split_attempts(records: list[dict]) -> list[list[dict]]:
-    """Phase records of one test (in time order) into attempts: a setup starts one, a crash ends one."""
+    """Phase records of one test (in time order) into attempts: a setup starts one, a crash ends
+    one."""
     attempts: list[list[dict]] = []
     current: list[dict] | None = None
     for record in records:
         if record.get("crashed"):
             if current is None:
-                attempts.append(
-                    [record]
-                )  # the worker died before it wrote anything for this attempt
+                # the worker died before it wrote anything for this attempt
+                attempts.append([record])
             else:
                 current.append(record)
             current = None

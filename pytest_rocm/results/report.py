@@ -1,4 +1,5 @@
-"""The gate report: per-test attempts, status and verdict from the records, per-group counts, the conclusion.
+"""The gate report: per-test attempts, status and verdict from the records, per-group counts, the
+conclusion.
 
 Built from records alone, so rebuilding it from the same records gives the same
 file (`rocm-gate verdict DIR`). A test may have several attempts (the
@@ -22,12 +23,7 @@ from collections import Counter, defaultdict
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
 from pytest_rocm.results.records import RUN_KINDS, split_attempts
-from pytest_rocm.results.verdicts import (
-    build_signatures,
-    decide,
-    failure_evidence,
-    find_signature,
-)
+from pytest_rocm.results.verdicts import build_signatures, decide, failure_evidence, find_signature
 from pytest_rocm.schemas.artifacts import schema
 
 GATE_REPORT_SCHEMA = schema("gate-report")
@@ -50,8 +46,9 @@ FAILED = {"failed", "error", "crashed"}
 def attempt_status(
     records: list[dict], known_gap: dict | None, run_ended: bool = True
 ) -> tuple[str, str, str]:
-    """(status, detail, one-line message) of one attempt. `run_ended`: the run reached its end normally, so an
-    attempt without an end died with its process (crashed), not with the run (interrupted)."""
+    """(status, detail, one-line message) of one attempt. `run_ended`: the run reached its end
+    normally, so an attempt without an end died with its process (crashed), not with the run
+    (interrupted)."""
     crash = next((r for r in records if r.get("crashed")), None)
     phases = {r["when"]: r for r in records if not r.get("crashed")}
     call, setup, teardown = phases.get("call"), phases.get("setup"), phases.get("teardown")
@@ -96,15 +93,17 @@ def attempt_status(
 
 
 def evidence_texts(records: list[dict]) -> list[str]:
-    """Where infrastructure signatures are looked for: what failed, and what the test and its servers printed."""
+    """Where infrastructure signatures are looked for: what failed, and what the test and its
+    servers printed."""
     texts = []
     for record in records:
         failure = record.get("failure", "")
         texts.append(
             failure if record.get("crashed") or record.get("hang") else failure_evidence(failure)
         )
-        # pytest's one-line summary is the last exception of a chain; the failure's text is kept from its head
-        # (FAILURE_HEAD_CHARS), so a long chain (huggingface_hub's, over httpx's) loses it there
+        # pytest's one-line summary is the last exception of a chain; the failure's text is kept
+        # from its head (FAILURE_HEAD_CHARS), so a long chain (huggingface_hub's, over httpx's)
+        # loses it there
         message = record.get("message", "")
         if message and isinstance(message, str) and message not in failure:
             texts.append(message)
@@ -211,13 +210,13 @@ def _plain_pass(records: list[dict]) -> dict:
 def summarise(
     records: list[dict], group_of=None, signatures=None, run_ended: bool = True
 ) -> dict[str, dict]:
-    """nodeid -> test status, in the order tests first appear. `group_of(nodeid)` fills missing groups."""
+    """nodeid -> test status, in the order tests first appear. `group_of(nodeid)` fills missing
+    groups."""
     signatures = signatures if signatures is not None else build_signatures()
     by_test: dict[str, list[dict]] = defaultdict(list)
     probes: dict[str, list[dict]] = defaultdict(list)
-    for record in sorted(
-        records, key=lambda r: r.get("t", 0.0)
-    ):  # stable: same-time records keep file order
+    # stable: same-time records keep file order
+    for record in sorted(records, key=lambda r: r.get("t", 0.0)):
         if record.get("kind") in RUN_KINDS:
             continue
         (probes if record.get("kind") == "probe" else by_test)[record["nodeid"]].append(record)
@@ -263,8 +262,9 @@ def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
 
 
 def frameworks_against_reference(records: list[dict]) -> list[dict]:
-    """The live-reference golden measurements (each framework's greedy tokens against transformers' on the same
-    prompts), the last attempt's of each test, in run order: the frameworks side by side."""
+    """The live-reference golden measurements (each framework's greedy tokens against transformers'
+    on the same prompts), the last attempt's of each test, in run order: the frameworks side by
+    side."""
     rows: dict[tuple[str, str], dict] = {}
     for record in sorted(records, key=lambda r: r.get("t", 0.0)):
         for measured in record.get("measurements") or ():
@@ -280,9 +280,8 @@ def build_gate_report(
     records: list[dict], manifest: dict, problems: list[str], group_of=None, signatures=None
 ) -> dict:
     signatures = signatures if signatures is not None else build_signatures()
-    run_records = {
-        r["kind"]: r for r in records if r.get("kind") in RUN_KINDS
-    }  # one each (servers: the manifest)
+    # one each (servers: the manifest)
+    run_records = {r["kind"]: r for r in records if r.get("kind") in RUN_KINDS}
     session, preflight = run_records.get("session"), run_records.get("preflight")
     run_ended = session is not None and session.get("exitstatus") not in STOPPED_EXIT
     tests = summarise(records, group_of, signatures, run_ended)

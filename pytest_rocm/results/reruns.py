@@ -1,4 +1,5 @@
-"""Rerun planning: failed blocking gates run again, after a health probe where the failure looks like the hardware's.
+"""Rerun planning: failed blocking gates run again, after a health probe where the failure looks
+like the hardware's.
 
 The planner lives in the process that sees every report (the xdist controller,
 or the only process). When an attempt of a blocking gate ends failed (its
@@ -121,7 +122,8 @@ class RerunPlanner:
             self._attempt_done(report.nodeid, self.current.pop(report.nodeid, Attempt()))
 
     def on_record(self, record: dict) -> None:
-        """A record from a rerun subprocess, read back after it ended: feeds the same decisions as a report."""
+        """A record from a rerun subprocess, read back after it ended: feeds the same decisions as a
+        report."""
         if not record.get("blocking"):
             return
         if record["outcome"] == "failed":

@@ -1,4 +1,5 @@
-"""What a person reads at the end of a run: the per-group table, why tests did not run, and the conclusion.
+"""What a person reads at the end of a run: the per-group table, why tests did not run, and the
+conclusion.
 
 The pytest terminal summary and `rocm-gate verdict` print the same lines, from
 `terminal_lines`. `table` is the one plain-text table formatter of the project.

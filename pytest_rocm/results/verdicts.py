@@ -1,7 +1,8 @@
 """Verdicts: tell a real regression from an infrastructure fault or a flake, with evidence.
 
 A signature alone never decides: a new kernel that writes out of bounds prints
-"Memory access fault" too. The rules (docs/architecture.md, "Platforms, verdicts and conclusions"), per failed test:
+"Memory access fault" too. The rules (docs/architecture.md, "Platforms, verdicts and conclusions"),
+per failed test:
 
 - no infra signature: a later attempt passes -> `flaky`; every attempt fails -> `regression`;
 - infra signature: the device failed its health probe -> `infra` (the device is named);
@@ -18,20 +19,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# A host that is not this machine: a test's own server listens on localhost, and a refused or failing request to
-# it is the server's (the change's) until a rerun says otherwise; only a remote host makes a network fault.
+# A host that is not this machine: a test's own server listens on localhost, and a refused or
+# failing request to it is the server's (the change's) until a rerun says otherwise; only a remote
+# host makes a network fault.
 _REMOTE = r"(?!(?:localhost|127(?:\.\d{1,3}){3}|0\.0\.0\.0|\[?::1\]?)(?:[:'/\]\s]|$))"
 # Network faults on the way to a remote host, as the libraries print them:
 NETWORK = "|".join(
     (
         # urllib3/requests: refused, reset, DNS, connect or read timeouts, after the retries
         rf"host='{_REMOTE}[^']+', port=\d+\): (?:Max retries exceeded|Read timed out)",
-        # urllib3's NameResolutionError, and the resolver's own words (no host is ever this machine's)
+        # urllib3's NameResolutionError, and the resolver's own words (no host is ever this
+        # machine's)
         r"Failed to resolve '[^']+'|Temporary failure in name resolution|Name or service not known"
         r"|nodename nor servname provided|No address associated with hostname|getaddrinfo failed",
         # aiohttp's ClientConnectorError
         rf"Cannot connect to host {_REMOTE}\S+:\d+ ssl:",
-        # HTTP 5xx or 429 from a remote host: requests, httpx (and huggingface_hub, which wraps it), hub retries
+        # HTTP 5xx or 429 from a remote host: requests, httpx (and huggingface_hub, which wraps it),
+        # hub retries
         rf"(?:(?:5\d\d|429) (?:Server|Client) Error: [^\n]*? for url: |(?:Server|Client) error '(?:5\d\d|429) [^'\n]*' "
         rf"for url '|HTTP Error (?:5\d\d|429) thrown while requesting [A-Z]+ |429 Too Many Requests for url: )https?://{_REMOTE}",
         # huggingface_hub: the Hub unreachable and nothing cached; a download that broke off; a retried request
@@ -53,8 +57,9 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "collective_error": r"(?:RCCL|NCCL) (?:WARN|ERROR|error)|nccl(?:Unhandled\w*Error|SystemError|RemoteError|InternalError)"
     r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
     "no_space": r"No space left on device",
-    # a server that found the machine's memory taken while it started (serving/process.py: memory_problem), or
-    # vLLM's CPU worker finding less free memory than its fixed KV cache (VLLM_CPU_KVCACHE_SPACE)
+    # a server that found the machine's memory taken while it started (serving/process.py:
+    # memory_problem), or vLLM's CPU worker finding less free memory than its fixed KV cache
+    # (VLLM_CPU_KVCACHE_SPACE)
     "machine_memory": r"memory the machine's other processes took while the server started"
     r"|on kv cache allocation is less than requested memory for kv",
     "server_not_healthy": r"did not become healthy|server (?:exited|died)(?: with (?:exit )?code -?\d+)? before becoming healthy",
@@ -63,8 +68,8 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "kfd_hang_exit": r"(?:exit(?:ed)?(?: with)? (?:code|status)|returncode[=:]?)\s*-?134\b|\bSIGABRT\b",
     "killed_by_signal": r"(?:killed|terminated) by signal|\bSIG(?:KILL|SEGV|BUS|TERM)\b|returncode[=:]?\s*-(?:9|11|7|15)\b",
     "worker_crashed": r"worker '\w+' crashed while running",
-    # refused, reset, unresolvable or timed out on the way to a remote host (huggingface.co, a CDN), or a 5xx/429
-    # from one; never a request to this machine (the test's own server)
+    # refused, reset, unresolvable or timed out on the way to a remote host (huggingface.co, a CDN),
+    # or a 5xx/429 from one; never a request to this machine (the test's own server)
     "network": NETWORK,
 }
 
@@ -130,14 +135,16 @@ def build_signatures(extra: list[str] | tuple[str, ...] = ()) -> list[Signature]
 
 def failure_evidence(text: str) -> str:
     """The lines of a pytest failure that say what happened (its `E   ` lines), not the test's source
-    code that pytest prints around them: a test that checks a log for "GPU Hang" must not look like one.
-    Texts without such lines (a crash message, a `pytest.fail(pytrace=False)`) are kept whole."""
+    code that pytest prints around them: a test that checks a log for "GPU Hang" must not look like
+    one. Texts without such lines (a crash message, a `pytest.fail(pytrace=False)`) are kept
+    whole."""
     lines = [line for line in text.splitlines() if line.startswith("E ")]
     return "\n".join(lines) if lines else text
 
 
 def find_signature(texts: list[str], signatures: list[Signature]) -> dict | None:
-    """The first signature found in any of the texts: {"name", "line"} (the matched line as evidence)."""
+    """The first signature found in any of the texts: {"name", "line"} (the matched line as
+    evidence)."""
     for text in texts:
         if not text:
             continue

@@ -1,6 +1,7 @@
-"""Scheduling on GPU runners: which test runs when and where, from each test's GPU demand and expected
-duration. `dispatch` is the rule (longest first, under the runner's GPU capacity), `xdist_scheduler` applies
-it to an xdist run (`--rocm-scheduler=gpu`), `simulate` predicts makespans with it and with the anchors,
-`durations` keeps measured durations per test and platform (`rocm-gate shard` splits a suite across runners)."""
+"""Scheduling on GPU runners: which test runs when and where, from each test's GPU demand and
+expected duration. `dispatch` is the rule (longest first, under the runner's GPU capacity),
+`xdist_scheduler` applies it to an xdist run (`--rocm-scheduler=gpu`), `simulate` predicts makespans
+with it and with the anchors, `durations` keeps measured durations per test and platform
+(`rocm-gate shard` splits a suite across runners)."""
 
 __all__ = ["dispatch", "durations", "simulate", "xdist_scheduler"]

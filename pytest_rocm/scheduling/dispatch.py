@@ -1,4 +1,5 @@
-"""Which test a worker runs next on a GPU runner: longest module first, under the runner's GPU capacity.
+"""Which test a worker runs next on a GPU runner: longest module first, under the runner's GPU
+capacity.
 
 The rule is shared by the xdist scheduler (`xdist_scheduler.py`) and the simulation
 (`simulate.py`), so a simulated makespan is a prediction of the real one.
@@ -31,7 +32,8 @@ SHUTDOWN = "shutdown"
 
 @dataclass(frozen=True)
 class Job:
-    """One test as the scheduler sees it: its index in the collection, its GPU demand and expected seconds."""
+    """One test as the scheduler sees it: its index in the collection, its GPU demand and expected
+    seconds."""
 
     index: int
     nodeid: str
@@ -49,11 +51,12 @@ class Dispatcher:
 
     @classmethod
     def longest_first(cls, jobs: list[Job], capacity: int) -> Dispatcher:
-        """Pending tests in modules ordered longest first (a module's expected seconds summed; ordering by
-        GPU-seconds instead did worse on mixed runs, benchmarks/scheduling.py), each module's tests together
-        and as collected. A module's tests stay together because its module-scoped fixtures (a
-        served model: minutes on a GPU runner) are set up again whenever a worker's next test comes from
-        another module, and pytest orders a module's tests to share its parametrized fixtures. The order is
+        """Pending tests in modules ordered longest first (a module's expected seconds summed;
+        ordering by GPU-seconds instead did worse on mixed runs, benchmarks/scheduling.py), each
+        module's tests together and as collected. A module's tests stay together because its
+        module-scoped fixtures (a served model: minutes on a GPU runner) are set up again whenever a
+        worker's next test comes from another module, and pytest orders a module's tests to share
+        its parametrized fixtures. The order is
         stable: two runs with the same durations schedule alike. A demand above the capacity counts as the
         whole runner."""
         capacity = max(capacity, 1)
@@ -81,10 +84,10 @@ class Dispatcher:
     def _take(
         self, budget: int, must: bool, start: int = 0, begins: float = 0.0, now: float = 0.0
     ) -> Job | None:
-        """The pending test to start at `begins` on `budget` GPUs: the first pending test if it fits, else one
-        that may go before its reservation, scanning from `start` (the worker's place among the busy ones).
-        With `must` (a worker cannot start its own test without a next one), failing those any test that
-        fits, then the one that needs the fewest GPUs."""
+        """The pending test to start at `begins` on `budget` GPUs: the first pending test if it
+        fits, else one that may go before its reservation, scanning from `start` (the worker's place
+        among the busy ones). With `must` (a worker cannot start its own test without a next one),
+        failing those any test that fits, then the one that needs the fewest GPUs."""
         if not self.pending:
             return None
         first = self.pending[0]
@@ -100,9 +103,8 @@ class Dispatcher:
                 return self.pending.pop(position)
         if not must:
             return None
-        for position in range(
-            1, len(self.pending)
-        ):  # it must take something: what fits, though it delays the first
+        # it must take something: what fits, though it delays the first
+        for position in range(1, len(self.pending)):
             if self.pending[position].gpus <= budget:
                 return self.pending.pop(position)
         fewest = min(
@@ -111,8 +113,8 @@ class Dispatcher:
         return self.pending.pop(fewest)
 
     def _reservation(self, job: Job, now: float) -> tuple[float, int]:
-        """When the running tests (the heads) will have freed enough GPUs for `job`, and how many GPUs it leaves
-        spare then."""
+        """When the running tests (the heads) will have freed enough GPUs for `job`, and how many
+        GPUs it leaves spare then."""
         free = self.free
         ends = sorted(
             (self._free_at(worker, now, heads_only=True), queue[0].gpus)
@@ -128,25 +130,26 @@ class Dispatcher:
         return when, free - job.gpus
 
     def fill(self, workers, now: float = 0.0) -> dict[object, list[Job | str]]:
-        """What to send each of these workers now (tests to queue, and/or SHUTDOWN). Every idle worker gets its
-        first test before any gets a second, so the first tests spread over the workers. A worker whose head
-        waits gets its second test (or SHUTDOWN, so the head runs) as longest-first would place it: the worker
-        expected to free up first gets the longest test, the next one the next longest, and so on."""
+        """What to send each of these workers now (tests to queue, and/or SHUTDOWN). Every idle
+        worker gets its first test before any gets a second, so the first tests spread over the
+        workers. A worker whose head waits gets its second test (or SHUTDOWN, so the head runs) as
+        longest-first would place it: the worker expected to free up first gets the longest test,
+        the next one the next longest, and so on."""
         workers = [w for w in workers if w in self.queues and w not in self.stopped]
         sent: dict[object, list[Job | str]] = {w: [] for w in workers}
         for worker in workers:
             queue = self.queues[worker]
             if not queue and self.pending:
                 first = self._take(self.free, must=False, begins=now, now=now)
-                if (
-                    first is not None
-                ):  # else nothing fits the free GPUs now: asked again when a test ends
+                # else nothing fits the free GPUs now: asked again when a test ends
+                if first is not None:
                     queue.append(first)
                     sent[worker].append(first)
         for worker in sorted(workers, key=lambda w: self._free_at(w, now)):
             queue = self.queues[worker]
             if len(queue) == 1:
-                # its place among the busy workers (an idle one waits for GPUs: it takes no test sooner)
+                # its place among the busy workers (an idle one waits for GPUs: it takes no test
+                # sooner)
                 rank = sum(
                     self._free_at(other, now) < self._free_at(worker, now)
                     for other, other_queue in self.queues.items()
@@ -171,7 +174,8 @@ class Dispatcher:
         return {w: things for w, things in sent.items() if things}
 
     def _free_at(self, worker, now: float, heads_only: bool = False) -> float:
-        """When this worker is expected to have run its queue, or its head only (from when it started, or now)."""
+        """When this worker is expected to have run its queue, or its head only (from when it
+        started, or now)."""
         queue = self.queues.get(worker, [])
         if not queue:
             return now

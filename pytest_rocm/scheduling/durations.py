@@ -1,4 +1,5 @@
-"""Measured test durations per platform, kept between runs: what the scheduler and `rocm-gate shard` expect.
+"""Measured test durations per platform, kept between runs: what the scheduler and `rocm-gate shard`
+expect.
 
 The store is one JSON file::
 
@@ -6,8 +7,8 @@ The store is one JSON file::
      "platforms": {"MI300X": {"tests/x.py::test_a": [41.2, 39.8, 40.5]}}}
 
 keeping the last `KEEP` measured durations (setup, call and teardown together) per test and platform
-key; the expected duration is their median. A missing, unreadable or foreign store means "no durations
-known", never an error: the run goes on with the fallback, and `problem` says why.
+key; the expected duration is their median. A missing, unreadable or foreign store means "no
+durations known", never an error: the run goes on with the fallback, and `problem` says why.
 
 Fallback for a test never measured on this platform: the median of the measured tests of its file,
 else of all measured tests, else `DEFAULT_SECONDS` (every test alike: longest first then keeps the
@@ -101,8 +102,8 @@ class DurationStore:
 
 
 def add_run(path: Path, platform_key: str, durations: dict[str, float]) -> None:
-    """Add one run's durations to the store at `path`. Two runs that end at once on one store both count: the
-    read, the addition and the write happen under a lock file beside the store."""
+    """Add one run's durations to the store at `path`. Two runs that end at once on one store both
+    count: the read, the addition and the write happen under a lock file beside the store."""
     from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,9 +114,9 @@ def add_run(path: Path, platform_key: str, durations: dict[str, float]) -> None:
 
 
 def durations_from_records(records: list[dict]) -> dict[str, float]:
-    """Each test's duration in a run: setup, call and teardown of its first attempt (a rerun's is not what the
-    scheduler plans for), less the time it waited for its GPUs, from the records. A crashed attempt has no
-    complete duration and is left out."""
+    """Each test's duration in a run: setup, call and teardown of its first attempt (a rerun's is
+    not what the scheduler plans for), less the time it waited for its GPUs, from the records. A
+    crashed attempt has no complete duration and is left out."""
     from pytest_rocm.results.records import split_attempts
 
     phases: dict[str, list[dict]] = defaultdict(list)

@@ -13,7 +13,8 @@ from pytest_rocm.scheduling.dispatch import SHUTDOWN, Dispatcher, Job
 
 
 def lower_bound(jobs: list[Job], capacity: int) -> float:
-    """No schedule finishes before all GPU-seconds are spent on the runner, nor before its longest test."""
+    """No schedule finishes before all GPU-seconds are spent on the runner, nor before its longest
+    test."""
     if not jobs:
         return 0.0
     return max(
@@ -23,14 +24,14 @@ def lower_bound(jobs: list[Job], capacity: int) -> float:
 
 
 class _Runner:
-    """GPUs, workers and the clock; `start` is called by a policy whenever a worker may start its next test."""
+    """GPUs, workers and the clock; `start` is called by a policy whenever a worker may start its
+    next test."""
 
     def __init__(self, capacity: int, workers: int):
         self.capacity, self.used, self.now = capacity, 0, 0.0
         self.ending: list[tuple[float, int, object, Job]] = []  # (end, tiebreak, worker, job)
-        self.waiting: list[
-            tuple[object, Job]
-        ] = []  # started by their worker, waiting for GPUs (FIFO)
+        # started by their worker, waiting for GPUs (FIFO)
+        self.waiting: list[tuple[object, Job]] = []
         self.workers = list(range(workers))
         self._ties = 0
 
@@ -47,10 +48,8 @@ class _Runner:
         self.now = end
         self.used -= job.gpus
         still = []
-        for (
-            waiter,
-            waiting_job,
-        ) in self.waiting:  # in order of arrival, each that fits (the locks favour no one)
+        # in order of arrival, each that fits (the locks favour no one)
+        for waiter, waiting_job in self.waiting:
             if self.used + waiting_job.gpus <= self.capacity:
                 self.used += waiting_job.gpus
                 self._ties += 1
@@ -81,7 +80,8 @@ def project_makespan(jobs: list[Job], capacity: int, workers: int | None = None)
                 else:
                     queues[worker].append(thing)
         for worker in workers:
-            # as an xdist worker does: run the head once another test is queued behind it, or it was told to stop
+            # as an xdist worker does: run the head once another test is queued behind it, or it was
+            # told to stop
             if (
                 worker not in running
                 and queues[worker]
@@ -106,8 +106,8 @@ def project_makespan(jobs: list[Job], capacity: int, workers: int | None = None)
 
 
 def xdist_load_makespan(jobs: list[Job], capacity: int, workers: int | None = None) -> float:
-    """xdist's `load`: tests in collection order to whichever worker is free, blind to GPU demand and duration
-    (a test whose GPUs are taken waits for them on its worker)."""
+    """xdist's `load`: tests in collection order to whichever worker is free, blind to GPU demand
+    and duration (a test whose GPUs are taken waits for them on its worker)."""
     runner = _Runner(capacity, workers or capacity)
     order = sorted(jobs, key=lambda j: j.index)
     clamped = [Job(j.index, j.nodeid, min(j.gpus, capacity), j.seconds) for j in order]
@@ -122,8 +122,8 @@ def xdist_load_makespan(jobs: list[Job], capacity: int, workers: int | None = No
 
 
 def lpt_partitions(jobs: list[Job], parts: int) -> list[list[Job]]:
-    """Longest first onto the least loaded partition (ties to the lowest number): SGLang's auto-partition and
-    `rocm-gate shard`. Deterministic for a given list."""
+    """Longest first onto the least loaded partition (ties to the lowest number): SGLang's
+    auto-partition and `rocm-gate shard`. Deterministic for a given list."""
     parts = max(parts, 1)
     loads = [(0.0, number) for number in range(parts)]
     heapq.heapify(loads)
@@ -136,12 +136,13 @@ def lpt_partitions(jobs: list[Job], parts: int) -> list[list[Job]]:
 
 
 def sglang_partition_makespan(jobs: list[Job], capacity: int) -> float:
-    """SGLang's way on one node: its files split longest-first into `capacity // gpus` partitions that each run
-    their files one after another (a suite has one GPU count, from its name)."""
+    """SGLang's way on one node: its files split longest-first into `capacity // gpus` partitions
+    that each run their files one after another (a suite has one GPU count, from its name)."""
     by_gpus: dict[int, list[Job]] = {}
     for job in jobs:
         by_gpus.setdefault(min(job.gpus, capacity), []).append(job)
-    # partitions of different GPU counts run side by side in proportion to their GPU-seconds: the node is split
+    # partitions of different GPU counts run side by side in proportion to their GPU-seconds: the
+    # node is split
     spans = []
     for gpus, group in by_gpus.items():
         parts = lpt_partitions(group, max(capacity // max(gpus, 1), 1))

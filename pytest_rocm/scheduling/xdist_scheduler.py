@@ -1,15 +1,17 @@
-"""The xdist scheduler of `--rocm-scheduler=gpu`: xdist's scheduler protocol around `dispatch.Dispatcher`.
+"""The xdist scheduler of `--rocm-scheduler=gpu`: xdist's scheduler protocol around
+`dispatch.Dispatcher`.
 
-xdist (3.8) asks a scheduler for: `nodes`, `collection_is_completed`, `tests_finished`, `has_pending`,
-`add_node`, `add_node_collection`, `mark_test_complete`, `mark_test_pending`,
-`remove_pending_tests_from_node`, `remove_node` and `schedule` (docs/architecture.md, "Library facts we rely on"). This module and
-`plugin/internals.py` are the only ones that touch xdist's worker objects (`send_runtest_some`,
-`shutdown`, `shutting_down`, `gateway`).
+xdist (3.8) asks a scheduler for: `nodes`, `collection_is_completed`, `tests_finished`,
+`has_pending`, `add_node`, `add_node_collection`, `mark_test_complete`, `mark_test_pending`,
+`remove_pending_tests_from_node`, `remove_node` and `schedule` (docs/architecture.md, "Library facts
+we rely on"). This module and `plugin/internals.py` are the only ones that touch xdist's worker
+objects (`send_runtest_some`, `shutdown`, `shutting_down`, `gateway`).
 
-What it knows of each test comes from outside xdist: the GPU demand from the workers' collection (each
-worker writes `demands-<worker>.json` beside the run's device locks before xdist hears its collection
-ended), the expected duration from the duration store. Reruns of failed blocking gates reach it through
-`mark_test_pending` and go first; the device locks keep GPUs exclusive whatever it decides.
+What it knows of each test comes from outside xdist: the GPU demand from the workers' collection
+(each worker writes `demands-<worker>.json` beside the run's device locks before xdist hears its
+collection ended), the expected duration from the duration store. Reruns of failed blocking gates
+reach it through `mark_test_pending` and go first; the device locks keep GPUs exclusive whatever it
+decides.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ DEMANDS_PREFIX = "demands-"
 
 
 def write_demands(folder: Path, worker: str, demands: dict[str, int]) -> None:
-    """Written by each worker when its collection ends: {node id: GPUs} for tests that need other than 1."""
+    """Written by each worker when its collection ends: {node id: GPUs} for tests that need other
+    than 1."""
     write_json_atomic(folder / f"{DEMANDS_PREFIX}{worker}.json", demands)
 
 
@@ -105,9 +108,8 @@ class GpuScheduling:
         if self.dispatcher is None:
             (first_node, first), *others = self.node2collection.items()
             differences = [(node, collection) for node, collection in others if collection != first]
-            if (
-                differences
-            ):  # nothing runs; with nothing pending xdist ends the session as its own schedulers do
+            # nothing runs; with nothing pending xdist ends the session as its own schedulers do
+            if differences:
                 self._report_different_collections(first_node, first, differences)
                 self.collection, self.dispatcher = first, Dispatcher(self.capacity)
                 for node in self._nodes:
@@ -147,8 +149,8 @@ class GpuScheduling:
         raise NotImplementedError()  # no work stealing: a worker's queue is at most two tests
 
     def remove_node(self, node) -> str | None:
-        """A worker went away (finished, or crashed): the test it was running is the crash item; the one queued
-        behind it goes back to the front."""
+        """A worker went away (finished, or crashed): the test it was running is the crash item; the
+        one queued behind it goes back to the front."""
         self._nodes = [n for n in self._nodes if n is not node]
         if self.dispatcher is None:
             return None
@@ -161,8 +163,9 @@ class GpuScheduling:
         return self.collection[queue[0].index]
 
     def _report_different_collections(self, first_node, first, differences) -> None:
-        """As xdist's own schedulers do: a collection error per worker whose tests differ (random parameters,
-        a conftest that depends on the worker), so the run fails saying so instead of running a mix."""
+        """As xdist's own schedulers do: a collection error per worker whose tests differ (random
+        parameters, a conftest that depends on the worker), so the run fails saying so instead of
+        running a mix."""
         import pytest
         from xdist.report import report_collection_diff
 

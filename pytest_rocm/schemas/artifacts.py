@@ -1,6 +1,7 @@
-"""The JSON artifacts: their schema names and published JSON Schemas, checking a document against one, the
-stack a manifest names (for the readers of artifacts: publish, history), and writes that never leave a file
-half-written (a temporary file, then a rename; docs/architecture.md, "Artifacts")."""
+"""The JSON artifacts: their schema names and published JSON Schemas, checking a document against
+one, the stack a manifest names (for the readers of artifacts: publish, history), and writes that
+never leave a file half-written (a temporary file, then a rename; docs/architecture.md,
+"Artifacts")."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-SCHEMA_FILES = (
-    Path(__file__).resolve().parent
-)  # <kind>.schema.json: the JSON Schema of each artifact
+# <kind>.schema.json: the JSON Schema of each artifact
+SCHEMA_FILES = Path(__file__).resolve().parent
 
 
 def schema(kind: str, version: int = 1) -> str:
@@ -24,8 +24,8 @@ def schema_document(kind: str) -> dict:
 
 
 def schema_error(data: Any, kind: str) -> tuple[str, str] | None:
-    """(where, what) of the most relevant way `data` breaks the published schema of `kind`, or None when valid.
-    `where` is the path in the document ("(top level)" for the root)."""
+    """(where, what) of the most relevant way `data` breaks the published schema of `kind`, or None
+    when valid. `where` is the path in the document ("(top level)" for the root)."""
     import jsonschema  # only readers of untrusted artifacts need it
 
     error = jsonschema.exceptions.best_match(
@@ -37,8 +37,8 @@ def schema_error(data: Any, kind: str) -> tuple[str, str] | None:
 
 
 def manifest_stack(manifest: dict) -> dict:
-    """The pinned stack a run manifest names: vendor, SKUs and GPU count, ROCm/HIP and CUDA, driver, torch, the
-    framework packages (vllm*, sglang*), the container image."""
+    """The pinned stack a run manifest names: vendor, SKUs and GPU count, ROCm/HIP and CUDA, driver,
+    torch, the framework packages (vllm*, sglang*), the container image."""
     platform = manifest.get("platform") or {}
     versions = platform.get("versions") or {}
     packages = manifest.get("packages") or {}
@@ -71,8 +71,8 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write the whole text or nothing: a temporary file beside it, synced, then renamed over it (line endings
-    kept as given)."""
+    """Write the whole text or nothing: a temporary file beside it, synced, then renamed over it
+    (line endings kept as given)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -83,18 +83,17 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(
-            missing_ok=True
-        )  # a failed write (disk full, the path is a folder) leaves no half file
+        # a failed write (disk full, the path is a folder) leaves no half file
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
 
 def blocking_failures(tests: dict[str, dict]) -> list[str]:
-    """The tests of a gate report whose failure makes its conclusion `failure` (results/conclusion.py): blocking
-    gates that regressed, and blocking gates that failed, were never rerun and carry no infrastructure
-    signature. Here, with the artifact, so readers that may not import the plugin (github/, trunk/) apply the
-    same rule."""
+    """The tests of a gate report whose failure makes its conclusion `failure`
+    (results/conclusion.py): blocking gates that regressed, and blocking gates that failed, were
+    never rerun and carry no infrastructure signature. Here, with the artifact, so readers that may
+    not import the plugin (github/, trunk/) apply the same rule."""
     return sorted(
         n
         for n, t in tests.items()

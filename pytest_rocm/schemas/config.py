@@ -1,4 +1,5 @@
-"""Reading and checking the project's TOML configuration files, with one kind of error per file type.
+"""Reading and checking the project's TOML configuration files, with one kind of error per file
+type.
 
 Every configuration file (group maps, applicability, baselines, server settings)
 goes through `read_config`: it reads the file as UTF-8, parses it, refuses
@@ -43,9 +44,9 @@ def read_config(
     tables: tuple[str, ...] = (),
     sections: tuple[str, ...] = (),
 ) -> dict:
-    """Read a configuration file of `kind` (its `schema`, when given, must be `pytest-rocm/<kind>/1`).
-    `tables` are arrays of tables (`[[rule]]`), `sections` plain tables (`[vllm.default]`); any other
-    top-level key is an error saying which ones are allowed."""
+    """Read a configuration file of `kind` (its `schema`, when given, must be
+    `pytest-rocm/<kind>/1`). `tables` are arrays of tables (`[[rule]]`), `sections` plain tables
+    (`[vllm.default]`); any other top-level key is an error saying which ones are allowed."""
     data = read_toml(path, label, error)
     allowed = (*COMMON_KEYS, *tables, *sections)
     unknown = sorted(set(data) - set(allowed))

@@ -1,10 +1,12 @@
-"""The strict loader of results artifacts (gate report, manifest, parity report): what a reader may believe.
+"""The strict loader of results artifacts (gate report, manifest, parity report): what a reader may
+believe.
 
-Everything a job that ran a PR's code wrote is untrusted input (docs/architecture.md, "Threat model"). A reader
-gets a document only after: it is a plain file (not a link, folder or device) under a size cap, valid UTF-8 JSON
-with no NaN or Infinity, nested no deeper than MAX_DEPTH, and valid against its published JSON Schema, which
-types every field the readers use. Anything else is an `ArtifactError` naming the file and the field, so a
-command says what is wrong (exit 2) instead of failing with a traceback halfway through.
+Everything a job that ran a PR's code wrote is untrusted input (docs/architecture.md, "Threat
+model"). A reader gets a document only after: it is a plain file (not a link, folder or device)
+under a size cap, valid UTF-8 JSON with no NaN or Infinity, nested no deeper than MAX_DEPTH, and
+valid against its published JSON Schema, which types every field the readers use. Anything else is
+an `ArtifactError` naming the file and the field, so a command says what is wrong (exit 2) instead
+of failing with a traceback halfway through.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def _reject_constant(name: str):
 
 
 def _depth_over(data: Any, limit: int) -> bool:
-    """Whether `data` nests deeper than `limit` (iteratively: a recursive walk would fail the way it guards)."""
+    """Whether `data` nests deeper than `limit` (iteratively: a recursive walk would fail the way it
+    guards)."""
     stack = [(data, 1)]
     while stack:
         node, depth = stack.pop()
@@ -68,9 +71,8 @@ def parse(raw: bytes, where: str) -> Any:
         raise ArtifactError(f"{where}: not JSON ({str(exc)[:200]})") from None
     if _depth_over(data, MAX_DEPTH):
         raise ArtifactError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
-    if any(
-        not _finite(value) for value in _leaves(data)
-    ):  # 1e999 parses as inf without parse_constant
+    # 1e999 parses as inf without parse_constant
+    if any(not _finite(value) for value in _leaves(data)):
         raise ArtifactError(f"{where}: a number that is not finite")
     return data
 
@@ -99,13 +101,15 @@ def check_document(data: Any, kind: str, where: str) -> dict:
 
 
 def load_artifact(path: str | Path, kind: str, max_bytes: int = MAX_FILE_BYTES) -> dict:
-    """The `kind` document in `path` (record, gate-report, manifest, parity), checked as the module says."""
+    """The `kind` document in `path` (record, gate-report, manifest, parity), checked as the module
+    says."""
     return check_document(read_json_file(path, max_bytes), kind, str(path))
 
 
 def read_json_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
-    """The JSON in `path`, a plain file under `max_bytes`, parsed as `parse` does; not yet checked against a schema
-    (for a reader that learns the kind from the document, such as `rocm-gate drain`)."""
+    """The JSON in `path`, a plain file under `max_bytes`, parsed as `parse` does; not yet checked
+    against a schema (for a reader that learns the kind from the document, such as
+    `rocm-gate drain`)."""
     path = Path(path)
     try:
         info = path.lstat()

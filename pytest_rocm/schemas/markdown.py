@@ -1,8 +1,10 @@
-"""Text from artifacts as GitHub markdown that shows as text, never as markup (docs/architecture.md, "Untrusted text").
+"""Text from artifacts as GitHub markdown that shows as text, never as markup (docs/architecture.md,
+"Untrusted text").
 
-Everything a job that ran a PR's code wrote is the attacker's: test ids, messages, reasons, runner and image
-names. Where such a string becomes markdown (a check run's summary, parity.md) it goes through one of these, so
-no heading, list, link, image, mention, issue reference, HTML or table break can come from it:
+Everything a job that ran a PR's code wrote is the attacker's: test ids, messages, reasons, runner
+and image names. Where such a string becomes markdown (a check run's summary, parity.md) it goes
+through one of these, so no heading, list, link, image, mention, issue reference, HTML or table
+break can come from it:
 
 - `code(text)`: an inline code span on one line. GitHub renders nothing inside a code span (no emphasis, link,
   HTML, and its mention and reference filters skip code), so the only ways out are the span's own end and the
@@ -26,8 +28,8 @@ import re
 __all__ = ["block", "cell", "code", "html_code", "html_name", "name", "plain"]
 
 INLINE_LIMIT = 300
-# C0 and C1 controls, DEL, and the characters that reorder or hide text (bidi embeddings, overrides, isolates
-# and marks; zero-width characters), which would make a shown id differ from the real one.
+# C0 and C1 controls, DEL, and the characters that reorder or hide text (bidi embeddings, overrides,
+# isolates and marks; zero-width characters), which would make a shown id differ from the real one.
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _BACKTICKS = re.compile("`+")
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -44,8 +46,8 @@ def _visible(text: str, keep_newlines: bool = False) -> str:
 
 
 def visible(text: object) -> str:
-    """Text safe to print on a terminal or in a log: controls (escape sequences, a clipboard write) and hiding
-    characters escaped as `\\uXXXX`, nothing else changed."""
+    """Text safe to print on a terminal or in a log: controls (escape sequences, a clipboard write)
+    and hiding characters escaped as `\\uXXXX`, nothing else changed."""
     return _visible(str(text))
 
 
@@ -56,8 +58,8 @@ def _cut(text: str, limit: int) -> str:
 def code(text: object, limit: int = INLINE_LIMIT) -> str:
     body = _cut(_visible(str(text)), limit)
     fence = "`" * (max((len(run) for run in _BACKTICKS.findall(body)), default=0) + 1)
-    # One space inside each end: CommonMark strips exactly one from both, so a body that starts or ends with a
-    # backtick cannot merge into the fence.
+    # One space inside each end: CommonMark strips exactly one from both, so a body that starts or
+    # ends with a backtick cannot merge into the fence.
     return f"{fence} {body} {fence}"
 
 

@@ -9,8 +9,8 @@ Per changed file, the first that applies:
 5. co-change learned from history (`cochange`): the test folders that changed with it, and their groups;
 6. anything else is unknown: every group (an unknown file never lets a regression through).
 
-An empty change (no path at all) also runs everything: a list that came out empty is more often a step that
-failed to write it than a pull request that changes nothing.
+An empty change (no path at all) also runs everything: a list that came out empty is more often a
+step that failed to write it than a pull request that changes nothing.
 """
 
 from __future__ import annotations
@@ -26,12 +26,10 @@ from pytest_rocm.selection.cochange import SUPPORT, CoChange, is_test_file, is_t
 class Selection:
     everything: bool = False
     why_everything: str | None = None
-    groups: dict[str, list[str]] = field(
-        default_factory=lambda: defaultdict(list)
-    )  # group -> reasons
-    tests: dict[str, list[str]] = field(
-        default_factory=lambda: defaultdict(list)
-    )  # test path -> reasons
+    # group -> reasons
+    groups: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # test path -> reasons
+    tests: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     ignored: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -113,8 +111,8 @@ def _why_unlinked(path: str, history: CoChange | None) -> str:
 
 
 def _groups_under(group_map: GroupMap, folder: str) -> set[str]:
-    """The groups of the tests at or below a folder: those of map rules that name a path under it, and the
-    group a test right in it would get."""
+    """The groups of the tests at or below a folder: those of map rules that name a path under it,
+    and the group a test right in it would get."""
     groups = {
         rule.group
         for rule in group_map.rules

@@ -1,5 +1,5 @@
-"""Inference servers for the suites: the server process (vLLM or SGLang, its health wait and process-group
-teardown), the pool that shares servers between tests, the tiny models built at test time, and the provider
-that the server fixtures call."""
+"""Inference servers for the suites: the server process (vLLM or SGLang, its health wait and
+process-group teardown), the pool that shares servers between tests, the tiny models built at test
+time, and the provider that the server fixtures call."""
 
 __all__ = ["process", "pool", "tiny_models", "provider"]

@@ -1,4 +1,5 @@
-"""Servers shared by the tests of one process: started on first use, kept while others need the same one.
+"""Servers shared by the tests of one process: started on first use, kept while others need the same
+one.
 
 A server is keyed by what decides its behaviour (kind, model, arguments,
 environment), so every module that asks for the default server gets the same
@@ -30,7 +31,8 @@ DEFAULT_MAX_ALIVE = 2
 
 @dataclass(frozen=True)
 class ServedModel:
-    """The weights the suites serve: the tiny model built here, or real weights given with --rocm-model."""
+    """The weights the suites serve: the tiny model built here, or real weights given with
+    --rocm-model."""
 
     path: str
     name: str
@@ -42,7 +44,8 @@ class ServedModel:
 
 
 def devices_wanted(args: list[str], platform_gpus: int) -> int:
-    """Tensor parallel size times pipeline parallel size, from the server's arguments (1 without either)."""
+    """Tensor parallel size times pipeline parallel size, from the server's arguments (1 without
+    either)."""
     if platform_gpus == 0:
         return 0
     sizes = {"--tensor-parallel-size": 1, "--pipeline-parallel-size": 1}
@@ -85,14 +88,15 @@ class ServerPool:
         self.platform_keys = platform_keys
         self.config_path = config_path
         self.log_dir = log_dir
-        # On the CPU an idle vLLM server still spins its OpenMP threads: keep one, or they skew the timings.
+        # On the CPU an idle vLLM server still spins its OpenMP threads: keep one, or they skew the
+        # timings.
         self.max_alive = max_alive or (1 if not platform.gpus else DEFAULT_MAX_ALIVE)
         self.servers: OrderedDict[tuple, Server] = OrderedDict()
-        self.holders: dict[
-            tuple, int
-        ] = {}  # key -> fixtures using it now: never stopped to make room
-        # Servers of one size share its devices (the servers' configuration splits their memory), so a
-        # module's server and a test's variant of it fit on a one-GPU runner; held until the pool closes.
+        # key -> fixtures using it now: never stopped to make room
+        self.holders: dict[tuple, int] = {}
+        # Servers of one size share its devices (the servers' configuration splits their memory), so
+        # a module's server and a test's variant of it fit on a one-GPU runner; held until the pool
+        # closes.
         self.device_sets: dict[int, devices_mod.Allocation] = {}
         self.on_start = (
             on_start  # on_start(server, error or None) after each start, for the records
@@ -109,14 +113,13 @@ class ServerPool:
     def get(
         self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None
     ) -> Server:
-        """A healthy server for this configuration, started (and waited for) if none is running, held
-        until `release`: a held server is never stopped to make room for another."""
+        """A healthy server for this configuration, started (and waited for) if none is running,
+        held until `release`: a held server is never stopped to make room for another."""
         args, env = list(args), dict(env or {})
         key = self.key(kind, model, args, env)
         server = self.servers.get(key)
-        if (
-            server is not None and not server.alive()
-        ):  # it died since the last test: start a fresh one
+        # it died since the last test: start a fresh one
+        if server is not None and not server.alive():
             self._stop(key)
             server = None
         if server is None:
@@ -184,7 +187,8 @@ class ServerPool:
         return [server for server in self.servers.values() if server.alive()]
 
     def started(self) -> list[Server]:
-        """Every server started and not stopped by the pool, alive or not (one that died keeps its log)."""
+        """Every server started and not stopped by the pool, alive or not (one that died keeps its
+        log)."""
         return list(self.servers.values())
 
     def _stop(self, key: tuple) -> None:

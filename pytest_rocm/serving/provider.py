@@ -1,4 +1,5 @@
-"""What the suites' server fixtures need from the run: the model to serve, the server pool, the logs.
+"""What the suites' server fixtures need from the run: the model to serve, the server pool, the
+logs.
 
 One `ServerProvider` per process, made on first use (runs without suites never import it).
 The model is the tiny one built here (`--rocm-tiny-model-seed`, default 0), or real
@@ -36,7 +37,8 @@ from pytest_rocm.serving.tiny_models import (
 )
 
 TINY_MODEL_NAME = "tiny-llama"
-# The tiny model's tokenizer has <tool_call> tokens and its chat template renders tools Hermes-style.
+# The tiny model's tokenizer has <tool_call> tokens and its chat template renders tools
+# Hermes-style.
 TINY_MODEL_VLLM_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 TINY_MODEL_SGLANG_ARGS = ("--tool-call-parser", "hermes")
 # What creates the environment of a kind whose server runs in an interpreter of its own.
@@ -50,7 +52,8 @@ def default_model_cache() -> Path:
 
 @dataclass
 class ServingSettings:
-    """What the provider needs from the run: its options, where things go, and where to record a start."""
+    """What the provider needs from the run: its options, where things go, and where to record a
+    start."""
 
     config: pytest.Config
     session_id: str
@@ -98,8 +101,8 @@ class ServerProvider:
         return self._model
 
     def tiny_model(self, **spec) -> ServedModel:
-        """A tiny model of another architecture (TinyModelSpec fields: `architecture="mixtral"`, ...), built
-        once per cache folder, with the run's weight seed unless `seed` is given."""
+        """A tiny model of another architecture (TinyModelSpec fields: `architecture="mixtral"`,
+        ...), built once per cache folder, with the run's weight seed unless `seed` is given."""
         problem = spec_problem(spec)
         if problem:
             pytest.fail(f"tiny model {spec}: {problem}", pytrace=False)
@@ -136,8 +139,8 @@ class ServerProvider:
         return self._pool
 
     def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
-        """A running server of `kind` for the served model (skipped, saying why, where it is not installed),
-        held until the scope of the fixture behind `request` ends."""
+        """A running server of `kind` for the served model (skipped, saying why, where it is not
+        installed), held until the scope of the fixture behind `request` ends."""
         pool = self.pool(request.getfixturevalue("tmp_path_factory"))
         try:
             python = pool.config(kind).python
@@ -166,7 +169,8 @@ class ServerProvider:
         return server
 
     def _record_start(self, server, error: str | None) -> None:
-        """What the manifest says of each server: command, devices, log, start-up time, the model's identity."""
+        """What the manifest says of each server: command, devices, log, start-up time, the model's
+        identity."""
         spec_file = Path(server.model) / SPEC_FILE
         model_spec = json.loads(spec_file.read_text()) if spec_file.is_file() else None
         self.settings.record_server(
@@ -180,7 +184,8 @@ class ServerProvider:
                 "env": server.env,
                 "devices": server.devices,
                 "log": str(server.log_path),
-                # A server in an environment of its own (SGLang on the CPU) records that environment's stack.
+                # A server in an environment of its own (SGLang on the CPU) records that
+                # environment's stack.
                 "packages": interpreter_packages(server.command[0])
                 if server.command[0] != sys.executable
                 else None,
@@ -194,8 +199,8 @@ class ServerProvider:
         return self._pool.held_devices() if self._pool is not None else set()
 
     def log_sections(self) -> list[tuple[str, str, str]]:
-        """(title, log path, last lines) of every server this process started and has not stopped (one that
-        died during the test too), for a failed test's report."""
+        """(title, log path, last lines) of every server this process started and has not stopped
+        (one that died during the test too), for a failed test's report."""
         if self._pool is None:
             return []
         return [
@@ -209,8 +214,8 @@ class ServerProvider:
         ]
 
     def diagnoses(self) -> list[str]:
-        """What the logs of this process's servers name as the cause of a failure (a kernel the environment
-        lacks), one line per server that has one."""
+        """What the logs of this process's servers name as the cause of a failure (a kernel the
+        environment lacks), one line per server that has one."""
         if self._pool is None:
             return []
         return [

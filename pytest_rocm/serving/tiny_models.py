@@ -1,4 +1,5 @@
-"""Tiny models built at test time, so the suites run the real engine with no download (docs/architecture.md, "The embedded default").
+"""Tiny models built at test time, so the suites run the real engine with no download
+(docs/architecture.md, "The embedded default").
 
 A Llama-style model (hidden size 128, 2 layers, 2 attention heads, 1 KV head of
 dimension 64: the CPU attention kernel rejects smaller heads) with random weights
@@ -71,15 +72,17 @@ class TinyModelSpec:
     num_key_value_heads: int = 1
     head_dim: int = 64
     max_position_embeddings: int = 1024
-    # Other architectures of the gate groups; at their defaults they leave the Llama model's digest as it was.
+    # Other architectures of the gate groups; at their defaults they leave the Llama model's digest
+    # as it was.
     architecture: str = "llama"  # one of ARCHITECTURES
     sliding_window: int | None = None
     num_local_experts: int = 8
     num_experts_per_tok: int = 2
 
     def fields(self) -> dict:
-        """The spec as it decides the weights: the architecture's own fields only where they apply (so the
-        Llama model's digest, and its cached folder, stay what they were before there were others)."""
+        """The spec as it decides the weights: the architecture's own fields only where they apply
+        (so the Llama model's digest, and its cached folder, stay what they were before there were
+        others)."""
         data = asdict(self)
         for key in ("architecture", "sliding_window", "num_local_experts", "num_experts_per_tok"):
             data.pop(key)
@@ -93,8 +96,8 @@ class TinyModelSpec:
                     num_experts_per_tok=self.num_experts_per_tok,
                 )
             if self.architecture in BUILDERS_IN_DIGEST:
-                # What these builders choose (tower sizes, special tokens, templates) is in this module's code, not
-                # in the spec: any change to it builds their folders anew.
+                # What these builders choose (tower sizes, special tokens, templates) is in this
+                # module's code, not in the spec: any change to it builds their folders anew.
                 data["builder"] = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
         return data
 
@@ -130,8 +133,9 @@ class ModelBuildError(RuntimeError):
 
 
 def spec_problem(spec) -> str | None:
-    """What is wrong with a tiny model's spec (a dict of TinyModelSpec fields), or None: checked before a build
-    (a marker's at collection), so a typo is named instead of failing in the build's subprocess."""
+    """What is wrong with a tiny model's spec (a dict of TinyModelSpec fields), or None: checked
+    before a build (a marker's at collection), so a typo is named instead of failing in the build's
+    subprocess."""
     known = {field.name for field in dataclasses.fields(TinyModelSpec)}
     if not isinstance(spec, dict) or not all(isinstance(key, str) for key in spec):
         return f"must be a dict of TinyModelSpec fields, got {spec!r}"
@@ -144,7 +148,8 @@ def spec_problem(spec) -> str | None:
 
 
 def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec = TinyModelSpec()) -> Path:
-    """The model's folder under `cache_dir`, built first if it is not there (once across processes)."""
+    """The model's folder under `cache_dir`, built first if it is not there (once across
+    processes)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / spec.folder_name()
     with FileLock(str(target) + ".lock"):
@@ -167,16 +172,16 @@ def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec = TinyModelSpec()) ->
                     f"building the tiny model into {target} failed (exit code {done.returncode}); "
                     f"needs torch, transformers and tokenizers (`pip install -e .[suites]`):\n{tail}"
                 )
-            os.replace(
-                staging, target
-            )  # whole folder or nothing: a killed build leaves only a staging folder
+            # whole folder or nothing: a killed build leaves only a staging folder
+            os.replace(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
 def build(out: Path, spec: TinyModelSpec) -> None:
-    """Train the tokenizer and write the model with random weights from `spec.seed` (runs in the subprocess)."""
+    """Train the tokenizer and write the model with random weights from `spec.seed` (runs in the
+    subprocess)."""
     if spec.architecture not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {spec.architecture!r} ({', '.join(ARCHITECTURES)})")
     import torch
@@ -215,8 +220,9 @@ def _bpe(spec: TinyModelSpec, special_tokens: list[str]):
 def _text_tokenizer(
     spec: TinyModelSpec, extra_special: list[str] = (), named_special: dict | None = None
 ):
-    """The trained BPE as a transformers tokenizer. `named_special`: special tokens a processor finds by attribute
-    name (Gemma 3's `tokenizer.boi_token` and so on), saved with the tokenizer."""
+    """The trained BPE as a transformers tokenizer. `named_special`: special tokens a processor
+    finds by attribute name (Gemma 3's `tokenizer.boi_token` and so on), saved with the
+    tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
     extra_special = [*extra_special, *(named_special or {}).values()]
@@ -246,8 +252,8 @@ def _text_config(spec: TinyModelSpec, tokenizer) -> dict:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         torch_dtype="float32",
-        # A wider init than Llama's 0.02 makes the random model's next-token choices decisive, so greedy
-        # decoding is not decided by float rounding between near-equal logits.
+        # A wider init than Llama's 0.02 makes the random model's next-token choices decisive, so
+        # greedy decoding is not decided by float rounding between near-equal logits.
         initializer_range=0.2,
     )
 
@@ -307,8 +313,9 @@ def _build_qwen3_moe(out: Path, spec: TinyModelSpec) -> None:
 def _build_deepseek_v2(out: Path, spec: TinyModelSpec) -> None:
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 
-    # Multi-head latent attention at DeepSeek-V2's own latent sizes (KV rank 512, rotary part 64), a shared expert
-    # beside the routed ones, and a dense first layer: the paths MLA and DeepSeek MoE kernels take.
+    # Multi-head latent attention at DeepSeek-V2's own latent sizes (KV rank 512, rotary part 64), a
+    # shared expert beside the routed ones, and a dense first layer: the paths MLA and DeepSeek MoE
+    # kernels take.
     _save_causal_lm(
         out,
         spec,
@@ -332,7 +339,8 @@ def _build_deepseek_v2(out: Path, spec: TinyModelSpec) -> None:
     )
 
 
-# Idefics3's chat format; image parts become `<image>`, which the processor expands to the image's tokens.
+# Idefics3's chat format; image parts become `<image>`, which the processor expands to the image's
+# tokens.
 IDEFICS3_CHAT_TEMPLATE = (
     "<s>{% for m in messages %}{{ m['role'] | capitalize }}:"
     "{% if m['content'] is string %} {{ m['content'] }}{% else %}{% for part in m['content'] %}"
@@ -342,8 +350,9 @@ IDEFICS3_CHAT_TEMPLATE = (
 
 
 def _build_idefics3(out: Path, spec: TinyModelSpec) -> None:
-    """An image-text model: a 32x32 image is 16 patches of 8x8, pixel-shuffled by 2 into 4 image tokens. The PIL
-    image processor (no torchvision), resizing every image to 32x32 without splitting it into tiles."""
+    """An image-text model: a 32x32 image is 16 patches of 8x8, pixel-shuffled by 2 into 4 image
+    tokens. The PIL image processor (no torchvision), resizing every image to 32x32 without
+    splitting it into tiles."""
     from transformers import (
         Idefics3Config,
         Idefics3ForConditionalGeneration,
@@ -393,10 +402,11 @@ def _build_idefics3(out: Path, spec: TinyModelSpec) -> None:
 
 
 def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
-    """A speech-to-text model: Whisper's 80 mel bins and 30 s window (1500 encoder positions), with Whisper's
-    special tokens (every language, the tasks, `<|notimestamps|>`) around the trained BPE vocabulary.
-    Tied embeddings, as in every Whisper checkpoint: vLLM drops `proj_out` and always ties it to the embedding.
-    Init 0.5: at 0.2 the random decoder repeats one token whatever it hears."""
+    """A speech-to-text model: Whisper's 80 mel bins and 30 s window (1500 encoder positions), with
+    Whisper's special tokens (every language, the tasks, `<|notimestamps|>`) around the trained BPE
+    vocabulary. Tied embeddings, as in every Whisper checkpoint: vLLM drops `proj_out` and always
+    ties it to the embedding. Init 0.5: at 0.2 the random decoder repeats one token whatever it
+    hears."""
     from transformers import (
         WhisperConfig,
         WhisperFeatureExtractor,
@@ -451,10 +461,11 @@ def _build_whisper(out: Path, spec: TinyModelSpec) -> None:
     WhisperForConditionalGeneration(config).save_pretrained(out)
 
 
-# Image-text architectures that vLLM serves on GPU runners only: its code for them imports torchvision (no build
-# for torch+cpu; LLaVA and PaliGemma through vision.get_vision_encoder_info, which imports the Pixtral model, Gemma
-# 3 through its image processor), and PaliGemma and Gemma 3 need prefix-LM attention, which the CPU backend lacks.
-# The towers are tiny (32x32 images in 8x8 patches) like Idefics3's; the PIL image processors keep torchvision out.
+# Image-text architectures that vLLM serves on GPU runners only: its code for them imports
+# torchvision (no build for torch+cpu; LLaVA and PaliGemma through vision.get_vision_encoder_info,
+# which imports the Pixtral model, Gemma 3 through its image processor), and PaliGemma and Gemma 3
+# need prefix-LM attention, which the CPU backend lacks. The towers are tiny (32x32 images in 8x8
+# patches) like Idefics3's; the PIL image processors keep torchvision out.
 TOWER = dict(
     hidden_size=64,
     intermediate_size=128,
@@ -469,8 +480,9 @@ GEMMA_NEWLINES = ["\n", "\n\n", "\n\n\n", "\n\n\n\n"]
 
 
 def _tower_under_vision_model(out: Path) -> None:
-    """Move a CLIP/SigLIP tower's weights under `vision_tower.vision_model.`, where published checkpoints and vLLM
-    keep them; transformers 5 saves them one level up and loads both layouts."""
+    """Move a CLIP/SigLIP tower's weights under `vision_tower.vision_model.`, where published
+    checkpoints and vLLM keep them; transformers 5 saves them one level up and loads both
+    layouts."""
     from safetensors.torch import load_file, save_file
 
     path = out / "model.safetensors"
@@ -494,7 +506,8 @@ LLAVA_CHAT_TEMPLATE = (
 
 
 def _build_llava(out: Path, spec: TinyModelSpec) -> None:
-    """LLaVA-1.5: a CLIP tower (16 patch tokens per image, its class token dropped) and a two-layer projector."""
+    """LLaVA-1.5: a CLIP tower (16 patch tokens per image, its class token dropped) and a two-layer
+    projector."""
     from transformers import (
         CLIPImageProcessorPil,
         CLIPVisionConfig,
@@ -530,8 +543,9 @@ def _build_llava(out: Path, spec: TinyModelSpec) -> None:
     _tower_under_vision_model(out)
 
 
-# PaliGemma has no chat format: its processor puts the image tokens and BOS before the text and a newline after
-# it, so the chat template renders the text parts only (the OpenAI chat API needs a template).
+# PaliGemma has no chat format: its processor puts the image tokens and BOS before the text and a
+# newline after it, so the chat template renders the text parts only (the OpenAI chat API needs a
+# template).
 PALIGEMMA_CHAT_TEMPLATE = (
     "{% for m in messages %}{% if m['content'] is string %}{{ m['content'] }}{% else %}"
     "{% for part in m['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}"
@@ -541,7 +555,8 @@ PALIGEMMA_CHAT_TEMPLATE = (
 
 def _build_paligemma(out: Path, spec: TinyModelSpec) -> None:
     """PaliGemma: a SigLIP tower (16 image tokens) before a Gemma decoder; the prompt is the image tokens, BOS,
-    the text and a newline (the processor adds the location and segmentation tokens to the vocabulary)."""
+    the text and a newline (the processor adds the location and segmentation tokens to the
+    vocabulary)."""
     from transformers import (
         GemmaConfig,
         PaliGemmaConfig,
@@ -582,8 +597,9 @@ GEMMA3_CHAT_TEMPLATE = (
 
 
 def _build_gemma3(out: Path, spec: TinyModelSpec) -> None:
-    """Gemma 3: a SigLIP tower pooled to 4 soft tokens per image between `<start_of_image>` and `<end_of_image>`.
-    Its projection initialises to zeros (the image would not reach the decoder): re-randomised here."""
+    """Gemma 3: a SigLIP tower pooled to 4 soft tokens per image between `<start_of_image>` and
+    `<end_of_image>`. Its projection initialises to zeros (the image would not reach the decoder):
+    re-randomised here."""
     import torch
     from transformers import (
         Gemma3Config,

@@ -1,4 +1,5 @@
-"""Trunk-aware verdicts: the state of the default branch per SKU, and what a PR's failures mean against it.
+"""Trunk-aware verdicts: the state of the default branch per SKU, and what a PR's failures mean
+against it.
 
 - `state`: from history's main runs of one SKU (results/manifest.py: origin_kind), per test: its state now,
   the main commit it has failed since, the last green commit before it, the suspect commits between them,

@@ -1,4 +1,5 @@
-"""What a PR run's blocking failures mean against the state of main (its trunk state for the run's SKU).
+"""What a PR run's blocking failures mean against the state of main (its trunk state for the run's
+SKU).
 
 Each blocking failure (results/conclusion.py: blocking_failures) gets one class:
 
@@ -12,11 +13,13 @@ Each blocking failure (results/conclusion.py: blocking_failures) gets one class:
                  failing there the way it fails here (the same fingerprint; a flaky test broken another way
                  is new)
 
-The base of the code that ran: a merge commit (`pull_request`: tested differs from the head) was made on the
-base SHA; a run of the head itself (a dispatch naming the PR's head) ran on the merge base of head and main.
+The base of the code that ran: a merge commit (`pull_request`: tested differs from the head) was
+made on the base SHA; a run of the head itself (a dispatch naming the PR's head) ran on the merge
+base of head and main.
 
 Main's failing tests that pass in this run are `fixed` (said in the check, never blocking anything).
-A test that also fails on the CUDA reference of the run's parity report is marked, whatever its class.
+A test that also fails on the CUDA reference of the run's parity report is marked, whatever its
+class.
 """
 
 from __future__ import annotations

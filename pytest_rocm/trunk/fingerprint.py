@@ -1,8 +1,9 @@
 """The fingerprint of a failure: what it says, with what changes from run to run taken out.
 
-Trunk-aware verdicts ask "does this PR fail the way main already fails?". Two failures of one test are the same
-when their fingerprints are equal: the first line of the failure message (the exception and its text), with
-numbers, hexadecimal addresses and temporary paths replaced, so `assert 0.61 >= 0.7` on main and `assert 0.58 >=
+Trunk-aware verdicts ask "does this PR fail the way main already fails?". Two failures of one test
+are the same when their fingerprints are equal: the first line of the failure message (the exception
+and its text), with numbers, hexadecimal addresses and temporary paths replaced, so
+`assert 0.61 >= 0.7` on main and `assert 0.58 >=
 0.7` here are one failure, and `KeyError: 'rope_scaling'` is another.
 """
 

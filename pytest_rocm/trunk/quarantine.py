@@ -1,15 +1,18 @@
-"""Quarantine with a lifecycle: main failures left red too long stop blocking, and come back by themselves.
+"""Quarantine with a lifecycle: main failures left red too long stop blocking, and come back by
+themselves.
 
-The quarantine file (`pytest-rocm/quarantine/1`, JSON, kept on the default branch) lists tests per SKU. The
-plugin reads it at run start (`--rocm-quarantine FILE`): a listed test still runs on that SKU, never blocks,
-and its report entry and the check say it is quarantined and why. `rocm-gate quarantine` keeps the file:
+The quarantine file (`pytest-rocm/quarantine/1`, JSON, kept on the default branch) lists tests per
+SKU. The plugin reads it at run start (`--rocm-quarantine FILE`): a listed test still runs on that
+SKU, never blocks, and its report entry and the check say it is quarantined and why.
+`rocm-gate quarantine` keeps the file:
 
 - a test failing on main (trunk/state.py) for at least AFTER hours on the SKU is added, with the commit it has
   failed since and its fingerprints;
 - an entry is lifted once the test's newest LIFT_AFTER main runs on the SKU all passed it;
 - everything else is kept as it was (a run that did not run the test neither adds nor lifts it).
 
-Entries without a SKU apply on every SKU (a person may add one by hand; the command never lifts those).
+Entries without a SKU apply on every SKU (a person may add one by hand; the command never lifts
+those).
 """
 
 from __future__ import annotations

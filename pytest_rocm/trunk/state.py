@@ -1,17 +1,19 @@
 """The state of the default branch on one SKU, per test, from history's main runs.
 
 A main commit says one of four things about a test, from every main run of that commit on the SKU:
-`pass`, `fail` (every run that ran it failed: regression or unconfirmed), `flaky` (a `flaky` verdict, which
-is a fail and a pass within one run, or a pass and a fail in two runs of the same commit), or nothing (infra,
-skipped, known gap, interrupted). Flaky is only ever judged on one commit and one SKU: a test that failed on
-three commits and then passed is a regression that was fixed, and a test that fails on every MI355X run and
-passes on every MI300X run is two states on two SKUs, not a flake.
+`pass`, `fail` (every run that ran it failed: regression or unconfirmed), `flaky` (a `flaky`
+verdict, which is a fail and a pass within one run, or a pass and a fail in two runs of the same
+commit), or nothing (infra, skipped, known gap, interrupted). Flaky is only ever judged on one
+commit and one SKU: a test that failed on three commits and then passed is a regression that was
+fixed, and a test that fails on every MI355X run and passes on every MI300X run is two states on two
+SKUs, not a flake.
 
-A test's state now is what its newest informative commit says. A failing test's streak runs back to the
-oldest consecutive failing commit (`since`); the passing commit before it is `last_green`, and the suspect
-range is every main commit after last_green up to and including `since` (from the commit list given, else
-only the tested commits). Commits are ordered by the list given (`git rev-list --first-parent`; a tested
-commit not on it never landed on main and is left out), else by their first run's start time.
+A test's state now is what its newest informative commit says. A failing test's streak runs back to
+the oldest consecutive failing commit (`since`); the passing commit before it is `last_green`, and
+the suspect range is every main commit after last_green up to and including `since` (from the commit
+list given, else only the tested commits). Commits are ordered by the list given
+(`git rev-list --first-parent`; a tested commit not on it never landed on main and is left out),
+else by their first run's start time.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def _seconds(first: str | None, last: str | None) -> float | None:
 
 
 def main_runs(conn: sqlite3.Connection, sku: str) -> list[tuple]:
-    """(run id, tested commit, started, repository, default branch) of the SKU's main runs, oldest first."""
+    """(run id, tested commit, started, repository, default branch) of the SKU's main runs, oldest
+    first."""
     return conn.execute(
         "SELECT id, git_sha, started, repository, default_branch FROM runs WHERE origin = 'main' AND sku = ? "
         "AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
@@ -63,13 +66,15 @@ def build(
     generated: str | None = None,
     tracker_url: str | None = None,
 ) -> dict:
-    """The `pytest-rocm/trunk/1` document of `sku`. `commits`: main's commits, oldest first (optional)."""
+    """The `pytest-rocm/trunk/1` document of `sku`. `commits`: main's commits, oldest first
+    (optional)."""
     runs = main_runs(conn, sku)
     position = {sha: i for i, sha in enumerate(commits or [])}
     first_run: dict[str, tuple] = {}
     for run in runs:
         first_run.setdefault(run[1], run)
-    # with main's commit list, a tested commit not on it never landed on main (or the checkout is stale): left out
+    # with main's commit list, a tested commit not on it never landed on main (or the checkout is
+    # stale): left out
     candidates = [sha for sha in first_run if not position or sha in position]
     ordered = sorted(
         candidates,
@@ -108,8 +113,8 @@ def build(
 
 
 def _commit_list(tested: list[str], commits: list[str] | None) -> list[str]:
-    """Main's commits up to the newest tested one (at most COMMITS_LIMIT, so a PR's base older than the window
-    is still placed): the list given, else only the tested commits."""
+    """Main's commits up to the newest tested one (at most COMMITS_LIMIT, so a PR's base older than
+    the window is still placed): the list given, else only the tested commits."""
     if not commits or not tested:
         return list(tested)
     end = commits.index(tested[-1])
@@ -117,7 +122,8 @@ def _commit_list(tested: list[str], commits: list[str] | None) -> list[str]:
 
 
 def _results(conn, run_ids: list[int]) -> dict[str, list[tuple]]:
-    """test -> (run id, verdict, fingerprint) in the runs, for tests that did not pass in at least one of them."""
+    """test -> (run id, verdict, fingerprint) in the runs, for tests that did not pass in at least
+    one of them."""
     if not run_ids:
         return {}
     found: dict[str, list[tuple]] = defaultdict(list)
@@ -166,8 +172,9 @@ def _test_state(
         for sha in tested
         if sha in per_commit
     ]
-    # a commit with no row for this test either passed it (passes are stored too) or did not run it: the
-    # rows above hold every result of the test in these runs, so a commit missing here did not run it
+    # a commit with no row for this test either passed it (passes are stored too) or did not run it:
+    # the rows above hold every result of the test in these runs, so a commit missing here did not
+    # run it
     series = [(sha, outcome) for sha, outcome in series if outcome is not None]
     if not series:
         return None

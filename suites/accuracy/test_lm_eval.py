@@ -1,4 +1,5 @@
-"""Accuracy through lm-eval against the live server (`local-completions`), gated per platform and framework.
+"""Accuracy through lm-eval against the live server (`local-completions`), gated per platform and
+framework.
 
 `arith_mini` ships with the suites and runs on every runner: on the tiny random model its score is
 near zero, which is fine, the gate proves the whole path (lm-eval, the server, the baseline for the
@@ -27,8 +28,9 @@ TASKS = HERE / "tasks"
 
 
 def _config_param(path: Path):
-    """A config, read once, as a test parameter, in its `group` when it names one (our key beside vLLM's format): a real MoE
-    model gates the distributed_moe group on the runners that have its weights."""
+    """A config, read once, as a test parameter, in its `group` when it names one (our key beside
+    vLLM's format): a real MoE model gates the distributed_moe group on the runners that have its
+    weights."""
     try:
         config, problem = yaml.safe_load(path.read_text()) or {}, None
     except yaml.YAMLError as exc:
@@ -71,7 +73,8 @@ def run_lm_eval(
 
 
 def local_task(tmp_path: Path, name: str) -> Path:
-    """The shipped task with its data files made absolute (`datasets` reads them from the working folder)."""
+    """The shipped task with its data files made absolute (`datasets` reads them from the working
+    folder)."""
     folder = TASKS / name
     config = yaml.safe_load((folder / f"{name}.yaml").read_text())
     files = config["dataset_kwargs"]["data_files"]
@@ -83,7 +86,8 @@ def local_task(tmp_path: Path, name: str) -> Path:
 
 
 def test_arith_mini(server, framework, accuracy_gate, tmp_path):
-    """The shipped task through each framework's OpenAI completions endpoint (lm-eval's `local-completions`)."""
+    """The shipped task through each framework's OpenAI completions endpoint (lm-eval's
+    `local-completions`)."""
     results = run_lm_eval(
         server, server.served_name, "arith_mini", local_task(tmp_path, "arith_mini")
     )

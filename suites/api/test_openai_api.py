@@ -1,9 +1,10 @@
-"""OpenAI API correctness against the live server of each framework (vLLM, SGLang), with the official `openai`
-client.
+"""OpenAI API correctness against the live server of each framework (vLLM, SGLang), with the
+official `openai` client.
 
-Every check holds for any model: the tiny random one here, real weights on GPU runners. Where SGLang answers
-differently from OpenAI's API (or lacks a vLLM extension a check relies on), the test is an expected failure
-on SGLang naming the difference (`SGLANG_GAPS`), never a skip: the day SGLang changes, it shows as passed.
+Every check holds for any model: the tiny random one here, real weights on GPU runners. Where SGLang
+answers differently from OpenAI's API (or lacks a vLLM extension a check relies on), the test is an
+expected failure on SGLang naming the difference (`SGLANG_GAPS`), never a skip: the day SGLang
+changes, it shows as passed.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ pytestmark = pytest.mark.rocm_gate(group="api")
 
 CHAT = [{"role": "user", "content": "Write one sentence about text wrapping."}]
 NO_EOS = {"ignore_eos": True}
-# The field of a completion choice that names the stop string it ended on: each framework's extension.
+# The field of a completion choice that names the stop string it ended on: each framework's
+# extension.
 STOP_FIELD = {"vllm": "stop_reason", "sglang": "matched_stop"}
 
-# Where SGLang answers differently, measured with SGLang 0.5.23 on the tiny model: test name (with its other
-# parameters, if any) -> (why, with the upstream issue where there is one; the exception the difference raises).
-# Each is an expected failure on SGLang, not a skip: it still runs, and the report shows it passed the day
-# SGLang changes. Any other exception is still a failure.
+# Where SGLang answers differently, measured with SGLang 0.5.23 on the tiny model: test name (with
+# its other parameters, if any) -> (why, with the upstream issue where there is one; the exception
+# the difference raises). Each is an expected failure on SGLang, not a skip: it still runs, and the
+# report shows it passed the day SGLang changes. Any other exception is still a failure.
 ERROR_SHAPE_GAP = (
     "SGLang's error body is {object, message, type, param, code}, not OpenAI's {error: {...}} "
     "(https://github.com/sgl-project/sglang/issues/33504)",
@@ -145,7 +147,8 @@ def test_stop_string_cuts_text(client, model_name, framework):
         .choices[0]
         .text
     )
-    # A stop string from the middle of the greedy text: the answer must end right before its first occurrence.
+    # A stop string from the middle of the greedy text: the answer must end right before its first
+    # occurrence.
     middle = len(full) // 2
     stop = next(
         (full[i : i + 2] for i in range(middle, len(full) - 1) if full[i : i + 2].strip()), None
@@ -274,9 +277,8 @@ def test_completion_logprobs_shape(client, model_name):
     assert (
         len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 6
     )
-    assert all(
-        len(top) <= 4 for top in lp.top_logprobs
-    )  # top-3, plus the chosen token when it is not among them
+    # top-3, plus the chosen token when it is not among them
+    assert all(len(top) <= 4 for top in lp.top_logprobs)
     for token, value, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
         assert (
             token in top
@@ -300,9 +302,10 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def no_free_whitespace(served_model) -> dict[str, int]:
-    """A `logit_bias` that keeps whitespace-only tokens out unless the grammar forces one. JSON allows
-    any whitespace between its tokens; a model with random weights may prefer it forever, real models
-    never do, so this bounds the tiny model's output without changing what is checked."""
+    """A `logit_bias` that keeps whitespace-only tokens out unless the grammar forces one. JSON
+    allows any whitespace between its tokens; a model with random weights may prefer it forever,
+    real models never do, so this bounds the tiny model's output without changing what is
+    checked."""
     transformers = pytest.importorskip("transformers")
     tokenizer = transformers.AutoTokenizer.from_pretrained(served_model.path)
     texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])

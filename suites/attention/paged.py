@@ -1,15 +1,16 @@
-"""Paged attention for the attention suite: batches of sequences, a plain-torch reference, and the backends.
+"""Paged attention for the attention suite: batches of sequences, a plain-torch reference, and the
+backends.
 
-A batch mixes decode (one new token on a long history), prefill and chunked prefill (a few new tokens on a
-history). Keys and values of every token are written into a paged KV cache whose blocks are scattered by a
-random block table; each backend then computes attention of the new tokens from the cache. The reference
-computes the same in float32 from the unpaged tensors, with every option spelled out (causal offset, sliding
-window of `w` tokens including the token itself, ALiBi, logit soft-cap), so a backend is compared with the
-definition, not with another kernel.
+A batch mixes decode (one new token on a long history), prefill and chunked prefill (a few new
+tokens on a history). Keys and values of every token are written into a paged KV cache whose blocks
+are scattered by a random block table; each backend then computes attention of the new tokens from
+the cache. The reference computes the same in float32 from the unpaged tensors, with every option
+spelled out (causal offset, sliding window of `w` tokens including the token itself, ALiBi, logit
+soft-cap), so a backend is compared with the definition, not with another kernel.
 
 Backends: `CPU_ATTN` (vLLM's CPU kernels: `cpu_attn_reshape_and_cache`, `cpu_attn_get_scheduler_metadata`,
-`cpu_attention_with_kv_cache`; cache `[blocks, kv_heads, block_size, 2 * head]`) and `TRITON_ATTN` (vLLM's
-Triton unified attention, the backend vLLM selects for gfx942/gfx950 without AITER; cache
+`cpu_attention_with_kv_cache`; cache `[blocks, kv_heads, block_size, 2 * head]`) and `TRITON_ATTN`
+(vLLM's Triton unified attention, the backend vLLM selects for gfx942/gfx950 without AITER; cache
 `[blocks, block_size, kv_heads, head]`).
 """
 
@@ -27,12 +28,8 @@ class Case:
     heads: int
     kv_heads: int
     head_size: int
-    seq_lens: tuple[int, ...] = (
-        41,
-        70,
-        5,
-        33,
-    )  # the whole history of each sequence, new tokens included
+    # the whole history of each sequence, new tokens included
+    seq_lens: tuple[int, ...] = (41, 70, 5, 33)
     query_lens: tuple[int, ...] = (1, 70, 5, 3)  # decode, prefill, short prefill, chunked prefill
     causal: bool = True
     window: int | None = None
@@ -95,9 +92,8 @@ def reference(batch: Batch) -> torch.Tensor:
         scores = torch.einsum("qhd,khd->hqk", q, kk) * batch.scale
         if case.softcap:
             scores = case.softcap * torch.tanh(scores / case.softcap)
-        pos = torch.arange(seq_len - q_len, seq_len)[
-            :, None
-        ]  # absolute positions of the new tokens
+        # absolute positions of the new tokens
+        pos = torch.arange(seq_len - q_len, seq_len)[:, None]
         key = torch.arange(seq_len)[None, :]
         if batch.alibi_slopes is not None:
             scores = scores + batch.alibi_slopes[:, None, None] * (key - pos)[None]
@@ -137,7 +133,8 @@ def _slots(table: torch.Tensor, seq_lens, block_size: int) -> torch.Tensor:
 def run_cpu_attn(
     batch: Batch, block_size: int = 32, fill: float = 0.0, seed: int = 0
 ) -> torch.Tensor:
-    """vLLM's CPU paged attention. `fill`: the value of cache slots no token writes (vLLM allocates zeros)."""
+    """vLLM's CPU paged attention. `fill`: the value of cache slots no token writes (vLLM allocates
+    zeros)."""
     import vllm._custom_ops as ops
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
@@ -195,14 +192,12 @@ def run_cpu_attn(
 
 
 def run_triton_attn(batch: Batch, block_size: int = 16, seed: int = 0) -> torch.Tensor:
-    """vLLM's Triton unified attention on the GPU (ROCm or CUDA). Causal only: non-causal is not applicable."""
+    """vLLM's Triton unified attention on the GPU (ROCm or CUDA). Causal only: non-causal is not
+    applicable."""
     from vllm.v1.attention.ops.triton_unified_attention import unified_attention
 
-    case, dtype, device = (
-        batch.case,
-        batch.query.dtype,
-        "cuda",
-    )  # ROCm's torch names its GPUs cuda too
+    # ROCm's torch names its GPUs cuda too
+    case, dtype, device = (batch.case, batch.query.dtype, "cuda")
     table, blocks = _block_table(batch, block_size, spare=3, seed=seed)
     key_cache = torch.zeros(blocks, block_size, case.kv_heads, case.head_size, dtype=dtype)
     value_cache = torch.zeros_like(key_cache)

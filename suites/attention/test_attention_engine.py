@@ -1,10 +1,10 @@
-"""Attention in the served engine: a tiny Mistral-style model with a sliding window of 32 tokens (random weights
-built at test time) gives transformers' greedy tokens on short prompts inside the window and on long prompts
-that cross several KV-cache blocks and reach far past the window.
+"""Attention in the served engine: a tiny Mistral-style model with a sliding window of 32 tokens
+(random weights built at test time) gives transformers' greedy tokens on short prompts inside the
+window and on long prompts that cross several KV-cache blocks and reach far past the window.
 
-Compared by vLLM's own rule (at the first differing token each side's choice is in the other's top-5). The
-kernel-level cases are in test_attention_kernels.py; this is the same attention through the whole engine:
-block tables, prefill then decode, the window applied in both.
+Compared by vLLM's own rule (at the first differing token each side's choice is in the other's
+top-5). The kernel-level cases are in test_attention_kernels.py; this is the same attention through
+the whole engine: block tables, prefill then decode, the window applied in both.
 """
 
 from __future__ import annotations

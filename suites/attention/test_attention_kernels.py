@@ -1,12 +1,12 @@
-"""Attention kernels against the definition: vLLM's paged attention on mixed prefill and decode batches
-(MHA, GQA, MQA; head sizes 64, 80 and 128; sliding window, ALiBi, logit soft-cap, non-causal) compared with
-a float32 reference computed from the unpaged tensors (`paged.py`).
+"""Attention kernels against the definition: vLLM's paged attention on mixed prefill and decode
+batches (MHA, GQA, MQA; head sizes 64, 80 and 128; sliding window, ALiBi, logit soft-cap,
+non-causal) compared with a float32 reference computed from the unpaged tensors (`paged.py`).
 
-Backends by platform: `CPU_ATTN` here (vLLM's CPU kernels); on AMD GPUs `TRITON_ATTN` (vLLM's Triton unified
-attention). A backend that cannot run on this runner is `not_applicable` (hardware marker) or skipped with its
-reason, never silently. Tolerances are baselines per dtype and platform (`suites/baselines/`): the measured
-maximum absolute error must stay under them. TRITON_ATTN is a shadow gate until a measured MI300X run gives
-its baselines.
+Backends by platform: `CPU_ATTN` here (vLLM's CPU kernels); on AMD GPUs `TRITON_ATTN` (vLLM's Triton
+unified attention). A backend that cannot run on this runner is `not_applicable` (hardware marker)
+or skipped with its reason, never silently. Tolerances are baselines per dtype and platform
+(`suites/baselines/`): the measured maximum absolute error must stay under them. TRITON_ATTN is a
+shadow gate until a measured MI300X run gives its baselines.
 """
 
 from __future__ import annotations
@@ -66,15 +66,14 @@ def test_paged_attention_matches_reference(backend, dtype, accuracy_gate):
 
 
 def test_the_reference_is_the_definition():
-    """The reference against torch's own scaled_dot_product_attention (with enable_gqa), causal, one prefill:
-    if this fails, the suite's comparisons mean nothing."""
+    """The reference against torch's own scaled_dot_product_attention (with enable_gqa), causal, one
+    prefill: if this fails, the suite's comparisons mean nothing."""
     case = next(c for c in CASES if c.name == "gqa-128")
     batch = make_batch(case, torch.float32)
     ours = reference(batch)
     q_len, start = case.query_lens[1], case.query_lens[0]
-    query = batch.query[start : start + q_len].transpose(0, 1)[
-        None
-    ]  # a pure prefill: positions line up
+    # a pure prefill: positions line up
+    query = batch.query[start : start + q_len].transpose(0, 1)[None]
     keys, values = batch.keys[1].transpose(0, 1)[None], batch.values[1].transpose(0, 1)[None]
     sdpa = torch.nn.functional.scaled_dot_product_attention(
         query, keys, values, is_causal=True, enable_gqa=True, scale=batch.scale
@@ -86,9 +85,10 @@ def test_the_reference_is_the_definition():
 
 @pytest.mark.rocm_gate(group="attention", blocking=False)
 def test_cpu_attn_needs_a_zero_filled_cache():
-    """A contract, not a feature: the CPU kernel reads whole blocks, so slots no token wrote must be finite.
-    vLLM allocates the KV cache with zeros; with NaN left in a partly filled block the output turns NaN. If
-    this starts passing with NaN, the kernel began masking unused slots and the allocator may stop zeroing."""
+    """A contract, not a feature: the CPU kernel reads whole blocks, so slots no token wrote must be
+    finite. vLLM allocates the KV cache with zeros; with NaN left in a partly filled block the
+    output turns NaN. If this starts passing with NaN, the kernel began masking unused slots and the
+    allocator may stop zeroing."""
     _cpu_kernels_or_skip()
     case = next(c for c in CASES if c.name == "mha-64")
     batch = make_batch(case, torch.float32)

@@ -1,16 +1,18 @@
-"""vLLM's rotary-embedding op (`_custom_ops.rotary_embedding`, in place on query and key) against the definition,
-in the two layouts models hand it: flat `[tokens, heads * head_size]` (Llama and most decoders) and per head
-`[tokens, heads, head_size]` (multi-head latent attention: DeepSeek-V2/V3 pass the rotary slices of q and k_pe
-that way), in NeoX (halves) and GPT-J (interleaved pairs) styles, float32.
+"""vLLM's rotary-embedding op (`_custom_ops.rotary_embedding`, in place on query and key) against
+the definition, in the two layouts models hand it: flat `[tokens, heads * head_size]` (Llama and
+most decoders) and per head `[tokens, heads, head_size]` (multi-head latent attention:
+DeepSeek-V2/V3 pass the rotary slices of q and k_pe that way), in NeoX (halves) and GPT-J
+(interleaved pairs) styles, float32.
 
-Known gap on vLLM's CPU backend (0.32): the CPU kernel (csrc/cpu/pos_encoding.cpp) takes `num_tokens` as
-`numel / size(-1)` and `num_heads` as `size(-1) / head_size`, so a per-head query of T tokens and H heads is
-rotated as T*H one-head tokens at positions read past the end of `positions`, and the key's rows are walked as
-often, past the key's end. The GPU kernel handles both layouts (vLLM pull request 12777, which made only the CUDA
-op shape-flexible). This is what made the tiny DeepSeek-V2 leave transformers' greedy path at the first token on
-the CPU: with the op replaced by vLLM's own plain-torch `forward_native` it matched 4 of 4 prompts, 24 tokens
-each. The buffers below have guard space behind every tensor, so the CPU kernel's stray reads and writes stay in
-this test's memory, and the test also fails when an op writes outside its tensors.
+Known gap on vLLM's CPU backend (0.32): the CPU kernel (csrc/cpu/pos_encoding.cpp) takes
+`num_tokens` as `numel / size(-1)` and `num_heads` as `size(-1) / head_size`, so a per-head query of
+T tokens and H heads is rotated as T*H one-head tokens at positions read past the end of
+`positions`, and the key's rows are walked as often, past the key's end. The GPU kernel handles both
+layouts (vLLM pull request 12777, which made only the CUDA op shape-flexible). This is what made the
+tiny DeepSeek-V2 leave transformers' greedy path at the first token on the CPU: with the op replaced
+by vLLM's own plain-torch `forward_native` it matched 4 of 4 prompts, 24 tokens each. The buffers
+below have guard space behind every tensor, so the CPU kernel's stray reads and writes stay in this
+test's memory, and the test also fails when an op writes outside its tensors.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ LAYOUTS = [
 
 
 def cos_sin_cache(rotary_dim: int, device) -> torch.Tensor:
-    """vLLM's layout of the cache: one row per position, the cosines then the sines of the rotation angles."""
+    """vLLM's layout of the cache: one row per position, the cosines then the sines of the rotation
+    angles."""
     inv_freq = 1.0 / BASE ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
     angles = torch.outer(torch.arange(MAX_POSITION, dtype=torch.float64), inv_freq)
     return torch.cat([angles.cos(), angles.sin()], dim=-1).float().to(device)
@@ -48,8 +51,8 @@ def cos_sin_cache(rotary_dim: int, device) -> torch.Tensor:
 def rotate(
     x: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, neox: bool
 ) -> torch.Tensor:
-    """The definition on `[tokens, heads, head_size]`: each pair (x1, x2) turns by its position's angle;
-    NeoX pairs element i with i + head_size/2, GPT-J pairs neighbours 2i and 2i+1."""
+    """The definition on `[tokens, heads, head_size]`: each pair (x1, x2) turns by its position's
+    angle; NeoX pairs element i with i + head_size/2, GPT-J pairs neighbours 2i and 2i+1."""
     half = cache.shape[-1] // 2
     cos, sin = (
         cache[positions, :half][:, None, :].double(),
@@ -76,8 +79,9 @@ def test_rotary_embedding_matches_the_definition(layout, neox):
     ops = _ops()
     device = "cuda" if gpu_runner() else "cpu"
     generator = torch.Generator().manual_seed(0)
-    # Guard space: `positions` backed by TOKENS*HEADS entries, each tensor by HEADS times its rows, so a kernel
-    # that walks tokens*heads rows reads and writes this test's memory, not the process's.
+    # Guard space: `positions` backed by TOKENS*HEADS entries, each tensor by HEADS times its rows,
+    # so a kernel that walks tokens*heads rows reads and writes this test's memory, not the
+    # process's.
     position_buffer = torch.randint(0, MAX_POSITION, (TOKENS * HEADS,), generator=generator).to(
         device
     )
@@ -118,8 +122,9 @@ def test_rotary_embedding_matches_the_definition(layout, neox):
 
 
 def test_the_rotary_reference_is_the_definition():
-    """The reference against the complex-number form (DeepSeek's own and transformers' DeepSeek-V2 code): a GPT-J
-    pair (x[2i], x[2i+1]) is x[2i] + i*x[2i+1] times e^(i*angle). If this fails, the comparisons mean nothing."""
+    """The reference against the complex-number form (DeepSeek's own and transformers' DeepSeek-V2
+    code): a GPT-J pair (x[2i], x[2i+1]) is x[2i] + i*x[2i+1] times e^(i*angle). If this fails, the
+    comparisons mean nothing."""
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(TOKENS, HEADS, HEAD_SIZE, generator=generator)
     positions = torch.randint(0, MAX_POSITION, (TOKENS,), generator=generator)
@@ -134,7 +139,8 @@ def test_the_rotary_reference_is_the_definition():
     torch.testing.assert_close(
         rotate(x, positions, cache, neox=False), complex_form, atol=1e-5, rtol=1e-5
     )
-    # NeoX is the same turn on the halves: permuting the head into interleaved order must give the same numbers.
+    # NeoX is the same turn on the halves: permuting the head into interleaved order must give the
+    # same numbers.
     interleave = torch.stack([torch.arange(half), torch.arange(half) + half], dim=-1).flatten()
     torch.testing.assert_close(
         rotate(x, positions, cache, neox=True)[..., interleave],

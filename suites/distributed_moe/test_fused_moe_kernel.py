@@ -1,11 +1,13 @@
-"""Fused mixture-of-experts kernels against a naive per-expert reference, in the shapes of the models the
-group covers: Mixtral-style (8 experts, top-2), Qwen3-MoE-style (16 experts, top-4) and DeepSeek-V2-style
-(routed experts of a smaller intermediate size, top-6), with batches where some experts get no token.
+"""Fused mixture-of-experts kernels against a naive per-expert reference, in the shapes of the
+models the group covers: Mixtral-style (8 experts, top-2), Qwen3-MoE-style (16 experts, top-4) and
+DeepSeek-V2-style (routed experts of a smaller intermediate size, top-6), with batches where some
+experts get no token.
 
-Backends by platform: `CPU` here (vLLM's `cpu_fused_moe` on weights packed by `cpu_prepack_moe_weight`, the
-path vLLM's CPU experts take); on AMD GPUs `TRITON` (vLLM's `fused_experts`), a shadow gate until a measured
-MI300X run gives its baselines. The intermediate size is a multiple of 32, as the CPU kernel requires.
-Tolerances are baselines per dtype and platform (`suites/baselines/`).
+Backends by platform: `CPU` here (vLLM's `cpu_fused_moe` on weights packed by
+`cpu_prepack_moe_weight`, the path vLLM's CPU experts take); on AMD GPUs `TRITON` (vLLM's
+`fused_experts`), a shadow gate until a measured MI300X run gives its baselines. The intermediate
+size is a multiple of 32, as the CPU kernel requires. Tolerances are baselines per dtype and
+platform (`suites/baselines/`).
 """
 
 from __future__ import annotations
@@ -35,9 +37,8 @@ class MoECase:
 CASES = [
     MoECase("mixtral-8x2", 8, 2, 128, 256, 24),
     MoECase("qwen3-moe-16x4", 16, 4, 128, 64, 40),
-    MoECase(
-        "deepseek-v2-16x6", 16, 6, 256, 96, 7, renormalise=False
-    ),  # 7 tokens: some experts get none
+    # 7 tokens: some experts get none
+    MoECase("deepseek-v2-16x6", 16, 6, 256, 96, 7, renormalise=False),
     MoECase("single-token", 8, 2, 128, 256, 1),
 ]
 
@@ -56,8 +57,8 @@ def make(case: MoECase, dtype: torch.dtype, seed: int = 0):
 
 
 def reference(x, w13, w2, weights, ids) -> torch.Tensor:
-    """Each token through each of its experts (SiLU-gated: the first half of w13 is the gate, the second the
-    up projection), weighted and summed, in float32."""
+    """Each token through each of its experts (SiLU-gated: the first half of w13 is the gate, the
+    second the up projection), weighted and summed, in float32."""
     intermediate = w2.shape[2]
     out = torch.zeros(x.shape[0], x.shape[1])
     for t in range(x.shape[0]):

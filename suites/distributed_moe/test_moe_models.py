@@ -1,11 +1,13 @@
-"""Mixture-of-experts models served for real: tiny Mixtral-, Qwen3-MoE- and DeepSeek-V2-style models (8 experts,
-top-2, random weights built at test time; DeepSeek-V2's with multi-head latent attention, a shared expert and a
-dense first layer) give transformers' greedy tokens at TP=1, and the Mixtral model the same tokens at TP=2 as at TP=1.
+"""Mixture-of-experts models served for real: tiny Mixtral-, Qwen3-MoE- and DeepSeek-V2-style models
+(8 experts, top-2, random weights built at test time; DeepSeek-V2's with multi-head latent
+attention, a shared expert and a dense first layer) give transformers' greedy tokens at TP=1, and
+the Mixtral model the same tokens at TP=2 as at TP=1.
 
-Compared by vLLM's own rule (at the first differing token each side's choice is in the other's top-5), since
-two implementations may break near-ties differently. On the CPU, TP=2 binds one OpenMP thread to each core
-(`VLLM_CPU_OMP_THREADS_BIND=0|1`); on GPU runners it takes two GPUs, and runners with fewer are skipped with
-that reason. The Mixtral TP=1 server is the module's, shared by the tests that compare with it (one start less).
+Compared by vLLM's own rule (at the first differing token each side's choice is in the other's
+top-5), since two implementations may break near-ties differently. On the CPU, TP=2 binds one OpenMP
+thread to each core (`VLLM_CPU_OMP_THREADS_BIND=0|1`); on GPU runners it takes two GPUs, and runners
+with fewer are skipped with that reason. The Mixtral TP=1 server is the module's, shared by the
+tests that compare with it (one start less).
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ def test_mixtral_tp1_matches_transformers(mixtral_tp1, mixtral):
     _assert_matches_transformers(mixtral_tp1, mixtral)
 
 
-# DeepSeek-V2 on vLLM's CPU backend: its multi-head latent attention hands the rotary op a [tokens, heads, head_size]
-# query, which the CPU kernel rotates wrongly (suites/attention/test_rotary_kernel.py pins it: xfail on the CPU);
-# the served model then leaves transformers' greedy path within the first tokens, differently from run to run (the
-# kernel reads positions past its input). With the op replaced by vLLM's plain-torch form it matched 4 of 4 prompts.
+# DeepSeek-V2 on vLLM's CPU backend: its multi-head latent attention hands the rotary op a [tokens,
+# heads, head_size] query, which the CPU kernel rotates wrongly
+# (suites/attention/test_rotary_kernel.py pins it: xfail on the CPU); the served model then leaves
+# transformers' greedy path within the first tokens, differently from run to run (the kernel reads
+# positions past its input). With the op replaced by vLLM's plain-torch form it matched 4 of 4
+# prompts.
 CPU_MLA_ROPE_GAP = (
     "known gap on vLLM's CPU backend: MLA's rotary embedding goes through the CPU rotary_embedding op "
     "with a [tokens, heads, head_size] query, which it rotates wrongly (see attention/"
@@ -100,10 +104,11 @@ def test_mixtral_tp2_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
     assert_close_by_vllm_rule(tp1, tp2, "vLLM TP=2 against TP=1")
 
 
-# On the CPU backend, --enable-expert-parallel with TP=2 passes /health and then a worker segfaults on the first
-# request (csrc/cpu/cpu_fused_moe.cpp:242: the CPU experts accept the parallel config, but apply() never passes
-# expert_map). vLLM tracks expert parallelism on the CPU backend in issue 57837. `rocm_known_gap` applies on AMD
-# platforms only, so on the CPU the test skips itself naming the gap and the issue; on GPU runners it runs.
+# On the CPU backend, --enable-expert-parallel with TP=2 passes /health and then a worker segfaults
+# on the first request (csrc/cpu/cpu_fused_moe.cpp:242: the CPU experts accept the parallel config,
+# but apply() never passes expert_map). vLLM tracks expert parallelism on the CPU backend in issue
+# 57837. `rocm_known_gap` applies on AMD platforms only, so on the CPU the test skips itself naming the gap
+# and the issue; on GPU runners it runs.
 CPU_EP_GAP = (
     "known gap on vLLM's CPU backend: with expert parallelism a TP=2 worker segfaults on the first request "
     "(cpu_fused_moe is never given expert_map); tracked in https://github.com/vllm-project/vllm/issues/57837"

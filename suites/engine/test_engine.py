@@ -1,5 +1,6 @@
 """Engine behaviour that must not change the numbers: determinism, batching, prefix caching, chunked
-prefill, preemption and aborts give the same greedy tokens as the plain run; golden outputs pin them."""
+prefill, preemption and aborts give the same greedy tokens as the plain run; golden outputs pin
+them."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_greedy_is_deterministic(client, model_name):
 
 def test_batch_invariance(client, model_name):
     """A prompt alone and inside a batch of 8 prompts of mixed lengths gives the same greedy tokens.
-    Known to fail on some GPU kernels (batch-dependent reductions): the message names the first divergence."""
+    Known to fail on some GPU kernels (batch-dependent reductions): the message names the first
+    divergence."""
     alone = generate_each(client, model_name, MIXED_LENGTHS, max_tokens=24)
     batched = generate(client, model_name, MIXED_LENGTHS, max_tokens=24)
     assert_same_tokens(alone, batched, "batch of 8 against each prompt alone")
@@ -75,8 +77,8 @@ def test_chunked_prefill_agrees(client, model_name, vllm_server_factory):
 def test_preemption_under_tiny_kv_cache_agrees(client, model_name, vllm_server_factory):
     prompts = MIXED_LENGTHS
     reference = generate(client, model_name, prompts, max_tokens=64)
-    # 5 blocks of 64 tokens (one is kept back) hold one sequence of the longest length allowed (256), not
-    # 8 sequences of 70 to 130 tokens: the scheduler must preempt and recompute.
+    # 5 blocks of 64 tokens (one is kept back) hold one sequence of the longest length allowed
+    # (256), not 8 sequences of 70 to 130 tokens: the scheduler must preempt and recompute.
     small = vllm_server_factory(
         args=[
             "--block-size",
@@ -132,9 +134,10 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
     assert_same_tokens(reference, during, "requests running beside an aborted one against alone")
     idle = _wait_for(lambda: metrics(vllm_server).get("vllm:num_requests_running", 1.0) == 0)
     assert idle, "requests were still running 30 s after every client had finished or gone"
-    # The engine, not only the API server, must have stopped the aborted request: every token generated is
-    # one of the others' (counted exactly: they may stop early at EOS), one the closed stream received, or
-    # one in flight when it closed. An abort the engine never got runs on to 400 tokens, far past this.
+    # The engine, not only the API server, must have stopped the aborted request: every token
+    # generated is one of the others' (counted exactly: they may stop early at EOS), one the closed
+    # stream received, or one in flight when it closed. An abort the engine never got runs on to 400
+    # tokens, far past this.
     others = sum(len(g.token_ids) for g in during)
     generated = metrics(vllm_server).get("vllm:generation_tokens_total", 0.0) - before
     in_flight = 32
@@ -155,11 +158,11 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
 
 
 def test_an_abort_stops_the_engine_promptly(vllm_server_factory, model_name):
-    """An aborted request must leave the engine, not only the API server: the engine's own count of running
-    requests falls to zero within a fraction of the time the request would have taken to finish. (The
-    API server's token counters cannot show this: it drops the outputs of requests it has forgotten.) The
-    tiny model decodes a token in about 2 ms here, so its own server takes the longest generation its
-    positions allow, which an abort that never arrives runs to the end."""
+    """An aborted request must leave the engine, not only the API server: the engine's own count of
+    running requests falls to zero within a fraction of the time the request would have taken to
+    finish. (The API server's token counters cannot show this: it drops the outputs of requests it
+    has forgotten.) The tiny model decodes a token in about 2 ms here, so its own server takes the
+    longest generation its positions allow, which an abort that never arrives runs to the end."""
     vllm_server = vllm_server_factory(args=["--max-model-len", "1024"])
     max_tokens = 1000
 
@@ -196,9 +199,10 @@ def test_an_abort_stops_the_engine_promptly(vllm_server_factory, model_name):
 
 
 def test_golden_outputs(vllm_server, client, model_name, golden):
-    """Token ids with top-5 logprobs for a fixed prompt set, against those recorded on the reference platform.
-    Same platform and dtype: exact tokens and logprobs within 0.02; across platforms, vLLM's
-    check_logprobs_close rule (a different token is accepted only inside the other side's top-5)."""
+    """Token ids with top-5 logprobs for a fixed prompt set, against those recorded on the reference
+    platform. Same platform and dtype: exact tokens and logprobs within 0.02; across platforms,
+    vLLM's check_logprobs_close rule (a different token is accepted only inside the other side's
+    top-5)."""
     generations = generate(client, model_name, PROMPTS, max_tokens=32)
     command = list(vllm_server.command)
     dtype = command[command.index("--dtype") + 1] if "--dtype" in command else "auto"

@@ -1,6 +1,7 @@
-"""Each framework's greedy tokens against transformers' on the same weights and prompts: golden outputs that no
-re-recording can drift from, and the cross-framework comparison in the gate report (`frameworks_against_reference`:
-vLLM and SGLang side by side, where each first differs from transformers, both tokens and logprobs)."""
+"""Each framework's greedy tokens against transformers' on the same weights and prompts: golden
+outputs that no re-recording can drift from, and the cross-framework comparison in the gate report
+(`frameworks_against_reference`: vLLM and SGLang side by side, where each first differs from
+transformers, both tokens and logprobs)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ MAX_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def prompt_ids(served_model) -> list[list[int]]:
-    """The prompts as token ids, from the model's own tokenizer: both frameworks and the reference get the same
-    input, whatever each one's tokenizer endpoint does."""
+    """The prompts as token ids, from the model's own tokenizer: both frameworks and the reference
+    get the same input, whatever each one's tokenizer endpoint does."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(served_model.path)
@@ -24,7 +25,8 @@ def prompt_ids(served_model) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def reference(served_model, prompt_ids):
-    """transformers' greedy tokens with their top-k logprobs (float32, on the CPU), computed once per module."""
+    """transformers' greedy tokens with their top-k logprobs (float32, on the CPU), computed once
+    per module."""
     import transformers
 
     generations = transformers_greedy(served_model.path, prompt_ids, MAX_TOKENS)

@@ -1,8 +1,8 @@
-"""What the multimodal tests send and compare: images and sounds made from a seed, chat requests carrying them,
-and transformers' own greedy output on the same inputs (the reference).
+"""What the multimodal tests send and compare: images and sounds made from a seed, chat requests
+carrying them, and transformers' own greedy output on the same inputs (the reference).
 
-The media are made here, not downloaded: noise images and tones with noise, so two seeds give inputs that a
-working vision or audio path must tell apart.
+The media are made here, not downloaded: noise images and tones with noise, so two seeds give inputs
+that a working vision or audio path must tell apart.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def user_message(question: str, image_urls: list[str]) -> list[dict]:
 def chat_greedy(
     client, model: str, messages: list[dict], max_tokens: int
 ) -> tuple[Generation, int]:
-    """The served model's greedy tokens (EOS ignored) with their top-k logprobs, and its prompt's token count."""
+    """The served model's greedy tokens (EOS ignored) with their top-k logprobs, and its prompt's
+    token count."""
     response = client.chat.completions.create(
         model=model,
         messages=messages,
@@ -80,8 +81,8 @@ def chat_greedy(
 
 class ImageTextReference:
     """transformers' own model of any image-text architecture on the same folder (AutoProcessor and
-    AutoModelForImageTextToText): the prompt its processor builds from the chat template, then greedy tokens with
-    top-k logprobs through the KV cache (EOS ignored, like the served side)."""
+    AutoModelForImageTextToText): the prompt its processor builds from the chat template, then
+    greedy tokens with top-k logprobs through the KV cache (EOS ignored, like the served side)."""
 
     def __init__(self, model_path: str):
         import torch
@@ -147,8 +148,9 @@ def wav_bytes(seed: int, seconds: float = 1.5) -> bytes:
 
 
 class WhisperReference:
-    """transformers' Whisper on the same folder: the log-mel features of the same WAV, the prompt vLLM builds
-    (`<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`), greedy decoding until EOS or `max_length`."""
+    """transformers' Whisper on the same folder: the log-mel features of the same WAV, the prompt
+    vLLM builds (`<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`), greedy decoding until
+    EOS or `max_length`."""
 
     PROMPT = ["<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
 

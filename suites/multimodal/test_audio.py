@@ -1,11 +1,13 @@
-"""Speech to text through `/v1/audio/transcriptions`, served for real: a tiny Whisper model (random weights built
-at test time) transcribes a WAV into transformers' greedy text for the same audio; the audio decides the text; a
-file that is not audio is a 400 in OpenAI's error shape and the server keeps serving.
+"""Speech to text through `/v1/audio/transcriptions`, served for real: a tiny Whisper model (random
+weights built at test time) transcribes a WAV into transformers' greedy text for the same audio; the
+audio decides the text; a file that is not audio is a 400 in OpenAI's error shape and the server
+keeps serving.
 
-The endpoint returns text only, so texts are compared: decoded without special tokens, except that vLLM holds
-back a trailing incomplete UTF-8 sequence (it is waiting for the next byte) where transformers' decode shows it
-as U+FFFD. On GPU runners the served dtype differs from the reference's float32, and near-ties may break the
-other way: there the test compares the first half of the text.
+The endpoint returns text only, so texts are compared: decoded without special tokens, except that
+vLLM holds back a trailing incomplete UTF-8 sequence (it is waiting for the next byte) where
+transformers' decode shows it as U+FFFD. On GPU runners the served dtype differs from the
+reference's float32, and near-ties may break the other way: there the test compares the first half
+of the text.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import pytest
 from gate_support import assert_openai_error, gpu_runner
 from media import WhisperReference, wav_bytes
 
-# Whisper's decoder is short (448 positions); this length keeps each transcription to at most 44 tokens.
+# Whisper's decoder is short (448 positions); this length keeps each transcription to at most 44
+# tokens.
 MAX_MODEL_LEN = 48
 pytestmark = [
     pytest.mark.rocm_gate(group="multimodal"),

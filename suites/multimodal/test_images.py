@@ -1,11 +1,11 @@
-"""Images through the OpenAI chat API, served for real: a tiny Idefics3 model (a SigLIP-style tower, 4 tokens per
-image, random weights built at test time) gives transformers' greedy tokens for the same image and question; the
-image decides the answer; several images per prompt work up to `--limit-mm-per-prompt`; a bad image is a 400 in
-OpenAI's error shape and the server keeps serving.
+"""Images through the OpenAI chat API, served for real: a tiny Idefics3 model (a SigLIP-style tower,
+4 tokens per image, random weights built at test time) gives transformers' greedy tokens for the
+same image and question; the image decides the answer; several images per prompt work up to
+`--limit-mm-per-prompt`; a bad image is a 400 in OpenAI's error shape and the server keeps serving.
 
-On the CPU the server and the reference both run float32 on the same processor: tokens must be equal. On GPU
-runners the server runs in the GPU's dtype against the CPU reference: vLLM's own rule applies (at the first differing
-token each side's choice is in the other's top-5).
+On the CPU the server and the reference both run float32 on the same processor: tokens must be
+equal. On GPU runners the server runs in the GPU's dtype against the CPU reference: vLLM's own rule
+applies (at the first differing token each side's choice is in the other's top-5).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from media import ImageTextReference, chat_greedy, data_url, png_bytes, user_mes
 
 MAX_TOKENS = 8
 IMAGE_LIMIT = 2
-# Media fetching is limited to a domain that does not resolve: no test reaches the network, and an image URL
-# from anywhere else must be refused as the client's error.
+# Media fetching is limited to a domain that does not resolve: no test reaches the network, and an
+# image URL from anywhere else must be refused as the client's error.
 pytestmark = [
     pytest.mark.rocm_gate(group="multimodal"),
     pytest.mark.vllm_server(

@@ -1,18 +1,20 @@
-"""Image-text architectures that vLLM serves on GPU runners only: LLaVA-1.5 (CLIP tower), PaliGemma and Gemma 3
-(SigLIP towers), tiny models built at test time like Idefics3's (`tiny_models.GPU_ONLY_IMAGE_ARCHITECTURES`).
-Each served model's greedy tokens through the chat API are compared with transformers' on the same folder, image
-and question (vLLM's rule, since the server runs in the GPU's dtype), and two images must give different answers.
+"""Image-text architectures that vLLM serves on GPU runners only: LLaVA-1.5 (CLIP tower), PaliGemma
+and Gemma 3 (SigLIP towers), tiny models built at test time like Idefics3's
+(`tiny_models.GPU_ONLY_IMAGE_ARCHITECTURES`). Each served model's greedy tokens through the chat API
+are compared with transformers' on the same folder, image and question (vLLM's rule, since the
+server runs in the GPU's dtype), and two images must give different answers.
 
-Not applicable on the CPU: vLLM's code for them imports torchvision (no build for torch+cpu): LLaVA and PaliGemma
-through `vision.get_vision_encoder_info`, which imports the Pixtral model (measured: a PaliGemma server here stops
-there), Gemma 3 through its image processor. PaliGemma and Gemma 3 also need prefix-LM attention for image
-tokens, which vLLM's CPU attention backend does not support. The builders and the
-transformers side are tested on every machine (`tests/test_tiny_models_gpu_architectures.py`).
+Not applicable on the CPU: vLLM's code for them imports torchvision (no build for torch+cpu): LLaVA
+and PaliGemma through `vision.get_vision_encoder_info`, which imports the Pixtral model (measured: a
+PaliGemma server here stops there), Gemma 3 through its image processor. PaliGemma and Gemma 3 also
+need prefix-LM attention for image tokens, which vLLM's CPU attention backend does not support. The
+builders and the transformers side are tested on every machine
+(`tests/test_tiny_models_gpu_architectures.py`).
 
-A shadow gate until a GPU runner's first measured run: reported, never blocking. The issue that asked for it
-measured LLaVA and Gemma 3 equal to transformers with real torchvision, and PaliGemma leaving transformers' path
-at the first token (transformers' top token at -1.19, vLLM's choice at -4.78), which this comparison reports as
-the first divergence. A candidate cause to check there: transformers attends bidirectionally over PaliGemma's
+A shadow gate until a GPU runner's first measured run: reported, never blocking. The issue that
+asked for it measured LLaVA and Gemma 3 equal to transformers with real torchvision, and PaliGemma
+leaving transformers' path at the first token (transformers' top token at -1.19, vLLM's choice at
+-4.78), which this comparison reports as the first divergence. A candidate cause to check there: transformers attends bidirectionally over PaliGemma's
 whole prefix (image and prompt), vLLM's prefix-LM attention over the image tokens.
 """
 

@@ -1,6 +1,6 @@
 """A small serving benchmark with the `openai` async client, in the shape of vLLM's `bench serve`:
-random prompts of a fixed token length, fixed output length (EOS ignored), fixed concurrency, and the
-figures vLLM reports: output token throughput, TTFT and TPOT (median and p99)."""
+random prompts of a fixed token length, fixed output length (EOS ignored), fixed concurrency, and
+the figures vLLM reports: output token throughput, TTFT and TPOT (median and p99)."""
 
 from __future__ import annotations
 

@@ -32,9 +32,8 @@ def test_serving_throughput_and_latency(
     vllm_server, model_name, prompt_token_ids, perf_gate, record_property
 ):
     prompts = random_prompts(prompt_token_ids, NUM_PROMPTS, INPUT_LEN, seed=0)
-    run_benchmark(
-        vllm_server.base_url, model_name, prompts[:CONCURRENCY], OUTPUT_LEN, CONCURRENCY
-    )  # warm-up
+    # warm-up
+    run_benchmark(vllm_server.base_url, model_name, prompts[:CONCURRENCY], OUTPUT_LEN, CONCURRENCY)
     rounds = [
         run_benchmark(vllm_server.base_url, model_name, prompts, OUTPUT_LEN, CONCURRENCY)
         for _ in range(ROUNDS)

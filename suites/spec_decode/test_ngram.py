@@ -39,8 +39,8 @@ def test_ngram_is_lossless(vllm_server, client, model_name, vllm_server_factory)
 
 
 def test_ngram_acceptance_rate(vllm_server, client, model_name, perf_gate):
-    """Accepted draft tokens over proposed ones, per round of the same requests (three rounds: the gate's
-    samples; greedy decoding makes them equal unless something drifts)."""
+    """Accepted draft tokens over proposed ones, per round of the same requests (three rounds: the
+    gate's samples; greedy decoding makes them equal unless something drifts)."""
     rates = []
     for round_index in range(3):
         before = metrics(vllm_server)

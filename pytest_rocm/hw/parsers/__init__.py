@@ -19,9 +19,8 @@ class UnexpectedOutput(ValueError):
 class Parsed:
     gpus: list[Gpu] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(
-        default_factory=list
-    )  # things worth telling the user (permission banners, ...)
+    # things worth telling the user (permission banners, ...)
+    notes: list[str] = field(default_factory=list)
 
 
 def missing(value):

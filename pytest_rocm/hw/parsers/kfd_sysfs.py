@@ -1,4 +1,5 @@
-"""KFD topology in sysfs: /sys/class/kfd/kfd/topology/nodes/*/properties (readable without the render group)."""
+"""KFD topology in sysfs: /sys/class/kfd/kfd/topology/nodes/*/properties (readable without the
+render group)."""
 
 from __future__ import annotations
 

@@ -84,7 +84,8 @@ def parse_fields(text: str) -> Parsed:
 
 
 def parse_concise(text: str) -> Parsed:
-    """Plain `rocm-smi`: one row per GPU between '=' rules; newer versions put the name on the next line."""
+    """Plain `rocm-smi`: one row per GPU between '=' rules; newer versions put the name on the next
+    line."""
     lines = text.splitlines()
     header = next(
         (i for i, line in enumerate(lines) if line.startswith("Device") or line.startswith("GPU ")),

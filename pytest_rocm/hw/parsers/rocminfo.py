@@ -1,4 +1,5 @@
-"""`rocminfo`: HSA agents; GPU agents have a gfx name, a marketing name, a chip id and memory pools."""
+"""`rocminfo`: HSA agents; GPU agents have a gfx name, a marketing name, a chip id and memory
+pools."""
 
 from __future__ import annotations
 

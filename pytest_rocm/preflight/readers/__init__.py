@@ -1,8 +1,10 @@
-"""One reader per tool: `read(lines, limits) -> Reading`. `READERS` maps the tool names of `--source TOOL=FILE`.
+"""One reader per tool: `read(lines, limits) -> Reading`. `READERS` maps the tool names of
+`--source TOOL=FILE`.
 
-A reader turns what the tool printed into findings (each naming the line it came from), judged against the
-SKU's limits where the tool measures something with a threshold. Lines it does not understand are kept
-as `unread` and reported, never guessed at. Authors' abridgement marks (`...`, `. . .`) are not unread.
+A reader turns what the tool printed into findings (each naming the line it came from), judged
+against the SKU's limits where the tool measures something with a threshold. Lines it does not
+understand are kept as `unread` and reported, never guessed at. Authors' abridgement marks (`...`,
+`. . .`) are not unread.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""AMD GPU Field Health Check (`agfhc`): each test's PASS/FAIL line and the program's return code."""
+"""AMD GPU Field Health Check (`agfhc`): each test's PASS/FAIL line and the program's return
+code."""
 
 from __future__ import annotations
 

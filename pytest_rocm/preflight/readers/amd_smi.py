@@ -1,9 +1,9 @@
-"""`amd-smi` health outputs: `metric` (ECC, PCIe, temperature, VRAM use), `bad-pages`, `topology`, `xgmi` and
-`monitor` (temperature, power, VRAM held by idle GPUs).
+"""`amd-smi` health outputs: `metric` (ECC, PCIe, temperature, VRAM use), `bad-pages`, `topology`,
+`xgmi` and `monitor` (temperature, power, VRAM held by idle GPUs).
 
-Text output is nested `KEY: value` lines under `GPU: N`; `--json` output is the same tree as JSON. Both
-are flattened to (GPU, key path, value) and judged by the last keys of the path, so a new ROCm that adds
-fields or reorders them reads the same. `N/A` means "not measured" and is never judged.
+Text output is nested `KEY: value` lines under `GPU: N`; `--json` output is the same tree as JSON.
+Both are flattened to (GPU, key path, value) and judged by the last keys of the path, so a new ROCm
+that adds fields or reorders them reads the same. `N/A` means "not measured" and is never judged.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from pytest_rocm.preflight.readers.rocm_smi import judge_idle_vram, judge_power,
 
 _KEY_VALUE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*)$")
 _XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*Gb/s)\s+(\w+)")
-# A `monitor` cell: a number or N/A with its unit, or a word (THROTTLE prints UNTHROTTLED); columns differ by
-# version and flags (GPU_T or GPU_TEMP, GFX% or GFX_UTIL), so cells are matched to the header by position.
-# A value is believed only with the unit its column must have: a layout this reader does not know (an added
-# column, a partition row with fewer cells) then leaves a cell unjudged instead of reading MHz as °C.
+# A `monitor` cell: a number or N/A with its unit, or a word (THROTTLE prints UNTHROTTLED); columns
+# differ by version and flags (GPU_T or GPU_TEMP, GFX% or GFX_UTIL), so cells are matched to the
+# header by position. A value is believed only with the unit its column must have: a layout this
+# reader does not know (an added column, a partition row with fewer cells) then leaves a cell
+# unjudged instead of reading MHz as °C.
 _MONITOR_CELL = re.compile(
     r"(N/A|-?[\d.]+(?:/[\d.]+)?)(?:\s*(W|°C|C|MHz|GHz|%|[KMGT]i?B|[KMG]b/s|B))?(?!\S)|([A-Za-z]\S*)"
 )
@@ -73,9 +74,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
         _read_monitor(reading, lines, limits)
     elif any(True for _ in tables(lines)):
         link_type_findings(reading, lines)
-        reading.understood = len(
-            lines
-        )  # other topology tables (WEIGHT, HOPS, NUMA BW) carry no verdict
+        # other topology tables (WEIGHT, HOPS, NUMA BW) carry no verdict
+        reading.understood = len(lines)
     else:
         _judge_values(reading, _flatten_text(reading, lines), limits)
     return _finish(reading)
@@ -95,7 +95,8 @@ def _finish(reading: Reading) -> Reading:
 
 
 def _flatten_text(reading: Reading, lines: list[Line]):
-    """(gpu, path, value, line) for every `KEY: value` under `GPU: N`, nesting read from the indentation."""
+    """(gpu, path, value, line) for every `KEY: value` under `GPU: N`, nesting read from the
+    indentation."""
     gpu, stack = None, []
     for line in lines:
         if not line.text.strip():
@@ -130,9 +131,8 @@ def _flatten_json(tree, gpu=None, path=()):
             yield gpu, path, f"{tree['value']} {tree['unit']}", None
             return
         gpu = tree.get("gpu", gpu)
-        gpu = (
-            gpu if isinstance(gpu, (int, str)) or gpu is None else json.dumps(gpu)[:40]
-        )  # a list or object: a label
+        # a list or object: a label
+        gpu = gpu if isinstance(gpu, (int, str)) or gpu is None else json.dumps(gpu)[:40]
         for key, value in tree.items():
             if key != "gpu":
                 yield from _flatten_json(value, gpu, (*path, str(key).upper()))
@@ -142,17 +142,15 @@ def _flatten_json(tree, gpu=None, path=()):
 
 def _judge_values(reading: Reading, values, limits: dict) -> None:
     pages: dict[tuple, list] = {}
-    memory: dict[
-        object, dict
-    ] = {}  # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
+    # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
+    memory: dict[object, dict] = {}
     for gpu, path, value, line in values:
         last, measured = (
             path[-1] if path else "",
             number(value.split()[0]) if value.split() else None,
         )
-        where = f"GPU {gpu} " + "/".join(
-            key for key in path if key != "GPU_DATA"
-        )  # amd-smi 7 wraps GPUs in gpu_data
+        # amd-smi 7 wraps GPUs in gpu_data
+        where = f"GPU {gpu} " + "/".join(key for key in path if key != "GPU_DATA")
         page_kind = next((key for key in path if key in PAGE_KINDS), None)
         if page_kind is not None:
             pages.setdefault((gpu, page_kind), []).append((value, line))

@@ -1,10 +1,11 @@
-"""BabelStream (`hip-stream`): each results table's Copy and Triad bandwidth per GPU, against the SKU's HBM floor
-and against the other GPUs.
+"""BabelStream (`hip-stream`): each results table's Copy and Triad bandwidth per GPU, against the
+SKU's HBM floor and against the other GPUs.
 
-Run under MPI, the ranks' lines interleave and every rank prints its own table; each table is judged, and
-each GPU's Copy and Triad are compared with the median of the other tables (a GPU far below its peers has
-bad HBM on any SKU). Runs over several array sizes (one `Array size:` line before each table) are also
-judged for a fall from one size to a larger one, from arrays larger than the GPU's cache up.
+Run under MPI, the ranks' lines interleave and every rank prints its own table; each table is
+judged, and each GPU's Copy and Triad are compared with the median of the other tables (a GPU far
+below its peers has bad HBM on any SKU). Runs over several array sizes (one `Array size:` line
+before each table) are also judged for a fall from one size to a larger one, from arrays larger than
+the GPU's cache up.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ _KNOWN = re.compile(
 )
 FLOORS = {"Triad": "babelstream_triad_mbps", "Copy": "babelstream_copy_mbps"}
 RELATIVE_CHECKS = "each GPU against the others, and over array sizes"
-# Arrays smaller than this are served from the MI300 and MI350 series' 256 MB Infinity Cache, faster than HBM:
-# a fall from them to a larger size is the cache, not a fault, so sizes are compared from here up.
+# Arrays smaller than this are served from the MI300 and MI350 series' 256 MB Infinity Cache, faster
+# than HBM: a fall from them to a larger size is the cache, not a fault, so sizes are compared from
+# here up.
 CACHE_MB = 256
 
 
@@ -32,9 +34,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     tables = 0
     array_size, sizes = None, []  # the array size each table ran with, where the output says
-    measured: dict[str, list[tuple[float, Line]]] = {
-        name: [] for name in FLOORS
-    }  # per table, in order
+    # per table, in order
+    measured: dict[str, list[tuple[float, Line]]] = {name: [] for name in FLOORS}
     for line in lines:
         text = line.text.strip()
         if not text:
@@ -160,7 +161,8 @@ def _judge_peers(reading: Reading, measured: dict, limits: dict) -> None:
 
 
 def _judge_sizes(reading: Reading, sizes: list[float], measured: dict, limits: dict) -> None:
-    """Tables of one GPU over growing array sizes: bandwidth must not fall from one size to a larger one."""
+    """Tables of one GPU over growing array sizes: bandwidth must not fall from one size to a larger
+    one."""
     max_fall = limits.get("bandwidth_fall_max_pct")
     if max_fall is None:
         return

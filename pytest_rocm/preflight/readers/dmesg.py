@@ -1,10 +1,11 @@
-"""The kernel log (`dmesg`, `journalctl -k`) of amdgpu: RAS errors, resets, init failures, ring timeouts, faults.
+"""The kernel log (`dmesg`, `journalctl -k`) of amdgpu: RAS errors, resets, init failures, ring
+timeouts, faults.
 
 Each rule names what the line means for the node. Lines of other drivers are not the preflight's
-business and are skipped; amdgpu lines no rule knows are boot chatter (understood, no finding), so a new
-error message needs a rule here; lines that are neither kernel nor amdgpu lines are kept as unread.
-The HIP runtime's `HW Exception ... GPU Hang` lines are read too (they are printed by the application,
-not the kernel, but say the same about the GPU); the finding says so.
+business and are skipped; amdgpu lines no rule knows are boot chatter (understood, no finding), so a
+new error message needs a rule here; lines that are neither kernel nor amdgpu lines are kept as
+unread. The HIP runtime's `HW Exception ... GPU Hang` lines are read too (they are printed by the
+application, not the kernel, but say the same about the GPU); the finding says so.
 """
 
 from __future__ import annotations
@@ -73,12 +74,8 @@ RULES = (
         "failed",
         "amdgpu reported an error from its driver or firmware (probe, IP block init, PSP, SMU): the GPU is not usable",
     ),
-    (
-        re.compile(r"\[Hardware Error\]", re.I),
-        "dmesg.hardware_error_record",
-        "ok",
-        None,
-    ),  # ACA detail of a RAS event above
+    # ACA detail of a RAS event above
+    (re.compile(r"\[Hardware Error\]", re.I), "dmesg.hardware_error_record", "ok", None),
     (
         re.compile(
             r"retry page fault|page fault|VM_L2_PROTECTION_FAULT|Faulty UTCL2|MORE_FAULTS|WALKER_ERROR|"

@@ -1,7 +1,8 @@
-"""`lspci -vv` of the GPUs: each PCIe link's speed and width (`LnkSta`) and device errors (`DevSta`).
+"""`lspci -vv` of the GPUs: each PCIe link's speed and width (`LnkSta`) and device errors
+(`DevSta`).
 
-lspci marks a link that trained below its capability `(downgraded)`; the SKU's expected width and speed
-are checked as well, since some platforms print no marks.
+lspci marks a link that trained below its capability `(downgraded)`; the SKU's expected width and
+speed are checked as well, since some platforms print no marks.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""GPU-by-GPU tables of amd-smi (`topology`: ACCESS TABLE, LINK TYPE TABLE) and rocm-smi (`--showtopo`).
+"""GPU-by-GPU tables of amd-smi (`topology`: ACCESS TABLE, LINK TYPE TABLE) and rocm-smi
+(`--showtopo`).
 
-Both print a title, a header row of GPU names and one row per GPU. A pair of GPUs in an 8-GPU node must
-be able to reach each other (ACCESS `ENABLED`) over XGMI; a PCIE link type means the fabric is down.
+Both print a title, a header row of GPU names and one row per GPU. A pair of GPUs in an 8-GPU node
+must be able to reach each other (ACCESS `ENABLED`) over XGMI; a PCIE link type means the fabric is
+down.
 """
 
 from __future__ import annotations

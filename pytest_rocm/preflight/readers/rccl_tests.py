@@ -1,8 +1,9 @@
-"""rccl-tests (`all_reduce_perf` and friends): results table, `#wrong`, bus bandwidth, hangs and failures.
+"""rccl-tests (`all_reduce_perf` and friends): results table, `#wrong`, bus bandwidth, hangs and
+failures.
 
 Column positions are taken from the table's own header (rccl-tests added `redop`/`root` columns over
-the years, and old builds print `error` where new ones print `#wrong`), so any version reads the same.
-A run that printed its header and no rows stopped there: a hang or a crash.
+the years, and old builds print `error` where new ones print `#wrong`), so any version reads the
+same. A run that printed its header and no rows stopped there: a hang or a crash.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pytest_rocm.preflight.relative import falls
 _DEVICE = re.compile(
     r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s"
 )
-# RCCL prints warnings that are advice ("NCCL WARN NUMA auto balancing enabled ..."): a warning is a failure only
-# when it says something failed, timed out or was aborted.
+# RCCL prints warnings that are advice ("NCCL WARN NUMA auto balancing enabled ..."): a warning is a
+# failure only when it says something failed, timed out or was aborted.
 _FAILURE = re.compile(
     r"(TIMEOUT:|Test (?:NCCL|CUDA|HIP) failure|Test failure|[NR]CCL WARN.{0,300}?\b(?:fail|error|timed? ?out|abort)"
     r"|segmentation fault|Aborted)",
@@ -32,8 +33,9 @@ _COLLECTIVE = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(\w+)")
 _MAX_BYTES = re.compile(r"\bmaxBytes:?\s*(\d+)")
 _STEP = re.compile(r"\bstep:?\s*(\d+)\s*\((factor|bytes)\)")
 GIB = 1024**3
-# Sizes are compared from a best of 1 GB/s and a tenth of the sweep's peak up: rccl-tests prints two decimals
-# (under 1 GB/s one step of 0.01 is a 1 % change), and small messages measure latency, not bandwidth.
+# Sizes are compared from a best of 1 GB/s and a tenth of the sweep's peak up: rccl-tests prints two
+# decimals (under 1 GB/s one step of 0.01 is a 1 % change), and small messages measure latency, not
+# bandwidth.
 COMPARED_FROM_GBPS = 1.0
 COMPARED_FROM_PEAK = 0.1
 RELATIVE_CHECKS = "bandwidth across message sizes, out-of-place against in-place"
@@ -57,10 +59,8 @@ def _header_columns(text: str) -> list[str] | None:
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     hosts, ranks, collective = set(), 0, None
-    max_bytes, closed = (
-        None,
-        False,
-    )  # the largest size asked for (the header); the summary after the table
+    # the largest size asked for (the header); the summary after the table
+    max_bytes, closed = (None, False)
     step = (2, "factor")  # how the header says sizes grow (-f 2 unless it says otherwise)
     columns: list[str] | None = None
     rows: list[tuple[Line, dict[str, list[str]]]] = []
@@ -127,7 +127,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
                 )
             )
         return reading
-    # The size after the last one, had the sweep gone on: when it is within maxBytes, the sweep stopped early.
+    # The size after the last one, had the sweep gone on: when it is within maxBytes, the sweep
+    # stopped early.
     last_size = number(rows[-1][1]["size"][0]) or 0
     next_size = (
         last_size * step[0] if step[1] == "factor" and step[0] > 1 else last_size + max(step[0], 1)
@@ -161,8 +162,8 @@ def _judge_rows(
     stopped_before: int | None,
     closed: bool,
 ) -> None:
-    """`asked`: the header says how far the sweep goes; `stopped_before`: its maxBytes, when the sweep stopped
-    before reaching it; `closed`: the summary after the table was printed."""
+    """`asked`: the header says how far the sweep goes; `stopped_before`: its maxBytes, when the
+    sweep stopped before reaching it; `closed`: the summary after the table was printed."""
     wrong_column = (
         "#wrong" if "#wrong" in rows[0][1] else "error" if "error" in rows[0][1] else None
     )
@@ -207,8 +208,9 @@ def _judge_rows(
     threshold = limits.get("rccl_all_reduce_busbw_gbps")
     large = limits.get("rccl_large_message_bytes", GIB)
     if stopped_before is not None or not asked and not closed and size < large:
-        # On any SKU: the sweep stopped before the size it was asked for (or, where the header is not shown,
-        # before the plateau with no summary after it): a hang or a crash, whatever the bandwidth so far.
+        # On any SKU: the sweep stopped before the size it was asked for (or, where the header is
+        # not shown, before the plateau with no summary after it): a hang or a crash, whatever the
+        # bandwidth so far.
         why = (
             f" of the {size_text(stopped_before)} asked for (maxBytes)"
             if stopped_before is not None
@@ -301,9 +303,9 @@ def _judge_rows(
 
 
 def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
-    """Bus bandwidth over the message sizes, out-of-place and in-place each: a fall that no floor is needed to see.
-    A file may hold several sweeps (runs or collectives one after another): a size that is not larger than the one
-    before starts a new sweep."""
+    """Bus bandwidth over the message sizes, out-of-place and in-place each: a fall that no floor is
+    needed to see. A file may hold several sweeps (runs or collectives one after another): a size
+    that is not larger than the one before starts a new sweep."""
     max_fall = limits.get("bandwidth_fall_max_pct")
     if max_fall is None:
         return

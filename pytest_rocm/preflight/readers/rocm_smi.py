@@ -1,5 +1,6 @@
-"""`rocm-smi` (concise table, `--showtopo`, `--showmeminfo vram`, `--showuse`, `--showmemuse`, and those as
-`--json`): temperatures and power against limits, VRAM held by idle GPUs, and GPU-to-GPU link types.
+"""`rocm-smi` (concise table, `--showtopo`, `--showmeminfo vram`, `--showuse`, `--showmemuse`, and
+those as `--json`): temperatures and power against limits, VRAM held by idle GPUs, and GPU-to-GPU
+link types.
 
 The concise table's columns have changed across ROCm versions and hold spaces inside cells
 ("0x74a2,   1017", "NPS1, SPX, 0"), so values are found by their units rather than by position:
@@ -16,16 +17,16 @@ import re
 from pytest_rocm.preflight.evidence import Line, Reading, finding, number
 from pytest_rocm.preflight.readers.matrix import link_type_findings
 
-# `°` read from a Latin-1 terminal's capture is U+FFFD (the file is decoded as UTF-8 with errors="replace").
+# `°` read from a Latin-1 terminal's capture is U+FFFD (the file is decoded as UTF-8 with
+# errors="replace").
 _ROW = re.compile(r"^(\d+)\s+\S+\s+.*?[°\ufffd]C")
 _TEMP = re.compile(r"([\d.]+)\s*[°\ufffd]C")
 _WATTS = re.compile(r"([\d.]+)\s*W\b")
 _PERCENT = re.compile(r"([\d.]+)%")
 _VRAM_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*VRAM Total (Used )?Memory \(B\)\s*:\s*(\d+)")
 _USE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU use \(%\)\s*:\s*([\d.]+)")
-_MEMUSE_LINE = re.compile(
-    r"^GPU\[(\d+)\]\s*:\s*GPU Memory Allocated \(VRAM%\)\s*:\s*([\d.]+)"
-)  # --showmemuse
+# --showmemuse
+_MEMUSE_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*GPU Memory Allocated \(VRAM%\)\s*:\s*([\d.]+)")
 # `rocm-smi --json`: {"card0": {"VRAM Total Used Memory (B)": "...", "GPU use (%)": "0", ...}}
 JSON_KEYS = {
     "VRAM Total Memory (B)": "total",
@@ -33,8 +34,8 @@ JSON_KEYS = {
     "GPU use (%)": "activity",
     "GPU Memory Allocated (VRAM%)": "percent",
 }
-# Header and wrap lines: the ROCm 6.1+ layout prints a second header line "Name (20 chars) ..." and the
-# product name under each row ("AMD Instinct MI300X").
+# Header and wrap lines: the ROCm 6.1+ layout prints a second header line "Name (20 chars) ..." and
+# the product name under each row ("AMD Instinct MI300X").
 _KNOWN = re.compile(
     r"^(=+.*=*|Device\s+(?:Node|\[Model).*|Name \(20 chars\).*|AMD Instinct .*|\(DID.*|\s*\(DID.*|"
     r"WARNING:.*|GPU\[\d+\]\s*:.*|GPU\d+(\s+GPU\d+)*|"
@@ -45,9 +46,8 @@ _KNOWN = re.compile(
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     vram_columns = False  # the concise header ends with VRAM% GPU%
-    memory: dict[
-        str, dict
-    ] = {}  # --showmeminfo vram / --showuse / --showmemuse lines (or --json), per GPU
+    # --showmeminfo vram / --showuse / --showmemuse lines (or --json), per GPU
+    memory: dict[str, dict] = {}
     if _read_json(reading, lines, memory):
         lines = []
     for line in lines:
@@ -148,7 +148,8 @@ def judge_power(reading: Reading, line: Line, gpu: str, watts: float, cap: float
 
 
 def _read_json(reading: Reading, lines: list[Line], memory: dict) -> bool:
-    """`rocm-smi ... --json`: the memory and use fields of each card into `memory`; False if it is not JSON."""
+    """`rocm-smi ... --json`: the memory and use fields of each card into `memory`; False if it is
+    not JSON."""
     text = "\n".join(line.text for line in lines).strip()
     if not text.startswith("{"):
         return False
@@ -182,8 +183,9 @@ def judge_idle_vram(
     activity_pct: float | None,
     limits: dict,
 ) -> None:
-    """A node offered for a job has no job on it: a GPU holding VRAM is a process that hung or was killed without
-    freeing it (0 % activity), or one still running; either way the next job cannot have the memory it plans for."""
+    """A node offered for a job has no job on it: a GPU holding VRAM is a process that hung or was
+    killed without freeing it (0 % activity), or one still running; either way the next job cannot
+    have the memory it plans for."""
     limit = limits.get("idle_vram_max_pct")
     if limit is None:
         return

@@ -1,10 +1,11 @@
-"""ROCm Validation Suite (`rvs`): the pass/fail words of each module and the summary table of RVS 1.6+.
+"""ROCm Validation Suite (`rvs`): the pass/fail words of each module and the summary table of RVS
+1.6+.
 
 RVS prints `[RESULT] [timestamp] [action] module ...` lines; the verdict words differ per module
-(`met: TRUE` for gst, `pass: TRUE` for iet, `peqt true`, `mem Test N : PASS`, `... violations N` for gm)
-and RVS 1.6 ends with a summary table (`| action | MODULE | PASS |`). `[ERROR]` lines fail the run.
-pbqt's `p2p-bandwidth` lines give each GPU pair's bandwidth: a pair far below the median of the other pairs
-of the same action is a slow link on any SKU (preflight/relative.py).
+(`met: TRUE` for gst, `pass: TRUE` for iet, `peqt true`, `mem Test N : PASS`, `... violations N` for
+gm) and RVS 1.6 ends with a summary table (`| action | MODULE | PASS |`). `[ERROR]` lines fail the
+run. pbqt's `p2p-bandwidth` lines give each GPU pair's bandwidth: a pair far below the median of the
+other pairs of the same action is a slow link on any SKU (preflight/relative.py).
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ _VERDICTS = (  # (pattern on the text after [action], check); group 1 is the pas
     (re.compile(r"\bpass:\s*(TRUE|FALSE)\b", re.I), "rvs.pass"),
     (re.compile(r"\bpeqt\s+(true|false)\b", re.I), "rvs.pcie_qualification"),
     (re.compile(r"\bmem Test\s*(?:\d+)\s*:\s*(PASS|FAIL)\b", re.I), "rvs.memory_test"),
-    (
-        re.compile(r"\bpeers:\s*(true|false)\b", re.I),
-        "rvs.p2p_peers",
-    ),  # pbqt: the two GPUs can reach each other
+    # pbqt: the two GPUs can reach each other
+    (re.compile(r"\bpeers:\s*(true|false)\b", re.I), "rvs.p2p_peers"),
 )
 _VIOLATIONS = re.compile(r"\bgm\s+\S+\s+(\w+)\s+violations\s+(\d+)")
 _SUMMARY_ROW = re.compile(
@@ -36,7 +35,8 @@ _P2P_BANDWIDTH = re.compile(
     r"\s*bidirectional:\s*(true|false)\s+([\d.]+)\s*GBps",
     re.I,
 )
-# Lines RVS prints that carry no verdict: banners, the GPU list of `rvs -g`, tables' borders and headers.
+# Lines RVS prints that carry no verdict: banners, the GPU list of `rvs -g`, tables' borders and
+# headers.
 _GPU_LISTED = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d - GPU\[", re.I)  # `rvs -g`
 _KNOWN = re.compile(
     r"^(ROCm Validation Suite.*|Supported GPUs available:|"

@@ -1,11 +1,12 @@
 """TransferBench: the all-to-all average against the SKU's floor, each p2p link against its peers, and HIP errors.
 
 TransferBench prints matrices and per-test lines (`Executor: GPU 00 | 47.772 GB/s | ...`) that are
-read as measurements; the a2a summary's `Average bandwidth (GPU Timed)` is the figure AMD's acceptance
-guide sets a floor on. The p2p matrices (`Unidirectional` / `Bidirectional copy peak bandwidth`) give
-every GPU-to-GPU link on its own: a link far below the median of the others is a bad link on any SKU.
-The a2a matrix is not compared that way: its healthy rows differ by 22 % (links contend by design).
-With `AMD_LOG_LEVEL` set, the HIP runtime's log lines are read for errors.
+read as measurements; the a2a summary's `Average bandwidth (GPU Timed)` is the figure AMD's
+acceptance guide sets a floor on. The p2p matrices (`Unidirectional` /
+`Bidirectional copy peak bandwidth`) give every GPU-to-GPU link on its own: a link far below the
+median of the others is a bad link on any SKU. The a2a matrix is not compared that way: its healthy
+rows differ by 22 % (links contend by design). With `AMD_LOG_LEVEL` set, the HIP runtime's log lines
+are read for errors.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ _MEASURE = re.compile(
     r"Aggregate bandwidth|=+$|Bytes|Unidirectional|Bidirectional|TransferBench|Using|Test)",
     re.I,
 )
-_HIP_LOG = re.compile(
-    r"^:(\d):"
-)  # AMD_LOG_LEVEL lines: ':1:' is an error, higher numbers are information
+# AMD_LOG_LEVEL lines: ':1:' is an error, higher numbers are information
+_HIP_LOG = re.compile(r"^:(\d):")
 _HIP_ERROR = re.compile(
     r"(No compatible code objects found for: (\S+)|Returned (hipError(?!NotReady\b)\w+))"
 )
@@ -36,17 +36,15 @@ _MATRIX_HEADER = re.compile(r"^SRC\S*\s+(?:CPU|GPU)\s+\d+")
 _DEVICE = re.compile(r"\b(CPU|GPU)\s+(\d+)\b")
 _P2P_ROW = re.compile(r"^GPU\s+(\d+)\s+(->|<-|<->)?\s*((?:N/A|[\d.]+)(?:\s+(?:N/A|[\d.]+))*)$")
 RELATIVE_CHECKS = "p2p links against their peers; the all-to-all average is not judged"
-# A line that carries a measurement: a bandwidth, or a matrix row with numbers (banners and settings do not).
+# A line that carries a measurement: a bandwidth, or a matrix row with numbers (banners and settings
+# do not).
 _MEASUREMENT = re.compile(r"\d\s*GB/s|^(?:GPU|CPU)\s+\d+\s+(?:->|<-|<->)?\s*(?:N/A|[\d.]+)(?:\s|$)")
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
-    measured, summary, average = (
-        0,
-        None,
-        False,
-    )  # the a2a summary line, and whether its average followed
+    # the a2a summary line, and whether its average followed
+    measured, summary, average = (0, None, False)
     for line in lines:
         text = line.text.strip().replace("\\|", "|").replace("\\\\", "\\")
         if not text:
@@ -91,9 +89,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
                 )
         elif _HIP_LOG.match(text) or _MEASURE.match(text):
             reading.understood += 1
-            if (
-                text.startswith("Summary:") and "bytes per Transfer" in text and summary is None
-            ):  # the a2a summary
+            # the a2a summary
+            if text.startswith("Summary:") and "bytes per Transfer" in text and summary is None:
                 summary = line
         else:
             reading.unread.append(line)
@@ -136,21 +133,21 @@ def read(lines: list[Line], limits: dict) -> Reading:
 
 @dataclass
 class Matrix:
-    """One p2p matrix: its GPU-to-GPU links, the links it printed as N/A, the GPUs of its columns and rows."""
+    """One p2p matrix: its GPU-to-GPU links, the links it printed as N/A, the GPUs of its columns
+    and rows."""
 
     links: dict[tuple[int, int], tuple[float, Line]] = field(default_factory=dict)
     missing: list[tuple[int, int, Line]] = field(default_factory=list)
     columns: set[int] = field(default_factory=set)
     rows: set[int] = field(default_factory=set)
-    short: list[tuple[int, int, int, Line]] = field(
-        default_factory=list
-    )  # rows cut short: (GPU, cells, columns, line)
+    # rows cut short: (GPU, cells, columns, line)
+    short: list[tuple[int, int, int, Line]] = field(default_factory=list)
     last: Line | None = None
 
 
 def _p2p_matrices(lines: list[Line]) -> dict[str, Matrix]:
-    """{matrix name: Matrix} of the p2p tables, GPU to other GPU only (a GPU to itself is its local copy, ten times
-    faster; CPU cells are the host's links)."""
+    """{matrix name: Matrix} of the p2p tables, GPU to other GPU only (a GPU to itself is its local
+    copy, ten times faster; CPU cells are the host's links)."""
     matrices: dict[str, Matrix] = {}
     title, columns = None, []
     for line in lines:

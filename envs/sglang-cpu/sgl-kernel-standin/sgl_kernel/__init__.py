@@ -1,20 +1,24 @@
-"""An import-only stand-in for `sgl_kernel`, SGLang's kernel package, in pytest-rocm's SGLang CPU environment.
+"""An import-only stand-in for `sgl_kernel`, SGLang's kernel package, in pytest-rocm's SGLang CPU
+environment.
 
-Why it exists: SGLang's modules import its CPU kernel ops at start-up (`copy_all_layer_kv_cache_cpu` in
-`kernels/ops/kvcache/cache_move.py`, the token-pool ops in `srt/mem_cache/allocation.py`, the speculative
-decoding ops), but the kernel packages on PyPI are CUDA-only builds (no `*_cpu` ops, no source distribution);
-the CPU build exists only as source in SGLang's repository. On CPUs without AMX, such as this project's CI
-machine, SGLang serves through its plain-torch paths and never calls these ops: they only need to be importable.
+Why it exists: SGLang's modules import its CPU kernel ops at start-up (`copy_all_layer_kv_cache_cpu`
+in `kernels/ops/kvcache/cache_move.py`, the token-pool ops in `srt/mem_cache/allocation.py`, the
+speculative decoding ops), but the kernel packages on PyPI are CUDA-only builds (no `*_cpu` ops, no
+source distribution); the CPU build exists only as source in SGLang's repository. On CPUs without
+AMX, such as this project's CI machine, SGLang serves through its plain-torch paths and never calls
+these ops: they only need to be importable.
 
-What it guarantees: every op here raises `StandInOpCalled`, naming itself, if anything calls it, so a code path
-that needs a real kernel fails loudly and never computes wrong numbers. A name that is not listed here is an
-`AttributeError` (so `from sgl_kernel import x` is an ImportError naming `x` and this file): when a new SGLang
-imports another op, the server does not start, and pytest-rocm says which name to add. GPU runners install the
-real `sgl-kernel`; this package is never installed there.
+What it guarantees: every op here raises `StandInOpCalled`, naming itself, if anything calls it, so
+a code path that needs a real kernel fails loudly and never computes wrong numbers. A name that is
+not listed here is an `AttributeError` (so `from sgl_kernel import x` is an ImportError naming `x`
+and this file): when a new SGLang imports another op, the server does not start, and pytest-rocm
+says which name to add. GPU runners install the real `sgl-kernel`; this package is never installed
+there.
 """
 
-# The names SGLang 0.5.23 imports from sgl_kernel when it starts on the CPU (measured: a recording stand-in
-# logged exactly these during a server start and plain completions, chat and speculative-decoding imports).
+# The names SGLang 0.5.23 imports from sgl_kernel when it starts on the CPU (measured: a recording
+# stand-in logged exactly these during a server start and plain completions, chat and
+# speculative-decoding imports).
 OPS = (
     "assign_draft_cache_locs_contiguous_cpu",
     "assign_extend_cache_locs_cpu",
