@@ -1,16 +1,20 @@
 """Time the main job (bash scripts/run-gate.sh) against its budget of 20 minutes on this machine,
 and print what it measured: per-group counts, the serving figures, what each framework costs (its
 tests' seconds, its server starts), the frameworks against transformers side by side, the servers'
-start-up times.
+start-up times, and how long the tests waited for servers: the seconds and their share of the pytest
+phase (first record to last).
 
     python benchmarks/main_job.py            # runs the main job once (the install is skipped when done)
     python benchmarks/main_job.py --report out/gate   # only read an earlier run's reports
+    python benchmarks/main_job.py --ahead-before-after   # twice in one sitting: servers started only
+                                             # when asked (--rocm-no-start-ahead), then ahead of need
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -30,18 +34,56 @@ def main() -> int:
     parser.add_argument(
         "--report", type=Path, help="read this report folder instead of running the main job"
     )
+    parser.add_argument(
+        "--ahead-before-after",
+        action="store_true",
+        help="run the main job without, then with, servers started ahead; print both waits",
+    )
     args = parser.parse_args()
+    if args.ahead_before_after:
+        waits = {}
+        for label, extra in (("started when asked", ["--rocm-no-start-ahead"]), ("ahead", [])):
+            out = REPO / "out" / f"gate-{'ahead' if not extra else 'asked'}"
+            print(f"=== servers {label} ({out.relative_to(REPO)})")
+            run_main_job(out, extra)
+            waits[label] = summarise(out)
+        print("=== tests waiting for servers, before and after, in one sitting")
+        for label, (waited, phase) in waits.items():
+            print(
+                f"servers {label:19} waited {waited:6.0f} s of a {phase:5.0f} s pytest phase: "
+                f"{waited / phase:.0%}"
+            )
+        (before, before_phase), (after, after_phase) = waits.values()
+        print(
+            f"waiting: {after / before:.2f}x of before; pytest phase {after_phase / before_phase:.2f}x"
+        )
+        return 0
     out = args.report or REPO / "out" / "gate"
     if args.report is None:
-        start = time.perf_counter()
-        done = subprocess.run(
-            ["bash", "scripts/run-gate.sh"], cwd=REPO, capture_output=True, text=True
-        )
-        wall = time.perf_counter() - start
-        print(
-            f"main job: exit status {done.returncode}, wall time {wall:.0f} s, "
-            f"ratio to the {BUDGET_S // 60}-minute budget: {wall / BUDGET_S:.2f}"
-        )
+        run_main_job(out, [])
+    summarise(out)
+    return 0
+
+
+def run_main_job(out: Path, extra: list[str]) -> None:
+    start = time.perf_counter()
+    done = subprocess.run(
+        ["bash", "scripts/run-gate.sh", *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTEST_ROCM_OUT": str(out)},
+    )
+    wall = time.perf_counter() - start
+    print(
+        f"main job: exit status {done.returncode}, wall time {wall:.0f} s, "
+        f"ratio to the {BUDGET_S // 60}-minute budget: {wall / BUDGET_S:.2f}"
+    )
+
+
+def summarise(out: Path) -> tuple[float, float]:
+    """Print what the run in `out` measured; return (seconds tests waited for servers, seconds of
+    the pytest phase)."""
     report = json.loads((out / "gate-report.json").read_text())
     print(f"conclusion: {report['conclusion']}")
     records = [
@@ -111,7 +153,18 @@ def main() -> int:
             f"servers started: {len(every)}, healthy after median {statistics.median(every):.1f} s "
             f"(all: {', '.join(f'{s:.0f}' for s in every)} s)"
         )
-    return 0
+    servers = json.loads((out / "manifest.json").read_text()).get("servers", [])
+    # a manifest from before servers were started ahead: every start was waited for
+    waited = sum(s.get("waited_s", s.get("healthy_after_s") or 0.0) for s in servers)
+    times = [r["t"] for r in records if isinstance(r.get("t"), (int, float))]
+    phase = (max(times) - min(times)) if times else 0.0
+    ahead = [s for s in servers if s.get("started_ahead")]
+    print(
+        f"tests waited for servers {waited:.0f} s of a {phase:.0f} s pytest phase "
+        f"({waited / phase if phase else 0:.0%}); started ahead: {len(ahead)} of {len(servers)}, "
+        f"never used: {sum(1 for s in ahead if s.get('unused'))}"
+    )
+    return waited, phase
 
 
 def framework_of(nodeid: str) -> str:

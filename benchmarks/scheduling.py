@@ -12,6 +12,13 @@
    simulated `mi300x-8`, 8 xdist workers: measured makespan (first test start to last test end, from the records)
    against the simulation of the same tests with the durations the first run measured.
 5. Seeded random mixes of GPU demands and durations (synthetic), so one small case decides nothing.
+6. Servers started ahead of need on a GPU runner: each of SGLang's AMD partitions (its files one after
+   another, as a runner runs them; each file starts its own server) with real model start-up times, the
+   makespan when every server starts when its file asks and when the next file's server starts while the
+   current file's tests run, on GPUs the current file does not hold: this assumes a runner with twice the
+   GPUs its files need (an 8-GPU node running four 1-GPU or two 2-GPU partitions; SGLang's own 1-GPU
+   runners have no second GPU, and 8-GPU files leave none free). Start-up times by the file's GPU count,
+   from published measurements (START_S); measured here: the tiny model's CPU server 35 s quiet, 70 s busy.
 
     .venv/bin/python benchmarks/scheduling.py [--registrations FILE] [--skip-real]
 """
@@ -232,6 +239,68 @@ def random_mixes(trials: int = 300) -> None:
     )
 
 
+# Seconds from launch to healthy by GPU count of the file's server, from published measurements:
+# - 1 GPU (up to 8B): 75 s, between vllm-project/vllm#20264 (Llama 3.2 with the torch.compile cache: first
+#   answer 59 s after launch) and run-ai/runai-model-streamer#67 (an 8B's engine init 90.8 s after weights);
+# - 2 GPUs: 215 s, vllm-project/vllm#19824 (Llama-70B-FP8: 60 s P2P check, 10 s weights from page cache, 15 s
+#   Dynamo, 70 s torch.compile, 60 s CUDA graphs);
+# - 4 and 8 GPUs: 390 s, sgl-project/sglang#27139 (Qwen3-235B FP8 on 4 GPUs "~6.5 minutes"; "3-6+ minutes for
+#   large models").
+# SGLang's est_time is the file's whole time (its setUpClass starts the server): its tests are the rest, at
+# least a fifth of it.
+START_S = {1: 75.0, 2: 215.0, 4: 390.0, 8: 390.0}
+
+
+def serial_makespan(files: list[tuple[float, float]], ahead: bool) -> float:
+    """Files (server start seconds, test seconds) run one after another. Ahead: file i+1's server is
+    launched when file i's tests begin, and file i+1's tests begin when both are done."""
+    end = 0.0
+    ready = files[0][0] if files else 0.0
+    for index, (_start, tests) in enumerate(files):
+        if not ahead:
+            end += _start + tests
+            continue
+        begin = max(end, ready)
+        if index + 1 < len(files):
+            ready = begin + files[index + 1][0]  # launched as this file's tests begin
+        end = begin + tests
+    return end
+
+
+def starts_ahead(all_suites) -> None:
+    print(
+        "6. servers started ahead on a GPU runner: SGLang's AMD partitions, real start-up times (START_S)"
+    )
+    print(
+        f"   {'suite':32} {'gpus':>4} {'runners':>7} {'on demand s':>11} {'ahead s':>8} {'ratio':>6}"
+    )
+    total = {"demand": 0.0, "ahead": 0.0}
+    for suite, parts in SGLANG_PARTITIONS.items():
+        jobs = all_suites.get(("amd", suite))
+        if not jobs:
+            continue
+        gpus = jobs[0].gpus
+        if 2 * gpus > CAPACITY:
+            print(
+                f"   {suite:32} {gpus:4}: a second server does not fit beside the first on {CAPACITY} GPUs"
+            )
+            continue
+        start = START_S[gpus]
+        demand = ahead = 0.0
+        for partition in lpt_partitions(jobs, parts):
+            files = [(start, max(j.seconds - start, j.seconds / 5)) for j in partition]
+            # the partitions run side by side: the suite takes as long as its slowest
+            demand = max(demand, serial_makespan(files, ahead=False))
+            ahead = max(ahead, serial_makespan(files, ahead=True))
+        total["demand"] += demand
+        total["ahead"] += ahead
+        print(f"   {suite:32} {gpus:4} {parts:7} {demand:11.0f} {ahead:8.0f} {ahead / demand:6.3f}")
+    print(
+        f"   all: {total['ahead']:.0f} s with servers started ahead against {total['demand']:.0f} s on demand: "
+        f"{total['ahead'] / total['demand']:.3f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -248,6 +317,7 @@ def main() -> None:
     if not args.skip_real:
         real_run()
     random_mixes()
+    starts_ahead(all_suites)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 healthy, health timeout, process-group teardown, pool sharing and least-recently-used eviction."""
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from pytest_rocm.hw.profiles import builtin
 from pytest_rocm.results.verdicts import build_signatures, find_signature
+from pytest_rocm.serving import pool as pool_module
 from pytest_rocm.serving.pool import ServedModel, ServerPool
 from pytest_rocm.serving.process import Server, ServerStartError, free_port, memory_problem
 
@@ -18,9 +20,12 @@ DATA = Path(__file__).resolve().parent / "data" / "serving"
 # A stand-in for an OpenAI-compatible server: it starts a child (an engine worker), then serves
 # /health, or exits, or hangs, as its mode says.
 STUB = """
-import http.server, subprocess, sys, time
+import http.server, os, subprocess, sys, time
 port, mode = int(sys.argv[1]), sys.argv[2]
 print("stub starting", flush=True)
+time.sleep(float(os.environ.get("STUB_DELAY", "0")))  # a start that takes time
+if os.environ.get("STUB_EXIT"):
+    mode = "exit"
 if mode == "exit":
     print("RuntimeError: engine core failed to start", flush=True)
     sys.exit(3)
@@ -156,15 +161,22 @@ def test_a_server_that_never_becomes_healthy_is_killed_with_its_workers(stub, tm
     assert gone(child_pid(server.log_path))
 
 
-def stub_pool(stub, tmp_path, max_alive: int) -> ServerPool:
+def stub_pool(
+    stub, tmp_path, max_alive: int, config: str | None = None, on_start=None
+) -> ServerPool:
     def command(kind, model, name, port, args, python):
         return [sys.executable, str(stub), str(port), "serve", *args]
 
+    config_path = None
+    if config is not None:
+        config_path = tmp_path / "servers.toml"
+        config_path.write_text(config)
     return ServerPool(
         session_id="lifecycle",
         platform=builtin("cpu"),
         platform_keys=["cpu"],
-        config_path=None,
+        config_path=config_path,
+        on_start=on_start,
         log_dir=tmp_path / "servers",
         max_alive=max_alive,
         command=command,
@@ -190,3 +202,88 @@ def test_the_pool_shares_a_server_and_evicts_the_least_recently_used_idle_one(st
     finally:
         pool.close()
     assert pool.alive() == []
+
+
+AHEAD = "[vllm.cpu]\nstart_ahead = true\n"
+
+
+def test_a_server_started_ahead_is_the_one_get_returns_and_only_the_rest_of_its_start_is_waited(
+    stub, tmp_path
+):
+    starts = []
+    pool = stub_pool(stub, tmp_path, 1, AHEAD, on_start=lambda s, error: starts.append((s, error)))
+    model = ServedModel(path="stub-model", name="stub")
+    try:
+        current = pool.get("vllm", model, ["--variant", "a"])
+        assert pool.start_ahead("vllm", model, ["--variant", "b"], {"STUB_DELAY": "2"}) is None
+        [(ahead, _)] = pool.ahead.values()
+        assert ahead.alive() and current.alive()  # both: the current one serves on meanwhile
+        time.sleep(3)  # the tests of the current module
+        pool.release(current)
+        server = pool.get("vllm", model, ["--variant", "b"], {"STUB_DELAY": "2"})
+        assert server is ahead and server.ahead and not pool.ahead
+        assert server.started_s >= 2 and server.waited_s < 1, (server.started_s, server.waited_s)
+        assert not current.alive()  # max_alive 1: the idle one made room
+        assert [(s.ahead, error) for s, error in starts] == [(False, None), (True, None)]
+        # what is running or starting is not started again
+        assert pool.start_ahead("vllm", model, ["--variant", "b"], {"STUB_DELAY": "2"}) is None
+        assert not pool.ahead
+    finally:
+        pool.close()
+    assert pool.ahead_unused == []
+
+
+def test_a_server_started_ahead_and_never_asked_for_is_stopped_and_counted(stub, tmp_path):
+    pool = stub_pool(stub, tmp_path, 1, AHEAD)
+    model = ServedModel(path="stub-model", name="stub")
+    assert pool.start_ahead("vllm", model, ["--variant", "b"]) is None
+    [(ahead, _)] = pool.ahead.values()
+    deadline = time.monotonic() + 20
+    while "child " not in ahead.log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker = child_pid(ahead.log_path)
+    pool.close()
+    assert pool.ahead_unused == [ahead] and not ahead.alive() and gone(worker)
+
+
+def test_a_start_that_fails_ahead_fails_on_the_test_that_asks_for_it(stub, tmp_path):
+    starts = []
+    pool = stub_pool(stub, tmp_path, 1, AHEAD, on_start=lambda s, error: starts.append(error))
+    model = ServedModel(path="stub-model", name="stub")
+    try:
+        assert pool.start_ahead("vllm", model, [], {"STUB_EXIT": "1"}) is None
+        time.sleep(1)  # it has exited by now: nothing is said until a test asks for it
+        assert starts == []
+        with pytest.raises(ServerStartError, match="exited with code 3 before becoming healthy"):
+            pool.get("vllm", model, [], {"STUB_EXIT": "1"})
+        assert len(starts) == 1 and "exited with code 3" in starts[0]
+        assert pool.ahead == {} and pool.servers == {}
+    finally:
+        pool.close()
+
+
+def test_start_ahead_says_why_it_did_not(stub, tmp_path, monkeypatch):
+    model = ServedModel(path="stub-model", name="stub")
+    pool = stub_pool(stub, tmp_path, 1)  # no configuration: nothing starts ahead
+    assert "does not start vllm servers ahead" in pool.start_ahead(
+        "vllm", model, ["--variant", "b"]
+    )
+    pool = stub_pool(stub, tmp_path, 1, AHEAD)
+    try:
+        assert pool.start_ahead("vllm", model, ["--variant", "b"]) is None
+        assert (
+            pool.start_ahead("vllm", model, ["--variant", "c"])
+            == "another server is starting ahead"
+        )
+        pool.close()
+        # the machine's memory: a server that would leave less than the reserve free is not started
+        monkeypatch.setattr(pool_module, "AHEAD_RESERVE_SHARE", 1.0)
+        why = pool.start_ahead("vllm", model, ["--variant", "c"])
+        assert re.fullmatch(
+            r"[\d.]+ GiB free, less 4\.0 GiB for another server, would leave under 100% of the "
+            r"machine's [\d.]+ GiB",
+            why,
+        ), why
+        assert pool.ahead == {}
+    finally:
+        pool.close()

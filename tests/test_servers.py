@@ -65,7 +65,13 @@ def test_server_config_errors_name_the_file_and_section(tmp_path):
     path.write_text('[vllm.cpu]\nargs = ["--dtype"]\nenviron = { A = "1" }\n')
     with pytest.raises(
         ServerConfigError,
-        match=r"servers.toml, \[vllm.cpu\]: unknown keys environ; allowed: args, env, health_timeout_s, python",
+        match=r"servers.toml, \[vllm.cpu\]: unknown keys environ; allowed: args, env, health_timeout_s, python, start_ahead",
+    ):
+        load_server_config(path, "vllm", [None, None, "cpu"])
+    path.write_text('[vllm.cpu]\nstart_ahead = "yes"\n')
+    with pytest.raises(
+        ServerConfigError,
+        match=r"servers.toml, \[vllm.cpu\]: start_ahead must be true or false, got 'yes'",
     ):
         load_server_config(path, "vllm", [None, None, "cpu"])
     path.write_text("[vllm.cpu\n")

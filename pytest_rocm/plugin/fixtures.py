@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.recording import Recorder
 
@@ -110,6 +111,8 @@ class FixtureServices:
                     server_config=paths.setting("rocm_server_config", "rocm_server_config"),
                     report_dir=self.context.settings.report_dir,
                     record_server=self.recorder.write,
+                    start_ahead=not self.context.config.getoption("rocm_no_start_ahead"),
+                    runs_everything=internals.runs_every_test(self.context.config),
                 )
             )
         return self._provider

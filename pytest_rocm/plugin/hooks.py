@@ -111,9 +111,14 @@ class RecordingHooks:
             self.recorder.start_hang_timer(item, settings) if settings.method == "thread" else None
         )
 
+    @pytest.hookimpl(tryfirst=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_servers(self, session: pytest.Session) -> None:
+        # first (pytest reads only pytest_-named methods, hence the specname): the servers' last
+        # records (one started ahead that no test used) reach the report
+        session.config.stash[SERVICES].close()
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        session.config.stash[SERVICES].close()
         self.recorder.close()
 
 

@@ -85,6 +85,13 @@ def worker_exit_code(node) -> int | None:
         return None
 
 
+def runs_every_test(config: pytest.Config) -> bool:
+    """Whether this process runs every collected test: no xdist, or an xdist worker that is the
+    only one (xdist's `workerinput["workercount"]`)."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput is None or workerinput.get("workercount", 0) == 1
+
+
 def worker_count(config: pytest.Config) -> int:
     """How many workers the run asked for (reruns after the pass run that many at a time)."""
     value = getattr(config.option, "numprocesses", None)

@@ -182,6 +182,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="weight seed of the tiny model (golden outputs are recorded with 0)",
     )
     option(
+        "--rocm-no-start-ahead",
+        action="store_true",
+        default=False,
+        help="start each server when a test asks for it, never ahead while earlier tests run "
+        "(by default the next module's server starts ahead where the server configuration's "
+        "start_ahead allows it)",
+    )
+    option(
         "--rocm-server-config",
         default=None,
         metavar="TOML",

@@ -11,6 +11,7 @@ memory and, on the CPU, keeps idle servers from taking the cores.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,11 @@ from pytest_rocm.serving.process import (
 )
 
 DEFAULT_MAX_ALIVE = 2
+# What a server takes in host memory until one of this pool's has been measured: a tiny model's vLLM
+# CPU server (API server, engine core, KV cache) measured 3.5 GB here.
+DEFAULT_SERVER_BYTES = 4 * 2**30
+# A server is started ahead only if the memory left after it stays above this share of the machine's.
+AHEAD_RESERVE_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,10 @@ class ServerPool:
             on_start  # on_start(server, error or None) after each start, for the records
         )
         self.command = command  # command(kind, model path, served name, port, args, python) -> argv
+        # key -> (server launched ahead of need, its health timeout): at most one at a time
+        self.ahead: dict[tuple, tuple[Server, float]] = {}
+        self.ahead_unused: list[Server] = []  # started ahead, stopped without being asked for
+        self.largest_server_bytes = 0  # the most host memory one of this pool's servers took
 
     def config(self, kind: str) -> PlatformServerConfig:
         return load_server_config(self.config_path, kind, self.platform_keys)
@@ -122,6 +132,8 @@ class ServerPool:
         if server is not None and not server.alive():
             self._stop(key)
             server = None
+        if server is None and key in self.ahead:
+            server = self._claim(key)
         if server is None:
             server = self._start(key, kind, model, args, env)
         self.servers.move_to_end(key)
@@ -149,10 +161,10 @@ class ServerPool:
             )
         return self.device_sets[count]
 
-    def _start(
-        self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict
-    ) -> Server:
-        self._trim(self.max_alive - 1)
+    def _new_server(
+        self, kind: str, model: ServedModel, args: list[str], env: dict
+    ) -> tuple[Server, float]:
+        """A server for these settings, not started, and its health timeout."""
         platform_config = self.config(kind)
         all_args = [*platform_config.args, *model.args_for(kind), *args]
         allocation = self._devices(devices_wanted(all_args, len(self.platform.gpus)))
@@ -169,16 +181,57 @@ class ServerPool:
             log_path=self.log_dir / f"{kind}-{port}.log",
             devices=allocation.devices,
         )
+        return server, platform_config.health_timeout_s
+
+    def _start(
+        self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict
+    ) -> Server:
+        self._trim(self.max_alive - 1)
+        server, timeout = self._new_server(kind, model, args, env)
+        server.launch()
+        return self._healthy(key, server, timeout)
+
+    def _claim(self, key: tuple) -> Server:
+        """The server started ahead for `key`, once healthy: what is left of its start is waited
+        for here, and a start that failed ahead fails here, on the test that needs it."""
+        server, timeout = self.ahead.pop(key)
+        self._trim(self.max_alive - 1)
+        return self._healthy(key, server, timeout)
+
+    def _healthy(self, key: tuple, server: Server, timeout: float) -> Server:
         try:
-            server.start(platform_config.health_timeout_s)
+            server.wait_healthy(timeout)
         except (ServerStartError, ServerConfigError) as exc:
             if self.on_start:
                 self.on_start(server, str(exc).split("\n", 1)[0])
             raise
+        self.largest_server_bytes = max(self.largest_server_bytes, group_memory_bytes(server))
         if self.on_start:
             self.on_start(server, None)
         self.servers[key] = server
         return server
+
+    def start_ahead(
+        self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None
+    ) -> str | None:
+        """Launch the server `get` will be asked for next, without waiting for it. Returns None when
+        it is launched (or already running or launched), else why not."""
+        args, env = list(args), dict(env or {})
+        key = self.key(kind, model, args, env)
+        if key in self.servers or key in self.ahead:
+            return None
+        if not self.config(kind).start_ahead:
+            return f"the server configuration does not start {kind} servers ahead on this platform"
+        if self.ahead:
+            return "another server is starting ahead"
+        room = memory_room(self.largest_server_bytes or DEFAULT_SERVER_BYTES)
+        if room is not None:
+            return room
+        server, timeout = self._new_server(kind, model, args, env)
+        server.ahead = True
+        server.launch()
+        self.ahead[key] = (server, timeout)
+        return None
 
     def held_devices(self) -> set[int]:
         return {d for allocation in self.device_sets.values() for d in allocation.devices}
@@ -196,8 +249,57 @@ class ServerPool:
         self.servers.pop(key).stop()
 
     def close(self) -> None:
+        for server, _ in self.ahead.values():
+            server.stop()
+            self.ahead_unused.append(server)
+        self.ahead.clear()
         for key in list(self.servers):
             self._stop(key)
         for allocation in self.device_sets.values():
             allocation.release()
         self.device_sets.clear()
+
+
+def group_memory_bytes(server: Server) -> int:
+    """The resident memory of the server's process group (the API server and its engine workers),
+    from /proc; 0 where that cannot be read."""
+    if server.process is None:
+        return 0
+    group, total = server.process.pid, 0
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        # fields after the command: state, ppid, pgrp (2), ..., rss in pages (21)
+        if len(fields) > 21 and fields[2] == str(group):
+            total += int(fields[21]) * page
+    return total
+
+
+def memory_room(server_bytes: int) -> str | None:
+    """None when the machine's available memory holds one more server of `server_bytes` and keeps
+    AHEAD_RESERVE_SHARE of the total free; else why not (unknown counts as no room)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            values = {
+                line.split(":")[0]: int(line.split()[1]) * 1024
+                for line in meminfo
+                if line.split(":")[0] in ("MemTotal", "MemAvailable")
+            }
+        total, available = values["MemTotal"], values["MemAvailable"]
+    except (OSError, KeyError, ValueError, IndexError):
+        return "the machine's free memory cannot be read (/proc/meminfo)"
+    left = available - server_bytes
+    if left < AHEAD_RESERVE_SHARE * total:
+        return (
+            f"{available / 2**30:.1f} GiB free, less {server_bytes / 2**30:.1f} GiB for another server, "
+            f"would leave under {AHEAD_RESERVE_SHARE:.0%} of the machine's {total / 2**30:.1f} GiB"
+        )
+    return None

@@ -57,9 +57,11 @@ class PlatformServerConfig:
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
-    python: str | None = (
-        None  # the interpreter of the server's environment; None: the one running pytest
-    )
+    # the interpreter of the server's environment; None: the one running pytest
+    python: str | None = None
+    # whether the pool may start this server while the tests before it run (docs/architecture.md,
+    # "Servers started ahead of need"): on where the memory of two servers is known to fit
+    start_ahead: bool = False
     # the config sections merged, most general first
     sources: list[str] = field(default_factory=list)
 
@@ -84,8 +86,15 @@ def load_server_config(
             continue
         where = f"server configuration {path}, [{kind}.{key}]"
         if not isinstance(section, dict):
-            raise ServerConfigError(f"{where}: must be a table of args, env, health_timeout_s")
-        check_keys(section, where, ("args", "env", "health_timeout_s", "python"), ServerConfigError)
+            raise ServerConfigError(
+                f"{where}: must be a table of args, env, health_timeout_s, python, start_ahead"
+            )
+        check_keys(
+            section,
+            where,
+            ("args", "env", "health_timeout_s", "python", "start_ahead"),
+            ServerConfigError,
+        )
         args = section.get("args", [])
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise ServerConfigError(f"{where}: args must be a list of strings")
@@ -103,6 +112,12 @@ def load_server_config(
             raise ServerConfigError(
                 f"{where}: health_timeout_s must be a positive number of seconds, got {timeout!r}"
             )
+        start_ahead = section.get("start_ahead", merged.start_ahead)
+        if not isinstance(start_ahead, bool):
+            raise ServerConfigError(
+                f"{where}: start_ahead must be true or false, got {start_ahead!r}"
+            )
+        merged.start_ahead = start_ahead
         merged.args += args
         merged.env.update({str(k): str(v) for k, v in env.items()})
         merged.health_timeout_s = float(timeout)
@@ -320,7 +335,11 @@ class Server:
     log_path: Path
     devices: list[int]
     process: subprocess.Popen | None = None
-    started_s: float = 0.0
+    started_s: float = 0.0  # from its launch to healthy
+    launched_at: float = 0.0  # time.monotonic() at its launch
+    # seconds the test that asked for it waited (all of started_s, or what was left of a start ahead)
+    waited_s: float = 0.0
+    ahead: bool = False  # launched while the tests before the one that needs it ran
 
     @property
     def url(self) -> str:
@@ -341,6 +360,11 @@ class Server:
         return self.process is not None and self.process.poll() is None
 
     def start(self, health_timeout_s: float) -> None:
+        self.launch()
+        self.wait_healthy(health_timeout_s)
+
+    def launch(self) -> None:
+        """Start the process and return at once; `wait_healthy` waits for it."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(self.command)}\n".encode())
@@ -357,13 +381,21 @@ class Server:
                 env={**os.environ, **self.env},
                 process_group=0,
             )
-        began = time.monotonic()
+        self.launched_at = time.monotonic()
+
+    def wait_healthy(self, health_timeout_s: float) -> None:
+        """Wait until /health answers, within `health_timeout_s` of the launch; stopped and raising
+        ServerStartError (or ServerConfigError for a kernel the environment lacks) otherwise."""
+        asked = time.monotonic()
         try:
-            self._wait_healthy(began + health_timeout_s, health_timeout_s)
+            self._wait_healthy(self.launched_at + health_timeout_s, health_timeout_s)
         except BaseException:
+            self.waited_s = time.monotonic() - asked
             self.stop()
             raise
-        self.started_s = time.monotonic() - began
+        now = time.monotonic()
+        self.waited_s = now - asked
+        self.started_s = now - self.launched_at
         # after the server's own lines, for whoever reads the log
         with open(self.log_path, "ab") as log:
             log.write(f"pytest-rocm: healthy after {self.started_s:.1f} s\n".encode())

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rocm.hw.model import Platform
+from pytest_rocm.serving.plan import Step, next_step, server_plan
 from pytest_rocm.serving.pool import ServedModel, ServerPool
 from pytest_rocm.serving.process import (
     LOG_SECTION,
@@ -62,6 +63,11 @@ class ServingSettings:
     server_config: Path | None  # --rocm-server-config / ini rocm_server_config, resolved
     report_dir: Path | None
     record_server: Callable[[dict], None]  # writes one record for the manifest
+    # start the next module's server while this one's tests run (--rocm-no-start-ahead: never)
+    start_ahead: bool = True
+    # whether this process runs every collected test (no xdist, or one worker): only then is the
+    # collection the order this process asks for servers in
+    runs_everything: bool = True
 
 
 class ServerProvider:
@@ -71,6 +77,10 @@ class ServerProvider:
         self._model: ServedModel | None = None
         self._pool: ServerPool | None = None
         self._requester = ""  # the node whose fixture is starting a server now
+        self._for_module = False
+        self._plan: list[Step] | None = None  # the module servers of the run, in order
+        # (module, kind) -> why its server was not started ahead: its record says so
+        self.not_ahead: dict[tuple[str, str], str] = {}
 
     def model_cache(self) -> Path:
         configured = self.settings.model_cache
@@ -161,12 +171,50 @@ class ServerProvider:
             pytest.skip(reason)
         model = model or self.served_model()
         self._requester = request.node.nodeid
+        self._for_module = request.scope == "module"  # a module's server: the plan's, maybe ahead
         try:
             server = pool.get(kind, model, args, env)
         except ServerConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
         request.addfinalizer(lambda: pool.release(server))
+        if request.scope == "module":
+            self._start_next(request, pool, kind)
         return server
+
+    def _start_next(self, request, pool: ServerPool, kind: str) -> None:
+        """Launch the server the next step of the plan asks for, while this module's tests run; or
+        keep why not, for that server's record."""
+        if self._plan is None:
+            self._plan = server_plan(request.session.items)
+        module = request.node.nodeid.split("::", 1)[0]
+        current = next((s for s in self._plan if s.module == module and s.kind == kind), None)
+        step = next_step(self._plan, module, kind)
+        if current is None or step is None:
+            return
+        if not self.settings.start_ahead:
+            self.not_ahead[(step.module, step.kind)] = "--rocm-no-start-ahead"
+            return
+        if not self.settings.runs_everything:
+            self.not_ahead[(step.module, step.kind)] = (
+                "this process runs only its share of the tests (xdist workers)"
+            )
+            return
+        if current.measures_speed:
+            self.not_ahead[(step.module, step.kind)] = f"{module} measures speed (perf_gate)"
+            return
+        settings = dict(step.settings)
+        spec = settings.pop("tiny_model", None)
+        try:
+            python = pool.config(step.kind).python
+            if not is_installed(step.kind, python):
+                return  # its tests are skipped, saying why, when they run
+            model = self.tiny_model(**spec) if spec is not None else self.served_model()
+            why = pool.start_ahead(step.kind, model, **settings)
+        except (Exception, pytest.fail.Exception) as exc:
+            # the step's own fixture fails with this, naming it, on its tests
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if why:
+            self.not_ahead[(step.module, step.kind)] = why
 
     def _record_start(self, server, error: str | None) -> None:
         """What the manifest says of each server: command, devices, log, start-up time, the model's
@@ -190,9 +238,37 @@ class ServerProvider:
                 if server.command[0] != sys.executable
                 else None,
                 "healthy_after_s": None if error else round(server.started_s, 1),
+                # what the test that asked for it waited: all of its start, or what was left of it
+                "waited_s": round(server.waited_s, 1),
+                "started_ahead": server.ahead,
+                "not_started_ahead": self.not_ahead.get((self._requester, server.kind))
+                if self._for_module and not server.ahead
+                else None,
                 "error": error,
             }
         )
+
+    def record_unused(self) -> None:
+        """A record for each server started ahead that no test asked for (stopped at the end)."""
+        if self._pool is None:
+            return
+        for server in self._pool.ahead_unused:
+            self.settings.record_server(
+                {
+                    "kind": "server",
+                    "nodeid": "",
+                    "server": server.kind,
+                    "model": server.model,
+                    "command": server.command,
+                    "devices": server.devices,
+                    "log": str(server.log_path),
+                    "healthy_after_s": None,
+                    "waited_s": 0.0,
+                    "started_ahead": True,
+                    "unused": True,
+                    "error": None,
+                }
+            )
 
     def held_devices(self) -> set[int]:
         """The devices this process's servers hold (a test in the same process may use them too)."""
@@ -227,3 +303,4 @@ class ServerProvider:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
+            self.record_unused()
