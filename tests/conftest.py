@@ -22,6 +22,34 @@ def _no_platform_from_environment(monkeypatch):
     monkeypatch.delenv("PYTEST_ROCM_PLATFORM", raising=False)
 
 
+# The end of a stub server script (tests/test_server_lifecycle.py, tests/test_start_ahead.py): serves
+# /health on `port` (the script defines it, and imports http.server) until killed.
+STUB_HEALTH_SERVER = """
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+
+def processes_with(text: str) -> list[int]:
+    """The processes whose command line (NUL-separated arguments) contains `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass  # gone meanwhile, or not ours to read
+    return found
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 

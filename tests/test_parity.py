@@ -27,6 +27,19 @@ def parity(*args) -> int:
     return rocm_gate(["parity", *map(str, args)])
 
 
+def parity_of_pair(folder, *options) -> int:
+    """`rocm-gate parity` on `folder`'s ref.xml and cand.xml, writing its reports there."""
+    return parity(
+        "--reference",
+        folder / "ref.xml",
+        "--candidate",
+        folder / "cand.xml",
+        *options,
+        "--out",
+        folder,
+    )
+
+
 def load(folder):
     return json.loads((folder / "parity.json").read_text())
 
@@ -309,19 +322,7 @@ def test_roots_are_aligned_automatically(tmp_path):
     names = [("tests.kernels.attention.test_x", "test_a[bf16]"), ("tests.v1.core.test_y", "test_b")]
     (tmp_path / "ref.xml").write_text(junit_with(names, "vllm-workspace."))
     (tmp_path / "cand.xml").write_text(junit_with(names[:1]))
-    assert (
-        parity(
-            "--reference",
-            tmp_path / "ref.xml",
-            "--candidate",
-            tmp_path / "cand.xml",
-            "--groups",
-            UPSTREAM / "vllm.toml",
-            "--out",
-            tmp_path,
-        )
-        == 0
-    )
+    assert parity_of_pair(tmp_path, "--groups", UPSTREAM / "vllm.toml") == 0
     report = load(tmp_path)
     assert report["inputs"]["reference"]["stripped_prefix"] == "vllm-workspace/"
     assert report["passing"] == {"tests/kernels/attention/test_x.py": ["test_a[bf16]"]}
@@ -335,19 +336,7 @@ def test_roots_are_aligned_automatically(tmp_path):
 def test_explicit_strip_prefix(tmp_path):
     (tmp_path / "ref.xml").write_text(junit_with([("ci.shard3.tests.test_x", "test_a")]))
     (tmp_path / "cand.xml").write_text(junit_with([("tests.test_x", "test_a")]))
-    assert (
-        parity(
-            "--reference",
-            tmp_path / "ref.xml",
-            "--candidate",
-            tmp_path / "cand.xml",
-            "--strip-prefix",
-            "ci/shard3/",
-            "--out",
-            tmp_path,
-        )
-        == 0
-    )
+    assert parity_of_pair(tmp_path, "--strip-prefix", "ci/shard3/") == 0
     assert load(tmp_path)["passing"] == {"tests/test_x.py": ["test_a"]}
 
 
@@ -390,19 +379,7 @@ def test_markdown_fits_github_with_exact_totals(tmp_path):
     (tmp_path / "cand.xml").write_text(
         f'<testsuites><testsuite name="x">{cases}</testsuite></testsuites>'
     )
-    assert (
-        parity(
-            "--reference",
-            tmp_path / "ref.xml",
-            "--candidate",
-            tmp_path / "cand.xml",
-            "--groups",
-            UPSTREAM / "vllm.toml",
-            "--out",
-            tmp_path,
-        )
-        == 0
-    )
+    assert parity_of_pair(tmp_path, "--groups", UPSTREAM / "vllm.toml") == 0
     markdown = (tmp_path / "parity.md").read_text()
     assert len(markdown) <= GITHUB_SUMMARY_LIMIT
     assert "| distributed_moe | 20000 | 0 | 0.0% | 20000 |" in markdown
@@ -657,17 +634,8 @@ def test_gating_coverage_counts_tests_and_leaves_ungrouped_out(tmp_path):
         '[[not_applicable]]\nreason = "CUDA runtime only"\npaths = ["tests/cuda/"]\n'
     )
     assert (
-        parity(
-            "--reference",
-            tmp_path / "ref.xml",
-            "--candidate",
-            tmp_path / "cand.xml",
-            "--groups",
-            UPSTREAM / "vllm.toml",
-            "--applicability",
-            tmp_path / "na.toml",
-            "--out",
-            tmp_path,
+        parity_of_pair(
+            tmp_path, "--groups", UPSTREAM / "vllm.toml", "--applicability", tmp_path / "na.toml"
         )
         == 0
     )

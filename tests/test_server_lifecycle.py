@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import STUB_HEALTH_SERVER
 
 from pytest_rocm.hw.profiles import builtin
 from pytest_rocm.results.verdicts import build_signatures, find_signature
@@ -19,7 +20,8 @@ DATA = Path(__file__).resolve().parent / "data" / "serving"
 
 # A stand-in for an OpenAI-compatible server: it starts a child (an engine worker), then serves
 # /health, or exits, or hangs, as its mode says.
-STUB = """
+STUB = (
+    """
 import http.server, os, subprocess, sys, time
 port, mode = int(sys.argv[1]), sys.argv[2]
 print("stub starting", flush=True)
@@ -37,16 +39,9 @@ print(f"child {child.pid}", flush=True)
 if mode == "hang":
     time.sleep(300)
 
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 """
+    + STUB_HEALTH_SERVER
+)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, read_report
+from conftest import processes_with, read_jsonl, read_report
 from filelock import FileLock
 
 from pytest_rocm.results.verdicts import DEFAULT_SIGNATURES, build_signatures, find_signature
@@ -190,18 +190,6 @@ def run_suite(pytester, model_cache, *args):
     return result, report, report_dir
 
 
-def _processes_with(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
 @pytest.mark.slow
 @needs_vllm
 def test_server_that_dies_fails_as_infra_with_its_log(pytester, model_cache):
@@ -243,7 +231,7 @@ def test_server_that_never_becomes_healthy_is_killed_with_its_workers(pytester, 
     )
     assert "vllm server did not become healthy within 3 s" in test["message"]
     log = next((report_dir / "servers").glob("vllm-*.log"))
-    assert _processes_with(str(log.stem).replace("vllm-", "--port\0")) == [], (
+    assert processes_with(str(log.stem).replace("vllm-", "--port\0")) == [], (
         "a server process outlived its test"
     )
 

@@ -8,12 +8,11 @@ port it is given after STUB_DELAY seconds (no vLLM, seconds per test).
 """
 
 import json
-import os
 import stat
 import sys
 
 import pytest
-from conftest import read_report
+from conftest import STUB_HEALTH_SERVER, processes_with, read_report
 
 from pytest_rocm.serving.plan import next_step, server_plan
 
@@ -23,22 +22,16 @@ INTERPRETER = """#!/bin/sh
 if [ "$1" = "-c" ]; then exec {python} "$@"; fi
 exec {python} {stub} "$@"
 """
-STUB = """
+STUB = (
+    """
 import http.server, os, sys, time
 port = int(sys.argv[sys.argv.index("--port") + 1])
 print("stub starting", flush=True)
 time.sleep(float(os.environ.get("STUB_DELAY", "0")))
 
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 """
+    + STUB_HEALTH_SERVER
+)
 MODULE = """
 import time
 import pytest
@@ -156,20 +149,8 @@ def test_a_server_started_ahead_that_no_test_asks_for_is_stopped_and_recorded(py
     [unused] = [s for s in servers if s.get("unused")]
     assert unused["started_ahead"] and unused["healthy_after_s"] is None
     port = unused["command"][unused["command"].index("--port") + 1]
-    assert not _processes_with(f"--port\0{port}\0"), "the unused server outlived the run"
+    assert not processes_with(f"--port\0{port}\0"), "the unused server outlived the run"
     assert report["conclusion"] == "success"
-
-
-def _processes_with(text: str) -> list[str]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                if text.encode() in cmdline.read():
-                    found.append(pid)
-        except OSError:
-            pass
-    return found
 
 
 def test_the_plan_follows_the_run_order_a_framework_parameter_and_says_who_measures_speed(pytester):
