@@ -137,20 +137,27 @@ def test_gate_report_statuses_counts_and_conclusion(pytester):
     }
 
 
-def test_records_one_line_per_phase_with_evidence(pytester):
+def test_records_one_line_per_plain_pass_else_one_per_phase_with_evidence(pytester):
     run_suite(pytester)
     files = sorted(p.name for p in (pytester.path / "out").glob("records-*.jsonl"))
     assert files == ["records-controller.jsonl"]
     lines = [
         r for r in read_jsonl(pytester.path / "out/records-controller.jsonl") if "kind" not in r
     ]
-    # setup, call and teardown for each test, except where setup skipped or failed (no call phase):
+    # a setup line and a call+teardown line for each plain pass (test_pass, test_plain); setup, call
+    # and teardown for the other tests, except where setup skipped or failed (no call phase):
     # test_gap and test_needs_mi355x (skipped at setup), test_setup_error (failed at setup).
-    assert len(lines) == 9 * 3 - 3
+    assert len(lines) == 2 * 2 + 7 * 3 - 3
     phases = [(r["nodeid"].split("::")[1], r["when"], r["outcome"]) for r in lines]
     assert ("test_fail", "call", "failed") in phases
     assert ("test_gap", "setup", "skipped") in phases
-    assert all(r["schema"] == "pytest-rocm/record/1" and r["worker"] == "controller" for r in lines)
+    assert [p for p in phases if p[1] == "call+teardown"] == [
+        ("test_pass", "call+teardown", "passed"),
+        ("test_plain", "call+teardown", "passed"),
+    ]
+    # an xpass is no plain pass: its call says it was expected to fail
+    assert [p[1] for p in phases if p[0] == "test_gap_now_passes"] == ["setup", "call", "teardown"]
+    assert all(r["schema"] == "pytest-rocm/record/2" and r["worker"] == "controller" for r in lines)
     failed = next(r for r in lines if r["outcome"] == "failed" and r["when"] == "call")
     assert "some output before failing" in failed["stdout_tail"]
     assert failed["group"] == "attention" and failed["blocking"] is True
@@ -376,6 +383,39 @@ def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     )
     assert (pytester.path / "again/gate-report.json").read_bytes() == original
     assert "conclusion: failure" in capsys.readouterr().out
+
+
+def as_record_1(line: dict) -> list[dict]:
+    """A record as an earlier version wrote it: a record per phase, schema record/1."""
+    line = {**line, "schema": "pytest-rocm/record/1"}
+    if line.get("when") != "call+teardown":
+        return [line]
+    call, teardown = line.pop("durations")
+    return [
+        {**line, "when": "call", "duration": call},
+        {**line, "when": "teardown", "duration": teardown},
+    ]
+
+
+def test_the_same_report_from_a_runs_records_in_either_shape(pytester, capsys):
+    """A plain pass's call and teardown are one record now; the report and the duration store read
+    from the run's records as an earlier version wrote them (a record per phase) are the same."""
+    from pytest_rocm.scheduling.durations import durations_from_records
+
+    run_suite(pytester)
+    out, old = pytester.path / "out", pytester.path / "old"
+    old.mkdir()
+    (old / "manifest.json").write_bytes((out / "manifest.json").read_bytes())
+    records = read_jsonl(out / "records-controller.jsonl")
+    assert sum(r.get("when") == "call+teardown" for r in records) == 2
+    expanded = [phase for r in records for phase in as_record_1(r)]
+    (old / "records-controller.jsonl").write_text("".join(json.dumps(r) + "\n" for r in expanded))
+    assert rocm_gate(["report", "--records", str(old), "--out", str(pytester.path / "again")]) == 1
+    assert (pytester.path / "again/gate-report.json").read_bytes() == (
+        out / "gate-report.json"
+    ).read_bytes()
+    assert durations_from_records(expanded) == durations_from_records(records)
+    capsys.readouterr()
 
 
 def test_truncated_record_line_is_reported_and_the_rest_kept(pytester, capsys):

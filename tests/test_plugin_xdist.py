@@ -78,7 +78,8 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     probes = [r for r in controller if r.get("kind") == "probe"]
     assert len(probes) == 1 and probes[0]["ok"] is True
     written = sum(len(recs) for recs in per_worker.values())
-    assert written == 12 * 3 + 1  # every finished test's three phases, and the killed test's setup
+    # every finished test's setup and call+teardown, and the killed test's setup
+    assert written == 12 * 2 + 1
 
     # --rocm-reruns=0: an infra-looking crash, neither confirmed nor excused
     assert killed["verdict"] == "unconfirmed"
@@ -140,3 +141,43 @@ def test_properties_and_groups_reach_the_controller(pytester):
         "records-controller.jsonl",
     }
     assert report["conclusion"] == "success"
+
+
+SETUP_DEATH = """
+    import os
+    import pytest
+
+    @pytest.fixture
+    def dies():
+        os._exit(1)
+
+    @pytest.mark.rocm_gate(group="engine")
+    def test_dies_in_setup(dies):
+        pass
+
+    @pytest.mark.rocm_gate(group="engine")
+    def test_fine():
+        pass
+"""
+
+
+@pytest.mark.parametrize("reruns", [0, 1])
+def test_a_worker_that_dies_before_writing_anything_for_a_gate_still_blocks(pytester, reruns):
+    """The worker dies in the setup of a blocking gate, so it wrote no record of it: the controller's
+    crash record and the collection record still make it a blocking crash (never a success), and
+    the controller reruns it as it would any blocking gate."""
+    pytester.makepyfile(test_setup_death=SETUP_DEATH)
+    pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--rocm-platform=mi300x-8",
+        "--rocm-report-dir=out",
+        f"--rocm-reruns={reruns}",
+        "-p",
+        "no:cacheprovider",
+    )
+    report = read_report(pytester.path / "out")
+    died = report["tests"]["test_setup_death.py::test_dies_in_setup"]
+    assert (died["status"], died["blocking"], died["gate"]) == ("crashed", True, True)
+    assert len(died["attempts"]) == 1 + reruns
+    assert report["conclusion"] != "success"

@@ -29,7 +29,13 @@ from pytest_rocm.plugin.options import DEFAULT_PROBE
 from pytest_rocm.plugin.report_folder import ReportFolder
 from pytest_rocm.results import health_probe
 from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION
-from pytest_rocm.results.records import RecordWriter, last_attempt_records, read_records
+from pytest_rocm.results.records import (
+    RecordWriter,
+    collected_specs,
+    ends_attempt,
+    last_attempt_records,
+    read_records,
+)
 from pytest_rocm.results.report import build_gate_report, evidence_texts
 from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
 from pytest_rocm.schemas.artifacts import write_json_atomic
@@ -108,6 +114,7 @@ class Controller:
         self.config = context.config
         settings = context.settings
         self._own_writer: RecordWriter | None = None
+        self._collected_specs: dict | None = None  # the collection record's, once a crash needs it
         self._write = write  # the process's record writer where this process also runs tests
         # problems of the run itself, shown in the summary and the manifest
         self.notes: list[str] = []
@@ -260,6 +267,8 @@ class Controller:
         """A process died running `nodeid` (an xdist worker, or a rerun subprocess): write the crash
         record and hand the planner the evidence of the attempt it ended (its records survive the
         process)."""
+        # A process that died in a test's setup wrote nothing for it: its spec is the collection's.
+        spec = {} if any("blocking" in r for r in earlier) else self._collected_spec(nodeid)
         self.write(
             {
                 "nodeid": nodeid,
@@ -270,7 +279,8 @@ class Controller:
                 "crashed_worker": process,
                 "failure": failure,
                 "exit_code": exit_code,
-                "group": self.context.group_of(nodeid),
+                "group": spec.get("group") or self.context.group_of(nodeid),
+                **{key: spec[key] for key in ("blocking", "gate") if key in spec},
             }
         )
         if self.planner is not None:
@@ -281,8 +291,16 @@ class Controller:
                 nodeid,
                 [failure, *evidence_texts(earlier)],
                 devices,
-                any(r.get("blocking") for r in earlier),
+                bool(spec.get("blocking")) or any(r.get("blocking") for r in earlier),
             )
+
+    def _collected_spec(self, nodeid: str) -> dict:
+        """`nodeid`'s group, blocking and gate from the run's collection record (read once)."""
+        if self._collected_specs is None:
+            folder = self.report_folder.folder if self.report_folder else None
+            self._collected_specs = collected_specs(folder) if folder else {}
+        spec = self._collected_specs.get(nodeid)
+        return spec if isinstance(spec, dict) else {}
 
     # -- reruns after the main pass ------------------------------------------------------------------
     def run_queued_reruns(self, session: pytest.Session) -> None:
@@ -378,7 +396,7 @@ class Controller:
             return
         for record in attempt:  # what a worker's reports would have told the planner
             self.planner.on_record(record)
-        if not any(r["when"] == "teardown" for r in attempt):
+        if not any(ends_attempt(r) for r in attempt):
             failure = f"rerun process {name!r} died while running {nodeid!r} ({describe_exit(done.returncode)})"
             self._record_crash(nodeid, name, done.returncode, failure, attempt)
 

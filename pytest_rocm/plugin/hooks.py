@@ -112,10 +112,12 @@ class RecordingHooks:
         )
 
     @pytest.hookimpl(tryfirst=True, specname="pytest_sessionfinish")
-    def pytest_sessionfinish_servers(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish_first(self, session: pytest.Session) -> None:
         # first (pytest reads only pytest_-named methods, hence the specname): the servers' last
-        # records (one started ahead that no test used) reach the report
+        # records (one started ahead that no test used) and the phases of a test the session
+        # stopped in (a passed call waits in memory for its teardown) reach the report
         session.config.stash[SERVICES].close()
+        self.recorder.write_unwritten()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -3,12 +3,16 @@ process).
 
 Each phase outcome becomes one record line the moment pytest reports it, with
 the test's spec, the devices it held, what its gates measured and, for a
-failure, the text where infrastructure signatures are looked for.
+failure, the text where infrastructure signatures are looked for. The setup
+is always written at once (a process killed in the body still names its test);
+a call that passed with nothing to add waits in memory for the teardown, and
+where that passes too both are one record (docs/architecture.md, "Artifacts").
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -31,6 +35,9 @@ class Recorder:
         self.gpu_waits: dict[str, float] = {}
         # nodeid -> what its gates measured (this attempt)
         self.measurements: dict[str, list[dict]] = {}
+        # nodeid -> (duration, time reported) of its call that passed with nothing to add, not
+        # written yet: its teardown decides whether both are one record
+        self.unwritten: dict[str, tuple[float, float]] = {}
 
     @property
     def writer(self) -> RecordWriter | None:
@@ -48,12 +55,11 @@ class Recorder:
             self.writer.write(record)
 
     def record_report(self, report: pytest.TestReport) -> None:
-        """Write one phase outcome."""
+        """Write one phase outcome, or keep it until the test's end where it is a plain pass."""
         if self._writer is None and self.writer is None:  # no report folder
             return
         nodeid = report.nodeid
-        # The common case, a phase that passed with nothing to add, is formatted directly (3 per
-        # test).
+        when = report.when
         if (
             report.outcome == "passed"
             and "wasxfail" not in report.__dict__
@@ -63,10 +69,20 @@ class Recorder:
             encoded = self.spec_json.get(nodeid)
             if encoded is None:
                 encoded = self._encoded_spec(nodeid)
+            if when == "call":
+                self.unwritten[nodeid] = (report.duration, time.time())
+                return
+            if when == "teardown" and nodeid in self.unwritten:
+                call, _ = self.unwritten.pop(nodeid)
+                self._writer.write_plain_pass(
+                    self.nodeid_json[nodeid], call, report.duration, encoded
+                )
+                return
             self._writer.write_phase(
-                self.nodeid_json[nodeid], report.when, "passed", report.duration, encoded
+                self.nodeid_json[nodeid], when, report.duration, time.time(), encoded
             )
             return
+        self.write_unwritten(nodeid)
         record = {
             "nodeid": nodeid,
             "when": report.when,
@@ -99,6 +115,18 @@ class Recorder:
             if logs:
                 record["log_tail"] = logs[-OUTPUT_TAIL_CHARS:]
         self.writer.write(record, self._encoded_spec(nodeid))
+
+    def write_unwritten(self, nodeid: str | None = None) -> None:
+        """Write the kept call of `nodeid` (every kept call when None) as the phase record it is:
+        its teardown did not pass plainly, or the session ends before it."""
+        if self._writer is None:
+            return
+        for name in [nodeid] if nodeid is not None else list(self.unwritten):
+            kept = self.unwritten.pop(name, None)
+            if kept is not None:
+                self._writer.write_phase(
+                    self.nodeid_json[name], "call", kept[0], kept[1], self.spec_json[name]
+                )
 
     def record_collection(self, items: list[pytest.Item]) -> None:
         """What this run set out to run: the gates and grouped tests collected, with their specs.
@@ -174,4 +202,5 @@ class Recorder:
 
     def close(self) -> None:
         if self._writer is not None:
+            self.write_unwritten()
             self._writer.close()

@@ -1,10 +1,18 @@
-"""Crash-safe per-process records: one JSON line per test phase outcome, appended and flushed as it
+"""Crash-safe per-process records: one JSON line per test outcome, appended and flushed as it
 happens.
 
 Every process (the controller and each xdist worker) writes its own
 `records-<worker>.jsonl`, so no two processes share a file and a process that
 dies loses nothing it already wrote (at worst one half-written last line,
 which the reader reports and skips).
+
+A test's setup is written when pytest reports it, so a run killed in a test's
+body still names the test it was running. Where the call and the teardown then
+pass with nothing to add (no GPUs, no measurements, no xfail: most tests), they
+are one record, `when: "call+teardown"` with both `durations`, written at the
+teardown; otherwise each phase is its own record (docs/architecture.md,
+"Artifacts"). Records of schema `record/1` (a record per phase for every test)
+are read the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +27,11 @@ from pathlib import Path
 
 from pytest_rocm.schemas.artifacts import schema
 
-RECORD_SCHEMA = schema("record")
+RECORD_SCHEMA = schema("record", 2)
+# an earlier version's records (a phase record for every phase): read as they are
+READ_SCHEMAS = frozenset({schema("record", 1), RECORD_SCHEMA})
+# the `when` of a test's call and teardown that both passed with nothing to add, in one record
+PLAIN_PASS = "call+teardown"
 FAILURE_HEAD_CHARS = 4000
 OUTPUT_TAIL_CHARS = 4000
 
@@ -43,15 +55,33 @@ class RecordWriter:
         self.write_encoded(body[:-1] + self._common + encoded_extra + "}\n")
 
     def write_phase(
-        self, encoded_nodeid: str, when: str, outcome: str, duration: float, encoded_extra: str
+        self,
+        encoded_nodeid: str,
+        when: str,
+        duration: float,
+        t: float,
+        encoded_extra: str,
     ) -> None:
-        """The common record (a phase that passed or skipped, nothing else to say), formatted
-        directly."""
+        """A phase that passed with nothing else to say, formatted directly; `t` is when pytest
+        reported it."""
         os.write(
             self._fd,
             (
-                f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"{outcome}",'
-                f'"duration":{duration:.6f},"t":{time.time():.6f}{self._common}{encoded_extra}}}\n'
+                f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"passed",'
+                f'"duration":{duration:.6f},"t":{t:.6f}{self._common}{encoded_extra}}}\n'
+            ).encode(),
+        )
+
+    def write_plain_pass(
+        self, encoded_nodeid: str, call: float, teardown: float, encoded_extra: str
+    ) -> None:
+        """The one record of a test's call and teardown that both passed with nothing to add."""
+        os.write(
+            self._fd,
+            (
+                f'{{"nodeid":{encoded_nodeid},"when":"{PLAIN_PASS}","outcome":"passed",'
+                f'"durations":[{call:.6f},{teardown:.6f}],"t":{time.time():.6f}'
+                f"{self._common}{encoded_extra}}}\n"
             ).encode(),
         )
 
@@ -151,6 +181,7 @@ def read_records(directory: Path) -> LoadedRecords:
 
 
 PHASES = ("setup", "call", "teardown")
+WHENS = (*PHASES, PLAIN_PASS)
 OUTCOMES = ("passed", "failed", "skipped")
 # Records about the run rather than one attempt of a test; `probe` belongs to a test but is not a
 # phase.
@@ -161,7 +192,7 @@ KINDS = ("probe", *RUN_KINDS)
 def record_problem(record) -> str | None:
     """Why a parsed line is not a record the report can use, or None (the checks are those of
     schemas/record.schema.json, written out: they run for every line of every run)."""
-    if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
+    if not isinstance(record, dict) or record.get("schema") not in READ_SCHEMAS:
         return f"not a {RECORD_SCHEMA} record"
     if not isinstance(record.get("nodeid"), str):
         return "no `nodeid` string"
@@ -170,8 +201,20 @@ def record_problem(record) -> str | None:
     kind = record.get("kind")
     if kind is not None:
         return None if kind in KINDS else f"unknown `kind` {kind!r}"
-    if record.get("when") not in PHASES:
-        return f"`when` must be one of {', '.join(PHASES)}, got {record.get('when')!r}"
+    when = record.get("when")
+    if when == PLAIN_PASS:
+        durations = record.get("durations")
+        if record.get("outcome") != "passed":
+            return f"a `when: {PLAIN_PASS}` record must say passed, got {record.get('outcome')!r}"
+        if (
+            not isinstance(durations, list)
+            or len(durations) != 2
+            or not all(isinstance(d, (int, float)) and not isinstance(d, bool) for d in durations)
+        ):
+            return f"`durations` must be 2 numbers (call, teardown), got {durations!r}"
+        return None
+    if when not in PHASES:
+        return f"`when` must be one of {', '.join(WHENS)}, got {when!r}"
     if record.get("outcome") not in OUTCOMES:
         return f"`outcome` must be one of {', '.join(OUTCOMES)}, got {record.get('outcome')!r}"
     if not isinstance(record.get("duration", 0.0), (int, float)):
@@ -179,9 +222,23 @@ def record_problem(record) -> str | None:
     return None
 
 
+def phase_seconds(records: list[dict]):
+    """The phase durations of a test's records, in order: a `call+teardown` record gives two. Summed
+    with `sum`, the same float as from a record per phase."""
+    for record in records:
+        if record.get("when") == PLAIN_PASS:
+            yield from record["durations"]
+        else:
+            yield record.get("duration", 0.0)
+
+
+def ends_attempt(record: dict) -> bool:
+    """The record that says a test's attempt ran to its end (its teardown, or a plain pass)."""
+    return record.get("when") in ("teardown", PLAIN_PASS)
+
+
 def split_attempts(records: list[dict]) -> list[list[dict]]:
-    """Phase records of one test (in time order) into attempts: a setup starts one, a crash ends
-    one."""
+    """Records of one test (in time order) into attempts: a setup starts one, a crash ends one."""
     attempts: list[list[dict]] = []
     current: list[dict] | None = None
     for record in records:
@@ -198,6 +255,24 @@ def split_attempts(records: list[dict]) -> list[list[dict]]:
         else:
             current.append(record)
     return attempts
+
+
+def collected_specs(directory: Path) -> dict:
+    """nodeid -> {group, blocking, gate} from the run's collection record in `directory` (written
+    before any test ran), or {} where there is none."""
+    for path in record_files(directory):
+        try:
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if '"collection"' not in line[:60]:  # its first key: skip the test records
+                        continue
+                    record = json.loads(line)
+                    if record_problem(record) is None and record.get("kind") == "collection":
+                        specs = record.get("specs")
+                        return specs if isinstance(specs, dict) else {}
+        except (OSError, json.JSONDecodeError, AttributeError):
+            continue
+    return {}
 
 
 def last_attempt_records(path: Path, nodeid: str) -> list[dict]:

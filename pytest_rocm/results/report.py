@@ -3,8 +3,10 @@ conclusion.
 
 Built from records alone, so rebuilding it from the same records gives the same
 file (`rocm-gate verdict DIR`). A test may have several attempts (the
-main pass and reruns); each attempt starts with a setup record, and a crash
-record from the xdist controller ends the attempt its worker died in.
+main pass and reruns); each attempt starts with a setup record, and a crash record from the xdist controller ends the
+attempt its worker died in. A test whose records carry no spec (its process
+died before it wrote one) takes its group and blocking from the collection
+record.
 
 Statuses (of an attempt, and of a test: its last attempt): passed, failed (the
 test body failed), error (setup or teardown failed), crashed (the process
@@ -22,7 +24,7 @@ from collections import Counter, defaultdict
 
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
-from pytest_rocm.results.records import RUN_KINDS, split_attempts
+from pytest_rocm.results.records import PLAIN_PASS, RUN_KINDS, phase_seconds, split_attempts
 from pytest_rocm.results.verdicts import build_signatures, decide, failure_evidence, find_signature
 from pytest_rocm.schemas.artifacts import schema
 
@@ -52,6 +54,8 @@ def attempt_status(
     crash = next((r for r in records if r.get("crashed")), None)
     phases = {r["when"]: r for r in records if not r.get("crashed")}
     call, setup, teardown = phases.get("call"), phases.get("setup"), phases.get("teardown")
+    if PLAIN_PASS in phases:  # the call and the teardown, both passed
+        call = teardown = phases[PLAIN_PASS]
     failed = [r for r in phases.values() if r["outcome"] == "failed"]
     if crash is not None:
         detail = crash.get("failure") or "the worker running this test died"
@@ -112,17 +116,38 @@ def evidence_texts(records: list[dict]) -> list[str]:
 
 
 def status_of_test(
-    records: list[dict], probes: list[dict], signatures, run_ended: bool = True
+    records: list[dict],
+    probes: list[dict],
+    signatures,
+    run_ended: bool = True,
+    collected: dict | None = None,
 ) -> dict:
-    """Attempts, final status, verdict and evidence of one test from its records (in time order)."""
+    """Attempts, final status, verdict and evidence of one test from its records (in time order).
+    `collected`: the test's entry in the collection record's specs, for records that carry none."""
     first = records[0]
-    if len(records) == 3 and all(r["outcome"] == "passed" and "wasxfail" not in r for r in records):
-        return _plain_pass(records)  # most tests: one attempt, every phase passed
+    # most tests: one attempt, every phase passed (the call and teardown in one record, or three
+    # phase records as in record/1)
+    if (
+        len(records) == 2
+        and records[1]["when"] == PLAIN_PASS
+        and first["when"] == "setup"
+        and first["outcome"] == "passed"
+        and "wasxfail" not in first
+    ) or (
+        len(records) == 3 and all(r["outcome"] == "passed" and "wasxfail" not in r for r in records)
+    ):
+        return _plain_pass(records)
     known_gap = next((r["known_gap"] for r in records if r.get("known_gap")), None)
+    # a process that died in the test's setup wrote none of its records: the collection has its spec
+    spec = (
+        collected
+        if isinstance(collected, dict) and not any("blocking" in r for r in records)
+        else {}
+    )
     result = {
-        "group": next((r.get("group") for r in records if r.get("group")), None),
-        "blocking": any(r.get("blocking") for r in records),
-        "gate": any(r.get("gate") for r in records),
+        "group": next((r.get("group") for r in records if r.get("group")), spec.get("group")),
+        "blocking": any(r.get("blocking") for r in records) or bool(spec.get("blocking")),
+        "gate": any(r.get("gate") for r in records) or bool(spec.get("gate")),
         "requires": first.get("requires"),
         "known_gap": known_gap,
     }
@@ -137,7 +162,7 @@ def status_of_test(
             "status": status,
             "worker": attempt_records[0].get("worker"),
             "gpus": gpus,
-            "duration": round(sum(r.get("duration", 0.0) for r in attempt_records), 6),
+            "duration": round(sum(phase_seconds(attempt_records)), 6),
         }
         if status in FAILED:
             attempt["signature"] = find_signature(evidence_texts(attempt_records), signatures)
@@ -185,7 +210,7 @@ def status_of_test(
 def _plain_pass(records: list[dict]) -> dict:
     first = records[0]
     gpus = first.get("gpus")
-    duration = round(sum(r.get("duration", 0.0) for r in records), 6)
+    duration = round(sum(phase_seconds(records)), 6)
     return {
         "group": first.get("group"),
         "blocking": bool(first.get("blocking")),
@@ -208,10 +233,15 @@ def _plain_pass(records: list[dict]) -> dict:
 
 
 def summarise(
-    records: list[dict], group_of=None, signatures=None, run_ended: bool = True
+    records: list[dict],
+    group_of=None,
+    signatures=None,
+    run_ended: bool = True,
+    collected: dict[str, dict] | None = None,
 ) -> dict[str, dict]:
-    """nodeid -> test status, in the order tests first appear. `group_of(nodeid)` fills missing
-    groups."""
+    """nodeid -> test status, in the order tests first appear. `collected` (the collection record's
+    specs) fills the spec of a test whose records carry none, `group_of(nodeid)` missing groups."""
+    collected = collected or {}
     signatures = signatures if signatures is not None else build_signatures()
     by_test: dict[str, list[dict]] = defaultdict(list)
     probes: dict[str, list[dict]] = defaultdict(list)
@@ -223,7 +253,11 @@ def summarise(
     tests = {}
     for nodeid, recs in by_test.items():
         tests[nodeid] = status_of_test(
-            recs, [_probe_summary(p) for p in probes.get(nodeid, [])], signatures, run_ended
+            recs,
+            [_probe_summary(p) for p in probes.get(nodeid, [])],
+            signatures,
+            run_ended,
+            collected.get(nodeid),
         )
         if tests[nodeid]["group"] is None and group_of is not None:
             tests[nodeid]["group"] = group_of(nodeid)
@@ -284,8 +318,12 @@ def build_gate_report(
     run_records = {r["kind"]: r for r in records if r.get("kind") in RUN_KINDS}
     session, preflight = run_records.get("session"), run_records.get("preflight")
     run_ended = session is not None and session.get("exitstatus") not in STOPPED_EXIT
-    tests = summarise(records, group_of, signatures, run_ended)
-    run = completeness(session, run_records.get("collection"), tests, signatures)
+    collection = run_records.get("collection")
+    specs = (collection or {}).get("specs")
+    tests = summarise(
+        records, group_of, signatures, run_ended, specs if isinstance(specs, dict) else None
+    )
+    run = completeness(session, collection, tests, signatures)
     verdict, why = conclusion(tests, run, manifest.get("runner"), preflight)
     return {
         "schema": GATE_REPORT_SCHEMA,

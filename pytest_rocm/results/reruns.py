@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_rocm.hw.allocation import visible_devices_env, write_avoid
+from pytest_rocm.results.records import ends_attempt
 from pytest_rocm.results.verdicts import Signature, failure_evidence, find_signature
 
 PROBE_TIMEOUT_S = 300
@@ -136,7 +137,7 @@ class RerunPlanner:
                     record.get("stderr_tail", ""),
                 ],
             )
-        if record["when"] == "teardown":
+        if ends_attempt(record):
             self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()))
 
     def _note_failure(self, nodeid: str, devices: list[int] | None, texts: list[str]) -> None:

@@ -117,19 +117,28 @@ def durations_from_records(records: list[dict]) -> dict[str, float]:
     """Each test's duration in a run: setup, call and teardown of its first attempt (a rerun's is
     not what the scheduler plans for), less the time it waited for its GPUs, from the records. A
     crashed attempt has no complete duration and is left out."""
-    from pytest_rocm.results.records import split_attempts
+    from pytest_rocm.results.records import PLAIN_PASS, WHENS, split_attempts
 
     phases: dict[str, list[dict]] = defaultdict(list)
     for record in records:
-        if "kind" not in record and record.get("when") in ("setup", "call", "teardown"):
+        if "kind" not in record and record.get("when") in WHENS:
             phases[record["nodeid"]].append(record)
     durations = {}
     for nodeid, ordered in phases.items():
         first = split_attempts(ordered)[0]
         if any(r.get("crashed") for r in first) or not all(
-            isinstance(r.get("duration"), (int, float)) for r in first
+            isinstance(r.get("duration"), (int, float)) or "durations" in r for r in first
         ):
             continue
         # the time its GPUs were held by other tests is the schedule's, not the test's
-        durations[nodeid] = max(sum(r["duration"] - r.get("gpu_wait_s", 0.0) for r in first), 0.0)
+        phases = (
+            d
+            for r in first
+            for d in (
+                r["durations"]
+                if r["when"] == PLAIN_PASS
+                else (r["duration"] - r.get("gpu_wait_s", 0.0),)
+            )
+        )
+        durations[nodeid] = max(sum(phases), 0.0)
     return durations
