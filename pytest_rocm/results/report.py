@@ -3,10 +3,9 @@ conclusion.
 
 Built from records alone, so rebuilding it from the same records gives the same
 file (`rocm-gate verdict DIR`). A test may have several attempts (the
-main pass and reruns); each attempt starts with a setup record, and a crash record from the xdist controller ends the
-attempt its worker died in. A test whose records carry no spec (its process
-died before it wrote one) takes its group and blocking from the collection
-record.
+main pass and reruns); each attempt starts with a setup record, and a crash
+record from the xdist controller ends the attempt its worker died in (with the
+test's spec from the collection record where the worker wrote none).
 
 Statuses (of an attempt, and of a test: its last attempt): passed, failed (the
 test body failed), error (setup or teardown failed), crashed (the process
@@ -120,10 +119,8 @@ def status_of_test(
     probes: list[dict],
     signatures,
     run_ended: bool = True,
-    collected: dict | None = None,
 ) -> dict:
-    """Attempts, final status, verdict and evidence of one test from its records (in time order).
-    `collected`: the test's entry in the collection record's specs, for records that carry none."""
+    """Attempts, final status, verdict and evidence of one test from its records (in time order)."""
     first = records[0]
     # most tests: one attempt, every phase passed (the call and teardown in one record, or three
     # phase records as in record/1)
@@ -138,16 +135,10 @@ def status_of_test(
     ):
         return _plain_pass(records)
     known_gap = next((r["known_gap"] for r in records if r.get("known_gap")), None)
-    # a process that died in the test's setup wrote none of its records: the collection has its spec
-    spec = (
-        collected
-        if isinstance(collected, dict) and not any("blocking" in r for r in records)
-        else {}
-    )
     result = {
-        "group": next((r.get("group") for r in records if r.get("group")), spec.get("group")),
-        "blocking": any(r.get("blocking") for r in records) or bool(spec.get("blocking")),
-        "gate": any(r.get("gate") for r in records) or bool(spec.get("gate")),
+        "group": next((r.get("group") for r in records if r.get("group")), None),
+        "blocking": any(r.get("blocking") for r in records),
+        "gate": any(r.get("gate") for r in records),
         "requires": first.get("requires"),
         "known_gap": known_gap,
     }
@@ -237,11 +228,9 @@ def summarise(
     group_of=None,
     signatures=None,
     run_ended: bool = True,
-    collected: dict[str, dict] | None = None,
 ) -> dict[str, dict]:
-    """nodeid -> test status, in the order tests first appear. `collected` (the collection record's
-    specs) fills the spec of a test whose records carry none, `group_of(nodeid)` missing groups."""
-    collected = collected or {}
+    """nodeid -> test status, in the order tests first appear. `group_of(nodeid)` fills missing
+    groups."""
     signatures = signatures if signatures is not None else build_signatures()
     by_test: dict[str, list[dict]] = defaultdict(list)
     probes: dict[str, list[dict]] = defaultdict(list)
@@ -257,7 +246,6 @@ def summarise(
             [_probe_summary(p) for p in probes.get(nodeid, [])],
             signatures,
             run_ended,
-            collected.get(nodeid),
         )
         if tests[nodeid]["group"] is None and group_of is not None:
             tests[nodeid]["group"] = group_of(nodeid)
@@ -318,12 +306,8 @@ def build_gate_report(
     run_records = {r["kind"]: r for r in records if r.get("kind") in RUN_KINDS}
     session, preflight = run_records.get("session"), run_records.get("preflight")
     run_ended = session is not None and session.get("exitstatus") not in STOPPED_EXIT
-    collection = run_records.get("collection")
-    specs = (collection or {}).get("specs")
-    tests = summarise(
-        records, group_of, signatures, run_ended, specs if isinstance(specs, dict) else None
-    )
-    run = completeness(session, collection, tests, signatures)
+    tests = summarise(records, group_of, signatures, run_ended)
+    run = completeness(session, run_records.get("collection"), tests, signatures)
     verdict, why = conclusion(tests, run, manifest.get("runner"), preflight)
     return {
         "schema": GATE_REPORT_SCHEMA,
