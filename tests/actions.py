@@ -44,6 +44,7 @@ import io
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import zipfile
@@ -57,6 +58,10 @@ from github_api import example, validate_webhook
 REPO = Path(__file__).resolve().parent.parent
 PYTEST_ROCM = "rocm/pytest-rocm"
 SAMPLES = REPO / "tests" / "data" / "samples" / "amd-smi"
+# A step here takes seconds (15 s for the gates' `pytest -n 8` on a loaded 2-core machine). One that
+# runs past this limit, well inside the test's own pytest-timeout (300 s), is hung: it fails its
+# test with its own output and the stacks of its Python processes, which name where it hangs.
+STEP_LIMIT_S = 150
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@example.com",
@@ -97,6 +102,32 @@ def write_gpu_tools(folder: Path, sku: str = "mi300x-8") -> Path:
     )
     tool.chmod(0o755)
     return folder
+
+
+class StepHung(AssertionError):
+    """A `run:` step ran past STEP_LIMIT_S: its output ends with its Python processes' stacks."""
+
+    def __init__(self, name: str, stdout: str, stderr: str):
+        super().__init__(
+            f"the step {name!r} ran past {STEP_LIMIT_S} s and was stopped; what it printed, ending "
+            f"with the stacks of its Python processes (faulthandler):\n{stdout[-20000:]}\n"
+            f"{stderr[-40000:]}"
+        )
+
+
+def _stacks_and_stop(process: subprocess.Popen) -> tuple[str, str]:
+    """Make every Python process of the step's group print its threads' stacks (faulthandler
+    answers SIGABRT with them), then kill the group; what the step printed."""
+    for sig in (signal.SIGABRT, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            return process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            continue
+    return process.communicate()
 
 
 def _on(definition: dict) -> dict:
@@ -946,15 +977,21 @@ class Actions:
         (self.root / "tmp").mkdir(exist_ok=True)
         environ.update({k: str(v) for k, v in contexts["env"].items()})
         cwd = work / step.get("working-directory", ".")
-        done = subprocess.run(
+        process = subprocess.Popen(
             ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
             cwd=cwd,
-            env=environ,
-            capture_output=True,
+            env={**environ, "PYTHONFAULTHANDLER": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=600,
+            errors="replace",
+            start_new_session=True,  # its own process group: a hung step is stopped whole
         )
-        return done.returncode, done.stdout + done.stderr
+        try:
+            stdout, stderr = process.communicate(timeout=STEP_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            raise StepHung(step.get("name") or script, *_stacks_and_stop(process)) from None
+        return process.returncode, stdout + stderr
 
     def _action(
         self, step: dict, contexts: dict, work: Path, state: dict, job: JobRecord, fork: bool
