@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -327,6 +326,8 @@ class Controller:
         platform_file = folder / f".platform-{self.context.session_id}.json"
         write_json_atomic(platform_file, self.context.platform.to_dict())
         number = 0
+        from concurrent.futures import ThreadPoolExecutor  # only a run with reruns needs it
+
         with ThreadPoolExecutor(max_workers=internals.worker_count(self.config)) as pool:
             while leftovers := self.planner.leftovers():
                 runs = []

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from pytest_rocm.hw.model import Gpu, Platform
 from pytest_rocm.hw.skus import ALL_SKUS, KNOWN_AMD_ARCHS, NVIDIA_ARCH_BY_SKU, normalise_sku
-from pytest_rocm.serving.tiny_models import spec_problem
 
 MARKER_HELP = {
     "rocm_gate": "rocm_gate(group, blocking=True): a gate test in a group "
@@ -155,6 +154,9 @@ def parse_server(mark, name: str) -> None:
     """Check a server marker's arguments (the fixture reads them when it starts the server)."""
     args, env, tiny_model = _call(_server_args, mark, name)
     if tiny_model is not None:
+        # imported here: every pytest run loads this module, few tests name a tiny model
+        from pytest_rocm.serving.tiny_models import spec_problem
+
         problem = spec_problem(tiny_model)
         if problem:
             raise MarkerError(f"@pytest.mark.{name}: tiny_model {problem}")

@@ -20,7 +20,6 @@ from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
-from pytest_rocm.serving.process import LOG_SECTION
 
 
 class Recorder:
@@ -109,6 +108,8 @@ class Recorder:
             record["failure"] = text[:FAILURE_HEAD_CHARS]
             record["stdout_tail"] = report.capstdout[-OUTPUT_TAIL_CHARS:]
             record["stderr_tail"] = report.capstderr[-OUTPUT_TAIL_CHARS:]
+            from pytest_rocm.serving.process import LOG_SECTION  # loaded once a test fails
+
             logs = "\n".join(
                 text for title, text in report.sections if title.startswith(LOG_SECTION)
             )
