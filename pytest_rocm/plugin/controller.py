@@ -320,14 +320,14 @@ class Controller:
                     item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
 
     def _rerun_in_subprocesses(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor  # only a run with reruns needs it
+
         if self.report_folder is None:
             return  # without records no verdict reads the rerun
         folder = self.report_folder.folder
         platform_file = folder / f".platform-{self.context.session_id}.json"
         write_json_atomic(platform_file, self.context.platform.to_dict())
         number = 0
-        from concurrent.futures import ThreadPoolExecutor  # only a run with reruns needs it
-
         with ThreadPoolExecutor(max_workers=internals.worker_count(self.config)) as pool:
             while leftovers := self.planner.leftovers():
                 runs = []
