@@ -2,19 +2,21 @@
 to run.
 
 Per changed file, the first that applies: a test file runs (and selects its group); the map's
-`[selection] ignore` (documentation, other platforms' files) runs nothing; `[selection] everything`
-(build files, this CI's configuration, core modules) runs every group; a rule's `sources` selects
-that rule's tests; co-change learned from `--history` selects the test folders that changed with the
-file; anything else is unknown and runs everything. Every group selected says why.
+`[selection] ignore` (documentation, other platforms' files, vLLM's own CI scripts) runs nothing;
+`[selection] everything` (build files, ROCm images and requirements, the AMD CI and platform) runs
+every group; a rule's `sources` selects that rule's tests; co-change learned from `--history` selects
+the test folders that changed with the file most, until they account for more than `--cover` of its
+past test changes (default 0.5: more than half; higher runs more and misses less); anything else is
+unknown and runs everything. Every group selected says why.
 
 History to learn from: --history FILE, one JSON object per commit with its `files` (the vendored
 `tests/data/upstream/vllm-main-history.jsonl`), or --learn-from-git N: the last N first-parent
 commits of --repo.
 
 It fails closed: when it cannot read or decide (a map, history or changed-files list that cannot be
-read, a
---base or --head that is empty, an option, or no commit, a git call that fails), it still prints a selection of
-everything, saying why, and exits 2, so a workflow that reads the output runs every group.
+read, a --base or --head that is empty, an option, or no commit, a git call that fails), it still
+prints a selection of everything, saying why, and exits 2, so a workflow that reads the output runs
+every group.
 
 Exit statuses (docs/architecture.md, "Exit statuses"): 0 decided, 2 could not decide (everything
 printed).
@@ -30,6 +32,17 @@ from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file, whole_number
+
+
+def share(value: str) -> float:
+    """An argparse `type`: a share from 0 to 1 (--cover)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1, got {value!r}") from None
+    if not 0 <= number <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1, got {value!r}")
+    return number
 
 
 def add_parser(commands, name: str) -> None:
@@ -73,6 +86,16 @@ def add_parser(commands, name: str) -> None:
         type=whole_number(1, "give a number of commits, 1 or more, got {value}"),
         metavar="N",
         help="learn co-change from the last N first-parent commits of --repo (before --base)",
+    )
+    select.add_argument(
+        "--cover",
+        type=share,
+        metavar="Q",
+        # the default is cochange.COVER, named here without importing it (commands import what they
+        # need when they run); a test checks the two agree
+        help="per changed file, the test folders that changed with it most, until they account for "
+        "more than Q of its past test changes (0 to 1; default 0.5: 0 the top folder only, 1 every "
+        "folder that ever changed with it)",
     )
     select.add_argument("--json", action="store_true", help="print the selection as JSON")
 
@@ -187,7 +210,7 @@ def _git_history(repo: Path, commits: int, before: str | None) -> list[dict]:
 
 def run(args) -> int:
     from pytest_rocm.catalog.groups import GroupMapError, load_group_map
-    from pytest_rocm.selection.cochange import CoChange, CommitHistoryError, read_history
+    from pytest_rocm.selection.cochange import COVER, CoChange, CommitHistoryError, read_history
     from pytest_rocm.selection.select import select
 
     git_range = args.base is not None or args.head is not None
@@ -197,6 +220,7 @@ def run(args) -> int:
         return _fail_closed(args, "give --changed-files FILE, or --base SHA and --head SHA")
     if args.history and args.learn_from_git:
         return _fail_closed(args, "give --history FILE or --learn-from-git N, not both")
+    cover = COVER if args.cover is None else args.cover
     try:
         group_map = load_group_map(args.map)
         changed = _changed(args)
@@ -206,10 +230,10 @@ def run(args) -> int:
             else None
         )
         history = (
-            CoChange.learn(read_history(args.history))
+            CoChange.learn(read_history(args.history), cover=cover)
             if args.history
             else (
-                CoChange.learn(_git_history(args.repo, args.learn_from_git, base))
+                CoChange.learn(_git_history(args.repo, args.learn_from_git, base), cover=cover)
                 if args.learn_from_git
                 else None
             )

@@ -3,10 +3,10 @@
 Per changed file, the first that applies:
 1. a test file: it runs, and its group is selected; any other file under the test tree (a conftest, a helper):
    the tests at or below its folder (every group, for the tree's root);
-2. `[selection] ignore` of the group map (documentation, other platforms' CI and build files): nothing;
-3. `[selection] everything` (build files, this CI's configuration, core modules): every group;
+2. `[selection] ignore` of the group map (documentation, other platforms' and vLLM's own CI files): nothing;
+3. `[selection] everything` (build files, ROCm images and requirements, the AMD CI and platform): every group;
 4. a rule's `sources`: that rule's group and test paths;
-5. co-change learned from history (`cochange`): the test folders that changed with it, and their groups;
+5. co-change learned from history (`cochange`): the test folders that changed with it most, and their groups;
 6. anything else is unknown: every group (an unknown file never lets a regression through).
 
 An empty change (no path at all) also runs everything: a list that came out empty is more often a
@@ -19,7 +19,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from pytest_rocm.catalog.groups import GROUPS, UNGROUPED, GroupMap
-from pytest_rocm.selection.cochange import SUPPORT, CoChange, is_test_file, is_test_path
+from pytest_rocm.selection.cochange import (
+    MIN_TOGETHER,
+    SUPPORT,
+    CoChange,
+    is_test_file,
+    is_test_path,
+)
 
 
 @dataclass
@@ -101,12 +107,12 @@ def _why_unlinked(path: str, history: CoChange | None) -> str:
     seen = history.seen_with_tests(path)
     if seen < SUPPORT:
         return (
-            f"history has too little on it: it (or a folder of it) changed together with tests in {seen} of "
-            f"the {history.commits} commits learned from, fewer than {SUPPORT}"
+            f"history has too little on it: it (or a folder of it) changed together with tests in "
+            f"{seen} of the {history.commits} commits learned from, fewer than {SUPPORT}"
         )
     return (
-        f"history links it to no test folder often enough (it changed with tests in {seen} commits; a link "
-        f"needs {history.min_together} of them and {history.rate:.0%})"
+        f"history links it to no test folder often enough (it changed with tests in {seen} commits; "
+        f"a link needs {MIN_TOGETHER} of them)"
     )
 
 
