@@ -12,6 +12,7 @@ import argparse
 import gc
 import math
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from pytest_rocm.cli import exits
@@ -100,15 +101,39 @@ def add_parser(commands, name: str) -> None:
 
 
 def run(args) -> int:
-    from pytest_rocm.catalog.groups import GroupMapError, load_group_map
-    from pytest_rocm.schemas.artifacts import write_json_atomic
-
     # A short-lived process that builds 100,000s of small objects and frees none of them until it
-    # exits: the cyclic collector's passes over the growing heap only cost time here.
+    # exits: the cyclic collector's passes over the growing heap only cost time here. (A caller that
+    # runs this in its own process, a test, gets its setting back.)
+    collecting = gc.isenabled()
     gc.disable()
+    try:
+        return _run(args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(args) -> int:
+    from pytest_rocm.parity.inputs import ReadingSides
+
+    if bool(args.reference) != bool(args.candidate) or not (args.reference or args.sglang_registry):
+        print(
+            "rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)",
+            file=sys.stderr,
+        )
+        return exits.BAD_INPUT
+    # With many files, forked processes start reading the sides now, while this one loads the maps
+    # and an earlier report.
+    sides = [(args.reference_label, args.reference), (args.candidate_label, args.candidate)]
+    with ReadingSides(sides, args.keep_going) if args.reference else nullcontext() as reading:
+        return _compare(args, reading)
+
+
+def _compare(args, reading) -> int:
     from pytest_rocm.catalog.applicability import ApplicabilityError, load_applicability
+    from pytest_rocm.catalog.groups import GroupMapError, load_group_map
     from pytest_rocm.parity import compare as parity_mod
-    from pytest_rocm.parity.inputs import InputError, load_sides
+    from pytest_rocm.parity.inputs import InputError
     from pytest_rocm.parity.junit import JUnitError
     from pytest_rocm.parity.markdown import render
     from pytest_rocm.parity.sglang_registry import (
@@ -117,23 +142,16 @@ def run(args) -> int:
         executed_coverage,
         read_registry,
     )
+    from pytest_rocm.schemas.artifacts import write_json_atomic
 
-    if bool(args.reference) != bool(args.candidate) or not (args.reference or args.sglang_registry):
-        print(
-            "rocm-gate parity: give --reference and --candidate (and/or --sglang-registry)",
-            file=sys.stderr,
-        )
-        return exits.BAD_INPUT
     try:
         group_map = load_group_map(args.groups) if args.groups else None
         applicability = load_applicability(args.applicability) if args.applicability else None
         previous = parity_mod.read_previous(args.previous) if args.previous else None
         report: dict = {"schema": parity_mod.PARITY_SCHEMA}
-        if args.reference:
-            reference, candidate = load_sides(
-                [(args.reference_label, args.reference), (args.candidate_label, args.candidate)],
-                args.keep_going,
-            )
+        if reading is not None:
+            reference, candidate = reading.sides()
+            reading.close()  # the reading processes are done: none is left running meanwhile
             for side in (reference, candidate):
                 parity_mod.strip_explicit(side, args.strip_prefix)
             report = parity_mod.compute(

@@ -13,8 +13,8 @@ passing on both, parity = both / reference passing, and the gaps by reason.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from itertools import chain, compress, filterfalse, repeat
-from operator import getitem, is_, not_
+from itertools import compress, filterfalse, repeat
+from operator import and_, getitem, is_, is_not, not_
 
 from pytest_rocm.catalog.applicability import Applicability
 from pytest_rocm.catalog.groups import UNGROUPED, GroupMap
@@ -65,29 +65,32 @@ def _ratio(part: int, whole: int) -> float | None:
     return round(part / whole, 6) if whole else None
 
 
-def _split(results: dict[str, Result]) -> tuple[list[str], list[tuple[str, Result]]]:
-    """A side's plain passes (the shared PLAIN_PASS) as ids, and every other (id, result), each in
-    the side's
-    order: split by C-level iteration, no Python code run per test."""
-    plain = list(map(is_, results.values(), repeat(PLAIN_PASS)))
-    return list(compress(results, plain)), list(compress(results.items(), map(not_, plain)))
-
-
 def _compare_in_bulk(ref: dict[str, Result], cand: dict[str, Result]):
-    """The plain passes compared as sets. Returns the ids plain on both sides (in the reference's
-    order, as the reference's own strings), the reference's other ids (in its order), the
-    candidate-only ids (in its order), and each side's results that are not plain passes. Set
-    lookups of an equal string that is another object compare the characters, so the passes over
-    100,000s of ids are arranged to make few of those."""
-    ref_plain, ref_others = _split(ref)
-    cand_plain, cand_others = _split(cand)
-    both = list(filter(set(cand_plain).__contains__, ref_plain))
-    both_set = set(both)
-    # not plain on both: looked at one by one
-    ref_rest = list(filterfalse(both_set.__contains__, ref))
-    in_ref = len(both) + sum(map(cand.__contains__, ref_rest))  # ids on both sides
-    cand_only = list(filterfalse(ref.__contains__, cand)) if in_ref < len(cand) else []
-    return both, ref_rest, cand_only, ref_others, cand_others
+    """The plain passes compared in bulk, by C-level passes over the reference's ids. Returns the
+    ids plain on both sides (in the reference's order, as the reference's own strings); every other
+    test as (id, reference result, candidate result), the reference's in its order, then the
+    candidate-only ones in the candidate's order; and each side's (id, result) that are not plain
+    passes. Looking up an equal string that is another object compares the characters: one pass
+    (each reference id in the candidate) does that for 100,000s of ids, another only when some
+    candidate ids are not in the reference."""
+    ref_plain = list(map(is_, ref.values(), repeat(PLAIN_PASS)))
+    cand_of_ref = list(map(cand.get, ref))  # the candidate's result of each reference id, or None
+    both_mask = list(map(and_, ref_plain, map(is_, cand_of_ref, repeat(PLAIN_PASS))))
+    both = list(compress(ref, both_mask))
+    rest_mask = list(map(not_, both_mask))
+    rest_ids = list(compress(ref, rest_mask))
+    rest_ref = list(compress(ref.values(), rest_mask))
+    rest_cand = list(compress(cand_of_ref, rest_mask))
+    rest = list(zip(rest_ids, rest_ref, rest_cand))
+    # the reference's results that are not plain passes are all among these
+    ref_others = list(compress(zip(rest_ids, rest_ref), map(is_not, rest_ref, repeat(PLAIN_PASS))))
+    # reference ids the candidate has (by identity: `count(None)` would call Case.__eq__ per id)
+    on_both = len(both) + sum(map(is_not, rest_cand, repeat(None)))
+    if on_both < len(cand):  # ids only the candidate has
+        cand_only = list(filterfalse(ref.__contains__, cand))
+        rest += zip(cand_only, repeat(None), map(cand.__getitem__, cand_only))
+    cand_others = list(compress(cand.items(), map(is_not, cand.values(), repeat(PLAIN_PASS))))
+    return both, rest, ref_others, cand_others
 
 
 def compute(
@@ -98,11 +101,11 @@ def compute(
     strip: tuple[str, str] | None = None,
     previous: dict | None = None,
 ) -> dict:
-    # The plain passes (most tests of a run) are compared in bulk, as sets; only the tests that are
-    # not a plain pass on both sides are looked at one by one. The report is what a per-test pass
-    # writes.
+    # The plain passes (most tests of a run) are compared in bulk, by C-level passes over the ids;
+    # only the tests that are not a plain pass on both sides are looked at one by one. The report is
+    # what a per-test pass writes.
     ref, cand = reference.results, candidate.results
-    both, ref_rest, cand_only, ref_others, cand_others = _compare_in_bulk(ref, cand)
+    both, rest, ref_others, cand_others = _compare_in_bulk(ref, cand)
     if strip is not None:
         ref_prefix, cand_prefix = strip
     elif len(both) * 2 >= min(len(ref), len(cand)):
@@ -113,7 +116,7 @@ def compute(
     if ref_prefix or cand_prefix:
         ref = _restrip(reference, ref_prefix)
         cand = _restrip(candidate, cand_prefix)
-        both, ref_rest, cand_only, ref_others, cand_others = _compare_in_bulk(ref, cand)
+        both, rest, ref_others, cand_others = _compare_in_bulk(ref, cand)
 
     tests: dict[str, dict] = {}  # every test that is not passing on both sides, with its evidence
     # group -> passing on both (the common case)
@@ -148,10 +151,10 @@ def compute(
     else:
         for nodeid in both:
             plain_both[nodeid].append(nodeid)
-    for nodeid in chain(ref_rest, cand_only):
-        r, c = ref.get(nodeid), cand.get(nodeid)
+    known_class = classified.get
+    for nodeid, r, c in rest:
         key = nodeid.partition("::")[0] if per_file else nodeid
-        map_group, na_reason = classify(key, nodeid)
+        map_group, na_reason = known_class(key) or classify(key, nodeid)
         group = (c is not None and c.group) or (r is not None and r.group) or map_group
         if group is None:
             group = UNGROUPED
@@ -393,7 +396,7 @@ def _repeated(others: list[tuple[str, Result]]) -> list[dict]:
     return [
         {"test": nodeid, "counted": r.status, "attempts": list(r.attempts)}
         for nodeid, r in others
-        if len(set(r.attempts)) > 1
+        if r.attempts and len(set(r.attempts)) > 1
     ]
 
 

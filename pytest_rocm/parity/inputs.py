@@ -13,11 +13,12 @@ import os
 import pickle
 import re
 import signal
+import struct
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, gt, is_not
 from pathlib import Path
 
 from pytest_rocm.parity.junit import (
@@ -83,85 +84,151 @@ PARALLEL_MIN_FILES = 8
 
 @dataclass
 class ParsedFile:
-    """One JUnit file's results, shaped to cross a process boundary cheaply: every node id in one
-    string, and only the few results that are not plain passes as plain tuples (a dataclass pickles
-    slowly)."""
+    """One JUnit file's results: its node ids in document order (a test the file repeats, a rerun,
+    once, where it first appears, with its attempts merged) and the few results that are not plain
+    passes, by their index in `ids`."""
 
-    # every node id in document order (a rerun's first attempt placing it), joined by NUL
-    ids: str | list[str]
-    # to cross from a child process (one string pickles fastest), else as the list
-    count: int  # how many ids (joined, none and one empty id look the same)
-    # (index in ids, the Case's fields) for each result that is not PLAIN_PASS
-    others: list[tuple[int, tuple]]
+    ids: list[str]
+    others: list[tuple[int, Case]]
     error: str | None = None
 
 
 CASE_FIELDS = tuple(Case.__dataclass_fields__)
 
 
-def _parse_junit(path: Path, joined: bool = False) -> ParsedFile:
+def _merge_repeats(ids: list[str], results: list[Result], ordered: bool) -> dict[str, Result]:
+    """node id -> result, each test where it first appears; a test seen more than once has its
+    results merged by `merge_repeat`, in the lists' order (`ordered`: attempts in one file). Only
+    the repeated tests are looked at one by one."""
+    merged = dict(zip(ids, results))
+    if len(merged) == len(ids):
+        return merged
+    counts = Counter(ids)
+    repeated = set(compress(counts, map(gt, counts.values(), repeat(1))))
+    attempts: dict[str, list[Result]] = {}
+    for index in compress(range(len(ids)), map(repeated.__contains__, ids)):
+        attempts.setdefault(ids[index], []).append(results[index])
+    for nodeid, (first, *later) in attempts.items():
+        for result in later:
+            first = merge_repeat(first, result, ordered=ordered)
+        merged[nodeid] = first
+    return merged
+
+
+def _parse_junit(path: Path) -> ParsedFile:
     """One file's cases, and the error if it broke (the cases before the break are kept)."""
-    cases: dict[str, Case] = {}
     error = None
     try:
         # the bulk reader; a broken file is read again, case by case, below
         ids, results = case_lists(path)
     except JUnitError:
+        ids, results = [], []
         try:
             for nodeid, case in iter_cases(path):
-                if case.status in ("skipped", "xfailed"):
-                    _mark_known_gap(case)
-                cases[nodeid] = (
-                    merge_repeat(cases[nodeid], case, ordered=True) if nodeid in cases else case
-                )
+                ids.append(nodeid)
+                results.append(case)
         except JUnitError as exc:
-            error = f"{exc} ({len(cases)} test case(s) before the error were kept)"
-    else:
-        for case in filter(partial(is_not, PLAIN_PASS), results):
-            if case.status in ("skipped", "xfailed"):
-                _mark_known_gap(case)
-        cases = dict(zip(ids, results))
-        # a test seen more than once in the file (a rerun): merged in order
-        if len(cases) < len(ids):
-            cases = {}
-            for nodeid, case in zip(ids, results):
-                cases[nodeid] = (
-                    merge_repeat(cases[nodeid], case, ordered=True) if nodeid in cases else case
-                )
-    fields = attrgetter(*CASE_FIELDS)
-    values = cases.values()
-    others = [
-        (i, fields(c))
-        for i, c in compress(enumerate(values), map(is_not, values, repeat(PLAIN_PASS)))
-    ]
-    return ParsedFile("\0".join(cases) if joined else list(cases), len(cases), others, error)
+            error = f"{exc} ({len(dict.fromkeys(ids))} test case(s) before the error were kept)"
+    for case in compress(results, map(is_not, results, repeat(PLAIN_PASS))):
+        if case.status in ("skipped", "xfailed"):
+            _mark_known_gap(case)
+    # a test seen more than once in the file (a rerun): merged in document order
+    cases = _merge_repeats(ids, results, ordered=True)
+    if len(cases) < len(ids):
+        ids, results = list(cases), list(cases.values())
+    plain = map(is_not, results, repeat(PLAIN_PASS))
+    return ParsedFile(ids, list(compress(enumerate(results), plain)), error)
 
 
-def _parse_all(paths: list[Path]) -> Iterator[ParsedFile]:
-    """Each file's ParsedFile, in the order given. With many files, forked processes read the later
-    ones while this one reads the first share itself (and builds its side while they finish)."""
-    workers = min(os.cpu_count() or 1, len(paths))
-    if len(paths) < PARALLEL_MIN_FILES or workers < 2 or not hasattr(os, "fork"):
-        yield from map(_parse_junit, paths)
-        return
-    # This process reads the first share (the reference, usually), and adds it to its side while the
-    # children read theirs.
-    own = len(paths) // workers
-    bounds = [own + (len(paths) - own) * k // (workers - 1) for k in range(workers)]
-    children: list[tuple[int, int]] = []
-    try:
-        try:
-            for start, end in zip(bounds, bounds[1:]):
-                children.append(_fork_reader(paths[start:end]))
-        except OSError:  # no process to spare: this one reads them all
-            _stop(children)
-            yield from map(_parse_junit, paths)
+class _Parsing:
+    """Each JUnit file's ParsedFile, in the order given (iterate once). With many files, forked
+    processes start reading some of them at once (`_Claims` shares them out as they go), and this
+    process reads the others as it is iterated. `close` stops what is still reading."""
+
+    def __init__(self, paths: list[Path]):
+        self.paths = paths
+        self.children: list[tuple[int, int]] = []
+        self.claims: _Claims | None = None
+        workers = min(os.cpu_count() or 1, len(paths))
+        if len(paths) < PARALLEL_MIN_FILES or workers < 2 or not hasattr(os, "fork"):
             return
-        yield from map(_parse_junit, paths[:own])
-        while children:
-            yield from _collect(*children.pop(0))
-    finally:
-        _stop(children)  # left early (an error): the rest are not needed
+        try:
+            self.claims = _Claims(len(paths))
+            for _ in range(workers - 1):
+                self.children.append(_fork_reader(paths, self.claims))
+        except OSError:  # no process (or pipe) to spare: this one reads them all
+            self.close()
+
+    def __iter__(self) -> Iterator[ParsedFile]:
+        if self.claims is None:
+            yield from map(_parse_junit, self.paths)
+            return
+        # This process reads from the front (the reference, usually), and builds a side as soon as
+        # its files are read, while the children go on reading.
+        own = 0
+        while (claim := self.claims.take(from_back=False)) is not None:
+            for index in claim:
+                yield _parse_junit(self.paths[index])
+            own = claim.stop
+        theirs: dict[int, ParsedFile] = {}
+        while self.children:
+            theirs.update(_collect(*self.children.pop()))
+        for index in range(own, len(self.paths)):
+            yield theirs.pop(index)
+
+    def close(self) -> None:
+        _stop(self.children)  # left early (an error): the rest are not needed
+        if self.claims is not None:
+            self.claims.close()
+            self.claims = None
+
+
+# At most this many claims, so that the pipes hold them all before any process reads (a pipe holds
+# 4 KiB at least); with more files than that, a claim is several files.
+MAX_CLAIMS = 1024
+CLAIM = struct.Struct("<H")
+
+
+class _Claims:
+    """Which process reads which file, decided as they go, so that a process slowed by anything
+    (a side to build, another job on the machine) reads fewer: this process claims files from the
+    front, the children from the back. A claim is a read of one byte from a pipe that holds one
+    byte per claim; a child then reads which claim from a second pipe that lists them from the
+    back. A small read from a pipe is atomic: no file is read twice, and no lock is left held by a
+    process that dies."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.size = -(-count // MAX_CLAIMS)  # files per claim
+        claims = -(-count // self.size)
+        self._front = 0
+        ends: list[int] = []
+        try:
+            ends += os.pipe()
+            ends += os.pipe()
+            self._tokens, tokens, self._backs, backs = ends
+            os.write(tokens, bytes(claims))
+            os.write(backs, b"".join(map(CLAIM.pack, reversed(range(claims)))))
+        except OSError:
+            for end in ends:
+                os.close(end)
+            raise
+        os.close(tokens)  # all written: an empty pipe now reads as its end
+        os.close(backs)
+
+    def take(self, from_back: bool) -> range | None:
+        """The indices of the files of the next claim, or None when every file is claimed."""
+        if not os.read(self._tokens, 1):
+            return None
+        if from_back:
+            (claim,) = CLAIM.unpack(os.read(self._backs, CLAIM.size))
+        else:  # only this process claims from the front
+            claim, self._front = self._front, self._front + 1
+        return range(claim * self.size, min((claim + 1) * self.size, self.count))
+
+    def close(self) -> None:
+        os.close(self._tokens)
+        os.close(self._backs)
 
 
 def _stop(children: list[tuple[int, int]]) -> None:
@@ -172,19 +239,20 @@ def _stop(children: list[tuple[int, int]]) -> None:
         os.waitpid(pid, 0)
 
 
-def _fork_reader(paths: list[Path]) -> tuple[int, int]:
-    """A child process that reads these files and sends back their ParsedFiles (or the exception it
-    met) through a pipe, then exits: it never returns into the caller (a test run, say)."""
+def _fork_reader(paths: list[Path], claims: _Claims) -> tuple[int, int]:
+    """A child process that reads the files it claims and sends back their ParsedFiles by index (or
+    the exception it met) through a pipe, then exits: it never returns into the caller (a test run,
+    say)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         status = 1
         try:
             os.close(read)
+            outcome: list[tuple[int, tuple]] | BaseException = []
             try:
-                outcome: list[ParsedFile] | BaseException = [
-                    _parse_junit(p, joined=True) for p in paths
-                ]
+                while (claim := claims.take(from_back=True)) is not None:
+                    outcome += [(index, _to_wire(_parse_junit(paths[index]))) for index in claim]
             except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
                 outcome = exc
             with os.fdopen(write, "wb") as pipe:
@@ -196,7 +264,21 @@ def _fork_reader(paths: list[Path]) -> tuple[int, int]:
     return pid, read
 
 
-def _collect(pid: int, pipe: int) -> list[ParsedFile]:
+def _to_wire(parsed: ParsedFile) -> tuple:
+    """A ParsedFile as it pickles fastest: the node ids in one string (joined by NUL, which XML
+    cannot hold), with their count (no id and one empty id join alike), and each other result's
+    fields as a tuple (a dataclass pickles slowly)."""
+    fields = attrgetter(*CASE_FIELDS)
+    others = [(index, fields(case)) for index, case in parsed.others]
+    return "\0".join(parsed.ids), len(parsed.ids), others, parsed.error
+
+
+def _from_wire(joined: str, count: int, others: list[tuple[int, tuple]], error) -> ParsedFile:
+    ids = joined.split("\0") if count else []
+    return ParsedFile(ids, [(index, Case(*values)) for index, values in others], error)
+
+
+def _collect(pid: int, pipe: int) -> dict[int, ParsedFile]:
     with os.fdopen(pipe, "rb") as handle:
         data = handle.read()
     _, status = os.waitpid(pid, 0)
@@ -205,53 +287,21 @@ def _collect(pid: int, pipe: int) -> list[ParsedFile]:
     outcome = pickle.loads(data)
     if isinstance(outcome, BaseException):
         raise outcome
-    return outcome
+    return {index: _from_wire(*wire) for index, wire in outcome}
 
 
-def _ids(parsed: ParsedFile) -> list[str]:
-    return parsed.ids.split("\0") if isinstance(parsed.ids, str) else parsed.ids
-
-
-def _add_junit(side: Side, parsed_files: list[ParsedFile]) -> None:
-    """A side's JUnit files, in order, onto the (empty) side: in one pass of C-level dict building
-    when no test is in two of them, else file by file (`_add_cases`)."""
+def _junit_results(parsed_files: list[ParsedFile]) -> dict[str, Result]:
+    """A side's JUnit files, in order, as node id -> result, in C-level passes over the node ids: a
+    test in several files (shards, a rerun job) is merged by `merge_repeat` across them."""
     ids: list[str] = []
-    others: list[tuple[int, tuple]] = []
+    results: list[Result] = []
     for parsed in parsed_files:
-        if parsed.count:
-            offset = len(ids)
-            ids += _ids(parsed)
-            others += [(offset + index, values) for index, values in parsed.others]
-    results = dict.fromkeys(ids, PLAIN_PASS)
-    if side.results or len(results) < len(ids):  # a test in two files (shards, a rerun job): merged
-        for parsed in parsed_files:
-            _add_cases(side, parsed)
-        return
-    for index, values in others:
-        results[ids[index]] = Case(*values)
-    side.results = results
-
-
-def _add_cases(side: Side, parsed: ParsedFile) -> None:
-    """Add one file's results to its side: in bulk (C-level dict operations) when none of its tests
-    is already on the side, else test by test through `merge_repeat` (a test in several files:
-    shards, a rerun job)."""
-    if not parsed.count:
-        return
-    ids = _ids(parsed)
-    cases = dict.fromkeys(ids, PLAIN_PASS)
-    for index, values in parsed.others:
-        cases[ids[index]] = Case(*values)
-    results = side.results
-    if not results:
-        side.results = cases
-    elif results.keys().isdisjoint(cases):
-        results.update(cases)
-    else:
-        for nodeid, case in cases.items():
-            results[nodeid] = (
-                merge_repeat(results[nodeid], case, ordered=False) if nodeid in results else case
-            )
+        offset = len(ids)
+        ids += parsed.ids
+        results += repeat(PLAIN_PASS, len(parsed.ids))
+        for index, case in parsed.others:
+            results[offset + index] = case
+    return _merge_repeats(ids, results, ordered=False)
 
 
 def _read_gate_report(path: Path, side: Side) -> None:
@@ -300,25 +350,57 @@ def _read_gate_report(path: Path, side: Side) -> None:
         side.results[nodeid] = result
 
 
+class ReadingSides:
+    """Each (label, paths) as one Side: their files start being read when this is made (by forked
+    processes, with many files), so the caller can prepare the comparison meanwhile (its maps, an
+    earlier report); `sides()` returns them, and leaving the `with` block stops what is still
+    reading."""
+
+    def __init__(self, inputs: list[tuple[str, list[str]]], keep_going: bool):
+        self.keep_going = keep_going
+        self.expanded: list[tuple[str, list[Path]]] = []
+        self.error: InputError | None = None
+        self.parsing: _Parsing | None = None
+        try:
+            for label, paths in inputs:
+                files = expand(paths)
+                if not files:
+                    raise InputError(
+                        f"{label}: no JUnit XML or gate-report.json found in {', '.join(paths)}"
+                    )
+                self.expanded.append((label, files))
+        except InputError as exc:
+            self.error = exc  # raised by sides(): after whatever the caller checks first
+            return
+        # The sides take the files in this same order (JUnit files first, in their given order):
+        # each side is built as soon as its own files are read.
+        self.junit = [
+            p for _, files in self.expanded for p in files if p.name != "gate-report.json"
+        ]
+        self.parsing = _Parsing(self.junit)
+
+    def sides(self) -> list[Side]:
+        """The sides. An unreadable file raises JUnitError, or with `keep_going` is named in the
+        side's `dropped` list (with the cases read before the break kept)."""
+        if self.error is not None:
+            raise self.error
+        return _make_sides(self.expanded, zip(self.junit, self.parsing), self.keep_going)
+
+    def close(self) -> None:
+        if self.parsing is not None:
+            self.parsing.close()
+
+    def __enter__(self) -> ReadingSides:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
 def load_sides(inputs: list[tuple[str, list[str]]], keep_going: bool) -> list[Side]:
-    """Each (label, paths) as one Side. An unreadable file raises JUnitError, or with `keep_going`
-    is named in the side's `dropped` list (with the cases read before the break kept)."""
-    expanded = []
-    for label, paths in inputs:
-        files = expand(paths)
-        if not files:
-            raise InputError(
-                f"{label}: no JUnit XML or gate-report.json found in {', '.join(paths)}"
-            )
-        expanded.append((label, files))
-    junit = [p for _, files in expanded for p in files if p.name != "gate-report.json"]
-    # The sides take the files in this same order (JUnit files first, in their given order): each
-    # side is built as soon as its own files are read.
-    reading = _parse_all(junit)
-    try:
-        return _make_sides(expanded, zip(junit, reading), keep_going)
-    finally:
-        reading.close()  # the workers are done (and joined) before the comparison starts
+    """Each (label, paths) as one Side (`ReadingSides`, read at once)."""
+    with ReadingSides(inputs, keep_going) as reading:
+        return reading.sides()
 
 
 def _make_sides(expanded: list[tuple[str, list[Path]]], arriving, keep_going: bool) -> list[Side]:
@@ -335,13 +417,13 @@ def _make_sides(expanded: list[tuple[str, list[Path]]], arriving, keep_going: bo
     sides = []
     for label, files in expanded:
         side = Side(label)
-        junit: list[ParsedFile] | None = []  # added all at once, before the first gate report
+        junit: list[ParsedFile] | None = []  # the side's results, before the first gate report
         # JUnit first, gate reports after: a gate report's status (crashed, known gap) is the richer
         # one.
         for path in sorted(files, key=lambda p: p.name == "gate-report.json"):
             if path.name == "gate-report.json":
                 if junit is not None:
-                    _add_junit(side, junit)
+                    side.results = _junit_results(junit)
                     junit = None
                 try:
                     _read_gate_report(path, side)
@@ -359,7 +441,7 @@ def _make_sides(expanded: list[tuple[str, list[Path]]], arriving, keep_going: bo
             else:
                 raise JUnitError(error)
         if junit is not None:
-            _add_junit(side, junit)
+            side.results = _junit_results(junit)
         if not side.files:
             raise InputError(
                 f"{label}: every input file was unreadable: " + "; ".join(side.dropped)
