@@ -4,9 +4,15 @@ The pytest plugin is `pytest_rocm.plugin.hooks` (entry point `rocm`); the `rocm-
 `pytest_rocm.cli`. docs/architecture.md describes the parts as built and the formats they write.
 """
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("pytest-rocm")
-except PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
+def __getattr__(name: str) -> str:
+    """`__version__`, looked up when asked: every pytest process imports this package, and reading
+    the installed distribution's metadata costs about 17 ms."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytest-rocm")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "0+unknown"

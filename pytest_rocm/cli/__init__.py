@@ -10,30 +10,11 @@ Exit statuses: one scheme for every command, in `exits` (docs/reference.md, "Exi
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 import threading
-
-from pytest_rocm.cli import (
-    baselines,
-    dashboard,
-    doctor,
-    drain,
-    groups,
-    history,
-    parity,
-    preflight,
-    publish,
-    register_markers,
-    rerun,
-    select,
-    shard,
-    sweep,
-    tracker,
-    trust,
-    verdict,
-)
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -43,34 +24,41 @@ DESCRIPTION = (
     "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
     "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker), build the coverage dashboard from them (dashboard) and register the markers in an upstream tree (register-markers). Run `rocm-gate COMMAND --help`."
 )
-# name -> the module that implements it; `report` is the older name of `verdict`.
+# name -> the module of pytest_rocm.cli that implements it, imported when that command runs (a
+# `rocm-gate parity` at CI scale does not pay for importing the other seventeen); `report` is the older
+# name of `verdict`.
 COMMANDS = {
-    "doctor": doctor,
-    "verdict": verdict,
-    "report": verdict,
-    "baselines": baselines,
-    "parity": parity,
-    "groups": groups,
-    "shard": shard,
-    "select": select,
-    "preflight": preflight,
-    "drain": drain,
-    "publish": publish,
-    "sweep": sweep,
-    "trust": trust,
-    "rerun": rerun,
-    "history": history,
-    "tracker": tracker,
-    "dashboard": dashboard,
-    "register-markers": register_markers,
+    "doctor": "doctor",
+    "verdict": "verdict",
+    "report": "verdict",
+    "baselines": "baselines",
+    "parity": "parity",
+    "groups": "groups",
+    "shard": "shard",
+    "select": "select",
+    "preflight": "preflight",
+    "drain": "drain",
+    "publish": "publish",
+    "sweep": "sweep",
+    "trust": "trust",
+    "rerun": "rerun",
+    "history": "history",
+    "tracker": "tracker",
+    "dashboard": "dashboard",
+    "register-markers": "register_markers",
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str):
+    return importlib.import_module(f"pytest_rocm.cli.{COMMANDS[name]}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `only` (the command a command line names first)."""
     parser = argparse.ArgumentParser(prog="rocm-gate", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, module in COMMANDS.items():
-        module.add_parser(commands, name)
+    for name in [only] if only in COMMANDS else COMMANDS:
+        command_module(name).add_parser(commands, name)
     return parser
 
 
@@ -86,7 +74,8 @@ def _stop(signal_number, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     # Only the main thread may set a handler; a caller's own (main() run in-process) is put back
     # after.
     previous = (
@@ -95,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         else None
     )
     try:
-        return COMMANDS[args.command].run(args)
+        return command_module(args.command).run(args)
     except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
