@@ -40,6 +40,7 @@ capture (tests/data/samples).
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import io
 import itertools
 import json
@@ -54,6 +55,17 @@ from pathlib import Path
 import yaml
 from actions_expressions import condition, render
 from github_api import example, validate_webhook
+
+# Every run of a test session starts two hours before the session did (created, then a job from
+# minute 1 to 29, its artifact at 15, completed at 30): recent enough for the sweep's window (48
+# hours), ended long enough ago for its `stuck_after` (30 minutes), whatever the date. Fixed dates
+# made these tests fail once the calendar moved two days past them.
+RUNS_START = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=2)
+
+
+def at_minute(minute: int) -> str:
+    """GitHub's timestamp of `minute` minutes into a run."""
+    return (RUNS_START + dt.timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 REPO = Path(__file__).resolve().parent.parent
 PYTEST_ROCM = "rocm/pytest-rocm"
@@ -571,7 +583,7 @@ class Actions:
             "strategy": {},
         }
         title = render(definition.get("run-name"), contexts) if definition.get("run-name") else None
-        now = "2026-12-02T06:00:00Z"
+        now = at_minute(0)
         state = {
             "repo": self.repo,
             "id": run_id,
@@ -625,7 +637,7 @@ class Actions:
                 JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure")
             )
         state["status"] = "completed"
-        state["updated_at"] = "2026-12-02T06:30:00Z"
+        state["updated_at"] = at_minute(30)
         record.conclusion = state["conclusion"]
         self._notify(record, state, "completed")
         return record
@@ -1044,7 +1056,7 @@ class Actions:
                 "attempt": state["run_attempt"],
                 "name": name,
                 "data": buffer.getvalue(),
-                "created_at": "2026-12-02T06:15:00Z",
+                "created_at": at_minute(15),
             }
             return 0, f"uploaded {len(files)} file(s) as {name}"
         if uses.startswith("actions/download-artifact@"):
@@ -1085,8 +1097,8 @@ class Actions:
                 or (None if job.conclusion in ("skipped", "cancelled") else "GitHub Actions"),
                 "runner_group_id": 7 if job.runner_group else 1,
                 "runner_id": 1,
-                "started_at": "2026-12-02T06:01:00Z",
-                "completed_at": "2026-12-02T06:29:00Z",
+                "started_at": at_minute(1),
+                "completed_at": at_minute(29),
             }
         )
 
