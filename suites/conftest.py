@@ -44,18 +44,33 @@ def pytest_collection_modifyitems(items):
     # starts again whenever the next test wants another (a stable sort keeps every other order, and
     # a module's tests stay together, so its module-scoped fixtures are set up once):
     # 1. each framework's tests together, vLLM's first: each framework's server starts once, not per module;
-    # 2. within vLLM, the modules served by the plain tiny model first (accuracy, API, engine, performance):
-    #    they share one server instead of starting it again after each module that serves another model.
+    # 2. within vLLM, the modules served by the plain tiny model first (accuracy, API, engine, performance,
+    #    and spec_decode's reference): they share one server instead of starting it again after each
+    #    module that serves another model;
+    # 3. of those, the ones that measure speed first: while they run nothing may start beside them
+    #    (pytest_rocm/serving/ahead.py), and at the start of the run that costs the least (the
+    #    servers started beside the first one are ready by the time it is).
     on_plain_server = {
         item.module
         for item in items
-        if {"vllm_server", "server"} & set(item.fixturenames)
-        and not item.get_closest_marker("vllm_server")
+        if (
+            {"vllm_server", "server"} & set(item.fixturenames)
+            and not item.get_closest_marker("vllm_server")
+        )
+        # a test that starts the plain server beside its module's (spec_decode's reference)
+        or any(not mark.kwargs for mark in item.iter_markers("vllm_server_variant"))
+    }
+    measures_speed = {
+        item.module
+        for item in items
+        if (gate := item.get_closest_marker("rocm_gate")) is not None
+        and gate.kwargs.get("group", gate.args[0] if gate.args else None) == "performance"
     }
     items.sort(
         key=lambda item: (
             getattr(item, "callspec", None) is not None
             and item.callspec.params.get("framework") == "sglang",
             item.module not in on_plain_server,
+            item.module not in measures_speed,
         )
     )

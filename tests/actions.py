@@ -67,6 +67,7 @@ def at_minute(minute: int) -> str:
     """GitHub's timestamp of `minute` minutes into a run."""
     return (RUNS_START + dt.timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
 REPO = Path(__file__).resolve().parent.parent
 PYTEST_ROCM = "rocm/pytest-rocm"
 SAMPLES = REPO / "tests" / "data" / "samples" / "amd-smi"

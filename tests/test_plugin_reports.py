@@ -139,25 +139,30 @@ def test_gate_report_statuses_counts_and_conclusion(pytester):
 
 def test_records_one_line_per_plain_pass_else_one_per_phase_with_evidence(pytester):
     run_suite(pytester)
-    files = sorted(p.name for p in (pytester.path / "out").glob("records-*.jsonl"))
+    out = pytester.path / "out"
+    files = sorted(p.name for p in out.glob("records-*"))
+    # the running slot is gone: the run ended, no test was running
     assert files == ["records-controller.jsonl"]
-    lines = [
-        r for r in read_jsonl(pytester.path / "out/records-controller.jsonl") if "kind" not in r
-    ]
-    # a setup line and a call+teardown line for each plain pass (test_pass, test_plain); setup, call
-    # and teardown for the other tests, except where setup skipped or failed (no call phase):
-    # test_gap and test_needs_mi355x (skipped at setup), test_setup_error (failed at setup).
-    assert len(lines) == 2 * 2 + 7 * 3 - 3
+    lines = [r for r in read_jsonl(out / "records-controller.jsonl") if "kind" not in r]
+    # one line for each plain pass (test_pass, test_plain); setup, call and teardown for the other
+    # tests, except where setup skipped or failed (no call phase): test_gap and test_needs_mi355x
+    # (skipped at setup), test_setup_error (failed at setup).
+    assert len(lines) == 2 * 1 + 7 * 3 - 3
     phases = [(r["nodeid"].split("::")[1], r["when"], r["outcome"]) for r in lines]
     assert ("test_fail", "call", "failed") in phases
     assert ("test_gap", "setup", "skipped") in phases
-    assert [p for p in phases if p[1] == "call+teardown"] == [
-        ("test_pass", "call+teardown", "passed"),
-        ("test_plain", "call+teardown", "passed"),
+    assert [p for p in phases if p[1] == "setup+call+teardown"] == [
+        ("test_pass", "setup+call+teardown", "passed"),
+        ("test_plain", "setup+call+teardown", "passed"),
     ]
-    # an xpass is no plain pass: its call says it was expected to fail
+    plain = next(r for r in lines if r["when"] == "setup+call+teardown")
+    assert len(plain["durations"]) == 3 and "duration" not in plain
+    assert plain["group"] == "attention" and plain["blocking"] is True
+    # an xpass is no plain pass: its call says it was expected to fail; a failed call's plain setup
+    # waited in memory and is written before it
     assert [p[1] for p in phases if p[0] == "test_gap_now_passes"] == ["setup", "call", "teardown"]
-    assert all(r["schema"] == "pytest-rocm/record/2" and r["worker"] == "controller" for r in lines)
+    assert [p[1] for p in phases if p[0] == "test_fail"] == ["setup", "call", "teardown"]
+    assert all(r["schema"] == "pytest-rocm/record/3" and r["worker"] == "controller" for r in lines)
     failed = next(r for r in lines if r["outcome"] == "failed" and r["when"] == "call")
     assert "some output before failing" in failed["stdout_tail"]
     assert failed["group"] == "attention" and failed["blocking"] is True
@@ -385,36 +390,64 @@ def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     assert "conclusion: failure" in capsys.readouterr().out
 
 
-def as_record_1(line: dict) -> list[dict]:
-    """A record as an earlier version wrote it: a record per phase, schema record/1."""
-    line = {**line, "schema": "pytest-rocm/record/1"}
-    if line.get("when") != "call+teardown":
+def as_record_2(line: dict) -> list[dict]:
+    """A record as record/2 wrote it: a plain pass's setup, then its call and teardown as one."""
+    line = {**line, "schema": "pytest-rocm/record/2"}
+    if line.get("when") != "setup+call+teardown":
         return [line]
-    call, teardown = line.pop("durations")
+    setup, call, teardown = line.pop("durations")
     return [
-        {**line, "when": "call", "duration": call},
-        {**line, "when": "teardown", "duration": teardown},
+        {**line, "when": "setup", "duration": setup},
+        {**line, "when": "call+teardown", "durations": [call, teardown]},
     ]
 
 
-def test_the_same_report_from_a_runs_records_in_either_shape(pytester, capsys):
-    """A plain pass's call and teardown are one record now; the report and the duration store read
-    from the run's records as an earlier version wrote them (a record per phase) are the same."""
+def as_record_1(line: dict) -> list[dict]:
+    """A record as record/1 wrote it: a record per phase."""
+    line = {**line, "schema": "pytest-rocm/record/1"}
+    if line.get("when") != "setup+call+teardown":
+        return [line]
+    durations = line.pop("durations")
+    return [
+        {**line, "when": when, "duration": seconds}
+        for when, seconds in zip(("setup", "call", "teardown"), durations, strict=True)
+    ]
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["one process", "xdist"])
+def test_the_same_report_from_a_runs_records_in_every_shape(pytester, capsys, xdist):
+    """A plain pass is one record now; the report and the duration store read from the run's
+    records as earlier versions wrote them (record/2: its setup, then its call and teardown in one;
+    record/1: a record per phase) are the same."""
     from pytest_rocm.scheduling.durations import durations_from_records
 
-    run_suite(pytester)
-    out, old = pytester.path / "out", pytester.path / "old"
-    old.mkdir()
-    (old / "manifest.json").write_bytes((out / "manifest.json").read_bytes())
-    records = read_jsonl(out / "records-controller.jsonl")
-    assert sum(r.get("when") == "call+teardown" for r in records) == 2
-    expanded = [phase for r in records for phase in as_record_1(r)]
-    (old / "records-controller.jsonl").write_text("".join(json.dumps(r) + "\n" for r in expanded))
-    assert rocm_gate(["report", "--records", str(old), "--out", str(pytester.path / "again")]) == 1
-    assert (pytester.path / "again/gate-report.json").read_bytes() == (
-        out / "gate-report.json"
-    ).read_bytes()
-    assert durations_from_records(expanded) == durations_from_records(records)
+    if xdist:  # records of two workers, interleaved in time
+        pytester.makepyfile(test_suite=SUITE)
+        pytester.runpytest_subprocess(
+            "-n", "2", "--rocm-platform=mi300x-8", "--rocm-report-dir=out", "--rocm-reruns=0",
+            "-p", "no:cacheprovider",
+        )  # fmt: skip
+    else:
+        run_suite(pytester)
+    out = pytester.path / "out"
+    files = sorted(p.name for p in out.glob("records-*.jsonl"))
+    records = {name: read_jsonl(out / name) for name in files}
+    assert sum(r.get("when") == "setup+call+teardown" for rs in records.values() for r in rs) == 2
+    original = (out / "gate-report.json").read_bytes()
+    everything = [r for rs in records.values() for r in rs]
+    for shape, convert in (("record-2", as_record_2), ("record-1", as_record_1)):
+        old = pytester.path / shape
+        old.mkdir()
+        (old / "manifest.json").write_bytes((out / "manifest.json").read_bytes())
+        expanded = []
+        for name, lines in records.items():
+            converted = [phase for r in lines for phase in convert(r)]
+            (old / name).write_text("".join(json.dumps(r) + "\n" for r in converted))
+            expanded += converted
+        again = pytester.path / f"{shape}-report"
+        assert rocm_gate(["report", "--records", str(old), "--out", str(again)]) == 1
+        assert (again / "gate-report.json").read_bytes() == original, shape
+        assert durations_from_records(expanded) == durations_from_records(everything), shape
     capsys.readouterr()
 
 
@@ -448,3 +481,188 @@ def test_records_of_an_earlier_run_are_not_mixed_in(pytester):
         "--rocm-platform=mi300x-8", "--rocm-report-dir=out", "-p", "no:cacheprovider"
     )
     assert list(load(pytester, "gate-report.json")["tests"]) == ["test_suite.py::test_only"]
+
+
+# --- a plain pass's line read without a JSON parser, the encoder's templates, the running slot ---
+
+COMMON = '"schema": "pytest-rocm/record/3", "worker": "gw0"'
+PLAIN = '"when":"setup+call+teardown","outcome":"passed","durations":[0.000100,0.020000,0.000300]'
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,{COMMON}}}',
+        f'{{"nodeid":"t.py::test_é[ü]",{PLAIN},"t":1.500000,{COMMON},"group":"api","gate":true}}',
+        # escapes in the node id, a nested value, a key given twice, spaces, other numbers: parsed
+        f'{{"nodeid":"t.py::test_a[\\"x\\\\y\\"]",{PLAIN},"t":1.500000,{COMMON}}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.5,{COMMON},"requires":{{"gpus":2}}}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,{COMMON},"group":"a","group":"b"}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":2,{COMMON}}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.5e9,{COMMON}}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,{COMMON}, "gate": false }}',
+        # fields after the fixed ones that change them, or make no record: as json.loads says
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,{COMMON},"t":"soon"}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,{COMMON},"nodeid":"t.py::test_b"}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,"schema":"pytest-rocm/record/9"}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,{COMMON}}}}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN},"t":1.500000,{COMMON},}}',
+        f'{{"nodeid":"t.py::test_a\x01",{PLAIN},"t":1.500000,{COMMON}}}',
+        f'{{"nodeid":"t.py::test_a",{PLAIN.replace("0.000300", "-0.0")},"t":1.5,{COMMON}}}',
+    ],
+)
+def test_a_plain_pass_read_without_a_parser_is_what_json_reads(tmp_path, line):
+    """The reader matches a plain pass's fixed fields and parses the fields after them once for all
+    the lines that end alike; each line gives the record (or the problem) json.loads gives."""
+    from pytest_rocm.results.records import read_records, record_problem
+
+    (tmp_path / "records-gw0.jsonl").write_text(f"{line}\n{line}\n")
+    loaded = read_records(tmp_path)
+    try:
+        expected = json.loads(line)
+        problem = record_problem(expected)
+    except json.JSONDecodeError as exc:
+        expected, problem = None, f"not JSON ({exc.msg})"
+    if problem is None:
+        assert loaded.records == [expected, expected] and loaded.problems == []
+        assert [list(r) for r in loaded.records] == [list(expected)] * 2  # the same key order
+    else:
+        assert loaded.records == []
+        assert [p.split(": ", 1)[1] for p in loaded.problems] == [f"{problem}; skipped"] * 2
+
+
+def test_the_gate_report_text_is_what_json_dumps_writes(pytester):
+    """The controller writes gate-report.json from templates for plain passes' entries; the text is
+    json.dumps's, byte for byte, whatever an entry holds (`rocm-gate verdict` writes
+    json.dumps's)."""
+    from pytest_rocm.results.report import _plain_pass, gate_report_json
+
+    run_suite(pytester)
+    report = load(pytester, "gate-report.json")
+    tests = report["tests"]
+    plain = _plain_pass({"group": "api", "blocking": True, "gate": True, "worker": "gw1"}, 0.25)
+    tests["t.py::test_é"] = plain
+    tests["t.py::test_none"] = _plain_pass({"worker": None}, 1e-07)
+    tests["t.py::test_nan"] = _plain_pass({"worker": "gw0"}, float("nan"))
+    changed = _plain_pass({"group": "api", "worker": "gw0"}, 0.5)
+    changed["group"] = None  # as `summarise` fills a group from the map
+    changed["attempts"][0]["gpus"] = [0]
+    tests["t.py::test_changed"] = changed
+    tests["t.py::test_quarantined"] = {
+        **_plain_pass({"worker": "gw0"}, 0.5),
+        "quarantine": {"reason": "r", "since": None, "sku": None},
+    }
+    tests["t.py::test_required"] = _plain_pass({"requires": {"gpus": 2}, "worker": "gw0"}, 0.5)
+    tests["t.py::test_1.2345678901234567e-300"] = _plain_pass(
+        {"group": "1.2345678901234567e-300"}, 1.0
+    )
+    assert gate_report_json(report) == json.dumps(report, ensure_ascii=False, separators=(",", ":"))
+    assert (pytester.path / "out/gate-report.json").read_text() == gate_report_json(
+        load(pytester, "gate-report.json")
+    ) + "\n"
+
+
+def test_the_running_slot_names_the_test_until_its_record_is_written(tmp_path):
+    """What a process killed in a test's body leaves: its running slot, with the setup record the
+    reader takes for a line of its file; once the test's record is written the slot says nothing
+    more, and a normal end removes it."""
+    from pytest_rocm.results.records import (
+        RecordWriter,
+        last_attempt_records,
+        read_records,
+        running_path,
+    )
+
+    writer = RecordWriter(tmp_path, "gw3")
+    nodeid = '"t.py::test_ü[\\"]"'  # as JSON
+    spec = ',"group":"api","blocking":true,"gate":true'
+    writer.set_running(nodeid, spec, 0.0123456, 1700000000.25)
+    setup = {
+        "nodeid": 't.py::test_ü["]',
+        "when": "setup",
+        "outcome": "passed",
+        "duration": 0.012346,
+        "t": 1700000000.25,
+        "schema": "pytest-rocm/record/3",
+        "worker": "gw3",
+        "group": "api",
+        "blocking": True,
+        "gate": True,
+    }
+    assert read_records(tmp_path).records == [setup]
+    assert last_attempt_records(writer.path, setup["nodeid"]) == [setup]
+    writer.write_plain_pass(nodeid, 0.0123456, 1.0, 0.5, 1700000000.25, spec)
+    assert [r["when"] for r in read_records(tmp_path).records] == ["setup+call+teardown"]
+    # a longer one grows the slot; the next test's replaces it
+    writer.set_running('"' + "x" * 10000 + '"', "", 0.5, 1700000002.0)
+    assert [r["nodeid"] for r in read_records(tmp_path).records][-1] == "x" * 10000
+    slot = running_path(writer.path)
+    data = bytearray(slot.read_bytes())
+    data[0] = 0  # killed while naming a test: no record, never half of one
+    slot.write_bytes(bytes(data))
+    assert [r["when"] for r in read_records(tmp_path).records] == ["setup+call+teardown"]
+    writer.close()
+    assert not slot.exists()
+
+
+SERVER_LOGS_CONFTEST = """
+    import pytest
+    from pytest_rocm.plugin.fixtures import SERVICES
+    from pytest_rocm.serving.process import LOG_SECTION
+
+    class Provider:  # the servers this process runs, as the plugin's provider reports them
+        def log_sections(self):
+            return [(f"{LOG_SECTION} (vllm on port 1)", "servers/vllm-1.log", "KV cache ready")]
+
+        def diagnoses(self):
+            return ["the log names a missing kernel"]
+
+        def close(self):
+            pass
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(config):
+        services = config.stash.get(SERVICES, None)
+        if services is not None:  # a process that runs tests
+            services._provider = Provider()
+"""
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["one process", "xdist"])
+def test_a_failed_phase_carries_the_servers_logs_everywhere(pytester, xdist):
+    """The servers' logs join a failed report before the record, JUnit, the terminal and xdist's
+    controller read it; a test that passes carries none."""
+    pytester.makeconftest(SERVER_LOGS_CONFTEST)
+    pytester.makepyfile(
+        test_logs="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="api")
+        def test_fails():
+            assert False
+
+        @pytest.mark.rocm_gate(group="api")
+        def test_passes():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *(["-n", "2"] if xdist else []),
+        "--rocm-platform=mi300x-8",
+        "--rocm-report-dir=out",
+        "--junitxml=out/junit.xml",
+        "--rocm-reruns=0",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*pytest-rocm server log (vllm on port 1)*", "KV cache ready"])
+    records = [r for p in (pytester.path / "out").glob("records-*.jsonl") for r in read_jsonl(p)]
+    failed = [r for r in records if r.get("outcome") == "failed"]
+    assert [r["log_tail"] for r in failed] == ["KV cache ready"]
+    assert failed[0]["failure"].startswith("pytest-rocm: the log names a missing kernel")
+    assert not any("log_tail" in r for r in records if r.get("outcome") == "passed")
+    _, cases = junit_properties(pytester.path / "out/junit.xml")
+    assert cases["test_fails"]["rocm_server_log"] == "servers/vllm-1.log"
+    assert "rocm_server_log" not in cases["test_passes"]

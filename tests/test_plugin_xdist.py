@@ -6,6 +6,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import read_jsonl, read_report
 
+from pytest_rocm.results.records import last_attempt_records, read_records
+
 pytestmark = pytest.mark.slow
 
 SUITE = """
@@ -50,25 +52,32 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     killed = tests["test_kill.py::test_killed"]
     assert killed["status"] == "crashed"
     assert "crashed while running 'test_kill.py::test_killed'" in killed["detail"]
-    assert killed["group"] == "engine"  # from the record the dying worker wrote at setup
+    assert killed["group"] == "engine"  # from the setup record in the dying worker's running slot
     assert all(
         t["status"] == "passed" for n, t in tests.items() if n != "test_kill.py::test_killed"
     )
     assert report["groups"]["engine"]["crashed"] == 1
 
-    # The dying worker's file holds the killed test's setup record, and every record it wrote
-    # before.
+    # The dying worker's file holds every record it wrote before, one per finished test; the setup
+    # record of the test it died in waits in its running slot (a plain setup is no line of its
+    # own), which the readers take for a line of the file.
     per_worker = {
         p.name: [r for r in read_jsonl(p) if "kind" not in r] for p in out.glob("records-gw*.jsonl")
     }
-    dying = [
-        name
-        for name, recs in per_worker.items()
-        if any(r["nodeid"] == "test_kill.py::test_killed" for r in recs)
+    assert sum(len(recs) for recs in per_worker.values()) == 12
+    assert all(r["when"] == "setup+call+teardown" for recs in per_worker.values() for r in recs)
+    assert not any(
+        r["nodeid"] == "test_kill.py::test_killed" for recs in per_worker.values() for r in recs
+    )
+    slots = list(out.glob("records-gw*.running"))
+    assert len(slots) == 1  # the workers that ended normally removed theirs
+    dying = slots[0].with_suffix(".jsonl")
+    setup = last_attempt_records(dying, "test_kill.py::test_killed")
+    assert [(r["when"], r["outcome"], r["worker"]) for r in setup] == [
+        ("setup", "passed", dying.stem.removeprefix("records-"))
     ]
-    assert len(dying) == 1
-    setup = [r for r in per_worker[dying[0]] if r["nodeid"] == "test_kill.py::test_killed"]
-    assert [(r["when"], r["outcome"]) for r in setup] == [("setup", "passed")]
+    assert killed["attempts"][0]["worker"] == setup[0]["worker"]
+    assert [r for r in read_records(out).records if r.get("when") == "setup"] == setup
     controller = read_jsonl(out / "records-controller.jsonl")
     crash = [r for r in controller if r.get("crashed")]
     assert [(r["nodeid"], r["exit_code"]) for r in crash] == [("test_kill.py::test_killed", 1)]
@@ -77,9 +86,6 @@ def test_worker_killed_mid_run_loses_no_records(pytester):
     # machine).
     probes = [r for r in controller if r.get("kind") == "probe"]
     assert len(probes) == 1 and probes[0]["ok"] is True
-    written = sum(len(recs) for recs in per_worker.values())
-    # every finished test's setup and call+teardown, and the killed test's setup
-    assert written == 12 * 2 + 1
 
     # --rocm-reruns=0: an infra-looking crash, neither confirmed nor excused
     assert killed["verdict"] == "unconfirmed"

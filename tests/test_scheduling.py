@@ -7,13 +7,19 @@ import pytest
 from conftest import read_jsonl, read_report
 
 from pytest_rocm.scheduling.dispatch import SHUTDOWN, Dispatcher, Job
-from pytest_rocm.scheduling.durations import DurationStore, durations_from_records
+from pytest_rocm.scheduling.durations import (
+    DurationStore,
+    add_run,
+    durations_from_records,
+    server_starts_from_records,
+)
 from pytest_rocm.scheduling.simulate import (
     lower_bound,
     project_makespan,
     sglang_partition_makespan,
     xdist_load_makespan,
 )
+from pytest_rocm.scheduling.xdist_scheduler import with_server_starts
 
 # --- the rule, on its own -------------------------------------------------------------------------
 
@@ -272,8 +278,60 @@ def test_a_corrupt_store_is_said_and_the_run_goes_on(pytester):
     )
     assert (
         json.loads((pytester.path / "durations.json").read_text())["schema"]
-        == "pytest-rocm/durations/1"
+        == "pytest-rocm/durations/2"
     )
+
+
+def test_server_starts_are_kept_apart_from_test_time_and_counted_into_a_modules_first_test(
+    tmp_path,
+):
+    """A module's first test waited 300 s for its server: the store keeps 12 s for the test and
+    300 s for the module's start, and the scheduler plans the module as 300 s plus its tests."""
+    records = [
+        {"kind": "server", "nodeid": "t/test_m.py", "healthy_after_s": 280.0},
+        {"kind": "server", "nodeid": "t/test_m.py::test_b", "healthy_after_s": 20.0},
+        {"kind": "server", "nodeid": "", "healthy_after_s": None, "unused": True},
+        {
+            "nodeid": "t/test_m.py::test_a",
+            "when": "setup",
+            "outcome": "passed",
+            "duration": 290.0,
+            "server_wait_s": 280.0,
+        },
+        {"nodeid": "t/test_m.py::test_a", "when": "call", "outcome": "passed", "duration": 2.0},
+        {"nodeid": "t/test_m.py::test_a", "when": "teardown", "outcome": "passed", "duration": 0.0},
+        {"nodeid": "t/test_m.py::test_b", "when": "setup", "outcome": "passed", "duration": 0.0},
+        {
+            "nodeid": "t/test_m.py::test_b",
+            "when": "call",
+            "outcome": "passed",
+            "duration": 25.0,
+            "server_wait_s": 20.0,
+        },
+        {"nodeid": "t/test_m.py::test_b", "when": "teardown", "outcome": "passed", "duration": 0.0},
+    ]
+    path = tmp_path / "durations.json"
+    add_run(path, "MI300X", durations_from_records(records), server_starts_from_records(records))
+    store = DurationStore.load(path)
+    assert store.problem is None
+    assert store.platforms == {
+        "MI300X": {"t/test_m.py::test_a": [12.0], "t/test_m.py::test_b": [5.0]}
+    }
+    assert store.server_starts == {"MI300X": {"t/test_m.py": [300.0]}}
+    expected, starts = store.expected("MI300X"), store.module_starts("MI300X")
+    assert with_server_starts(
+        ["t/test_m.py::test_a", "t/test_m.py::test_b", "t/test_n.py::test_c"], expected, starts
+    ) == [
+        ("t/test_m.py::test_a", 312.0),
+        ("t/test_m.py::test_b", 5.0),
+        ("t/test_n.py::test_c", 8.5),
+    ]
+    # a store of the earlier version (no server starts) still reads
+    path.write_text(
+        json.dumps({"schema": "pytest-rocm/durations/1", "platforms": {"X": {"a": [1]}}})
+    )
+    old = DurationStore.load(path)
+    assert old.problem is None and old.platforms == {"X": {"a": [1.0]}} and old.server_starts == {}
 
 
 @pytest.mark.slow

@@ -265,10 +265,16 @@ def test_start_ahead_says_why_it_did_not(stub, tmp_path, monkeypatch):
     )
     pool = stub_pool(stub, tmp_path, 1, AHEAD)
     try:
-        assert pool.start_ahead("vllm", model, ["--variant", "b"]) is None
+        assert pool.start_ahead("vllm", model, ["--variant", "b"], {"STUB_DELAY": "5"}) is None
         assert (
             pool.start_ahead("vllm", model, ["--variant", "c"])
-            == "another server is starting ahead"
+            == "1 server(s) starting already (at most 1 at once)"
+        )
+        # two at once where that is allowed; then none, as long as both start
+        assert pool.start_ahead("vllm", model, ["--variant", "c"], starting_at_most=2) is None
+        assert pool.starting_count() == 2
+        assert "2 server(s) starting already" in pool.start_ahead(
+            "vllm", model, ["--variant", "d"], starting_at_most=2
         )
         pool.close()
         # the machine's memory: a server that would leave less than the reserve free is not started
@@ -280,5 +286,58 @@ def test_start_ahead_says_why_it_did_not(stub, tmp_path, monkeypatch):
             why,
         ), why
         assert pool.ahead == {}
+    finally:
+        pool.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="the idle scheduling class is Linux's")
+def test_a_server_started_ahead_runs_when_idle_and_at_normal_priority_once_asked_for(
+    stub, tmp_path
+):
+    """Ahead, it takes only CPU time nothing else wants, and so does its engine worker; the test that
+    asks for it puts every process of it back in the normal class (root may; others keep it idle)."""
+    pool = stub_pool(stub, tmp_path, 1, AHEAD)
+    model = ServedModel(path="stub-model", name="stub")
+    try:
+        assert pool.start_ahead("vllm", model, ["--variant", "b"]) is None
+        [(ahead, _)] = pool.ahead.values()
+        deadline = time.monotonic() + 20
+        while "child " not in ahead.log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = child_pid(ahead.log_path)
+        assert os.sched_getscheduler(ahead.process.pid) == os.SCHED_IDLE
+        assert os.sched_getscheduler(worker) == os.SCHED_IDLE  # a child inherits it
+        server = pool.get("vllm", model, ["--variant", "b"])
+        assert server is ahead
+        expected = os.SCHED_OTHER if os.geteuid() == 0 else os.SCHED_IDLE
+        assert os.sched_getscheduler(server.process.pid) == expected
+        assert os.sched_getscheduler(worker) == expected
+        started = pool.get("vllm", model, ["--variant", "c"])  # on demand: never in the idle class
+        assert os.sched_getscheduler(started.process.pid) == os.SCHED_OTHER
+    finally:
+        pool.close()
+
+
+def test_an_idle_server_a_later_test_asks_for_is_kept_while_memory_allows(
+    stub, tmp_path, monkeypatch
+):
+    pool = stub_pool(stub, tmp_path, 1, AHEAD)
+    model = ServedModel(path="stub-model", name="stub")
+    wanted_later = pool.key("vllm", model, ["--variant", "a"], {})
+    pool.asked_for_later = lambda key: key == wanted_later
+    try:
+        first = pool.get("vllm", model, ["--variant", "a"])
+        pool.release(first)
+        second = pool.get("vllm", model, ["--variant", "b"])  # max_alive 1, but `a` comes again
+        assert first.alive() and second.alive()
+        pool.release(second)  # `b` is not asked for again: it goes, `a` stays
+        assert not second.alive() and first.alive()
+        third = pool.get("vllm", model, ["--variant", "c"])
+        assert first.alive()
+        pool.release(third)
+        # no memory to spare: the least recently used idle one goes, wanted later or not
+        monkeypatch.setattr(pool_module, "AHEAD_RESERVE_SHARE", 1.0)
+        fourth = pool.get("vllm", model, ["--variant", "d"])
+        assert not first.alive() and not third.alive() and fourth.alive()
     finally:
         pool.close()

@@ -8,13 +8,15 @@ port it is given after STUB_DELAY seconds (no vLLM, seconds per test).
 """
 
 import json
+import os
 import stat
 import sys
 
 import pytest
-from conftest import STUB_HEALTH_SERVER, processes_with, read_report
+from conftest import STUB_HEALTH_SERVER, processes_with, read_jsonl, read_report
 
-from pytest_rocm.serving.plan import next_step, server_plan
+from pytest_rocm.plugin.internals import will_skip
+from pytest_rocm.serving.plan import server_plan
 
 # An interpreter stand-in: `-c CODE` runs the real one (the installed-package probe and the manifest's
 # package listing), anything else (`-m vllm.entrypoints... --port N ...`) is the stub server.
@@ -76,6 +78,20 @@ def run(pytester, *args):
     return result, read_report(report_dir), servers
 
 
+def spans_of_tests(pytester) -> dict[str, tuple[float, float]]:
+    """nodeid -> (start, end) wall times of each test, from the run's records (a record's `t` is
+    when its phases ended)."""
+    spans: dict[str, tuple[float, float]] = {}
+    for path in (pytester.path / "out").glob("records-*.jsonl"):
+        for record in read_jsonl(path):
+            if record.get("when") and "t" in record:
+                took = record.get("duration") or sum(record.get("durations") or ())
+                start, end = record["t"] - took, record["t"]
+                known = spans.get(record["nodeid"], (start, end))
+                spans[record["nodeid"]] = (min(known[0], start), max(known[1], end))
+    return spans
+
+
 @pytest.mark.slow
 def test_the_next_modules_server_starts_while_the_current_modules_tests_run(pytester):
     suite(pytester, {"a": 2, "b": 2, "c": 0})
@@ -86,10 +102,20 @@ def test_the_next_modules_server_starts_while_the_current_modules_tests_run(pyte
     assert set(by_module) == {"test_a.py", "test_b.py", "test_c.py"}
     first, second, third = (by_module[f"test_{m}.py"] for m in "abc")
     assert not first["started_ahead"] and first["waited_s"] >= 3
-    # b's server started during a's 4 s of tests, c's during b's: only the first start is waited for
-    for ahead in (second, third):
-        assert ahead["started_ahead"] and ahead["healthy_after_s"] >= 3
-        assert ahead["waited_s"] < 1, servers
+    # the test that waited says so in its record (the duration store keeps it apart)
+    [setup] = [
+        r
+        for path in (pytester.path / "out").glob("records-*.jsonl")
+        for r in read_jsonl(path)
+        if r.get("nodeid") == "test_a.py::test_work[0]" and r.get("when") == "setup"
+    ]
+    assert setup["server_wait_s"] >= 3 and setup["server_wait_s"] <= setup["duration"]
+    # b's server was launched while a's tests ran, c's while b's did (how much of its start that saves
+    # depends on the CPU time the tests leave it: all of it on a quiet machine)
+    spans = spans_of_tests(pytester)
+    for ahead, before in ((second, "test_a.py::test_work[1]"), (third, "test_b.py::test_work[1]")):
+        assert ahead["started_ahead"] and ahead["launched_t"] < spans[before][1], servers
+        assert ahead["waited_s"] <= ahead["healthy_after_s"]
     assert not [s for s in servers if s.get("unused")]
 
 
@@ -102,7 +128,7 @@ def test_nothing_starts_ahead_when_asked_not_to_or_where_the_configuration_does_
     result.assert_outcomes(passed=4)
     assert [s["started_ahead"] for s in servers] == [False, False]
     assert all(s["waited_s"] >= 3 for s in servers)
-    assert [s["not_started_ahead"] for s in servers] == [None, "--rocm-no-start-ahead"]
+    assert [s["not_started_ahead"] for s in servers] == ["--rocm-no-start-ahead"] * 2
     suite(pytester, {"a": 0, "b": 0}, start_ahead=False)
     result, _, servers = run(pytester, "-p", "no:xdist")
     assert [s["started_ahead"] for s in servers] == [False, False]
@@ -153,10 +179,11 @@ def test_a_server_started_ahead_that_no_test_asks_for_is_stopped_and_recorded(py
     assert report["conclusion"] == "success"
 
 
-def test_the_plan_follows_the_run_order_a_framework_parameter_and_says_who_measures_speed(pytester):
+def test_the_plan_follows_the_run_order_a_framework_parameter_variants_and_skips(pytester):
     """The suites' API module runs its tests once per framework (a module-scoped `framework`
     parameter whose `server` fixture picks the server at run time): one step per framework, in
-    pytest's order; a module with perf_gate is marked so nothing starts beside it."""
+    pytest's order. Declared variants are steps of their test, in order; a test skipped by its
+    markers asks for nothing; a module with a test of the performance group measures speed."""
     pytester.makeconftest(
         """
         import pytest
@@ -172,42 +199,183 @@ def test_the_plan_follows_the_run_order_a_framework_parameter_and_says_who_measu
     )
     pytester.makepyfile(
         test_api="def test_a(server): pass\ndef test_b(server): pass\n",
-        test_perf="def test_speed(vllm_server, perf_gate): pass\ndef test_other(vllm_server): pass\n",
+        test_perf=(
+            "import pytest\n"
+            "@pytest.mark.rocm_gate(group='performance')\n"
+            "def test_speed(vllm_server, perf_gate): pass\n"
+            "def test_other(vllm_server): pass\n"
+        ),
         test_plain="def test_nothing(): pass\n",
         test_tiny=(
             "import pytest\n"
             "pytestmark = pytest.mark.vllm_server(tiny_model={'architecture': 'mixtral'})\n"
-            "def test_moe(vllm_server): pass\n"
+            "@pytest.mark.skip(reason='not today')\n"
+            "def test_skipped(vllm_server, vllm_server_factory): pass\n"
+            "@pytest.mark.vllm_server_variant(args=['--one'])\n"
+            "@pytest.mark.vllm_server_variant(args=['--two'], env={'A': '1'})\n"
+            "def test_moe(vllm_server, vllm_server_factory): pass\n"
+            "@pytest.mark.skipif('True', reason='never')\n"
+            "@pytest.mark.vllm_server_variant(args=['--three'])\n"
+            "def test_never(vllm_server_factory): pass\n"
         ),
     )
-    items, _ = pytester.inline_genitems("--rocm-platform=cpu", "-p", "no:xdist")
-    plan = server_plan(items)
-    assert [(s.module, s.kind, s.measures_speed) for s in plan] == [
-        ("test_api.py", "vllm", False),
-        ("test_api.py", "sglang", False),
-        ("test_perf.py", "vllm", True),
-        ("test_tiny.py", "vllm", False),
+    items, rec = pytester.inline_genitems("--rocm-platform=cpu", "-p", "no:xdist")
+    groups = {item.nodeid: "performance" for item in items if "speed" in item.nodeid}
+    plan = server_plan(items, will_skip, groups.get)
+    order = [item.nodeid for item in items]
+    assert [(s.owner, s.kind, s.variant, s.measures_speed) for s in plan] == [
+        ("test_api.py", "vllm", False, False),
+        ("test_api.py", "sglang", False, False),
+        ("test_perf.py", "vllm", False, True),
+        ("test_tiny.py", "vllm", False, False),
+        ("test_tiny.py::test_moe", "vllm", True, False),
+        ("test_tiny.py::test_moe", "vllm", True, False),
     ]
-    assert plan[-1].settings == {"tiny_model": {"architecture": "mixtral"}}
-    assert next_step(plan, "test_api.py", "sglang") is plan[2]
-    assert next_step(plan, "test_tiny.py", "vllm") is None
+    # each step at the first test that runs and asks for it
+    assert [order[s.first] for s in plan] == [
+        "test_api.py::test_a[vllm]",
+        "test_api.py::test_a[sglang]",
+        "test_perf.py::test_speed",
+        "test_tiny.py::test_moe",
+        "test_tiny.py::test_moe",
+        "test_tiny.py::test_moe",
+    ]
+    assert plan[3].settings == {"tiny_model": {"architecture": "mixtral"}}
+    assert [s.settings for s in plan[4:]] == [
+        {"args": ["--one"]},
+        {"args": ["--two"], "env": {"A": "1"}},
+    ]
+
+
+def windows(servers: list[dict]) -> list[tuple[float, float]]:
+    """(launched, healthy) wall times of each server that became healthy."""
+    return [
+        (s["launched_t"], s["launched_t"] + s["healthy_after_s"])
+        for s in servers
+        if s.get("healthy_after_s") is not None
+    ]
 
 
 @pytest.mark.slow
-def test_nothing_starts_beside_a_module_that_measures_speed(pytester):
-    suite(pytester, {"b": 0})
+def test_nothing_starts_while_speed_is_measured(pytester):
+    """The speed test runs first, as the suites order it. The server started ahead beside its own
+    start (b's, slower) is stopped where it is while the test measures, nothing else is launched
+    meanwhile, and afterwards it goes on: b's tests run on it."""
+    suite(pytester, {"c": 0}, delay=1)
     pytester.makepyfile(
         test_a="""
+        import json, os, time
         import pytest
 
         pytestmark = pytest.mark.rocm_gate(group="performance")
 
+        def states(mine):
+            found = {}
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+                    state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    continue
+                # this run's stub servers (other tests may run theirs meanwhile)
+                if b"--port" in args and os.path.abspath("stub_server.py").encode() in args:
+                    port = args[args.index(b"--port") + 1].decode()
+                    if port != mine:
+                        found[port] = state
+            return found
+
         def test_speed(vllm_server, perf_gate):
+            began = time.time()
+            during = states(str(vllm_server.port))
+            time.sleep(2)  # what it measures
+            with open("measured.json", "w") as out:
+                json.dump({"window": [began, time.time()], "others": during}, out)
+        """,
+        test_b="""
+        import pytest
+
+        pytestmark = [
+            pytest.mark.rocm_gate(group="engine"),
+            pytest.mark.vllm_server(args=["--variant", "b"], env={"STUB_DELAY": "6"}),
+        ]
+
+        def test_on_b(vllm_server):
             assert vllm_server.alive()
-        """
+        """,
     )
     result, _, servers = run(pytester, "-p", "no:xdist")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
+    measured = json.loads((pytester.path / "measured.json").read_text())
+    began, ended = measured["window"]
     by_module = {s["nodeid"]: s for s in servers}
-    assert not by_module["test_b.py"]["started_ahead"]
-    assert by_module["test_b.py"]["not_started_ahead"] == "test_a.py measures speed (perf_gate)"
+    b = by_module["test_b.py"]
+    assert b["started_ahead"] and b["launched_t"] < began, servers
+    # b's start was under way when the speed test began, and stood still (T: stopped) throughout
+    assert measured["others"] == {b["command"][b["command"].index("--port") + 1]: "T"}
+    # nothing was launched while it measured
+    assert all(not began <= s["launched_t"] <= ended for s in servers), servers
+    assert by_module["test_c.py"]["launched_t"] >= ended
+
+
+@pytest.mark.slow
+def test_declared_variants_start_ahead_and_an_undeclared_one_says_why_not(pytester):
+    suite(pytester, {"a": 1}, delay=2)
+    pytester.makepyfile(
+        test_b="""
+        import time
+        import pytest
+
+        pytestmark = pytest.mark.rocm_gate(group="engine")
+
+        @pytest.mark.vllm_server_variant(args=["--declared"])
+        def test_declared(vllm_server_factory):
+            time.sleep(3)  # the next one starts meanwhile
+            assert vllm_server_factory(args=["--declared"]).alive()
+
+        @pytest.mark.vllm_server_variant(args=["--declared", "2"], env={"X": "1"})
+        def test_declared_too(vllm_server_factory):
+            assert vllm_server_factory(args=["--declared", "2"], env={"X": "1"}).alive()
+
+        def test_undeclared(vllm_server_factory):
+            assert vllm_server_factory(args=["--undeclared"]).alive()
+        """
+    )
+    result, report, servers = run(pytester, "-p", "no:xdist")
+    result.assert_outcomes(passed=5)
+    by_test = {s["nodeid"]: s for s in servers}
+    spans = spans_of_tests(pytester)
+    for name in ("test_declared", "test_declared_too"):
+        declared = by_test[f"test_b.py::{name}"]
+        # launched before its test began
+        assert declared["started_ahead"], servers
+        assert declared["launched_t"] < spans[f"test_b.py::{name}"][0], servers
+    undeclared = by_test["test_b.py::test_undeclared"]
+    assert not undeclared["started_ahead"] and undeclared["waited_s"] >= 2
+    assert undeclared["not_started_ahead"] == (
+        "not declared: no @pytest.mark.vllm_server_variant on test_b.py::test_undeclared has "
+        "these settings"
+    )
+    assert not [s for s in servers if s.get("unused")]
+
+
+@pytest.mark.slow
+def test_servers_start_ahead_on_the_cores_the_tests_do_not_hold(pytester):
+    """On one core nothing starts beside a running test's server except one ahead at a time: at no
+    moment are two servers starting while a test runs; a server a test waits for counts."""
+    suite(pytester, {"a": 2, "b": 2, "c": 2, "d": 0}, delay=2)
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})  # the pytest run below inherits one core
+    try:
+        result, _, servers = run(pytester, "-p", "no:xdist")
+    finally:
+        os.sched_setaffinity(0, allowed)
+    result.assert_outcomes(passed=8)
+    spans = windows(servers)
+    assert len(spans) == 4
+    for launched, _ in spans:
+        # the records give healthy_after_s to a tenth of a second
+        starting = sum(1 for start, healthy in spans if start <= launched < healthy - 0.1)
+        assert starting <= 1, spans
+    # a's is started on demand; b's during a's tests (the later ones as soon as the one before is
+    # up, so whether they are ahead depends on the CPU time the tests leave them)
+    assert [s["started_ahead"] for s in servers][:2] == [False, True]

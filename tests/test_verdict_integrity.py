@@ -14,6 +14,8 @@ import time
 import pytest
 from conftest import read_jsonl, read_report
 
+from pytest_rocm.results.records import read_records
+
 FLAKY_FIRST = """
     import pytest
 
@@ -273,11 +275,10 @@ def test_a_killed_controller_leaves_an_incomplete_run_that_blames_nobody(pyteste
     )
     out = pytester.path / "out"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # both long tests have started
+    while time.monotonic() < deadline:  # both long tests have started (their running slots say so)
         started = {
             r["nodeid"]
-            for p in out.glob("records-gw*.jsonl")
-            for r in read_jsonl(p)
+            for r in read_records(out).records
             if r.get("when") == "setup" and r["nodeid"].endswith(("[2]", "[3]"))
         }
         if len(started) == 2:
@@ -294,6 +295,65 @@ def test_a_killed_controller_leaves_an_incomplete_run_that_blames_nobody(pyteste
         t["status"] == "interrupted" and t["verdict"] == "interrupted" for t in running.values()
     )
     assert "conclusion: incomplete" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("phase", ["call", "teardown"])
+def test_a_run_killed_in_a_test_names_that_test_interrupted(pytester, capsys, phase):
+    """SIGKILL of the only pytest process, in a test's body or its teardown: its plain setup was
+    never a line of the records file, yet the verdict rebuilt from the folder names that test,
+    interrupted, from the process's running slot; the tests before it passed, one record each."""
+    from pytest_rocm.cli import main as rocm_gate
+
+    pytester.makepyfile(
+        test_dies=f"""
+        import os, signal, pytest
+
+        @pytest.fixture
+        def dies_at_teardown():
+            yield
+            if {phase!r} == "teardown":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        @pytest.mark.rocm_gate(group="engine")
+        @pytest.mark.parametrize("i", range(3))
+        def test_before(i):
+            pass
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_killed(dies_at_teardown):
+            if {phase!r} == "call":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_never_ran():
+            pass
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "--rocm-platform=mi300x-2", "--rocm-report-dir=out", "-p", "no:cacheprovider"
+    )
+    assert result.ret == -signal.SIGKILL
+    out = pytester.path / "out"
+    lines = [r for r in read_jsonl(out / "records-controller.jsonl") if "kind" not in r]
+    assert [(r["nodeid"].split("::")[1], r["when"]) for r in lines] == [
+        (f"test_before[{i}]", "setup+call+teardown") for i in range(3)
+    ]
+    assert (out / "records-controller.running").is_file()
+    assert rocm_gate(["verdict", str(out)]) == 3  # incomplete
+    report = read_report(out)
+    killed = report["tests"]["test_dies.py::test_killed"]
+    assert (killed["status"], killed["verdict"], killed["group"]) == (
+        "interrupted",
+        "interrupted",
+        "engine",
+    )
+    # (a plain call waits in memory for its teardown, as in record/2: the slot has the setup)
+    assert killed["detail"] == "the run stopped while this test ran (recorded phases: setup)"
+    assert killed["attempts"][0]["worker"] == "controller"
+    assert [t["status"] for n, t in report["tests"].items() if "before" in n] == ["passed"] * 3
+    assert "test_dies.py::test_never_ran" not in report["tests"]
+    assert report["conclusion"] == "incomplete" and report["complete"] is False
+    capsys.readouterr()
 
 
 # --- 5. two runs, one report folder ---------------------------------------------------------------

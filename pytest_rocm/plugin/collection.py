@@ -17,6 +17,7 @@ from pytest_rocm.hw.model import Platform
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.markers import (
     SERVER_MARKERS,
+    VARIANT_MARKERS,
     Gate,
     Hardware,
     KnownGap,
@@ -96,6 +97,7 @@ class Annotator:
         self.context = context
         self.specs: dict[str, TestSpec] = {}
         self._quarantined: dict[str, dict] | None = None
+        self._parent_markers: dict = {}  # a module or class -> `_inherited`
 
     @property
     def quarantined(self) -> dict[str, dict]:
@@ -130,6 +132,24 @@ class Annotator:
             )
         return entries
 
+    def _markers(self, item: pytest.Item) -> list:
+        """The markers `item.iter_markers()` gives, in its order (the item's own, then each
+        parent's), with the parents' part read once per module or class rather than once per
+        test."""
+        inherited = self._inherited(item.parent)
+        return item.own_markers + inherited if item.own_markers else inherited
+
+    def _inherited(self, node) -> list:
+        if node is None:
+            return []
+        found = self._parent_markers.get(node)
+        if found is None:
+            found = self._parent_markers[node] = [
+                *node.own_markers,
+                *self._inherited(node.parent),
+            ]
+        return found
+
     def check_collected(self, items: list) -> str | None:
         """Annotate collected items; return the collection error text (every bad test) or None."""
         errors = []
@@ -145,9 +165,15 @@ class Annotator:
     def annotate(self, item: pytest.Item) -> None:
         """Read and check the markers of one test, apply skips and known gaps; raise MarkerError."""
         closest = {}
-        for mark in item.iter_markers():  # closest first; one walk instead of one per marker name
+        variants = False
+        for mark in self._markers(item):  # closest first, as item.iter_markers() gives them
             if mark.name in _READ_MARKERS:
                 closest.setdefault(mark.name, mark)
+            elif mark.name in VARIANT_MARKERS:
+                parse_server(mark, mark.name)
+                variants = True
+        if variants:
+            self.context.activation.marked = True
         if closest:
             self.context.activation.marked = True
             _check_not_stacked(item)

@@ -35,9 +35,9 @@ from pytest_rocm.results.records import (
     last_attempt_records,
     read_records,
 )
-from pytest_rocm.results.report import build_gate_report, evidence_texts
+from pytest_rocm.results.report import build_gate_report, evidence_texts, gate_report_json
 from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
-from pytest_rocm.schemas.artifacts import write_json_atomic
+from pytest_rocm.schemas.artifacts import write_json_atomic, write_text_atomic
 
 # xdist options (and ours) that a rerun subprocess must not repeat: it runs one test, alone.
 # a rerun must not wipe its tmp dirs
@@ -218,6 +218,7 @@ class Controller:
             store.expected(platform.keys()[0]),
             lock_root(self.context.session_id),
             workers,
+            store.module_starts(platform.keys()[0]),
         )
 
     # -- during the run ------------------------------------------------------------------------------
@@ -464,7 +465,10 @@ class Controller:
             gc.enable()
         self.report_paths = [
             write_json_atomic(folder / "manifest.json", manifest),
-            write_json_atomic(folder / "gate-report.json", self.gate_report),
+            # the bytes `rocm-gate verdict` writes from the same records (write_json_atomic)
+            write_text_atomic(
+                folder / "gate-report.json", gate_report_json(self.gate_report) + "\n"
+            ),
         ]
         if proposals is not None:
             self.report_paths.append(proposals)
@@ -508,10 +512,19 @@ class Controller:
             return
         from filelock import Timeout
 
-        from pytest_rocm.scheduling.durations import add_run, durations_from_records
+        from pytest_rocm.scheduling.durations import (
+            add_run,
+            durations_from_records,
+            server_starts_from_records,
+        )
 
         try:
-            add_run(path, self.context.platform.keys()[0], durations_from_records(records))
+            add_run(
+                path,
+                self.context.platform.keys()[0],
+                durations_from_records(records),
+                server_starts_from_records(records),
+            )
         except (OSError, Timeout) as exc:
             self.notes.append(f"could not update the duration store {path}: {exc}")
 

@@ -113,9 +113,16 @@ class FixtureServices:
                     record_server=self.recorder.write,
                     start_ahead=not self.context.config.getoption("rocm_no_start_ahead"),
                     runs_everything=internals.runs_every_test(self.context.config),
+                    group_of=self._group_of,
+                    will_skip=internals.will_skip,
+                    server_waits=self.recorder.server_waits,
                 )
             )
         return self._provider
+
+    def _group_of(self, nodeid: str) -> str | None:
+        spec = self.recorder.annotator.specs.get(nodeid)
+        return spec.group if spec else None
 
     def attach_server_logs(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """A failed test's report carries the last lines of every server running here (they reach
@@ -202,7 +209,9 @@ def vllm_server_factory(request):
     `pytest_rocm.serving.pool.ServedModel`) for this test; shared with any other fixture that asks
     for the same ones while it runs."""
     provider = services(request).provider
-    return lambda args=(), env=None, model=None: provider.server(request, "vllm", args, env, model)
+    return lambda args=(), env=None, model=None: provider.server(
+        request, "vllm", args, env, model, internals.requesting_test(request)
+    )
 
 
 @pytest.fixture
@@ -211,7 +220,7 @@ def sglang_server_factory(request):
     SGLang."""
     provider = services(request).provider
     return lambda args=(), env=None, model=None: provider.server(
-        request, "sglang", args, env, model
+        request, "sglang", args, env, model, internals.requesting_test(request)
     )
 
 
@@ -236,4 +245,6 @@ def _module_server(request, kind: str):
     settings = dict(marker.kwargs) if marker else {}
     spec = settings.pop("tiny_model", None)
     model = provider.tiny_model(**spec) if spec is not None else None
-    return provider.server(request, kind, model=model, **settings)
+    return provider.server(
+        request, kind, model=model, test=internals.requesting_test(request), **settings
+    )

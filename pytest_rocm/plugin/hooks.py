@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rocm.catalog.tree import sort_tree, tree_lines
 from pytest_rocm.plugin import activation, internals
 from pytest_rocm.plugin.collection import Annotator, junit_platform_properties
 from pytest_rocm.plugin.context import RunContext
@@ -51,20 +50,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", text)
     context = RunContext(config)
     annotator = config.stash[ANNOTATOR] = Annotator(context)
-    recorder = None
+    recorder = recording = None
     if not internals.is_controller(config):  # this process runs tests
         recorder = Recorder(context, annotator)
-        config.stash[SERVICES] = FixtureServices(context, recorder)
-        config.pluginmanager.register(RecordingHooks(recorder), "rocm-recording")
+        services = config.stash[SERVICES] = FixtureServices(context, recorder)
+        recording = RecordingHooks(recorder, services)
+        config.pluginmanager.register(recording, "rocm-recording")
     if not context.is_worker:  # this process sees every report
         controller = config.stash[CONTROLLER] = Controller(
             context, recorder.write if recorder else None
         )
         config.pluginmanager.register(ControllerHooks(controller), "rocm-controller")
+        if recording is not None:  # no xdist: the recording hook passes each report on
+            recording.controller = controller
+        else:  # the xdist controller: its workers' reports
+            config.pluginmanager.register(WorkerReportHooks(controller), "rocm-worker-reports")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in ("rocm-recording", "rocm-controller"):
+    for name in ("rocm-recording", "rocm-controller", "rocm-worker-reports"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
@@ -83,26 +87,42 @@ def pytest_make_collect_report(collector: pytest.Collector):
 
 
 class RecordingHooks:
-    """Hooks of the process that runs tests (registered per config, as pytest's own LogXML is)."""
+    """Hooks of the process that runs tests (registered per config, as pytest's own LogXML is).
+    Where that process also sees every report (no xdist), it hands each report to the controller
+    too: one hook call per phase, not two."""
 
-    def __init__(self, recorder: Recorder):
+    def __init__(self, recorder: Recorder, services: FixtureServices):
         self.recorder = recorder
+        self.services = services
+        self.controller: Controller | None = None  # where this process also sees every report
+        self.session: pytest.Session | None = None
+        self._items: dict[str, pytest.Item] | None = None  # nodeid -> item, once a test fails
 
     # before xdist tells the controller this worker's collection ended
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.session = session
         self.recorder.record_collection(session.items)
         self.recorder.write_gpu_demands(session.items)
 
+    # first: the servers' logs join a failed report before any other plugin (JUnit, the terminal,
+    # xdist's sending it to the controller) reads it
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == "failed":
+            self.attach_server_logs(report)
         self.recorder.record_report(report)
+        if self.controller is not None:
+            self.controller.on_report(report)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call):
-        report = yield
-        if report.failed:
-            item.config.stash[SERVICES].attach_server_logs(item, report)
-        return report
+    def attach_server_logs(self, report: pytest.TestReport) -> None:
+        """The logs of the servers running here, in a failed report (here rather than in a
+        `pytest_runtest_makereport` wrapper, which would cost every phase of every test a call)."""
+        if self._items is None:
+            self._items = {item.nodeid: item for item in self.session.items} if self.session else {}
+        item = self._items.get(report.nodeid)
+        if item is not None:
+            self.services.attach_server_logs(item, report)
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_timeout_set_timer(self, item: pytest.Item, settings):
@@ -115,13 +135,24 @@ class RecordingHooks:
     def pytest_sessionfinish_first(self, session: pytest.Session) -> None:
         # first (pytest reads only pytest_-named methods, hence the specname): the servers' last
         # records (one started ahead that no test used) and the phases of a test the session
-        # stopped in (a passed call waits in memory for its teardown) reach the report
+        # stopped in (a plain test's phases wait in memory for its teardown) reach the report
         session.config.stash[SERVICES].close()
         self.recorder.write_unwritten()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.recorder.close()
+
+
+class WorkerReportHooks:
+    """The xdist controller's view of its workers' reports (a process that runs tests passes them
+    on from `RecordingHooks`)."""
+
+    def __init__(self, controller: Controller):
+        self.controller = controller
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.controller.on_report(report)
 
 
 class ControllerHooks:
@@ -144,9 +175,6 @@ class ControllerHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         self.controller.on_collected(ids)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.controller.on_report(report)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
@@ -187,6 +215,8 @@ class ControllerHooks:
             return
         # nothing ran: show the sorting
         if config.option.collectonly and controller.collected is not None:
+            from pytest_rocm.catalog.tree import sort_tree, tree_lines  # only a listing sorts
+
             entries = config.stash[ANNOTATOR].tree_entries(controller.collected)
             failed = frozenset(
                 nodeid for nodeid in controller.collection_errors if nodeid.endswith(".py")

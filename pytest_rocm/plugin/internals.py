@@ -2,7 +2,9 @@
 this file to read.
 
 What the plugin needs beyond their documented hooks: of pytest, the JUnit writer
-(to add the platform once per file, as `record_testsuite_property` does); of
+(to add the platform once per file, as `record_testsuite_property` does), the test behind a
+fixture request, and whether a test's skip markers skip it (to plan the servers the run will ask
+for); of
 xdist, the controller's scheduler (to hand it a rerun), whether any worker can
 still take a test (a worker that has been told to shut down runs its last test
 and exits, so a rerun given to the scheduler then would never run), the name
@@ -15,6 +17,24 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+
+
+def requesting_test(request) -> str:
+    """The node id of the test whose setup or call asked for a fixture, also for a module-scoped one
+    (whose `request.node` is the module): pytest keeps it on every fixture request."""
+    return getattr(request, "_pyfuncitem", request.node).nodeid
+
+
+def will_skip(item: pytest.Item) -> bool:
+    """Whether pytest will skip `item` at its setup by its `skip` and `skipif` markers (the plugin's
+    not-applicable and known-gap skips are such markers); a condition that cannot be evaluated
+    counts as a skip (the test then errors at its setup, and asks for nothing either)."""
+    from _pytest.skipping import evaluate_skip_marks
+
+    try:
+        return evaluate_skip_marks(item) is not None
+    except BaseException:  # noqa: BLE001 (pytest's own error for a bad condition is an outcome)
+        return True
 
 
 def is_controller(config: pytest.Config) -> bool:

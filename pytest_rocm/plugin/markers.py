@@ -27,8 +27,14 @@ MARKER_HELP = {
     "'idefics3', ...} serves a tiny model of another architecture instead of the run's model.",
     "sglang_server": "sglang_server(args=[...], env={...}, tiny_model=None): extra arguments and environment for the "
     "module's `sglang_server` fixture (on the module's pytestmark); tiny_model as for vllm_server.",
+    "vllm_server_variant": "vllm_server_variant(args=[...], env={...}, tiny_model=None): a server this test starts "
+    "with `vllm_server_factory` and these settings, declared so it is started ahead of need; one marker per "
+    "server (they stack).",
+    "sglang_server_variant": "sglang_server_variant(args=[...], env={...}, tiny_model=None): as "
+    "vllm_server_variant, for `sglang_server_factory`.",
 }
 SERVER_MARKERS = ("vllm_server", "sglang_server")
+VARIANT_MARKERS = ("vllm_server_variant", "sglang_server_variant")  # stackable: one per server
 
 KNOWN_GAP_MODES = ("skip", "xfail")
 VENDORS = ("amd", "nvidia")

@@ -1,18 +1,19 @@
 """Recording on the process that runs tests (an xdist worker, a rerun subprocess, or the only
 process).
 
-Each phase outcome becomes one record line the moment pytest reports it, with
+A test whose setup, call and teardown each pass with nothing to add (no GPUs,
+no measurements, no xfail) is one record, written at its teardown; until then
+its phases wait in memory, and its setup record in the running slot that names
+the test if the process is killed (docs/architecture.md, "Artifacts"). Every
+other phase outcome is a record of its own the moment pytest reports it, with
 the test's spec, the devices it held, what its gates measured and, for a
-failure, the text where infrastructure signatures are looked for. The setup
-is always written at once (a process killed in the body still names its test);
-a call that passed with nothing to add waits in memory for the teardown, and
-where that passes too both are one record (docs/architecture.md, "Artifacts").
+failure, the text where infrastructure signatures are looked for; the plain
+phases that waited before it are written first.
 """
 
 from __future__ import annotations
 
-import json
-import time
+from json.encoder import encode_basestring
 
 import pytest
 
@@ -28,15 +29,18 @@ class Recorder:
         self.annotator = annotator
         self._writer: RecordWriter | None = None
         self.spec_json: dict[str, str] = {}  # nodeid -> its spec's record fields, encoded once
-        self.nodeid_json: dict[str, str] = {}
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
         # nodeid -> seconds its latest attempt waited for them
         self.gpu_waits: dict[str, float] = {}
         # nodeid -> what its gates measured (this attempt)
         self.measurements: dict[str, list[dict]] = {}
-        # nodeid -> (duration, time reported) of its call that passed with nothing to add, not
-        # written yet: its teardown decides whether both are one record
-        self.unwritten: dict[str, tuple[float, float]] = {}
+        # nodeid -> seconds its current phase waited for servers to start (the server fixtures add
+        # to it; the phase's record takes it: the duration store keeps it apart from test time)
+        self.server_waits: dict[str, float] = {}
+        # The running test's plain phases, not written yet: [nodeid, its JSON, its spec's fields,
+        # setup seconds, when the setup ended, (call seconds, when it ended) or None]; its teardown
+        # decides whether they are one record.
+        self.waiting: list | None = None
 
     @property
     def writer(self) -> RecordWriter | None:
@@ -54,34 +58,57 @@ class Recorder:
             self.writer.write(record)
 
     def record_report(self, report: pytest.TestReport) -> None:
-        """Write one phase outcome, or keep it until the test's end where it is a plain pass."""
-        if self._writer is None and self.writer is None:  # no report folder
+        """Keep a plain phase until the test's end, or write the phase outcome (after the phases
+        that waited). Runs for every phase of every test: the plain ones take the first branch."""
+        writer = self._writer
+        if writer is None and (writer := self.writer) is None:  # no report folder
             return
         nodeid = report.nodeid
-        when = report.when
         if (
             report.outcome == "passed"
             and "wasxfail" not in report.__dict__
             and nodeid not in self.allocations
             and nodeid not in self.measurements
+            and nodeid not in self.server_waits
         ):
-            encoded = self.spec_json.get(nodeid)
-            if encoded is None:
-                encoded = self._encoded_spec(nodeid)
-            if when == "call":
-                self.unwritten[nodeid] = (report.duration, time.time())
+            when = report.when
+            waiting = self.waiting
+            if when == "setup":
+                if waiting is not None:  # the last test never reported its teardown
+                    self.write_unwritten()
+                spec = self.annotator.specs.get(nodeid)
+                encoded_spec = "" if spec is None else self._encoded_spec(nodeid, spec)
+                encoded_nodeid = encode_basestring(nodeid)
+                duration, t = report.duration, report.stop  # (when the phase ended)
+                self.waiting = [nodeid, encoded_nodeid, encoded_spec, duration, t, None]
+                writer.set_running(encoded_nodeid, encoded_spec, duration, t)
                 return
-            if when == "teardown" and nodeid in self.unwritten:
-                call, _ = self.unwritten.pop(nodeid)
-                self._writer.write_plain_pass(
-                    self.nodeid_json[nodeid], call, report.duration, encoded
-                )
-                return
-            self._writer.write_phase(
-                self.nodeid_json[nodeid], when, report.duration, time.time(), encoded
+            if waiting is not None and waiting[0] == nodeid:
+                if when == "call":
+                    waiting[5] = (report.duration, report.stop)
+                    return
+                if waiting[5] is not None:
+                    self.waiting = None
+                    writer.write_plain_pass(
+                        waiting[1],
+                        waiting[3],
+                        waiting[5][0],
+                        report.duration,
+                        waiting[4],
+                        waiting[2],
+                    )
+                    return
+            self.write_unwritten()
+            spec = self.annotator.specs.get(nodeid)
+            writer.write_phase(
+                encode_basestring(nodeid),
+                when,
+                report.duration,
+                report.stop,
+                "" if spec is None else self._encoded_spec(nodeid, spec),
             )
             return
-        self.write_unwritten(nodeid)
+        self.write_unwritten()
         record = {
             "nodeid": nodeid,
             "when": report.when,
@@ -92,6 +119,8 @@ class Recorder:
             record["gpus"] = self.allocations[nodeid]
             if report.when == "setup" and self.gpu_waits.get(nodeid):
                 record["gpu_wait_s"] = self.gpu_waits[nodeid]
+        if nodeid in self.server_waits:
+            record["server_wait_s"] = self.server_waits.pop(nodeid)
         if report.when == "call" and nodeid in self.measurements:
             record["measurements"] = self.measurements.pop(nodeid)
         if hasattr(report, "wasxfail"):
@@ -115,19 +144,19 @@ class Recorder:
             )
             if logs:
                 record["log_tail"] = logs[-OUTPUT_TAIL_CHARS:]
-        self.writer.write(record, self._encoded_spec(nodeid))
+        spec = self.annotator.specs.get(nodeid)
+        writer.write(record, "" if spec is None else self._encoded_spec(nodeid, spec))
 
-    def write_unwritten(self, nodeid: str | None = None) -> None:
-        """Write the kept call of `nodeid` (every kept call when None) as the phase record it is:
-        its teardown did not pass plainly, or the session ends before it."""
-        if self._writer is None:
+    def write_unwritten(self) -> None:
+        """Write the running test's plain phases that wait in memory as the phase records they are:
+        a later phase had more to say, or the session ends before its teardown."""
+        waiting, self.waiting = self.waiting, None
+        if waiting is None:
             return
-        for name in [nodeid] if nodeid is not None else list(self.unwritten):
-            kept = self.unwritten.pop(name, None)
-            if kept is not None:
-                self._writer.write_phase(
-                    self.nodeid_json[name], "call", kept[0], kept[1], self.spec_json[name]
-                )
+        _, encoded_nodeid, encoded_spec, setup, t, call = waiting
+        self._writer.write_phase(encoded_nodeid, "setup", setup, t, encoded_spec)
+        if call is not None:
+            self._writer.write_phase(encoded_nodeid, "call", *call, encoded_spec)
 
     def record_collection(self, items: list[pytest.Item]) -> None:
         """What this run set out to run: the gates and grouped tests collected, with their specs.
@@ -182,14 +211,12 @@ class Recorder:
                 demands[item.nodeid] = gpus
         write_demands(lock_root(self.context.session_id), self.context.worker, demands)
 
-    def _encoded_spec(self, nodeid: str) -> str:
+    def _encoded_spec(self, nodeid: str, spec) -> str:
         """The spec's record fields (group, blocking, requirement, known gap) as JSON, once per
         test."""
         encoded = self.spec_json.get(nodeid)
         if encoded is None:
-            self.nodeid_json[nodeid] = json.dumps(nodeid, ensure_ascii=False)
-            spec = self.annotator.specs.get(nodeid)
-            encoded = self.spec_json[nodeid] = spec.encoded_fields() if spec is not None else ""
+            encoded = self.spec_json[nodeid] = spec.encoded_fields()
         return encoded
 
     def start_hang_timer(self, item: pytest.Item, settings) -> bool:

@@ -6,32 +6,49 @@ Every process (the controller and each xdist worker) writes its own
 dies loses nothing it already wrote (at worst one half-written last line,
 which the reader reports and skips).
 
-A test's setup is written when pytest reports it, so a run killed in a test's
-body still names the test it was running. Where the call and the teardown then
-pass with nothing to add (no GPUs, no measurements, no xfail: most tests), they
-are one record, `when: "call+teardown"` with both `durations`, written at the
-teardown; otherwise each phase is its own record (docs/architecture.md,
-"Artifacts"). Records of schema `record/1` (a record per phase for every test)
-are read the same way.
+A test whose setup, call and teardown each pass with nothing to add (no GPUs,
+no measurements, no xfail: most tests) is one record, `when:
+"setup+call+teardown"` with the three `durations` and its setup's time `t`,
+written at its teardown; any other test has a record per phase, written when
+pytest reports it (its plain phases that waited, first) (docs/architecture.md,
+"Artifacts"). Until a test's record is written, its setup record waits in
+`records-<worker>.running`, a file mapped into memory and overwritten for each
+test: a store into memory, not a system call, yet the kernel keeps it when the
+process is killed, so the readers still name the test it was running. A plain
+pass's line is read without a JSON parser (its fixed fields matched), into the
+record json.loads makes of it. Records of schema `record/1` (a record per
+phase) and `record/2` (a plain pass's setup, then its call and teardown as one
+record, `when: "call+teardown"`) are read the same way.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import mmap
 import os
+import re
 import stat
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_rocm.schemas.artifacts import schema
 
-RECORD_SCHEMA = schema("record", 2)
-# an earlier version's records (a phase record for every phase): read as they are
-READ_SCHEMAS = frozenset({schema("record", 1), RECORD_SCHEMA})
-# the `when` of a test's call and teardown that both passed with nothing to add, in one record
-PLAIN_PASS = "call+teardown"
+RECORD_SCHEMA = schema("record", 3)
+# earlier versions' records (record/1: a record per phase; record/2: a plain pass's call and
+# teardown in one record, its setup in another): read as they are
+READ_SCHEMAS = frozenset({schema("record", 1), schema("record", 2), RECORD_SCHEMA})
+# the `when` of a test whose setup, call and teardown each passed with nothing to add: one record
+PLAIN_PASS = "setup+call+teardown"
+# record/2's `when` of a call and teardown that both passed with nothing to add
+CALL_TEARDOWN = "call+teardown"
+# the `when`s of a record that stands for several phases -> how many (its `durations`)
+COMBINED = {PLAIN_PASS: 3, CALL_TEARDOWN: 2}
+# the running test's slot starts this big (a setup record is a few hundred bytes); a longer one
+# grows it
+SLOT_BYTES = 4096
 FAILURE_HEAD_CHARS = 4000
 OUTPUT_TAIL_CHARS = 4000
 
@@ -45,53 +62,134 @@ class RecordWriter:
         # next test starts, with no Python-level buffer that a dying process would lose.
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._common = "," + json.dumps({"schema": RECORD_SCHEMA, "worker": worker})[1:-1]
+        self._running: RunningSlot | None = None  # made when a test first waits in it
 
     def write(self, record: dict, encoded_extra: str = "") -> None:
         """Append one record. `encoded_extra` is fields already encoded as JSON (',"k":v,...'): a
-        test's fixed fields are encoded once, not for each of its phases (this runs 3 times per
-        test)."""
+        test's fixed fields are encoded once, not for each of its records."""
         record["t"] = round(time.time(), 6)  # orders records of several processes into attempts
         body = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
         self.write_encoded(body[:-1] + self._common + encoded_extra + "}\n")
 
     def write_phase(
+        self, encoded_nodeid: str, when: str, duration: float, t: float, encoded_extra: str
+    ) -> None:
+        """A phase that passed with nothing else to say; `t` is when pytest reported it."""
+        line = phase_line(encoded_nodeid, when, duration, t, self._common, encoded_extra)
+        os.write(self._fd, line.encode())
+
+    def write_plain_pass(
         self,
         encoded_nodeid: str,
-        when: str,
-        duration: float,
+        setup: float,
+        call: float,
+        teardown: float,
         t: float,
         encoded_extra: str,
     ) -> None:
-        """A phase that passed with nothing else to say, formatted directly; `t` is when pytest
-        reported it."""
-        os.write(
-            self._fd,
-            (
-                f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"passed",'
-                f'"duration":{duration:.6f},"t":{t:.6f}{self._common}{encoded_extra}}}\n'
-            ).encode(),
-        )
-
-    def write_plain_pass(
-        self, encoded_nodeid: str, call: float, teardown: float, encoded_extra: str
-    ) -> None:
-        """The one record of a test's call and teardown that both passed with nothing to add."""
+        """The one record of a test whose setup, call and teardown each passed with nothing to add;
+        `t` is its setup's, as in the setup's own record (the readers order tests by it)."""
         os.write(
             self._fd,
             (
                 f'{{"nodeid":{encoded_nodeid},"when":"{PLAIN_PASS}","outcome":"passed",'
-                f'"durations":[{call:.6f},{teardown:.6f}],"t":{time.time():.6f}'
+                f'"durations":[{setup:.6f},{call:.6f},{teardown:.6f}],"t":{t:.6f}'
                 f"{self._common}{encoded_extra}}}\n"
             ).encode(),
         )
+
+    def set_running(
+        self, encoded_nodeid: str, encoded_extra: str, duration: float, t: float
+    ) -> None:
+        """The setup record (as `write_phase` would write it) of the test this process now runs,
+        not written yet: it names the test if the process dies."""
+        if self._running is None:
+            self._running = RunningSlot(running_path(self.path), self._common)
+        self._running.set(encoded_nodeid.encode(), encoded_extra.encode(), duration, t)
 
     def write_encoded(self, line: str) -> None:
         os.write(self._fd, line.encode("utf-8"))
 
     def close(self) -> None:
+        """At the process's normal end: every record is written, no test is running."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._running is not None:
+            self._running.remove()
+            self._running = None
+
+
+def running_path(records: Path) -> Path:
+    """The running-test slot beside a records file."""
+    return records.with_suffix(".running")
+
+
+def phase_line(
+    encoded_nodeid: str, when: str, duration: float, t: float, common: str, encoded_extra: str
+) -> str:
+    """The record of a phase that passed with nothing else to say, as JSON text: the test's node id
+    and fields (`encoded_extra`) already encoded, `common` the process's fields (schema, worker)."""
+    return (
+        f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"passed",'
+        f'"duration":{duration:.6f},"t":{t:.6f}{common}{encoded_extra}}}\n'
+    )
+
+
+# A running slot: a state byte (`_RUNNING`: a whole setup record is there), then at `_HEADER_AT`
+# the setup's seconds, the time it was reported and the lengths (UTF-8 bytes) of the process's
+# fields, the node id and the test's fields, whose JSON texts follow from `_TEXT_AT` in that order.
+_SLOT_HEADER = struct.Struct("<ddIII")
+_HEADER_AT = 8
+_TEXT_AT = _HEADER_AT + _SLOT_HEADER.size
+_RUNNING = 3  # (this layout came with record/3)
+
+
+class RunningSlot:
+    """The setup record of the test a process is running, in a file mapped into memory: writing it
+    is a copy into memory, not a system call, and a killed process's stores stay in the kernel's
+    page cache, where any reader of the file sees them (Linux keeps one copy of a file's pages for
+    mappings and reads alike). The numbers are stored as they are and formatted by the reader
+    (`running_record`), which makes the very line `write_phase` would have written. The state byte
+    is cleared before the rest changes and set last, so a process killed halfway leaves no record,
+    never a mixed one. The slot is not cleared when the test's record is written: a reader drops a
+    slot whose record is already in the records file (the same test and time)."""
+
+    def __init__(self, path: Path, common: str):
+        self.path = path
+        self._common = common.encode()
+        self._text_at = _TEXT_AT + len(self._common)  # where the node id starts
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._map: mmap.mmap | None = None
+
+    def set(self, nodeid: bytes, extra: bytes, duration: float, t: float) -> None:
+        start = self._text_at
+        end = start + len(nodeid) + len(extra)
+        memory = self._map
+        if memory is None or end > len(memory):
+            memory = self._grow(end)
+        memory[0] = 0
+        _SLOT_HEADER.pack_into(
+            memory, _HEADER_AT, duration, t, len(self._common), len(nodeid), len(extra)
+        )
+        memory[start:end] = nodeid + extra
+        memory[0] = _RUNNING
+
+    def _grow(self, size: int) -> mmap.mmap:
+        if self._map is not None:
+            self._map[0] = 0
+            self._map.close()
+        length = max(SLOT_BYTES, 1 << size.bit_length())
+        os.ftruncate(self._fd, length)
+        memory = self._map = mmap.mmap(self._fd, length)
+        memory[_TEXT_AT : self._text_at] = self._common  # the process's fields never change
+        return memory
+
+    def remove(self) -> None:
+        if self._map is not None:
+            self._map.close()
+        os.close(self._fd)
+        self.path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -157,31 +255,133 @@ def read_records(directory: Path) -> LoadedRecords:
             loaded.problems.append(f"{problem}; skipped")
             continue
         loaded.files.append(path.name)
-        lines = text.split("\n")
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                last = number == len(lines) and not text.endswith("\n")
-                why = (
-                    "truncated last line (the process died while writing it)"
-                    if last
-                    else f"not JSON ({exc.msg})"
-                )
-                loaded.problems.append(f"{path}:{number}: {why}; skipped")
-                continue
-            problem = record_problem(record)
-            if problem is not None:
-                loaded.problems.append(f"{path}:{number}: {problem}; skipped")
-                continue
-            loaded.records.append(record)
+        records = _parse_lines(path, text, loaded.problems)
+        running = running_record(path, records, loaded.problems)
+        if running is not None:
+            records.append(running)
+        loaded.records += records
     return loaded
 
 
+# A plain pass's record as `RecordWriter.write_plain_pass` writes it (most lines of a run): its
+# fixed fields are matched, its numbers (each with a fraction, which JSON reads as a float)
+# converted, and its test's fields after them parsed once for every record that ends with the same
+# ones. The record is equal to what json.loads makes of the line; any other line is parsed whole.
+_NUMBER = r"(-?(?:0|[1-9][0-9]*)\.[0-9]+)"
+_PLAIN_LINE = re.compile(
+    r'\{"nodeid":"([^"\\\x00-\x1f]*)","when":"setup\+call\+teardown","outcome":"passed",'
+    rf'"durations":\[{_NUMBER},{_NUMBER},{_NUMBER}\],"t":{_NUMBER}((?:,.*)?)\}}'
+).fullmatch
+_MATCHED = frozenset({"nodeid", "when", "outcome", "durations", "t"})
+
+
+def _parse_lines(path: Path, text: str, problems: list[str]) -> list[dict]:
+    """The records of one file's text; each line that is none is named in `problems`."""
+    records = []
+    # the fields after a plain pass's fixed ones -> them parsed (None: parse such lines whole)
+    tails: dict[str, dict | None] = {}
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
+        plain = _PLAIN_LINE(line)
+        if plain is not None:
+            nodeid, setup, call, teardown, t, tail = plain.groups()
+            fields = tails.get(tail, False)
+            if fields is False:
+                fields = tails[tail] = _plain_tail(tail)
+            if fields is not None:
+                record = {
+                    "nodeid": nodeid,
+                    "when": PLAIN_PASS,
+                    "outcome": "passed",
+                    "durations": [float(setup), float(call), float(teardown)],
+                    "t": float(t),
+                }
+                record.update(fields)
+                records.append(record)
+                continue
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            last = number == len(lines) and not text.endswith("\n")
+            why = (
+                "truncated last line (the process died while writing it)"
+                if last
+                else f"not JSON ({exc.msg})"
+            )
+            problems.append(f"{path}:{number}: {why}; skipped")
+            continue
+        problem = record_problem(record)
+        if problem is not None:
+            problems.append(f"{path}:{number}: {problem}; skipped")
+            continue
+        records.append(record)
+    return records
+
+
+def _plain_tail(tail: str) -> dict | None:
+    """The fields after a plain pass's fixed ones, where every record that ends with them can share
+    them: JSON members whose values are plain (no object or array another record would share),
+    that repeat none of the fixed fields, and that make a valid record. None: the line is parsed
+    whole (and any problem named as for any line)."""
+    try:
+        fields = json.loads("{" + tail[1:] + "}")
+    except json.JSONDecodeError:
+        return None
+    if not _MATCHED.isdisjoint(fields) or any(
+        isinstance(value, (dict, list)) for value in fields.values()
+    ):
+        return None
+    sample = {
+        "nodeid": "",
+        "when": PLAIN_PASS,
+        "outcome": "passed",
+        "durations": [0.0] * 3,
+        "t": 0.0,
+    }
+    return fields if record_problem({**sample, **fields}) is None else None
+
+
+def running_record(path: Path, written: list[dict], problems: list[str]) -> dict | None:
+    """The setup record of the test the process writing `path` was running when it ended, from its
+    running slot (`RunningSlot`): None when there is no slot (the process ended normally), no whole
+    record in it, or a record `written` (that file's records) already holds."""
+    slot = running_path(path)
+    try:
+        data = slot.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        problems.append(f"{slot}: cannot be read ({exc.strerror or exc}); skipped")
+        return None
+    if len(data) < _TEXT_AT or data[0] != _RUNNING:
+        return None  # no test named, or the process died while naming one
+    duration, t, *lengths = _SLOT_HEADER.unpack_from(data, _HEADER_AT)
+    texts, at = [], _TEXT_AT
+    for length in lengths:
+        texts.append(data[at : at + length].decode("utf-8", errors="replace"))
+        at += length
+    common, encoded_nodeid, encoded_extra = texts
+    line = phase_line(encoded_nodeid, "setup", duration, t, common, encoded_extra)
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        problems.append(f"{slot}: not a setup record ({exc.msg}); skipped")
+        return None
+    problem = record_problem(record)
+    if problem is not None:
+        problems.append(f"{slot}: {problem}; skipped")
+        return None
+    nodeid, t = record["nodeid"], record["t"]
+    for earlier in reversed(written):  # its own record, when written, is among the last
+        if earlier.get("t") == t and earlier.get("nodeid") == nodeid:
+            return None
+    return record
+
+
 PHASES = ("setup", "call", "teardown")
-WHENS = (*PHASES, PLAIN_PASS)
+WHENS = (*PHASES, *COMBINED)
 OUTCOMES = ("passed", "failed", "skipped")
 # Records about the run rather than one attempt of a test; `probe` belongs to a test but is not a
 # phase.
@@ -202,16 +402,19 @@ def record_problem(record) -> str | None:
     if kind is not None:
         return None if kind in KINDS else f"unknown `kind` {kind!r}"
     when = record.get("when")
-    if when == PLAIN_PASS:
+    if when in COMBINED:
         durations = record.get("durations")
         if record.get("outcome") != "passed":
-            return f"a `when: {PLAIN_PASS}` record must say passed, got {record.get('outcome')!r}"
+            return f"a `when: {when}` record must say passed, got {record.get('outcome')!r}"
         if (
             not isinstance(durations, list)
-            or len(durations) != 2
+            or len(durations) != COMBINED[when]
             or not all(isinstance(d, (int, float)) and not isinstance(d, bool) for d in durations)
         ):
-            return f"`durations` must be 2 numbers (call, teardown), got {durations!r}"
+            return (
+                f"`durations` must be {COMBINED[when]} numbers ({when.replace('+', ', ')}), "
+                f"got {durations!r}"
+            )
         return None
     if when not in PHASES:
         return f"`when` must be one of {', '.join(WHENS)}, got {when!r}"
@@ -223,22 +426,29 @@ def record_problem(record) -> str | None:
 
 
 def phase_seconds(records: list[dict]):
-    """The phase durations of a test's records, in order: a `call+teardown` record gives two. Summed
-    with `sum`, the same float as from a record per phase."""
+    """The phase durations of a test's records, in order: a `setup+call+teardown` record gives
+    three, a `call+teardown` two. Summed with `sum`, the same float as from a record per phase."""
     for record in records:
-        if record.get("when") == PLAIN_PASS:
+        if record.get("when") in COMBINED:
             yield from record["durations"]
         else:
             yield record.get("duration", 0.0)
 
 
+# the `when`s of the record that says a test's attempt ran to its end
+_ENDS = frozenset({"teardown", *COMBINED})
+# the `when`s of the record that starts an attempt (a plain pass is a whole attempt)
+_STARTS = frozenset({"setup", PLAIN_PASS})
+
+
 def ends_attempt(record: dict) -> bool:
     """The record that says a test's attempt ran to its end (its teardown, or a plain pass)."""
-    return record.get("when") in ("teardown", PLAIN_PASS)
+    return record.get("when") in _ENDS
 
 
 def split_attempts(records: list[dict]) -> list[list[dict]]:
-    """Records of one test (in time order) into attempts: a setup starts one, a crash ends one."""
+    """Records of one test (in time order) into attempts: a setup (or a plain pass, which holds
+    one) starts one, a crash ends one."""
     attempts: list[list[dict]] = []
     current: list[dict] | None = None
     for record in records:
@@ -249,7 +459,7 @@ def split_attempts(records: list[dict]) -> list[list[dict]]:
             else:
                 current.append(record)
             current = None
-        elif record["when"] == "setup" or current is None:
+        elif record["when"] in _STARTS or current is None:
             current = [record]
             attempts.append(current)
         else:
@@ -276,21 +486,14 @@ def collected_specs(directory: Path) -> dict:
 
 
 def last_attempt_records(path: Path, nodeid: str) -> list[dict]:
-    """What one process wrote for `nodeid` in its last attempt: a dead worker's file survives it."""
+    """What one process wrote for `nodeid` in its last attempt, with the setup its running slot
+    holds: a dead worker's files survive it."""
     if not path.exists():
         return []
-    mine = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if (
-            isinstance(record, dict)
-            and record.get("nodeid") == nodeid
-            and record_problem(record) is None
-            and "kind" not in record
-        ):
-            mine.append(record)
+    records = _parse_lines(path, path.read_text(encoding="utf-8", errors="replace"), [])
+    running = running_record(path, records, [])
+    if running is not None:
+        records.append(running)
+    mine = [r for r in records if r["nodeid"] == nodeid and "kind" not in r]
     attempts = split_attempts(mine)
     return attempts[-1] if attempts else []

@@ -45,16 +45,40 @@ def read_demands(folder: Path) -> dict[str, int]:
     return {}
 
 
+def with_server_starts(nodeids: Sequence[str], expected, module_starts) -> list[tuple[str, float]]:
+    """(nodeid, expected seconds) in collection order, a module's server starts counted into its
+    first test: the worker that runs it waits for them (the module's other tests share its servers,
+    and `longest_first` keeps a module's tests together)."""
+    seen: set[str] = set()
+    timed = []
+    for nodeid in nodeids:
+        module = nodeid.split("::", 1)[0]
+        starts = module_starts(module) if module not in seen else 0.0
+        seen.add(module)
+        timed.append((nodeid, expected(nodeid) + starts))
+    return timed
+
+
 class GpuScheduling:
     """Longest first under the runner's GPU capacity (see `dispatch`)."""
 
-    def __init__(self, config, log, capacity: int, expected, demands_folder: Path, numnodes: int):
+    def __init__(
+        self,
+        config,
+        log,
+        capacity: int,
+        expected,
+        demands_folder: Path,
+        numnodes: int,
+        module_starts=lambda module: 0.0,
+    ):
         self.config = config
         self.log = log
         self.capacity = capacity
-        self.expected = (
-            expected  # nodeid -> expected seconds (a DurationStore's view for this platform)
-        )
+        # nodeid -> expected seconds, and module -> seconds its servers take to start (a
+        # DurationStore's views for this platform)
+        self.expected = expected
+        self.module_starts = module_starts
         self.demands_folder = demands_folder
         self.numnodes = numnodes
         self.node2collection: dict = {}
@@ -119,8 +143,10 @@ class GpuScheduling:
             demands = read_demands(self.demands_folder)
             self.index_of = {nodeid: i for i, nodeid in enumerate(first)}
             jobs = [
-                Job(i, nodeid, demands.get(nodeid, 1), self.expected(nodeid))
-                for i, nodeid in enumerate(first)
+                Job(i, nodeid, demands.get(nodeid, 1), seconds)
+                for i, (nodeid, seconds) in enumerate(
+                    with_server_starts(first, self.expected, self.module_starts)
+                )
             ]
             self.jobs = {job.index: job for job in jobs}
             self.dispatcher = Dispatcher.longest_first(jobs, self.capacity)

@@ -12,7 +12,10 @@ memory and, on the CPU, keeps idle servers from taking the cores.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from pytest_rocm.serving.process import (
     ServerStartError,
     command_for,
     free_port,
+    group_processes,
     load_server_config,
 )
 
@@ -108,9 +112,16 @@ class ServerPool:
             on_start  # on_start(server, error or None) after each start, for the records
         )
         self.command = command  # command(kind, model path, served name, port, args, python) -> argv
-        # key -> (server launched ahead of need, its health timeout): at most one at a time
+        # Servers are started ahead by another thread (serving/ahead.py): the dicts below change
+        # only under this lock, and nobody waits for a server while holding it.
+        self.lock = threading.RLock()
+        # key -> (server launched ahead of need, its health timeout)
         self.ahead: dict[tuple, tuple[Server, float]] = {}
+        self.starting: dict[tuple, Server] = {}  # key -> server a test is waiting for now
+        self.quiet = False  # speed is being measured: nothing starts ahead (`pause_ahead`)
         self.ahead_unused: list[Server] = []  # started ahead, stopped without being asked for
+        # key -> whether a later test will ask for it (the run's plan, serving/ahead.py)
+        self.asked_for_later: Callable[[tuple], bool] = lambda key: False
         self.largest_server_bytes = 0  # the most host memory one of this pool's servers took
 
     def config(self, kind: str) -> PlatformServerConfig:
@@ -121,38 +132,73 @@ class ServerPool:
         return kind, model.path, tuple(args), tuple(sorted((env or {}).items()))
 
     def get(
-        self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None
+        self,
+        kind: str,
+        model: ServedModel,
+        args: list[str] | tuple = (),
+        env: dict | None = None,
+        asked: Callable[[], None] | None = None,
     ) -> Server:
         """A healthy server for this configuration, started (and waited for) if none is running,
-        held until `release`: a held server is never stopped to make room for another."""
+        held until `release`: a held server is never stopped to make room for another. The wait
+        happens outside the pool's lock, so servers are started ahead meanwhile. `asked()` is called
+        under the lock once the server is running or counted as starting (whoever starts servers
+        ahead then sees both the request and its start)."""
         args, env = list(args), dict(env or {})
         key = self.key(kind, model, args, env)
-        server = self.servers.get(key)
-        # it died since the last test: start a fresh one
-        if server is not None and not server.alive():
-            self._stop(key)
-            server = None
-        if server is None and key in self.ahead:
-            server = self._claim(key)
-        if server is None:
-            server = self._start(key, kind, model, args, env)
-        self.servers.move_to_end(key)
-        self.holders[key] = self.holders.get(key, 0) + 1
+        with self.lock:
+            server = self.servers.get(key)
+            # it died since the last test: start a fresh one
+            if server is not None and not server.alive():
+                self._stop(key)
+                server = None
+            if starts := server is None:
+                self._trim(self.max_alive - 1)
+                # started ahead: only what is left of its start is waited for, and a start that
+                # failed ahead fails here, on the test that needs it
+                claimed = self.ahead.pop(key, None)
+                server, timeout = claimed or self._new_server(kind, model, args, env)
+                if claimed:
+                    server.pause(False)
+                    server.run_normally()  # a test waits for it now, or is about to use it
+                else:
+                    server.launch()
+                self.starting[key] = server
+            if asked is not None:
+                asked()
+        if starts:
+            try:
+                self._healthy(server, timeout)
+            finally:
+                with self.lock:
+                    self.starting.pop(key, None)
+            with self.lock:
+                self.servers[key] = server
+        with self.lock:
+            self.servers.move_to_end(key)
+            self.holders[key] = self.holders.get(key, 0) + 1
         return server
 
     def release(self, server: Server) -> None:
         """The fixture that got `server` is done with it; stop idle servers beyond `max_alive`."""
-        for key, running in self.servers.items():
-            if running is server and self.holders.get(key):
-                self.holders[key] -= 1
-        self._trim(self.max_alive)
+        with self.lock:
+            for key, running in self.servers.items():
+                if running is server and self.holders.get(key):
+                    self.holders[key] -= 1
+            self._trim(self.max_alive)
 
     def _trim(self, keep: int) -> None:
+        """Stop idle servers, least recently used first, until at most `keep` run; an idle server
+        a later test will ask for (`asked_for_later`) goes last, and stays while the machine's
+        memory keeps its reserve (a start saved)."""
         while len(self.servers) > keep:
             idle = [key for key in self.servers if not self.holders.get(key)]
             if not idle:
                 return  # every running server is held: run more than the limit until one is released
-            self._stop(idle[0])
+            unwanted = [key for key in idle if not self.asked_for_later(key)]
+            if not unwanted and memory_room(0) is None:
+                return
+            self._stop((unwanted or idle)[0])
 
     def _devices(self, count: int) -> devices_mod.Allocation:
         if count not in self.device_sets:
@@ -183,22 +229,7 @@ class ServerPool:
         )
         return server, platform_config.health_timeout_s
 
-    def _start(
-        self, key: tuple, kind: str, model: ServedModel, args: list[str], env: dict
-    ) -> Server:
-        self._trim(self.max_alive - 1)
-        server, timeout = self._new_server(kind, model, args, env)
-        server.launch()
-        return self._healthy(key, server, timeout)
-
-    def _claim(self, key: tuple) -> Server:
-        """The server started ahead for `key`, once healthy: what is left of its start is waited
-        for here, and a start that failed ahead fails here, on the test that needs it."""
-        server, timeout = self.ahead.pop(key)
-        self._trim(self.max_alive - 1)
-        return self._healthy(key, server, timeout)
-
-    def _healthy(self, key: tuple, server: Server, timeout: float) -> Server:
+    def _healthy(self, server: Server, timeout: float) -> None:
         try:
             server.wait_healthy(timeout)
         except (ServerStartError, ServerConfigError) as exc:
@@ -208,30 +239,93 @@ class ServerPool:
         self.largest_server_bytes = max(self.largest_server_bytes, group_memory_bytes(server))
         if self.on_start:
             self.on_start(server, None)
-        self.servers[key] = server
-        return server
 
     def start_ahead(
-        self, kind: str, model: ServedModel, args: list[str] | tuple = (), env: dict | None = None
+        self,
+        kind: str,
+        model: ServedModel,
+        args: list[str] | tuple = (),
+        env: dict | None = None,
+        *,
+        starting_at_most: int = 1,
     ) -> str | None:
-        """Launch the server `get` will be asked for next, without waiting for it. Returns None when
-        it is launched (or already running or launched), else why not."""
+        """Launch a server `get` will be asked for later, without waiting for it, if fewer than
+        `starting_at_most` servers are starting and the machine's memory holds one more. Returns
+        None when it is launched (or already running, starting or launched), else why not."""
         args, env = list(args), dict(env or {})
         key = self.key(kind, model, args, env)
-        if key in self.servers or key in self.ahead:
+        with self.lock:
+            if self.has(key):
+                return None
+            if not self.config(kind).start_ahead:
+                return (
+                    f"the server configuration does not start {kind} servers ahead on this platform"
+                )
+            if self.quiet:
+                return "a test was measuring speed (nothing starts beside it)"
+            starting = self.starting_count()
+            if starting >= starting_at_most:
+                return f"{starting} server(s) starting already (at most {starting_at_most} at once)"
+            # the ones still starting have not taken all their memory yet: count them whole
+            room = memory_room((self.largest_server_bytes or DEFAULT_SERVER_BYTES) * (1 + starting))
+            if room is not None:
+                return room
+            server, timeout = self._new_server(kind, model, args, env)
+            server.ahead = True
+            # on the CPU time the tests leave: a test's own server and client are never slowed
+            server.launch(when_idle=True)
+            self.ahead[key] = (server, timeout)
             return None
-        if not self.config(kind).start_ahead:
-            return f"the server configuration does not start {kind} servers ahead on this platform"
-        if self.ahead:
-            return "another server is starting ahead"
-        room = memory_room(self.largest_server_bytes or DEFAULT_SERVER_BYTES)
-        if room is not None:
-            return room
-        server, timeout = self._new_server(kind, model, args, env)
-        server.ahead = True
-        server.launch()
-        self.ahead[key] = (server, timeout)
-        return None
+
+    def has(self, key: tuple) -> bool:
+        """A server of `key` runs, starts for a test, or was started ahead."""
+        with self.lock:
+            return key in self.servers or key in self.ahead or key in self.starting
+
+    def starting_ahead(self) -> int:
+        """Servers started ahead and not yet seen healthy."""
+        with self.lock:
+            return sum(
+                1 for server, _ in self.ahead.values() if server.ready_at is None and server.alive()
+            )
+
+    def starting_count(self) -> int:
+        """Servers launched and not yet seen healthy: started ahead, or waited for by a test."""
+        with self.lock:
+            return len(self.starting) + self.starting_ahead()
+
+    def pause_ahead(self, paused: bool) -> None:
+        """Stop (or continue) every server still starting ahead, and refuse (or allow again) new
+        starts ahead: nothing starts while speed is measured."""
+        with self.lock:
+            self.quiet = paused
+            for server, _ in self.ahead.values():
+                if server.ready_at is None and server.paused != paused:
+                    server.pause(paused)
+
+    def poll_ahead(self) -> None:
+        """Note which servers started ahead answer /health by now (one quick request each, outside
+        the lock): they take no CPU while they wait to be asked for."""
+        with self.lock:
+            waiting = [
+                server
+                for server, _ in self.ahead.values()
+                if server.ready_at is None and not server.paused
+            ]
+        for server in waiting:
+            if server.answers_health():
+                server.ready_at = time.monotonic()
+
+    def stop_ahead(self, keep) -> list[Server]:
+        """Stop the servers started ahead whose key `keep(key)` refuses (no test will ask for
+        them any more); returns them, counted as unused."""
+        with self.lock:
+            dropped = [key for key in self.ahead if not keep(key)]
+            stopped = [self.ahead.pop(key)[0] for key in dropped]
+        for server in stopped:
+            server.stop()
+        self.ahead_unused.extend(stopped)
+        return stopped
 
     def held_devices(self) -> set[int]:
         return {d for allocation in self.device_sets.values() for d in allocation.devices}
@@ -249,12 +343,10 @@ class ServerPool:
         self.servers.pop(key).stop()
 
     def close(self) -> None:
-        for server, _ in self.ahead.values():
-            server.stop()
-            self.ahead_unused.append(server)
-        self.ahead.clear()
-        for key in list(self.servers):
-            self._stop(key)
+        self.stop_ahead(keep=lambda key: False)
+        with self.lock:
+            for key in list(self.servers):
+                self._stop(key)
         for allocation in self.device_sets.values():
             allocation.release()
         self.device_sets.clear()
@@ -265,22 +357,13 @@ def group_memory_bytes(server: Server) -> int:
     from /proc; 0 where that cannot be read."""
     if server.process is None:
         return 0
-    group, total = server.process.pid, 0
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-    try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile, or not ours to read
-        # fields after the command: state, ppid, pgrp (2), ..., rss in pages (21)
-        if len(fields) > 21 and fields[2] == str(group):
-            total += int(fields[21]) * page
-    return total
+    # fields after the command: state, ppid, pgrp, ..., rss in pages (21)
+    return sum(
+        int(fields[21]) * page
+        for _, fields in group_processes(server.process.pid)
+        if len(fields) > 21
+    )
 
 
 def memory_room(server_bytes: int) -> str | None:

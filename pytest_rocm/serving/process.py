@@ -322,6 +322,60 @@ def command_for(
     ]
 
 
+def group_processes(group: int) -> list[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/PID/stat after the command) of every process in process group
+    `group` that can be read."""
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        if len(fields) > 2 and fields[2] == str(group):  # state, ppid, pgrp
+            found.append((pid, fields))
+    return found
+
+
+def run_when_idle(pid: int) -> None:
+    """Put a process just started (before it starts threads or children, which inherit it) in the
+    scheduler's idle class: it then takes only CPU time nothing else wants (SCHED_IDLE, or nice 19
+    where there is none)."""
+    try:
+        if hasattr(os, "SCHED_IDLE"):
+            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+        else:
+            os.setpriority(os.PRIO_PROCESS, pid, 19)
+    except OSError:
+        pass  # it then starts at the priority it has, as a start on demand does
+
+
+def run_normally(group: int) -> bool:
+    """Every thread of every process of process group `group` back in the normal scheduling class.
+    False where the system refuses (leaving the idle class needs CAP_SYS_NICE or RLIMIT_NICE)."""
+    done = True
+    for pid, _ in group_processes(group):
+        try:
+            threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                if hasattr(os, "SCHED_IDLE"):
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+                else:
+                    os.setpriority(os.PRIO_PROCESS, tid, 0)
+            except ProcessLookupError:
+                pass
+            except OSError:
+                done = False
+    return done
+
+
 @dataclass
 class Server:
     """A running server: its address, the model name it serves, its log, and how it was started."""
@@ -337,9 +391,14 @@ class Server:
     process: subprocess.Popen | None = None
     started_s: float = 0.0  # from its launch to healthy
     launched_at: float = 0.0  # time.monotonic() at its launch
+    launched_t: float = 0.0  # time.time() at its launch, for the records' timeline
     # seconds the test that asked for it waited (all of started_s, or what was left of a start ahead)
     waited_s: float = 0.0
     ahead: bool = False  # launched while the tests before the one that needs it ran
+    # started ahead: time.monotonic() when it was first seen healthy (it then takes no CPU until
+    # asked for), else None
+    ready_at: float | None = None
+    paused: bool = False  # stopped while speed is measured (`pause`)
 
     @property
     def url(self) -> str:
@@ -363,8 +422,10 @@ class Server:
         self.launch()
         self.wait_healthy(health_timeout_s)
 
-    def launch(self) -> None:
-        """Start the process and return at once; `wait_healthy` waits for it."""
+    def launch(self, when_idle: bool = False) -> None:
+        """Start the process and return at once; `wait_healthy` waits for it. `when_idle`: it runs
+        only on CPU time the rest of the machine leaves (a start ahead of need) until
+        `run_normally`."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(self.command)}\n".encode())
@@ -381,7 +442,25 @@ class Server:
                 env={**os.environ, **self.env},
                 process_group=0,
             )
-        self.launched_at = time.monotonic()
+        if when_idle:
+            run_when_idle(self.process.pid)
+        self.launched_at, self.launched_t = time.monotonic(), time.time()
+
+    def run_normally(self) -> None:
+        """Its processes back at normal priority: a test needs it now."""
+        if self.process is not None:
+            run_normally(self.process.pid)
+
+    def pause(self, paused: bool) -> None:
+        """Stop (SIGSTOP) or continue (SIGCONT) its whole process group: a start set aside while
+        speed is measured takes no CPU at all, and goes on where it was."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        self.paused = paused
 
     def wait_healthy(self, health_timeout_s: float) -> None:
         """Wait until /health answers, within `health_timeout_s` of the launch; stopped and raising
@@ -395,10 +474,20 @@ class Server:
             raise
         now = time.monotonic()
         self.waited_s = now - asked
-        self.started_s = now - self.launched_at
+        self.started_s = (self.ready_at or now) - self.launched_at
         # after the server's own lines, for whoever reads the log
         with open(self.log_path, "ab") as log:
             log.write(f"pytest-rocm: healthy after {self.started_s:.1f} s\n".encode())
+
+    def answers_health(self) -> bool:
+        """One quick /health request: whether the server is up now (never raises)."""
+        if not self.alive():
+            return False
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=1) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
 
     def _wait_healthy(self, deadline: float, timeout_s: float) -> None:
         while True:
@@ -447,6 +536,7 @@ class Server:
             return
         try:
             os.killpg(self.process.pid, signal.SIGTERM)
+            os.killpg(self.process.pid, signal.SIGCONT)  # a paused one handles it only running
         except ProcessLookupError:
             pass
         try:

@@ -4,7 +4,9 @@ logs.
 One `ServerProvider` per process, made on first use (runs without suites never import it).
 The model is the tiny one built here (`--rocm-tiny-model-seed`, default 0), or real
 weights on a GPU runner (`--rocm-model PATH`). Server logs go to the report folder
-(`servers/`), else to pytest's temporary folder.
+(`servers/`), else to pytest's temporary folder. On the first request it reads the run's server
+plan and, where servers may start ahead, starts the thread that does it (`serving/ahead.py`); each
+request says which step of the plan it is, so what comes after it is what comes next.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ import json
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from pytest_rocm.hw.model import Platform
-from pytest_rocm.serving.plan import Step, next_step, server_plan
+from pytest_rocm.serving.ahead import AheadStarter
+from pytest_rocm.serving.plan import Step, server_plan
 from pytest_rocm.serving.pool import ServedModel, ServerPool
 from pytest_rocm.serving.process import (
     LOG_SECTION,
@@ -44,6 +49,7 @@ TINY_MODEL_VLLM_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "herm
 TINY_MODEL_SGLANG_ARGS = ("--tool-call-parser", "hermes")
 # What creates the environment of a kind whose server runs in an interpreter of its own.
 SETUP_COMMANDS = {"sglang": "bash scripts/setup-sglang-env.sh"}
+MIN_WAIT_S = 0.05  # a wait for a server shorter than this is not counted (the server was up)
 
 
 def default_model_cache() -> Path:
@@ -68,6 +74,12 @@ class ServingSettings:
     # whether this process runs every collected test (no xdist, or one worker): only then is the
     # collection the order this process asks for servers in
     runs_everything: bool = True
+    # nodeid -> its group (the plan keeps starts away from the performance group's tests)
+    group_of: Callable[[str], str | None] = lambda nodeid: None
+    # item -> whether it will be skipped before it runs (it then asks for no server)
+    will_skip: Callable[[object], bool] = lambda item: False
+    # nodeid -> seconds its current phase waited for servers (the recorder writes it, `server_wait_s`)
+    server_waits: dict[str, float] = field(default_factory=dict)
 
 
 class ServerProvider:
@@ -77,10 +89,9 @@ class ServerProvider:
         self._model: ServedModel | None = None
         self._pool: ServerPool | None = None
         self._requester = ""  # the node whose fixture is starting a server now
-        self._for_module = False
-        self._plan: list[Step] | None = None  # the module servers of the run, in order
-        # (module, kind) -> why its server was not started ahead: its record says so
-        self.not_ahead: dict[tuple[str, str], str] = {}
+        self._not_ahead: str | None = None  # why the server being started now was not ahead
+        self._plan: list[Step] | None = None  # the servers the run asks for, in order
+        self._ahead: AheadStarter | None = None
 
     def model_cache(self) -> Path:
         configured = self.settings.model_cache
@@ -113,15 +124,25 @@ class ServerProvider:
     def tiny_model(self, **spec) -> ServedModel:
         """A tiny model of another architecture (TinyModelSpec fields: `architecture="mixtral"`,
         ...), built once per cache folder, with the run's weight seed unless `seed` is given."""
+        return self._tiny_model(spec, build=True)
+
+    def _tiny_model(self, spec: dict, build: bool) -> ServedModel:
+        """The tiny model of `spec`; built first only with `build` (the plan needs only its
+        folder)."""
         problem = spec_problem(spec)
         if problem:
             pytest.fail(f"tiny model {spec}: {problem}", pytrace=False)
         spec = {"seed": self.config.getoption("rocm_tiny_model_seed"), **spec}
+        name = f"tiny-{spec.get('architecture', 'llama')}"
+        if not build:
+            return ServedModel(
+                path=str(self.model_cache() / TinyModelSpec(**spec).folder_name()), name=name
+            )
         try:
             path = ensure_tiny_model(self.model_cache(), TinyModelSpec(**spec))
         except ModelBuildError as exc:
             pytest.fail(f"tiny model {spec}: {exc}", pytrace=False)
-        return ServedModel(path=str(path), name=f"tiny-{spec.get('architecture', 'llama')}")
+        return ServedModel(path=str(path), name=name)
 
     def pool(self, tmp_path_factory) -> ServerPool:
         if self._pool is None:
@@ -148,9 +169,18 @@ class ServerProvider:
             )
         return self._pool
 
-    def server(self, request, kind: str, args=(), env=None, model: ServedModel | None = None):
+    def server(
+        self,
+        request,
+        kind: str,
+        args=(),
+        env=None,
+        model: ServedModel | None = None,
+        test: str | None = None,
+    ):
         """A running server of `kind` for the served model (skipped, saying why, where it is not
-        installed), held until the scope of the fixture behind `request` ends."""
+        installed), held until the scope of the fixture behind `request` ends. `test`: the node id
+        of the test being set up or run (its record counts the seconds it waited)."""
         pool = self.pool(request.getfixturevalue("tmp_path_factory"))
         try:
             python = pool.config(kind).python
@@ -170,51 +200,85 @@ class ServerProvider:
                 )
             pytest.skip(reason)
         model = model or self.served_model()
+        args, env = list(args), dict(env or {})
+        step = self._step_for(request, pool, kind, model, args, env)
         self._requester = request.node.nodeid
-        self._for_module = request.scope == "module"  # a module's server: the plan's, maybe ahead
+        self._not_ahead = self._why_not_ahead(request, step, kind)
+        tested = test or request.node.nodeid
+        began = time.monotonic()
+        # once the request counts in the pool: what comes after this step is what comes next
+        asked = partial(self._ahead.at, step) if step is not None else None
         try:
-            server = pool.get(kind, model, args, env)
-        except ServerConfigError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            server = pool.get(kind, model, args, env, asked)
+        finally:
+            self._add_wait(tested, time.monotonic() - began)
         request.addfinalizer(lambda: pool.release(server))
-        if request.scope == "module":
-            self._start_next(request, pool, kind)
+        if step is not None and self._plan[step].measures_speed:
+            # nothing may be starting while this server's speed is measured
+            self._ahead.hold_quiet()
+            request.addfinalizer(self._ahead.let_go)
         return server
 
-    def _start_next(self, request, pool: ServerPool, kind: str) -> None:
-        """Launch the server the next step of the plan asks for, while this module's tests run; or
-        keep why not, for that server's record."""
+    def _add_wait(self, nodeid: str, seconds: float) -> None:
+        """Count what a test waited for a server into its record (the duration store keeps it
+        apart from the test's own time); a server already up costs nothing worth counting."""
+        if seconds >= MIN_WAIT_S:
+            waits = self.settings.server_waits
+            waits[nodeid] = round(waits.get(nodeid, 0.0) + seconds, 3)
+
+    def _step_for(self, request, pool, kind, model, args, env) -> int | None:
+        """The plan's step this request is (the plan and the start-ahead thread are made on the
+        first request); None where nothing starts ahead, or for a request no step declares."""
         if self._plan is None:
-            self._plan = server_plan(request.session.items)
-        module = request.node.nodeid.split("::", 1)[0]
-        current = next((s for s in self._plan if s.module == module and s.kind == kind), None)
-        step = next_step(self._plan, module, kind)
-        if current is None or step is None:
-            return
-        if not self.settings.start_ahead:
-            self.not_ahead[(step.module, step.kind)] = "--rocm-no-start-ahead"
-            return
-        if not self.settings.runs_everything:
-            self.not_ahead[(step.module, step.kind)] = (
-                "this process runs only its share of the tests (xdist workers)"
+            self._plan = []
+            if self.settings.start_ahead and self.settings.runs_everything:
+                self._plan = server_plan(
+                    request.session.items, self.settings.will_skip, self.settings.group_of
+                )
+                self._ahead = AheadStarter(pool, self._plan, self._settings_of)
+        if self._ahead is None:
+            return None
+        if request.scope == "module":
+            module = request.node.nodeid
+            return next(
+                (
+                    i
+                    for i, s in enumerate(self._plan)
+                    if s.owner == module and s.kind == kind and not s.variant
+                ),
+                None,
             )
-            return
-        if current.measures_speed:
-            self.not_ahead[(step.module, step.kind)] = f"{module} measures speed (perf_gate)"
-            return
+        wanted = pool.key(kind, model, args, env)
+        for index, step in enumerate(self._plan):
+            if step.variant and step.owner == request.node.nodeid and step.kind == kind:
+                if self._ahead.key(index) == wanted:
+                    return index
+        return None
+
+    def _settings_of(self, step: Step, build: bool = True) -> tuple[ServedModel, list, dict]:
+        """(model, args, env) of a step, as its fixture or factory call asks for them; a tiny
+        model is built first only with `build`."""
         settings = dict(step.settings)
         spec = settings.pop("tiny_model", None)
-        try:
-            python = pool.config(step.kind).python
-            if not is_installed(step.kind, python):
-                return  # its tests are skipped, saying why, when they run
-            model = self.tiny_model(**spec) if spec is not None else self.served_model()
-            why = pool.start_ahead(step.kind, model, **settings)
-        except (Exception, pytest.fail.Exception) as exc:
-            # the step's own fixture fails with this, naming it, on its tests
-            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        if why:
-            self.not_ahead[(step.module, step.kind)] = why
+        if not is_installed(step.kind, self._pool.config(step.kind).python):
+            raise ServerConfigError(f"{step.kind} is not installed: its tests are skipped")
+        model = self._tiny_model(spec, build) if spec is not None else self.served_model()
+        return model, list(settings.get("args", ())), dict(settings.get("env") or {})
+
+    def _why_not_ahead(self, request, step: int | None, kind: str) -> str | None:
+        """What the record of a server started on demand says about starting it ahead."""
+        if not self.settings.start_ahead:
+            return "--rocm-no-start-ahead"
+        if not self.settings.runs_everything:
+            return "this process runs only its share of the tests (xdist workers)"
+        if step is None:
+            if request.scope == "module":
+                return None
+            return (
+                f"not declared: no @pytest.mark.{kind}_server_variant on {request.node.nodeid} "
+                "has these settings"
+            )
+        return self._ahead.why_not.get(step) or self._ahead.failure
 
     def _record_start(self, server, error: str | None) -> None:
         """What the manifest says of each server: command, devices, log, start-up time, the model's
@@ -237,13 +301,12 @@ class ServerProvider:
                 "packages": interpreter_packages(server.command[0])
                 if server.command[0] != sys.executable
                 else None,
+                "launched_t": round(server.launched_t, 3),
                 "healthy_after_s": None if error else round(server.started_s, 1),
                 # what the test that asked for it waited: all of its start, or what was left of it
                 "waited_s": round(server.waited_s, 1),
                 "started_ahead": server.ahead,
-                "not_started_ahead": self.not_ahead.get((self._requester, server.kind))
-                if self._for_module and not server.ahead
-                else None,
+                "not_started_ahead": None if server.ahead else self._not_ahead,
                 "error": error,
             }
         )
@@ -262,6 +325,7 @@ class ServerProvider:
                     "command": server.command,
                     "devices": server.devices,
                     "log": str(server.log_path),
+                    "launched_t": round(server.launched_t, 3),
                     "healthy_after_s": None,
                     "waited_s": 0.0,
                     "started_ahead": True,
@@ -301,6 +365,8 @@ class ServerProvider:
         ]
 
     def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.close()
         if self._pool is not None:
             self._pool.close()
             self.record_unused()

@@ -23,13 +23,15 @@ from gate_support import (
 pytestmark = pytest.mark.rocm_gate(group="attention")
 WINDOW = 32
 MAX_TOKENS = 24
+MISTRAL = {"architecture": "mistral", "sliding_window": WINDOW}
 
 
 @pytest.fixture(scope="module")
 def mistral(tiny_model):
-    return tiny_model(architecture="mistral", sliding_window=WINDOW)
+    return tiny_model(**MISTRAL)
 
 
+@pytest.mark.vllm_server_variant(tiny_model=MISTRAL)  # declared: started ahead of need
 def test_sliding_window_and_long_prompts_match_transformers(vllm_server_factory, mistral):
     server = vllm_server_factory(model=mistral)
     texts = [PROMPTS[1], PROMPTS[0], SHARED_PREFIX + PROMPTS[2], (SHARED_PREFIX * 3) + PROMPTS[3]]

@@ -64,17 +64,27 @@ CPU_MLA_ROPE_GAP = (
 )
 
 
+def _other_moe(architecture: str) -> dict:
+    return {"architecture": architecture, "num_local_experts": 8, "num_experts_per_tok": 2}
+
+
 @pytest.mark.parametrize(
     "architecture",
     [
-        "qwen3_moe",
         pytest.param(
-            "deepseek_v2", marks=pytest.mark.skipif(not gpu_runner(), reason=CPU_MLA_ROPE_GAP)
+            "qwen3_moe", marks=pytest.mark.vllm_server_variant(tiny_model=_other_moe("qwen3_moe"))
+        ),
+        pytest.param(
+            "deepseek_v2",
+            marks=[
+                pytest.mark.skipif(not gpu_runner(), reason=CPU_MLA_ROPE_GAP),
+                pytest.mark.vllm_server_variant(tiny_model=_other_moe("deepseek_v2")),
+            ],
         ),
     ],
 )
 def test_moe_model_matches_transformers(vllm_server_factory, tiny_model, architecture):
-    model = tiny_model(architecture=architecture, num_local_experts=8, num_experts_per_tok=2)
+    model = tiny_model(**_other_moe(architecture))
     _assert_matches_transformers(vllm_server_factory(model=model), model)
 
 
@@ -85,6 +95,15 @@ def _assert_matches_transformers(server, model):
     assert_close_by_vllm_rule(reference, served, f"{model.name}: vLLM TP=1 against transformers")
 
 
+# TP=2 on the CPU binds one OpenMP thread to each core
+TP2 = {"args": ["--tensor-parallel-size", "2"], "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}}
+EXPERT_PARALLEL = {
+    "args": ["--tensor-parallel-size", "2", "--enable-expert-parallel"],
+    "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"},
+}
+
+
+@pytest.mark.vllm_server_variant(tiny_model=MIXTRAL, **TP2)
 def test_mixtral_tp2_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
     if gpu_runner():
         import torch
@@ -95,11 +114,7 @@ def test_mixtral_tp2_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
         pytest.skip("TP=2 on the CPU needs two cores for its two workers")
     prompts = _prompt_ids(mixtral_tp1, mixtral.name)
     tp1 = generate(client_for(mixtral_tp1), mixtral.name, prompts, max_tokens=MAX_TOKENS)
-    tp2_server = vllm_server_factory(
-        model=mixtral,
-        args=["--tensor-parallel-size", "2"],
-        env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"},
-    )
+    tp2_server = vllm_server_factory(model=mixtral, **TP2)
     tp2 = generate(client_for(tp2_server), mixtral.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(tp1, tp2, "vLLM TP=2 against TP=1")
 
@@ -116,13 +131,10 @@ CPU_EP_GAP = (
 
 
 @pytest.mark.skipif(not gpu_runner(), reason=CPU_EP_GAP)  # decided before any server starts
+@pytest.mark.vllm_server_variant(tiny_model=MIXTRAL, **EXPERT_PARALLEL)
 def test_mixtral_expert_parallel_matches_tp1(mixtral_tp1, vllm_server_factory, mixtral):
     prompts = _prompt_ids(mixtral_tp1, mixtral.name)
     tp1 = generate(client_for(mixtral_tp1), mixtral.name, prompts, max_tokens=MAX_TOKENS)
-    ep_server = vllm_server_factory(
-        model=mixtral,
-        args=["--tensor-parallel-size", "2", "--enable-expert-parallel"],
-        env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"},
-    )
+    ep_server = vllm_server_factory(model=mixtral, **EXPERT_PARALLEL)
     ep = generate(client_for(ep_server), mixtral.name, prompts, max_tokens=MAX_TOKENS)
     assert_close_by_vllm_rule(tp1, ep, "vLLM TP=2 with expert parallelism against TP=1")

@@ -34,6 +34,24 @@ MIXED_LENGTHS = [
 LONG_PROMPTS = [SHARED_PREFIX + p for p in PROMPTS[:4]]
 ABORT_AFTER_CHUNKS = 5  # a long shared prefix, several 32-token chunks each
 
+# The servers the tests below start beside the module's, declared with the test so the pool starts
+# them ahead of need (pytest_rocm/serving/plan.py).
+UNCACHED = ["--no-enable-prefix-caching"]
+# No step may take more than 32 tokens, so every prompt is prefilled over several steps.
+CHUNKED = ["--max-num-batched-tokens", "32", "--no-enable-prefix-caching"]
+# 5 blocks of 64 tokens (one is kept back) hold one sequence of the longest length allowed (256), not 8
+# sequences of 70 to 130 tokens: the scheduler must preempt and recompute.
+TINY_KV_CACHE = [
+    "--block-size",
+    "64",
+    "--num-gpu-blocks-override",
+    "5",
+    "--max-model-len",
+    "256",
+    "--no-enable-prefix-caching",
+]
+LONGEST_GENERATION = ["--max-model-len", "1024"]
+
 
 def test_greedy_is_deterministic(client, model_name):
     runs = [generate(client, model_name, PROMPTS, max_tokens=24) for _ in range(3)]
@@ -50,6 +68,7 @@ def test_batch_invariance(client, model_name):
     assert_same_tokens(alone, batched, "batch of 8 against each prompt alone")
 
 
+@pytest.mark.vllm_server_variant(args=UNCACHED)
 def test_prefix_caching_on_and_off_agree(vllm_server, client, model_name, vllm_server_factory):
     before = metrics(vllm_server).get("vllm:prefix_cache_hits_total", 0.0)
     cached = generate_each(client, model_name, LONG_PROMPTS, max_tokens=24)
@@ -57,39 +76,26 @@ def test_prefix_caching_on_and_off_agree(vllm_server, client, model_name, vllm_s
     assert hits > 0, (
         "the shared prefix never hit the prefix cache: this test would not test caching"
     )
-    uncached_server = vllm_server_factory(args=["--no-enable-prefix-caching"])
+    uncached_server = vllm_server_factory(args=UNCACHED)
     uncached = generate_each(client_for(uncached_server), model_name, LONG_PROMPTS, max_tokens=24)
     assert_same_tokens(
         uncached, cached, f"prefix caching on ({hits:.0f} cached tokens) against off"
     )
 
 
+@pytest.mark.vllm_server_variant(args=CHUNKED)
 def test_chunked_prefill_agrees(client, model_name, vllm_server_factory):
     reference = generate(client, model_name, LONG_PROMPTS, max_tokens=24)
-    # No step may take more than 32 tokens, so every prompt is prefilled over several steps.
-    chunked_server = vllm_server_factory(
-        args=["--max-num-batched-tokens", "32", "--no-enable-prefix-caching"]
-    )
+    chunked_server = vllm_server_factory(args=CHUNKED)
     chunked = generate(client_for(chunked_server), model_name, LONG_PROMPTS, max_tokens=24)
     assert_same_tokens(reference, chunked, "prefill in chunks of 32 tokens against the default")
 
 
+@pytest.mark.vllm_server_variant(args=TINY_KV_CACHE)
 def test_preemption_under_tiny_kv_cache_agrees(client, model_name, vllm_server_factory):
     prompts = MIXED_LENGTHS
     reference = generate(client, model_name, prompts, max_tokens=64)
-    # 5 blocks of 64 tokens (one is kept back) hold one sequence of the longest length allowed
-    # (256), not 8 sequences of 70 to 130 tokens: the scheduler must preempt and recompute.
-    small = vllm_server_factory(
-        args=[
-            "--block-size",
-            "64",
-            "--num-gpu-blocks-override",
-            "5",
-            "--max-model-len",
-            "256",
-            "--no-enable-prefix-caching",
-        ]
-    )
+    small = vllm_server_factory(args=TINY_KV_CACHE)
     before = metrics(small).get("vllm:num_preemptions_total", 0.0)
     squeezed = generate(client_for(small), model_name, prompts, max_tokens=64)
     preemptions = metrics(small).get("vllm:num_preemptions_total", 0.0) - before
@@ -157,13 +163,14 @@ def test_aborted_request_does_not_disturb_others(vllm_server, client, model_name
     )
 
 
+@pytest.mark.vllm_server_variant(args=LONGEST_GENERATION)
 def test_an_abort_stops_the_engine_promptly(vllm_server_factory, model_name):
     """An aborted request must leave the engine, not only the API server: the engine's own count of
     running requests falls to zero within a fraction of the time the request would have taken to
     finish. (The API server's token counters cannot show this: it drops the outputs of requests it
     has forgotten.) The tiny model decodes a token in about 2 ms here, so its own server takes the
     longest generation its positions allow, which an abort that never arrives runs to the end."""
-    vllm_server = vllm_server_factory(args=["--max-model-len", "1024"])
+    vllm_server = vllm_server_factory(args=LONGEST_GENERATION)
     max_tokens = 1000
 
     async def stream_then_close() -> tuple[float, float]:

@@ -22,6 +22,7 @@ pytestmark = [
 REPETITIVE = [SHARED_PREFIX + p for p in PROMPTS[:4]] + [(p + " ") * 6 for p in PROMPTS[4:]]
 
 
+@pytest.mark.vllm_server_variant()  # the reference: the plain server, started ahead of need
 def test_ngram_is_lossless(vllm_server, client, model_name, vllm_server_factory):
     before = metrics(vllm_server)
     speculated = generate(client, model_name, REPETITIVE, max_tokens=48)

@@ -17,14 +17,15 @@ pytestmark = [
     pytest.mark.rocm_gate(group="spec_decode", blocking=False),
     pytest.mark.hardware(gpus=1),
 ]
+NGRAM = ["--speculative-algorithm", "NGRAM"]
 
 
+@pytest.mark.sglang_server_variant()
+@pytest.mark.sglang_server_variant(args=NGRAM)
 def test_sglang_ngram_is_lossless(sglang_server_factory, served_model):
     plain = sglang_server_factory()
     # SGLang's /tokenize, as vLLM's
     prompts = [tokenize(plain, served_model.name, prompt) for prompt in REPETITIVE]
-    speculated = sglang_generate(
-        sglang_server_factory(args=["--speculative-algorithm", "NGRAM"]), prompts, 48
-    )
+    speculated = sglang_generate(sglang_server_factory(args=NGRAM), prompts, 48)
     reference = sglang_generate(plain, prompts, 48)
     assert_same_tokens(reference, speculated, "SGLang n-gram speculation against no speculation")
