@@ -65,11 +65,16 @@ def make_server(stub, tmp_path, mode: str) -> Server:
     )
 
 
-def child_pid(log) -> int:
-    for line in log.read_text().splitlines():
-        if line.startswith("child "):
-            return int(line.split()[1])
-    raise AssertionError("the stub never started its child")
+def child_pid(log, within_s: float = 20) -> int:
+    """The pid of the child (its engine worker) the stub server logged, once it has."""
+    deadline = time.monotonic() + within_s
+    while True:
+        for line in log.read_text().splitlines():
+            if line.startswith("child "):
+                return int(line.split()[1])
+        if time.monotonic() > deadline:
+            raise AssertionError("the stub never started its child")
+        time.sleep(0.1)
 
 
 def gone(pid: int, within_s: float = 5) -> bool:
@@ -233,9 +238,6 @@ def test_a_server_started_ahead_and_never_asked_for_is_stopped_and_counted(stub,
     model = ServedModel(path="stub-model", name="stub")
     assert pool.start_ahead("vllm", model, ["--variant", "b"]) is None
     [(ahead, _)] = pool.ahead.values()
-    deadline = time.monotonic() + 20
-    while "child " not in ahead.log_path.read_text() and time.monotonic() < deadline:
-        time.sleep(0.1)
     worker = child_pid(ahead.log_path)
     pool.close()
     assert pool.ahead_unused == [ahead] and not ahead.alive() and gone(worker)
@@ -301,9 +303,6 @@ def test_a_server_started_ahead_runs_when_idle_and_at_normal_priority_once_asked
     try:
         assert pool.start_ahead("vllm", model, ["--variant", "b"]) is None
         [(ahead, _)] = pool.ahead.values()
-        deadline = time.monotonic() + 20
-        while "child " not in ahead.log_path.read_text() and time.monotonic() < deadline:
-            time.sleep(0.1)
         worker = child_pid(ahead.log_path)
         assert os.sched_getscheduler(ahead.process.pid) == os.SCHED_IDLE
         assert os.sched_getscheduler(worker) == os.SCHED_IDLE  # a child inherits it

@@ -346,10 +346,7 @@ def run_when_idle(pid: int) -> None:
     scheduler's idle class: it then takes only CPU time nothing else wants (SCHED_IDLE, or nice 19
     where there is none)."""
     try:
-        if hasattr(os, "SCHED_IDLE"):
-            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-        else:
-            os.setpriority(os.PRIO_PROCESS, pid, 19)
+        _schedule(pid, idle=True)
     except OSError:
         pass  # it then starts at the priority it has, as a start on demand does
 
@@ -365,15 +362,21 @@ def run_normally(group: int) -> bool:
             continue
         for tid in threads:
             try:
-                if hasattr(os, "SCHED_IDLE"):
-                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-                else:
-                    os.setpriority(os.PRIO_PROCESS, tid, 0)
+                _schedule(tid, idle=False)
             except ProcessLookupError:
                 pass
             except OSError:
                 done = False
     return done
+
+
+def _schedule(tid: int, idle: bool) -> None:
+    """One thread (or a process's main thread) into the idle scheduling class, or back."""
+    if hasattr(os, "SCHED_IDLE"):
+        policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
+        os.sched_setscheduler(tid, policy, os.sched_param(0))
+    else:
+        os.setpriority(os.PRIO_PROCESS, tid, 19 if idle else 0)
 
 
 @dataclass
