@@ -5,8 +5,9 @@ A server is keyed by what decides its behaviour (kind, model, arguments,
 environment), so every module that asks for the default server gets the same
 process, and a test that needs a variant (prefix caching off, speculative
 decoding) gets its own. A fixture holds its server until its scope ends; idle
-servers beyond `max_alive` are stopped (least recently used first), which bounds
-memory and, on the CPU, keeps idle servers from taking the cores.
+servers beyond `max_alive` are stopped (least recently used first, those a later
+test asks for last), which bounds memory. Servers started ahead of need
+(`serving/ahead.py`, from another thread) wait in `ahead` until a test asks.
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ class ServerPool:
         self.platform_keys = platform_keys
         self.config_path = config_path
         self.log_dir = log_dir
-        # On the CPU an idle vLLM server still spins its OpenMP threads: keep one, or they skew the
-        # timings.
+        # On the CPU one idle server (each holds 3.5 GB, and one that has served takes about a
+        # CPU-second in its first 10 idle seconds, measured); more only while a later test asks
+        # for them and memory allows (`_trim`).
         self.max_alive = max_alive or (1 if not platform.gpus else DEFAULT_MAX_ALIVE)
         self.servers: OrderedDict[tuple, Server] = OrderedDict()
         # key -> fixtures using it now: never stopped to make room
@@ -282,17 +284,12 @@ class ServerPool:
         with self.lock:
             return key in self.servers or key in self.ahead or key in self.starting
 
-    def starting_ahead(self) -> int:
-        """Servers started ahead and not yet seen healthy."""
-        with self.lock:
-            return sum(
-                1 for server, _ in self.ahead.values() if server.ready_at is None and server.alive()
-            )
-
     def starting_count(self) -> int:
         """Servers launched and not yet seen healthy: started ahead, or waited for by a test."""
         with self.lock:
-            return len(self.starting) + self.starting_ahead()
+            return len(self.starting) + sum(
+                1 for server, _ in self.ahead.values() if server.ready_at is None and server.alive()
+            )
 
     def pause_ahead(self, paused: bool) -> None:
         """Stop (or continue) every server still starting ahead, and refuse (or allow again) new
