@@ -486,6 +486,52 @@ def test_shard_uses_measured_durations(tmp_path):
     ]
 
 
+def _shards_with_starts(path, durations, starts, runners, ids):
+    """Every shard of `ids` (rocm-gate shard --json) with a duration store at `path` that holds
+    `durations` and the modules' server `starts`."""
+    from pytest_rocm.scheduling.durations import DurationStore
+
+    store = DurationStore(path)
+    store.add("MI300X", durations, starts)
+    store.save()
+    done = rocm_gate(
+        "shard", "--runners", runners, "--index", 0, "--durations", path,
+        "--json", "-", stdin="\n".join(ids) + "\n",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_a_module_whose_servers_take_time_to_start_stays_on_one_shard(tmp_path):
+    ids = [f"{module}::t{n}" for module in ("a.py", "b.py") for n in range(4)]
+    durations = dict.fromkeys(ids, 1.0)
+    # without a measured start, longest first deals each module's tests to both shards
+    spread, _ = _shards_with_starts(tmp_path / "unmeasured.json", durations, {}, 2, ids)
+    assert all({n.split("::")[0] for n in s} == {"a.py", "b.py"} for s in spread["shards"])
+    # a server that starts in 100 s: each module on one shard, which pays that start once
+    together, stderr = _shards_with_starts(
+        tmp_path / "measured.json", durations, {"a.py": 100.0, "b.py": 100.0}, 2, ids
+    )
+    assert sorted(together["shards"]) == [ids[:4], ids[4:]]
+    assert together["balance"]["gpu_seconds"] == [104.0, 104.0]
+    assert together["balance"]["server_starts"] == [1, 1]
+    assert "server starts per shard [1, 1]" in stderr
+
+
+def test_a_served_module_that_outweighs_a_shard_is_cut_into_consecutive_pieces(tmp_path):
+    ids = [f"big.py::t{n}" for n in range(8)] + ["small.py::t0"]
+    shards, _ = _shards_with_starts(
+        tmp_path / "d.json", dict.fromkeys(ids, 50.0), {"big.py": 100.0}, 2, ids
+    )
+    pieces = sorted(shards["shards"])
+    # (8 x 50 s + the start) over two shards: four tests each, in order, and each pays the start
+    assert [p for p in pieces[0] if p.startswith("big")] == ids[:4]
+    assert [p for p in pieces[1] if p.startswith("big")] == ids[4:8]
+    assert sorted(p for s in pieces for p in s) == sorted(ids)
+    assert shards["balance"]["server_starts"] == [1, 1]
+    assert sorted(shards["balance"]["gpu_seconds"]) == [300.0, 350.0]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

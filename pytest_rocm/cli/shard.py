@@ -5,7 +5,9 @@ Longest first onto the shard with the least GPU-time so far (ties to the lowest 
 same tests give the same shards on every runner, so K jobs each run `rocm-gate shard ... --index I`
 and together run every test once. Expected seconds come from the duration store (`--durations`,
 measured by earlier runs: `pytest --rocm-durations FILE`), else from SGLang's `est_time` for a
-registrations file, else 1 s each.
+registrations file, else 1 s each. A module whose servers the store saw start stays on one runner
+with its start counted, unless its tests alone outweigh a runner's share
+(`pytest_rocm.scheduling.shards`).
 
 SOURCE is what `rocm-gate groups` reads: `pytest --collect-only -q` output (or `-`), a file list, a
 folder, or SGLang's registrations (`.jsonl`, with `--suite NAME`: that suite's files, its `est_time`
@@ -97,7 +99,7 @@ def run(args) -> int:
     from pytest_rocm.catalog.tree import DEFAULT_TEST_FILES
     from pytest_rocm.scheduling.dispatch import Job
     from pytest_rocm.scheduling.durations import DurationStore
-    from pytest_rocm.scheduling.simulate import lpt_partitions
+    from pytest_rocm.scheduling.shards import Shard, shard
 
     if args.index >= args.runners:
         return _fail(
@@ -132,21 +134,18 @@ def run(args) -> int:
         return _fail(f"no tests in {', '.join(args.sources)}")
     if expected is not None:
         jobs = [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
+    module_start = store.module_starts(key or "") if store is not None else (lambda module: 0.0)
     # More runners than tests: the runners past the last test get an empty shard (and no memory is
     # spent on them).
-    shards = lpt_partitions(jobs, min(args.runners, len(jobs)))
-    shards += (
-        [[] for _ in range(min(args.runners, len(jobs) + 1) - len(shards))]
-        if args.runners > len(jobs)
-        else []
-    )
-    loads = [sum(j.seconds * max(j.gpus, 1) for j in shard) for shard in shards]
+    shards = shard(jobs, min(args.runners, len(jobs)), module_start)
+    shards += [Shard([], 0.0, 0)] * (min(args.runners, len(jobs) + 1) - len(shards))
+    loads = [s.load for s in shards]
     ideal = sum(loads) / args.runners
-    # collection order
-    mine = sorted(shards[args.index] if args.index < len(shards) else [], key=lambda j: j.index)
+    mine = shards[args.index].tests if args.index < len(shards) else []
     balance = {
         "runners": args.runners,
         "gpu_seconds": [round(x, 1) for x in loads],
+        "server_starts": [s.starts for s in shards],
         "ideal": round(ideal, 1),
         "slowest_to_ideal": round(max(loads) / ideal, 4) if ideal else None,
     }
@@ -157,9 +156,7 @@ def run(args) -> int:
                     "index": args.index,
                     "tests": [j.nodeid for j in mine],
                     "balance": balance,
-                    "shards": [
-                        [j.nodeid for j in sorted(s, key=lambda j: j.index)] for s in shards
-                    ],
+                    "shards": [[j.nodeid for j in s.tests] for s in shards],
                 },
                 indent=2,
             )
@@ -169,7 +166,12 @@ def run(args) -> int:
             print(job.nodeid)
     print(
         f"rocm-gate shard: {len(mine)} of {len(jobs)} tests for shard {args.index} of {args.runners}; "
-        f"expected GPU-seconds per shard {balance['gpu_seconds']} (slowest/ideal {balance['slowest_to_ideal']})",
+        f"expected GPU-seconds per shard {balance['gpu_seconds']} (slowest/ideal {balance['slowest_to_ideal']})"
+        + (
+            f", server starts per shard {balance['server_starts']}"
+            if any(balance["server_starts"])
+            else ""
+        ),
         file=sys.stderr,
     )
     return 0
