@@ -164,7 +164,26 @@ def summarise(out: Path) -> tuple[float, float]:
         f"({waited / phase if phase else 0:.0%}); started ahead: {len(ahead)} of {len(servers)}, "
         f"never used: {sum(1 for s in ahead if s.get('unused'))}"
     )
+    print_waiting_floor(servers, waited, phase, len(list(out.glob("records-gw*.jsonl"))) or 1)
     return waited, phase
+
+
+def print_waiting_floor(servers: list[dict], waited: float, phase: float, workers: int) -> None:
+    """The least the tests could have waited on this machine, from the CPU time the starts took:
+    while tests run, each keeps about one core busy (its client, or its server computing for it),
+    so the starts get at most the other cores; what does not fit there is waited for, on every
+    core."""
+    cpu = [s["start_cpu_s"] for s in servers if isinstance(s.get("start_cpu_s"), (int, float))]
+    if not cpu or not phase:
+        return
+    cores = len(os.sched_getaffinity(0))
+    running = phase - waited  # seconds tests ran
+    floor = max(0.0, (sum(cpu) - max(cores - workers, 0) * running) / cores)
+    print(
+        f"the {len(cpu)} starts took {sum(cpu):.0f} CPU-seconds (median {statistics.median(cpu):.1f}); "
+        f"with {cores} cores and {workers} running test(s) for {running:.0f} s, the tests wait at least "
+        f"{floor:.0f} s: {floor / (running + floor):.0%} of the phase, whatever the order of starts"
+    )
 
 
 def framework_of(nodeid: str) -> str:

@@ -34,6 +34,9 @@ if mode == "exit":
 if mode.startswith("replay="):  # print a real server's captured log, then exit as it did
     print(open(mode.removeprefix("replay="), encoding="utf-8").read(), flush=True)
     sys.exit(1)
+if os.environ.get("STUB_BURN"):  # a helper that computes for that many CPU seconds, then ends
+    subprocess.run([sys.executable, "-c", "import time\\nend = time.process_time() + "
+                    + os.environ["STUB_BURN"] + "\\nwhile time.process_time() < end: pass"])
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 print(f"child {child.pid}", flush=True)
 if mode == "hang":
@@ -102,6 +105,18 @@ def test_a_healthy_server_is_stopped_with_its_whole_process_group(stub, tmp_path
     assert not server.alive()
     assert gone(worker), "the engine worker outlived its server"
     assert "pytest-rocm: healthy after" in server.log_path.read_text()
+
+
+def test_a_start_records_the_cpu_time_its_processes_took(stub, tmp_path, monkeypatch):
+    # CPU time, not wall time: the same on a busy machine
+    monkeypatch.setenv("STUB_BURN", "1.5")
+    server = make_server(stub, tmp_path, "serve")
+    server.start(health_timeout_s=60)
+    try:
+        # the helper ended before the server answered: its time counts through its parent
+        assert 1.5 <= server.start_cpu_s < 1.5 + 10
+    finally:
+        server.stop(grace_s=2)
 
 
 def test_a_server_that_exits_before_healthy_fails_with_its_log_and_the_infra_signature(

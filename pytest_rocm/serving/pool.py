@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -311,7 +310,7 @@ class ServerPool:
             ]
         for server in waiting:
             if server.answers_health():
-                server.ready_at = time.monotonic()
+                server.note_healthy()
 
     def stop_ahead(self, keep) -> list[Server]:
         """Stop the servers started ahead whose key `keep(key)` refuses (no test will ask for

@@ -341,6 +341,15 @@ def group_processes(group: int) -> list[tuple[int, list[str]]]:
     return found
 
 
+def group_cpu_seconds(group: int) -> float:
+    """CPU seconds (user and system) the processes of process group `group` have used, with those of
+    their children that ended and were waited for."""
+    ticks = sum(
+        int(value) for _, fields in group_processes(group) for value in fields[11:15]
+    )  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def run_when_idle(pid: int) -> None:
     """Put a process just started (before it starts threads or children, which inherit it) in the
     scheduler's idle class: it then takes only CPU time nothing else wants (SCHED_IDLE, or nice 19
@@ -398,10 +407,13 @@ class Server:
     # seconds the test that asked for it waited (all of started_s, or what was left of a start ahead)
     waited_s: float = 0.0
     ahead: bool = False  # launched while the tests before the one that needs it ran
-    # started ahead: time.monotonic() when it was first seen healthy (it then takes no CPU until
+    # time.monotonic() when it was first seen healthy (one started ahead then takes no CPU until
     # asked for), else None
     ready_at: float | None = None
     paused: bool = False  # stopped while speed is measured (`pause`)
+    # CPU seconds its processes had used when it was first seen healthy: what a start costs the
+    # machine, whoever waited for it (benchmarks/main_job.py's floor of the waiting share)
+    start_cpu_s: float | None = None
 
     @property
     def url(self) -> str:
@@ -477,10 +489,18 @@ class Server:
             raise
         now = time.monotonic()
         self.waited_s = now - asked
+        if self.ready_at is None:
+            self.note_healthy()
         self.started_s = (self.ready_at or now) - self.launched_at
         # after the server's own lines, for whoever reads the log
         with open(self.log_path, "ab") as log:
             log.write(f"pytest-rocm: healthy after {self.started_s:.1f} s\n".encode())
+
+    def note_healthy(self) -> None:
+        """It answers /health now: when, and the CPU time its start took."""
+        self.ready_at = time.monotonic()
+        if self.process is not None:
+            self.start_cpu_s = group_cpu_seconds(self.process.pid)
 
     def answers_health(self) -> bool:
         """One quick /health request: whether the server is up now (never raises)."""

@@ -303,6 +303,9 @@ class ServerProvider:
                 else None,
                 "launched_t": round(server.launched_t, 3),
                 "healthy_after_s": None if error else round(server.started_s, 1),
+                "start_cpu_s": None
+                if error or server.start_cpu_s is None
+                else round(server.start_cpu_s, 1),
                 # what the test that asked for it waited: all of its start, or what was left of it
                 "waited_s": round(server.waited_s, 1),
                 "started_ahead": server.ahead,
@@ -327,6 +330,9 @@ class ServerProvider:
                     "log": str(server.log_path),
                     "launched_t": round(server.launched_t, 3),
                     "healthy_after_s": None,
+                    "start_cpu_s": None
+                    if server.start_cpu_s is None
+                    else round(server.start_cpu_s, 1),
                     "waited_s": 0.0,
                     "started_ahead": True,
                     "unused": True,
