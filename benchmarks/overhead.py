@@ -21,20 +21,21 @@ Two figures, each against the anchor measured in the same sitting:
   shared 2-core VM two sittings of 10 rounds differ by 5% (the same code measured 1.087 and 1.104),
   more than the change it should show.
 
-The goal (issue 30) is records and report at 1.02. Not met. Measured on 5,000 tests, instructions
-(one sitting; the skipping reference in a run of its own): the plugin disabled but skipping what it
-skips 1.0000, enabled 1.0130, records + report 1.0436, the same at the commit before issue 30
-(two records a plain pass, three hook calls a phase) 1.0651: the plugin's work with records and
-report down from 2,025 to 1,357 million instructions (-33%). CPU time, two sittings of 10
-rounds: records + report 1.087 and 1.104, before 1.137 and 1.105. What is left, per test, in
-instructions (pytest runs about 5,800,000 a test): the report at the end 95,000 (reading the
-records back 34,000, building the report 32,000, writing gate-report.json 30,000; was 135,000),
-recording the phases about 45,000
-(was about 80,000), the rerun planner's look at each phase 15,000, the hook and marking the
-collected tests the rest; fixed, about 250 million (importing the plugin 123 million, of which the
-package version's metadata lookup 19 million; filelock, which the report folder's lock imports, 62
-million; the manifest; the platform). 1.02 leaves 622 million instructions: after the fixed 250
-million, about 75,000 a test for everything, a third of the 220,000 the plugin spends a test now.
+The goal (issue 30) is records and report at 1.02. Not met. Measured on 5,000 tests, instructions,
+one sitting (`--instructions --against 07f5bd5`): the plugin disabled but skipping what it skips
+1.0009, enabled 1.0120, records + report 1.0370, the same at 07f5bd5 1.0387 (filelock's import, 52
+million, is gone from a run that writes a report: the folder's lock is flock). An earlier sitting:
+records + report 1.0436, at the commit before issue 30 (two records a plain pass, three hook calls a
+phase) 1.0651. What the plugin costs now: 1,121 million instructions (pytest runs about 6,070,000
+a test), 362 million of them with no records (importing the plugin about 120 million, marking the
+collected tests), 758 million for records and report: the report at the end 477 million, 95,000 a
+test (reading the records back 172 million, building the report 159 million, writing
+gate-report.json 146 million: each stage counted apart by cachegrind on this suite's records),
+recording the phases about 45,000 a test, the rerun planner's look at each phase 15,000. 1.02 leaves
+607 million for all of it: with the 362 million, the report would have to cost a fifth of what it
+does and the recording half. That takes a report built from plain passes in bulk (counted per
+group and written from one template, no entry per test in memory) rather than the per-test entries
+every reader of the report holds today.
 
     .venv/bin/python benchmarks/overhead.py [--runs 10] [--tests 5000] [--against GIT_REF]
         [--instructions]
