@@ -7,8 +7,9 @@ stay together: one unit whose load is its tests' GPU-seconds plus the start, hel
 any of its tests asks for (a server for a 2-GPU test holds two while it loads). A module whose tests
 alone are more than a runner's fair share (everything's load over K) is cut into as many pieces of
 consecutive tests (collection order) as it has shares, each paying the start again: kept whole, it
-alone would set the time to signal; cut finer, it would pay starts for little gain. Every other test is a unit of its own, as before any start was
-measured. The units then go longest first onto the least loaded runner (`lpt_partitions`).
+alone would set the time to signal; cut finer, it would pay starts for little gain. Every other
+test is a unit of its own, as before any start was measured. The units then go longest first onto
+the least loaded runner (`lpt_partitions`).
 """
 
 from __future__ import annotations
