@@ -532,6 +532,95 @@ def test_a_served_module_that_outweighs_a_shard_is_cut_into_consecutive_pieces(t
     assert sorted(shards["balance"]["gpu_seconds"]) == [300.0, 350.0]
 
 
+def test_two_pieces_of_a_module_never_share_a_shard_and_loads_count_each_start_once(tmp_path):
+    ids = ["m0.py::t0", "m0.py::t1", "m1.py::t0"]
+    shards, _ = _shards_with_starts(
+        tmp_path / "d.json",
+        {"m0.py::t0": 100.0, "m0.py::t1": 100.0, "m1.py::t0": 50.0},
+        {"m0.py": 10.0, "m1.py": 100.0},
+        2,
+        ids,
+    )
+    assert sorted(shards["shards"]) == [["m0.py::t0", "m0.py::t1"], ["m1.py::t0"]]
+    assert sorted(shards["balance"]["gpu_seconds"]) == [150.0, 210.0]
+    assert shards["balance"]["server_starts"] == [1, 1]
+
+
+def test_small_starts_do_not_keep_modules_whole_at_the_cost_of_the_makespan(tmp_path):
+    ids = [f"m{m}.py::t{n}" for m in range(3) for n in range(10)]
+    shards, _ = _shards_with_starts(
+        tmp_path / "d.json", dict.fromkeys(ids, 10.0), {f"m{m}.py": 5.0 for m in range(3)}, 2, ids
+    )
+    # whole modules would make 210 and 105; spread, each shard pays three 5 s starts
+    assert shards["balance"]["gpu_seconds"] == [165.0, 165.0]
+
+
+def test_an_empty_shard_says_to_run_nothing(tmp_path):
+    ids = ["m.py::t0", "m.py::t1"]
+    store = tmp_path / "d.json"
+    _shards_with_starts(store, dict.fromkeys(ids, 10.0), {"m.py": 1000.0}, 2, ids)
+    done = rocm_gate(
+        "shard", "--runners", 2, "--index", 1, "--durations", store, "-", stdin="\n".join(ids)
+    )
+    # loading the model twice to save 10 s of 1,020 is no gain: one runner runs both
+    assert done.returncode == 0 and done.stdout == ""
+    assert "shard 1 has no tests" in done.stderr and "run nothing on this runner" in done.stderr
+
+
+def test_a_hand_edited_store_with_odd_numbers_is_read_without_them(tmp_path):
+    store = tmp_path / "d.json"
+    store.write_text(
+        '{"schema": "pytest-rocm/durations/2", "platforms": {"MI300X": {"a.py::t": [2.0, true]}},'
+        ' "server_starts": {"MI300X": {"a.py": [Infinity, NaN, -1, true, 1' + "0" * 400 + "]}}}"
+    )
+    done = rocm_gate(
+        "shard", "--runners", 1, "--index", 0, "--durations", store, "--json", "-",
+        stdin="a.py::t\n",
+    )  # fmt: skip
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in the output: not JSON")
+
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    balance = json.loads(done.stdout, parse_constant=refuse)["balance"]
+    assert balance["gpu_seconds"] == [2.0] and balance["server_starts"] == [0]
+
+
+def test_server_starts_alone_choose_the_platform(tmp_path):
+    (tmp_path / "d.json").write_text(
+        json.dumps(
+            {
+                "schema": "pytest-rocm/durations/2",
+                "platforms": {},
+                "server_starts": {"MI300X": {"a.py": [100.0], "b.py": [100.0]}},
+            }
+        )
+    )
+    ids = [f"{module}::t{n}" for module in ("a.py", "b.py") for n in range(4)]
+    done = rocm_gate(
+        "shard", "--runners", 2, "--index", 0, "--durations", tmp_path / "d.json", "--json", "-",
+        stdin="\n".join(ids),
+    )  # fmt: skip
+    assert sorted(json.loads(done.stdout)["shards"]) == [ids[:4], ids[4:]]
+
+
+def test_a_registered_file_the_store_never_measured_keeps_its_est_time(tmp_path):
+    from pytest_rocm.scheduling.durations import DurationStore
+
+    registry = UPSTREAM / "sglang-ci-registrations.jsonl"
+    suite = "stage-b-test-1-gpu-small-amd"
+    store = DurationStore(tmp_path / "d.json")
+    store.add("MI300X", {"test/elsewhere.py::test_a": 3.0})
+    store.save()
+    balances = [
+        json.loads(
+            rocm_gate("shard", "--runners", 4, "--index", 0, "--suite", suite, registry, "--json", *extra).stdout
+        )["balance"]
+        for extra in ([], ["--durations", tmp_path / "d.json"])
+    ]  # fmt: skip
+    assert balances[0] == balances[1] and min(balances[0]["gpu_seconds"]) > 1000
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -542,6 +631,10 @@ def test_a_served_module_that_outweighs_a_shard_is_cut_into_consecutive_pieces(t
         (
             ["--runners", "2", "--index", "0", "--suite", "nope", "reg.jsonl"],
             "no enabled registration in suite 'nope'",
+        ),
+        (
+            ["--runners", "2", "--index", "0", "--suite", "s", "reg.jsonl", "t.txt"],
+            "a registrations .jsonl is sharded on its own",
         ),
     ],
 )

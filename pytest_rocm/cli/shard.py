@@ -109,18 +109,26 @@ def run(args) -> int:
     if store is not None and store.problem:
         print(f"rocm-gate shard: {store.problem}", file=sys.stderr)
     key = args.platform_key
-    if store is not None and key is None and store.platforms:
-        if len(store.platforms) > 1:
+    # a platform's server starts count as much as its tests' durations
+    known = sorted(set(store.platforms) | set(store.server_starts)) if store is not None else []
+    if key is None and known:
+        if len(known) > 1:
             return _fail(
-                f"{args.durations} has durations for {', '.join(sorted(store.platforms))}: "
+                f"{args.durations} has durations for {', '.join(known)}: "
                 "choose one with --platform-key"
             )
-        key = next(iter(store.platforms))
+        key = known[0]
     expected = store.expected(key or "") if store is not None else None
     try:
-        registry = [s for s in args.sources if s.endswith(".jsonl")]
+        registry = list(dict.fromkeys(s for s in args.sources if s.endswith(".jsonl")))
+        if registry and len(registry) < len(set(args.sources)):
+            raise ValueError(
+                "a registrations .jsonl is sharded on its own: give it without other sources"
+            )
         if registry:
             jobs = [job for path in registry for job in _registered_jobs(Path(path), args.suite)]
+            # numbered across the files, in order: the shards keep that order
+            jobs = [Job(index, j.nodeid, j.gpus, j.seconds) for index, j in enumerate(jobs)]
         else:
             notes: list[str] = []
             found, _, _ = read_sources(args.sources, DEFAULT_TEST_FILES, notes)
@@ -132,7 +140,14 @@ def run(args) -> int:
         return _fail(str(exc))
     if not jobs:
         return _fail(f"no tests in {', '.join(args.sources)}")
-    if expected is not None:
+    if expected is not None and registry:
+        # a registered file runs all its tests: the sum of those measured, else its est_time
+        measured: dict[str, float] = {}
+        for nodeid, seconds in store.measured(key or "").items():
+            path = nodeid.partition("::")[0]
+            measured[path] = measured.get(path, 0.0) + seconds
+        jobs = [Job(j.index, j.nodeid, j.gpus, measured.get(j.nodeid, j.seconds)) for j in jobs]
+    elif expected is not None:
         jobs = [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
     module_start = store.module_starts(key or "") if store is not None else (lambda module: 0.0)
     # More runners than tests: the runners past the last test get an empty shard (and no memory is
@@ -164,6 +179,14 @@ def run(args) -> int:
     else:
         for job in mine:
             print(job.nodeid)
+    if not mine:
+        # `pytest @FILE` with an empty file would collect every test
+        print(
+            f"rocm-gate shard: shard {args.index} has no tests (one runner's share is less than a "
+            "module's server start, or there are more runners than tests): run nothing on this "
+            "runner; `pytest @FILE` with an empty FILE would run every test",
+            file=sys.stderr,
+        )
     print(
         f"rocm-gate shard: {len(mine)} of {len(jobs)} tests for shard {args.index} of {args.runners}; "
         f"expected GPU-seconds per shard {balance['gpu_seconds']} (slowest/ideal {balance['slowest_to_ideal']})"

@@ -24,6 +24,7 @@ collection order). A module whose servers were never measured starts in no time.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -76,13 +77,17 @@ class DurationStore:
             server_starts=_samples(starts if isinstance(starts, dict) else {}),
         )
 
-    def expected(self, platform_key: str):
-        """nodeid -> expected seconds on this platform (with the stated fallback)."""
-        measured = {
+    def measured(self, platform_key: str) -> dict[str, float]:
+        """nodeid -> the median of its measured seconds on this platform (measured tests only)."""
+        return {
             nodeid: statistics.median(samples)
             for nodeid, samples in self.platforms.get(platform_key, {}).items()
             if samples
         }
+
+    def expected(self, platform_key: str):
+        """nodeid -> expected seconds on this platform (with the stated fallback)."""
+        measured = self.measured(platform_key)
         by_file: dict[str, list[float]] = defaultdict(list)
         for nodeid, seconds in measured.items():
             by_file[nodeid.partition("::")[0]].append(seconds)
@@ -134,16 +139,28 @@ class DurationStore:
 
 
 def _samples(table: dict) -> dict[str, dict[str, list[float]]]:
-    """The well-formed part of a stored {platform: {name: [seconds, ...]}} table."""
+    """The well-formed part of a stored {platform: {name: [seconds, ...]}} table: numbers of
+    seconds, finite and not negative (a hand-edited store's `true`, `Infinity` or a 400-digit
+    integer is left out, never an error)."""
     return {
         key: {
-            name: [float(s) for s in samples if isinstance(s, (int, float)) and s >= 0]
+            name: [seconds for s in samples if (seconds := _seconds(s)) is not None]
             for name, samples in entries.items()
             if isinstance(samples, list)
         }
         for key, entries in table.items()
         if isinstance(entries, dict)
     }
+
+
+def _seconds(value) -> float | None:
+    if type(value) not in (int, float):  # bool is an int subclass: not seconds
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def add_run(
