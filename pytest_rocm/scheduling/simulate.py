@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 
 from pytest_rocm.scheduling.dispatch import SHUTDOWN, Dispatcher, Job
+from pytest_rocm.scheduling.shards import gpu_seconds, place
 
 
 def lower_bound(jobs: list[Job], capacity: int) -> float:
@@ -123,16 +124,9 @@ def xdist_load_makespan(jobs: list[Job], capacity: int, workers: int | None = No
 
 def lpt_partitions(jobs: list[Job], parts: int) -> list[list[Job]]:
     """Longest first onto the least loaded partition (ties to the lowest number): SGLang's
-    auto-partition and `rocm-gate shard`. Deterministic for a given list."""
-    parts = max(parts, 1)
-    loads = [(0.0, number) for number in range(parts)]
-    heapq.heapify(loads)
-    assigned: list[list[Job]] = [[] for _ in range(parts)]
-    for job in sorted(jobs, key=lambda j: (-j.seconds * max(j.gpus, 1), j.nodeid)):
-        load, number = heapq.heappop(loads)
-        assigned[number].append(job)
-        heapq.heappush(loads, (load + job.seconds * max(job.gpus, 1), number))
-    return assigned
+    auto-partition, and `rocm-gate shard`'s split of every test alone. Deterministic for a given
+    list."""
+    return place([(None, [job], gpu_seconds(job)) for job in jobs], max(parts, 1))
 
 
 def sglang_partition_makespan(jobs: list[Job], capacity: int) -> float:
