@@ -1070,6 +1070,10 @@ def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_tes
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a job started in the background by a non-interactive shell (CI's
+        # `.ci/run &`, nohup) inherits SIGINT ignored, and Python then keeps ignoring it, so the
+        # preflight would run to the end and exit 0.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while (
