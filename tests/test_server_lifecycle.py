@@ -237,7 +237,12 @@ def test_a_server_started_ahead_is_the_one_get_returns_and_only_the_rest_of_its_
         pool.release(current)
         server = pool.get("vllm", model, ["--variant", "b"], {"STUB_DELAY": "2"})
         assert server is ahead and server.ahead and not pool.ahead
-        assert server.started_s >= 2 and server.waited_s < 1, (server.started_s, server.waited_s)
+        # only the rest of its start: the 3 s it had ahead were not waited (exactly so whatever the
+        # machine's load: a busy machine makes the whole start, and so the rest, longer)
+        assert server.started_s >= 2 and server.waited_s <= server.started_s - 3, (
+            server.started_s,
+            server.waited_s,
+        )
         assert not current.alive()  # max_alive 1: the idle one made room
         assert [(s.ahead, error) for s, error in starts] == [(False, None), (True, None)]
         # what is running or starting is not started again

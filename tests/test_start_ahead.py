@@ -264,7 +264,7 @@ def test_nothing_starts_while_speed_is_measured(pytester):
     suite(pytester, {"c": 0}, delay=1)
     pytester.makepyfile(
         test_a="""
-        import json, os, time
+        import json, os, signal, time
         import pytest
 
         pytestmark = pytest.mark.rocm_gate(group="performance")
@@ -275,8 +275,16 @@ def test_nothing_starts_while_speed_is_measured(pytester):
                 try:
                     args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
                     state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+                    status = dict(
+                        line.split(":", 1) for line in open(f"/proc/{pid}/status")
+                    )
                 except OSError:
                     continue
+                # SIGSTOP sent, not handled yet: a start in the idle class waits for a CPU to
+                # handle it on a busy machine, and runs none of its own code meanwhile
+                pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+                if state != "T" and pending & (1 << (signal.SIGSTOP - 1)):
+                    state = "stopping"
                 # this run's stub servers (other tests may run theirs meanwhile)
                 if b"--port" in args and os.path.abspath("stub_server.py").encode() in args:
                     port = args[args.index(b"--port") + 1].decode()
@@ -310,8 +318,10 @@ def test_nothing_starts_while_speed_is_measured(pytester):
     by_module = {s["nodeid"]: s for s in servers}
     b = by_module["test_b.py"]
     assert b["started_ahead"] and b["launched_t"] < began, servers
-    # b's start was under way when the speed test began, and stood still (T: stopped) throughout
-    assert measured["others"] == {b["command"][b["command"].index("--port") + 1]: "T"}
+    # b's start was under way when the speed test began, and stood still (T: stopped; or its stop
+    # pending, on a machine too busy to hand an idle-class process the CPU to handle it) throughout
+    port = b["command"][b["command"].index("--port") + 1]
+    assert measured["others"] in ({port: "T"}, {port: "stopping"})
     # nothing was launched while it measured
     assert all(not began <= s["launched_t"] <= ended for s in servers), servers
     assert by_module["test_c.py"]["launched_t"] >= ended
