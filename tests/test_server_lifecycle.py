@@ -13,6 +13,9 @@ from conftest import STUB_HEALTH_SERVER
 from pytest_rocm.hw.profiles import builtin
 from pytest_rocm.results.verdicts import build_signatures, find_signature
 from pytest_rocm.serving import pool as pool_module
+from pytest_rocm.serving.ahead import POLL_S as AHEAD_POLL_S
+from pytest_rocm.serving.ahead import AheadStarter
+from pytest_rocm.serving.plan import Step
 from pytest_rocm.serving.pool import ServedModel, ServerPool
 from pytest_rocm.serving.process import Server, ServerStartError, free_port, memory_problem
 
@@ -279,6 +282,80 @@ def test_a_start_that_fails_ahead_fails_on_the_test_that_asks_for_it(stub, tmp_p
         pool.close()
 
 
+def test_a_start_ahead_held_back_longer_than_the_health_timeout_still_gets_it_once_asked_for(
+    stub, tmp_path
+):
+    """A start ahead runs on what CPU time the tests leave it, or stands still while speed is
+    measured: the health timeout counts from when a test asks for it, not from its launch (a
+    server that needs 2 s failed at once after 5 s stopped, and the runner was blamed)."""
+    pool = stub_pool(stub, tmp_path, 1, AHEAD + "health_timeout_s = 4\n")
+    model = ServedModel(path="stub-model", name="stub")
+    try:
+        assert pool.start_ahead("vllm", model, [], {"STUB_DELAY": "2"}) is None
+        pool.pause_ahead(True)
+        time.sleep(5)  # a speed test, longer than the whole health timeout
+        pool.pause_ahead(False)
+        server = pool.get("vllm", model, [], {"STUB_DELAY": "2"})
+        assert server.ahead and server.alive() and server.waited_s < 4
+    finally:
+        pool.close()
+
+
+def test_a_server_started_ahead_that_died_once_up_is_started_again_and_its_end_recorded(
+    stub, tmp_path
+):
+    starts = []
+    pool = stub_pool(stub, tmp_path, 1, AHEAD, on_start=lambda s, error: starts.append(error))
+    model = ServedModel(path="stub-model", name="stub")
+    try:
+        assert pool.start_ahead("vllm", model) is None
+        [(ahead, _)] = pool.ahead.values()
+        deadline = time.monotonic() + 30
+        while ahead.ready_at is None and time.monotonic() < deadline:
+            pool.poll_ahead()  # what the thread starting servers ahead does
+            time.sleep(0.1)
+        assert ahead.ready_at is not None, "the stub never answered /health"
+        ahead.process.kill()  # the machine took its memory back, say
+        ahead.process.wait()
+        server = pool.get("vllm", model)
+        assert server is not ahead and server.alive() and not server.ahead
+        assert starts == [None]  # the new one started; nothing failed
+        assert pool.ahead_unused == [ahead]
+        assert ahead.lost == "exited with code -9 after it was up, before a test asked for it"
+    finally:
+        pool.close()
+
+
+def test_where_nothing_starts_ahead_no_tiny_model_is_built_ahead_either(stub, tmp_path):
+    """A build ahead takes the CPU the tests use, at normal priority: only for a server that will
+    start ahead (GPU runners' configurations start none ahead)."""
+    pool = stub_pool(stub, tmp_path, 1)  # no configuration: nothing starts ahead
+    asked = []
+
+    def settings_for(step, build):
+        asked.append(build)
+        return ServedModel(path="stub-model", name="stub"), [], {}
+
+    starter = AheadStarter(pool, [Step(kind="vllm", owner="test_b.py", first=1)], settings_for)
+    try:
+        time.sleep(3 * AHEAD_POLL_S)  # the thread's rounds
+    finally:
+        starter.close()
+        pool.close()
+    assert asked and True not in asked, asked
+    assert "does not start vllm servers ahead" in starter.why_not[0]
+
+
+def test_a_closed_pool_starts_nothing_ahead(stub, tmp_path):
+    """The thread that starts servers ahead may still be building a model when the run ends: what
+    it launched then, nobody would stop."""
+    pool = stub_pool(stub, tmp_path, 1, AHEAD)
+    pool.close()
+    model = ServedModel(path="stub-model", name="stub")
+    assert pool.start_ahead("vllm", model) == "the run was ending"
+    assert pool.ahead == {} and pool.servers == {}
+
+
 def test_start_ahead_says_why_it_did_not(stub, tmp_path, monkeypatch):
     model = ServedModel(path="stub-model", name="stub")
     pool = stub_pool(stub, tmp_path, 1)  # no configuration: nothing starts ahead
@@ -298,7 +375,7 @@ def test_start_ahead_says_why_it_did_not(stub, tmp_path, monkeypatch):
         assert "2 server(s) starting already" in pool.start_ahead(
             "vllm", model, ["--variant", "d"], starting_at_most=2
         )
-        pool.close()
+        pool.stop_ahead(keep=lambda key: False)  # none starting any more
         # the machine's memory: a server that would leave less than the reserve free is not started
         monkeypatch.setattr(pool_module, "AHEAD_RESERVE_SHARE", 1.0)
         why = pool.start_ahead("vllm", model, ["--variant", "c"])

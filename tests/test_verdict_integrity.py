@@ -553,6 +553,36 @@ def test_stacked_known_gaps_that_disagree_are_a_collection_error(pytester):
     assert result.ret == pytest.ExitCode.INTERRUPTED
 
 
+def test_a_module_server_marker_on_a_test_or_class_is_a_collection_error(pytester):
+    """The module's server reads the module's marker: one on a test or a class would be ignored."""
+    pytester.makepyfile(
+        test_server="""
+        import pytest
+
+        @pytest.mark.vllm_server(args=["--max-model-len", "512"])
+        def test_x(vllm_server):
+            pass
+    """,
+        test_class_server="""
+        import pytest
+
+        @pytest.mark.sglang_server(args=["--x"])
+        class TestY:
+            def test_y(self, sglang_server):
+                pass
+    """,
+    )
+    result = pytester.runpytest_subprocess("--rocm-platform=cpu")
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.vllm_server on test_x is not read*module's `pytestmark`*"
+            "vllm_server_variant*"
+        ]
+    )
+    result.stdout.fnmatch_lines(["*@pytest.mark.sglang_server on TestY is not read*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
 # --- other defects --------------------------------------------------------------------------------
 
 

@@ -90,6 +90,22 @@ def _check_not_stacked(item: pytest.Item) -> None:
             seen[mark.name] = key
 
 
+def _check_server_markers_on_the_module(item: pytest.Item) -> None:
+    """`vllm_server` / `sglang_server` set up the module's server (a module-scoped fixture reads the
+    module's marker): on a test or a class it would be ignored without a word."""
+    for node in item.listchain():
+        if isinstance(node, pytest.Function | pytest.Class):
+            for mark in node.own_markers:
+                if mark.name in SERVER_MARKERS:
+                    kind = mark.name.removesuffix("_server")
+                    raise MarkerError(
+                        f"@pytest.mark.{mark.name} on {node.name} is not read: it sets up the "
+                        f"module's server, so give it in the module's `pytestmark`; for a server of "
+                        f"this test's own, use @pytest.mark.{kind}_server_variant(...) with "
+                        f"{kind}_server_factory"
+                    )
+
+
 class Annotator:
     """Reads the markers of collected tests, keeps their specs for the records of this process."""
 
@@ -181,6 +197,7 @@ class Annotator:
         for name in SERVER_MARKERS:
             if name in closest:
                 parse_server(closest[name], name)
+                _check_server_markers_on_the_module(item)  # (its arguments first)
         settings = self.context.settings
         gate: Gate | None = parse_gate(gate_mark, settings.allowed_groups) if gate_mark else None
         hardware = parse_hardware(hardware_mark) if hardware_mark else None

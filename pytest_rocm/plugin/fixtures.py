@@ -146,6 +146,10 @@ class FixtureServices:
         if self._provider is not None:
             self._provider.close()
 
+    def kill_servers(self) -> None:
+        if self._provider is not None:
+            self._provider.kill_servers()
+
 
 def services(request) -> FixtureServices:
     found = request.config.stash.get(SERVICES, None)

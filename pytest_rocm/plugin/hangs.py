@@ -3,7 +3,8 @@
 pytest-timeout lets a plugin set the timer (`pytest_timeout_set_timer`). Ours
 does what its thread method does (dump the stacks, exit), but first writes a
 record of the hang with the stacks' head, so the controller's crash handling
-and the verdict see a timeout and where it hung, not just a dead worker.
+and the verdict see a timeout and where it hung, not just a dead worker, and
+kills the process's servers, which no teardown stops after the exit.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import traceback
 STACK_CHARS = 4000
 
 
-def start_timer(item, settings, record) -> bool:
+def start_timer(item, settings, record, kill_servers) -> bool:
     import pytest_timeout
 
     def expire():
@@ -35,6 +36,7 @@ def start_timer(item, settings, record) -> bool:
                 f"stacks:\n{stacks[-STACK_CHARS:]}",
             }
         )
+        kill_servers()  # no teardown runs after the exit: nothing else would stop them
         pytest_timeout.timeout_timer(item, settings)  # dumps the stacks to the terminal and exits
 
     timer = threading.Timer(settings.timeout, expire)

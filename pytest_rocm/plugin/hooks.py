@@ -126,9 +126,12 @@ class RecordingHooks:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_timeout_set_timer(self, item: pytest.Item, settings):
-        """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""
+        """pytest-timeout's thread method exits the process: record the hang (with stacks) and
+        kill the servers first."""
         return (
-            self.recorder.start_hang_timer(item, settings) if settings.method == "thread" else None
+            self.recorder.start_hang_timer(item, settings, self.services.kill_servers)
+            if settings.method == "thread"
+            else None
         )
 
     @pytest.hookimpl(tryfirst=True, specname="pytest_sessionfinish")

@@ -26,13 +26,19 @@ def requesting_test(request) -> str:
 
 
 def will_skip(item: pytest.Item) -> bool:
-    """Whether pytest will skip `item` at its setup by its `skip` and `skipif` markers (the plugin's
-    not-applicable and known-gap skips are such markers); a condition that cannot be evaluated
-    counts as a skip (the test then errors at its setup, and asks for nothing either)."""
-    from _pytest.skipping import evaluate_skip_marks
+    """Whether pytest will end `item` at its setup, before its fixtures, by its `skip` and `skipif`
+    markers (the plugin's not-applicable and known-gap skips are such markers) or an
+    `xfail(run=False)` (unless `--runxfail`); a condition that cannot be evaluated counts as a skip
+    (the test then errors at its setup, and asks for nothing either)."""
+    from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
 
     try:
-        return evaluate_skip_marks(item) is not None
+        if evaluate_skip_marks(item) is not None:
+            return True
+        if item.config.option.runxfail:
+            return False
+        xfailed = evaluate_xfail_marks(item)
+        return xfailed is not None and not xfailed.run
     except BaseException:  # noqa: BLE001 (pytest's own error for a bad condition is an outcome)
         return True
 

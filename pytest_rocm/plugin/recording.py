@@ -219,14 +219,15 @@ class Recorder:
             encoded = self.spec_json[nodeid] = spec.encoded_fields()
         return encoded
 
-    def start_hang_timer(self, item: pytest.Item, settings) -> bool:
-        """pytest-timeout's thread method exits the process: record the hang (with stacks) first."""
+    def start_hang_timer(self, item: pytest.Item, settings, kill_servers) -> bool:
+        """pytest-timeout's thread method exits the process: record the hang (with stacks) and
+        kill the process's servers first."""
         from pytest_rocm.plugin import hangs
 
         def record(entry: dict) -> None:
             self.write({**entry, "gpus": self.allocations.get(item.nodeid)})
 
-        return hangs.start_timer(item, settings, record)
+        return hangs.start_timer(item, settings, record, kill_servers)
 
     def close(self) -> None:
         if self._writer is not None:

@@ -97,7 +97,9 @@ class AheadStarter:
         with self._wake:
             self._closed = True
             self._wake.notify_all()
-        self._thread.join(timeout=60)
+        # Not long: the thread may be building a tiny model (or waiting for another run's build),
+        # and the pool, closed next, refuses whatever it would launch afterwards.
+        self._thread.join(timeout=5)
 
     # -- the thread --------------------------------------------------------------------------------
     def _poke(self) -> None:
@@ -163,6 +165,10 @@ class AheadStarter:
             if self.key(index) is None or self.pool.has(self.key(index)):
                 continue
             step = self.plan[index]
+            if (why := self.pool.configured_not_ahead(step.kind)) is not None:
+                # nor its tiny model built here: the build would take CPU the tests use
+                self.why_not[index] = why
+                continue
             try:
                 model, args, env = self.settings_for(step, True)  # its tiny model built first
             except (Exception, pytest.fail.Exception) as exc:

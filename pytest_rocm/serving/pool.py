@@ -121,6 +121,7 @@ class ServerPool:
         self.starting: dict[tuple, Server] = {}  # key -> server a test is waiting for now
         self.quiet = False  # speed is being measured: nothing starts ahead (`pause_ahead`)
         self.ahead_unused: list[Server] = []  # started ahead, stopped without being asked for
+        self.closed = False  # the run ends: nothing starts ahead any more (`close`)
         # key -> whether a later test will ask for it (the run's plan, serving/ahead.py)
         self.asked_for_later: Callable[[tuple], bool] = lambda key: False
         self.largest_server_bytes = 0  # the most host memory one of this pool's servers took
@@ -158,6 +159,11 @@ class ServerPool:
                 # started ahead: only what is left of its start is waited for, and a start that
                 # failed ahead fails here, on the test that needs it
                 claimed = self.ahead.pop(key, None)
+                if claimed and claimed[0].ready_at is not None and not claimed[0].alive():
+                    # it was up and died before a test asked for it (the machine took its
+                    # memory, say): started again, as a server that died between tests is
+                    self._lose(claimed[0])
+                    claimed = None
                 server, timeout = claimed or self._new_server(kind, model, args, env)
                 if claimed:
                     server.pause(False)
@@ -179,6 +185,14 @@ class ServerPool:
             self.servers.move_to_end(key)
             self.holders[key] = self.holders.get(key, 0) + 1
         return server
+
+    def _lose(self, server: Server) -> None:
+        """A server started ahead that died after it was up: stopped (its engine workers may
+        outlive it) and recorded with the others no test used, saying how it ended."""
+        code = server.process.returncode if server.process is not None else None
+        server.lost = f"exited with code {code} after it was up, before a test asked for it"
+        server.stop()
+        self.ahead_unused.append(server)
 
     def release(self, server: Server) -> None:
         """The fixture that got `server` is done with it; stop idle servers beyond `max_alive`."""
@@ -256,12 +270,12 @@ class ServerPool:
         args, env = list(args), dict(env or {})
         key = self.key(kind, model, args, env)
         with self.lock:
+            if self.closed:
+                return "the run was ending"
             if self.has(key):
                 return None
-            if not self.config(kind).start_ahead:
-                return (
-                    f"the server configuration does not start {kind} servers ahead on this platform"
-                )
+            if (refused := self.configured_not_ahead(kind)) is not None:
+                return refused
             if self.quiet:
                 return "a test was measuring speed (nothing starts beside it)"
             starting = self.starting_count()
@@ -277,6 +291,12 @@ class ServerPool:
             server.launch(when_idle=True)
             self.ahead[key] = (server, timeout)
             return None
+
+    def configured_not_ahead(self, kind: str) -> str | None:
+        """Why the server configuration starts no `kind` server ahead here, or None."""
+        if self.config(kind).start_ahead:
+            return None
+        return f"the server configuration does not start {kind} servers ahead on this platform"
 
     def has(self, key: tuple) -> bool:
         """A server of `key` runs, starts for a test, or was started ahead."""
@@ -338,7 +358,19 @@ class ServerPool:
         self.holders.pop(key, None)
         self.servers.pop(key).stop()
 
+    def kill(self) -> None:
+        """SIGKILL to every server's process group, without the lock (its holder may be the thread
+        that hangs) and without waiting: the process ends next and would leave them running."""
+        for server in [*self.servers.values(), *self.starting.values()] + [
+            server for server, _ in self.ahead.values()
+        ]:
+            server.kill()
+
     def close(self) -> None:
+        with self.lock:
+            # the thread that starts servers ahead may still be building a model: what it would
+            # launch now nobody would stop
+            self.closed = True
         self.stop_ahead(keep=lambda key: False)
         with self.lock:
             for key in list(self.servers):

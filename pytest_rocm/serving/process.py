@@ -414,6 +414,8 @@ class Server:
     # CPU seconds its processes had used when it was first seen healthy: what a start costs the
     # machine, whoever waited for it (benchmarks/main_job.py's floor of the waiting share)
     start_cpu_s: float | None = None
+    # why a server started ahead is gone before a test asked for it (it died after it was up)
+    lost: str | None = None
 
     @property
     def url(self) -> str:
@@ -478,11 +480,14 @@ class Server:
         self.paused = paused
 
     def wait_healthy(self, health_timeout_s: float) -> None:
-        """Wait until /health answers, within `health_timeout_s` of the launch; stopped and raising
-        ServerStartError (or ServerConfigError for a kernel the environment lacks) otherwise."""
+        """Wait until /health answers, within `health_timeout_s` of now; stopped and raising
+        ServerStartError (or ServerConfigError for a kernel the environment lacks) otherwise. Of
+        now, not of the launch: a start ahead had only the CPU time the tests left it (or none,
+        stopped while speed was measured) until a test asked for it, which says nothing of the
+        server (a server started on demand is launched just before)."""
         asked = time.monotonic()
         try:
-            self._wait_healthy(self.launched_at + health_timeout_s, health_timeout_s)
+            self._wait_healthy(asked + health_timeout_s, health_timeout_s)
         except BaseException:
             self.waited_s = time.monotonic() - asked
             self.stop()
@@ -551,6 +556,14 @@ class Server:
             f"command: {' '.join(self.command)}\n--- last {LOG_TAIL_LINES} lines of the server log ---\n"
             f"{self.log_tail()}"
         )
+
+    def kill(self) -> None:
+        """SIGKILL to its whole process group, not waited for."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM to the whole process group (the API server and its engine workers), SIGKILL after

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,6 +94,8 @@ class ServerProvider:
         self._not_ahead: str | None = None  # why the server being started now was not ahead
         self._plan: list[Step] | None = None  # the servers the run asks for, in order
         self._ahead: AheadStarter | None = None
+        # SIGTERM's handler before this process started servers (`pool`), put back at `close`
+        self._sigterm: list = []
 
     def model_cache(self) -> Path:
         configured = self.settings.model_cache
@@ -159,6 +163,11 @@ class ServerProvider:
                 else tmp_path_factory.getbasetemp() / "servers"
             )
             platform = self.settings.platform
+            # A job's cancel or a pod's deletion (SIGTERM) ends the run as Ctrl-C does, through
+            # every teardown: its servers stopped, the report saying interrupted. Uncaught, it
+            # left them running and the report unwritten. Only the main thread may set it.
+            if threading.current_thread() is threading.main_thread():
+                self._sigterm.append(signal.signal(signal.SIGTERM, _interrupt))
             self._pool = ServerPool(
                 session_id=self.settings.session_id,
                 platform=platform,
@@ -329,14 +338,16 @@ class ServerProvider:
                     "devices": server.devices,
                     "log": str(server.log_path),
                     "launched_t": round(server.launched_t, 3),
-                    "healthy_after_s": None,
+                    "healthy_after_s": None
+                    if server.ready_at is None
+                    else round(server.ready_at - server.launched_at, 1),
                     "start_cpu_s": None
                     if server.start_cpu_s is None
                     else round(server.start_cpu_s, 1),
                     "waited_s": 0.0,
                     "started_ahead": True,
                     "unused": True,
-                    "error": None,
+                    "error": server.lost,
                 }
             )
 
@@ -371,8 +382,23 @@ class ServerProvider:
         ]
 
     def close(self) -> None:
-        if self._ahead is not None:
-            self._ahead.close()
+        try:
+            if self._ahead is not None:
+                self._ahead.close()
+        finally:  # a second Ctrl-C while the thread ends: the servers are stopped all the same
+            if self._pool is not None:
+                self._pool.close()
+                self.record_unused()
+            if self._sigterm:
+                # None: one set outside Python, which cannot be put back; the default then
+                signal.signal(signal.SIGTERM, self._sigterm.pop() or signal.SIG_DFL)
+
+    def kill_servers(self) -> None:
+        """Every server of this process killed at once: the process is about to end without its
+        teardowns (a hang's timer exits it)."""
         if self._pool is not None:
-            self._pool.close()
-            self.record_unused()
+            self._pool.kill()
+
+
+def _interrupt(signal_number, frame):
+    raise KeyboardInterrupt(f"pytest-rocm: {signal.Signals(signal_number).name} (a cancelled job)")
