@@ -194,10 +194,11 @@ class Annotator:
             self.context.activation.marked = True
             _check_not_stacked(item)
         gate_mark, hardware_mark, gap_mark = (closest.get(name) for name in OUR_MARKERS)
-        for name in SERVER_MARKERS:
-            if name in closest:
-                parse_server(closest[name], name)
-                _check_server_markers_on_the_module(item)  # (its arguments first)
+        server_marks = [name for name in SERVER_MARKERS if name in closest]
+        for name in server_marks:
+            parse_server(closest[name], name)
+        if server_marks:
+            _check_server_markers_on_the_module(item)  # (their arguments first)
         settings = self.context.settings
         gate: Gate | None = parse_gate(gate_mark, settings.allowed_groups) if gate_mark else None
         hardware = parse_hardware(hardware_mark) if hardware_mark else None

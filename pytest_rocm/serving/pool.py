@@ -361,9 +361,8 @@ class ServerPool:
     def kill(self) -> None:
         """SIGKILL to every server's process group, without the lock (its holder may be the thread
         that hangs) and without waiting: the process ends next and would leave them running."""
-        for server in [*self.servers.values(), *self.starting.values()] + [
-            server for server, _ in self.ahead.values()
-        ]:
+        ahead = [server for server, _ in self.ahead.values()]
+        for server in [*self.servers.values(), *self.starting.values(), *ahead]:
             server.kill()
 
     def close(self) -> None:

@@ -579,8 +579,5 @@ class Server:
             self.process.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the engine core may outlive its parent
-        except ProcessLookupError:
-            pass
+        self.kill()  # the engine core may outlive its parent
         self.process.wait()
