@@ -1474,3 +1474,71 @@ def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path):
         "GPU 0: 2 page(s) retired (safe; `rocm-gate drain` acts when the count grows)",
     ) in findings
     assert all(source["unread"] == 0 for source in layer(evidence, "hardware")["sources"])
+
+
+def test_a_tool_that_hangs_partway_fails_its_layer_and_says_it_hung(capsys, tmp_path, monkeypatch):
+    """A real lspci capture printed halfway, then the tool hangs (a hung GPU hangs its tools): the
+    live run's timeout stops it, and the part it printed, healthy as it reads, does not pass the
+    layer. Before: accepted, the timeout's line counted as one line not understood."""
+    from pytest_rocm.preflight import live
+    from pytest_rocm.preflight.layers import Layer, read_outputs
+    from pytest_rocm.preflight.thresholds import load as load_thresholds
+
+    name = "lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt"
+    lines = _sample(name).splitlines(keepends=True)
+    half = tmp_path / "half.txt"
+    half.write_text("".join(lines[: len(lines) // 2]))
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "lspci"
+    fake.write_text(f"#!/bin/sh\ncat {half}\nexec sleep 600\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    output = live.run("lspci", ["lspci", "-vv", "-d", "1002:"], timeout_s=1)
+    hardware = Layer("hardware")
+    read_outputs(hardware, [output], load_thresholds().for_sku(None), required=True)
+    assert hardware.verdict == "failed"
+    [hang] = [f for f in hardware.findings if f.check == "tool.hang"]
+    assert hang.text == "TIMEOUT: did not finish in 1 s (hang)"
+    assert "the tool hung and was stopped" in hardware.reason
+    # what it printed before still counts as read: only the hang decides
+    assert hardware.sources[0]["understood"] > 0 and hardware.sources[0]["unread"] == 0
+
+
+def test_a_tool_that_hung_before_printing_anything_says_it_hung(capsys, tmp_path):
+    """The whole output a live run keeps of an amd-smi that never answered, given back as a file."""
+    hung = tmp_path / "amd-smi.txt"
+    hung.write_text("\nTIMEOUT: did not finish in 60 s (hang)\n")
+    code, evidence = preflight(capsys, "--require", "hardware", "--source", f"amd-smi={hung}")
+    hardware = layer(evidence, "hardware")
+    assert code == 3 and hardware["verdict"] == "failed"
+    assert hardware["reason"].startswith("the tool hung and was stopped")
+
+
+@pytest.mark.parametrize("printed", ["N/A", "Not supported"])
+def test_bad_pages_amd_smi_could_not_read_are_not_measured(capsys, tmp_path, printed):
+    """`amd-smi bad-pages` prints N/A for each kind when the driver gives no table
+    (amdsmi_commands.py `bad_pages`): not 0 pages judged unreservable, which refused a healthy
+    node with a reason that contradicted itself."""
+    text = "".join(
+        f"GPU: {gpu}\n    RETIRED: {printed}\n    PENDING: {printed}\n    UN_RES: {printed}\n"
+        for gpu in range(2)
+    )
+    source = tmp_path / "bad-pages.txt"
+    source.write_text(text)
+    code, evidence = preflight(
+        capsys, "--sku", "MI300X", "--require", "hardware", "--source", f"amd-smi={source}"
+    )
+    hardware = layer(evidence, "hardware")
+    assert hardware["verdict"] == "ok", hardware["reason"]
+    checks = {f["check"] for f in hardware["findings"]}
+    assert checks == {"bad_pages.not_measured"}
+    assert "unreservable" not in json.dumps(hardware)
+    # a real count beside them is still judged
+    source.write_text(text.replace(
+            f"UN_RES: {printed}", "UN_RES:\n        PAGE_ADDRESS: 0x12345\n        PAGE_SIZE: 4096", 1
+        ))
+    code, evidence = preflight(
+        capsys, "--sku", "MI300X", "--require", "hardware", "--source", f"amd-smi={source}"
+    )
+    assert code == 3 and "1 page(s) unreservable" in layer(evidence, "hardware")["reason"]

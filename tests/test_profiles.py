@@ -48,6 +48,21 @@ def test_json_profile_round_trips_doctor_output(tmp_path):
     assert loaded.keys() == ["MI355X", "gfx950", "amd"]
 
 
+def test_what_doctor_json_prints_is_a_profile(tmp_path, capsys):
+    """The whole of `rocm-gate doctor --json` on a real 8 x MI300X capture, as the reference says
+    it is usable: before, its platform sat under a key the loader did not read, and the profile
+    was silently a runner with no GPU."""
+    from conftest import SAMPLES
+
+    from pytest_rocm.cli import main as rocm_gate
+
+    capture = SAMPLES / "amd-smi" / "mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json"
+    assert rocm_gate(["doctor", "--source", f"amd-smi={capture}", "--json"]) == 0
+    path = tmp_path / "runner.json"
+    path.write_text(capsys.readouterr().out)
+    assert profiles.load(str(path)).describe() == "8 x MI300X"
+
+
 def test_minimal_hand_written_profile(tmp_path):
     path = tmp_path / "mixed.json"
     path.write_text(
@@ -65,6 +80,8 @@ def test_minimal_hand_written_profile(tmp_path):
     [
         ("{not json", "Expecting property name"),
         ('{"vendor": "intel"}', "vendor 'intel' is not one of amd, nvidia, cpu"),
+        # a misspelt key is not a runner without GPUs
+        ('{"platfrom": {"vendor": "amd"}}', "no vendor or gpus key (it has platfrom)"),
         (
             '{"vendor": "amd", "gpus": [{"colour": "red", "index": 0, "vendor": "amd", "sku": "MI300X", "x": {}}]}',
             None,

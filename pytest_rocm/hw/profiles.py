@@ -137,12 +137,17 @@ def builtin(name: str) -> Platform:
 def from_file(path: Path) -> Platform:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("platform"), dict):
+            data = data["platform"]  # the whole of `doctor --json`: the platform is one part
+        if isinstance(data, dict) and not {"vendor", "gpus"} & set(data):
+            # read as it is, it would be a runner without GPUs: say so rather than simulate that
+            raise ValueError(f"no vendor or gpus key (it has {', '.join(sorted(data)) or 'none'})")
         platform = Platform.from_dict(data)
     # UnicodeDecodeError and JSONDecodeError are ValueErrors
     except (OSError, ValueError, TypeError) as exc:
         raise ProfileError(
             f"platform profile file {path}: {exc}. Expected the JSON that "
-            "`rocm-gate doctor --json` prints (vendor, gpus, versions)."
+            "`rocm-gate doctor --json` prints (its platform: vendor, gpus, versions)."
         ) from exc
     platform.profile = platform.profile or path.name
     return platform

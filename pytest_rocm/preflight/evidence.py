@@ -23,6 +23,15 @@ TOOL_ERROR = re.compile(
     r"|(?i:\bexited on signal\b)|Traceback \(most recent call last\)|\bSegmentation fault\b|\bcore dumped\b"
     r"|\bterminate called after throwing\b"
 )
+# The line `live.run` adds to what a tool printed before its timeout killed it (`hang_line`): the tool
+# hung, so what it printed is a part, and proves nothing of the rest (a hung GPU hangs its tools).
+HANG = re.compile(r"^TIMEOUT: did not finish in .{1,40} s \(hang\)$")
+
+
+def hang_line(timeout_s: float) -> str:
+    return f"TIMEOUT: did not finish in {timeout_s:g} s (hang)"
+
+
 # Characters of each line searched for TOOL_ERROR: tools print their errors first, and a hostile 100
 # KB line must not cost minutes.
 ERROR_SCAN = 1000

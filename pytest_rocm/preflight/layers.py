@@ -20,6 +20,7 @@ from pytest_rocm.hw.skus import AMD_DEVICE_IDS, sku_from_amd_name
 from pytest_rocm.preflight import LAYERS
 from pytest_rocm.preflight.evidence import (
     ERROR_SCAN,
+    HANG,
     NO_FLOOR,
     NOT_TEXT_SHARE,
     TOOL_ERROR,
@@ -120,6 +121,7 @@ def read_outputs(
         reading = reader(lines, limits)
         if output.tool != "dmesg":
             _tool_errors(reading, lines)
+        _hangs(reading, lines)
         unread = [line for line in reading.unread if not is_filler(line.text)]
         source = {
             "tool": output.tool,
@@ -210,6 +212,30 @@ def _tool_errors(reading: Reading, lines: list) -> None:
         if line.number in errors:
             reading.add(finding("tool.error", "failed", "the tool printed an error", line))
     reading.unread = [line for line in reading.unread if line.number not in errors]
+
+
+def _hangs(reading: Reading, lines: list) -> None:
+    """A tool its timeout killed (`live.run` marks where): failed, whatever the part it printed
+    before says. The rest of its output is missing, and a hung GPU or driver is what hangs them."""
+    quoted = {f.line for f in reading.findings if f.status == "failed"}
+    hang = next(
+        (line for line in lines if HANG.match(line.text.strip()) and line.number not in quoted),
+        None,
+    )
+    if hang is not None:
+        # first: the layer's reason leads with it
+        reading.findings.insert(
+            0,
+            finding(
+                "tool.hang",
+                "failed",
+                "the tool hung and was stopped: what it printed before is incomplete and proves "
+                "nothing (a hung GPU or driver hangs its tools; run it by hand on the node to see "
+                "where it stops)",
+                hang,
+            ),
+        )
+    reading.unread = [line for line in reading.unread if not HANG.match(line.text.strip())]
 
 
 def framework_layer(

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from pytest_rocm.hw.detect import ROCM_BIN, find_tool
+from pytest_rocm.preflight.evidence import hang_line
 from pytest_rocm.preflight.layers import ToolOutput
 
 QUICK_TIMEOUT_S = 60
@@ -64,9 +65,7 @@ def run(tool: str, command: list[str], timeout_s: float) -> ToolOutput:
             if isinstance(exc.stdout, bytes)
             else (exc.stdout or "")
         )
-        return ToolOutput(
-            tool, label, partial + f"\nTIMEOUT: did not finish in {timeout_s:g} s (hang)\n"
-        )
+        return ToolOutput(tool, label, f"{partial}\n{hang_line(timeout_s)}\n")
     except OSError as exc:
         return ToolOutput(tool, label, None, f"could not run: {exc}")
     if done.returncode != 0 and not done.stdout.strip():

@@ -50,6 +50,8 @@ _MEGABYTES = {
 }
 NO_PAGES = "no bad pages found"
 PAGE_KINDS = ("RETIRED", "PENDING", "UN_RES")  # `amd-smi bad-pages` sections
+# what amd-smi prints for a value it could not read (amdsmi_commands.py: "N/A"; older "Not supported")
+_NOT_MEASURED = re.compile(r"^\s*(?:N/A|not supported|not available)\s*$", re.I)
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
@@ -235,6 +237,18 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
                 limits,
             )
     for (gpu, kind), entries in pages.items():
+        if all(_NOT_MEASURED.match(v) for v, _ in entries):
+            # amd-smi prints N/A where the driver gives no bad-page table (it could not ask)
+            reading.add(
+                finding(
+                    "bad_pages.not_measured",
+                    "ok",
+                    f"GPU {gpu}: {kind} not measured (amd-smi printed {entries[0][0]!r}: the "
+                    "driver gave no bad-page table)",
+                    entries[0][1],
+                )
+            )
+            continue
         if all(NO_PAGES in v.lower() or not v for v, _ in entries) and any(
             NO_PAGES in v.lower() for v, _ in entries
         ):
