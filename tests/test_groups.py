@@ -33,10 +33,10 @@ def test_the_real_vllm_tree_list():
     # 1,010 test files (3 of them the fork's, in engine); helpers, conftests and __init__ set aside.
     assert files == {
         "attention": 70,
-        "engine": 382,
+        "engine": 379,
         "api": 226,
         "multimodal": 125,
-        "spec_decode": 14,
+        "spec_decode": 17,
         "distributed_moe": 150,
         "accuracy": 3,
         "performance": 10,
@@ -49,7 +49,7 @@ def test_the_real_vllm_tree_list():
         and report["overlaps"] == []
     )
     # all carve-outs before a broader rule (engine's tests/models/)
-    assert report["files_in_two_groups_rules"] == 296
+    assert report["files_in_two_groups_rules"] == 299
     assert "tests/cuda/test_cuda_context.py" in report["ungrouped_files"]
     text = groups("--map", MAPS / "vllm.toml", UPSTREAM / "vllm-tests-tree.txt").stdout
     assert "attention           70      0         0" in text
@@ -71,12 +71,32 @@ def test_the_real_sglang_registrations_with_applicability():
     # a not-applicable file is listed once: never also as ungrouped
     listed_na = {f for entry in report["not_applicable"] for f in entry["files"]}
     assert not listed_na & set(report["ungrouped_files"])
-    # the map sends MTP files to spec_decode before accuracy/perf/engine rules that name them more
-    # narrowly
-    overlap = {o["file"]: o for o in report["overlaps"]}
-    assert overlap["test/registered/amd/accuracy/mi30x/test_deepseek_v32_mtp_eval_amd.py"][
-        "also"
-    ] == ["accuracy", "engine"]
+    # an MTP model's eval and benchmark are accuracy and performance; MTP under hybrid parallelism
+    # is the MoE folder's; whole-model MTP runs are speculative decoding (before: all spec_decode,
+    # `*mtp*` tried before the folders that name them more narrowly)
+    assert report["overlaps"] == []
+    from pytest_rocm.catalog.groups import load_group_map
+
+    group_of = load_group_map(MAPS / "sglang.toml").group_of
+    registered = "test/registered/"
+    assert {
+        path: group_of(registered + path)
+        for path in (
+            "amd/accuracy/mi30x/test_deepseek_v32_mtp_eval_amd.py",
+            "amd/perf/mi35x/test_deepseek_v32_mtp_perf_mi35x.py",
+            "moe/test_hybrid_dp_ep_tp_mtp.py",
+            "8-gpu-models/test_deepseek_v3_mtp.py",
+            "amd/test_deepseek_v3_mtp_kv_fp8.py",
+            "spec/eagle/test_deepseek_v3_fp4_mtp_small.py",
+        )
+    } == {
+        "amd/accuracy/mi30x/test_deepseek_v32_mtp_eval_amd.py": "accuracy",
+        "amd/perf/mi35x/test_deepseek_v32_mtp_perf_mi35x.py": "performance",
+        "moe/test_hybrid_dp_ep_tp_mtp.py": "distributed_moe",
+        "8-gpu-models/test_deepseek_v3_mtp.py": "spec_decode",
+        "amd/test_deepseek_v3_mtp_kv_fp8.py": "spec_decode",
+        "spec/eagle/test_deepseek_v3_fp4_mtp_small.py": "spec_decode",
+    }
 
 
 def test_stale_patterns_shadowed_rules_and_overlaps_are_named_and_strict_fails(tmp_path):

@@ -408,12 +408,12 @@ FORK_ONLY = {
     "tests/v1/sample/test_score_mode.py",
 }
 VLLM_COUNTS = {
-    "engine": 379,
+    "engine": 376,
     "api": 226,
     "distributed_moe": 150,
     "multimodal": 125,
     "attention": 70,
-    "spec_decode": 14,
+    "spec_decode": 17,
     "performance": 10,
     "accuracy": 3,
     "ungrouped": 30,
@@ -457,11 +457,11 @@ def test_sglang_map_on_the_real_registry():
     assert counts == {
         "engine": 226,
         "ungrouped": 213,
-        "distributed_moe": 49,
-        "performance": 48,
+        "distributed_moe": 50,
+        "performance": 50,
         "api": 47,
-        "accuracy": 43,
-        "spec_decode": 32,
+        "accuracy": 45,
+        "spec_decode": 27,
         "attention": 27,
         "multimodal": 9,
     }

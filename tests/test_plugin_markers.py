@@ -1,5 +1,7 @@
 """The markers as a user writes them, run through pytester on simulated platforms."""
 
+import json
+
 import pytest
 from conftest import GAP, read_report
 
@@ -89,6 +91,60 @@ def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker,
     assert (
         "test_fine" not in result.stdout.str().split("invalid marker arguments")[1].split("\n")[1]
     )
+
+
+@pytest.mark.parametrize(
+    "marker,message",
+    [
+        (
+            'rocm_gates(group="engine", blocking=True)',
+            "@pytest.mark.rocm_gates is not a pytest-rocm marker (did you mean "
+            "@pytest.mark.rocm_gate?)",
+        ),
+        ('rocm_gate_engine', "@pytest.mark.rocm_gate_engine is not a pytest-rocm marker;"),
+        ('hardwar(gpus=2)', "(did you mean @pytest.mark.hardware?)"),
+        ('vllm_servr(args=[])', "(did you mean @pytest.mark.vllm_server?)"),
+    ],
+)
+def test_a_misspelt_marker_is_a_collection_error_not_a_plain_test(pytester, marker, message):
+    """Read as nothing, a misspelt gate marker made a failing blocking gate an ungrouped test, and
+    the run's conclusion `success`, with only pytest's generic warning."""
+    pytester.makepyfile(
+        test_typo=f"""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine", blocking=True)
+        def test_ok():
+            pass
+
+        @pytest.mark.{marker}
+        def test_typo():
+            assert 0, "a real regression"
+    """
+    )
+    result = pytester.runpytest("--rocm-platform=mi300x-1", "--rocm-report-dir=out")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "test_typo.py::test_typo: @pytest.mark." in result.stdout.str()
+    assert message in result.stdout.str()
+    report = json.loads((pytester.path / "out" / "gate-report.json").read_text())
+    assert report["conclusion"] != "success"
+
+
+def test_a_projects_own_registered_marker_named_like_ours_is_its_own(pytester):
+    pytester.makeini("[pytest]\nmarkers =\n    rocm_nightly: our own\n    hardwares: ours too\n")
+    pytester.makepyfile(
+        test_own="""
+        import pytest
+
+        @pytest.mark.rocm_nightly
+        @pytest.mark.hardwares
+        @pytest.mark.rocm_gate(group="engine")
+        def test_it():
+            pass
+    """
+    )
+    result = pytester.runpytest("--rocm-platform=mi300x-1")
+    result.assert_outcomes(passed=1)
 
 
 def test_class_level_marker_errors_name_each_method(pytester):

@@ -8,6 +8,7 @@ applies on AMD platforms only; gate tests get their group's timeout.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import pytest
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.markers import (
+    MARKER_HELP,
     SERVER_MARKERS,
     VARIANT_MARKERS,
     Gate,
@@ -73,6 +75,13 @@ class TestSpec:
         return "," + json.dumps(self.record_fields(), ensure_ascii=False)[1:-1]
 
 
+def _registered_markers(config: pytest.Config) -> set[str]:
+    """The names of the markers registered in the ini file and by plugins (ours too)."""
+    return {
+        line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")
+    }
+
+
 def _check_not_stacked(item: pytest.Item) -> None:
     """The same marker twice on one function or class with other arguments: which one was meant is
     unknown (pytest would silently keep one, and a known gap's issue link would vanish)."""
@@ -114,6 +123,22 @@ class Annotator:
         self.specs: dict[str, TestSpec] = {}
         self._quarantined: dict[str, dict] | None = None
         self._parent_markers: dict = {}  # a module or class -> `_inherited`
+        self._checked_names: set[str] = set()  # other markers' names found not to be a misspelling
+
+    def _check_marker_name(self, name: str, config: pytest.Config) -> None:
+        """A marker named like one of ours that pytest does not know is a misspelling: read as
+        nothing, `@pytest.mark.rocm_gates(blocking=True)` made a failing gate an ungrouped test
+        and the run `success`, with only pytest's warning. A project's own marker of such a name,
+        registered in its ini `markers`, is its own."""
+        suggestion = difflib.get_close_matches(name, MARKER_HELP, n=1, cutoff=0.8)
+        if (name.startswith("rocm_") or suggestion) and name not in _registered_markers(config):
+            raise MarkerError(
+                f"@pytest.mark.{name} is not a pytest-rocm marker"
+                + (f" (did you mean @pytest.mark.{suggestion[0]}?)" if suggestion else "")
+                + f"; its markers are {', '.join(MARKER_HELP)}. A marker of the project's own of "
+                "this name goes in the ini file's `markers`"
+            )
+        self._checked_names.add(name)
 
     @property
     def quarantined(self) -> dict[str, dict]:
@@ -188,6 +213,8 @@ class Annotator:
             elif mark.name in VARIANT_MARKERS:
                 parse_server(mark, mark.name)
                 variants = True
+            elif mark.name not in self._checked_names:
+                self._check_marker_name(mark.name, item.config)
         if variants:
             self.context.activation.marked = True
         if closest:
