@@ -575,6 +575,18 @@ PYTEST_CASES = [
         "is not true or false",
     ),
     (
+        "ini-setting-misspelt",
+        {"pytest.ini": "[pytest]\nrocm_report_dri = out\n"},
+        [],
+        "rocm_report_dri is not a pytest-rocm setting (did you mean rocm_report_dir?)",
+    ),
+    (
+        "exit-by-conclusion-without-a-report",
+        {},
+        ["--rocm-exit-by-conclusion"],
+        "without --rocm-report-dir there is none; give the folder",
+    ),
+    (
         "baselines-is-5",
         {"b.toml": "baseline = 5\n"},
         ["--rocm-baselines=b.toml"],
@@ -603,6 +615,18 @@ def test_pytest_refuses_bad_settings_clearly(pytester, files, args, says):
     assert "Traceback" not in output and "INTERNALERROR" not in output
     assert result.ret == pytest.ExitCode.USAGE_ERROR, output
     assert says in output
+
+
+def test_a_misspelt_ini_setting_alone_is_refused_not_ignored(pytester):
+    """The run's only setting misspelt: before, the plugin stayed inert (no report, exit 0) and
+    pytest only warned of an unknown option."""
+    pytester.makeini("[pytest]\nrocm_rerun = 2\n")
+    pytester.makepyfile(test_a="def test_a(): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "rocm_rerun is not a pytest-rocm setting (did you mean rocm_reruns?)" in (
+        result.stderr.str()
+    )
 
 
 def test_a_server_config_with_a_bad_section_fails_the_test_clearly(pytester):

@@ -370,6 +370,24 @@ def test_conclusions(pytester, body, conclusion, why):
     assert (report["conclusion"], report["conclusion_reason"]) == (conclusion, why)
 
 
+@pytest.mark.parametrize("missing", ["test_typo.py", "test_gate.py::test_gone"])
+def test_a_test_path_or_id_that_does_not_exist_is_an_incomplete_run(pytester, capsys, missing):
+    """pytest refuses the whole run (exit 4, nothing ran): before, the report said `skipped`, no
+    gate collected, and `complete: true` (a stale id from an earlier run's failures does this)."""
+    pytester.makepyfile(
+        test_gate="import pytest\n@pytest.mark.rocm_gate(group='api')\ndef test_a(): pass\n"
+    )
+    result = pytester.runpytest(
+        "--rocm-platform=mi300x-1", "--rocm-report-dir=out", "test_gate.py::test_a", missing
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    report = load(pytester, "gate-report.json")
+    assert report["conclusion"] == "incomplete" and report["complete"] is False
+    assert report["incomplete_causes"][0].startswith("pytest stopped: a usage error")
+    assert rocm_gate(["verdict", str(pytester.path / "out")]) == 3
+    capsys.readouterr()
+
+
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()

@@ -666,7 +666,7 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
         spaced.stderr.fnmatch_lines(
             [
                 "*--rocm-group-map ../plugin/suites/upstream/vllm.toml: pytest took this path "
-                "for a test path and chose the rootdir */plugin/suites*"
+                "for a test path too and chose the rootdir */plugin/suites*"
                 "write --rocm-group-map=../plugin/suites/upstream/vllm.toml with '='*"
             ]
         )
@@ -678,6 +678,31 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
         read_report(tree / "out")["tests"]["tests/entrypoints/test_api.py::test_a"]["group"]
         == "api"
     )
+
+
+def test_a_report_folder_typed_with_a_space_never_moves_the_node_ids(pytester):
+    """`--rocm-report-dir gate-out tests/` in a tree without an ini file: the first run is right
+    (the folder does not exist yet), every later run into the same folder took it for a test path
+    too, chose the rootdir above both, and prefixed every node id, so its baseline no longer
+    matched and a passing accuracy gate failed as a regression."""
+    tree = pytester.mkdir("tree")
+    (tree / "tests").mkdir()
+    (tree / "tests/test_acc.py").write_text(
+        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_a(): pass\n"
+    )
+    out = pytester.path / "gate-out"
+    args = ["--rocm-platform=cpu", "-p", "no:cacheprovider", "--rocm-report-dir", str(out)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tree)
+        first = pytester.runpytest_subprocess(*args, "tests/")
+        assert first.ret == 0 and "tests/test_acc.py::test_a" in read_report(out)["tests"]
+        again = pytester.runpytest_subprocess(*args, "tests/")
+        joined = pytester.runpytest_subprocess(*args[:-2], f"--rocm-report-dir={out}", "tests/")
+    assert again.ret == pytest.ExitCode.USAGE_ERROR
+    again.stderr.fnmatch_lines(
+        [f"*--rocm-report-dir {out}: pytest took this path for a test path too*with '='*"]
+    )
+    assert joined.ret == 0 and list(read_report(out)["tests"]) == ["tests/test_acc.py::test_a"]
 
 
 def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):

@@ -41,7 +41,10 @@ def setting_given(config: pytest.Config) -> str | None:
     for name in sorted(INI_SETTINGS):
         if config.getini(name):
             return name
-    return None
+    from pytest_rocm.plugin.internals import unknown_ini_keys
+
+    # a misspelt setting asks too: the settings' check then names it (`options._check_ini_keys`)
+    return next((key for key in sorted(unknown_ini_keys(config)) if key.startswith("rocm_")), None)
 
 
 def carries_marker(keywords) -> bool:

@@ -3,8 +3,9 @@ this file to read.
 
 What the plugin needs beyond their documented hooks: of pytest, the JUnit writer
 (to add the platform once per file, as `record_testsuite_property` does), the test behind a
-fixture request, and whether a test's skip markers skip it (to plan the servers the run will ask
-for); of
+fixture request, whether a test's skip markers skip it (to plan the servers the run will ask
+for), the rootdir its own rule picks for a list of test paths, and the ini keys no plugin
+registered; of
 xdist, the controller's scheduler (to hand it a rerun), whether any worker can
 still take a test (a worker that has been told to shut down runs its last test
 and exits, so a rerun given to the scheduler then would never run), the name
@@ -17,6 +18,37 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+
+
+def rootdir_for(config: pytest.Config, test_paths: list[str]):
+    """The rootdir pytest's own rule (`determine_setup`, its arguments differ between pytest 8 and
+    9) picks for these test paths and this run's `-c`, `--rootdir` and `-o`; None where it cannot
+    be asked."""
+    import inspect
+
+    from _pytest.config.findpaths import determine_setup
+
+    given = {
+        "inifile": config.option.inifilename,
+        "override_ini": config.option.override_ini,
+        "args": test_paths,
+        "rootdir_cmd_arg": config.option.rootdir or None,
+        "invocation_dir": config.invocation_params.dir,
+    }
+    try:
+        wanted = inspect.signature(determine_setup).parameters
+        return determine_setup(**{k: v for k, v in given.items() if k in wanted})[0]
+    except Exception:  # another pytest's rule: the check it serves is skipped
+        return None
+
+
+def unknown_ini_keys(config: pytest.Config) -> set[str]:
+    """The ini file's keys no plugin registered (pytest itself only warns of them, unless
+    `--strict-config`)."""
+    try:
+        return set(config._get_unknown_ini_keys())
+    except Exception:  # another pytest: nothing to check against
+        return set()
 
 
 def requesting_test(request) -> str:

@@ -9,6 +9,7 @@ Every bad value is a `pytest.UsageError` naming the option and what is allowed.
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
 import shutil
 import sys
@@ -388,6 +389,12 @@ def read_settings(config: pytest.Config) -> Settings:
     exit_by = config.getoption("rocm_exit_by_conclusion") or _bool_ini(
         config, "rocm_exit_by_conclusion"
     )
+    if exit_by and report_dir is None:
+        raise pytest.UsageError(
+            "--rocm-exit-by-conclusion / rocm_exit_by_conclusion: the exit status follows the gate "
+            "report's conclusion, and without --rocm-report-dir there is none; give the folder"
+        )
+    _check_ini_keys(config)
     scheduler = _choice(config, "rocm_scheduler", SCHEDULERS)
     if scheduler == "gpu" and getattr(config.option, "dist", "no") not in ("no", "load"):
         raise pytest.UsageError(
@@ -415,6 +422,21 @@ def read_settings(config: pytest.Config) -> Settings:
     )
 
 
+def _check_ini_keys(config: pytest.Config) -> None:
+    """A misspelt `rocm_*` key in the ini file (`rocm_report_dri = out`) would be read as nothing,
+    and pytest only warns: the run would go on without what it asked for."""
+    from pytest_rocm.plugin.internals import unknown_ini_keys
+
+    for key in sorted(unknown_ini_keys(config)):
+        if key.startswith("rocm_"):
+            close = difflib.get_close_matches(key, sorted(INI_SETTINGS), n=1)
+            raise pytest.UsageError(
+                f"{config.inipath}: {key} is not a pytest-rocm setting"
+                + (f" (did you mean {close[0]}?)" if close else "")
+                + f"; the settings are {', '.join(sorted(INI_SETTINGS))}"
+            )
+
+
 # Options whose value is a path, as typed with a space (`--rocm-group-map FILE`).
 PATH_OPTIONS = (
     "--rocm-quarantine",
@@ -432,23 +454,32 @@ PATH_OPTIONS = (
 
 
 def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
-    """`--rocm-group-map FILE` with a space: before plugins' options are known, pytest can take FILE
-    for a test path and pick the rootdir (and ini file) above it, so node ids no longer match the
-    map and every test would land ungrouped (or the wrong ini's settings apply). Refuse that run
-    instead."""
+    """A path option typed with a space (`--rocm-report-dir out tests/`): before plugins' options
+    are known, pytest takes the value for a test path too, and picks the rootdir (and ini file) from
+    it and the tests together. Node ids then carry another prefix, so baselines, maps, quarantine
+    and golden outputs no longer match them (and only once the value's path exists: the next run
+    into the same folder differs from the first). Refuse the run where the rootdir is not the one
+    the tests alone give."""
     args = list(config.invocation_params.args)
-    root = config.rootpath.resolve()
-    tests = [(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args]
-    if not tests or any(path.is_relative_to(root) for path in tests):
+    spaced = [
+        (arg, args[index + 1])
+        for index, arg in enumerate(args[:-1])
+        if arg in PATH_OPTIONS and (config.invocation_params.dir / args[index + 1]).exists()
+    ]
+    if not spaced:
         return
-    for index, arg in enumerate(args[:-1]):
-        value = config.invocation_params.dir / args[index + 1]
-        if arg in PATH_OPTIONS and value.exists() and value.resolve().is_relative_to(root):
-            raise pytest.UsageError(
-                f"{arg} {args[index + 1]}: pytest took this path for a test path and chose the rootdir {root} "
-                f"(ini {config.inipath}), which holds none of the tests; write {arg}={args[index + 1]} with '=', "
-                "or set it in the tree's own ini file"
-            )
+    from pytest_rocm.plugin.internals import rootdir_for
+
+    alone = rootdir_for(config, list(config.option.file_or_dir or []))
+    root = config.rootpath
+    if alone is None or alone == root:
+        return
+    arg, value = spaced[0]
+    raise pytest.UsageError(
+        f"{arg} {value}: pytest took this path for a test path too and chose the rootdir {root} "
+        f"(ini {config.inipath}) instead of {alone}, so every node id changes; write {arg}={value} "
+        "with '=', or set it in the tree's own ini file"
+    )
 
 
 def _quarantine(path: Path | None) -> dict | None:

@@ -29,7 +29,14 @@ from pytest_rocm.results.verdicts import find_signature
 EXIT_BY_CONCLUSION = {"success": 0, "neutral": 0, "failure": 1, "incomplete": 3, "skipped": 5}
 EXECUTED = {"passed", "failed", "error", "crashed", "xpassed"}
 # pytest's exit statuses of a run that stopped before its end: interrupted, internal error.
-STOPPED_EXIT = {2: "interrupted (Ctrl-C, or pytest stopped the session)", 3: "INTERNALERROR"}
+STOPPED_EXIT = {
+    2: "interrupted (Ctrl-C, or pytest stopped the session)",
+    3: "INTERNALERROR",
+    # pytest ran nothing it was asked to: a test path or node id that does not exist (a stale one
+    # from an earlier run's list), or an option it refused
+    4: "a usage error (a test path or node id that does not exist, or a bad option; pytest's "
+    "output names it)",
+}
 # The packages of the projects pytest-rocm gates, with their names in messages. A missing module of
 # one of them is the change's (it removed or renamed a module its code or tests still import); the
 # package itself missing, shadowed, or without its compiled extensions is the runner's set-up.
