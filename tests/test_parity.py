@@ -701,3 +701,62 @@ def test_minimal_junit_read_with_the_map_sorts_as_the_full_one(pytester, tmp_pat
             "attention": (1, "no"),
             "engine": (1, "all"),
         }
+
+
+def _rendered(markdown: str) -> str:
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+
+
+def test_a_page_cut_to_githubs_limit_keeps_hostile_text_inside_code(tmp_path):
+    """200 candidate failures, each in a group of its own (a `rocm_group` property: the candidate
+    decides how many groups there are) with a message full of markup: even the shortest lists
+    exceed 65,535 characters. The last-resort cut used to fall inside a code span, and the rest of
+    that line rendered as a link, an image and a mention."""
+    from xml.sax.saxutils import quoteattr
+
+    count = 200
+    hostile = (
+        "[click here](https://evil.example/login) @octocat <img src=https://evil.example/p.png> " * 4
+    )[:290]
+    (tmp_path / "ref.xml").write_text(
+        "<testsuite>"
+        + "".join(f'<testcase classname="tests.test_cut" name="test_{i}"/>' for i in range(count))
+        + "</testsuite>"
+    )
+    (tmp_path / "cand.xml").write_text(
+        "<testsuite>"
+        + "".join(
+            f'<testcase classname="tests.test_cut" name="test_{i}"><properties>'
+            f'<property name="rocm_group" value="g{i:03d}{"x" * 80}"/></properties>'
+            f"<failure message={quoteattr(hostile)}/></testcase>"
+            for i in range(count)
+        )
+        + "</testsuite>"
+    )
+    parity_of_pair(tmp_path)
+    markdown = (tmp_path / "parity.md").read_text()
+    assert len(markdown) <= GITHUB_SUMMARY_LIMIT and "(report cut to fit" in markdown
+    html = _rendered(markdown)
+    assert "evil.example" not in re.sub(r"<code>.*?</code>", "", html, flags=re.S)
+    assert "<img" not in html and "<a " not in html
+    assert html.count("<details>") == html.count("</details>")
+
+
+@pytest.mark.parametrize(
+    "group", ["www.evil.com", "GH-12", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4", "GHSA-abcd"]
+)
+def test_a_group_name_github_would_link_is_shown_as_code(tmp_path, group):
+    """`md.name` showed identifier-like names as they are; GitHub links these."""
+    (tmp_path / "ref.xml").write_text(junit_with([("tests.test_a", "test_0")]))
+    (tmp_path / "cand.xml").write_text(
+        '<testsuite><testcase classname="tests.test_a" name="test_0"><properties>'
+        f'<property name="rocm_group" value="{group}"/></properties><failure message="x"/>'
+        "</testcase></testsuite>"
+    )
+    parity_of_pair(tmp_path)
+    html = _rendered((tmp_path / "parity.md").read_text())
+    assert group in html
+    assert group not in re.sub(r"<code>.*?</code>", "", html, flags=re.S)

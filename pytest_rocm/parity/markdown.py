@@ -42,6 +42,9 @@ def _cut(items: list, limit: int, show=str) -> str:
     return shown or f"{rest} tests"
 
 
+_CLOSE_DETAILS = "\n</details>"
+
+
 def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SUMMARY_LIMIT) -> str:
     # one pass, whatever the list limit
     failing = _reference_failures(report) if "overall" in report else {}
@@ -50,7 +53,13 @@ def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SU
         if len(text) <= limit:
             return text
     note = "\n\n(report cut to fit GitHub's limit; parity.json has everything)\n"
-    return text[: limit - len(note)] + note
+    cut = text[: limit - len(note) - len(_CLOSE_DETAILS) * text.count("<details>")]
+    # At a line's end: a line cut in its middle could end inside a code span, and the rest of that
+    # line (artifact text) would then be markdown. Every line of the page is whole in itself (a
+    # code span never spans lines), and what is left open is closed.
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else ""
+    closing = _CLOSE_DETAILS * (cut.count("<details>") - cut.count("</details>"))
+    return cut + closing + note
 
 
 def _render(

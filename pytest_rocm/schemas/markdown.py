@@ -17,7 +17,8 @@ break can come from it:
   does not apply.
 - `plain(text)`: one line of plain text for fields GitHub shows as text (check and annotation titles).
 - `name(text)`: a name (a group, a status) as it is when it is an identifier that cannot be markup (a letter or
-  digit, then letters, digits, `_`, `.`, `-`), else as `cell` makes it.
+  digit, then letters, digits, `_`, `.`, `-`) nor a link GitHub makes of such a word (`www.` domains, commit
+  hashes, `GH-12`, `GHSA-...`), else as `cell` makes it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ INLINE_LIMIT = 300
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _BACKTICKS = re.compile("`+")
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+# identifiers GitHub still turns into links: a `www.` domain (GFM's autolink), a commit (7 to 40 hex
+# digits), an issue or advisory (GH-12, GHSA-...)
+_LINKED = re.compile(r"(?i)www\..*|[0-9a-f]{7,40}|gh-\d+|ghsa-.*")
 
 
 def _visible(text: str, keep_newlines: bool = False) -> str:
@@ -85,12 +89,16 @@ def plain(text: object, limit: int = INLINE_LIMIT) -> str:
     return _cut(_visible(str(text)), limit)
 
 
+def _is_plain_name(text: str) -> bool:
+    return _IDENTIFIER.fullmatch(text) is not None and _LINKED.fullmatch(text) is None
+
+
 def name(text: object) -> str:
     text = str(text)
-    return text if _IDENTIFIER.fullmatch(text) else cell(text)
+    return text if _is_plain_name(text) else cell(text)
 
 
 def html_name(text: object) -> str:
     """`name` inside an HTML element: the identifier as it is, anything else as `html_code`."""
     text = str(text)
-    return text if _IDENTIFIER.fullmatch(text) else html_code(text)
+    return text if _is_plain_name(text) else html_code(text)
