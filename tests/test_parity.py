@@ -305,6 +305,54 @@ def test_keep_going_reads_the_rest_and_names_the_dropped_file(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("message", 5, "`message` must be text"),
+        ("detail", None, None),  # null is allowed, and read as no text
+        ("known_gap", "x", "`known_gap` must be an object"),
+        ("attempts", 3, "`attempts` must be a list"),
+        ("group", ["a"], "`group` must be a group name or null"),
+        ("blocking", "false", "`blocking` must be true or false"),
+    ],
+)
+def test_a_gate_report_with_a_field_of_another_type_is_named_not_a_traceback(
+    tmp_path, capsys, field, value, says
+):
+    """The candidate's gate report is written by a job that ran the change's code: a field of the
+    wrong type crashed parity (AttributeError, TypeError), also with --keep-going, or (a string
+    `blocking`) counted a test as blocking."""
+    from pytest_rocm.results.report import GATE_REPORT_SCHEMA
+
+    (tmp_path / "ref.xml").write_text(junit_with([("tests.test_a", "test_0")]))
+    entry = {"status": "failed", "group": "api", "blocking": True, "message": "m", "detail": "d"}
+    report = tmp_path / "cand" / "gate-report.json"
+    report.parent.mkdir()
+    report.write_text(
+        json.dumps(
+            {
+                "schema": GATE_REPORT_SCHEMA,
+                "tests": {"tests/test_a.py::test_0": {**entry, field: value}},
+            }
+        )
+    )
+    args = ("--reference", tmp_path / "ref.xml", "--candidate", report, "--out", tmp_path)
+    code = parity(*args)
+    err = capsys.readouterr().err
+    if says is None:
+        assert code == 0, err
+        return
+    assert code == 2 and "Traceback" not in err
+    assert str(report) in err and says in err
+    deep = tmp_path / "deep" / "gate-report.json"
+    deep.parent.mkdir()
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert parity(*args[:3], deep, report, tmp_path / "ref.xml", "--keep-going", *args[4:]) == 0
+    dropped = load(tmp_path)["inputs"]["candidate"]["dropped"]
+    assert [d.split(":")[0] for d in dropped] == [str(deep), str(report)]
+    assert dropped[0].endswith("(read as a gate report)")
+
+
 def test_missing_input_path(tmp_path, capsys):
     assert parity("--reference", tmp_path / "nope", "--candidate", tmp_path, "--out", tmp_path) == 2
     assert "no such file or folder" in capsys.readouterr().err

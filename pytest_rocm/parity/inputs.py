@@ -8,7 +8,6 @@ known gap with its issue) and groups. Unreadable files raise, or with
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import re
@@ -304,15 +303,40 @@ def _junit_results(parsed_files: list[ParsedFile]) -> dict[str, Result]:
     return _merge_repeats(ids, results, ordered=False)
 
 
+# The fields of a gate report's test entry parity reads -> (the types it may have, as said)
+_TEST_FIELDS = {
+    "message": ((str, type(None)), "text"),
+    "detail": ((str, type(None)), "text"),
+    "group": ((str, type(None)), "a group name or null"),
+    "blocking": ((bool, type(None)), "true or false"),
+    "known_gap": ((dict, type(None)), "an object (reason, issue) or null"),
+    "attempts": ((list,), "a list"),
+}
+
+
+def _wrong_field(test: dict) -> tuple[str, str] | None:
+    """The first field of a test entry whose type parity cannot read, with what it must be."""
+    for key, (types, said) in _TEST_FIELDS.items():
+        if key in test and not isinstance(test[key], types):
+            return key, said
+    gap = test.get("known_gap") or {}
+    for key in ("reason", "issue"):
+        if not isinstance(gap.get(key, ""), str | None):
+            return f"known_gap.{key}", "text"
+    return None
+
+
 def _read_gate_report(path: Path, side: Side) -> None:
     # imported here: most runs compare JUnit files only
     from pytest_rocm.results.report import GATE_REPORT_SCHEMA
     from pytest_rocm.results.report import STATUSES as GATE_STATUSES
+    from pytest_rocm.schemas.loader import ArtifactError, read_json_file
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # also not UTF-8
-        raise JUnitError(f"{path}: not a readable gate report ({exc})") from exc
+        # a plain file under the size cap, UTF-8 JSON, no NaN, not nested too deep
+        data = read_json_file(path)
+    except ArtifactError as exc:
+        raise JUnitError(f"{exc} (read as a gate report)") from exc
     if not isinstance(data, dict) or data.get("schema") != GATE_REPORT_SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise JUnitError(f"{path}: schema is {found!r}, expected {GATE_REPORT_SCHEMA!r}")
@@ -325,13 +349,19 @@ def _read_gate_report(path: Path, side: Side) -> None:
                 f"{path}: test {nodeid!r} has no valid `status` (one of {', '.join(GATE_STATUSES)}); "
                 "rebuild the report with `rocm-gate verdict DIR`"
             )
+        if (wrong := _wrong_field(test)) is not None:
+            # the candidate's report is written by a job that ran the change's code
+            raise JUnitError(
+                f"{path}: test {nodeid!r}: `{wrong[0]}` must be {wrong[1]}; rebuild the report "
+                "with `rocm-gate verdict DIR`"
+            )
         status = test["status"]
         gap = test.get("known_gap") or {}
-        message = test.get("message") or test.get("detail", "")
+        message = test.get("message") or test.get("detail") or ""
         if status == "not_applicable":
             status, message = "skipped", f"not applicable: {message}"
         elif status == "known_gap":
-            message = gap.get("reason", message)
+            message = gap.get("reason") or message
         result = Result(
             status=status,
             message=message.strip().splitlines()[0][:300] if message.strip() else "",
