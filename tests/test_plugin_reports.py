@@ -388,6 +388,51 @@ def test_a_test_path_or_id_that_does_not_exist_is_an_incomplete_run(pytester, ca
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_attempts_pytest_rerunfailures_makes_are_attempts(pytester, capsys, xdist):
+    """pytest-rerunfailures (vLLM's tests use it) reports an attempt it runs again as `rerun`: its
+    records were refused by the reader ('rerun' is no outcome), each such attempt read as a
+    crash, the regression's message was the crash's, and a HIP fault that passed on the next
+    attempt was `flaky`, its signature lost."""
+    pytester.makepyfile(
+        test_rr="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine", blocking=True)
+        @pytest.mark.flaky(reruns=2)
+        def test_always_fails():
+            assert 0, "a real bug"
+
+        @pytest.mark.rocm_gate(group="engine", blocking=True)
+        @pytest.mark.flaky(reruns=2)
+        def test_hip_then_pass(request):
+            if request.node.execution_count == 1:
+                raise RuntimeError("HIP error: hipErrorNoDevice: no ROCm-capable device is detected")
+        """
+    )
+    result = pytester.runpytest(
+        "-p", "rerunfailures", "--rocm-platform=mi300x-8", "--rocm-report-dir=out", *xdist
+    )
+    assert result.parseoutcomes() | {"seconds": 0} == {
+        "passed": 1,
+        "failed": 1,
+        "rerun": 3,
+        "seconds": 0,
+    }
+    report = load(pytester, "gate-report.json")
+    assert report["record_problems"] == []
+    bug, hip = (
+        report["tests"]["test_rr.py::test_always_fails"],
+        report["tests"]["test_rr.py::test_hip_then_pass"],
+    )
+    assert bug["verdict"] == "regression"
+    assert bug["message"].startswith("AssertionError: a real bug")
+    assert [a["status"] for a in bug["attempts"]] == ["failed"] * 3
+    assert hip["verdict"] == "infra" and hip["verdict_reason"].startswith("hip_no_device")
+    assert [a["status"] for a in hip["attempts"]] == ["failed", "passed"]
+    assert report["conclusion"] == "failure"
+
+
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()

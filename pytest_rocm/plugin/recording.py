@@ -109,10 +109,13 @@ class Recorder:
             )
             return
         self.write_unwritten()
+        # pytest-rerunfailures marks an attempt it runs again `rerun`: a failed attempt, its failure
+        # text the evidence (the next attempt's records follow)
+        rerun = report.outcome == "rerun"
         record = {
             "nodeid": nodeid,
             "when": report.when,
-            "outcome": report.outcome,
+            "outcome": "failed" if rerun else report.outcome,
             "duration": round(report.duration, 6),
         }
         if nodeid in self.allocations:
@@ -127,7 +130,7 @@ class Recorder:
             record["wasxfail"] = report.wasxfail
         elif report.skipped and isinstance(report.longrepr, tuple):
             record["skip_reason"] = str(report.longrepr[2]).removeprefix("Skipped: ")
-        if report.failed:
+        if report.failed or rerun:
             # pytest's one-line summary of the failure
             crash = getattr(report.longrepr, "reprcrash", None)
             text = report.longreprtext
