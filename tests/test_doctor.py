@@ -109,3 +109,25 @@ def test_bad_input(args, message):
     done = doctor(*args)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_a_detection_tool_that_hangs_is_a_health_problem(tmp_path, monkeypatch, capsys):
+    """A hung amd-smi beside a rocm-smi that answers: the platform is read from rocm-smi, and the
+    health check used to say ok (exit 0) with the hang only in the sources' list."""
+    from pytest_rocm.cli import main as rocm_gate
+    from pytest_rocm.hw import detect
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "amd-smi").write_text("#!/bin/sh\nexec sleep 600\n")
+    concise = SAMPLES / "rocm-smi/mi300x_x4_rocm-smi_concise_thamada.txt"
+    (tools / "rocm-smi").write_text(f"#!/bin/sh\ncat {concise}\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    monkeypatch.setattr(detect, "TOOL_TIMEOUT_S", 1)
+    code = rocm_gate(["doctor", "--expect-gpus", "4"])
+    out = capsys.readouterr().out
+    assert "platform: 4 x MI300X" in out
+    assert code == 3 and "health: MISMATCH (exit 3)" in out
+    assert "amd-smi `amd-smi static --json` did not answer in 1 s (hung GPU or driver?)" in out

@@ -1542,3 +1542,63 @@ def test_bad_pages_amd_smi_could_not_read_are_not_measured(capsys, tmp_path, pri
         capsys, "--sku", "MI300X", "--require", "hardware", "--source", f"amd-smi={source}"
     )
     assert code == 3 and "1 page(s) unreservable" in layer(evidence, "hardware")["reason"]
+
+
+def _profile(tmp_path, gpus: list[tuple[str, str]]) -> str:
+    """A platform profile of (SKU, partition) GPUs, as `rocm-gate doctor --json` writes one."""
+    path = tmp_path / "node.json"
+    path.write_text(
+        json.dumps(
+            {
+                "vendor": "amd",
+                "gpus": [
+                    {"sku": sku, "arch": "gfx942", "memory_gb": 24, "partition": partition}
+                    for sku, partition in gpus
+                ],
+            }
+        )
+    )
+    return str(path)
+
+
+def test_a_node_in_cpx_mode_is_counted_as_it_lists_its_gpus(capsys, tmp_path):
+    """8 x MI300X in CPX lists 64 GPUs (ROCm/legacy-rocm-build#4750): the thresholds' 8 are
+    physical GPUs. Before, a healthy CPX node was refused as 'expected 8 GPU(s)'."""
+    cpx = _profile(tmp_path, [("MI300X", "CPX/NPS1")] * 64)
+    code, evidence = preflight(capsys, "--platform", cpx, "--sku", "MI300X")
+    assert layer(evidence, "framework")["verdict"] == "ok", layer(evidence, "framework")
+    # one logical GPU missing is still found
+    short = _profile(tmp_path, [("MI300X", "CPX/NPS1")] * 63)
+    code, evidence = preflight(capsys, "--platform", short, "--sku", "MI300X")
+    assert code == 3 and "expected 64 GPU(s)" in layer(evidence, "framework")["reason"]
+
+
+def test_a_node_of_two_skus_is_not_accepted_unjudged(capsys, tmp_path):
+    """4 x MI300X + 4 x MI325X: no SKU, so no floors and no GPU count applied, and the node was
+    accepted."""
+    mixed = _profile(tmp_path, [("MI300X", "SPX/NPS1")] * 4 + [("MI325X", "SPX/NPS1")] * 4)
+    code, evidence = preflight(capsys, "--platform", mixed)
+    framework = layer(evidence, "framework")
+    assert code == 3 and framework["verdict"] == "failed"
+    assert "GPUs of more than one SKU (4 x MI300X + 4 x MI325X)" in framework["reason"]
+    code, evidence = preflight(capsys, "--platform", mixed, "--sku", "MI300X")
+    assert "expected every GPU to be MI300X; 4 are not" in layer(evidence, "framework")["reason"]
+
+
+def test_a_concise_row_without_a_temperature_still_has_its_vram_judged(capsys, tmp_path):
+    """The real 8 x MI308X concise table, GPU 5's temperature N/A (a partition's or a virtual
+    function's row) and its VRAM held at 95 %: the row was skipped whole, as not understood, and
+    the node accepted."""
+    name = "rocm-smi/mi308x_x8_rocm-smi_concise_idle_ms-swift.txt"
+    lines = _sample(name).splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("5 "))
+    head, vram, activity = lines[row].replace("42.0°C", "N/A   ").rsplit(None, 2)
+    lines[row] = f"{head}  95%    {activity}"
+    held = tmp_path / "rocm-smi.txt"
+    held.write_text("\n".join(lines) + "\n")
+    code, evidence = preflight(
+        capsys, "--sku", "MI308X", "--require", "hardware", "--source", f"rocm-smi={held}"
+    )
+    failed = [f for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"]
+    assert code == 3 and [f["line"] for f in failed] == [row + 1]
+    assert layer(evidence, "hardware")["sources"][0]["unread"] == 0

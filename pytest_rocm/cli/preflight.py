@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import sku, tool_file, whole_number
+from pytest_rocm.hw.skus import LOGICAL_GPUS_PER_PARTITION_MODE
 from pytest_rocm.preflight import LAYERS
 from pytest_rocm.preflight.readers import READERS, TOOLS
 
@@ -253,10 +254,22 @@ def run(args) -> int:
         layer.verdict = "failed" if decision.drain else "ok"
         layer.reason = "; ".join(f.message for f in layer.findings)
 
-    expect_gpus = args.expect_gpus if args.expect_gpus is not None else limits.get("gpus")
+    expect_gpus = (
+        args.expect_gpus
+        if args.expect_gpus is not None
+        else _logical_gpus(limits.get("gpus"), platform)
+    )
     doctor_problems = (
         check(platform, expect_gpus, runner_sku, require_gpu=True)[1] if platform else []
     )
+    skus = sorted({g.sku or "unknown" for g in platform.gpus}) if platform else []
+    if runner_sku is None and len(skus) > 1:
+        # no SKU's floors apply, and no count: judged by nothing unless named
+        doctor_problems.append(
+            f"GPUs of more than one SKU ({platform.describe()}): a node has one; give --sku to "
+            "judge it against that SKU (the others are then named), or find the GPU that reads "
+            "wrong"
+        )
     pipeline = layers.run_pipeline(
         {
             "hardware": tool_layer("hardware"),
@@ -340,6 +353,17 @@ def _check_writable(out: str) -> None:
 
 def _layer_of(tool: str) -> str:
     return READERS[tool][1]
+
+
+def _logical_gpus(physical: int | None, platform) -> int | None:
+    """The thresholds' GPU count (physical GPUs) as the node lists them: every GPU in one compute
+    partition mode shows as that many (8 x MI300X in CPX: 64)."""
+    if physical is None or platform is None or not platform.gpus:
+        return physical
+    modes = {(g.partition or "SPX").split("/")[0].strip().upper() for g in platform.gpus}
+    if len(modes) == 1:
+        return physical * LOGICAL_GPUS_PER_PARTITION_MODE.get(modes.pop(), 1)
+    return physical
 
 
 def _platform_sku(platform) -> str | None:

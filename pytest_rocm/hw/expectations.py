@@ -1,5 +1,5 @@
 """Whether a platform is what a job expects of its runner: a GPU count, a SKU on every GPU, any GPU
-at all.
+at all, and no detection tool that hung.
 
 `rocm-gate doctor` exits on the answer and `rocm-gate preflight` feeds its problems to the framework
 layer.
@@ -25,7 +25,12 @@ def check(
         return NO_GPU, [
             "no GPU visible" + (f"; sources that failed: {'; '.join(failed)}" if failed else "")
         ]
-    problems = []
+    # a tool that hung: what the others saw may be right, but a hung GPU or driver hangs its tools
+    problems = [
+        f"{source.name} {source.detail.removeprefix('TimeoutError: ')}"
+        for source in platform.sources
+        if not source.ok and source.detail.startswith("TimeoutError")
+    ]
     if expect_gpus is not None and platform.gpu_count != expect_gpus:
         problems.append(f"expected {expect_gpus} GPU(s), this runner has {platform.describe()}")
     if wanted_sku is not None:

@@ -37,6 +37,12 @@ AMD_DEVICE_IDS: dict[str, tuple[str, str]] = {
     "0x7410": ("MI210", "gfx90a"),
 }
 
+# Compute partition mode -> logical GPUs each physical GPU shows as: the MI300X, MI325X and MI350
+# series have 8 XCDs, split in 2 (DPX), 4 (QPX) or one per XCD (CPX) (AMD Instinct MI300X GPU
+# partitioning overview, instinct.docs.amd.com; 8 x MI300X in CPX lists 64 GPUs,
+# ROCm/legacy-rocm-build#4750).
+LOGICAL_GPUS_PER_PARTITION_MODE = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
+
 # Archs we recognise; anything else a tool prints is treated as unreliable when
 # the device id tells a known arch.
 KNOWN_AMD_ARCHS = {

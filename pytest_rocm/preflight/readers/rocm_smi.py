@@ -19,7 +19,9 @@ from pytest_rocm.preflight.readers.matrix import link_type_findings
 
 # `°` read from a Latin-1 terminal's capture is U+FFFD (the file is decoded as UTF-8 with
 # errors="replace").
-_ROW = re.compile(r"^(\d+)\s+\S+\s+.*?[°\ufffd]C")
+# a concise row: the device, its node, then the temperature (N/A where not measured: a partition or
+# a virtual function's row)
+_ROW = re.compile(r"^(\d+)\s+\S+\s+.*?(?:[°\ufffd]C|\bN/A\b)")
 _TEMP = re.compile(r"([\d.]+)\s*[°\ufffd]C")
 _WATTS = re.compile(r"([\d.]+)\s*W\b")
 _PERCENT = re.compile(r"([\d.]+)%")
@@ -57,18 +59,19 @@ def read(lines: list[Line], limits: dict) -> Reading:
         if text.startswith("Device") and "VRAM%" in text:
             vram_columns = text.split()[-2:] == ["VRAM%", "GPU%"]
             reading.understood += 1
-        elif _ROW.match(text) and (temps := _TEMP.findall(text)):
+        elif _ROW.match(text) and (vram_columns or _TEMP.search(text)):
             reading.understood += 1
             gpu = text.split()[0]
             watts = [float(w) for w in _WATTS.findall(text)]
-            judge_temperature(
-                reading,
-                line,
-                gpu,
-                float(temps[0]),
-                limits.get("hotspot_temperature_max_c"),
-                "junction",
-            )
+            if temps := _TEMP.findall(text):
+                judge_temperature(
+                    reading,
+                    line,
+                    gpu,
+                    float(temps[0]),
+                    limits.get("hotspot_temperature_max_c"),
+                    "junction",
+                )
             if len(watts) >= 2:
                 judge_power(reading, line, gpu, watts[0], watts[-1])
             vram, activity = (_percent(cell) for cell in text.split()[-2:])
