@@ -190,6 +190,53 @@ def _repo_with_a_change(small):
     return repo
 
 
+def test_what_runs_exists_in_the_head_and_holds_tests(small):
+    """A change that deletes a test file and edits a helper in a folder of helpers only: the deleted
+    file was selected (pytest refuses a path that does not exist, and the whole run with it), and
+    the helpers' folder, where pytest collects nothing. Both now run the tests beside them."""
+    repo = small / "repo"
+    core = repo / "tests/v1/core"
+    (core / "helpers").mkdir(parents=True)
+    for name in ("test_sched.py", "test_kv.py"):
+        (core / name).write_text("def test_a(): pass\n")
+    (core / "helpers/util.py").write_text("X = 1\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (core / "test_kv.py").unlink()
+    (core / "helpers/util.py").write_text("X = 2\n")
+    subprocess.run([*git, "commit", "-qam", "delete a test, change a helper"], check=True)
+    done = rocm_gate(
+        "select",
+        "--map",
+        small / "map.toml",
+        "--base",
+        "HEAD~1",
+        "--head",
+        "HEAD",
+        "--repo",
+        repo,
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    chosen = json.loads(done.stdout)
+    assert list(chosen["tests"]) == ["tests/v1/core/"]
+    assert "tests/v1/core/test_kv.py deleted" in chosen["groups"]["engine"]
+    # the same list given as a file, from the checkout
+    (small / "changed.txt").write_text("tests/v1/core/test_kv.py\ntests/v1/core/helpers/util.py\n")
+    done = rocm_gate(
+        "select",
+        "--map",
+        small / "map.toml",
+        "--changed-files",
+        small / "changed.txt",
+        "--json",
+        cwd=repo,
+    )
+    assert list(json.loads(done.stdout)["tests"]) == ["tests/v1/core/"]
+
+
 @pytest.mark.parametrize(
     "base, why",
     [

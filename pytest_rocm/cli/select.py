@@ -238,10 +238,29 @@ def run(args) -> int:
                 else None
             )
         )
+        tree = _tree(args)
     except (GroupMapError, CommitHistoryError, CannotDecide, ValueError, OSError) as exc:
         return _fail_closed(args, str(exc))
-    _print(args, changed, select(changed, group_map, history))
+    _print(args, changed, select(changed, group_map, history, tree))
     return exits.OK
+
+
+def _tree(args) -> set[str] | None:
+    """The files of the tree the selection runs in: the head commit's, or with --changed-files the
+    checkout's at --repo (tracked files) where it is one; None where unknown (a deleted test file
+    is then run as named, and a helper's own folder)."""
+    if args.head is not None:
+        head = _commit(args, "--head", args.head)
+        command = ["ls-tree", "-r", "--name-only", "-z", "--end-of-options", head]
+    else:
+        command = ["ls-files", "-z"]
+    done = subprocess.run(["git", "-C", str(args.repo), *command], capture_output=True)
+    if done.returncode != 0:
+        if args.head is not None:
+            said = (done.stderr.decode("utf-8", "replace").strip() or "no output").splitlines()
+            raise CannotDecide(f"git ls-tree {args.head} in {args.repo} failed: {said[-1]}")
+        return None  # --changed-files outside a checkout
+    return {name for name in done.stdout.decode("utf-8", "replace").split("\0") if name}
 
 
 def _print(args, changed: list[str], chosen) -> None:

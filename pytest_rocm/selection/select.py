@@ -1,8 +1,9 @@
 """What a change needs to run, and why: groups and test paths, or everything.
 
 Per changed file, the first that applies:
-1. a test file: it runs, and its group is selected; any other file under the test tree (a conftest, a helper):
-   the tests at or below its folder (every group, for the tree's root);
+1. a test file: it runs, and its group is selected; any other file under the test tree (a conftest, a helper,
+   or a test file the change deleted): the tests at or below its folder, or the nearest folder above it that
+   holds tests where the head's tree is known (every group, for the tree's root);
 2. `[selection] ignore` of the group map (documentation, other platforms' and vLLM's own CI files): nothing;
 3. `[selection] everything` (build files, ROCm images and requirements, the AMD CI and platform): every group;
 4. a rule's `sources`: that rule's group and test paths;
@@ -48,8 +49,19 @@ class Selection:
         }
 
 
-def select(changed: list[str], group_map: GroupMap, history: CoChange | None = None) -> Selection:
+def select(
+    changed: list[str],
+    group_map: GroupMap,
+    history: CoChange | None = None,
+    tree: set[str] | None = None,
+) -> Selection:
+    """`tree`: the files of the tree the selection will run in (the change's head), where known.
+    With it, a test file the change deleted is not run (pytest refuses a path that does not exist,
+    and the whole run with it): the tests beside it are; and a helper's tests are those of the
+    nearest folder at or above it that holds tests, not a folder of helpers alone (pytest would
+    collect nothing there)."""
     selection = Selection()
+    tested = _tested_folders(tree) if tree is not None else None
     if not any(path.strip() for path in changed):
         return everything(
             selection, "no changed file was given: an empty change is nothing to decide from"
@@ -59,19 +71,24 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
         if not path:
             continue
         if is_test_path(path):
-            if is_test_file(path):
+            if is_test_file(path) and (tree is None or path in tree):
                 group = group_map.group_of(path) or UNGROUPED
                 selection.tests[path].append("changed test file")
                 selection.groups[group].append(f"{path} changed")
                 continue
-            # a conftest, helper or data file: every test at or below its folder depends on it
-            folder = path.rsplit("/", 1)[0] + "/"
-            if folder.count("/") == 1:  # the test tree's own root (tests/conftest.py)
+            # a conftest, helper or data file (or a test file the change deleted): every test at
+            # or below its folder depends on it
+            what = "deleted" if is_test_file(path) else "not a test"
+            if is_test_file(path):
+                group = group_map.group_of(path) or UNGROUPED
+                selection.groups[group].append(f"{path} deleted")
+            folder = _folder_with_tests(path.rsplit("/", 1)[0] + "/", tested)
+            if folder is None:  # the test tree's own root (tests/conftest.py)
                 return everything(selection, f"{path} is shared by the whole test tree")
             for group in _groups_under(group_map, folder):
                 selection.groups[group].append(f"{path}: the tests under {folder} use it")
             selection.tests[folder].append(
-                f"{path} changed (not a test: the tests under {folder} use it)"
+                f"{path} changed ({what}: the tests under {folder} use it)"
             )
             continue
         if group_map.ignore.matches(path, path):
@@ -99,6 +116,24 @@ def select(changed: list[str], group_map: GroupMap, history: CoChange | None = N
                 f"{path}: no rule's `sources` names it and " + _why_unlinked(path, history),
             )
     return selection
+
+
+def _tested_folders(tree: set[str]) -> set[str]:
+    """Every folder ("a/b/") that holds a test file at or below it."""
+    folders = set()
+    for path in tree:
+        if is_test_file(path):
+            parts = path.split("/")[:-1]
+            folders.update("/".join(parts[:end]) + "/" for end in range(1, len(parts) + 1))
+    return folders
+
+
+def _folder_with_tests(folder: str, tested: set[str] | None) -> str | None:
+    """`folder`, or the nearest folder above it that holds tests (`tested`: those folders, None
+    when unknown); None when that is the test tree's own root (every test)."""
+    while folder.count("/") > 1 and tested is not None and folder not in tested:
+        folder = folder.rsplit("/", 2)[0] + "/"
+    return None if folder.count("/") <= 1 else folder
 
 
 def _why_unlinked(path: str, history: CoChange | None) -> str:
