@@ -618,6 +618,41 @@ def test_sglang_checkout_is_read_with_ast_never_imported(tmp_path):
     ) == (2, 1, 0, 1)
 
 
+def test_the_newer_registration_form_names_its_suite_by_stage_and_runner(tmp_path):
+    """SGLang's ci_register.py now takes keyword-only `stage` and `runner_config` (`suite`
+    optional), its suite `{stage}-test-{runner_config}`: such files were in no suite (sharding said
+    'no enabled registration in suite') and counted in stage `other` on 1 GPU."""
+    registered = tmp_path / "sglang/test/registered"
+    registered.mkdir(parents=True)
+    (registered / "test_new.py").write_text(
+        "register_cuda_ci(est_time=75, stage='extra-a', runner_config='2-gpu-large')\n"
+        "register_amd_ci(est_time=15, stage='jit-kernel-unit', runner_config='amd')\n"
+    )
+    (registered / "test_old.py").write_text(
+        "register_cuda_ci(est_time=60, suite='stage-c-test-8-gpu-h200')\n"
+    )
+    [new, old] = read_checkout(tmp_path / "sglang")
+    assert new.registrations["cuda"][0]["suite"] == "extra-a-test-2-gpu-large"
+    assert new.registrations["amd"][0]["suite"] == "jit-kernel-unit-test-amd"
+    buckets = {
+        (b["stage"], b["gpus"]): b["cuda"] for b in declared_parity([new, old])["by_stage_and_gpus"]
+    }
+    assert buckets == {("extra-a", 2): 1, ("stage-c", 8): 1}
+    done = rocm_gate(
+        [
+            "shard",
+            "--runners",
+            "1",
+            "--index",
+            "0",
+            "--suite",
+            "jit-kernel-unit-test-amd",
+            str(tmp_path / "sglang"),
+        ]
+    )
+    assert done == 0
+
+
 def test_sglang_syntax_error_names_the_file():
     with pytest.raises(ValueError, match=r"broken.py:1: not valid Python"):
         calls_in_source("register_amd_ci(", "broken.py")
@@ -767,7 +802,8 @@ def test_a_page_cut_to_githubs_limit_keeps_hostile_text_inside_code(tmp_path):
 
     count = 200
     hostile = (
-        "[click here](https://evil.example/login) @octocat <img src=https://evil.example/p.png> " * 4
+        "[click here](https://evil.example/login) @octocat <img src=https://evil.example/p.png> "
+        * 4
     )[:290]
     (tmp_path / "ref.xml").write_text(
         "<testsuite>"

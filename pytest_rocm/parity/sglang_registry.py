@@ -1,7 +1,9 @@
 """SGLang's declared coverage: which test files are registered for AMD against CUDA.
 
 SGLang registers each file under `test/registered/` with calls such as
-`register_cuda_ci(est_time=300, suite="stage-b-test-1-gpu-small")` and
+`register_cuda_ci(est_time=300, suite="stage-b-test-1-gpu-small")`, or in the newer form
+`register_cuda_ci(est_time=75, stage="extra-a", runner_config="2-gpu-large")` (suite
+`extra-a-test-2-gpu-large`, as SGLang's `ci_register.py` makes it), and
 `register_amd_ci(..., disabled="<reason>")`. We read those calls with `ast`
 (never importing the files) from a checkout, or from a JSONL of the same calls
 (`{"path": ..., "registrations": {"cuda": [{...}], "amd": [{...}]}}`), and
@@ -35,8 +37,23 @@ class RegisteredFile:
     path: str
     registrations: dict[str, list[dict]] = field(default_factory=dict)  # backend -> calls
 
+    def __post_init__(self):
+        for calls in self.registrations.values():
+            for call in calls:
+                with_suite(call)
+
     def enabled(self, backend: str) -> list[dict]:
         return [r for r in self.registrations.get(backend, []) if not r.get("disabled")]
+
+
+def with_suite(call: dict) -> dict:
+    """A call of the newer form names its suite by `stage` and `runner_config` (keyword-only;
+    `suite` optional): SGLang's `CIRegistry.effective_suite` is `{stage}-test-{runner_config}` when
+    both are given, else `suite`. Set as `suite`, which every reader here uses."""
+    stage, runner = call.get("stage"), call.get("runner_config")
+    if isinstance(stage, str) and isinstance(runner, str) and stage and runner:
+        call["suite"] = f"{stage}-test-{runner}"
+    return call
 
 
 def _value(node: ast.expr):
@@ -123,7 +140,10 @@ def read_registry(source: str | Path) -> list[RegisteredFile]:
     raise RegistryError(f"{source}: no such file or folder")
 
 
-def stage_of(suite: str) -> str:
+def stage_of(suite: str, call: dict | None = None) -> str:
+    """The CI stage of a suite; a call of the newer form names its own (`stage`)."""
+    if call and isinstance(call.get("stage"), str) and call.get("runner_config"):
+        return call["stage"]
     for stage in ("stage-a", "stage-b", "stage-c", "nightly", "weekly", "stress", "per-commit"):
         if suite.startswith(stage):
             return stage
@@ -190,7 +210,7 @@ def declared_parity(
         on_amd = bool(f.enabled("amd"))
         for key in sorted(
             {
-                (stage_of(r.get("suite", "")), gpus_of(r.get("suite", "")))
+                (stage_of(r.get("suite", ""), r), gpus_of(r.get("suite", "")))
                 for r in f.registrations["cuda"]
             }
         ):
