@@ -198,3 +198,63 @@ def test_real_rerunfailures_output(pytester):
         "test_r.py::test_broken": ("failed", True),
         "test_r.py::test_fine": ("passed", False),
     }
+
+
+def test_a_failed_call_and_its_failed_teardown_are_one_attempt(pytester):
+    """pytest writes a test whose call failed and whose teardown then failed as two cases of one
+    id: read as a rerun, the teardown's error counted and the assertion was lost."""
+    pytester.makepyfile(
+        test_t="""
+        import pytest
+
+        @pytest.fixture
+        def broken_teardown():
+            yield
+            raise RuntimeError("teardown boom")
+
+        def test_fails_twice(broken_teardown):
+            assert False, "the real failure"
+
+        def test_only_teardown(broken_teardown):
+            pass
+    """
+    )
+    pytester.runpytest("--junitxml=j.xml", "-p", "no:rocm")
+    cases = read_cases(pytester.path / "j.xml")
+    fails, teardown = cases["test_t.py::test_fails_twice"], cases["test_t.py::test_only_teardown"]
+    assert (fails.status, fails.rerun) == ("failed", False)
+    assert "the real failure" in fails.message
+    assert (teardown.status, teardown.rerun) == ("error", False)
+    assert teardown.message.startswith("failed on teardown")
+
+
+def test_googletest_suites_and_disabled_tests(tmp_path):
+    """GoogleTest's JUnit (`--gtest_output=xml`): `file` is the C++ source, the suite is the
+    classname, a disabled test has no child but `status="notrun"`. The classname was dropped (two
+    suites' `Large` became one test, a failing one read as passing) and the disabled test counted
+    as a pass."""
+    path = tmp_path / "gtest.xml"
+    path.write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="AllTests">\n'
+        '<testsuite name="AttnTest"><testcase name="Basic" file="kernel_test.cc" status="run" '
+        'result="completed" classname="AttnTest"/>'
+        '<testcase name="Large" file="kernel_test.cc" status="run" result="completed" '
+        'classname="AttnTest"><failure message="Expected equality"/></testcase>'
+        '<testcase name="DISABLED_Fp8" file="kernel_test.cc" status="notrun" result="suppressed" '
+        'classname="AttnTest"/></testsuite>'
+        '<testsuite name="GemmTest"><testcase name="Basic" file="kernel_test.cc" status="run" '
+        'result="completed" classname="GemmTest"/><testcase name="Large" file="kernel_test.cc" '
+        'status="run" result="completed" classname="GemmTest"/></testsuite></testsuites>\n'
+    )
+    expected = {
+        "kernel_test.cc::AttnTest::Basic": "passed",
+        "kernel_test.cc::AttnTest::Large": "failed",
+        "kernel_test.cc::AttnTest::DISABLED_Fp8": "skipped",
+        "kernel_test.cc::GemmTest::Basic": "passed",
+        "kernel_test.cc::GemmTest::Large": "passed",
+    }
+    assert {n: c.status for n, c in read_cases(path).items()} == expected
+    from pytest_rocm.parity.junit import case_lists
+
+    ids, results = case_lists(path)  # the bulk reader parity uses agrees
+    assert {n: c.status for n, c in zip(ids, results, strict=True)} == expected

@@ -844,3 +844,33 @@ def test_a_group_name_github_would_link_is_shown_as_code(tmp_path, group):
     html = _rendered((tmp_path / "parity.md").read_text())
     assert group in html
     assert group not in re.sub(r"<code>.*?</code>", "", html, flags=re.S)
+
+
+def test_a_prefix_stripped_onto_another_files_id_is_merged_not_dropped(tmp_path, capsys):
+    """`--strip-prefix ws/`: `ws/tests/test_a.py::test_0` failed in one candidate file and
+    `tests/test_a.py::test_0` passed in another; the later one simply replaced the earlier."""
+    (tmp_path / "ref.xml").write_text(junit_with([("tests.test_a", "test_0")]))
+    failing = tmp_path / "a_fail.xml"
+    failing.write_text(
+        '<testsuite><testcase classname="ws.tests.test_a" name="test_0">'
+        '<failure message="F"/></testcase></testsuite>'
+    )
+    passing = tmp_path / "b_pass.xml"
+    passing.write_text(junit_with([("tests.test_a", "test_0")]))
+    for order in ([passing, failing], [failing, passing]):
+        code = parity(
+            "--reference",
+            tmp_path / "ref.xml",
+            "--candidate",
+            *order,
+            "--strip-prefix",
+            "ws/",
+            "--out",
+            tmp_path,
+        )
+        assert code == 0, capsys.readouterr().err
+        report = load(tmp_path)
+        # a pass in any file counts (shards, a rerun job), and the failure is kept as an attempt
+        assert report["overall"]["both_passing"] == 1
+        [repeated] = report["repeated"]["candidate"]
+        assert repeated["counted"] == "passed" and "failed" in repeated["attempts"]

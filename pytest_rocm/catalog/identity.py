@@ -5,7 +5,8 @@ classname `tests.kernels.attention.test_x.TestY` and name `test_z[bf16-128]`.
 Parameters stay inside the name, so dots, slashes and brackets in them are safe;
 only the classname is split. Class names start with a capital letter (pytest's
 default `Test*`), so the trailing capitalised parts are classes and the rest is
-the module path. A `file` attribute (xunit1) settles the module path outright.
+the module path. A `file` attribute (xunit1) settles the module path outright; where the classname
+is not that path (GoogleTest: suite `AttnTest`, file `kernel_test.cc`), it follows the file.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ def _module_and_classes(classname: str, file: str | None) -> tuple[str, tuple[st
     if file:
         module = file[:-3] if file.endswith(".py") else file
         dotted = module.replace("/", ".").split(".")
+        path = file if file.endswith(".py") or "." in file.rsplit("/", 1)[-1] else file + ".py"
         # The classname may carry a prefix (junit_prefix) before the module path.
         for start in range(len(parts)):
             if parts[start : start + len(dotted)] == dotted:
-                return file if file.endswith(".py") else file + ".py", tuple(
-                    parts[start + len(dotted) :]
-                )
-        return file if file.endswith(".py") else file + ".py", ()
+                return path, tuple(parts[start + len(dotted) :])
+        # Another producer's classname (GoogleTest's suite `AttnTest` in `kernel_test.cc`): it
+        # names the test as much as the file does; dropped, two suites' `Large` were one test.
+        return path, tuple(parts)
     split = len(parts)
     while split > 1 and parts[split - 1][:1].isupper():
         split -= 1

@@ -20,7 +20,7 @@ from pytest_rocm.catalog.applicability import Applicability
 from pytest_rocm.catalog.groups import UNGROUPED, GroupMap
 from pytest_rocm.catalog.identity import detect_prefixes, strip_prefix
 from pytest_rocm.parity.inputs import Result, Side
-from pytest_rocm.parity.junit import PLAIN_PASS
+from pytest_rocm.parity.junit import PLAIN_PASS, merge_repeat
 from pytest_rocm.schemas.artifacts import schema
 
 PARITY_SCHEMA = schema("parity")
@@ -33,20 +33,33 @@ def strip_explicit(side: Side, prefixes: list[str]) -> None:
     """`--strip-prefix`: remove any of these leading paths from the node ids of a side."""
     if not prefixes:
         return
-    stripped = {}
-    for nodeid, result in side.results.items():
+
+    def stripped(nodeid: str) -> str:
         for prefix in prefixes:
             if nodeid.startswith(prefix):
-                nodeid = nodeid[len(prefix) :]
-                break
-        stripped[nodeid] = result
-    side.results = stripped
+                return nodeid[len(prefix) :]
+        return nodeid
+
+    side.results = _renamed(side.results, stripped)
 
 
 def _restrip(side: Side, prefix: str) -> dict[str, Result]:
     if not prefix:
         return side.results
-    return {strip_prefix(nodeid, prefix): result for nodeid, result in side.results.items()}
+    return _renamed(side.results, lambda nodeid: strip_prefix(nodeid, prefix))
+
+
+def _renamed(results: dict[str, Result], rename) -> dict[str, Result]:
+    """`results` under new node ids; two that become one (a test under its prefix in one file and
+    without it in another) are merged as the same test seen twice across files, never one of them
+    dropped."""
+    renamed: dict[str, Result] = {}
+    for nodeid, result in results.items():
+        new = rename(nodeid)
+        renamed[new] = (
+            merge_repeat(renamed[new], result, ordered=False) if new in renamed else result
+        )
+    return renamed
 
 
 def _gap_reason(status: str, result: Result | None) -> str:

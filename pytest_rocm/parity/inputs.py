@@ -27,6 +27,7 @@ from pytest_rocm.parity.junit import (
     case_lists,
     iter_cases,
     merge_repeat,
+    merge_repeats,
 )
 
 _GAP_MESSAGE = re.compile(r"^known gap: (?P<reason>.*) \((?P<issue>https?://\S+)\)$")
@@ -107,10 +108,8 @@ def _merge_repeats(ids: list[str], results: list[Result], ordered: bool) -> dict
     attempts: dict[str, list[Result]] = {}
     for index in compress(range(len(ids)), map(repeated.__contains__, ids)):
         attempts.setdefault(ids[index], []).append(results[index])
-    for nodeid, (first, *later) in attempts.items():
-        for result in later:
-            first = merge_repeat(first, result, ordered=ordered)
-        merged[nodeid] = first
+    for nodeid, found in attempts.items():
+        merged[nodeid] = merge_repeats(found, ordered=ordered)
     return merged
 
 

@@ -75,10 +75,20 @@ def _case(element: ET.Element) -> tuple[str, Case]:
         else nodeid_from_junit("", name)
     )
     if not len(element):
-        return nodeid, PLAIN_PASS
+        return nodeid, _not_run_case() if _not_run(element) else PLAIN_PASS
     case = Case()
     _read_children(case, element)
     return nodeid, case
+
+
+# GoogleTest writes a disabled test as a case without children: `status="notrun"` (older) or
+# `result="suppressed"` / `"skipped"` (GoogleTest 1.10+); pytest writes neither attribute.
+def _not_run_case() -> Case:
+    return Case(status="skipped", message="not run (GoogleTest: disabled or skipped)")
+
+
+def _not_run(element: ET.Element) -> bool:
+    return element.get("status") == "notrun" or element.get("result") in ("suppressed", "skipped")
 
 
 def _read_children(case: Case, element: ET.Element) -> None:
@@ -176,6 +186,11 @@ def case_lists(path: str | Path) -> tuple[list[str], list[Case]]:
     for index in compress(range(count), map(len, elements)):  # the few cases with children
         case = results[index] = Case()
         _read_children(case, elements[index])
+    # GoogleTest's cases carry `status` and `result` (pytest's never): only then is each looked at
+    if count and (elements[0].get("status") is not None or elements[0].get("result") is not None):
+        for index in range(count):
+            if results[index] is PLAIN_PASS and _not_run(elements[index]):
+                results[index] = _not_run_case()
     return ids, results
 
 
@@ -200,28 +215,56 @@ SEVERITY = {"crashed": 5, "failed": 4, "error": 3, "known_gap": 2, "xfailed": 1,
 
 
 def merge_repeat(earlier: Case, later: Case, ordered: bool) -> Case:
+    """`merge_repeats` of two results."""
+    return merge_repeats([earlier, later], ordered)
+
+
+def merge_repeats(cases: list[Case], ordered: bool) -> Case:
     """The one rule for a test seen more than once. In one file (`ordered`), document order is time
-    order (pytest-rerunfailures writes each attempt): the last attempt counts. Across files (shards,
-    a rerun job) there is no order: the test counts as passing if any attempt passed, else its most
-    severe status. Either way it is marked rerun and keeps every status it had, so no failure
-    vanishes."""
-    attempts = (earlier.attempts or (earlier.status,)) + (later.status,)
+    order (pytest-rerunfailures writes each attempt): the last attempt counts, and a case that is
+    only a teardown's error joins the case before it (pytest writes a failed call and its failed
+    teardown as two cases: one attempt, the call's failure first). Across files (shards, a rerun
+    job) there is no order: the test counts as passing if any attempt passed, else its most severe
+    status. Either way it is marked rerun and keeps every status it had, so no failure vanishes.
+    Linear in the attempts (a file may repeat one id 100,000s of times)."""
     if ordered:
-        chosen = later
+        joined: list[Case] = []
+        for case in cases:
+            if joined and _teardown_error_only(case):
+                joined[-1] = _with_teardown_error(joined[-1], case)
+            else:
+                joined.append(case)
+        if len(joined) == 1:
+            return joined[0]
+        cases, chosen = joined, joined[-1]
     else:
-        passing = [c for c in (earlier, later) if c.status in ("passed", "xpassed")]
-        chosen = (
-            passing[-1]
-            if passing
-            else max((earlier, later), key=lambda c: SEVERITY.get(c.status, 0))
-        )
+        passing = [c for c in cases if c.status in ("passed", "xpassed")]
+        chosen = passing[-1] if passing else max(cases, key=lambda c: SEVERITY.get(c.status, 0))
+    attempts = tuple(status for c in cases for status in (c.attempts or (c.status,)))
     return replace(chosen, rerun=True, attempts=attempts)
+
+
+_TEARDOWN = "failed on teardown"  # pytest's message of a teardown's error
+
+
+def _teardown_error_only(case: Case) -> bool:
+    return case.status == "error" and case.message.startswith(_TEARDOWN) and not case.attempts
+
+
+def _with_teardown_error(case: Case, teardown: Case) -> Case:
+    """One attempt: its call's failure (or setup's error) decides, as in one case (PRECEDENCE)."""
+    if PRECEDENCE.get(case.status, 0) >= PRECEDENCE["error"]:
+        return case
+    return replace(case, status="error", message=teardown.message)
 
 
 def read_cases(path: str | Path) -> dict[str, Case]:
     """nodeid -> Case for one file; a repeated case is merged by `merge_repeat` (in one file: a
     rerun)."""
-    cases: dict[str, Case] = {}
+    seen: dict[str, list[Case]] = {}
     for nodeid, case in iter_cases(path):
-        cases[nodeid] = merge_repeat(cases[nodeid], case, ordered=True) if nodeid in cases else case
-    return cases
+        seen.setdefault(nodeid, []).append(case)
+    return {
+        nodeid: found[0] if len(found) == 1 else merge_repeats(found, ordered=True)
+        for nodeid, found in seen.items()
+    }
