@@ -353,6 +353,51 @@ def test_a_gate_report_with_a_field_of_another_type_is_named_not_a_traceback(
     assert dropped[0].endswith("(read as a gate report)")
 
 
+def test_keep_going_keeps_the_cases_of_a_one_line_file_cut_short(tmp_path, capsys):
+    """pytest writes a whole JUnit file on one line: cut at 8,000 bytes, the cases before the cut
+    were read line by line up to the broken line, so none was kept."""
+    whole = SAMPLES / "junit/enricomi_pytest_horovod_97_tests.xml"
+    assert len(whole.read_text().splitlines()) <= 2
+    cut = tmp_path / "cut.xml"
+    cut.write_bytes(whole.read_bytes()[:8000])
+    good = SAMPLES / "junit/junitparser_pytest_error.xml"
+    args = ("--reference", whole, "--candidate", cut, good, "--keep-going", "--out", tmp_path)
+    assert parity(*args) == 0
+    [dropped] = load(tmp_path)["inputs"]["candidate"]["dropped"]
+    kept = int(re.search(r"\((\d+) test case\(s\) before the error were kept\)", dropped)[1])
+    assert kept > 40
+
+
+@pytest.mark.parametrize("encoding", ["x-nonexistent", "shift_jis"])
+def test_an_encoding_the_parser_cannot_read_names_the_file(tmp_path, capsys, encoding):
+    """An unknown encoding raised LookupError (a traceback), and one expat cannot read a
+    ValueError reported as `cannot read None`; neither could be dropped with --keep-going."""
+    odd = tmp_path / "odd.xml"
+    odd.write_text(
+        f'<?xml version="1.0" encoding="{encoding}"?>\n'
+        '<testsuite><testcase classname="tests.test_a" name="test_0"/></testsuite>\n'
+    )
+    good = SAMPLES / "junit/junitparser_pytest_error.xml"
+    assert parity("--reference", good, "--candidate", odd, "--out", tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"{odd}: its encoding cannot be read" in err and "Traceback" not in err
+    assert (
+        parity("--reference", good, "--candidate", odd, good, "--keep-going", "--out", tmp_path)
+        == 0
+    )
+    assert load(tmp_path)["inputs"]["candidate"]["dropped"][0].startswith(f"{odd}: its encoding")
+
+
+def test_an_earlier_report_of_another_shape_is_named(tmp_path, capsys):
+    previous = tmp_path / "prev.json"
+    previous.write_text('{"schema": "pytest-rocm/parity/1", "passing": {"x": 5}, "tests": {}}')
+    good = SAMPLES / "junit/junitparser_pytest_error.xml"
+    args = ("--reference", good, "--candidate", good, "--previous", previous, "--out", tmp_path)
+    assert parity(*args) == 2
+    err = capsys.readouterr().err
+    assert f"cannot read {previous}: its `passing` and `tests` are not shaped" in err
+
+
 def test_missing_input_path(tmp_path, capsys):
     assert parity("--reference", tmp_path / "nope", "--candidate", tmp_path, "--out", tmp_path) == 2
     assert "no such file or folder" in capsys.readouterr().err

@@ -147,7 +147,11 @@ def _compare(args, reading) -> int:
     try:
         group_map = load_group_map(args.groups) if args.groups else None
         applicability = load_applicability(args.applicability) if args.applicability else None
-        previous = parity_mod.read_previous(args.previous) if args.previous else None
+        try:
+            previous = parity_mod.read_previous(args.previous) if args.previous else None
+        except (OSError, ValueError) as exc:
+            print(f"rocm-gate parity: cannot read {args.previous}: {exc}", file=sys.stderr)
+            return exits.BAD_INPUT
         report: dict = {"schema": parity_mod.PARITY_SCHEMA}
         if reading is not None:
             reference, candidate = reading.sides()
@@ -165,9 +169,6 @@ def _compare(args, reading) -> int:
                 report["sglang"]["executed"] = executed_coverage(registered, report, applicability)
     except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
         print(f"rocm-gate parity: {exc}", file=sys.stderr)
-        return exits.BAD_INPUT
-    except (OSError, ValueError) as exc:
-        print(f"rocm-gate parity: cannot read {args.previous}: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
     markdown = render(report, args.min_parity)
     write_json_atomic(args.out / "parity.json", report)

@@ -369,16 +369,20 @@ def _add_by_file(files: dict[str, list[str]], nodeids) -> None:
 
 def read_previous(path) -> dict:
     """An earlier parity.json for `--previous`; ValueError saying what is wrong with it."""
-    import json
-    from pathlib import Path
+    from pytest_rocm.schemas.loader import read_json_file
 
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = read_json_file(path)  # a plain file, size, depth, no NaN (ArtifactError: a ValueError)
     if not isinstance(data, dict) or data.get("schema") != PARITY_SCHEMA:
         raise ValueError(
             f"not a {PARITY_SCHEMA} report (give the parity.json an earlier run wrote)"
         )
+    passing = data.get("passing", {})
     if (
-        not isinstance(data.get("passing", {}), dict)
+        not isinstance(passing, dict)
+        or not all(
+            isinstance(rests, list) and all(isinstance(rest, str) for rest in rests)
+            for rests in passing.values()
+        )
         or not isinstance(data.get("tests", {}), dict)
         or not all(isinstance(t, dict) and "parity" in t for t in data.get("tests", {}).values())
     ):

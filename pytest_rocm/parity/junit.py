@@ -127,7 +127,7 @@ def iter_cases(path: str | Path) -> Iterator[tuple[str, Case]]:
         root = ET.parse(source).getroot()
     except ET.ParseError as exc:
         line, column = exc.position
-        yield from _cases_before_break(source, line)
+        yield from _cases_before_break(source)
         raise JUnitError(
             f"{source}: not well-formed XML at line {line}, column {column + 1} "
             f"({str(exc).split(':')[0]}); the file is truncated or not JUnit. "
@@ -135,6 +135,8 @@ def iter_cases(path: str | Path) -> Iterator[tuple[str, Case]]:
         ) from exc
     except OSError as exc:
         raise JUnitError(f"{source}: cannot read it ({exc.strerror})") from exc
+    except (LookupError, ValueError) as exc:
+        raise JUnitError(_undecodable(source, exc)) from exc
     if root.tag not in ("testsuites", "testsuite"):
         raise JUnitError(
             f"{source}: the root element is <{root.tag}>, not <testsuites> or <testsuite>: "
@@ -142,6 +144,15 @@ def iter_cases(path: str | Path) -> Iterator[tuple[str, Case]]:
         )
     for element in root.iter("testcase"):
         yield _case(element)
+
+
+def _undecodable(source: str, exc: Exception) -> str:
+    """An encoding the XML declaration names that the parser has not (`x-nonexistent`), or cannot
+    read (expat: no multi-byte encodings but UTF-8 and UTF-16)."""
+    return (
+        f"{source}: its encoding cannot be read ({exc}); JUnit XML is UTF-8 or UTF-16: "
+        "re-download the artifact, or pass --keep-going to read the other files"
+    )
 
 
 def case_lists(path: str | Path) -> tuple[list[str], list[Case]]:
@@ -156,6 +167,8 @@ def case_lists(path: str | Path) -> tuple[list[str], list[Case]]:
         raise JUnitError(f"{source}: not well-formed XML") from exc
     except OSError as exc:
         raise JUnitError(f"{source}: cannot read it ({exc.strerror})") from exc
+    except (LookupError, ValueError) as exc:
+        raise JUnitError(_undecodable(source, exc)) from exc
     if root.tag not in ("testsuites", "testsuite"):
         raise JUnitError(
             f"{source}: the root element is <{root.tag}>, not <testsuites> or <testsuite>"
@@ -194,21 +207,24 @@ def case_lists(path: str | Path) -> tuple[list[str], list[Case]]:
     return ids, results
 
 
-def _cases_before_break(source: str, line: int) -> Iterator[tuple[str, Case]]:
-    """The complete test cases of a broken file, read up to the line where it broke (nothing is
-    lost)."""
+def _cases_before_break(source: str) -> Iterator[tuple[str, Case]]:
+    """The complete test cases of a broken file, read up to where it broke (nothing is lost): fed
+    in pieces, not lines (pytest writes a whole file on one line), and the cases the parser ended
+    before the error are kept."""
     parser = ET.XMLPullParser(events=("end",))
     with open(source, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if number >= line:
-                break
+        while piece := handle.read(1 << 16):
             try:
-                parser.feed(raw)
+                parser.feed(piece)
             except ET.ParseError:
-                break
+                broke = True
+            else:
+                broke = False
             for _, element in parser.read_events():
                 if element.tag == "testcase":
                     yield _case(element)
+            if broke:
+                return
 
 
 SEVERITY = {"crashed": 5, "failed": 4, "error": 3, "known_gap": 2, "xfailed": 1, "skipped": 1}
