@@ -433,6 +433,33 @@ def test_attempts_pytest_rerunfailures_makes_are_attempts(pytester, capsys, xdis
     assert report["conclusion"] == "failure"
 
 
+def test_pytest_exit_in_a_test_stops_the_run_it_does_not_crash_the_test(pytester):
+    """`pytest.exit(..., returncode=0)` inside a blocking gate: the session's status stayed 0, and
+    the test it stopped in was recorded as crashed (the process died), blamed on the change."""
+    pytester.makepyfile(
+        test_e="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_a():
+            pass
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_b():
+            pytest.exit("bail out", returncode=0)
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_c():
+            pass
+    """
+    )
+    pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out")
+    report = load(pytester, "gate-report.json")
+    assert report["conclusion"] == "incomplete"
+    assert "pytest stopped early: pytest.exit() was called: bail out" in report["incomplete_causes"]
+    assert report["tests"]["test_e.py::test_b"]["verdict"] == "interrupted"
+
+
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()

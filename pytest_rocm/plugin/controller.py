@@ -118,6 +118,7 @@ class Controller:
         # problems of the run itself, shown in the summary and the manifest
         self.notes: list[str] = []
         self.collection_errors: dict[str, str] = {}
+        self.exited: str | None = None  # `pytest.exit()` ended the session: what it said
         self.collected: list[str] | None = None
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
@@ -419,7 +420,8 @@ class Controller:
                 "kind": "session",
                 "nodeid": "",
                 "exitstatus": int(exitstatus),
-                "stopped": str(session.shouldfail or session.shouldstop or "") or None,
+                "stopped": str(session.shouldfail or session.shouldstop or self.exited or "")
+                or None,
                 "collection_errors": [
                     {"nodeid": n, "text": t[-2000:]} for n, t in self.collection_errors.items()
                 ],

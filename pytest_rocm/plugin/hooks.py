@@ -172,6 +172,12 @@ class ControllerHooks:
     def pytest_collectreport(self, report) -> None:
         self.controller.on_collect_report(report)
 
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        """Ctrl-C, or `pytest.exit()` (pytest calls this hook for both): an exit with returncode 0
+        left the session's status 0, and the test it stopped in read as crashed."""
+        if isinstance(excinfo.value, pytest.exit.Exception):
+            self.controller.exited = f"pytest.exit() was called: {excinfo.value.msg}"
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.controller.on_collected(item.nodeid for item in session.items)
 

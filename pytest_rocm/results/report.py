@@ -337,7 +337,12 @@ def build_gate_report(
     # one each (servers: the manifest)
     run_records = {r["kind"]: r for r in records if r.get("kind") in RUN_KINDS}
     session, preflight = run_records.get("session"), run_records.get("preflight")
-    run_ended = session is not None and session.get("exitstatus") not in STOPPED_EXIT
+    # a session pytest stopped (-x, --maxfail, pytest.exit()) ended the test it stopped in too
+    run_ended = (
+        session is not None
+        and session.get("exitstatus") not in STOPPED_EXIT
+        and not session.get("stopped")
+    )
     tests = summarise(records, group_of, signatures, run_ended)
     run = completeness(session, run_records.get("collection"), tests, signatures)
     verdict, why = conclusion(tests, run, manifest.get("runner"), preflight)
