@@ -460,6 +460,22 @@ def test_pytest_exit_in_a_test_stops_the_run_it_does_not_crash_the_test(pytester
     assert report["tests"]["test_e.py::test_b"]["verdict"] == "interrupted"
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_a_module_skipped_at_collection_says_why_in_the_report(pytester, xdist):
+    """`pytest.importorskip` of a package the runner lacks skips the whole module as it is
+    collected: it was in no part of the gate report (nothing silent)."""
+    pytester.makepyfile(
+        test_s="import pytest\n@pytest.mark.rocm_gate(group='engine')\ndef test_a(): pass\n",
+        test_mod="import pytest\npytest.importorskip('a_package_not_here')\n"
+        "@pytest.mark.rocm_gate(group='engine')\ndef test_c(): pass\n",
+    )
+    result = pytester.runpytest("--rocm-platform=mi300x-8", "--rocm-report-dir=out", *xdist)
+    report = load(pytester, "gate-report.json")
+    [skipped] = [r for r in report["skip_reasons"] if "test_mod.py" in r["reason"]]
+    assert skipped["count"] == 0 and "a_package_not_here" in skipped["reason"]
+    assert "the whole module, at collection" in result.stdout.str()
+
+
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()

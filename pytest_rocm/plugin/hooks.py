@@ -98,6 +98,10 @@ class RecordingHooks:
         self.session: pytest.Session | None = None
         self._items: dict[str, pytest.Item] | None = None  # nodeid -> item, once a test fails
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped:  # a whole module skipped as it was collected (pytest.importorskip)
+            self.recorder.note_collection_skip(report)
+
     # before xdist tells the controller this worker's collection ended
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

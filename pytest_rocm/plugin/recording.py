@@ -41,6 +41,8 @@ class Recorder:
         # setup seconds, when the setup ended, (call seconds, when it ended) or None]; its teardown
         # decides whether they are one record.
         self.waiting: list | None = None
+        # module -> why pytest skipped it whole while collecting it (its tests were never collected)
+        self.collection_skips: dict[str, str] = {}
 
     @property
     def writer(self) -> RecordWriter | None:
@@ -161,6 +163,11 @@ class Recorder:
         if call is not None:
             self._writer.write_phase(encoded_nodeid, "call", *call, encoded_spec)
 
+    def note_collection_skip(self, report: pytest.CollectReport) -> None:
+        longrepr = report.longrepr
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+        self.collection_skips[report.nodeid] = reason.removeprefix("Skipped: ")
+
     def record_collection(self, items: list[pytest.Item]) -> None:
         """What this run set out to run: the gates and grouped tests collected, with their specs.
         One process writes it (the only one, or the first xdist worker: they all collect the same
@@ -182,6 +189,10 @@ class Recorder:
                     for item in items
                     if item.nodeid in specs
                 },
+                "skipped_modules": [
+                    {"nodeid": nodeid, "reason": reason}
+                    for nodeid, reason in self.collection_skips.items()
+                ],
             }
         )
 

@@ -315,6 +315,25 @@ def skip_reasons(tests: dict[str, dict]) -> list[tuple[str, str, int]]:
     return [(status, reason, n) for (status, reason), n in reasons.most_common()]
 
 
+def skipped_modules(collection: dict | None) -> list[dict]:
+    """The modules pytest skipped whole while collecting them (`pytest.importorskip`, a module-level
+    `pytest.skip`): their tests were never collected, so they are not counted (count 0), but the
+    reason is said."""
+    found = (collection or {}).get("skipped_modules")
+    return [
+        {
+            "status": "skipped",
+            "reason": f"{entry['nodeid']}: {entry['reason']} (the whole module, at collection: "
+            "its tests are not counted)",
+            "count": 0,
+        }
+        for entry in (found if isinstance(found, list) else [])
+        if isinstance(entry, dict)
+        and isinstance(entry.get("nodeid"), str)
+        and isinstance(entry.get("reason"), str)
+    ]
+
+
 def frameworks_against_reference(records: list[dict]) -> list[dict]:
     """The live-reference golden measurements (each framework's greedy tokens against transformers'
     on the same prompts), the last attempt's of each test, in run order: the frameworks side by
@@ -355,7 +374,8 @@ def build_gate_report(
         if preflight
         else None,
         "groups": group_counts(tests),
-        "skip_reasons": [{"status": s, "reason": r, "count": n} for s, r, n in skip_reasons(tests)],
+        "skip_reasons": [{"status": s, "reason": r, "count": n} for s, r, n in skip_reasons(tests)]
+        + skipped_modules(run_records.get("collection")),
         "tests": tests,
         "frameworks_against_reference": frameworks_against_reference(records),
         "record_problems": problems,
