@@ -648,6 +648,26 @@ def test_a_server_config_with_a_bad_section_fails_the_test_clearly(pytester):
 
 
 @pytest.mark.parametrize(
+    "section, says",
+    [
+        ("vllm.mi300x", "[vllm.mi300x] names no platform (did you mean [vllm.MI300X]?)"),
+        ("vllm.MI300", "[vllm.MI300] names no platform (did you mean [vllm.MI300X]?)"),
+        ("sglang.gfx924", "[sglang.gfx924] names no platform (did you mean [sglang.gfx942]?)"),
+    ],
+)
+def test_a_server_config_section_that_names_no_platform_is_refused(tmp_path, section, says):
+    """A misspelt platform section matched no runner and was ignored: its arguments silently never
+    applied. Every section is checked, also one of another kind than the server starting."""
+    from pytest_rocm.serving.process import ServerConfigError, load_server_config
+
+    config = tmp_path / "servers.toml"
+    config.write_text(f'[vllm.default]\nargs = []\n\n[{section}]\nargs = ["--enforce-eager"]\n')
+    with pytest.raises(ServerConfigError) as raised:
+        load_server_config(config, "vllm", ["MI300X", "gfx942", "amd"])
+    assert str(config) in str(raised.value) and says in str(raised.value)
+
+
+@pytest.mark.parametrize(
     "config,says",
     [
         ("model_name: x/y\ngroup: [distributed_moe\n", "not valid YAML, fix the file"),

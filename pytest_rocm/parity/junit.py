@@ -214,16 +214,13 @@ def _cases_before_break(source: str) -> Iterator[tuple[str, Case]]:
     parser = ET.XMLPullParser(events=("end",))
     with open(source, "rb") as handle:
         while piece := handle.read(1 << 16):
+            parser.feed(piece)  # (a parse error is queued with the events, and raised from there)
+            events = parser.read_events()
             try:
-                parser.feed(piece)
+                for _, element in events:
+                    if element.tag == "testcase":
+                        yield _case(element)
             except ET.ParseError:
-                broke = True
-            else:
-                broke = False
-            for _, element in parser.read_events():
-                if element.tag == "testcase":
-                    yield _case(element)
-            if broke:
                 return
 
 

@@ -14,6 +14,7 @@ comes back on a rerun after a healthy probe (then a change broke the server).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib.util
 import json
@@ -66,6 +67,28 @@ class PlatformServerConfig:
     sources: list[str] = field(default_factory=list)
 
 
+def _check_section_names(path: Path, kind: str, sections: object) -> None:
+    """Every `[KIND.KEY]` names a platform key (a SKU, an architecture, a vendor) or `default`: a
+    misspelt one (`[vllm.mi300x]`, `[vllm.MI300]`) matched no runner and was ignored silently."""
+    from pytest_rocm.hw.skus import ALL_SKUS, KNOWN_AMD_ARCHS, NVIDIA_ARCH_BY_SKU
+
+    if not isinstance(sections, dict):
+        return  # (read_config says what a section must be)
+    allowed = {"default", "amd", "nvidia", "cpu", *ALL_SKUS, *KNOWN_AMD_ARCHS}
+    allowed |= set(NVIDIA_ARCH_BY_SKU.values())
+    for key in sections:
+        if key not in allowed:
+            close = [
+                a for a in sorted(allowed) if a.lower() == key.lower()
+            ] or difflib.get_close_matches(key, sorted(allowed), n=1)
+            raise ServerConfigError(
+                f"server configuration {path}: [{kind}.{key}] names no platform"
+                + (f" (did you mean [{kind}.{close[0]}]?)" if close else "")
+                + "; a section is `default`, a vendor (amd, nvidia, cpu), an architecture (gfx942) "
+                "or a SKU (MI300X), as `rocm-gate doctor` names them"
+            )
+
+
 def load_server_config(
     path: Path | None, kind: str, platform_keys: list[str | None]
 ) -> PlatformServerConfig:
@@ -79,6 +102,8 @@ def load_server_config(
     data = read_config(
         path, "server configuration", ServerConfigError, "servers", sections=tuple(SERVER_MODULES)
     )
+    for each_kind, its_sections in data.items():
+        _check_section_names(path, each_kind, its_sections)
     sections = data.get(kind, {})
     for key in ["default", *reversed(platform_keys)]:
         section = sections.get(key)
