@@ -398,6 +398,41 @@ def test_an_earlier_report_of_another_shape_is_named(tmp_path, capsys):
     assert f"cannot read {previous}: its `passing` and `tests` are not shaped" in err
 
 
+def test_an_interrupted_test_of_a_gate_report_is_counted_not_lost(tmp_path, capsys):
+    """A gate report's `interrupted` status had no column: the test passed on the reference,
+    counted in no column on the candidate, and the row did not add up."""
+    from pytest_rocm.results.report import GATE_REPORT_SCHEMA
+
+    (tmp_path / "ref.xml").write_text(junit_with([("tests.test_a", "test_0")]))
+    report = tmp_path / "cand" / "gate-report.json"
+    report.parent.mkdir()
+    entry = {"status": "interrupted", "group": "api", "message": "", "detail": "", "attempts": []}
+    report.write_text(
+        json.dumps({"schema": GATE_REPORT_SCHEMA, "tests": {"tests/test_a.py::test_0": entry}})
+    )
+    assert (
+        parity("--reference", tmp_path / "ref.xml", "--candidate", report, "--out", tmp_path) == 0
+    )
+    overall = load(tmp_path)["overall"]
+    assert (overall["reference_passing"], overall["both_passing"], overall["error"]) == (1, 0, 1)
+
+
+def test_a_file_name_with_a_line_break_is_printed_on_one_line(tmp_path, capsys):
+    """A dropped file's name went to stderr as it is: a name with a line break printed a line of
+    its own, which GitHub Actions reads as a workflow command (`::error ...`)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "x\n::error title=forged::y.xml").write_text("not xml")
+    good = SAMPLES / "junit/junitparser_pytest_error.xml"
+    assert (
+        parity("--reference", good, "--candidate", folder, good, "--keep-going", "--out", tmp_path)
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert not [line for line in err.splitlines() if line.startswith("::")]
+    assert "x\\n::error" in err
+
+
 def test_missing_input_path(tmp_path, capsys):
     assert parity("--reference", tmp_path / "nope", "--candidate", tmp_path, "--out", tmp_path) == 2
     assert "no such file or folder" in capsys.readouterr().err

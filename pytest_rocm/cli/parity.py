@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file
+from pytest_rocm.schemas.markdown import visible
 
 
 def _fraction(value: str) -> float:
@@ -150,7 +151,10 @@ def _compare(args, reading) -> int:
         try:
             previous = parity_mod.read_previous(args.previous) if args.previous else None
         except (OSError, ValueError) as exc:
-            print(f"rocm-gate parity: cannot read {args.previous}: {exc}", file=sys.stderr)
+            print(
+                f"rocm-gate parity: cannot read {visible(args.previous)}: {visible(exc)}",
+                file=sys.stderr,
+            )
             return exits.BAD_INPUT
         report: dict = {"schema": parity_mod.PARITY_SCHEMA}
         if reading is not None:
@@ -168,7 +172,7 @@ def _compare(args, reading) -> int:
             if args.reference:
                 report["sglang"]["executed"] = executed_coverage(registered, report, applicability)
     except (GroupMapError, ApplicabilityError, JUnitError, InputError, RegistryError) as exc:
-        print(f"rocm-gate parity: {exc}", file=sys.stderr)
+        print(f"rocm-gate parity: {visible(exc)}", file=sys.stderr)
         return exits.BAD_INPUT
     markdown = render(report, args.min_parity)
     write_json_atomic(args.out / "parity.json", report)
@@ -182,7 +186,8 @@ def _compare(args, reading) -> int:
     for dropped in report.get("inputs", {}).get("reference", {}).get("dropped", []) + report.get(
         "inputs", {}
     ).get("candidate", {}).get("dropped", []):
-        print(f"dropped: {dropped}", file=sys.stderr)
+        # file names are the artifact's: a newline in one would start a workflow command line
+        print(f"dropped: {visible(dropped)}", file=sys.stderr)
     print(f"wrote {args.out / 'parity.json'} and {args.out / 'parity.md'}")
     if args.min_parity is not None and (headline is None or headline < args.min_parity):
         print(f"parity {headline} is below the minimum {args.min_parity}", file=sys.stderr)
