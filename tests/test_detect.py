@@ -1,6 +1,7 @@
 """Live detection: every source may be missing, refuse permission, hang or print nonsense; none
 crashes the run."""
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -10,6 +11,8 @@ from conftest import SAMPLES
 
 from pytest_rocm.hw import detect
 from pytest_rocm.hw.parsers import nvidia_smi, torch_query
+
+STATIC_JSON = SAMPLES / "amd-smi/mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json"
 from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir
 
 
@@ -237,3 +240,47 @@ def test_torch_query_hung_gpu_times_out(tmp_path, monkeypatch):
     env = fake_torch(tmp_path, hip="7.0", count=1, hang="import time; time.sleep(30)")
     result, _ = detect._attempt("torch", lambda: torch_query.probe(env=env))
     assert not result.ok and "torch did not answer in 1 s (hung GPU or driver?)" in result.detail
+
+
+def _static_with(change) -> str:
+    """The real 8 x MI300X `amd-smi static --json` capture, its first GPU changed by `change`."""
+    data = json.loads(STATIC_JSON.read_text())
+    change(data["gpu_data"][0])
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda g: g["vram"].update(size="196592MB"),
+        lambda g: g["vram"].update(size=196592),
+        lambda g: g["asic"].update(num_compute_units="304 CUs"),
+        lambda g: g["asic"].update(target_graphics_version=942),
+        lambda g: g["asic"].update(device_id=0x74A1),
+        lambda g: g.update(bus="N/A"),
+    ],
+    ids=[
+        "size-without-space",
+        "size-bare-number",
+        "cus-with-word",
+        "gfx-as-number",
+        "id-as-int",
+        "board-na",
+    ],
+)
+def test_odd_values_in_amd_smi_static_json_keep_the_source(change):
+    """One odd value used to discard the whole amd-smi source (ValueError, TypeError,
+    AttributeError), the platform then read from nothing."""
+    from pytest_rocm.hw.parsers import amd_smi
+
+    parsed = amd_smi.parse(_static_with(change))
+    assert len(parsed.gpus) == 8 and parsed.gpus[0].sku == "MI300X"
+    assert parsed.gpus[0].device_id == "0x74a1" and parsed.gpus[0].memory_gb == 192.0
+
+
+def test_lines_around_amd_smi_json_are_skipped():
+    """A `[WARNING] ...` line before the JSON starts with `[`, and a log line may follow it."""
+    from pytest_rocm.hw.parsers import amd_smi
+
+    text = "[WARNING] amdgpu driver version mismatch\n" + STATIC_JSON.read_text() + "\ndone.\n"
+    assert len(amd_smi.parse(text).gpus) == 8

@@ -15,20 +15,24 @@ from pytest_rocm.hw.skus import identify_amd
 _UUID_DEVICE = re.compile(r"^[0-9a-f]{2}ff([0-9a-f]{4})-", re.IGNORECASE)
 
 
-def _json_start(text: str) -> int:
-    """Without render-group access amd-smi prints a text banner before the JSON; skip it."""
-    match = re.search(r"^[\[{]", text, re.MULTILINE)
-    if not match:
-        raise UnexpectedOutput("no JSON object or list found in amd-smi output")
-    return match.start()
+def _json_document(text: str) -> tuple[int, object]:
+    """(where it starts, the document): the first line that starts a JSON value which parses.
+    Without render-group access amd-smi prints a text banner before the JSON, a `[WARNING] ...`
+    line starts with `[` too, and a log line may follow the document: all skipped."""
+    decoder = json.JSONDecoder()
+    error = None
+    for match in re.finditer(r"^[\[{]", text, re.MULTILINE):
+        try:
+            return match.start(), decoder.raw_decode(text, match.start())[0]
+        except json.JSONDecodeError as exc:
+            error = error or exc
+    if error is not None:
+        raise UnexpectedOutput(f"amd-smi JSON does not parse: {error}")
+    raise UnexpectedOutput("no JSON object or list found in amd-smi output")
 
 
 def parse_static_json(text: str) -> Parsed:
-    start = _json_start(text)
-    try:
-        data = json.loads(text[start:])
-    except json.JSONDecodeError as exc:
-        raise UnexpectedOutput(f"amd-smi JSON does not parse: {exc}") from exc
+    start, data = _json_document(text)
     if isinstance(data, dict) and "gpu_data" in data:  # ROCm 7 shape
         entries = data["gpu_data"]
     elif isinstance(data, list):  # older shape: a list of per-GPU objects
@@ -52,29 +56,54 @@ def parse_static_json(text: str) -> Parsed:
     return parsed
 
 
+def _table(entry: dict, key: str) -> dict:
+    """A section of a GPU's entry; `N/A` (amd-smi could not read the section) is an empty one."""
+    section = entry.get(key)
+    return section if isinstance(section, dict) else {}
+
+
+_SIZE = re.compile(r"^\s*([\d.]+)\s*([A-Za-z]*)\s*$")
+_COUNT = re.compile(r"^\s*(\d+)\b")
+
+
+def _memory_gib(size) -> float | None:
+    """`vram.size`: {"value": 196592, "unit": "MB"}, "196592 MB", "196592MB" or a bare number (MB)."""
+    if isinstance(size, dict):
+        size = None if missing(size.get("value")) else f"{size['value']} {size.get('unit') or ''}"
+    if isinstance(size, int | float) and not isinstance(size, bool):
+        size = str(size)
+    if not isinstance(size, str) or missing(size):
+        return None
+    match = _SIZE.match(size)
+    if match is None:
+        raise UnexpectedOutput(f"vram size {size!r} is not a number with a unit")
+    return gib(match.group(1), match.group(2) or "MB")
+
+
+def _device_id(value) -> str | None:
+    """0x74a1, as amd-smi prints it; an integer or bare hex digits as the same text."""
+    if missing(value):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"0x{value:04x}"
+    text = str(value).strip().lower()
+    return f"0x{text}" if re.fullmatch(r"[0-9a-f]{4}", text) else text
+
+
 def _gpu_from_static(entry: dict, position: int) -> Gpu:
-    asic = entry.get("asic") or {}
-    board = entry.get("board") or {}
-    vram = entry.get("vram") or {}
-    bus = entry.get("bus") or {}
-    name = _first_present(
-        asic.get("market_name"), board.get("product_name") if isinstance(board, dict) else None
-    )
-    memory = None
-    size = vram.get("size") if isinstance(vram, dict) else None
-    if isinstance(size, dict) and not missing(size.get("value")):
-        memory = gib(size["value"], size.get("unit", "MB"))
-    elif isinstance(size, str) and not missing(size):
-        value, _, unit = size.partition(" ")
-        memory = gib(value, unit or "MB")
+    asic, board, vram, bus = (_table(entry, key) for key in ("asic", "board", "vram", "bus"))
+    name = _first_present(asic.get("market_name"), board.get("product_name"))
+    memory = _memory_gib(vram.get("size"))
     cus = asic.get("num_compute_units")
-    cus = None if missing(cus) else int(cus)
-    device_id = None if missing(asic.get("device_id")) else asic.get("device_id")
+    counted = None if missing(cus) else _COUNT.match(str(cus))
+    if counted is None and not missing(cus):
+        raise UnexpectedOutput(f"num_compute_units {cus!r} is not a number")
+    cus = int(counted.group(1)) if counted else None
+    device_id = _device_id(asic.get("device_id"))
+    target = asic.get("target_graphics_version")
     sku, arch = identify_amd(
         name,
-        None
-        if missing(asic.get("target_graphics_version"))
-        else asic.get("target_graphics_version"),
+        None if missing(target) else str(target),
         device_id,
         memory,
         cus,
@@ -88,7 +117,7 @@ def _gpu_from_static(entry: dict, position: int) -> Gpu:
         raw_name=name,
         memory_gb=memory,
         device_id=device_id,
-        pci_bus=None if missing(bus.get("bdf")) else bus.get("bdf"),
+        pci_bus=None if missing(bus.get("bdf")) else str(bus.get("bdf")),
         partition=_partition(entry),
         compute_units=cus,
     )
@@ -183,10 +212,7 @@ def parse_text(text: str) -> Parsed:
 
 def parse_version_json(text: str) -> Parsed:
     """`amd-smi version --json`: the ROCm version and the amdgpu driver."""
-    try:
-        data = json.loads(text[_json_start(text) :])
-    except json.JSONDecodeError as exc:
-        raise UnexpectedOutput(f"amd-smi version JSON does not parse: {exc}") from exc
+    data = _json_document(text)[1]
     entry = data[0] if isinstance(data, list) and data else data
     if not isinstance(entry, dict):
         raise UnexpectedOutput("amd-smi version JSON is not an object")
