@@ -12,8 +12,9 @@ from conftest import SAMPLES
 from pytest_rocm.hw import detect
 from pytest_rocm.hw.parsers import nvidia_smi, torch_query
 
-STATIC_JSON = SAMPLES / "amd-smi/mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json"
 from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir
+
+STATIC_JSON = SAMPLES / "amd-smi/mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json"
 
 
 def fake_tool(folder: Path, name: str, script: str, executable: bool = True) -> None:
@@ -265,7 +266,7 @@ def _static_with(change) -> str:
         "cus-with-word",
         "gfx-as-number",
         "id-as-int",
-        "board-na",
+        "bus-na",
     ],
 )
 def test_odd_values_in_amd_smi_static_json_keep_the_source(change):
