@@ -11,7 +11,6 @@ from conftest import SAMPLES
 
 from pytest_rocm.hw import detect
 from pytest_rocm.hw.parsers import nvidia_smi, torch_query
-
 from pytest_rocm.hw.parsers.kfd_sysfs import gfx_from_target_version, parse_dir
 
 STATIC_JSON = SAMPLES / "amd-smi/mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json"
