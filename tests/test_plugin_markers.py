@@ -101,9 +101,9 @@ def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker,
             "@pytest.mark.rocm_gates is not a pytest-rocm marker (did you mean "
             "@pytest.mark.rocm_gate?)",
         ),
-        ('rocm_gate_engine', "@pytest.mark.rocm_gate_engine is not a pytest-rocm marker;"),
-        ('hardwar(gpus=2)', "(did you mean @pytest.mark.hardware?)"),
-        ('vllm_servr(args=[])', "(did you mean @pytest.mark.vllm_server?)"),
+        ("rocm_gate_engine", "@pytest.mark.rocm_gate_engine is not a pytest-rocm marker;"),
+        ("hardwar(gpus=2)", "(did you mean @pytest.mark.hardware?)"),
+        ("vllm_servr(args=[])", "(did you mean @pytest.mark.vllm_server?)"),
     ],
 )
 def test_a_misspelt_marker_is_a_collection_error_not_a_plain_test(pytester, marker, message):

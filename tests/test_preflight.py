@@ -1535,9 +1535,13 @@ def test_bad_pages_amd_smi_could_not_read_are_not_measured(capsys, tmp_path, pri
     assert checks == {"bad_pages.not_measured"}
     assert "unreservable" not in json.dumps(hardware)
     # a real count beside them is still judged
-    source.write_text(text.replace(
-            f"UN_RES: {printed}", "UN_RES:\n        PAGE_ADDRESS: 0x12345\n        PAGE_SIZE: 4096", 1
-        ))
+    source.write_text(
+        text.replace(
+            f"UN_RES: {printed}",
+            "UN_RES:\n        PAGE_ADDRESS: 0x12345\n        PAGE_SIZE: 4096",
+            1,
+        )
+    )
     code, evidence = preflight(
         capsys, "--sku", "MI300X", "--require", "hardware", "--source", f"amd-smi={source}"
     )

@@ -355,7 +355,8 @@ def _read_gate_report(path: Path, side: Side) -> None:
                 "with `rocm-gate verdict DIR`"
             )
         status = test["status"]
-        if status == "interrupted":  # (no column of its own: the run stopped in it, it did not pass)
+        # no column of its own: the run stopped in it, it did not pass
+        if status == "interrupted":
             status, test = "error", {**test, "message": "interrupted: the run stopped in it"}
         gap = test.get("known_gap") or {}
         message = test.get("message") or test.get("detail") or ""

@@ -77,9 +77,7 @@ class TestSpec:
 
 def _registered_markers(config: pytest.Config) -> set[str]:
     """The names of the markers registered in the ini file and by plugins (ours too)."""
-    return {
-        line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")
-    }
+    return {line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")}
 
 
 def _check_not_stacked(item: pytest.Item) -> None:
