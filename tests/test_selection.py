@@ -403,6 +403,22 @@ def test_another_platforms_files_select_nothing_on_the_vllm_map():
     assert select(["vllm/v1/engine/output_processor.py"], group_map, history).groups
 
 
+def test_files_the_tests_load_select_them_an_example_program_does_not():
+    """`examples/` was ignored whole, but tests/tool_use/ starts servers with
+    `--chat-template examples/tool_chat_template_*.jinja`: a change to a template ran nothing."""
+    group_map = load_group_map(VLLM_MAP)
+    template = select(["examples/tool_chat_template_hermes.jinja"], group_map, None)
+    assert set(template.groups) == {"api"} and "tests/tool_use/" in template.tests
+    # ROCm's paged attention kernel: history alone linked it to the quantization kernels' tests
+    history = CoChange.learn(read_history(UPSTREAM / "vllm-main-history.jsonl"))
+    kernel = select(["csrc/rocm/attention.cu"], group_map, history)
+    assert "attention" in kernel.groups and "tests/kernels/attention/" in kernel.tests
+    program = select(["examples/online_serving/openai_chat_client.py"], group_map, None)
+    assert program.groups == {} and program.ignored == [
+        "examples/online_serving/openai_chat_client.py"
+    ]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
