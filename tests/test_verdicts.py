@@ -206,7 +206,7 @@ def test_fault_campaign(pytester, xdist):
     )
     assert tests["test_campaign.py::test_assertion"]["probes"] == []  # no signature: no probe
     assert tests["test_campaign.py::test_flaky_once"]["verdict_reason"].startswith(
-        "failed without an infrastructure signature, then passed on attempt 1"
+        "failed without an infrastructure signature, then passed on attempt 2"
     )
     hang = tests["test_campaign.py::test_hang_once"]
     assert hang["attempts"][0]["signature"]["name"] == "timeout"

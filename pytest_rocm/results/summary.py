@@ -16,6 +16,7 @@ COLUMNS = (
     ("interrupted", "interrupted"),
     ("skipped", "skipped"),
     ("xfailed", "xfail"),
+    ("xpassed", "xpass"),
     ("known_gap", "known gaps"),
     ("not_applicable", "n/a"),
     ("regression", "regression"),

@@ -198,4 +198,5 @@ def decide(attempts: list[dict], probes: list[dict]) -> tuple[str, str]:
 
 
 def _first_pass(attempts: list[dict]) -> int:
-    return next(i for i, a in enumerate(attempts) if a["status"] == "passed")
+    """The first passing attempt, counted from 1 (as the reasons say "on all 2 attempts")."""
+    return next(i for i, a in enumerate(attempts, start=1) if a["status"] == "passed")
