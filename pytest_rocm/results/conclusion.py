@@ -152,10 +152,15 @@ def collection_error_cause(text: str, signatures) -> dict:
     lines = [
         line for line in text.strip().splitlines() if line.startswith("E ")
     ] or text.strip().splitlines()
-    return {
-        "kind": "change",
-        "detail": (lines[-1] if lines else "no detail").removeprefix("E").strip()[:300],
-    }
+    detail = (lines[-1] if lines else "no detail").removeprefix("E").strip()
+    return {"kind": "change", "detail": _shortened(detail, 300)}
+
+
+def _shortened(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word's end and marked, not mid-word."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def _xdist_difference(text: str) -> str | None:
