@@ -476,6 +476,33 @@ def test_a_module_skipped_at_collection_says_why_in_the_report(pytester, xdist):
     assert "the whole module, at collection" in result.stdout.str()
 
 
+def test_an_infrastructure_looking_failure_never_rerun_is_neither_blamed_nor_excused(pytester):
+    """`--rocm-reruns 0` and a blocking gate that fails with a HIP fault's text: nothing reran it
+    or probed its device, yet the run concluded `neutral` (excused as the runner's) on the text
+    alone. A signature alone never decides: incomplete."""
+    pytester.makepyfile(
+        test_hip="""
+        import pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        def test_hip():
+            raise RuntimeError("HIP error: hipErrorNoDevice: no ROCm-capable device is detected")
+    """
+    )
+    result = pytester.runpytest(
+        "--rocm-platform=mi300x-8",
+        "--rocm-report-dir=out",
+        "--rocm-reruns=0",
+        "--rocm-exit-by-conclusion",
+    )
+    report = load(pytester, "gate-report.json")
+    assert report["tests"]["test_hip.py::test_hip"]["verdict"] == "unconfirmed"
+    assert report["conclusion"] == "incomplete" and result.ret == 3
+    assert (
+        "failed with an infrastructure signature and were not rerun" in report["conclusion_reason"]
+    )
+
+
 def test_rebuilding_from_records_gives_the_same_file(pytester, capsys):
     run_suite(pytester)
     original = (pytester.path / "out/gate-report.json").read_bytes()

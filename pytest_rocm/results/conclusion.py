@@ -10,7 +10,9 @@ Conclusions (docs/reference.md "Conclusions", docs/architecture.md), first that 
 - failure: a blocking gate regressed (confirmed), a blocking gate failed and was
   never rerun without an infrastructure signature, or a test file failed to
   collect for a reason of its own (a syntax error reproduces: the change broke it);
-- incomplete: the run did not execute what it collected (see above);
+- incomplete: the run did not execute what it collected (see above), or a blocking gate failed
+  with an infrastructure signature and was never rerun (no evidence either way: neither blamed on
+  the change nor passed off as the runner's);
 - neutral: a blocking gate hit an infrastructure fault (evidence attached, reruns
   exhausted), or the health probe failed before any test ran;
 - skipped: the run finished and no blocking gate executed (none collected, or all
@@ -268,9 +270,9 @@ def conclusion(
     unconfirmed = sorted(n for n, t in blocking.items() if t["verdict"] == "unconfirmed")
     unconfirmed_plain = [n for n in unconfirmed if not _signature_of(blocking[n])]
     broken_files = [e for e in run["collection_errors"] if e["cause"] == "change"]
-    infra = sorted(n for n, t in blocking.items() if t["verdict"] == "infra") + [
-        n for n in unconfirmed if n not in unconfirmed_plain
-    ]
+    # a signature but no rerun and no probe (--rocm-reruns 0): no evidence either way
+    unconfirmed_signed = [n for n in unconfirmed if n not in unconfirmed_plain]
+    infra = sorted(n for n, t in blocking.items() if t["verdict"] == "infra")
     executed = [n for n, t in blocking.items() if t["attempts"][0]["status"] in EXECUTED]
     if regressions or unconfirmed_plain or broken_files:
         parts = []
@@ -293,6 +295,12 @@ def conclusion(
     if not run["complete"]:
         return "incomplete", "the run did not execute what it collected: " + "; ".join(
             run["incomplete_causes"]
+        )
+    if unconfirmed_signed:
+        return "incomplete", (
+            f"{len(unconfirmed_signed)} blocking gate(s) failed with an infrastructure signature "
+            f"and were not rerun, so nothing confirms either the fault or a regression: "
+            f"{', '.join(unconfirmed_signed[:10])}; run them again (reruns on: --rocm-reruns)"
         )
     if infra or (preflight is not None and not preflight.get("ok")):
         where = f" on runner {runner}" if runner else ""
