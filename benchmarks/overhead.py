@@ -13,9 +13,12 @@ in every test).
 Two figures, each against the anchor measured in the same sitting:
 
 - `--instructions`: the instructions each run executes in user space (valgrind's cachegrind), the
-  same count on every run (PYTHONHASHSEED=0), so one run per variant and no noise: the figure that
-  can tell 1.02 from 1.04 here. It counts work, not time: system calls are left out, and code that
-  runs several instructions a cycle (json's C decoder and encoder) weighs more in it than in time.
+  same count on every run (PYTHONHASHSEED=0) within a sitting, so one run per variant: the figure
+  that can tell 1.02 from 1.04 here. Compare only within one sitting: the same code measured 1.0396
+  in the morning of 2026-12-05 and 1.0334 that afternoon, with other work on the machine both times
+  (pytest's own work depends a little on time). It counts work, not time: system calls are left out,
+  and code that runs several instructions a cycle (json's C decoder and encoder) weighs more in it
+  than in time.
 - CPU time (user + system) of each run over `--runs` rounds that alternate the variants' order;
   the median of each round's own ratio, with the rounds' spread. What a run costs, but on this
   shared 2-core VM two sittings of 10 rounds differ by 5% (the same code measured 1.087 and 1.104),
