@@ -56,6 +56,19 @@ HISTORY = [
 ]
 
 
+def git_repo(repo) -> list[str]:
+    """A git repository made at `repo`; the command that runs git in it, with an author."""
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    return git
+
+
+def commit(git: list[str], message: str) -> None:
+    """Everything in the tree, added, changed or deleted, as one commit."""
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", message], check=True)
+
+
 @pytest.fixture
 def small(tmp_path):
     (tmp_path / "map.toml").write_text(MAP)
@@ -121,13 +134,11 @@ def test_the_cli_from_a_file_and_from_git(small):
     assert set(json.loads(done.stdout)["groups"]) == {"attention"}
     repo = small / "repo"
     repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    git = git_repo(repo)
     (repo / "setup.py").write_text("x = 1\n")
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    commit(git, "base")
     (repo / "setup.py").write_text("x = 2\n")
-    subprocess.run([*git, "commit", "-qam", "change"], check=True)
+    commit(git, "change")
     done = rocm_gate(
         "select", "--map", small / "map.toml", "--base", "HEAD~1", "--head", "HEAD", "--repo", repo
     )
@@ -140,10 +151,9 @@ def test_the_cli_from_a_file_and_from_git(small):
     for number in range(3):
         (repo / "vllm/sched.py").write_text(f"x = {number}\n")
         (repo / "tests/v1/core/test_sched.py").write_text(f"def test(): assert {number} >= 0\n")
-        subprocess.run([*git, "add", "."], check=True)
-        subprocess.run([*git, "commit", "-qm", f"sched {number}"], check=True)
+        commit(git, f"sched {number}")
     (repo / "vllm/sched.py").write_text("x = 9\n")
-    subprocess.run([*git, "commit", "-qam", "change sched"], check=True)
+    commit(git, "change sched")
     done = rocm_gate(
         "select",
         "--map",
@@ -179,14 +189,12 @@ def test_the_cli_from_a_file_and_from_git(small):
 def _repo_with_a_change(small):
     repo = small / "repo"
     repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    git = git_repo(repo)
     (repo / "docs").mkdir()
     (repo / "docs/a.md").write_text("a\n")
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    commit(git, "base")
     (repo / "docs/a.md").write_text("b\n")
-    subprocess.run([*git, "commit", "-qam", "docs"], check=True)
+    commit(git, "docs")
     return repo
 
 
@@ -200,13 +208,11 @@ def test_what_runs_exists_in_the_head_and_holds_tests(small):
     for name in ("test_sched.py", "test_kv.py"):
         (core / name).write_text("def test_a(): pass\n")
     (core / "helpers/util.py").write_text("X = 1\n")
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    git = git_repo(repo)
+    commit(git, "base")
     (core / "test_kv.py").unlink()
     (core / "helpers/util.py").write_text("X = 2\n")
-    subprocess.run([*git, "commit", "-qam", "delete a test, change a helper"], check=True)
+    commit(git, "delete a test, change a helper")
     done = rocm_gate(
         "select",
         "--map",
