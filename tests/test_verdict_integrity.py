@@ -665,8 +665,8 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
         assert spaced.ret == pytest.ExitCode.USAGE_ERROR
         spaced.stderr.fnmatch_lines(
             [
-                "*--rocm-group-map ../plugin/suites/upstream/vllm.toml: pytest took this path "
-                "for a test path too and chose the rootdir */plugin/suites*"
+                "*--rocm-group-map ../plugin/suites/upstream/vllm.toml: pytest takes this path "
+                "for a test path too and chooses the rootdir */plugin/suites*"
                 "write --rocm-group-map=../plugin/suites/upstream/vllm.toml with '='*"
             ]
         )
@@ -681,10 +681,10 @@ def test_the_space_form_of_the_group_map_never_groups_nothing_silently(pytester)
 
 
 def test_a_report_folder_typed_with_a_space_never_moves_the_node_ids(pytester):
-    """`--rocm-report-dir gate-out tests/` in a tree without an ini file: the first run is right
-    (the folder does not exist yet), every later run into the same folder took it for a test path
-    too, chose the rootdir above both, and prefixed every node id, so its baseline no longer
-    matched and a passing accuracy gate failed as a regression."""
+    """`--rocm-report-dir gate-out tests/` in a tree without an ini file: every run into the folder
+    once it exists took it for a test path too, chose the rootdir above both, and prefixed every
+    node id, so its baseline no longer matched and a passing accuracy gate failed as a
+    regression."""
     tree = pytester.mkdir("tree")
     (tree / "tests").mkdir()
     (tree / "tests/test_acc.py").write_text(
@@ -694,15 +694,22 @@ def test_a_report_folder_typed_with_a_space_never_moves_the_node_ids(pytester):
     args = ["--rocm-platform=cpu", "-p", "no:cacheprovider", "--rocm-report-dir", str(out)]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tree)
-        first = pytester.runpytest_subprocess(*args, "tests/")
-        assert first.ret == 0 and "tests/test_acc.py::test_a" in read_report(out)["tests"]
-        again = pytester.runpytest_subprocess(*args, "tests/")
+        # the first run too: the folder it creates moves the rootdir of the next run, and at once
+        # that of its own xdist workers, which parse the same command line once it exists (they
+        # died refusing it, and the run concluded `skipped`, exit 5)
+        for xdist in ([], ["-n", "2"]):
+            refused = pytester.runpytest_subprocess(*args, "tests/", *xdist)
+            assert refused.ret == pytest.ExitCode.USAGE_ERROR
+            assert refused.stderr.lines[0].startswith(
+                f"ERROR: --rocm-report-dir {out}: pytest takes this path for a test path too"
+            )
+            assert "Traceback" not in refused.stderr.str() + refused.stdout.str()
+            assert not out.exists()  # a usage error concludes nothing: no report to mirror
         joined = pytester.runpytest_subprocess(*args[:-2], f"--rocm-report-dir={out}", "tests/")
+        assert joined.ret == 0
+        assert list(read_report(out)["tests"]) == ["tests/test_acc.py::test_a"]
+        again = pytester.runpytest_subprocess(*args, "tests/")  # the folder exists now
     assert again.ret == pytest.ExitCode.USAGE_ERROR
-    again.stderr.fnmatch_lines(
-        [f"*--rocm-report-dir {out}: pytest took this path for a test path too*with '='*"]
-    )
-    assert joined.ret == 0 and list(read_report(out)["tests"]) == ["tests/test_acc.py::test_a"]
 
 
 def test_a_rerun_works_when_pytest_starts_outside_the_rootdir(pytester):

@@ -54,6 +54,8 @@ SIGNATURE_LINES = {
     "hip_launch_failure": "HIP error: hipErrorLaunchFailure (unspecified launch failure)",
     "gpu_hang": "HW Exception by GPU node-2 (Agent handle: 0x55d1) reason :GPU Hang",
     "memory_access_fault": "Memory access fault by GPU node-3 (Agent handle: 0x5a2f) on address 0x7f2a. Reason: Unknown.",
+    # torch 2.11+cu130 on an H100 (tests/data/h100-sticky-fault/)
+    "device_fault": "torch.AcceleratorError: CUDA error: device-side assert triggered",
     "amdgpu_reset": "[ 8123.4] amdgpu 0000:1b:00.0: amdgpu: GPU reset begin!",
     "collective_error": "NCCL WARN NET/IB : Got completion from peer with error 12",
     "no_space": "OSError: [Errno 28] No space left on device: '/root/.cache/vllm'",

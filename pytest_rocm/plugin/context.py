@@ -44,6 +44,8 @@ class RunContext:
         self.workerinput: dict | None = getattr(config, "workerinput", None) or rerun_helper_input(
             config
         )
+        # a fresh process the controller started (plugin/fresh.py), not an xdist worker
+        self.rerun_helper = not hasattr(config, "workerinput") and self.workerinput is not None
         self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
         self.session_id = (
             self.workerinput["rocm_session"] if self.workerinput else uuid.uuid4().hex[:12]

@@ -3,10 +3,11 @@ process).
 
 It claims the report folder for the run (`report_folder`: two runs never mix
 their files), checks the devices with the health probe before any test runs,
-plans reruns of blocking gates as attempts end, records dead workers, runs the reruns nothing took
-during the pass (in this process without xdist; with xdist in pytest
-subprocesses, as many at a time as there are workers), and at the end writes the
-manifest and the gate report, saying whether the run was complete.
+plans reruns of blocking gates as attempts end, records dead workers, replaces an xdist worker a
+device fault poisoned, runs the reruns nothing took during the pass (in this process without xdist
+while no fault poisoned it; else in fresh pytest processes, `fresh`, as many at a time as there are
+workers, with the tests a poisoned process did not run), and at the end writes the manifest and the
+gate report, saying whether the run was complete.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import gc
 import os
 import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,96 +24,34 @@ from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.activation import carries_marker
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.options import DEFAULT_PROBE
+from pytest_rocm.plugin.recording import Recorder
 from pytest_rocm.plugin.report_folder import ReportFolder
 from pytest_rocm.results import health_probe
 from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION
+from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY
 from pytest_rocm.results.records import (
     RecordWriter,
     collected_specs,
-    ends_attempt,
     last_attempt_records,
+    process_records,
     read_records,
 )
 from pytest_rocm.results.report import build_gate_report, evidence_texts, gate_report_json
-from pytest_rocm.results.reruns import RerunPlanner, describe_exit, run_probe
+from pytest_rocm.results.reruns import RerunPlanner, describe_exit, property_of, run_probe
 from pytest_rocm.schemas.artifacts import write_json_atomic, write_text_atomic
-
-# xdist options (and ours) that a rerun subprocess must not repeat: it runs one test, alone.
-# a rerun must not wipe its tmp dirs
-_NOT_PASSED_ON = (
-    "-n",
-    "--numprocesses",
-    "--dist",
-    "-d",
-    "--tx",
-    "--maxprocesses",
-    "--max-worker-restart",
-    "--junitxml",
-    "--junit-xml",
-    "--rocm-report-dir",
-    "--rocm-platform",
-    "--rocm-reruns",
-    "--rocm-propose-baselines",
-    "--rocm-rerun-helper",
-    "--rocm-exit-by-conclusion",
-    "-x",
-    "--exitfirst",
-    "--maxfail",
-    "--lf",
-    "--last-failed",
-    "--ff",
-    "--failed-first",
-    "--sw",
-    "--stepwise",
-    "--basetemp",
-)
-_TAKES_VALUE = {
-    "-n",
-    "--numprocesses",
-    "--dist",
-    "--tx",
-    "--maxprocesses",
-    "--max-worker-restart",
-    "--junitxml",
-    "--junit-xml",
-    "--rocm-report-dir",
-    "--rocm-platform",
-    "--rocm-reruns",
-    "--rocm-propose-baselines",
-    "--rocm-rerun-helper",
-    "--maxfail",
-    "--basetemp",
-}
-
-
-def passthrough_args(config: pytest.Config) -> list[str]:
-    """The run's own command line, less its test selection and what must not repeat in a rerun."""
-    args, positional = list(config.invocation_params.args), set(config.args)
-    kept, skip_value = [], False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in _NOT_PASSED_ON:
-            skip_value = "=" not in arg and name in _TAKES_VALUE
-            continue
-        if arg.startswith("-n") and arg[2:] and not arg.startswith("--"):  # -n2, -nauto
-            continue
-        if arg in positional:
-            continue
-        kept.append(arg)
-    return kept
 
 
 class Controller:
-    def __init__(self, context: RunContext, write=None):
+    def __init__(self, context: RunContext, recorder: Recorder | None = None):
         self.context = context
         self.config = context.config
         settings = context.settings
         self._own_writer: RecordWriter | None = None
         self._collected_specs: dict | None = None  # the collection record's, once a crash needs it
-        self._write = write  # the process's record writer where this process also runs tests
+        # the process's recorder where this process also runs tests (no xdist)
+        self.recorder = recorder
+        # xdist workers a device fault poisoned (each replaced when its fault was reported)
+        self.poisoned_workers: list[str] = []
         # problems of the run itself, shown in the summary and the manifest
         self.notes: list[str] = []
         self.collection_errors: dict[str, str] = {}
@@ -134,8 +71,8 @@ class Controller:
             )
 
     def write(self, record: dict) -> None:
-        if self._write is not None:
-            self._write(record)
+        if self.recorder is not None:
+            self.recorder.write(record)
             return
         if self.report_folder is None:
             return
@@ -240,6 +177,17 @@ class Controller:
             )
             self._make_planner()
         self.planner.on_report(report)
+        if report.failed and property_of(report, DEVICE_FAULT_PROPERTY) is not None:
+            self._retire(getattr(report, "node", None))
+
+    def _retire(self, node) -> None:
+        """A device fault poisoned the xdist worker `node`: it gets no test more, and a fresh worker
+        takes its place (without xdist the only process defers the rest itself)."""
+        worker = internals.worker_id(node)
+        if worker is None or worker in self.poisoned_workers:
+            return
+        self.poisoned_workers.append(worker)
+        internals.replace_worker(self.config, node)
 
     def on_crash(self, nodeid: str, report) -> None:
         """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe,
@@ -305,103 +253,57 @@ class Controller:
 
     # -- reruns after the main pass ------------------------------------------------------------------
     def run_queued_reruns(self, session: pytest.Session) -> None:
-        if self.planner is None or session.shouldstop or session.shouldfail:
+        """Reruns nothing took during the pass, and the tests a poisoned process did not run: in this
+        process where it runs tests and no device fault poisoned it, else in fresh processes."""
+        if session.shouldstop or session.shouldfail:
             return
-        if internals.is_controller(self.config):
-            self._rerun_in_subprocesses()
+        if self.planner is not None and not self._runs_nothing_more():
+            items = {item.nodeid: item for item in session.items}
+            while (queued := self.planner.leftovers()) and not (
+                session.shouldstop or session.shouldfail
+            ):
+                for nodeid in queued:
+                    item = items.get(nodeid)
+                    if item is not None:
+                        # Through the hook, as pytest runs any test: pytest-timeout's timer and
+                        # every plugin's wrappers apply to a rerun as to a first attempt (and a
+                        # process a rerun poisoned defers the rest: they go on below).
+                        item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+        # without records no verdict reads a fresh process's run (and no process is poisoned: the
+        # records are where a fault is seen)
+        if self.planner is None or self.report_folder is None:
             return
-        items = {item.nodeid: item for item in session.items}
-        while (queued := self.planner.leftovers()) and not (
-            session.shouldstop or session.shouldfail
-        ):
-            for nodeid in queued:
-                item = items.get(nodeid)
-                if item is not None:
-                    # Through the hook, as pytest runs any test: pytest-timeout's timer and every
-                    # plugin's wrappers apply to a rerun as to a first attempt.
-                    item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+        if self._runs_nothing_more() and not (session.shouldstop or session.shouldfail):
+            from pytest_rocm.plugin.fresh import FreshProcesses  # only a run with reruns needs it
 
-    def _rerun_in_subprocesses(self) -> None:
-        from concurrent.futures import ThreadPoolExecutor  # only a run with reruns needs it
+            FreshProcesses(
+                self.context,
+                self.planner,
+                self._record_crash,
+                self.notes,
+                internals.worker_count(self.config),
+            ).run(self._moved_tests())
 
+    def _runs_nothing_more(self) -> bool:
+        """This process runs no test after the pass: the xdist controller (a crashing test would take
+        it down), or the only process once a device fault poisoned it."""
+        return internals.is_controller(self.config) or (
+            self.recorder is not None and self.recorder.poisoned is not None
+        )
+
+    def _moved_tests(self) -> list[list[str]]:
+        """Per poisoned process, the tests it did not run, in order (its `deferred` records)."""
+        if self.recorder is not None:
+            return [list(self.recorder.deferred)] if self.recorder.deferred else []
         if self.report_folder is None:
-            return  # without records no verdict reads the rerun
-        folder = self.report_folder.folder
-        platform_file = folder / f".platform-{self.context.session_id}.json"
-        write_json_atomic(platform_file, self.context.platform.to_dict())
-        number = 0
-        with ThreadPoolExecutor(max_workers=internals.worker_count(self.config)) as pool:
-            while leftovers := self.planner.leftovers():
-                runs = []
-                for nodeid in leftovers:
-                    number += 1
-                    runs.append(
-                        (
-                            nodeid,
-                            f"rerun{number}",
-                            pool.submit(
-                                self._run_subprocess, nodeid, f"rerun{number}", platform_file
-                            ),
-                        )
-                    )
-                # in submission order: the records are read the same way
-                for nodeid, name, future in runs:
-                    self._read_subprocess_rerun(nodeid, name, future.result())
-        platform_file.unlink(missing_ok=True)
-
-    def _run_subprocess(
-        self, nodeid: str, name: str, platform_file: Path
-    ) -> subprocess.CompletedProcess:
-        folder = self.context.settings.report_dir
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            self._as_invoked(nodeid),
-            *passthrough_args(self.config),
-            "-n",
-            "0",
-            "-p",
-            "no:cacheprovider",
-            f"--rocm-report-dir={folder}",
-            f"--rocm-rerun-helper={self.context.session_id}:{name}:{platform_file}",
-        ]
-        return subprocess.run(
-            command,
-            cwd=self.config.invocation_params.dir,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-        )
-
-    def _as_invoked(self, nodeid: str) -> str:
-        """The node id with its file relative to where pytest was started: node ids are relative to
-        the rootdir, and a run started elsewhere (`pytest -c suites/pytest.ini suites` from the
-        repository) would otherwise rerun a path that does not exist there."""
-        file, sep, rest = nodeid.partition("::")
-        path = os.path.relpath(self.config.rootpath / file, self.config.invocation_params.dir)
-        return path + sep + rest
-
-    def _read_subprocess_rerun(
-        self, nodeid: str, name: str, done: subprocess.CompletedProcess
-    ) -> None:
-        attempt = last_attempt_records(
-            self.context.settings.report_dir / f"records-{name}.jsonl", nodeid
-        )
-        # interrupted, internal/usage error, nothing run
-        if not attempt and done.returncode in (2, 3, 4, 5):
-            last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
-            self.notes.append(
-                f"could not rerun {nodeid}: pytest exited {done.returncode} before the test "
-                f"ran ({last[:300]}); its verdict stands on the attempts it had"
-            )
-            return
-        for record in attempt:  # what a worker's reports would have told the planner
-            self.planner.on_record(record)
-        if not any(ends_attempt(r) for r in attempt):
-            failure = f"rerun process {name!r} died while running {nodeid!r} ({describe_exit(done.returncode)})"
-            self._record_crash(nodeid, name, done.returncode, failure, attempt)
+            return []
+        moved = []
+        for worker in self.poisoned_workers:
+            records = process_records(self.report_folder.folder / f"records-{worker}.jsonl")
+            tests = [r["nodeid"] for r in records if r.get("kind") == "deferred"]
+            if tests:
+                moved.append(tests)
+        return moved
 
     # -- the end -------------------------------------------------------------------------------------
     def finish(self, session: pytest.Session, exitstatus: int) -> None:

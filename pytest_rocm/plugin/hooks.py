@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rocm.plugin import activation, internals
+from pytest_rocm.plugin import activation, fresh, internals
 from pytest_rocm.plugin.collection import Annotator, junit_platform_properties
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.controller import Controller
@@ -33,6 +33,7 @@ from pytest_rocm.plugin.fixtures import (  # noqa: F401
 )
 from pytest_rocm.plugin.markers import MARKER_HELP
 from pytest_rocm.plugin.options import add_options
+from pytest_rocm.plugin.poisoned import PoisonedProcess
 from pytest_rocm.plugin.recording import Recorder
 from pytest_rocm.results.summary import terminal_lines
 
@@ -56,10 +57,10 @@ def pytest_configure(config: pytest.Config) -> None:
         services = config.stash[SERVICES] = FixtureServices(context, recorder)
         recording = RecordingHooks(recorder, services)
         config.pluginmanager.register(recording, "rocm-recording")
+        if context.rerun_helper:  # its reports are replayed in the run's own process
+            config.pluginmanager.register(fresh.ReportRelay(context), "rocm-report-relay")
     if not context.is_worker:  # this process sees every report
-        controller = config.stash[CONTROLLER] = Controller(
-            context, recorder.write if recorder else None
-        )
+        controller = config.stash[CONTROLLER] = Controller(context, recorder)
         config.pluginmanager.register(ControllerHooks(controller), "rocm-controller")
         if recording is not None:  # no xdist: the recording hook passes each report on
             recording.controller = controller
@@ -68,7 +69,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in ("rocm-recording", "rocm-controller", "rocm-worker-reports"):
+    for name in (
+        "rocm-recording",
+        "rocm-controller",
+        "rocm-worker-reports",
+        "rocm-poisoned",
+        "rocm-report-relay",
+    ):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
@@ -109,13 +116,21 @@ class RecordingHooks:
         self.recorder.record_collection(session.items)
         self.recorder.write_gpu_demands(session.items)
 
-    # first: the servers' logs join a failed report before any other plugin (JUnit, the terminal,
-    # xdist's sending it to the controller) reads it
+    # first: the servers' logs and the device fault join a failed report before any other plugin
+    # (JUnit, the terminal, xdist's sending it to the controller) reads it
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if fresh.is_replayed(report):  # a fresh process's, recorded there
+            return
         if report.outcome == "failed":
             self.attach_server_logs(report)
+        poisoned = self.recorder.poisoned
         self.recorder.record_report(report)
+        if poisoned is None and self.recorder.poisoned is not None:
+            # this report's device fault poisoned the process: it runs no test after this one
+            self.recorder.context.config.pluginmanager.register(
+                PoisonedProcess(self.recorder), "rocm-poisoned"
+            )
         if self.controller is not None:
             self.controller.on_report(report)
 
@@ -159,7 +174,8 @@ class WorkerReportHooks:
         self.controller = controller
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.controller.on_report(report)
+        if not fresh.is_replayed(report):
+            self.controller.on_report(report)
 
 
 class ControllerHooks:

@@ -4,13 +4,13 @@ this file to read.
 What the plugin needs beyond their documented hooks: of pytest, the JUnit writer
 (to add the platform once per file, as `record_testsuite_property` does), the test behind a
 fixture request, whether a test's skip markers skip it (to plan the servers the run will ask
-for), the rootdir its own rule picks for a list of test paths, and the ini keys no plugin
-registered; of
+for), the rootdir its own rule picks for a list of test paths, the ini keys no plugin
+registered, and tearing down every fixture of a process at once (a device fault poisoned it); of
 xdist, the controller's scheduler (to hand it a rerun), whether any worker can
 still take a test (a worker that has been told to shut down runs its last test
-and exits, so a rerun given to the scheduler then would never run), the name
-of the worker that writes the run's collection, and a dead worker's exit status
-(execnet keeps the worker's Popen on the gateway).
+and exits, so a rerun given to the scheduler then would never run), replacing a worker (a device
+fault poisoned it), the name of the worker that writes the run's collection, and a dead worker's
+exit status (execnet keeps the worker's Popen on the gateway).
 """
 
 from __future__ import annotations
@@ -75,6 +75,12 @@ def will_skip(item: pytest.Item) -> bool:
         return True
 
 
+def tear_down_all(item: pytest.Item) -> None:
+    """Every fixture set up in this process, torn down now, as pytest does at the session's end
+    (`SetupState.teardown_exact(None)`): a process a device fault poisoned runs nothing more."""
+    item.session._setupstate.teardown_exact(None)
+
+
 def is_controller(config: pytest.Config) -> bool:
     """This process is the xdist controller (it runs no test itself). Known at configure time,
     before xdist registers its `dsession` plugin: xdist decides it the same way (its
@@ -110,6 +116,23 @@ def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
     # the protocol's "cannot": --dist each/loadscope/loadfile never reschedule one test
     except NotImplementedError:
         return False
+    return True
+
+
+def replace_worker(config: pytest.Config, node) -> bool:
+    """Stop giving the xdist worker `node` tests (it ends the ones it was sent, and exits) and start a
+    fresh worker in its place, as xdist replaces a crashed one (`DSession._clone_node`, given a copy
+    of the spec: xdist renames the spec it is given). False when the session is ending anyway."""
+    import copy
+    from types import SimpleNamespace
+
+    dsession = config.pluginmanager.get_plugin("dsession")
+    if dsession is None or getattr(dsession, "shuttingdown", True) or node.shutting_down:
+        return False
+    node.shutdown()
+    dsession._clone_node(
+        SimpleNamespace(gateway=SimpleNamespace(spec=copy.copy(node.gateway.spec)))
+    )
     return True
 
 

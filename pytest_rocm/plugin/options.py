@@ -459,27 +459,47 @@ def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
     it and the tests together. Node ids then carry another prefix, so baselines, maps, quarantine
     and golden outputs no longer match them (and only once the value's path exists: the next run
     into the same folder differs from the first). Refuse the run where the rootdir is not the one
-    the tests alone give."""
+    the tests alone give.
+
+    A value that does not exist yet counts as its nearest folder that does: the report folder the
+    run creates exists when xdist starts its workers, which parse the same command line again and
+    would take another rootdir than this process (so the check is this process's alone; a worker or
+    a rerun helper is given what it was)."""
+    if hasattr(config, "workerinput") or config.getoption("rocm_rerun_helper", None):
+        return
     args = list(config.invocation_params.args)
-    spaced = [
-        (arg, args[index + 1])
+    # the value's place in the command line -> (option, value)
+    spaced = {
+        index + 1: (arg, args[index + 1])
         for index, arg in enumerate(args[:-1])
-        if arg in PATH_OPTIONS and (config.invocation_params.dir / args[index + 1]).exists()
-    ]
+        if arg in PATH_OPTIONS and not args[index + 1].startswith("-")
+    }
     if not spaced:
         return
     from pytest_rocm.plugin.internals import rootdir_for
 
-    alone = rootdir_for(config, list(config.option.file_or_dir or []))
-    root = config.rootpath
-    if alone is None or alone == root:
+    tests = list(config.option.file_or_dir or [])
+    alone = rootdir_for(config, tests)
+    if alone is None:
         return
-    arg, value = spaced[0]
-    raise pytest.UsageError(
-        f"{arg} {value}: pytest took this path for a test path too and chose the rootdir {root} "
-        f"(ini {config.inipath}) instead of {alone}, so every node id changes; write {arg}={value} "
-        "with '=', or set it in the tree's own ini file"
-    )
+    for at, (arg, value) in spaced.items():
+        existing = config.invocation_params.dir / value
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        # where pytest's first parse sees it: among the test paths, in the command line's order
+        # (the first ini file found from them decides)
+        positional = [
+            str(existing) if index == at else given
+            for index, given in enumerate(args)
+            if index == at or (given in tests and index not in spaced)
+        ]
+        taken = rootdir_for(config, positional)
+        if taken is not None and taken != alone:
+            raise pytest.UsageError(
+                f"{arg} {value}: pytest takes this path for a test path too and chooses the rootdir "
+                f"{taken} instead of {alone}, so every node id changes; write {arg}={value} with "
+                "'=', or set it in the tree's own ini file"
+            )
 
 
 def _quarantine(path: Path | None) -> dict | None:

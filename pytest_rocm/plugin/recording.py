@@ -20,7 +20,9 @@ import pytest
 from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY, sticky_fault
 from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
+from pytest_rocm.results.stack import imported as imported_stack
 
 
 class Recorder:
@@ -43,6 +45,10 @@ class Recorder:
         self.waiting: list | None = None
         # module -> why pytest skipped it whole while collecting it (its tests were never collected)
         self.collection_skips: dict[str, str] = {}
+        # the device fault that poisoned this process ({"nodeid", "name", "line"}), once one did:
+        # it runs no test after it (plugin/poisoned.py), and those it did not run
+        self.poisoned: dict | None = None
+        self.deferred: list[str] = []
 
     @property
     def writer(self) -> RecordWriter | None:
@@ -149,8 +155,33 @@ class Recorder:
             )
             if logs:
                 record["log_tail"] = logs[-OUTPUT_TAIL_CHARS:]
+            self._note_device_fault(report, record)
         spec = self.annotator.specs.get(nodeid)
         writer.write(record, "" if spec is None else self._encoded_spec(nodeid, spec))
+
+    def _note_device_fault(self, report: pytest.TestReport, record: dict) -> None:
+        """A failure whose error poisons this process's device context (results/poisoning.py): the
+        report says so to the controller (the first one of the process poisons it), and the
+        process runs no test after it."""
+        fault = sticky_fault(record)
+        if fault is None:
+            return
+        report.user_properties.append((DEVICE_FAULT_PROPERTY, fault["line"]))
+        if self.poisoned is None:
+            self.poisoned = {"nodeid": report.nodeid, **fault}
+
+    def defer(self, nodeid: str, note: str | None = None) -> None:
+        """`nodeid` is not run in this poisoned process: recorded, for a fresh process to run."""
+        self.deferred.append(nodeid)
+        record = {
+            "kind": "deferred",
+            "nodeid": nodeid,
+            "after": self.poisoned["nodeid"],
+            "line": self.poisoned["line"],
+        }
+        if note:
+            record["note"] = note[:500]
+        self.write(record)
 
     def write_unwritten(self) -> None:
         """Write the running test's plain phases that wait in memory as the phase records they are:
@@ -193,6 +224,8 @@ class Recorder:
                     {"nodeid": nodeid, "reason": reason}
                     for nodeid, reason in self.collection_skips.items()
                 ],
+                # the framework the tests imported, and the checkout under test
+                "stack": imported_stack(self.context.config.rootpath),
             }
         )
 

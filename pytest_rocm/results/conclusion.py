@@ -12,7 +12,9 @@ Conclusions (docs/reference.md "Conclusions", docs/architecture.md), first that 
   collect for a reason of its own (a syntax error reproduces: the change broke it);
 - incomplete: the run did not execute what it collected (see above), or a blocking gate failed
   with an infrastructure signature and was never rerun (no evidence either way: neither blamed on
-  the change nor passed off as the runner's);
+  the change nor passed off as the runner's); first of all, before any failure, when the tests
+  imported another build of the framework than the checkout under test (`stack`: nothing that
+  failed is the change's);
 - neutral: a blocking gate hit an infrastructure fault (evidence attached, reruns
   exhausted), or the health probe failed before any test ran;
 - skipped: the run finished and no blocking gate executed (none collected, or all
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from pytest_rocm.results.stack import mismatch
 from pytest_rocm.results.verdicts import find_signature
 
 # Each conclusion's exit status (`rocm-gate verdict`, `pytest --rocm-exit-by-conclusion`): what
@@ -81,11 +84,16 @@ HASH_SEED_FIX = (
 
 
 def completeness(
-    session: dict | None, collection: dict | None, tests: dict[str, dict], signatures
+    session: dict | None,
+    collection: dict | None,
+    tests: dict[str, dict],
+    signatures,
+    moved_unrun: list[str] = (),
 ) -> dict:
     """Whether the run executed what it collected: causes, collection errors, and the gates that
     never ran. `session` and `collection` are the run's end-of-run and collection records (None when
-    missing)."""
+    missing); `moved_unrun`, the tests a process a device fault poisoned did not run and no fresh
+    process ran either."""
     causes: list[str] = []
     errors = []
     if session is None:
@@ -99,6 +107,14 @@ def completeness(
             causes.append(f"pytest stopped: {STOPPED_EXIT[exit_status]}")
         if session.get("stopped"):
             causes.append(f"pytest stopped early: {session['stopped']}")
+        if collection is None and session.get("collected") is None:
+            # a run that collected nothing says so (collected: []); this one never heard of a
+            # collection, as when every xdist worker died setting up (xdist then ends the session
+            # with "no tests ran", exit 5): never `skipped`, which passes a required check
+            causes.append(
+                "no process reported what it collected (under xdist: every worker died before its "
+                "collection ended; pytest's output says why)"
+            )
         for error in session.get("collection_errors") or []:
             cause = collection_error_cause(error.get("text", ""), signatures)
             errors.append(
@@ -112,6 +128,12 @@ def completeness(
                     for e in errors[:5]
                 )
             )
+    # the tests imported another build of the framework than the checkout under test: what failed
+    # to collect is the machine's, and nothing that ran judged the change
+    stack = mismatch((collection or {}).get("stack"))
+    if stack is not None:
+        causes.append(stack)
+        errors = [{**error, "cause": "infra", "detail": stack} for error in errors]
     specs = (collection or {}).get("specs") or {}
     never_ran = sorted(
         n
@@ -121,6 +143,12 @@ def completeness(
     )
     if never_ran:
         causes.append(f"{len(never_ran)} gate(s) collected but never ran to the end")
+    if moved_unrun:
+        causes.append(
+            f"{len(moved_unrun)} test(s) that a process a device fault poisoned did not run never ran "
+            f"in a fresh process: {', '.join(moved_unrun[:5])}"
+            + (f" and {len(moved_unrun) - 5} more" if len(moved_unrun) > 5 else "")
+        )
     interrupted = sorted(n for n, t in tests.items() if t["status"] == "interrupted")
     if interrupted and not never_ran:
         causes.append(f"{len(interrupted)} test(s) interrupted")
@@ -130,6 +158,7 @@ def completeness(
         "collection_errors": errors,
         "never_ran": never_ran,
         "collected": (collection or {}).get("tests"),
+        "stack_mismatch": stack,
     }
 
 
@@ -265,6 +294,11 @@ def conclusion(
     tests: dict[str, dict], run: dict, runner: str | None = None, preflight: dict | None = None
 ) -> tuple[str, str]:
     """The run's conclusion and why (the rules are in this module's docstring)."""
+    if run.get("stack_mismatch"):
+        return "incomplete", (
+            "the run did not test the checkout, so no failure is the change's: "
+            + run["stack_mismatch"]
+        )
     blocking = {nodeid: t for nodeid, t in tests.items() if t["blocking"]}
     regressions = sorted(n for n, t in blocking.items() if t["verdict"] == "regression")
     unconfirmed = sorted(n for n, t in blocking.items() if t["verdict"] == "unconfirmed")

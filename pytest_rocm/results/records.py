@@ -383,10 +383,11 @@ def running_record(path: Path, written: list[dict], problems: list[str]) -> dict
 PHASES = ("setup", "call", "teardown")
 WHENS = (*PHASES, *COMBINED)
 OUTCOMES = ("passed", "failed", "skipped")
-# Records about the run rather than one attempt of a test; `probe` belongs to a test but is not a
-# phase.
+# Records about the run rather than one attempt of a test; `probe` and `deferred` (a test a process
+# a device fault had poisoned did not run, for a fresh process to run: results/poisoning.py) belong
+# to a test but are not a phase.
 RUN_KINDS = ("preflight", "server", "collection", "session")
-KINDS = ("probe", *RUN_KINDS)
+KINDS = ("probe", "deferred", *RUN_KINDS)
 
 
 def record_problem(record) -> str | None:
@@ -485,15 +486,29 @@ def collected_specs(directory: Path) -> dict:
     return {}
 
 
-def last_attempt_records(path: Path, nodeid: str) -> list[dict]:
-    """What one process wrote for `nodeid` in its last attempt, with the setup its running slot
-    holds: a dead worker's files survive it."""
+def process_records(path: Path) -> list[dict]:
+    """What one process wrote (`path`, its records file), with the setup its running slot holds: a
+    dead worker's files survive it. Unreadable lines are left out."""
     if not path.exists():
         return []
     records = _parse_lines(path, path.read_text(encoding="utf-8", errors="replace"), [])
     running = running_record(path, records, [])
     if running is not None:
         records.append(running)
-    mine = [r for r in records if r["nodeid"] == nodeid and "kind" not in r]
-    attempts = split_attempts(mine)
-    return attempts[-1] if attempts else []
+    return records
+
+
+def last_attempts(records: list[dict]) -> dict[str, list[dict]]:
+    """nodeid -> the records of its last attempt, from one process's records (in the order it wrote
+    them)."""
+    by_test: dict[str, list[dict]] = {}
+    for record in records:
+        if "kind" not in record:
+            by_test.setdefault(record["nodeid"], []).append(record)
+    return {nodeid: split_attempts(mine)[-1] for nodeid, mine in by_test.items()}
+
+
+def last_attempt_records(path: Path, nodeid: str) -> list[dict]:
+    """What one process wrote for `nodeid` in its last attempt, with the setup its running slot
+    holds: a dead worker's files survive it."""
+    return last_attempts(process_records(path)).get(nodeid, [])

@@ -28,6 +28,7 @@ from json.encoder import encode_basestring
 
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
+from pytest_rocm.results.poisoning import first_faults, poisoned_before, process_of
 from pytest_rocm.results.records import (
     CALL_TEARDOWN,
     PLAIN_PASS,
@@ -132,8 +133,11 @@ def status_of_test(
     probes: list[dict],
     signatures,
     run_ended: bool = True,
+    faults: dict[str, dict] | None = None,
 ) -> dict:
-    """Attempts, final status, verdict and evidence of one test from its records (in time order)."""
+    """Attempts, final status, verdict and evidence of one test from its records (in time order).
+    `faults`: the first device fault of each process of the run (`poisoning.first_faults`), so an
+    attempt that failed in a process one had poisoned before it is told apart."""
     first = records[0]
     # most tests: one attempt, every phase passed (one record; as record/2 wrote it, a setup and
     # the call and teardown in one; as record/1, three phase records)
@@ -184,6 +188,11 @@ def status_of_test(
             )
             if exit_code is not None:
                 attempt["exit_code"] = exit_code
+            after = poisoned_before(
+                process_of(attempt_records), attempt_records[0].get("t", 0.0), faults or {}
+            )
+            if after is not None:
+                attempt["after_fault"] = after
         attempts.append((attempt, detail))
     final, detail = attempts[-1]
     result.update(
@@ -249,19 +258,24 @@ def summarise(
     group_of=None,
     signatures=None,
     run_ended: bool = True,
+    faults: dict[str, dict] | None = None,
 ) -> dict[str, dict]:
     """nodeid -> test status, in the order tests first appear. `group_of(nodeid)` fills missing
-    groups."""
+    groups; `faults`: each process's first device fault (`poisoning.first_faults`), found here
+    where not given."""
     signatures = signatures if signatures is not None else build_signatures()
     by_test: dict[str, list[dict]] = defaultdict(list)
     probes: dict[str, list[dict]] = defaultdict(list)
     # stable: same-time records keep file order
-    for record in sorted(records, key=_time):
+    ordered = sorted(records, key=_time)
+    for record in ordered:
         kind = record.get("kind")
         if kind is None:
             by_test[record["nodeid"]].append(record)
         elif kind == "probe":
             probes[record["nodeid"]].append(record)
+    if faults is None:
+        faults = first_faults(ordered)
     tests = {}
     for nodeid, recs in by_test.items():
         first = recs[0]
@@ -273,6 +287,7 @@ def summarise(
                 [_probe_summary(p) for p in probes[nodeid]] if nodeid in probes else [],
                 signatures,
                 run_ended,
+                faults,
             )
         if test["group"] is None and group_of is not None:
             test["group"] = group_of(nodeid)
@@ -334,6 +349,27 @@ def skipped_modules(collection: dict | None) -> list[dict]:
     ]
 
 
+def device_faults(faults: dict[str, dict], records: list[dict]) -> list[dict]:
+    """The processes a device fault poisoned, in time order: which test faulted, its error, and the
+    tests the process then did not run (its `deferred` records: each ran in a fresh process, or
+    never)."""
+    if not faults:
+        return []
+    moved: dict[str, list[str]] = defaultdict(list)
+    for record in records:
+        if record.get("kind") == "deferred" and record.get("worker") in faults:
+            moved[record["worker"]].append(record["nodeid"])
+    return [
+        {
+            "process": process,
+            "nodeid": fault["nodeid"],
+            "line": fault["line"],
+            "moved": moved.get(process, []),
+        }
+        for process, fault in sorted(faults.items(), key=lambda item: item[1]["t"])
+    ]
+
+
 def frameworks_against_reference(records: list[dict]) -> list[dict]:
     """The live-reference golden measurements (each framework's greedy tokens against transformers'
     on the same prompts), the last attempt's of each test, in run order: the frameworks side by
@@ -362,8 +398,16 @@ def build_gate_report(
         and session.get("exitstatus") not in STOPPED_EXIT
         and not session.get("stopped")
     )
-    tests = summarise(records, group_of, signatures, run_ended)
-    run = completeness(session, run_records.get("collection"), tests, signatures)
+    faults = first_faults(records)
+    tests = summarise(records, group_of, signatures, run_ended, faults)
+    poisoned = device_faults(faults, records)
+    run = completeness(
+        session,
+        run_records.get("collection"),
+        tests,
+        signatures,
+        [n for fault in poisoned for n in fault["moved"] if n not in tests],
+    )
     verdict, why = conclusion(tests, run, manifest.get("runner"), preflight)
     return {
         "schema": GATE_REPORT_SCHEMA,
@@ -377,6 +421,7 @@ def build_gate_report(
         "skip_reasons": [{"status": s, "reason": r, "count": n} for s, r, n in skip_reasons(tests)]
         + skipped_modules(run_records.get("collection")),
         "tests": tests,
+        "device_faults": poisoned,
         "frameworks_against_reference": frameworks_against_reference(records),
         "record_problems": problems,
         "manifest": manifest,

@@ -8,7 +8,9 @@ teardown report arrives, or the process running it died) and attempts remain, it
    the health probe on the devices that attempt used, recording the result;
 2. asks the next attempt to use other devices (`allocation.write_avoid`);
 3. hands the rerun over (`hand_over(nodeid)`: to a live xdist worker) or, where
-   nothing can take it now, queues it for after the main pass.
+   nothing can take it now or the failure was a device fault that poisoned its process
+   (`results/poisoning.py`: only a fresh process proves anything), queues it for after the main
+   pass.
 It knows nothing of pytest or xdist: the plugin gives it callbacks. The verdict is
 decided later from the records (`pytest_rocm.results.verdicts`).
 """
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_rocm.hw.allocation import visible_devices_env, write_avoid
+from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY, sticky_fault
 from pytest_rocm.results.records import ends_attempt
 from pytest_rocm.results.verdicts import Signature, failure_evidence, find_signature
 
@@ -34,6 +37,8 @@ class Attempt:
     failed: bool = False
     texts: list[str] = field(default_factory=list)
     devices: list[int] | None = None
+    # a device fault poisoned the process it ran in: rerun only in a fresh process
+    poisoned: bool = False
 
 
 def property_of(report, name: str) -> str | None:
@@ -116,6 +121,8 @@ class RerunPlanner:
                 report.nodeid,
                 [int(d) for d in gpus.split(",") if d] if gpus is not None else None,
                 [failure_evidence(report.longreprtext), report.capstdout, report.capstderr],
+                # the process that ran it decided (plugin/recording.py)
+                property_of(report, DEVICE_FAULT_PROPERTY) is not None,
             )
         if report.when == "setup":
             self.awaiting.discard(report.nodeid)
@@ -136,13 +143,17 @@ class RerunPlanner:
                     record.get("stdout_tail", ""),
                     record.get("stderr_tail", ""),
                 ],
+                sticky_fault(record) is not None,
             )
         if ends_attempt(record):
             self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()))
 
-    def _note_failure(self, nodeid: str, devices: list[int] | None, texts: list[str]) -> None:
+    def _note_failure(
+        self, nodeid: str, devices: list[int] | None, texts: list[str], poisoned: bool
+    ) -> None:
         attempt = self.current.setdefault(nodeid, Attempt())
         attempt.failed = True
+        attempt.poisoned = attempt.poisoned or poisoned
         if devices is not None:
             attempt.devices = devices
         attempt.texts += texts
@@ -166,7 +177,9 @@ class RerunPlanner:
             return
         if devices:
             write_avoid(self.session_id, nodeid, devices)
-        if self.hand_over(nodeid):
+        # a device fault's rerun proves something only in a fresh process: never handed to a live
+        # worker (it may be the poisoned one), queued for one (plugin/fresh.py)
+        if not attempt.poisoned and self.hand_over(nodeid):
             self.awaiting.add(nodeid)
         else:
             self.queue.append(nodeid)

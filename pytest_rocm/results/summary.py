@@ -94,6 +94,16 @@ def terminal_lines(report: dict) -> list[tuple[str, str]]:
         lines += [
             (line, "text") for line in reference_table(report["frameworks_against_reference"])
         ]
+    for fault in report.get("device_faults", []):
+        if fault["moved"]:  # (the verdicts name the fault in any case)
+            lines.append(
+                (
+                    f"device fault in {fault['process']} ({fault['nodeid']}: {fault['line']}): that "
+                    f"process ran no test after it; the {len(fault['moved'])} test(s) it had been "
+                    "given were moved to fresh processes",
+                    "text",
+                )
+            )
     for problem in report["record_problems"]:
         lines.append((f"record problem: {problem}", "problem"))
     for note in report.get("manifest", {}).get("notes", []):

@@ -9,7 +9,11 @@ per failed test:
   the probe passed and a rerun passed -> `infra`; the probe passed and the failure
   reproduced on a rerun -> `regression`, noting that it reproduced after a healthy probe;
 - not rerun at all (a non-blocking test, `--rocm-reruns 0`, a rerun that could not start):
-  `unconfirmed`, never `regression`: only a failure that came back is confirmed.
+  `unconfirmed`, never `regression`: only a failure that came back is confirmed;
+- an attempt that failed in a process a device fault had poisoned before it (`after_fault`,
+  results/poisoning.py) proves nothing: a test whose every failure is such is `infra`, naming the
+  test that faulted, never `regression` or `flaky`; otherwise the rules above apply to the attempts
+  that ran in a clean process (a rerun in the very process its own fault poisoned counts as none).
 
 Verdicts are computed from records alone, so `rocm-gate verdict DIR` rebuilds them.
 """
@@ -46,6 +50,50 @@ NETWORK = "|".join(
     )
 )
 
+# The runtimes' own texts of the errors that leave a CUDA or HIP context unusable (CUDA's runtime API
+# reference, "this leaves the process in an inconsistent state ... the process must be terminated
+# and relaunched"; HIP's hipGetErrorString for the same codes), as PyTorch raises them: `CUDA error:
+# <text>` / `HIP error: <text>`, with recent PyTorch's "Search for `cudaErrorAssert'" line. The
+# first six are distinctive enough to match alone (Triton and custom ops print them without a
+# prefix); the rest only after a runtime's prefix.
+_DISTINCT = (
+    "device-side assert triggered",
+    "an illegal memory access was encountered",
+    "unspecified launch failure",
+    "an illegal instruction was encountered",
+    "the launch timed out and was terminated",
+    "uncorrectable ECC error encountered",
+)
+_PREFIXED = (
+    "misaligned address",
+    "hardware stack error",
+    "invalid program counter",
+    "operation not supported on global/shared address space",
+)
+_CODES = (
+    "Assert|IllegalAddress|LaunchFailure|MisalignedAddress|IllegalInstruction|LaunchTimeout"
+    "|LaunchTimeOut|HardwareStackError|InvalidPc|InvalidAddressSpace|ECCUncorrectable"
+    "|ECCNotCorrectable"
+)
+_DRIVER_CODES = (
+    "ASSERT|ILLEGAL_ADDRESS|LAUNCH_FAILED|MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION|LAUNCH_TIMEOUT"
+    "|HARDWARE_STACK_ERROR|INVALID_PC|INVALID_ADDRESS_SPACE|ECC_UNCORRECTABLE"
+)
+DEVICE_FAULT = "|".join(
+    (
+        "|".join(re.escape(text) for text in _DISTINCT),
+        r"(?:CUDA|HIP)(?: driver| runtime)? error: (?:"
+        + "|".join(re.escape(text) for text in _PREFIXED)
+        + ")",
+        r"Triton Error \[(?:CUDA|HIP)\]: (?:" + "|".join(re.escape(t) for t in _PREFIXED) + ")",
+        # the error's name: PyTorch's "Search for `hipErrorIllegalAddress'" line, CuPy, numba
+        rf"\b(?:cuda|hip)Error(?:{_CODES})\b",
+        rf"\bCUDA_ERROR_(?:{_DRIVER_CODES})\b",
+        # the HSA runtime's own reports of a kernel fault (ROCm)
+        r"Memory access fault by GPU",
+        r"HSA_STATUS_ERROR_(?:MEMORY_APERTURE_VIOLATION|MEMORY_FAULT|ILLEGAL_INSTRUCTION|EXCEPTION)\b",
+    )
+)
 # name -> pattern, matched against a failure's text, its captured output and any attached log.
 DEFAULT_SIGNATURES: dict[str, str] = {
     "hsa_error": r"HSA_STATUS_ERROR_[A-Z_]+",
@@ -53,6 +101,8 @@ DEFAULT_SIGNATURES: dict[str, str] = {
     "hip_launch_failure": r"hipErrorLaunchFailure|hipErrorIllegalAddress|hipErrorECCNotCorrectable",
     "gpu_hang": r"GPU Hang|HW Exception by GPU node",
     "memory_access_fault": r"Memory access fault by GPU",
+    # a kernel fault in PyTorch's CUDA or HIP wording (sticky for its process: results/poisoning.py)
+    "device_fault": DEVICE_FAULT,
     "amdgpu_reset": r"amdgpu.{0,80}(GPU reset|ring \S+ timeout|reset begin)|GPU reset(?: begin| succeeded)",
     "collective_error": r"(?:RCCL|NCCL) (?:WARN|ERROR|error)|nccl(?:Unhandled\w*Error|SystemError|RemoteError|InternalError)"
     r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
@@ -159,8 +209,31 @@ def decide(attempts: list[dict], probes: list[dict]) -> tuple[str, str]:
     """Verdict and its explanation for a test whose first attempt failed.
 
     `attempts`: in order, each {"status": passed|failed|error|crashed, "signature": {...}|None,
-    "gpus": [...]}. `probes`: health probes run after failed attempts, each {"ok", "devices", ...}.
+    "gpus": [...]}, and for a failed one that ran after a device fault had poisoned its process,
+    "after_fault": {"nodeid", "process", "line"}. `probes`: health probes run after failed attempts,
+    each {"ok", "devices", ...}.
     """
+    collateral = [a for a in attempts if a["status"] != "passed" and a.get("after_fault")]
+    if collateral:
+        clean = [a for a in attempts if not (a["status"] != "passed" and a.get("after_fault"))]
+        fault = collateral[0]["after_fault"]
+        where = f"in the same process ({fault['process']}: {fault['line']!r})"
+        if clean and clean[0]["status"] != "passed":
+            verdict, why = decide(clean, probes)
+            if verdict == "unconfirmed":
+                why += (
+                    f"; its rerun ran after {fault['nodeid']} faulted {where}, which proves nothing"
+                )
+            return verdict, why
+        if clean:
+            return "infra", (
+                f"failed only after {fault['nodeid']} faulted {where}, then passed in a process no "
+                "fault had poisoned"
+            )
+        return "infra", (
+            f"failed only after {fault['nodeid']} faulted {where}: collateral of that fault; not "
+            "rerun in a fresh process"
+        )
     later = attempts[1:]
     signature = next(
         (a["signature"] for a in attempts if a["status"] != "passed" and a.get("signature")), None
