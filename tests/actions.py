@@ -1031,7 +1031,10 @@ class Actions:
             (dest / ".git" / "objects" / "info" / "alternates").write_text(
                 str(self.git_dir / ".git" / "objects") + "\n"
             )
-            git(dest, "checkout", "-q", "--detach", ref)
+            # a branch or tag name (the default branch's rules) is the source repository's: the
+            # new clone shares its objects, not its refs
+            commit = git(self.git_dir, "rev-parse", "--verify", f"{ref}^{{commit}}")
+            git(dest, "checkout", "-q", "--detach", commit)
             return 0, f"checked out {ref}"
         if uses.startswith("actions/upload-artifact@"):
             name, source = str(given["name"]), work / str(given["path"])

@@ -94,6 +94,51 @@ def check_name(results: Results | None, runner_class: str | None) -> str:
     return md.plain(f"rocm-gate / {(label or 'unknown').upper()}", 100)
 
 
+RULE_CHANGES_SHOWN = 10
+
+
+def _rules_warnings(manifest: dict) -> list[str]:
+    """What the tree under test sets otherwise than the default branch's rules of the verdict
+    (plugin/rules.py): the run used the default branch's, and a reviewer sees the change. A run of a
+    pull request without such rules says it took them from its own tree."""
+    config = (
+        manifest.get("verdict_config") if isinstance(manifest.get("verdict_config"), dict) else {}
+    )
+    rules = config.get("rules")
+    if not isinstance(rules, dict):
+        if (manifest.get("provenance") or {}).get("event") in (
+            "pull_request",
+            "pull_request_target",
+        ):
+            return [
+                "this run took the rules of the verdict (quarantine, reruns, infra signatures, "
+                "baselines, ...) from the PR's own tree: the gate workflow gave no `--rocm-rules` "
+                "(the default branch's checkout)"
+            ]
+        return []
+    changed = [c for c in rules.get("changed") or [] if isinstance(c, dict)]
+    if not changed:
+        return []
+    items = [
+        md.code(str(c.get("setting")))
+        + (
+            f" file {md.code(str(c['file']))} {md.code(str(c.get('tree')))}"
+            if c.get("file")
+            else f": {md.code(str(c.get('tree')))} here, {md.code(str(c.get('rules')))} on the default branch"
+        )
+        for c in changed[:RULE_CHANGES_SHOWN]
+    ]
+    more = (
+        f"; and {len(changed) - RULE_CHANGES_SHOWN} more"
+        if len(changed) > RULE_CHANGES_SHOWN
+        else ""
+    )
+    return [
+        "this PR changes the rules of the verdict; this run used the default branch's (they apply "
+        "after merge): " + "; ".join(items) + more
+    ]
+
+
 def _blocking_infra_without_evidence(tests: dict) -> list[str]:
     """Blocking gates that ended `infra` with neither a rerun nor a failed health probe behind the
     verdict."""
@@ -378,6 +423,7 @@ def build(
         )
         if conclusion in ("success", "neutral"):  # both pass a required check
             conclusion = "action_required"
+    warnings += _rules_warnings(manifest)
     runner = str(manifest.get("runner") or "unknown")
     attributed = set(found.not_blocking()) if found else set()
     blocking_regressions = [

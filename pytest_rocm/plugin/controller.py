@@ -343,6 +343,9 @@ class Controller:
             "reruns": settings.reruns,
             "health_probe": settings.probe_command,
             "infra_signatures": {s.name: s.pattern.pattern for s in settings.signatures},
+            # under --rocm-rules: the default branch's ini file the rules came from, and what the
+            # tree under test sets otherwise (it applies after merge)
+            "rules": settings.rules,
         }
         manifest["notes"] = self.notes
         # Reading records and building the report make 100,000s of small objects; with the whole

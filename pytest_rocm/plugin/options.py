@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rocm.catalog.groups import GROUPS
+from pytest_rocm.plugin import rules
 from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
 
 DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
@@ -144,6 +145,15 @@ def add_options(parser: pytest.Parser) -> None:
     # set by the controller only
     option("--rocm-rerun-helper", default=None, help=argparse.SUPPRESS)
     option(
+        "--rocm-rules",
+        default=None,
+        metavar="DIR",
+        help="take the rules of the verdict (reruns, quarantine, health probe, infra signatures, "
+        "timeouts, baselines, group map, golden outputs, groups) from DIR's ini file and files, the "
+        "default branch's checkout, never from the tree under test; what the tree sets otherwise is "
+        "listed in the report (also $PYTEST_ROCM_RULES; never read from addopts)",
+    )
+    option(
         "--rocm-model",
         default=None,
         metavar="PATH",
@@ -250,18 +260,60 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
-class PathRule:
-    """Where a relative path from the command line or the ini file points."""
+class Source:
+    """Where a setting's value is read: the option given (on the command line, or in the ini file's
+    `addopts`), else the ini file. A relative path given as an option is relative to where pytest
+    started, one from the ini file to the ini file's folder."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
 
-    def from_ini(self, value: str) -> Path:
+    def option(self, dest: str):
+        return self.config.getoption(dest)
+
+    def ini(self, name: str):
+        return self.config.getini(name)
+
+    def ini_dir(self, name: str) -> Path:
+        """The folder the ini value `name` is relative to."""
+        return self.config.inipath.parent if self.config.inipath else self.config.rootpath
+
+
+class RulesSource(Source):
+    """As `Source`, but every rule of the verdict (`rules.RULES`) from the rules' ini file alone,
+    its paths relative to that file (the default branch's checkout): the run's options, its `addopts`
+    and its own ini file set none of them."""
+
+    def __init__(self, config: pytest.Config, ini_path: Path | None, folder: Path):
+        super().__init__(config)
+        self.values = rules.rules_values(ini_path)
+        self.folder = ini_path.parent if ini_path is not None else folder
+        self.dests = {dest for dest, _ in rules.RULES.values() if dest}
+
+    def option(self, dest: str):
+        return None if dest in self.dests else super().option(dest)
+
+    def ini(self, name: str):
+        if name not in rules.RULES:
+            return super().ini(name)
+        return self.values.get(name, [] if name in rules.LINELISTS else "")
+
+    def ini_dir(self, name: str) -> Path:
+        return self.folder if name in rules.RULES else super().ini_dir(name)
+
+
+class PathRule:
+    """Where a relative path from the command line or the ini file points."""
+
+    def __init__(self, config: pytest.Config, source: Source | None = None):
+        self.config = config
+        self.source = source or Source(config)
+
+    def from_ini(self, value: str, name: str = "") -> Path:
         path = Path(value)
         if path.is_absolute():
             return path
-        base = self.config.inipath.parent if self.config.inipath else self.config.rootpath
-        return base / path
+        return self.source.ini_dir(name) / path
 
     def from_command_line(self, value: str) -> Path:
         return self.config.invocation_params.dir / value
@@ -269,25 +321,22 @@ class PathRule:
     def setting(self, option: str, ini: str) -> Path | None:
         """The option's path (relative to where pytest started), else the ini's (relative to the ini
         file)."""
-        given = self.config.getoption(option)
+        given = self.source.option(option)
         if given:
             return self.from_command_line(given)
-        value = self.config.getini(ini)
-        return self.from_ini(value) if value else None
+        value = self.source.ini(ini)
+        return self.from_ini(value, ini) if value else None
 
     def map_setting(self, option: str, ini: str) -> Path | None:
         """A map's setting: a shipped map's name (`vllm`, `pytest_rocm:vllm`) or a path, as
         `setting` reads it."""
         from pytest_rocm import maps
 
-        given = self.config.getoption(option)
-        value = given or str(self.config.getini(ini)).strip()
+        given = self.source.option(option)
+        value = given or str(self.source.ini(ini)).strip()
         if not value:
             return None
-        if given:
-            base = self.config.invocation_params.dir
-        else:
-            base = self.config.inipath.parent if self.config.inipath else self.config.rootpath
+        base = self.config.invocation_params.dir if given else self.source.ini_dir(ini)
         try:
             return maps.resolve(value, base)
         except maps.UnknownMapError as exc:
@@ -297,8 +346,8 @@ class PathRule:
 
     def settings(self, option: str, ini: str) -> list[Path]:
         """A repeatable option's paths, then the ini list's."""
-        return [self.from_command_line(p) for p in self.config.getoption(option) or []] + [
-            self.from_ini(p) for p in self.config.getini(ini)
+        return [self.from_command_line(p) for p in self.source.option(option) or []] + [
+            self.from_ini(p, ini) for p in self.source.ini(ini)
         ]
 
 
@@ -321,6 +370,8 @@ class Settings:
     durations_path: Path | None
     paths: PathRule = field(repr=False)
     quarantine: dict | None = None  # the quarantine file's document (trunk/quarantine.py)
+    # under --rocm-rules: where the rules came from, and what the tree under test sets otherwise
+    rules: dict | None = None
 
 
 def _bool_ini(config: pytest.Config, name: str) -> bool:
@@ -359,18 +410,20 @@ def probe_argv(command: str) -> list[str]:
 
 
 def read_settings(config: pytest.Config) -> Settings:
-    paths = PathRule(config)
-    allowed = frozenset(GROUPS) | frozenset(config.getini("rocm_groups"))
+    _check_rootdir_not_taken_from(config)
+    _check_ini_keys(config)
+    source, verdict_rules = _rules_source(config)
+    paths = PathRule(config, source)
+    allowed = frozenset(GROUPS) | frozenset(source.ini("rocm_groups"))
     report_dir = paths.setting("rocm_report_dir", "rocm_report_dir")
     group_map = paths.map_setting("rocm_group_map", "rocm_group_map")
-    _check_rootdir_not_taken_from(config)
     try:
-        signatures = build_signatures(config.getini("rocm_infra_signatures"))
+        signatures = build_signatures(source.ini("rocm_infra_signatures"))
     except SignatureError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    reruns = config.getoption("rocm_reruns")
+    reruns = source.option("rocm_reruns")
     if reruns is None:
-        raw = str(config.getini("rocm_reruns")).strip() or "1"
+        raw = str(source.ini("rocm_reruns")).strip() or "1"
         try:
             reruns = int(raw)
         except ValueError:
@@ -379,9 +432,7 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(
             f"--rocm-reruns / rocm_reruns: {reruns} is negative; use 0 (no reruns) or more"
         )
-    command = (
-        config.getoption("rocm_health_probe") or config.getini("rocm_health_probe") or DEFAULT_PROBE
-    )
+    command = source.option("rocm_health_probe") or source.ini("rocm_health_probe") or DEFAULT_PROBE
     try:
         argv = probe_argv(command)
     except ValueError as exc:
@@ -394,7 +445,6 @@ def read_settings(config: pytest.Config) -> Settings:
             "--rocm-exit-by-conclusion / rocm_exit_by_conclusion: the exit status follows the gate "
             "report's conclusion, and without --rocm-report-dir there is none; give the folder"
         )
-    _check_ini_keys(config)
     scheduler = _choice(config, "rocm_scheduler", SCHEDULERS)
     if scheduler == "gpu" and getattr(config.option, "dist", "no") not in ("no", "load"):
         raise pytest.UsageError(
@@ -412,14 +462,51 @@ def read_settings(config: pytest.Config) -> Settings:
         probe_command=command,
         probe_argv=argv,
         signatures=signatures,
-        timeouts=_timeouts(config.getini("rocm_timeouts"), allowed),
+        timeouts=_timeouts(source.ini("rocm_timeouts"), allowed),
         baseline_files=paths.settings("rocm_baselines", "rocm_baselines"),
         exit_by_conclusion=exit_by,
         junit_properties=junit,
         scheduler=scheduler,
         durations_path=paths.setting("rocm_durations", "rocm_durations"),
         paths=paths,
+        rules=verdict_rules,
     )
+
+
+def _rules_source(config: pytest.Config) -> tuple[Source, dict | None]:
+    """Where the rules of the verdict come from, and, under `--rocm-rules`, what the tree under test
+    sets otherwise (docs/architecture.md, "The rules of the verdict")."""
+    folder = rules.rules_dir(config)
+    if folder is None:
+        return Source(config), None
+    try:
+        ini_path = rules.rules_ini(config, folder)
+        source = RulesSource(config, ini_path, folder)
+    except rules.RulesError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    found = {
+        "from": str(ini_path) if ini_path is not None else f"{folder} (no ini file: the defaults)",
+        "changed": [],
+    }
+    if hasattr(config, "workerinput") or config.getoption("rocm_rerun_helper", None):
+        return source, found  # the controller compares the trees, once
+    tree = rules.tree_values(config)
+    tree_base = config.inipath.parent if config.inipath else config.rootpath
+    found["changed"] = rules.changes(
+        tree,
+        source.values,
+        _digests(rules.files_of(tree, tree_base), rules.tree_root(config)),
+        _digests(rules.files_of(source.values, source.folder), folder),
+    )
+    if config.getoption("rocm_rules") and not rules.given_on_command_line(config):
+        found["changed"].append(
+            {"setting": "addopts", "tree": "names other rules (--rocm-rules)", "rules": ""}
+        )
+    return source, found
+
+
+def _digests(named: dict[str, list[Path]], top: Path) -> dict[str, dict[str, str]]:
+    return {key: rules.digest(paths, top) for key, paths in named.items()}
 
 
 def _check_ini_keys(config: pytest.Config) -> None:
@@ -439,6 +526,7 @@ def _check_ini_keys(config: pytest.Config) -> None:
 
 # Options whose value is a path, as typed with a space (`--rocm-group-map FILE`).
 PATH_OPTIONS = (
+    "--rocm-rules",
     "--rocm-quarantine",
     "--rocm-durations",
     "--rocm-group-map",
