@@ -339,16 +339,20 @@ class Actions:
         merge = self.merge(base, head, f"Merge {head} into {base}")
         pull = Pull(number, head, base, merge, "someone/vllm-fork" if fork else self.repo, author)
         self.pulls[number] = pull
-        self.fake.pull_files[number] = sorted(files)
+        self._register_files(pull)
         return pull
 
     def push_to_pull(self, pull: Pull, files: dict[str, str]) -> Pull:
         pull.head = self.commit(files, f"PR {pull.number} again", branch=None, parent=pull.head)
-        self.fake.pull_files[pull.number] = sorted(
-            set(self.fake.pull_files.get(pull.number, [])) | set(files)
-        )
         pull.merge = self.merge(pull.base, pull.head, f"Merge {pull.head} into {pull.base}")
+        self._register_files(pull)
         return pull
+
+    def _register_files(self, pull: Pull) -> None:
+        """What GitHub answers about the PR's files: the PR's now, and its head commit's (compare)."""
+        changed = git(self.git_dir, "diff", "--name-only", f"{pull.base}...{pull.head}").split()
+        self.fake.pull_files[pull.number] = sorted(changed)
+        self.fake.compare_files[f"{pull.base}...{pull.head}"] = sorted(changed)
 
     # --- events ---
     def pull_request(

@@ -142,6 +142,8 @@ class FakeGitHub:
         self.permissions: dict[str, str] = {}  # login -> role_name
         self.pulls: dict[int, dict] = {}
         self.pull_files: dict[int, list[str]] = {}  # PR number -> the paths it changes
+        # "BASE...HEAD" -> the paths HEAD changes since its merge base with BASE (the compare API)
+        self.compare_files: dict[str, list[str]] = {}
         self.check_runs: dict[int, dict] = {}
         self.annotations: dict[int, list[dict]] = {}
         self.dispatches: list[dict] = []
@@ -858,3 +860,24 @@ class FakeGitHub:
             for name in self.pull_files.get(int(p["pull_number"]), [])
         ]
         return 200, self._page(items, q)
+
+    def _repos_compare_commits_with_basehead(self, p, q, body):
+        """GitHub's compare (`BASE...HEAD`): the files HEAD changes since the merge base, at most 300
+        of them (the first page names the files; docs.github.com/en/rest/commits/commits#compare-two-
+        commits)."""
+        files = self.compare_files.get(p["basehead"])
+        if files is None:
+            return 404, {
+                "message": "Not Found",
+                "documentation_url": "https://docs.github.com/rest",
+            }
+        out = self._example("/repos/{owner}/{repo}/compare/{basehead}", "get", "200")
+        template = out["files"][0] if out.get("files") else {}
+        out.update(
+            status="ahead",
+            files=[
+                {**template, "filename": name, "status": "modified", "sha": "0" * 40}
+                for name in files[:300]
+            ],
+        )
+        return 200, out

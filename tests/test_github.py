@@ -573,6 +573,10 @@ MERGE = "9" * 40  # a pull_request run's GITHUB_SHA: the merge commit GitHub bui
 
 
 def trust(fake, tmp_path, event_name: str, event: dict, *extra):
+    pull = event.get("pull_request") or {}
+    base, head = (pull.get("base") or {}).get("sha"), (pull.get("head") or {}).get("sha")
+    if base and head:  # unless a test says otherwise, the PR's commit changes no workflow file
+        fake.compare_files.setdefault(f"{base}...{head}", ["vllm/model.py"])
     path = tmp_path / f"event-{len(list(tmp_path.iterdir()))}.json"
     path.write_text(json.dumps(event))
     result = rocm_gate(
@@ -930,15 +934,31 @@ def test_trust_a_label_never_approves_a_fork_pr_that_changes_its_workflows(fake,
     with the approval. A fork PR touching .github/ (or too large for GitHub to list in full) is
     approved by a dispatch."""
     event = fork_pr_event("labeled", "maintainer", "1" * 40, "rocm-ci-approved")
-    number = event["pull_request"]["number"]
-    fake.pull_files[number] = ["vllm/model.py", ".github/workflows/rocm-gate.yml"]
+    labeled = f"{event['pull_request']['base']['sha']}...{'1' * 40}"
+    fake.compare_files[labeled] = ["vllm/model.py", ".github/workflows/rocm-gate.yml"]
     decision = trust(fake, tmp_path, "pull_request", event)
     assert not decision["trusted"] and ".github/workflows/rocm-gate.yml" in decision["reason"]
     assert "dispatching the gate" in decision["reason"]
-    fake.pull_files[number] = [f"vllm/f{i}.py" for i in range(3000)]
+    fake.compare_files[labeled] = [f"vllm/f{i}.py" for i in range(300)]
     assert "cannot list in full" in trust(fake, tmp_path, "pull_request", event)["reason"]
-    fake.pull_files[number] = ["vllm/model.py"]
+    fake.compare_files[labeled] = ["vllm/model.py"]
     assert trust(fake, tmp_path, "pull_request", event)["trusted"]
+
+
+def test_trust_judges_the_labeled_commit_not_what_the_fork_pushed_since(fake, tmp_path):
+    """The fork changes a workflow file in the commit a writer labels, then pushes a revert before
+    the trust job asks: the PR's files then show no .github/ change, but the labeled run (its
+    merge commit, its workflow files) is the first commit's."""
+    event = fork_pr_event("labeled", "maintainer", "1" * 40, "rocm-ci-approved")
+    number, base = event["pull_request"]["number"], event["pull_request"]["base"]["sha"]
+    fake.compare_files[f"{base}...{'1' * 40}"] = ["vllm/model.py", ".github/workflows/ci.yml"]
+    fake.compare_files[f"{base}...{'2' * 40}"] = ["vllm/model.py"]  # the revert, pushed since
+    fake.pull_files[number] = ["vllm/model.py"]
+    decision = trust(fake, tmp_path, "pull_request", event)
+    assert not decision["trusted"] and ".github/workflows/ci.yml" in decision["reason"]
+    # a payload without the base's SHA cannot be judged: never approved
+    del event["pull_request"]["base"]["sha"]
+    assert not trust(fake, tmp_path, "pull_request", event)["trusted"]
 
 
 def test_trust_an_odd_pr_input_of_a_dispatch_is_no_traceback(fake, tmp_path):

@@ -69,10 +69,10 @@ def run(args) -> int:
             client = client or api.Client(github_options.client(args), repo)
             return client.permission(login)
 
-        def files_of(number: int) -> list[str] | None:
+        def files_of(base: str, head: str) -> list[str] | None:
             nonlocal client
             client = client or api.Client(github_options.client(args), repo)
-            return client.pull_files(number)
+            return client.changed_files(base, head)
 
         decision = trust.decide(
             event_name, event, permission_of, os.environ.get("GITHUB_SHA"), files_of

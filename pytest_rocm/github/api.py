@@ -317,12 +317,19 @@ class Client:
         body = self.get(f"/repos/{{repo}}/collaborators/{user}/permission", ok_missing=True)
         return (body or {}).get("role_name") or (body or {}).get("permission") or "none"
 
-    def pull_files(self, number: int, limit: int = 3000) -> list[str] | None:
-        """The paths a PR changes (GitHub lists at most 3,000); None when there may be more."""
-        files = [
-            f.get("filename", "") for f in self.paged(f"/repos/{{repo}}/pulls/{number}/files", None)
-        ]
-        return None if len(files) >= limit else files
+    def changed_files(self, base: str, head: str, limit: int = 300) -> list[str] | None:
+        """The paths commit `head` changes since its merge base with `base` (GitHub's compare; a
+        renamed file counts by both names): what a PR changes as of that very commit, whatever was
+        pushed since. GitHub names at most 300 files; None when there may be more, or when it does
+        not know the commits."""
+        body = self.get(f"/repos/{{repo}}/compare/{base}...{head}", ok_missing=True)
+        if not isinstance(body, dict) or not isinstance(body.get("files"), list):
+            return None
+        files = []
+        for entry in body["files"]:
+            if isinstance(entry, dict):
+                files += [entry[key] for key in ("filename", "previous_filename") if entry.get(key)]
+        return None if len(body["files"]) >= limit else files
 
     def dispatch(self, workflow: str, ref: str, inputs: dict) -> None:
         """Start `workflow` (a file name or id) on `ref` with `inputs` (POST .../dispatches, 204). A

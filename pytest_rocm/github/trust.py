@@ -15,7 +15,10 @@ changes nothing (`noop`).
 A label approves only a fork PR that leaves `.github/` as it is: the labeled run uses the fork's
 copy of the workflow files, whose own jobs and inputs (which suites, what to install) would come
 with the approval. Such a PR is approved by a dispatch naming the SHA instead, which runs the
-default branch's workflow files.
+default branch's workflow files. The files are those of the labeled commit itself (GitHub's
+compare of the event's base and head SHAs), never the PR's files when the question is asked: a
+fork may push a commit that undoes its workflow change in between, and the labeled run would still
+run the first.
 
 Two commits come out: `head_sha`, the commit a check lands on (the PR's head), and `tested_sha`, the
 commit the gate job checks out and runs: for `pull_request` the merge commit GitHub built for the
@@ -76,11 +79,12 @@ def decide(
     event: dict,
     permission_of: Callable[[str], str],
     github_sha: str | None = None,
-    files_of: Callable[[int], list[str] | None] = lambda number: None,
+    files_of: Callable[[str, str], list[str] | None] = lambda base, head: None,
 ) -> Decision:
     """The decision for one delivered event. `permission_of(login)` asks GitHub for a user's
     permission; `github_sha` is the run's GITHUB_SHA (for `pull_request`, the merge commit GitHub
-    built); `files_of(pr)` the paths a PR changes, None when GitHub cannot list them all."""
+    built); `files_of(base, head)` the paths commit `head` changes since its merge base with `base`,
+    None when GitHub cannot list them all."""
     sender = event.get("sender") if isinstance(event.get("sender"), dict) else {}
     login = str(sender.get("login") or "unknown")
     if event_name == "pull_request_target":
@@ -181,7 +185,10 @@ def decide(
     if action == "labeled":
         role = permission_of(login)
         if role in WRITERS:
-            files = files_of(number) if number is not None else None
+            # the files of the labeled commit itself, not the PR's now: a fork may push a commit
+            # that undoes its workflow change between the label and this question
+            base_sha = _sha(base.get("sha"))
+            files = files_of(base_sha, sha) if base_sha else None
             workflows = [f for f in files or [] if f.startswith(".github/")]
             if files is None or workflows:
                 what = (

@@ -31,6 +31,8 @@ OPERATIONS = {
     "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches": ["post"],
     "/repos/{owner}/{repo}/pulls/{pull_number}": ["get"],
     "/repos/{owner}/{repo}/pulls/{pull_number}/files": ["get"],
+    # `rocm-gate trust`: the files of the very commit a label approved (the PR's head may have moved on since)
+    "/repos/{owner}/{repo}/compare/{basehead}": ["get"],
     "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations": ["get"],
     "/app/installations/{installation_id}/access_tokens": ["post"],
     # the publisher's provenance checks and the sweep: the gate run, its jobs and artifacts, a tested commit
