@@ -984,6 +984,7 @@ class Actions:
             "GITHUB_RUN_ID": github["run_id"],
             "GITHUB_RUN_ATTEMPT": github["run_attempt"],
             "GITHUB_API_URL": self.fake.url,
+            "ROCM_GATE_PACE": "0",  # the loopback API has no secondary rate limit
             "GITHUB_SERVER_URL": "https://github.com",
             "GITHUB_WORKSPACE": str(work),
             "GITHUB_OUTPUT": str(outputs_file),

@@ -827,8 +827,12 @@ class FakeGitHub:
 
     def _repos_get_commit(self, p, q, body):
         parents = self.commits.get(p["ref"])
-        if parents is None:
-            return 404, {"message": "No commit found for SHA: " + p["ref"]}
+        if parents is None:  # GitHub answers a SHA it does not have with 422, not 404
+            return 422, {
+                "message": "No commit found for SHA: " + p["ref"],
+                "documentation_url": "https://docs.github.com/rest/commits/commits#get-a-commit",
+                "status": "422",
+            }
         out = self._example("/repos/{owner}/{repo}/commits/{ref}", "get", "200")
         out.update(
             sha=p["ref"],

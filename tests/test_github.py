@@ -59,6 +59,7 @@ def rocm_gate(
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ROCM_GATE_"))}
     environ.update(
         GITHUB_API_URL=fake.url,
+        ROCM_GATE_PACE="0",  # writes a second apart, against a loopback API: only slower
         GITHUB_REPOSITORY=REPO_NAME,
         GITHUB_RUN_ID="9001",
         GITHUB_SERVER_URL="https://github.com",
@@ -306,9 +307,9 @@ def test_a_late_in_progress_publish_never_reopens_a_completed_check(fake, failin
 
 
 def test_every_request_has_its_own_attempts(fake, failing_results, tmp_path):
-    """3,000 annotations (60 batches) while every third request fails: each request gets its
-    attempts, so all of them arrive, each once (the fake fails these before applying them, so no
-    settling is needed)."""
+    """3,000 failures, the 500 annotations they make at most (10 batches), while every third request
+    fails: each request gets its attempts, so all of them arrive, each once (the fake fails these
+    before applying them, so no settling is needed)."""
     results = _many_regressions(failing_results, tmp_path / "run", 3000)
     fake.every = (3, 502)
     result = rocm_gate(
@@ -326,8 +327,8 @@ def test_every_request_has_its_own_attempts(fake, failing_results, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     [check] = fake.checks(SHA)
-    assert len(fake.annotations[check["id"]]) == 3000
-    assert len({a["title"] for a in fake.annotations[check["id"]]}) == 3000
+    assert len(fake.annotations[check["id"]]) == 500
+    assert len({a["title"] for a in fake.annotations[check["id"]]}) == 500
 
 
 def test_another_run_of_the_same_commit_gets_its_own_check(fake, failing_results):
@@ -373,9 +374,7 @@ def _many_regressions(results: Path, to: Path, count: int) -> Path:
 
 def test_an_interrupted_publish_converges_when_run_again(fake, failing_results, tmp_path):
     results = _many_regressions(failing_results, tmp_path / "run", 120)  # three annotation batches
-    fake.fail_after = (
-        6  # list, create, list, annotations, complete, one more batch: then GitHub goes away
-    )
+    fake.fail_after = 6  # list, create, list, annotations, two batches: then GitHub goes away
     broken = rocm_gate(
         fake,
         "publish",
@@ -398,6 +397,9 @@ def test_an_interrupted_publish_converges_when_run_again(fake, failing_results, 
     assert unsent["conclusion"] == "failure" and len(unsent["output"]["annotations"]) == 120
     [check] = fake.checks(SHA)
     assert 0 < len(fake.annotations[check["id"]]) < 120
+    # every annotation is sent before the check completes: one cut off midway stays running (the
+    # sweep finishes it), never completed without some of its annotations
+    assert check["status"] == "in_progress"
     fake.fail_after = None
     assert (
         rocm_gate(
@@ -418,7 +420,11 @@ def test_a_payload_over_the_limits_is_cut_not_rejected(fake, failing_results, tm
     summary = check["output"]["summary"]
     assert len(summary) <= 65535 and "more (the run's artifacts: https://github.com/" in summary
     assert summary.rstrip().endswith("|")  # the stack table at the end survived the cut
-    assert len(fake.annotations[check["id"]]) == 3000
+    # GitHub's rate limits: 500 annotations (10 requests, not 60), the rest counted and pointed at
+    assert len(fake.annotations[check["id"]]) == 500
+    assert "The first 500 of 3000 failures are annotated" in summary
+    writes = [r for r in fake.log if r[0] in ("POST", "PATCH")]
+    assert len(writes) <= 12, len(writes)
 
 
 @pytest.mark.parametrize(
@@ -548,9 +554,29 @@ def test_a_github_app_mints_its_installation_token(fake, failing_results, tmp_pa
         "ROCM_GATE_APP_PRIVATE_KEY_FILE": str(pem),
         "ROCM_GATE_APP_INSTALLATION_ID": "77",
     }
-    result = rocm_gate(fake, "publish", str(failing_results), "--sha", SHA, env=env, token=None)
+    # one 502 on the token's request, as under a GitHub incident: tried again, not a failed publish
+    fake.script_for = [("post", "/app/installations/77/access_tokens", "502")]
+    result = rocm_gate(
+        fake, "publish", str(failing_results), "--sha", SHA, "--backoff", "0", env=env, token=None
+    )
     assert result.returncode == 0, result.stderr
     assert [c["conclusion"] for c in fake.checks(SHA)] == ["failure"]
+    assert [r for r in fake.log if r[1].startswith("/app/")] == [
+        ("POST", "/app/installations/77/access_tokens", 502),
+        ("POST", "/app/installations/77/access_tokens", 201),
+    ]
+
+
+def test_a_publish_from_a_folder_with_no_run_sends_no_null_to_github(fake, failing_results):
+    """`publish RESULTS_DIR --sha SHA` outside Actions: no run id, no details URL. GitHub's schema
+    refuses `null` for both (422); they are left out."""
+    result = rocm_gate(
+        fake, "publish", str(failing_results), "--sha", SHA, env={"GITHUB_RUN_ID": ""}
+    )
+    assert result.returncode == 0, result.stderr
+    [check] = fake.checks(SHA)
+    assert check["conclusion"] == "failure" and not check.get("external_id")
+    assert [r for r in fake.log if r[2] == 422] == []
 
 
 # --- the trust gate -------------------------------------------------------------------------------

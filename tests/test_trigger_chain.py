@@ -378,6 +378,35 @@ def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
     assert f"the results say the head commit was {target}" in check["output"]["summary"]
 
 
+UNKNOWN_TESTED_CONFTEST = '''
+import json, os, pathlib
+
+def pytest_unconfigure(config):
+    """Claims a tested commit this repository does not have (the head stays the PR's)."""
+    path = pathlib.Path(os.environ["GITHUB_WORKSPACE"]) / "out" / "gate" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["git_sha"] = manifest["provenance"]["tested_sha"] = "f" * 40
+    path.write_text(json.dumps(manifest))
+'''
+
+
+def test_results_that_name_a_commit_github_does_not_have_complete_a_blocking_check(
+    upstream, github
+):
+    """GitHub answers a SHA it does not have with 422, not 404: the publish stopped at that answer
+    and the check made when the run started stayed running, blocking with no word of why."""
+    pull = upstream.open_pull(
+        118, {"tests/conftest.py": UNKNOWN_TESTED_CONFTEST}, fork=False, author="maintainer"
+    )
+    upstream.pull_request(pull, "opened", "maintainer")
+    [check] = checks(github, pull.head)
+    assert (check["status"], check["conclusion"]) == ("completed", "action_required")
+    assert (
+        f"the results say they tested {'f' * 40}, which this repository does not have"
+        in (check["output"]["summary"])
+    )
+
+
 def click(
     upstream, github, check: dict, tmp_path, identifier: str | None = None
 ) -> subprocess.CompletedProcess:
@@ -403,6 +432,7 @@ def click(
         env={
             **os.environ,
             "GITHUB_API_URL": github.url,
+            "ROCM_GATE_PACE": "0",
             "GITHUB_REPOSITORY": upstream.repo,
             "GITHUB_TOKEN": "ghs_relay",
         },
@@ -475,6 +505,77 @@ def test_a_check_left_running_is_finished_by_the_scheduled_sweep(upstream, githu
     again = upstream.schedule("rocm-gate-sweep.yml")
     # nothing left to do
     assert "0 run(s) needed something" in again.job("/ sweep").steps[-1]["output"]
+
+
+ONCE = (
+    "import pathlib\nimport pytest\n\n@pytest.mark.rocm_gate(group='attention')\n"
+    "def test_passes_only_the_first_time():\n    state = pathlib.Path(%r)\n"
+    "    first = not state.exists()\n    state.touch()\n    assert first, 'broke'\n"
+)
+
+
+def test_the_sweep_never_puts_an_older_runs_result_over_a_newer_one(upstream, github, tmp_path):
+    """A run's publishes were lost (`requested` and `completed`); a newer run of the same commit
+    failed and published. The sweep finished the older run and wrote its `success` as the newest
+    check of the name, the one GitHub shows, over the newer `failure`."""
+    pull = upstream.open_pull(
+        119,
+        {"tests/kernels/attention/test_once.py": ONCE % str(tmp_path / "ran")},
+        fork=False,
+        author="maintainer",
+    )
+    upstream.undelivered |= {"requested", "completed"}
+    first = upstream.pull_request(pull, "opened", "maintainer")
+    upstream.undelivered.clear()
+    assert checks(github, pull.head) == []
+    # a maintainer runs the gate again on the same commit
+    second = upstream.dispatch(
+        "rocm-gate.yml",
+        {"sha": pull.head, "scope": "all", "runner-class": "mi300x-8", "pr": str(pull.number)},
+        "maintainer",
+    )
+    [newer] = checks(github, pull.head)
+    assert (newer["conclusion"], newer["external_id"]) == ("failure", str(second.id))
+    swept = upstream.schedule("rocm-gate-sweep.yml")
+    out = swept.job("/ sweep").steps[-1]["output"]
+    assert f"run {first.id} mi300x-8: nothing: a newer run's check" in out, out
+    assert [c["external_id"] for c in checks(github, pull.head)] == [str(second.id)]
+
+
+def test_a_check_the_sweep_cannot_finish_offers_no_rerun_that_would_approve(
+    upstream, github, tmp_path
+):
+    """An unapproved fork run's check was left running and GitHub kept failing the sweep's reads:
+    the sweep completed it `timed_out` with a "Re-run all" button, and a writer's click dispatched
+    the fork's commit, which the dispatch then approved. Now it has no button, and a click (GitHub's
+    own Re-run) approves nothing."""
+    import datetime as dt
+
+    from pytest_rocm.github import api
+    from pytest_rocm.github.publishing import Options
+    from pytest_rocm.github.sweep import sweep
+
+    pull = upstream.open_pull(120, {"vllm/model.py": "x = 20\n"}, fork=True)
+    upstream.undelivered.add("completed")
+    run = upstream.pull_request(pull, "opened", "forker")
+    upstream.undelivered.clear()
+    [running] = checks(github, pull.head)
+    assert running["status"] == "in_progress"
+    github.script_for = [("get", f"/repos/{upstream.repo}/actions/runs/{run.id}", "502")] * 6
+    app = api.connect(
+        github.url, app_id=str(APP_ID), private_key=github.private_key, installation_id="77"
+    )
+    client = api.Client(app, upstream.repo, backoff=0.0, settle_s=0.0, pace_s=0.0, app_id=APP_ID)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    classes = [(Options("mi300x-8", GATE_PIN, "rocm-mi300x-8"), "mi300x-8")]
+    done = sweep(client, "rocm-gate.yml", classes, now=later)
+    assert [d.action for d in done if d.run_id == run.id][-1] == "timed_out", done
+    [stuck] = checks(github, pull.head)
+    assert stuck["conclusion"] == "timed_out" and stuck["output"]["title"].startswith("Unfinished")
+    assert not stuck.get("actions")
+    clicked = click(upstream, github, stuck, tmp_path)
+    assert clicked.returncode == 0 and "ignored" in clicked.stdout, clicked.stdout + clicked.stderr
+    assert github.dispatches == [] and on_gpu(upstream) == []
 
 
 def test_the_publishes_of_one_run_never_overlap(upstream, github):

@@ -38,9 +38,12 @@ def world(broken=None, flaky=None) -> dict:
     return {"broken": broken or {}, "flaky": flaky or {}, "infra": [], "jitter": 3}
 
 
-def broken_engine(token: int) -> dict:
+def broken_engine(logprob: float, token: int = 17) -> dict:
+    """Main's break of the engine: greedy decoding diverges at the same token on every run, with a
+    logprob that jitters by a little from run to run (one failure, trunk/fingerprint.py); a
+    divergence at another token is another failure."""
     return {
-        "test_engine_0": f"output of test_engine_0 diverged at token {token} (logprob 0.{token})"
+        "test_engine_0": f"output of test_engine_0 diverged at token {token} (logprob {logprob:.3f})"
     }
 
 
@@ -100,8 +103,8 @@ def trunk(tmp_path_factory):
     mains = [
         push(commits, 0, world()),
         push(commits, 2, world(moe, {"test_api_1": "attempt"})),
-        push(commits, 4, world({**moe, **broken_engine(17)})),
-        push(commits, 6, world(broken_engine(41))),
+        push(commits, 4, world({**moe, **broken_engine(-0.41)})),
+        push(commits, 6, world(broken_engine(-0.43))),
     ]
     sku_diff = {"test_attention_3": "fp8 kernel missing"}
     mains += [
@@ -109,14 +112,14 @@ def trunk(tmp_path_factory):
         push(commits, 6, world(sku_diff), "mi355x-1"),
     ]
     prs = {
-        "clean": pull(1, commits[6], world(broken_engine(88))),
+        "clean": pull(1, commits[6], world(broken_engine(-0.42))),
         "new": pull(
             2,
             commits[6],
-            world({**broken_engine(9), "test_attention_0": "KeyError: 'rope_scaling'"}),
+            world({**broken_engine(-0.40), "test_attention_0": "KeyError: 'rope_scaling'"}),
         ),
         "differently": pull(3, commits[6], world({"test_engine_0": "KeyError: 'rope_scaling'"})),
-        "before_break": pull(4, commits[2], world(broken_engine(5))),
+        "before_break": pull(4, commits[2], world(broken_engine(-0.44))),
         "fixes": pull(5, commits[6], world()),
     }
     for run in mains + list(prs.values()):
@@ -164,7 +167,8 @@ def test_trunk_state_names_since_last_green_and_the_suspect_commits(trunk):
     # the untested c3 is in the range, from the checkout's history
     assert engine["suspects"] == [commits[3], commits[4]] and engine["suspect_count"] == 2
     assert engine["fingerprints"] == [
-        "AssertionError: output of test_engine_0 diverged at token N (logprob N)"
+        "AssertionError: output of test_engine_0 diverged at token 17 (logprob -0.410)",
+        "AssertionError: output of test_engine_0 diverged at token 17 (logprob -0.430)",
     ]
     assert state["main_runs"] == 4 and state["newest"]["sha"] == commits[6]
     assert state["tests"][MOE]["state"] == "passing" and state["tests"][MOE]["flips"] == 2
@@ -447,7 +451,7 @@ def test_a_quarantined_test_runs_never_blocks_and_is_reported(trunk, tmp_path):
         ).returncode
         == 0
     )
-    run = pull(7, trunk["commits"][6], world(broken_engine(3)))
+    run = pull(7, trunk["commits"][6], world(broken_engine(-0.41)))
     run.args = (f"--rocm-quarantine={file}",)
     replay.execute(run, tmp_path)
     report = json.loads((run.folder / "gate-report.json").read_text())
@@ -463,7 +467,7 @@ def test_a_quarantined_test_runs_never_blocks_and_is_reported(trunk, tmp_path):
     check = publish(run)[1]
     assert "Quarantined (ran, never blocks) (1)" in check["output"]["summary"]
     # on another SKU the entry does not apply
-    other = pull(8, trunk["commits"][6], world(broken_engine(3)))
+    other = pull(8, trunk["commits"][6], world(broken_engine(-0.41)))
     other.args, other.platform = (f"--rocm-quarantine={file}",), "mi355x-1"
     replay.execute(other, tmp_path)
     assert json.loads((other.folder / "gate-report.json").read_text())["conclusion"] == "failure"
@@ -524,6 +528,7 @@ def tracker(github, *args):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ROCM_GATE_"))}
     environ.update(
         GITHUB_API_URL=github.url,
+        ROCM_GATE_PACE="0",
         GITHUB_REPOSITORY="vllm-project/vllm",
         GITHUB_TOKEN="ghs_trackertoken",
         PYTHONPATH=str(REPO),
@@ -604,6 +609,7 @@ def test_a_tracker_create_that_timed_out_is_not_sent_twice(trunk, github):
         api.connect(github.url, token="ghs_trackertoken", read_timeout=0.3),
         "vllm-project/vllm",
         settle_s=1.0,
+        pace_s=0.0,
     )
     github.late_s = 0.3
     github.script_for = [("post", "/repos/vllm-project/vllm/issues", "late")]

@@ -1,5 +1,6 @@
-"""Options shared by the commands that talk to GitHub (publish, trust, rerun): where the API is,
-which repository, and the credentials, read from the environment as GitHub Actions sets it.
+"""Options shared by the commands that talk to GitHub (publish, sweep, trust, rerun, tracker): where
+the API is, which repository, how requests are tried and paced (the same for every command), and the
+credentials, read from the environment as GitHub Actions sets it.
 
 Credentials: a GitHub App (ROCM_GATE_APP_ID, ROCM_GATE_APP_PRIVATE_KEY or ROCM_GATE_APP_PRIVATE_KEY_FILE,
 ROCM_GATE_APP_INSTALLATION_ID: an installation token is minted per run), else GITHUB_TOKEN (the Actions
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from pytest_rocm.cli.arguments import whole_number
 
 
 class OptionError(ValueError):
@@ -30,6 +33,35 @@ def add(parser, repo_help: str = "owner/name (default: $GITHUB_REPOSITORY)") -> 
         metavar="S",
         help="read timeout per request (default 20)",
     )
+    group.add_argument(
+        "--attempts",
+        type=whole_number(1, "--attempts must be at least 1, got {value}"),
+        default=6,
+        help="attempts per request before giving up (default 6)",
+    )
+    group.add_argument(
+        "--backoff",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="first wait after a failed attempt, doubled each time, capped at 120 s (default 2)",
+    )
+    group.add_argument(
+        "--settle",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="after a write that may have been applied, wait until S seconds after it was sent "
+        "before reading the state again (default 10: GitHub's own limit per request)",
+    )
+    group.add_argument(
+        "--pace",
+        type=float,
+        default=float(os.environ.get("ROCM_GATE_PACE", "1.0") or 1.0),
+        metavar="S",
+        help="at least S seconds between two writes, as GitHub asks against its secondary rate "
+        "limits (default 1, or $ROCM_GATE_PACE)",
+    )
 
 
 def repo(args) -> str:
@@ -37,6 +69,22 @@ def repo(args) -> str:
     if value.count("/") != 1 or not all(value.split("/")):
         raise OptionError(f"--repo/$GITHUB_REPOSITORY must be owner/name, got {value!r}")
     return value
+
+
+def api_client(args, repo_name: str | None = None):
+    """The repository's API client with the request options (attempts, backoff, settle, pace) and,
+    for an App, its id (only its own checks count)."""
+    from pytest_rocm.github import api
+
+    return api.Client(
+        client(args),
+        repo_name or repo(args),
+        attempts=args.attempts,
+        backoff=args.backoff,
+        settle_s=args.settle,
+        pace_s=max(args.pace, 0.0),
+        app_id=app_id(),
+    )
 
 
 def client(args):
@@ -74,6 +122,8 @@ def client(args):
             private_key=app[1],
             installation_id=app[2],
             read_timeout=args.timeout,
+            attempts=args.attempts,
+            backoff=args.backoff,
         )
     except Exception as exc:  # minting the installation token: say what failed, never the key
         raise OptionError(

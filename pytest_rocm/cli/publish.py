@@ -46,7 +46,6 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits, github_options
-from pytest_rocm.cli.arguments import whole_number
 
 
 def add_parser(commands, name: str) -> None:
@@ -132,27 +131,6 @@ def add_parser(commands, name: str) -> None:
         default="rocm-gate-unsent-check.json",
         help="where the payload goes when GitHub cannot be reached (default: %(default)s)",
     )
-    parser.add_argument(
-        "--attempts",
-        type=whole_number(1, "--attempts must be at least 1, got {value}"),
-        default=6,
-        help="attempts per request before giving up (default 6)",
-    )
-    parser.add_argument(
-        "--backoff",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help="first wait after a failed attempt, doubled each time, capped at 120 s (default 2)",
-    )
-    parser.add_argument(
-        "--settle",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="after a write that may have been applied, wait until S seconds after it was sent "
-        "before reading the state again (default 10: GitHub's own limit per request)",
-    )
 
 
 def _sha(value: str | None, what: str) -> str:
@@ -172,19 +150,6 @@ def _optional_artifact(path: str | None, kind: str, option: str) -> dict | None:
         return load_artifact(path, kind)
     except ArtifactError as exc:
         raise github_options.OptionError(f"{option} {exc}") from None
-
-
-def _client(args, repo: str):
-    from pytest_rocm.github import api
-
-    return api.Client(
-        github_options.client(args),
-        repo,
-        attempts=args.attempts,
-        backoff=args.backoff,
-        settle_s=args.settle,
-        app_id=github_options.app_id(),
-    )
 
 
 def _unsent(args, payload: dict, exc) -> int:
@@ -259,7 +224,7 @@ def _from_workflow_run(args, base_parity) -> int:
         base_parity=base_parity,
         trunk=args.trunk_state,
     )
-    client = _client(args, github_options.repo(args))
+    client = github_options.api_client(args)
     try:
         outcome = publishing.publish_run(client, event_run, event["action"], options)
     except provenance.RunRefused as exc:
@@ -344,7 +309,7 @@ def _from_folder(args, base_parity) -> int:
         print(json.dumps(payload, indent=2))
         return status
     try:
-        client = _client(args, repo)
+        client = github_options.api_client(args, repo)
         done = api.converge(client, sha, content, run_id, details_url, args.in_progress)
     except api.PublishError as exc:
         return _unsent(args, payload, exc)

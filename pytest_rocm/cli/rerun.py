@@ -62,7 +62,7 @@ def run(args) -> int:
     try:
         payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
-        client = None if args.dry_run else api.Client(github_options.client(args), repo)
+        client = None if args.dry_run else github_options.api_client(args, repo)
         asked = rerun.plan(
             payload, (lambda login: "write") if args.dry_run else client.permission, args.app_id
         )

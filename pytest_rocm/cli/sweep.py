@@ -5,7 +5,9 @@ For the gate runs of `--workflow` that completed in the last `--hours`, and each
 `--class CLASS=RUNNER_GROUP`, publishes the run's completed stage again from GitHub's facts and the
 run's artifact, exactly as the publish workflow would have (pytest_rocm/github/sweep.py). A check
 that still cannot be finished `--stuck-after` minutes after its run ended is completed `timed_out`,
-saying why, with the "Re-run all" button.
+saying why, with no rerun button: nothing established that the run was approved, and a rerun's
+dispatch approves (someone with write access reruns it on purpose). A run older than the newest
+result on its commit is never published over it.
 
 Exit status: 0 swept, 2 bad input or GitHub refused, 4 GitHub could not be reached.
 """
@@ -70,11 +72,6 @@ def add_parser(commands, name: str) -> None:
         help="a check still unfinished this long after its run is completed timed_out (default 30)",
     )
     parser.add_argument("--incomplete", choices=("block", "neutral"), default="block")
-    parser.add_argument(
-        "--attempts", type=whole_number(1, "--attempts must be at least 1, got {value}"), default=6
-    )
-    parser.add_argument("--backoff", type=float, default=2.0, metavar="S")
-    parser.add_argument("--settle", type=float, default=10.0, metavar="S")
 
 
 def run(args) -> int:
@@ -87,14 +84,7 @@ def run(args) -> int:
                 "the sweep writes as the GitHub App: set ROCM_GATE_APP_ID, "
                 "ROCM_GATE_APP_PRIVATE_KEY and ROCM_GATE_APP_INSTALLATION_ID"
             )
-        client = api.Client(
-            github_options.client(args),
-            github_options.repo(args),
-            attempts=args.attempts,
-            backoff=args.backoff,
-            settle_s=args.settle,
-            app_id=github_options.app_id(),
-        )
+        client = github_options.api_client(args)
         classes = [
             (
                 publishing.Options(

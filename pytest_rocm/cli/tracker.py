@@ -65,7 +65,7 @@ def run(args) -> int:
             print(json.dumps({"title": title, "body": body}, indent=2))
         return exits.OK
     try:
-        client = api.Client(github_options.client(args), github_options.repo(args))
+        client = github_options.api_client(args)
         for state in states:
             done = tracker.keep(client, state, args.framework, suspects)
             print(

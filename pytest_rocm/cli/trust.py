@@ -66,12 +66,12 @@ def run(args) -> int:
 
         def permission_of(login: str) -> str:
             nonlocal client
-            client = client or api.Client(github_options.client(args), repo)
+            client = client or github_options.api_client(args, repo)
             return client.permission(login)
 
         def files_of(base: str, head: str) -> list[str] | None:
             nonlocal client
-            client = client or api.Client(github_options.client(args), repo)
+            client = client or github_options.api_client(args, repo)
             return client.changed_files(base, head)
 
         decision = trust.decide(

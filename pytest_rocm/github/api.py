@@ -6,6 +6,9 @@ Requests (`Client`):
   sends all of them, as a publish of 6 does;
 - a read (GET) is retried on 5xx, 429, rate limits, read timeouts and dropped connections, waiting what GitHub
   asks (`Retry-After`, `X-RateLimit-Reset`, each wait capped at MAX_WAIT_S), else a doubling backoff;
+- writes are paced: at least PACE_S between two of them (GitHub's guidance against its secondary rate limits:
+  make writes serially, a second apart; docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-
+  rest-api), and no body carries `null` where GitHub's schema wants a string (an absent field is left out);
 - a write (POST, PATCH) is never replayed blind. One that failed after it was sent (a read timeout, a 5xx) may
   have been applied, or may still be: GitHub works on a request for up to 10 seconds before it gives up
   (docs.github.com/en/rest/using-the-rest-api/troubleshooting-the-rest-api#timeouts). So the writer waits until
@@ -18,7 +21,12 @@ the order or timing of writes. The oldest such check is the one kept; any other 
 applied after its answer was lost, two publishers at once) is completed as a copy of it without
 annotations, since GitHub cannot delete a check and shows the newest. A completed check is never
 made `in_progress` again. Annotations are appended by GitHub on every update, so they are read back
-and each is sent once, by content.
+and each is sent once, by content; they are all sent before the check is completed, so a publish
+cut off midway leaves a running check, which the sweep finishes, never a completed one that lacks
+some.
+
+The App's installation token is minted with the same attempts as any read (`connect`): one 502
+there must not fail a publish.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ ATTEMPTS = 6
 SETTLE_S = 10.0  # GitHub's own limit on processing one request
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
 TRANSIENT_STATUS = (500, 502, 503, 504)
+PACE_S = 1.0  # between two writes
 GITHUB_ERRORS = (github3.exceptions.GitHubException, requests.RequestException)
 
 
@@ -79,6 +88,9 @@ def connect(
     private_key: str | None = None,
     installation_id: str | None = None,
     read_timeout: float = READ_TIMEOUT_S,
+    attempts: int = ATTEMPTS,
+    backoff: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> github3.GitHub:
     """A github3 client for `api_url` (api.github.com, GitHub Enterprise's /api/v3, or a loopback
     server).
@@ -94,8 +106,18 @@ def connect(
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     if app_id and private_key and installation_id:
-        # the JWT's `iss` must be a string for PyJWT 2.10+
-        gh.login_as_app_installation(private_key.encode(), str(app_id), int(installation_id))
+        # the JWT's `iss` must be a string for PyJWT 2.10+; a 5xx or a dropped connection while
+        # minting is tried again, as any read is
+        for attempt in range(attempts):
+            try:
+                gh.login_as_app_installation(
+                    private_key.encode(), str(app_id), int(installation_id)
+                )
+                break
+            except (github3.exceptions.ServerError, requests.RequestException):
+                if attempt + 1 == attempts:
+                    raise
+                sleep(min(backoff * 2**attempt, MAX_WAIT_S))
     elif token:
         # The Actions token is an installation token; github3 only allows check runs under this
         # auth.
@@ -154,6 +176,8 @@ class Client:
     app_id: int | None = (
         None  # the App this publisher writes as: checks of any other app are not its own
     )
+    pace_s: float = PACE_S  # between two writes
+    _last_write: float = field(default=-1e9, repr=False)
 
     @property
     def base(self) -> str:
@@ -167,7 +191,8 @@ class Client:
         )
 
     def get(self, path: str, params: dict | None = None, *, ok_missing: bool = False):
-        """The JSON of a GET, retried as the module says; None for a 404 when `ok_missing`."""
+        """The JSON of a GET, retried as the module says; None for a 404 when `ok_missing` (and for
+        the 422 GitHub answers a commit it does not have with: "No commit found for SHA")."""
         last = None
         for attempt in range(self.attempts):
             try:
@@ -177,7 +202,10 @@ class Client:
                 last = exc
                 self._pause(None, attempt, f"GET {path}: {type(exc).__name__}")
                 continue
-            if response.status_code == 404 and ok_missing:
+            if ok_missing and (
+                response.status_code == 404
+                or (response.status_code == 422 and b"No commit found" in response.content)
+            ):
                 return None
             if response.status_code < 300:
                 return response.json() if response.content else None
@@ -209,7 +237,10 @@ class Client:
         """One POST or PATCH. Sent again only when GitHub refused it before doing anything;
         `Ambiguous` when it may have been applied; PublishError when GitHub will not take it."""
         for attempt in range(self.attempts):
-            sent_at = time.monotonic()
+            wait = self._last_write + self.pace_s - time.monotonic()
+            if wait > 0:
+                self.sleep(wait)
+            sent_at = self._last_write = time.monotonic()
             try:
                 response = self.gh.session.request(method, self._url(path), json=body)
             except requests.ConnectionError as exc:
@@ -363,6 +394,12 @@ def _batches(content: CheckContent, listed: list[dict]) -> tuple[int, list[list[
     ] or [[]]
 
 
+def _given(body: dict) -> dict:
+    """`body` without the fields that have no value: GitHub's schema refuses `null` for a string
+    (`details_url`, `external_id` of a publish from a local folder)."""
+    return {key: value for key, value in body.items() if value is not None}
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -408,15 +445,17 @@ def converge(
             client.write(
                 "POST",
                 "/repos/{repo}/check-runs",
-                {
-                    "name": content.name,
-                    "head_sha": sha,
-                    "details_url": details_url,
-                    "external_id": external_id,
-                    "status": "in_progress",
-                    "started_at": _now(),
-                    "output": {"title": "running", "summary": f"{content.name} is running."},
-                },
+                _given(
+                    {
+                        "name": content.name,
+                        "head_sha": sha,
+                        "details_url": details_url,
+                        "external_id": external_id,
+                        "status": "in_progress",
+                        "started_at": _now(),
+                        "output": {"title": "running", "summary": f"{content.name} is running."},
+                    }
+                ),
             )
             created = True
         except Ambiguous as exc:
@@ -426,52 +465,51 @@ def converge(
         status = "unchanged" if canonical["status"] == "completed" else "in_progress"
         return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
     path = f"/repos/{{repo}}/check-runs/{canonical['id']}"
-    common = {"details_url": details_url, "external_id": external_id, "actions": content.actions}
-    # what GitHub holds: each annotation is sent once
-    listed = client.paged(f"{path}/annotations", None)
-    held, batches = _batches(content, listed)
+    common = _given(
+        {"details_url": details_url, "external_id": external_id, "actions": content.actions}
+    )
+    # what GitHub holds: each annotation is sent once, all of them before the check completes
+    held, batches = _batches(content, client.paged(f"{path}/annotations", None))
     sent, index = 0, 0
-    while True:  # complete it with the first batch, then append the others
+    while index < len(batches) and batches[index]:
         batch = batches[index]
-        if index == 0:
-            body = {
-                "status": "completed",
-                "conclusion": content.conclusion,
-                "completed_at": _now(),
-                "output": content.output(batch),
-                **common,
-            }
-        else:
-            body = {"output": content.output(batch)}
+        _spend(client, tries, f"annotations {held + 1} to {held + len(batch)}")
         try:
-            _spend(
-                client,
-                tries,
-                f"annotations {held + 1} to {held + len(batch)}" if index else "complete the check",
-            )
-            client.write("PATCH", path, body)
+            client.write("PATCH", path, {"output": content.output(batch)})
             landed = True
         # landed or not? GitHub's count of annotations says, once it is done with it
         except Ambiguous as exc:
             client.settle(exc)
-            now = client.get(path)
-            count = (now.get("output") or {}).get("annotations_count", -1)
-            completed = (
-                now.get("status") == "completed" and now.get("conclusion") == content.conclusion
-            )
-            if count == held + len(batch) and (index or completed):
+            count = (client.get(path).get("output") or {}).get("annotations_count", -1)
+            if count == held + len(batch):
                 landed = True
             elif count == held:
                 landed = False  # send it again
             else:  # something else changed it: read every annotation again
                 held, batches = _batches(content, client.paged(f"{path}/annotations", None))
-                index, landed = 0, False
+                index = 0
                 continue
         if landed:
-            held += len(batch)
-            sent += len(batch)
-            index += 1
-            if index == len(batches):
+            held, sent, index = held + len(batch), sent + len(batch), index + 1
+    while True:  # then complete it
+        _spend(client, tries, "complete the check")
+        try:
+            client.write(
+                "PATCH",
+                path,
+                {
+                    "status": "completed",
+                    "conclusion": content.conclusion,
+                    "completed_at": _now(),
+                    "output": content.output(),
+                    **common,
+                },
+            )
+            break
+        except Ambiguous as exc:
+            client.settle(exc)
+            now = client.get(path)
+            if now.get("status") == "completed" and now.get("conclusion") == content.conclusion:
                 break
     for extra in extras:  # what late creates left: copies without annotations, so none stands apart
         if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
@@ -480,7 +518,7 @@ def converge(
             "status": "completed",
             "conclusion": content.conclusion,
             "completed_at": _now(),
-            "details_url": details_url,
+            **_given({"details_url": details_url}),
             "output": {
                 "title": content.title,
                 "summary": f"A duplicate of {canonical['html_url']}, which has the "

@@ -30,6 +30,11 @@ from pytest_rocm.schemas.artifacts import manifest_stack
 
 TEXT_LIMIT = 65535
 ANNOTATIONS_PER_REQUEST = 50
+# at most this many annotations (10 requests): GitHub allows about 80 content-creating requests a
+# minute and 500 an hour (docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api);
+# 30,000 failures were 600 requests. The rest are counted in the summary, and listed in the run's
+# gate-report.json.
+MAX_ANNOTATIONS = 500
 ANNOTATION_TITLE_LIMIT = 255
 ANNOTATION_MESSAGE_LIMIT = 4000  # GitHub takes 64 KB; a reader wants the first lines
 EVIDENCE_LINES = 6
@@ -475,6 +480,13 @@ def build(
         f"{ran} blocking gate(s) ran; {len(blocking_regressions)} regressed, {len(infra)} infra, "
         f"{len(flaky)} flaky, {len(gaps)} known gap(s), {len(tests)} test(s) in all."
     )
+    marks = annotations(blocking_regressions, other_regressions, path_prefix)
+    if len(marks) > MAX_ANNOTATIONS:
+        head.append(
+            f"The first {MAX_ANNOTATIONS} of {len(marks)} failures are annotated (GitHub's rate "
+            f"limits); every one is in {more_where}."
+        )
+        marks = marks[:MAX_ANNOTATIONS]
     if not report["complete"]:
         head += [
             "",
@@ -583,7 +595,7 @@ def build(
         f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why, 200
     )
     # the reason comes from the results: it must not pass for a placeholder
-    if title.startswith(UNAPPROVED_TITLES):
+    if title.startswith(PLACEHOLDER_TITLES):
         title = md.plain(f"results: {title}", 200)
     if simulated:
         title = md.plain(f"{SIMULATED}: {title}", 200)
@@ -593,7 +605,7 @@ def build(
         title=title,
         summary=summary,
         text=text,
-        annotations=annotations(blocking_regressions, other_regressions, path_prefix),
+        annotations=marks,
         actions=actions_for(conclusion, bool(blocking_regressions or infra)),
     )
 
@@ -663,12 +675,27 @@ def missing_results(
     )
 
 
-# Titles of the checks of runs that were not approved: the publisher recognises them on a commit by
-# these (only this App writes checks of these names), so such a check never stands over an approved
-# run's result.
+# Titles of the checks that prove nothing (placeholders): a run that was not approved, and a check the
+# sweep could not finish (no approval established). The publisher recognises them on a commit by these
+# (only this App writes checks of these names), so such a check never stands over an approved run's
+# result, and the rerun relay never turns a click on one into a dispatch (a dispatch approves).
 WAITING_TITLE = "Waiting for approval"
 MIRROR_TITLE = "Not approved: an approved run's result stands"
-UNAPPROVED_TITLES = (WAITING_TITLE, MIRROR_TITLE)
+UNFINISHED_TITLE = "Unfinished: the result could not be published"
+PLACEHOLDER_TITLES = (WAITING_TITLE, MIRROR_TITLE, UNFINISHED_TITLE)
+
+
+def unfinished(name: str, why: str, details_url: str | None) -> CheckContent:
+    """The check the sweep completes when it still cannot publish a run's result (GitHub refusing or
+    down): it blocks (`timed_out`), says why, and offers no rerun button: nothing established that the
+    run was approved, and a rerun's dispatch would approve its commit."""
+    summary = (
+        f"## {md.plain(name)}: **timed_out**\n\nThe result could not be published: {md.code(why, 2000)}"
+        "\n\nNothing proves this commit. Someone with write access reruns the gate on purpose (the label "
+        "`rocm-ci-approved`, or a dispatch naming the commit)."
+        + (f"\n\nRun: {details_url}" if details_url else "")
+    )
+    return CheckContent(name=name, conclusion="timed_out", title=UNFINISHED_TITLE, summary=summary)
 
 
 def waiting_for_approval(name: str, why: str, details_url: str | None) -> CheckContent:

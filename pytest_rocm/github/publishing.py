@@ -16,8 +16,11 @@ something:
              not approved                   others (a placeholder, a running run) nothing
 
 A placeholder is the check of an unapproved run ("waiting for approval", or a copy of an approved
-result): it has no annotations, so an approved run takes it over instead of adding a second check,
-and an approved fork PR ends with one check on its head. A rerun (another approved run) gets a check
+result), or one the sweep could not finish: it has no annotations, so an approved run takes it over
+instead of adding a second check, and an approved fork PR ends with one check on its head. An
+approved run with no check of its own never writes its result where a newer run's result stands
+(GitHub shows the newest check: a late publish or the sweep would put an older `success` over a
+newer `failure`). A rerun (another approved run) gets a check
 of its own, the newest: the older one keeps its annotations, which GitHub cannot remove. A completed
 check is only ever completed again.
 
@@ -127,7 +130,7 @@ def publish_run(client: Client, event_run: dict, stage: str, options: Options) -
 
 
 def _placeholder(check: dict) -> bool:
-    return (check.get("output") or {}).get("title") in checks.UNAPPROVED_TITLES
+    return (check.get("output") or {}).get("title") in checks.PLACEHOLDER_TITLES
 
 
 def _take_over(client: Client, run: GateRun, existing: list[dict]) -> None:
@@ -141,9 +144,43 @@ def _take_over(client: Client, run: GateRun, existing: list[dict]) -> None:
         )
 
 
+def run_key(external_id) -> tuple[int, int] | None:
+    """(run id, attempt) of a check's `external_id` (`<run id>` or `<run id>-<attempt>`): GitHub's
+    run ids grow with time, so a larger key is a newer run; None for anything else."""
+    run, _, attempt = str(external_id or "").partition("-")
+    if not run.isdigit() or not (attempt == "" or attempt.isdigit()):
+        return None
+    return int(run), int(attempt or 1)
+
+
+def _newer_result(existing: list[dict], run: GateRun) -> dict | None:
+    """A check of a newer run on the commit that is a result (not a placeholder), where this run has
+    no check of its own: writing this run's result would make it the newest, over the newer one
+    (a sweep finishing a run whose publish was lost, a publish that came late)."""
+    if _own(existing, run):
+        return None
+    mine = run_key(run.external_id)
+    newer = [
+        c
+        for c in existing
+        if not _placeholder(c)
+        and mine is not None
+        and (run_key(c.get("external_id")) or (0, 0)) > mine
+    ]
+    return max(newer, key=lambda c: c["id"]) if newer else None
+
+
 def _publish_approved(
     client: Client, run: GateRun, name: str, existing: list[dict], options: Options
 ) -> Outcome:
+    newer = _newer_result(existing, run)
+    if newer is not None:
+        return Outcome(
+            run,
+            name,
+            f"nothing: a newer run's check ({newer['id']}, run {newer.get('external_id')}) stands; "
+            "this older result is never put over it",
+        )
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rocm-gate-publish-") as scratch:
         try:

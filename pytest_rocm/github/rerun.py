@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_rocm.github.checks import ACTIONS, UNAPPROVED_TITLES
+from pytest_rocm.github.checks import ACTIONS, PLACEHOLDER_TITLES
 from pytest_rocm.github.provenance import RUNNER_CLASS
 from pytest_rocm.github.trust import SHA, WRITERS
 
@@ -69,10 +69,10 @@ def plan(payload: dict, permission_of: Callable[[str], str], app_id: int | None 
         raise Ignored(f"{sender} (permission {role}) may not rerun the AMD gates")
     title = (run.get("output") or {}).get("title")
     # a dispatch approves: a click to refresh must not approve unreviewed code
-    if title in UNAPPROVED_TITLES:
+    if title in PLACEHOLDER_TITLES:
         raise Ignored(
-            f"check {name!r} says {title!r}: no approved run has gated its commit, and a rerun would "
-            "approve it; approve it on purpose (the label, or a dispatch naming the SHA)"
+            f"check {name!r} says {title!r}: no approved run's result is on it, and a rerun would "
+            "approve its commit; approve it on purpose (the label, or a dispatch naming the SHA)"
         )
     runner_class, sha = name.removeprefix("rocm-gate / ").lower(), str(run.get("head_sha") or "")
     if not RUNNER_CLASS.match(runner_class) or not SHA.match(sha):

@@ -96,9 +96,8 @@ def sweep(
 
 
 def _timed_out(client, head, name, external_id, run, exc, done, runner_class) -> None:
-    stuck = checks.missing_results(
+    stuck = checks.unfinished(
         name,
-        "timed_out",
         f"the check could not be published after the run ended "
         f"({type(exc).__name__}: {str(exc)[:300]})",
         run.get("html_url"),

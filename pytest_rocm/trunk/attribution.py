@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_rocm.schemas.artifacts import blocking_failures
+from pytest_rocm.trunk.fingerprint import among
 from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
 
 NEW, PRE_EXISTING, FLAKY_ON_MAIN = "new", "pre_existing", "flaky_on_main"
@@ -88,7 +89,7 @@ def _class_of(
 ) -> tuple[str, str]:
     mine = fingerprint_of(test)
     if entry is not None and entry["state"] in ("passing", "flaky") and entry["flaky_count"]:
-        if mine in entry.get("flaky_fingerprints", []):
+        if among(mine, entry.get("flaky_fingerprints")):
             last = (entry.get("flaky_commits") or ["unknown"])[-1]
             return FLAKY_ON_MAIN, (
                 f"flaky on main, failing the same way: passed and failed on {entry['flaky_count']} "
@@ -113,7 +114,7 @@ def _class_of(
             f"main fails this test since {since[:12]}, but this run's code is based on {base[:12]}, at or "
             f"before main's last green commit {green[:12]}: main's failure is not in the code that ran"
         )
-    if mine not in entry["fingerprints"]:
+    if not among(mine, entry["fingerprints"]):
         theirs = "; ".join(f or "(no message)" for f in entry["fingerprints"][:2])
         return (
             NEW,

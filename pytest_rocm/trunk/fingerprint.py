@@ -1,35 +1,95 @@
-"""The fingerprint of a failure: what it says, with what changes from run to run taken out.
+"""The fingerprint of a failure: what it says, with what changes from run to run taken out, and when
+two fingerprints are the same failure.
 
-Trunk-aware verdicts ask "does this PR fail the way main already fails?". Two failures of one test
-are the same when their fingerprints are equal: the first line of the failure message (the exception
-and its text), with numbers, hexadecimal addresses and temporary paths replaced, so
-`assert 0.61 >= 0.7` on main and `assert 0.58 >=
-0.7` here are one failure, and `KeyError: 'rope_scaling'` is another.
+Trunk-aware verdicts ask "does this PR fail the way main already fails?". A fingerprint is the whole
+failure message (vLLM's `Test0:` comparisons, token lists and accuracy asserts say what differs
+only after their first line), its lines joined, with the noise masked: temporary paths, hexadecimal
+addresses and ids, times and durations, ports, process and worker ids, and source line numbers
+(an edit above a test moves them). Every other number stays: it carries meaning.
+
+`same_failure` compares two fingerprints: the same text once numbers are set aside, and each number
+the same: integers exactly (token ids, counts), measured values (a number with a fraction) within
+SAME_VALUE_REL of each other (or SAME_VALUE_ABS, near zero). So main's `assert 0.61 >= 0.7` and a PR's `assert 0.58 >= 0.7` are one
+failure, `assert 0.05 >= 0.7` is another (the PR made it far worse), and a different token list is
+another.
 """
 
 from __future__ import annotations
 
 import re
 
-LIMIT = 200
-_PATH = re.compile(r"(/tmp|/var/tmp|/dev/shm|/private/var)/\S+")
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b")
-_NUMBER = re.compile(r"[-+]?\b\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\b")
-_SPACE = re.compile(r"\s+")
+LIMIT = 1000
+# two measured values within this fraction of the larger, or this far apart near zero (a logprob of
+# -0.001 and one of -0.003 jitter, they do not differ), are the same failure's
+SAME_VALUE_REL = 0.1
+SAME_VALUE_ABS = 0.01
+_NOISE = (
+    (re.compile(r"(?:/tmp|/var/tmp|/dev/shm|/private/var|/run/user)/\S+"), "PATH"),
+    (
+        re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"),
+        "TIME",
+    ),
+    (re.compile(r"\b\d{1,2}:\d\d:\d\d(?:\.\d+)?\b"), "TIME"),
+    (
+        re.compile(
+            r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b|\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b"
+        ),
+        "HEX",
+    ),
+    # a duration: `12.3s`, `in 4 seconds`, `45 ms`
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds?|minutes?|min)\b"), "DURATION"),
+    # a source line (before ports: `file.py:123` is no host and port)
+    (re.compile(r"\.py:\d+"), ".py:LINE"),
+    (re.compile(r"\bline \d+"), "line LINE"),
+    # a port after a host (`localhost:8000`, `127.0.0.1:43567`, `[::1]:80`, `node-3.cluster:29500`)
+    (
+        re.compile(r"(localhost|\d{1,3}(?:\.\d{1,3}){3}|\]|\b[\w-]+(?:\.[\w-]+)+):\d{2,5}\b"),
+        r"\1:PORT",
+    ),
+    (re.compile(r"\b(pid|PID|process)[ =:]+\d+"), r"\1 PID"),
+    (re.compile(r"\bgw\d+\b"), "gwN"),
+)
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_SPACE = re.compile(r"[ \t]+")
 
 
 def fingerprint(message: str | None, reason: str | None = None) -> str:
-    """The failure's fingerprint ('' when it says nothing)."""
+    """The failure's fingerprint: its message, else the verdict's reason ('' when neither says
+    anything)."""
     for text in (message, reason):
-        line = next((line.strip() for line in str(text or "").splitlines() if line.strip()), "")
-        if line:
-            line = _PATH.sub("PATH", line)
-            line = _HEX.sub("HEX", line)
-            line = _NUMBER.sub("N", line)
-            return _SPACE.sub(" ", line)[:LIMIT]
+        lines = [_SPACE.sub(" ", line).strip() for line in str(text or "").splitlines()]
+        joined = " | ".join(line for line in lines if line)
+        if joined:
+            for pattern, mask in _NOISE:
+                joined = pattern.sub(mask, joined)
+            return joined[:LIMIT]
     return ""
 
 
 def of_test(test: dict) -> str:
     """The fingerprint of a gate report's test entry."""
     return fingerprint(test.get("message"), test.get("verdict_reason"))
+
+
+def _parts(text: str) -> tuple[str, list[str]]:
+    return _NUMBER.sub("N", text), _NUMBER.findall(text)
+
+
+def _same_number(a: str, b: str) -> bool:
+    if not any(c in a + b for c in ".eE"):
+        return int(a) == int(b)  # an integer: a token id, a count
+    x, y = float(a), float(b)
+    return abs(x - y) <= max(SAME_VALUE_REL * max(abs(x), abs(y)), SAME_VALUE_ABS)
+
+
+def same_failure(a: str | None, b: str | None) -> bool:
+    """Whether two fingerprints are one failure (see the module docstring)."""
+    if a is None or b is None:
+        return a == b
+    (text_a, numbers_a), (text_b, numbers_b) = _parts(a), _parts(b)
+    return text_a == text_b and all(map(_same_number, numbers_a, numbers_b))
+
+
+def among(mine: str, fingerprints) -> bool:
+    """Whether `mine` is one failure with any of `fingerprints`."""
+    return any(same_failure(mine, other) for other in fingerprints or ())
