@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -168,6 +169,29 @@ def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_pa
         "not a usable history database"
         in rocm_gate("history", "add", "--db", tmp_path / "not-a-db", first).stderr
     )
+
+
+def test_a_run_is_its_origin_and_its_github_run_never_its_reports_bytes(nightly, tmp_path):
+    """A PR's run that uploads a byte copy of a main run's report, ingested first, made the real main
+    run a no-op (the store keyed a run by its report's digest), so main's state lost it."""
+    db = tmp_path / "h.db"
+    main = nightly["folders"][0]
+    copy = tmp_path / "run-copied" / main.name
+    shutil.copytree(main, copy)
+    pr = rocm_gate("history", "add", "--db", db, "--origin", "pr", "--run", "700-1", copy)
+    real = rocm_gate("history", "add", "--db", db, "--run", "650-1", main)
+    assert "added" in pr.stdout and "added" in real.stdout, real.stdout
+    again = rocm_gate("history", "add", "--db", db, "--run", "650-1", main)
+    assert "already in the store" in again.stdout
+    conn = sqlite3.connect(db)
+    assert sorted(r[0] for r in conn.execute("SELECT origin FROM runs")) == ["other", "pr"]
+    conn.close()
+    # named by no run, a run is its origin and its report's bytes: the same one twice is one
+    other = nightly["folders"][1]
+    assert "added" in rocm_gate("history", "add", "--db", db, other).stdout
+    assert "already in the store" in rocm_gate("history", "add", "--db", db, other).stdout
+    bad = rocm_gate("history", "add", "--db", db, "--run", "x; rm -rf /", main)
+    assert bad.returncode == 2 and "--run" in bad.stderr
 
 
 def test_two_runners_adding_at_once_both_land(nightly, tmp_path):

@@ -234,6 +234,37 @@ def test_on_a_detected_platform_a_pr_with_only_main_failures_is_neutral(trunk):
     assert checks.build(new, "rocm-gate / MI300X-1", trunk=state).conclusion == "failure"
 
 
+def test_a_trunk_state_too_old_or_older_than_the_base_excuses_nothing(trunk):
+    """Knowledge of main has an age: main may have been fixed (and broken otherwise) since. A trunk
+    state two weeks old, or made before the commit the PR's code is based on, judged a PR's failure
+    pre-existing."""
+    import datetime as dt
+
+    from pytest_rocm.github import artifacts, checks
+
+    results = artifacts.read_results(trunk["prs"]["clean"].folder)
+    results.manifest["platform"].pop("profile")
+    state = json.loads(trunk["trunk"].read_text())
+    made = dt.datetime.fromisoformat(state["generated"])
+    assert checks.build(results, "rocm-gate / MI300X-1", trunk=state).conclusion == "neutral"
+    old = {**state, "generated": (made - dt.timedelta(days=14)).isoformat()}
+    stale = checks.build(results, "rocm-gate / MI300X-1", trunk=old)
+    assert stale.conclusion == "failure"
+    assert (
+        "older than 48 h" in stale.summary and "not used; every failure is judged" in stale.summary
+    )
+    assert (
+        checks.build(results, "rocm-gate / MI300X-1", trunk=old, trunk_max_age_h=400).conclusion
+        == "neutral"
+    )
+    later_base = checks.build(
+        results, "rocm-gate / MI300X-1", trunk=state, base_date=made + dt.timedelta(hours=1)
+    )
+    assert later_base.conclusion == "failure" and "cannot know main there" in later_base.summary
+    untimed = {k: v for k, v in state.items() if k != "generated"}
+    assert checks.build(results, "rocm-gate / MI300X-1", trunk=untimed).conclusion == "failure"
+
+
 def test_a_new_regression_still_blocks_and_is_listed_apart(trunk):
     check = publish(trunk["prs"]["new"], "--trunk", trunk["trunk"])[1]
     assert check["conclusion"] == "failure"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -57,6 +58,14 @@ def add_parser(commands, name: str) -> None:
         help="where the runs come from: as their manifests say (default), or `pr` whatever they say: "
         "for results of runs GitHub lists as not on the default branch (a PR's code wrote "
         "them, and could claim to be main)",
+    )
+    add.add_argument(
+        "--run",
+        type=github_run,
+        metavar="ID[-ATTEMPT]",
+        help="the GitHub run the results come from, as GitHub lists it: with the origin, the run's "
+        "identity in the store (default: the report's bytes, so a copy of a report in another run "
+        "would be taken for it)",
     )
     add.add_argument(
         "results",
@@ -143,6 +152,15 @@ def run(args) -> int:
         return exits.BAD_INPUT
 
 
+def github_run(value: str) -> str:
+    """A GitHub run as `history add --run` takes it: its id, and an attempt."""
+    if not re.fullmatch(r"[0-9]{1,20}(?:-[0-9]{1,6})?", value):
+        raise argparse.ArgumentTypeError(
+            f"expected a run id and an attempt (12345-1), got {value!r}"
+        )
+    return value
+
+
 def _add(conn, args) -> int:
     from pytest_rocm.history import queries, store
 
@@ -153,7 +171,7 @@ def _add(conn, args) -> int:
         )
     for source in args.results:
         try:
-            done = store.ingest(conn, source, args.origin)
+            done = store.ingest(conn, source, args.origin, args.run)
         except store.HistoryError as exc:
             print(f"rocm-gate history: refused: {visible(exc)}", file=sys.stderr)
             status = exits.BAD_INPUT

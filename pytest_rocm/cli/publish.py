@@ -126,6 +126,14 @@ def add_parser(commands, name: str) -> None:
         'blocks); docs/reference.md "Conclusions"',
     )
     parser.add_argument(
+        "--trunk-max-age",
+        type=float,
+        default=48.0,
+        metavar="HOURS",
+        help="a trunk state older than this, or made before the commit the run's code is based on, "
+        "excuses nothing (default 48)",
+    )
+    parser.add_argument(
         "--unsent",
         metavar="FILE",
         default="rocm-gate-unsent-check.json",
@@ -223,6 +231,7 @@ def _from_workflow_run(args, base_parity) -> int:
         path_prefix=args.path_prefix,
         base_parity=base_parity,
         trunk=args.trunk_state,
+        trunk_max_age_h=args.trunk_max_age,
     )
     client = github_options.api_client(args)
     try:
@@ -282,6 +291,7 @@ def _from_folder(args, base_parity) -> int:
             args.incomplete,
             base_parity,
             trunk=args.trunk_state,
+            trunk_max_age_h=args.trunk_max_age,
         )
     except artifacts.ArtifactError as exc:
         # the check still ends, and blocks: a run without believable results proves nothing

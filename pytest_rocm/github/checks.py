@@ -20,6 +20,7 @@ demo): then the title and the summary say SIMULATED and the conclusion is never 
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -326,6 +327,8 @@ def _against_trunk(
     why: str,
     warnings: list[str],
     base_sha: str | None = None,
+    base_date=None,
+    trunk_max_age_h: float = 48.0,
 ):
     """(attribution or None, conclusion, why): a PR run's blocking failures against main's state
     (trunk/). A run whose every blocking failure is pre-existing or flaky on main is judged again
@@ -334,13 +337,20 @@ def _against_trunk(
     it still blocks (`failure`) for a test file that failed to collect."""
     if trunk is None:
         return None, conclusion, why
-    from pytest_rocm.trunk.attribution import attribute
+    from pytest_rocm.trunk.attribution import attribute, stale
 
     sku = "/".join(manifest_stack(results.manifest)["skus"])
     if trunk.get("sku") != sku:
         warnings.append(
             f"the trunk state given is for {md.code(trunk.get('sku'))}, this run is on {md.code(sku)}: "
             "not used; every failure is judged on this run alone"
+        )
+        return None, conclusion, why
+    too_old = stale(trunk, dt.datetime.now(dt.UTC), base_date, trunk_max_age_h)
+    if too_old:
+        warnings.append(
+            f"{md.code(too_old)}: not used; every failure is judged on this run alone (a newer trunk "
+            "state, from the dashboard workflow, judges it against main)"
         )
         return None, conclusion, why
     report = results.report
@@ -409,6 +419,8 @@ def build(
     notes: list[str] = (),
     trunk: dict | None = None,
     base_sha: str | None = None,
+    base_date=None,
+    trunk_max_age_h: float = 48.0,
 ) -> CheckContent:
     """The check of a run's results. `notes`: what the publisher established about the run
     (provenance), shown under the head. `trunk`: main's state on the run's SKU (trunk/state.py), for
@@ -417,7 +429,9 @@ def build(
     report, manifest = results.report, results.manifest
     tests = report["tests"]
     conclusion, why, warnings = conclude(report, incomplete_policy)
-    found, conclusion, why = _against_trunk(results, trunk, conclusion, why, warnings, base_sha)
+    found, conclusion, why = _against_trunk(
+        results, trunk, conclusion, why, warnings, base_sha, base_date, trunk_max_age_h
+    )
     simulated = results.simulated_profile
     if simulated:
         warnings.insert(

@@ -56,6 +56,7 @@ class Options:
     trunk: dict | None = (
         None  # main's state on the class's SKU (`rocm-gate history trunk`), from the default branch
     )
+    trunk_max_age_h: float = 48.0  # an older trunk state excuses nothing
 
 
 @dataclass
@@ -127,6 +128,20 @@ def publish_run(client: Client, event_run: dict, stage: str, options: Options) -
         )
     done = converge(client, run.head_sha, content, external_id, details)
     return Outcome(run, name, f"not approved ({run.why}): {content.title}", content, done)
+
+
+def _commit_date(client: Client, sha: str | None):
+    """When commit `sha` was made (its committer's date, from GitHub), or None."""
+    import datetime as dt
+
+    if not sha:
+        return None
+    commit = client.get(f"/repos/{{repo}}/commits/{sha}", ok_missing=True) or {}
+    when = ((commit.get("commit") or {}).get("committer") or {}).get("date")
+    try:
+        return dt.datetime.fromisoformat(str(when).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _placeholder(check: dict) -> bool:
@@ -203,6 +218,8 @@ def _publish_approved(
                     notes=run.notes,
                     trunk=options.trunk,
                     base_sha=run.base_sha,
+                    base_date=_commit_date(client, run.base_sha) if options.trunk else None,
+                    trunk_max_age_h=options.trunk_max_age_h,
                 )
         except ResultsMissing as exc:
             content = checks.missing_results(name, run.conclusion, str(exc), run.html_url)

@@ -75,6 +75,11 @@ MIGRATIONS = {
         "ALTER TABLE results ADD COLUMN fingerprint TEXT",
         "CREATE INDEX runs_by_origin ON runs (origin, sku)",
     ],
+    # A run's identity is its origin and its GitHub run (where the caller names it), never the bytes of
+    # its report alone: a PR's run that uploaded a byte copy of a main run's report made the real main
+    # run a no-op. The `digest` column holds that identity (`identity`); the runs stored before keep
+    # their report's digest, under their origin.
+    3: ["UPDATE runs SET digest = origin || ':' || digest"],
 }
 VERSION = max(MIGRATIONS)
 
@@ -207,14 +212,32 @@ def read_run(source: Path) -> tuple[dict, dict, dict | None, str]:
 ORIGINS = ("manifest", "pr", "other")
 
 
-def ingest(conn: Connection, source: str | Path, origin: str = "manifest") -> Ingested:
+def ingest(
+    conn: Connection, source: str | Path, origin: str = "manifest", run: str | None = None
+) -> Ingested:
     """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`:
     `manifest` keeps where the manifest says the run comes from; `pr` or `other` overrides it, for
     results whose run GitHub says was not a main run (a PR's code wrote them, and may claim to be
-    main)."""
+    main). `run`: the GitHub run (`ID` or `ID-ATTEMPT`) the caller took the results from, as GitHub
+    lists it: the run's identity, with the folder's name (one artifact per runner class)."""
     # all validated before anything is written
     report, manifest, parity, digest = read_run(Path(source))
-    return insert_run(conn, report, manifest, parity, digest, str(source), origin)
+    return insert_run(
+        conn,
+        report,
+        manifest,
+        parity,
+        digest,
+        str(source),
+        origin,
+        run and f"{run}/{Path(source).name}",
+    )
+
+
+def identity(origin: str, digest: str, run: str | None) -> str:
+    """What makes a stored run one run: its origin, and its GitHub run where known, else its report's
+    bytes."""
+    return f"{origin}:run:{run}" if run else f"{origin}:{digest}"
 
 
 def insert_run(
@@ -225,13 +248,16 @@ def insert_run(
     digest: str,
     source: str,
     origin_override: str = "manifest",
+    run: str | None = None,
 ) -> Ingested:
-    """Add one validated run (a no-op when its digest is already stored)."""
+    """Add one validated run (a no-op when its identity is already stored)."""
     stack = _stack(manifest)
     origin = manifest.get("provenance") if isinstance(manifest.get("provenance"), dict) else {}
+    kind = origin_kind(origin) if origin_override == "manifest" else origin_override
+    key = identity(kind, digest, run)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        row = conn.execute("SELECT id FROM runs WHERE digest = ?", (digest,)).fetchone()
+        row = conn.execute("SELECT id FROM runs WHERE digest = ?", (key,)).fetchone()
         if row:
             conn.execute("COMMIT")
             return Ingested(str(source), False, row[0], len(report["tests"]))
@@ -241,7 +267,7 @@ def insert_run(
             "base_sha, merge_base, gh_run_id, reference, parity_overall) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                digest,
+                key,
                 str(source),
                 manifest.get("started"),
                 manifest.get("finished"),
@@ -256,7 +282,7 @@ def insert_run(
                 stack["torch"],
                 stack["framework"],
                 stack["image"],
-                origin_kind(origin) if origin_override == "manifest" else origin_override,
+                kind,
                 origin.get("event"),
                 origin.get("ref"),
                 origin.get("default_branch"),

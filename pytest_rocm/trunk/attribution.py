@@ -24,6 +24,7 @@ class.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 from pytest_rocm.schemas.artifacts import blocking_failures
@@ -31,6 +32,40 @@ from pytest_rocm.trunk.fingerprint import among
 from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
 
 NEW, PRE_EXISTING, FLAKY_ON_MAIN = "new", "pre_existing", "flaky_on_main"
+# a trunk state older than this excuses nothing (`publish --trunk-max-age`)
+MAX_AGE_HOURS = 48.0
+
+
+def stale(
+    trunk: dict,
+    now: dt.datetime,
+    base_date: dt.datetime | None,
+    max_age_hours: float = MAX_AGE_HOURS,
+) -> str | None:
+    """Why the trunk state may excuse nothing, or None: knowledge of main has an age. Older than
+    `max_age_hours` (main may have been fixed, and broken otherwise, since), made before the
+    commit the PR's code is based on (it cannot know main at that commit), or with no time at
+    all."""
+    made = _when(trunk.get("generated"))
+    if made is None:
+        return "the trunk state says not when it was made"
+    age = (now - made).total_seconds() / 3600
+    if age > max_age_hours:
+        return f"the trunk state is {age:.0f} h old (made {trunk['generated']}), older than {max_age_hours:g} h"
+    if base_date is not None and base_date > made:
+        return (
+            f"the trunk state was made {trunk['generated']}, before the commit this run's code is "
+            f"based on ({base_date.isoformat(timespec='seconds')}): it cannot know main there"
+        )
+    return None
+
+
+def _when(text) -> dt.datetime | None:
+    try:
+        value = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 @dataclass

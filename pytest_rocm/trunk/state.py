@@ -67,7 +67,12 @@ def build(
     tracker_url: str | None = None,
 ) -> dict:
     """The `pytest-rocm/trunk/1` document of `sku`. `commits`: main's commits, oldest first
-    (optional)."""
+    (optional); `generated`: when it is made (default now: a trunk state has an age, and an old one
+    excuses nothing, trunk/attribution.py: stale)."""
+    if generated is None:
+        import datetime as dt
+
+        generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     runs = main_runs(conn, sku)
     position = {sha: i for i, sha in enumerate(commits or [])}
     first_run: dict[str, tuple] = {}
