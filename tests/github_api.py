@@ -571,7 +571,16 @@ class FakeGitHub:
             closed_at=None if issue["state"] == "open" else _now(),
             updated_at=issue["updated_at"],
         )
-        out["user"] = {**out["user"], "login": issue["user"]}
+        # who made it: a user, or an App (its bot user, and the App on the issue: GitHub's
+        # `performed_via_github_app`)
+        bot = issue["user"].endswith("[bot]")
+        out["user"] = {**out["user"], "login": issue["user"], "type": "Bot" if bot else "User"}
+        check_app = self._example("/repos/{owner}/{repo}/check-runs/{check_run_id}", "get", "200")[
+            "app"
+        ]
+        out["performed_via_github_app"] = (
+            {**check_app, "id": issue["app"]} if issue.get("app") is not None else None
+        )
         out.pop("pull_request", None)
         return out
 
@@ -601,7 +610,9 @@ class FakeGitHub:
             "body": body.get("body"),
             "state": "open",
             "labels": labels,
-            "user": "rocm-gate[bot]",
+            # the token's App writes it: Actions' own bot, or an App's
+            "user": "github-actions[bot]" if p["_app"] == ACTIONS_APP_ID else "rocm-gate[bot]",
+            "app": p["_app"],
             "updated_at": _now(),
         }
         return 201, self._render_issue(self.issues[number])

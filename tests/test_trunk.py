@@ -648,6 +648,58 @@ def test_a_tracker_create_that_timed_out_is_not_sent_twice(trunk, github):
     assert len(github.issues) == 1 and done.number in github.issues
 
 
+def test_the_tracker_never_takes_over_an_issue_someone_else_opened(trunk, github):
+    """Anyone may open an issue with the tracker's label and marker line: it is not the tracker's
+    to rewrite (or to fill with links and mentions of its choosing)."""
+    from pytest_rocm.github import tracker as tracking
+
+    github.issues[500] = {
+        "repo": "vllm-project/vllm",
+        "number": 500,
+        "title": "look-alike",
+        "body": tracking.marker("MI300X", "vllm") + "\nmine",
+        "state": "open",
+        "labels": ["rocm-gate-tracker"],
+        "user": "mallory",
+        "app": None,
+        "updated_at": "2026-12-01T00:00:00Z",
+    }
+    done = tracker(github, "--trunk", trunk["trunk"], "--framework", "vllm")
+    assert done.returncode == 0 and " created " in done.stdout, done.stdout + done.stderr
+    assert github.issues[500]["body"].endswith("mine") and len(github.issues) == 2
+
+
+def test_a_tracker_create_that_fails_twice_is_tried_again_not_a_traceback(trunk, github):
+    github.script_for = [("post", "/repos/vllm-project/vllm/issues", "502")] * 2
+    done = tracker(github, "--trunk", trunk["trunk"], "--framework", "vllm", "--settle", "0")
+    assert done.returncode == 0 and " created " in done.stdout, done.stderr
+    assert len(github.issues) == 1
+    github.issues.clear()
+    github.script_for = [("post", "/repos/vllm-project/vllm/issues", "502")] * 10
+    given_up = tracker(
+        github, "--trunk", trunk["trunk"], "--framework", "vllm", "--settle", "0", "--attempts", "2"
+    )
+    assert given_up.returncode == 4 and "Traceback" not in given_up.stderr
+    assert "no clear answer from GitHub after 2 attempts" in given_up.stderr
+
+
+def test_the_tracker_body_is_cut_at_a_lines_end(trunk):
+    """Cut at GitHub's 65,536 characters inside a code span, the rest of a test name's line (a link,
+    an @mention) rendered live."""
+    from pytest_rocm.github import tracker as tracking
+
+    state = json.loads(trunk["trunk"].read_text())
+    engine = state["tests"][ENGINE]
+    state["tests"] = {
+        f"test_suite.py::test_{i}[{'x' * 300} @evil https://evil.example]": engine
+        for i in range(400)
+    }
+    _, body = tracking.render(state, "vllm")
+    assert len(body) <= tracking.BODY_LIMIT and body.endswith("(cut at GitHub's limit)\n")
+    kept = body.rsplit("\n\n...", 1)[0]
+    assert kept.splitlines()[-1].endswith("|")  # the last row is whole
+
+
 def test_a_bad_trunk_file_for_the_tracker_is_named(github, tmp_path):
     bad = tmp_path / "trunk.json"
     bad.write_text('{"schema": "pytest-rocm/trunk/1"}')
@@ -712,7 +764,9 @@ def test_a_store_of_schema_version_1_is_migrated_and_its_runs_are_not_main(trunk
     )
     conn.close()
     migrated = store.connect(old)
-    assert store.version(migrated) == store.VERSION == 2
+    assert store.version(migrated) == store.VERSION == 3
     assert [r["origin"] for r in queries.runs(migrated)] == ["other"]
+    # schema 3: a run's identity is its origin with its report's digest (or its GitHub run)
+    assert [r[0] for r in migrated.execute("SELECT digest FROM runs")] == ["other:d"]
     store.ingest(migrated, trunk["prs"]["clean"].folder)  # a new run lands with its origin
     assert sorted(r["origin"] for r in queries.runs(migrated)) == ["other", "pr"]

@@ -24,6 +24,21 @@ HOSTILE = (
     "x\n\n# EVIL heading [EVIL link](https://evil.example/a) ![EVIL](https://evil.example/i.png) @evil-team "
     "<img src=x onerror=alert(1)> <details>EVIL</details> ```EVIL fence``` `tick` | EVIL | cell | #4242 "
     "www.evil.example evil@evil.example \u202eEVIL-bidi \x1b]52;c;EVIL\x07"
+    # characters that show as nothing (Unicode's Default_Ignorable_Code_Point), or break a line
+    " EVIL\u00adsoft EVIL\U000e0045\U000e0056tags EVIL\ufe0fvs16 EVIL\u180emvs EVIL\u2028ls "
+    "EVIL\u2029ps EVIL\u3164\u115f\uffa0hangul"
+)
+# each must come out as a visible escape wherever a person reads the results
+INVISIBLE = (
+    "\u00ad",
+    "\U000e0045",
+    "\ufe0f",
+    "\u180e",
+    "\u2028",
+    "\u2029",
+    "\u3164",
+    "\u115f",
+    "\uffa0",
 )
 
 PASSING = """
@@ -168,6 +183,7 @@ def test_text_from_the_results_stays_text_in_the_check(real_results, tmp_path):
                 # never outside code
                 assert "code" in around or "pre" in around, (field, text, around)
             assert "\u202e" not in text and "\x1b" not in text, (field, text)  # escaped, visibly
+            assert not [c for c in INVISIBLE if c in text], (field, text)
         headings = [text for text, around in page.texts if {"h2", "h3"} & set(around)]
         assert not [h for h in headings if "EVIL" in h], headings
     stack = render(check["output"]["summary"])
@@ -175,6 +191,22 @@ def test_text_from_the_results_stays_text_in_the_check(real_results, tmp_path):
     assert stack.rows and set(stack.rows) == {2}, stack.rows
     for annotation in check["output"].get("annotations", []):
         assert "\n" not in annotation["title"] and "\x1b" not in annotation["title"]
+        assert not [c for c in INVISIBLE if c in annotation["title"]]
+    assert not [c for c in INVISIBLE if c in check["output"]["title"]]
+
+
+def test_text_from_the_results_stays_visible_in_the_terminal_and_the_dashboard(
+    real_results, tmp_path
+):
+    from pytest_rocm.results.summary import terminal_lines
+    from pytest_rocm.schemas.markdown import html_text
+
+    results = hostile_copy(real_results, tmp_path / "hostile")
+    report = json.loads((results / "gate-report.json").read_text())
+    for line, _ in terminal_lines(report):
+        assert not [c for c in (*INVISIBLE, "\x1b", "\u202e") if c in line], line
+    page = html_text(HOSTILE)
+    assert "<" not in page and not [c for c in INVISIBLE if c in page]
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ numbers in a table beside it."""
 
 from __future__ import annotations
 
-from html import escape
+from pytest_rocm.schemas.markdown import html_text as escape
 
 PALETTE = [
     "#1f77b4",

@@ -13,11 +13,11 @@ import hashlib
 import re
 import sqlite3
 from collections import defaultdict
-from html import escape
 from pathlib import Path
 
 from pytest_rocm.dashboard import charts
 from pytest_rocm.history import queries
+from pytest_rocm.schemas.markdown import html_text as escape
 
 PAGES = {
     "index.html": "Overview",

@@ -313,8 +313,7 @@ def _fill(sections: list[tuple[str, list[str]]], fixed: str, budget: int, more_w
             block.append(item)
             used += len(item) + 1
         out += block
-    text = fixed + "\n".join(out)
-    return text if len(text) <= budget else text[: budget - 40] + "\n... (cut at GitHub's limit)"
+    return md.cut_page(fixed + "\n".join(out), budget, "\n... (cut at GitHub's limit)")
 
 
 SIMULATED = "SIMULATED"

@@ -8,18 +8,20 @@ failing on main: since which commit, for how long, the suspect range, when it la
 but flipped in the window are collapsed.
 
 Idempotent: the issue is found by its label and the marker line in its body (`<!-- rocm-gate-tracker SKU
-FRAMEWORK -->`), and written only when its title, body or state would change. Its text depends only on the
-inputs (the trunk state's newest main commit stands for "now"), so a second run with the same state
-writes nothing. A create that may have been applied (GitHub's timeout) is looked for again before it
-is sent again. Every string from results is escaped (schemas/markdown.py); the body is cut to
-GitHub's 65,536 characters.
+FRAMEWORK -->`), among the issues the tracker itself made (by the App it writes as, on the issue; with
+Actions' token, by Actions' bot): anyone may open an issue with that label and that line, and it is
+never taken over. It is written only when its title, body or state would change. Its text depends only
+on the inputs (the trunk state's newest main commit stands for "now"), so a second run with the same
+state writes nothing. A create that may have been applied (GitHub's timeout) is looked for again before
+it is sent again, with the attempts of any write. Every string from results is escaped
+(schemas/markdown.py); the body is cut to GitHub's 65,536 characters at a line's end, as the check is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_rocm.github.api import Ambiguous, Client
+from pytest_rocm.github.api import Ambiguous, Client, PublishError
 from pytest_rocm.schemas import markdown as md
 
 LABEL = "rocm-gate-tracker"
@@ -116,10 +118,24 @@ def render(trunk: dict, framework: str, suspects: list[dict] = ()) -> tuple[str,
         lines += ["", f"<details><summary>Green again ({len(quiet)})</summary>", ""]
         lines += [f"- {md.code(n)}: {t['flips']} flip(s) in the window" for n, t in quiet[:ROWS]]
         lines += ["", "</details>"]
-    body = "\n".join(lines) + "\n"
-    if len(body) > BODY_LIMIT:
-        body = body[: BODY_LIMIT - 60] + "\n\n... (cut at GitHub's limit)\n"
+    body = md.cut_page("\n".join(lines) + "\n", BODY_LIMIT, "\n\n... (cut at GitHub's limit)\n")
     return title, body
+
+
+# the GitHub Actions App: its GITHUB_TOKEN writes as `github-actions[bot]`
+ACTIONS_APP_ID = 15368
+
+
+def _made_by_tracker(issue: dict, app_id: int | None) -> bool:
+    """The tracker made this issue: the App it writes as is on it, or, with Actions' token, Actions'
+    own bot opened it. A person's issue with the same label and marker line is not the tracker's."""
+    app = (issue.get("performed_via_github_app") or {}).get("id")
+    if app_id is not None:
+        return app == app_id
+    user = issue.get("user") or {}
+    return app == ACTIONS_APP_ID or (
+        user.get("type") == "Bot" and user.get("login") == "github-actions[bot]"
+    )
 
 
 def _find(client: Client, sku: str, framework: str) -> dict | None:
@@ -130,6 +146,7 @@ def _find(client: Client, sku: str, framework: str) -> dict | None:
         if isinstance(i, dict)
         and "pull_request" not in i
         and (i.get("body") or "").startswith(mark)
+        and _made_by_tracker(i, client.app_id)
     ]
     # the first one, should two exist
     return min(found, key=lambda i: i["number"]) if found else None
@@ -139,23 +156,22 @@ def keep(client: Client, trunk: dict, framework: str, suspects: list[dict] = ())
     """Create or update the tracker issue of the trunk state's SKU and this framework."""
     title, body = render(trunk, framework, suspects)
     existing = _find(client, trunk["sku"], framework)
-    if existing is None:
+    for _ in range(client.attempts if existing is None else 0):
         try:
             made = client.write(
                 "POST", "/repos/{repo}/issues", {"title": title, "body": body, "labels": [LABEL]}
             )
-        except Ambiguous as exc:
+            return Tracked(made["number"], "created", made.get("html_url"))
+        except Ambiguous as exc:  # it may have landed: look before sending it again
             client.settle(exc)
             existing = _find(client, trunk["sku"], framework)
-            if existing is None:
-                made = client.write(
-                    "POST",
-                    "/repos/{repo}/issues",
-                    {"title": title, "body": body, "labels": [LABEL]},
-                )
-                return Tracked(made["number"], "created", made.get("html_url"))
-        else:
-            return Tracked(made["number"], "created", made.get("html_url"))
+            if existing is not None:
+                break
+    if existing is None:
+        raise PublishError(
+            f"creating the tracker issue of {trunk['sku']}: no clear answer from GitHub after "
+            f"{client.attempts} attempts; run the tracker again"
+        )
     if (
         existing.get("title") == title
         and existing.get("body") == body

@@ -42,9 +42,6 @@ def _cut(items: list, limit: int, show=str) -> str:
     return shown or f"{rest} tests"
 
 
-_CLOSE_DETAILS = "\n</details>"
-
-
 def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SUMMARY_LIMIT) -> str:
     # one pass, whatever the list limit
     failing = _reference_failures(report) if "overall" in report else {}
@@ -52,14 +49,9 @@ def render(report: dict, min_parity: float | None = None, limit: int = GITHUB_SU
         text = _render(report, min_parity, list_limit, failing)
         if len(text) <= limit:
             return text
-    note = "\n\n(report cut to fit GitHub's limit; parity.json has everything)\n"
-    cut = text[: limit - len(note) - len(_CLOSE_DETAILS) * text.count("<details>")]
-    # At a line's end: a line cut in its middle could end inside a code span, and the rest of that
-    # line (artifact text) would then be markdown. Every line of the page is whole in itself (a
-    # code span never spans lines), and what is left open is closed.
-    cut = cut[: cut.rfind("\n")] if "\n" in cut else ""
-    closing = _CLOSE_DETAILS * (cut.count("<details>") - cut.count("</details>"))
-    return cut + closing + note
+    return md.cut_page(
+        text, limit, "\n\n(report cut to fit GitHub's limit; parity.json has everything)\n"
+    )
 
 
 def _render(

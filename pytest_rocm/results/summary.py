@@ -7,6 +7,8 @@ The pytest terminal summary and `rocm-gate verdict` print the same lines, from
 
 from __future__ import annotations
 
+from pytest_rocm.schemas.markdown import visible
+
 # Statuses of the last attempt, then the verdicts of tests that failed first.
 COLUMNS = (
     ("passed", "passed"),
@@ -122,4 +124,6 @@ def terminal_lines(report: dict) -> list[tuple[str, str]]:
         ("", "text"),
         (f"conclusion: {report['conclusion']} ({report['conclusion_reason']})", "conclusion"),
     ]
-    return lines
+    # test ids, reasons and messages are the tests' text: no escape sequence or invisible character
+    # of theirs reaches the terminal
+    return [(visible(line), kind) for line, kind in lines]

@@ -26,12 +26,29 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["block", "cell", "code", "html_code", "html_name", "name", "plain"]
+__all__ = [
+    "block",
+    "cell",
+    "code",
+    "cut_page",
+    "html_code",
+    "html_name",
+    "html_text",
+    "name",
+    "plain",
+]
 
 INLINE_LIMIT = 300
-# C0 and C1 controls, DEL, and the characters that reorder or hide text (bidi embeddings, overrides,
-# isolates and marks; zero-width characters), which would make a shown id differ from the real one.
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# C0 and C1 controls, DEL, the line and paragraph separators, and every code point Unicode makes
+# Default_Ignorable (DerivedCoreProperties.txt: soft hyphen, combining grapheme joiner, the Hangul
+# fillers, Khmer and Mongolian invisibles, zero-width characters, bidi embeddings, overrides, isolates
+# and marks, variation selectors, tag characters, ...): each would make a shown id differ from the
+# real one, or hide text.
+_INVISIBLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
 _BACKTICKS = re.compile("`+")
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 # identifiers GitHub still turns into links: a `www.` domain (GFM's autolink), a commit (7 to 40 hex
@@ -44,7 +61,9 @@ def _visible(text: str, keep_newlines: bool = False) -> str:
         char = match.group()
         if keep_newlines and char == "\n":
             return char
-        return {"\n": "\\n", "\r": "\\r", "\t": " "}.get(char, f"\\u{ord(char):04x}")
+        return {"\n": "\\n", "\r": "\\r", "\t": " "}.get(
+            char, f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+        )
 
     return _INVISIBLE.sub(escape, text)
 
@@ -53,6 +72,26 @@ def visible(text: object) -> str:
     """Text safe to print on a terminal or in a log: controls (escape sequences, a clipboard write)
     and hiding characters escaped as `\\uXXXX`, nothing else changed."""
     return _visible(str(text))
+
+
+def html_text(text: object) -> str:
+    """Text for an HTML page (the dashboard): HTML-escaped, with the invisible characters escaped as
+    `visible` does."""
+    return html.escape(_visible(str(text)), quote=True)
+
+
+_CLOSE_DETAILS = "\n</details>"
+
+
+def cut_page(text: str, limit: int, note: str) -> str:
+    """A page of markdown cut to GitHub's `limit` with `note` at its end: at a line's end (a line cut
+    in its middle could end inside a code span, and the rest of that line, artifact text, would then
+    be markdown; a code span never spans lines), with every `<details>` left open closed."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - len(note) - len(_CLOSE_DETAILS) * text.count("<details>")]
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else ""
+    return cut + _CLOSE_DETAILS * (cut.count("<details>") - cut.count("</details>")) + note
 
 
 def _cut(text: str, limit: int) -> str:
