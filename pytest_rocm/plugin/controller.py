@@ -126,6 +126,9 @@ class Controller:
                 {"kind": "probe", "nodeid": nodeid, **result}
             ),
             hand_over=lambda nodeid: internals.hand_to_live_worker(self.config, nodeid),
+            process_of=lambda report: (
+                internals.worker_id(getattr(report, "node", None)) or self.context.worker
+            ),
         )
         return devices
 
@@ -177,7 +180,7 @@ class Controller:
             )
             self._make_planner()
         self.planner.on_report(report)
-        if report.failed and property_of(report, DEVICE_FAULT_PROPERTY) is not None:
+        if property_of(report, DEVICE_FAULT_PROPERTY) is not None:  # (an xfail's fault too)
             self._retire(getattr(report, "node", None))
 
     def _retire(self, node) -> None:

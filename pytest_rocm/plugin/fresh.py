@@ -7,7 +7,9 @@ A fresh process is pytest on a list of node ids with the run's own options, less
 selection and what must not repeat (`passthrough_args`), as a helper of the run
 (`--rocm-rerun-helper`: the run's device locks, its platform, records of its own). A rerun gets a
 process of its own (`rerun<N>`); the tests one poisoned process did not run go on together, in their
-order, in one (`fresh<N>`, so a module's servers start once). What a helper ran is read back from
+order, in one (`fresh<N>`, so a module's servers start once). A test whose device fault did not come
+back alone runs once more right after the test that ran before it where it faulted (`pair<N>`: CUDA
+and HIP report a kernel's fault at a later call, maybe the next test's). What a helper ran is read back from
 its records: the planner decides further reruns from them, and a helper that died in a test gets
 that test's crash record. The reports of the tests a poisoned process did not run are replayed into
 this process's hooks, so the terminal and the JUnit file show them as they show a worker's
@@ -31,6 +33,7 @@ import execnet
 import pytest
 
 from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.results.poisoning import sticky_fault
 from pytest_rocm.results.records import ends_attempt, last_attempts, process_records
 from pytest_rocm.results.reruns import RerunPlanner, describe_exit
 from pytest_rocm.schemas.artifacts import write_json_atomic
@@ -63,6 +66,12 @@ _NOT_PASSED_ON = (
     "--sw",
     "--stepwise",
     "--basetemp",
+    # files the run writes once: a helper would write them again from the start
+    "--log-file",
+    "--report-log",
+    "--debug",
+    "--html",
+    "--json-report-file",
 )
 _TAKES_VALUE = {
     "-n",
@@ -80,9 +89,17 @@ _TAKES_VALUE = {
     "--rocm-rerun-helper",
     "--maxfail",
     "--basetemp",
+    "--log-file",
+    "--report-log",
+    "--html",
+    "--json-report-file",
 }
 # a helper's serialized reports, beside its records (not a records file: the report reads none)
 RELAY_PREFIX = ".reports-"
+# fresh processes in a row whose first test a device fault ended: then the fault is likely in a
+# shared fixture's setup, and every test would cost two processes more; the rest are left unrun
+# (the run says so, and is incomplete)
+MOST_FAULTS_IN_A_ROW = 5
 
 
 def passthrough_args(config: pytest.Config) -> list[str]:
@@ -158,9 +175,14 @@ class FreshProcesses:
         write_json_atomic(platform_file, self.context.platform.to_dict())
         try:
             with ThreadPoolExecutor(max_workers=self.parallel) as pool:
+                faulted_first = 0
                 while True:
-                    batches = [("rerun", [n]) for n in self.planner.leftovers()]
+                    reruns = self.planner.leftovers()
+                    batches = [("rerun", [n]) for n in reruns]
+                    # a rerun a poisoned worker was handed and did not run is a rerun, not moved
+                    moved = [[n for n in tests if n not in reruns] for tests in moved]
                     batches += [("fresh", tests) for tests in moved if tests]
+                    batches += [("pair", list(pair)) for pair in self.planner.take_pairs()]
                     if not batches:
                         break
                     runs = []
@@ -178,7 +200,17 @@ class FreshProcesses:
                     moved = []
                     for kind, tests, name, future in runs:  # in submission order: read the same way
                         left = self._read_back(kind, tests, name, future.result())
-                        if left:
+                        if kind == "fresh":
+                            faulted_first = (
+                                faulted_first + 1 if self._faulted_first(name, tests) else 0
+                            )
+                        if left and faulted_first >= MOST_FAULTS_IN_A_ROW:
+                            self.notes.append(
+                                f"a device fault ended the first test of {faulted_first} fresh processes "
+                                f"in a row (the last: {tests[0]}): the {len(left)} test(s) left were not "
+                                "run (a fault in the setup of a fixture they share, as likely)"
+                            )
+                        elif left:
                             moved.append(left)
         finally:
             platform_file.unlink(missing_ok=True)
@@ -223,12 +255,18 @@ class FreshProcesses:
         path = os.path.relpath(self.config.rootpath / file, self.config.invocation_params.dir)
         return path + sep + rest
 
+    def _faulted_first(self, name: str, tests: list[str]) -> bool:
+        """Whether a device fault ended the first test a fresh process ran."""
+        records = process_records(self.folder / f"records-{name}.jsonl")
+        return any(r.get("nodeid") == tests[0] and sticky_fault(r) for r in records)
+
     def _read_back(
         self, kind: str, tests: list[str], name: str, done: subprocess.CompletedProcess
     ) -> list[str]:
         """Feed what the helper ran to the planner and replay its reports; the tests it did not run
         (it was poisoned, or died), for the next helper."""
         attempts = last_attempts(process_records(self.folder / f"records-{name}.jsonl"))
+        died = None
         if not any(n in attempts for n in tests):
             if done.returncode in (2, 3, 4, 5):  # pytest ended itself: interrupted, usage, none
                 last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
@@ -257,19 +295,23 @@ class FreshProcesses:
                     f"({describe_exit(done.returncode)})"
                 )
                 self.record_crash(nodeid, name, done.returncode, failure, attempt)
-        self._replay(kind, name)
+                died = (nodeid, failure)
+        self._replay(kind, name, died if kind == "fresh" else None)
+        if kind == "pair":  # a question asked once: what it did not reach is not moved on
+            return []
         # moved out (a fault poisoned the helper) or never reached (it died): the next helper's
         return [n for n in tests if n not in attempts]
 
-    def _replay(self, kind: str, name: str) -> None:
+    def _replay(self, kind: str, name: str, died: tuple[str, str] | None = None) -> None:
         """A `fresh` helper's reports, through this process's hooks (the terminal, JUnit, pytest's
-        own count of failures), marked so the plugin's own hooks pass them by."""
-        path = self.folder / f"{RELAY_PREFIX}{name}.bin"
+        own count of failures), marked so the plugin's own hooks pass them by; for the test it died
+        in (`died`: node id, why), a failed report as xdist makes for a crashed worker's test."""
+        relay = self.folder / f"{RELAY_PREFIX}{name}.bin"
         try:
-            relayed = path.read_bytes()
+            relayed = relay.read_bytes()
         except OSError:
-            return
-        path.unlink(missing_ok=True)
+            relayed = b""  # it died before its first report, or ran none
+        relay.unlink(missing_ok=True)
         if kind != "fresh":
             return
         hook = self.config.hook
@@ -282,9 +324,17 @@ class FreshProcesses:
             report = hook.pytest_report_from_serializable(config=self.config, data=data)
             if not isinstance(report, pytest.TestReport):
                 continue
-            report.rocm_replayed = True
-            if report.when == "setup":
-                hook.pytest_runtest_logstart(nodeid=report.nodeid, location=report.location)
-            hook.pytest_runtest_logreport(report=report)
-            if report.when == "teardown":
-                hook.pytest_runtest_logfinish(nodeid=report.nodeid, location=report.location)
+            self._log(report)
+        if died is not None:
+            nodeid, why = died
+            file = nodeid.split("::")[0]
+            self._log(pytest.TestReport(nodeid, (file, None, file), {}, "failed", why, "???"))
+
+    def _log(self, report: pytest.TestReport) -> None:
+        hook = self.config.hook
+        report.rocm_replayed = True
+        if report.when == "setup":
+            hook.pytest_runtest_logstart(nodeid=report.nodeid, location=report.location)
+        hook.pytest_runtest_logreport(report=report)
+        if report.when in ("teardown", "???"):
+            hook.pytest_runtest_logfinish(nodeid=report.nodeid, location=report.location)

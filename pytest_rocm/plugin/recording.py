@@ -155,17 +155,23 @@ class Recorder:
             )
             if logs:
                 record["log_tail"] = logs[-OUTPUT_TAIL_CHARS:]
+        if report.outcome != "passed":  # a failure, or an xfail or skip that swallowed one
             self._note_device_fault(report, record)
         spec = self.annotator.specs.get(nodeid)
-        writer.write(record, "" if spec is None else self._encoded_spec(nodeid, spec))
+        # when the phase ended, as a plain phase's record says (pytest-rerunfailures logs an
+        # attempt's reports after its teardown ran: the time of writing would order them wrongly)
+        writer.write(record, "" if spec is None else self._encoded_spec(nodeid, spec), report.stop)
 
     def _note_device_fault(self, report: pytest.TestReport, record: dict) -> None:
-        """A failure whose error poisons this process's device context (results/poisoning.py): the
-        report says so to the controller (the first one of the process poisons it), and the
-        process runs no test after it."""
-        fault = sticky_fault(record)
+        """An outcome whose error poisons this process's device context (results/poisoning.py),
+        looked for in the whole failure text (the record keeps only its head: a long chain puts the
+        cause past it), with an xfail's or a skip's too: the record says so (`device_fault`), the
+        report tells the controller, and the process runs no test after it (the first one poisons
+        it)."""
+        fault = sticky_fault({**record, "outcome": "failed", "failure": report.longreprtext})
         if fault is None:
             return
+        record["device_fault"] = fault["line"]
         report.user_properties.append((DEVICE_FAULT_PROPERTY, fault["line"]))
         if self.poisoned is None:
             self.poisoned = {"nodeid": report.nodeid, **fault}

@@ -30,11 +30,18 @@ DEVICE_FAULT_PROPERTY = "rocm_device_fault"
 
 
 def sticky_fault(record: dict) -> dict | None:
-    """{"name", "line"} when a failure record says its process's device context is poisoned: the
-    error raised in the test's own process (the failure's `E` lines and its one-line message), not
-    what it printed or what a server's log says (a fault in a server or a child process poisons
-    that process, not this one). None for anything else, and for a crash (the process is gone)."""
-    if record.get("outcome") != "failed" or record.get("crashed") or record.get("hang"):
+    """{"name", "line"} when a record says its process's device context is poisoned: the error
+    raised in the test's own process (the failure's `E` lines and its one-line message), not what it
+    printed or what a server's log says (a fault in a server or a child process poisons that
+    process, not this one). The process that wrote the record decided from the whole failure text
+    and wrote it down (`device_fault`, on a failure, an xfail or a skip); a record without that field
+    is read from its text (the head it keeps: a record written before the field existed). None for
+    anything else, and for a crash (the process is gone)."""
+    if record.get("crashed") or record.get("hang"):
+        return None
+    if isinstance(record.get("device_fault"), str):
+        return {"name": NAME, "line": record["device_fault"]}
+    if record.get("outcome") != "failed":
         return None
     for text in (record.get("message"), failure_evidence(record.get("failure") or "")):
         match = _STICKY.search(text) if isinstance(text, str) else None
@@ -63,7 +70,7 @@ def first_faults(records: list[dict]) -> dict[str, dict]:
     gives them; a process writes its own file only)."""
     faults: dict[str, dict] = {}
     for record in records:
-        if record.get("outcome") != "failed" or "kind" in record:
+        if "kind" in record or record.get("outcome") == "passed":
             continue
         process = record.get("worker")
         if not isinstance(process, str) or process in faults:
@@ -86,3 +93,54 @@ def poisoned_before(process: str | None, start: float, faults: dict[str, dict]) 
     if fault is None or not fault["t"] < start:
         return None
     return {key: fault[key] for key in ("nodeid", "process", "line")}
+
+
+def async_culprit(
+    nodeid: str, tests: dict[str, dict], starts: dict[str, list[tuple[float, str]]]
+) -> tuple[str, str, str] | None:
+    """Whose device fault `nodeid` showed, when it is not its own: CUDA and HIP report a kernel's
+    fault at a later call, so a test that launched a faulty kernel and ended without waiting for it
+    passes, and the next test in its process fails. `nodeid` failed with a device fault in a clean
+    process P right after test A there, then passed alone in a fresh process, and faulted again
+    (A's attempt, or its own) in a fresh process where A ran just before it: A is the culprit. Returns
+    (A, A's reason, `nodeid`'s reason), or None. `starts`: per process, (when, test) of each attempt
+    it started, in order."""
+    attempts = tests[nodeid]["attempts"]
+    first = next((a for a in attempts if a.get("device_fault") and a["status"] != "passed"), None)
+    if first is None or first.get("after_fault") or "started" not in first:
+        return None
+    process = first["worker"]
+    before = [test for when, test in starts.get(process, ()) if when < first["started"]]
+    culprit = before[-1] if before else None
+    if culprit is None or culprit == nodeid or culprit not in tests:
+        return None
+    alone = next(
+        (
+            a
+            for a in attempts
+            if a["status"] == "passed"
+            and (starts.get(a["worker"]) or [(None, None)])[0][1] == nodeid
+        ),
+        None,
+    )
+    for process_q, order in starts.items():
+        if process_q == process or [test for _, test in order[:2]] != [culprit, nodeid]:
+            continue
+        again = [
+            a
+            for name in (culprit, nodeid)
+            for a in tests[name]["attempts"]
+            if a["worker"] == process_q and a.get("device_fault")
+        ]
+        if alone is not None and again:
+            line = first["device_fault"]
+            return (
+                culprit,
+                f"its kernel's device fault surfaced in the next test, {nodeid}, in {process} and "
+                f"again in a fresh process ({process_q}) where it ran before it ({line!r}); {nodeid} "
+                f"alone passed ({alone['worker']})",
+                f"{line!r}: the fault is {culprit}'s, which ran before it: it came back after "
+                f"{culprit} in a fresh process ({process_q}), never when this test ran alone "
+                f"({alone['worker']}); CUDA and HIP report a kernel's fault at a later call",
+            )
+    return None

@@ -64,10 +64,11 @@ class RecordWriter:
         self._common = "," + json.dumps({"schema": RECORD_SCHEMA, "worker": worker})[1:-1]
         self._running: RunningSlot | None = None  # made when a test first waits in it
 
-    def write(self, record: dict, encoded_extra: str = "") -> None:
+    def write(self, record: dict, encoded_extra: str = "", t: float | None = None) -> None:
         """Append one record. `encoded_extra` is fields already encoded as JSON (',"k":v,...'): a
-        test's fixed fields are encoded once, not for each of its records."""
-        record["t"] = round(time.time(), 6)  # orders records of several processes into attempts
+        test's fixed fields are encoded once, not for each of its records. `t`: when it happened (a
+        phase's: when pytest says it ended), default now; it orders records into attempts."""
+        record["t"] = round(time.time() if t is None else t, 6)
         body = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
         self.write_encoded(body[:-1] + self._common + encoded_extra + "}\n")
 
@@ -445,6 +446,11 @@ _STARTS = frozenset({"setup", PLAIN_PASS})
 def ends_attempt(record: dict) -> bool:
     """The record that says a test's attempt ran to its end (its teardown, or a plain pass)."""
     return record.get("when") in _ENDS
+
+
+def starts_attempt(record: dict) -> bool:
+    """The record that starts a test's attempt (its setup, or a plain pass)."""
+    return record.get("when") in _STARTS
 
 
 def split_attempts(records: list[dict]) -> list[list[dict]]:

@@ -28,13 +28,20 @@ from json.encoder import encode_basestring
 
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
-from pytest_rocm.results.poisoning import first_faults, poisoned_before, process_of
+from pytest_rocm.results.poisoning import (
+    async_culprit,
+    first_faults,
+    poisoned_before,
+    process_of,
+    sticky_fault,
+)
 from pytest_rocm.results.records import (
     CALL_TEARDOWN,
     PLAIN_PASS,
     RUN_KINDS,
     phase_seconds,
     split_attempts,
+    starts_attempt,
 )
 from pytest_rocm.results.verdicts import build_signatures, decide, failure_evidence, find_signature
 from pytest_rocm.schemas.artifacts import schema
@@ -177,6 +184,10 @@ def status_of_test(
             "gpus": gpus,
             "duration": round(sum(phase_seconds(attempt_records)), 6),
         }
+        attempt["started"] = attempt_records[0].get("t", 0.0)
+        fault = next((f for r in attempt_records if (f := sticky_fault(r))), None)
+        if fault is not None:
+            attempt["device_fault"] = fault["line"]
         if status in FAILED:
             attempt["signature"] = find_signature(evidence_texts(attempt_records), signatures)
             attempt["message"] = message
@@ -268,10 +279,14 @@ def summarise(
     probes: dict[str, list[dict]] = defaultdict(list)
     # stable: same-time records keep file order
     ordered = sorted(records, key=_time)
+    # process -> (when, test) of each attempt it started, in order: what ran before what
+    starts: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for record in ordered:
         kind = record.get("kind")
         if kind is None:
             by_test[record["nodeid"]].append(record)
+            if starts_attempt(record):
+                starts[record.get("worker") or "?"].append((record.get("t", 0.0), record["nodeid"]))
         elif kind == "probe":
             probes[record["nodeid"]].append(record)
     if faults is None:
@@ -292,7 +307,27 @@ def summarise(
         if test["group"] is None and group_of is not None:
             test["group"] = group_of(nodeid)
         tests[nodeid] = test
+    _blame_async_faults(tests, starts)
     return tests
+
+
+def _blame_async_faults(tests: dict[str, dict], starts: dict[str, list]) -> None:
+    """A device fault reported at a test's first call may be the test's before it (CUDA and HIP
+    report a kernel's fault at a later call): where it came back only with that test before it
+    (`poisoning.async_culprit`), that one regressed, and the test that showed it is collateral."""
+    for nodeid, test in list(tests.items()):
+        if test["verdict"] != "infra" or not any(a.get("device_fault") for a in test["attempts"]):
+            continue
+        found = async_culprit(nodeid, tests, starts)
+        if found is None:
+            continue
+        culprit, why_culprit, why_collateral = found
+        test["verdict_reason"] = why_collateral
+        tests[culprit] = {
+            **tests[culprit],
+            "verdict": "regression",
+            "verdict_reason": why_culprit,
+        }
 
 
 def _time(record: dict) -> float:
@@ -406,7 +441,7 @@ def build_gate_report(
         run_records.get("collection"),
         tests,
         signatures,
-        [n for fault in poisoned for n in fault["moved"] if n not in tests],
+        list(dict.fromkeys(n for fault in poisoned for n in fault["moved"] if n not in tests)),
     )
     verdict, why = conclusion(tests, run, manifest.get("runner"), preflight)
     return {

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from pytest_rocm.hw.allocation import visible_devices_env, write_avoid
 from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY, sticky_fault
-from pytest_rocm.results.records import ends_attempt
+from pytest_rocm.results.records import ends_attempt, starts_attempt
 from pytest_rocm.results.verdicts import Signature, failure_evidence, find_signature
 
 PROBE_TIMEOUT_S = 300
@@ -39,6 +39,9 @@ class Attempt:
     devices: list[int] | None = None
     # a device fault poisoned the process it ran in: rerun only in a fresh process
     poisoned: bool = False
+    # the test that ran just before it in its process (CUDA and HIP report a kernel's fault at a
+    # later call: maybe this one's)
+    predecessor: str | None = None
 
 
 def property_of(report, name: str) -> str | None:
@@ -98,6 +101,7 @@ class RerunPlanner:
         vendor: str,
         write_probe: Callable[[str, dict], None],
         hand_over: Callable[[str], bool] = lambda nodeid: False,
+        process_of: Callable[[object], str] = lambda report: "controller",
     ):
         self.reruns = reruns
         self.probe_argv = probe_argv
@@ -111,18 +115,32 @@ class RerunPlanner:
         self.finished: dict[str, int] = defaultdict(int)  # attempts completed per test
         self.queue: list[str] = []  # reruns nothing could take yet: run after the main pass
         self.awaiting: set[str] = set()  # handed to a live worker, not started yet
+        self.process_of = process_of  # the process a report comes from
+        # process -> (the test it started last, the one it started before that)
+        self.started: dict[str, tuple[str, str | None]] = {}
+        # a test whose device fault did not come back alone in a fresh process -> the test that ran
+        # before it where it faulted: the two run again together, in that order (`take_pairs`)
+        self.fault_after: dict[str, str] = {}
+        self.pairs: list[tuple[str, str]] = []
+        self.paired: set[str] = set()
 
     # -- reports --------------------------------------------------------------------------------
     def on_report(self, report) -> None:
         # Called for every phase of every test: only failures and attempt ends matter.
-        if report.failed and property_of(report, "rocm_blocking") == "true":
+        if report.when == "setup":
+            self._started(report.nodeid, self.process_of(report))
+        fault = property_of(report, DEVICE_FAULT_PROPERTY) is not None
+        # pytest-rerunfailures' `rerun`: an attempt it runs again in the same process, which a device
+        # fault poisoned: that attempt's fresh rerun is ours to make
+        failed = report.failed or (fault and report.outcome == "rerun")
+        if failed and property_of(report, "rocm_blocking") == "true":
             gpus = property_of(report, "rocm_gpus")
             self._note_failure(
                 report.nodeid,
                 [int(d) for d in gpus.split(",") if d] if gpus is not None else None,
                 [failure_evidence(report.longreprtext), report.capstdout, report.capstderr],
-                # the process that ran it decided (plugin/recording.py)
-                property_of(report, DEVICE_FAULT_PROPERTY) is not None,
+                fault,  # the process that ran it decided (plugin/recording.py)
+                self._predecessor(report.nodeid, self.process_of(report)),
             )
         if report.when == "setup":
             self.awaiting.discard(report.nodeid)
@@ -132,6 +150,8 @@ class RerunPlanner:
     def on_record(self, record: dict) -> None:
         """A record from a rerun subprocess, read back after it ended: feeds the same decisions as a
         report."""
+        if starts_attempt(record):
+            self._started(record["nodeid"], record.get("worker") or "?")
         if not record.get("blocking"):
             return
         if record["outcome"] == "failed":
@@ -144,16 +164,32 @@ class RerunPlanner:
                     record.get("stderr_tail", ""),
                 ],
                 sticky_fault(record) is not None,
+                self._predecessor(record["nodeid"], record.get("worker") or "?"),
             )
         if ends_attempt(record):
             self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()))
 
+    def _started(self, nodeid: str, process: str) -> None:
+        last = self.started.get(process)
+        self.started[process] = (nodeid, last[0] if last else None)
+
+    def _predecessor(self, nodeid: str, process: str) -> str | None:
+        """The test `process` ran before `nodeid` (the one it runs now)."""
+        now, before = self.started.get(process) or (None, None)
+        return before if now == nodeid and before != nodeid else None
+
     def _note_failure(
-        self, nodeid: str, devices: list[int] | None, texts: list[str], poisoned: bool
+        self,
+        nodeid: str,
+        devices: list[int] | None,
+        texts: list[str],
+        poisoned: bool,
+        predecessor: str | None = None,
     ) -> None:
         attempt = self.current.setdefault(nodeid, Attempt())
         attempt.failed = True
         attempt.poisoned = attempt.poisoned or poisoned
+        attempt.predecessor = attempt.predecessor or predecessor
         if devices is not None:
             attempt.devices = devices
         attempt.texts += texts
@@ -168,7 +204,15 @@ class RerunPlanner:
 
     def _attempt_done(self, nodeid: str, attempt: Attempt) -> None:
         self.finished[nodeid] += 1
+        if attempt.failed and attempt.poisoned and attempt.predecessor:
+            self.fault_after.setdefault(nodeid, attempt.predecessor)
         if not attempt.failed:
+            # a device fault that did not come back alone in a fresh process: with the test that
+            # ran before it there, once (results/poisoning.py: async_culprit)
+            before = self.fault_after.get(nodeid)
+            if before is not None and nodeid not in self.paired:
+                self.paired.add(nodeid)
+                self.pairs.append((before, nodeid))
             return
         devices = attempt.devices if attempt.devices is not None else self.all_devices
         if find_signature(attempt.texts, self.signatures) is not None:
@@ -183,6 +227,12 @@ class RerunPlanner:
             self.awaiting.add(nodeid)
         else:
             self.queue.append(nodeid)
+
+    def take_pairs(self) -> list[tuple[str, str]]:
+        """(the test that ran before, the test whose device fault did not come back alone): each to
+        run once more, together and in that order, in a fresh process."""
+        pairs, self.pairs = self.pairs, []
+        return pairs
 
     def leftovers(self) -> list[str]:
         """Reruns that no worker ran: still queued, or handed over and never started."""

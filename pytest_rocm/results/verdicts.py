@@ -69,6 +69,9 @@ _PREFIXED = (
     "hardware stack error",
     "invalid program counter",
     "operation not supported on global/shared address space",
+    # not sticky by the runtimes' reference, but what a poisoned context often answers next: taking
+    # it for a fault costs a fresh process, never a verdict (the fresh rerun decides)
+    "unknown error",
 )
 _CODES = (
     "Assert|IllegalAddress|LaunchFailure|MisalignedAddress|IllegalInstruction|LaunchTimeout"
@@ -88,6 +91,8 @@ DEVICE_FAULT = "|".join(
         # the error's name: PyTorch's "Search for `hipErrorIllegalAddress'" line, CuPy, numba
         rf"\b(?:cuda|hip)Error(?:{_CODES})\b",
         rf"\bCUDA_ERROR_(?:{_DRIVER_CODES})\b",
+        # a BLAS or DNN kernel that failed to run: the symptom of a fault the library's own call met
+        r"\b(?:CUBLAS|CUDNN|HIPBLAS|HIPBLASLT)_STATUS_EXECUTION_FAILED\b",
         # the HSA runtime's own reports of a kernel fault (ROCm)
         r"Memory access fault by GPU",
         r"HSA_STATUS_ERROR_(?:MEMORY_APERTURE_VIOLATION|MEMORY_FAULT|ILLEGAL_INSTRUCTION|EXCEPTION)\b",

@@ -88,13 +88,16 @@ class StandIn:
     def __init__(self):
         self.poisoned = None
 
-    def call(self, faults: bool = False) -> None:
+    def call(self, faults: bool = False, wait: bool = True) -> None:
+        """A call on the device; `faults`: its kernel faults; `wait`: the call waits for the kernel
+        (without waiting, the fault shows at the process's next call, as CUDA's and HIP's do)."""
         if self.poisoned is not None:
             raise self.poisoned
         if faults:
             kind, text = WORDING[os.environ.get("STANDIN_WORDING", "cuda")]
             self.poisoned = AcceleratorError(text) if kind == "AcceleratorError" else RuntimeError(text)
-            raise self.poisoned
+            if wait:
+                raise self.poisoned
 
 
 STANDIN = StandIn()
@@ -110,6 +113,18 @@ def gather(out_of_range: bool) -> float:
         return float(x[index].sum())
     STANDIN.call(faults=out_of_range)
     return 8.0
+
+
+def launch_gather(out_of_range: bool) -> None:
+    """x[index] with one index past the end, launched and not waited for: the test passes, and the
+    next call in the process meets the fault."""
+    if real():
+        import torch
+
+        x = torch.arange(16, device="cuda", dtype=torch.float32)
+        x[torch.tensor([3, 40 if out_of_range else 5], device="cuda")]
+        return
+    STANDIN.call(faults=out_of_range, wait=False)
 
 
 def ones_sum(n: int) -> float:
