@@ -37,7 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_rocm.parity.sglang_registry import read_jsonl, suite_jobs  # noqa: E402
+from pytest_rocm.catalog.sglang import read_jsonl  # noqa: E402
+from pytest_rocm.parity.sglang_registry import suite_jobs  # noqa: E402
 from pytest_rocm.scheduling.dispatch import Job  # noqa: E402
 from pytest_rocm.scheduling.simulate import (  # noqa: E402
     lower_bound,

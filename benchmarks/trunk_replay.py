@@ -9,10 +9,13 @@ one test with a message whose numbers change from run to run. Seeded on top: fla
 attempt that fails, a rerun that passes; sometimes a whole run's failure, and a rerun of that main
 commit), and infrastructure faults (an HSA error on a first attempt).
 
-Main is tested every EVERY-th commit (nightly-like, so suspect ranges span untested commits) and at
-every revert and fix. PRs are opened on random main commits: some break a test of their own (a test
-main passes, or one main already fails, with another message), the rest change nothing the tests
-see.
+Main is tested every EVERY-th commit only (nightly-like: nobody schedules a main run right after a
+culprit or a fix, so suspect ranges span untested commits and a break stays unknown until the next
+main run); every third main run is a `schedule` event (GitHub's payload, with no repository object).
+PRs are opened on random main commits and published a few commits later (their check is judged
+against the newest trunk state then, as publish does), some break a test of their own (a test main
+passes, or one main already fails, with another message), the rest change nothing the tests see. At
+the end the sweep judges every blocked check again against main's newest state.
 
 Everything goes through the real parts: each run is pytest with the plugin (a push or pull_request
 event, reruns on), `history add`'s ingest, `trunk.state.build` over the main runs so far (with
@@ -21,14 +24,17 @@ main's commit list, as `history trunk --repo` gives), and the check `rocm-gate p
 run alone":
 - PRs blocked by failures that were already on main (goal 0): a PR with no regression of its own whose check
   concludes `failure` though every failing test was red or flaky in the trunk state it was judged against;
-  apart, those blocked by a break that no main run had shown yet (main untested since it landed: no trunk
-  state can know it; the next main run makes it pre-existing);
+  apart, those blocked by a break that no main run had shown yet at publish time (main untested since it
+  landed: no trunk state can know it), and how many of them the sweep still blocks against main's newest
+  state;
 - regressions a PR introduced that were blocked (goal 100%);
 - breaks whose suspect range contains the commit that broke main (goal 100%), and the ranges' median length;
-- flaky tests flagged that are not flaky, and flaky tests missed (goal 0 each), against history's former
-  pass-rate rule (0.2 to 0.8 over 10 runs, or any flaky verdict).
+- flaky tests flagged that are not flaky, and flaky tests missed (goal 0 each), on the flaky list the
+  dashboard and the tracker show (`history.queries.flaky`), against history's former pass-rate rule (0.2 to
+  0.8 over 10 runs, or any flaky verdict).
 
     .venv/bin/python benchmarks/trunk_replay.py [--commits 120] [--every 4] [--prs 40] [--seed 7] [--jobs 2]
+                                                [--publish-delay 6]
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_rocm.github import artifacts, checks  # noqa: E402
-from pytest_rocm.history import store  # noqa: E402
+from pytest_rocm.history import queries, store  # noqa: E402
 from pytest_rocm.trunk import state  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
@@ -249,15 +255,17 @@ def execute(run: Run, root: Path) -> Run:
     return run
 
 
-def main_run(commits, index, breaks, rng, args, attempt=1) -> Run:
+def main_run(commits, index, breaks, rng, args, attempt=1, event="push") -> Run:
     sha = commits[index]["sha"]
     before = commits[index - 1]["sha"] if index else "0" * 40
     world = world_at(index, breaks, rng, args.flake, args.infra)
     payload = {"after": sha, "before": before, "repository": {"default_branch": "main"}}
+    if event == "schedule":  # GitHub's schedule payload: no repository object
+        payload = {"schedule": "0 6 * * *", "workflow": ".github/workflows/rocm-gate.yml"}
     return Run(
         f"main-{index:04d}-{attempt}",
         world,
-        "push",
+        event,
         payload,
         {
             "GITHUB_REF": "refs/heads/main",
@@ -308,7 +316,7 @@ def pr_run(commits, number, base, breaks, rng, args) -> Run:
 
 def conclusion_of(results, trunk) -> tuple[str, dict]:
     content = checks.build(results, "rocm-gate / MI300X-1", None, trunk=trunk)
-    found = checks._against_trunk(results, trunk, "failure", "", [])[0] if trunk else None
+    found = checks._against_trunk(results, trunk, [])[0] if trunk else None
     return content.conclusion, (found.classes if found else {})
 
 
@@ -352,17 +360,22 @@ def main() -> int:
     parser.add_argument(
         "--infra", type=float, default=0.1, help="chance a run hits one infrastructure fault"
     )
+    parser.add_argument(
+        "--publish-delay",
+        type=int,
+        default=6,
+        help="a PR's check is published when main is up to this many commits past its base",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     commits, breaks = choose_window(load_history(), args.commits, rng)
-    tested = sorted(
-        {i for i in range(0, len(commits), args.every)}
-        | {b.fix for b in breaks}
-        | {b.culprit + 1 for b in breaks if b.culprit + 1 < len(commits)}
-        | {len(commits) - 1}
-    )
-    runs = [main_run(commits, i, breaks, rng, args) for i in tested]
+    # the cadence a nightly gives: never a run scheduled after a culprit or a fix
+    tested = sorted({i for i in range(0, len(commits), args.every)} | {len(commits) - 1})
+    runs = [
+        main_run(commits, i, breaks, rng, args, event="schedule" if n % 3 == 2 else "push")
+        for n, i in enumerate(tested)
+    ]
     # a rerun of a few main commits (a maintainer's "re-run", a second nightly): how a whole-run
     # flake shows
     runs += [
@@ -373,6 +386,10 @@ def main() -> int:
         pr_run(commits, n + 1, rng.randrange(len(commits)), breaks, rng, args)
         for n in range(args.prs)
     ]
+    for pr in prs:  # published when main has moved on a little
+        pr.extra["published"] = min(
+            len(commits) - 1, pr.extra["base"] + rng.randint(0, args.publish_delay)
+        )
     root = Path(tempfile.mkdtemp(prefix="trunk-replay-"))
     try:
         with ThreadPoolExecutor(args.jobs) as pool:
@@ -381,28 +398,39 @@ def main() -> int:
             [r for r in done if r.name.startswith("main")], key=lambda r: (r.extra["index"], r.name)
         )
         pr_done = sorted(
-            [r for r in done if r.name.startswith("pr")], key=lambda r: r.extra["base"]
+            [r for r in done if r.name.startswith("pr")], key=lambda r: r.extra["published"]
         )
         conn = store.connect(root / "history.db")
         sha_list = [c["sha"] for c in commits]
         figures = {
             judge: {"blocked_preexisting": 0, "blocked_not_yet_on_main": 0, "new_blocked": 0}
-            for judge in ("alone", "trunk")
+            for judge in ("alone", "trunk", "sweep")
         }
         clean_on_red = new_total = 0
         wrongly: list[dict] = []
         first_seen: dict[int, dict] = {}
         queue = list(main_done)
         for pr in pr_done + [None]:
-            while queue and (pr is None or queue[0].extra["index"] <= pr.extra["base"]):
+            while queue and (pr is None or queue[0].extra["index"] <= pr.extra["published"]):
                 ingest_main(conn, queue.pop(0), breaks, sha_list, first_seen)
             if pr is None:
                 break
-            trunk = state.build(conn, SKU, 30, sha_list)
+            # the newest trunk state at publish time (the dashboard workflow keeps it)
+            trunk = state.build(conn, SKU, 30, sha_list[: pr.extra["published"] + 1])
+            pr.extra["trunk"] = trunk
+        final_state = state.build(conn, SKU, 30, sha_list)
+        for pr in pr_done:
             results = artifacts.read_results(pr.folder)
             own = pr.extra["own"]
             red = any(b.culprit <= pr.extra["base"] < b.fix for b in breaks)
-            for judge, given in (("alone", None), ("trunk", trunk)):
+            # the sweep: a blocked check judged again against main's newest state
+            for judge, given in (
+                ("alone", None),
+                ("trunk", pr.extra["trunk"]),
+                ("sweep", final_state),
+            ):
+                # what main's state knew when it was judged (alone: what it could have known)
+                trunk = given if given is not None else pr.extra["trunk"]
                 conclusion, classes = conclusion_of(results, given)
                 if own is None and conclusion == "failure":
                     # blocked with no regression of its own: by what main's state already showed, or
@@ -417,16 +445,18 @@ def main() -> int:
                         and (
                             trunk["tests"][n]["state"] != "passing"
                             or trunk["tests"][n]["flaky_count"]
+                            or trunk["tests"][n].get("breaks")
                         )
                         for n in failing
                     )
                     figures[judge][
                         "blocked_preexisting" if known else "blocked_not_yet_on_main"
                     ] += 1
-                    if judge == "trunk" and known:
+                    if judge != "alone" and known:
                         wrongly.append(
                             {
                                 "pr": pr.name,
+                                "judged": judge,
                                 "base": pr.extra["base"],
                                 "classes": classes,
                                 "world": pr.world,
@@ -440,8 +470,9 @@ def main() -> int:
                     figures[judge]["new_blocked"] += 1
             new_total += own is not None
             clean_on_red += own is None and red
-        final = state.build(conn, SKU, len(commits), sha_list)
-        flagged = {n.split("::")[-1] for n, t in final["tests"].items() if t["flaky_count"]}
+        # the flaky list the dashboard and the tracker show
+        listed = queries.flaky(conn, landed=frozenset(sha_list))["flaky"]
+        flagged = {f["test"].split("::")[-1] for f in listed}
         flaked = {r.world["flaky"] and n for r in main_done for n in r.world["flaky"]}
         flaked.discard(None)
         anchor_flagged = pass_rate_flaky(conn)
@@ -493,43 +524,50 @@ def report(out: dict, args) -> None:
     def pct(part, whole):
         return f"{part}/{whole} ({part / whole:.0%})" if whole else f"{part}/0"
 
-    alone, trunk = out["alone"], out["trunk"]
+    alone, trunk, sweep = out["alone"], out["trunk"], out["sweep"]
     not_flaky = sorted(set(out["flaky_flagged"]) - set(out["flaky_truth"]))
     missed = sorted(set(out["flaky_truth"]) - set(out["flaky_flagged"]))
     anchor_not_flaky = sorted(set(out["anchor_flaky_flagged"]) - set(out["flaky_truth"]))
     anchor_missed = sorted(set(out["flaky_truth"]) - set(out["anchor_flaky_flagged"]))
+    total = out["prs_with_own_regression"]
     print(
-        f"vLLM main replay: {out['commits']} commits, {out['main_runs']} main runs, {out['breaks']} breaks "
-        f"({out['breaks_seen_on_main']} seen on main), {out['prs']} PRs ({out['prs_with_own_regression']} with a "
-        f"regression of their own, {out['clean_prs_opened_while_main_red']} clean ones opened while main was red)"
+        f"vLLM main replay: {out['commits']} commits, {out['main_runs']} main runs (every {args.every}th commit), "
+        f"{out['breaks']} breaks ({out['breaks_seen_on_main']} seen on main), {out['prs']} PRs published up to "
+        f"{args.publish_delay} commits after their base ({total} with a regression of their own, "
+        f"{out['clean_prs_opened_while_main_red']} clean ones opened while main was red)"
     )
-    print(f"{'':44s} {'judged alone':>14s} {'against trunk':>14s}  goal")
+    print(f"{'':44s} {'judged alone':>14s} {'at publish':>14s} {'sweep, newest':>14s}  goal")
     print(
-        "(blocked: the check concludes `failure` for a PR with no regression of its own: main's failures, main's flakes)"
+        "(blocked: the check concludes `failure` for a PR with no regression of its own: main's failures, main's "
+        "flakes; `at publish`: against the newest trunk state then; `sweep`: judged again against main's newest)"
     )
     print(
         f"{'PRs blocked by what main already showed':44s} {alone['blocked_preexisting']:>14d} "
-        f"{trunk['blocked_preexisting']:>14d}  0"
+        f"{trunk['blocked_preexisting']:>14d} {sweep['blocked_preexisting']:>14d}  0"
     )
     print(
         f"{'  blocked by a break no main run showed yet':44s} {alone['blocked_not_yet_on_main']:>14d} "
-        f"{trunk['blocked_not_yet_on_main']:>14d}  (main untested since the break: nothing can know)"
+        f"{trunk['blocked_not_yet_on_main']:>14d} {sweep['blocked_not_yet_on_main']:>14d}  (nothing can know it)"
     )
     print(
-        f"{'PR regressions blocked':44s} {pct(alone['new_blocked'], out['prs_with_own_regression']):>14s} "
-        f"{pct(trunk['new_blocked'], out['prs_with_own_regression']):>14s}  100%"
+        f"{'PR regressions blocked':44s} {pct(alone['new_blocked'], total):>14s} "
+        f"{pct(trunk['new_blocked'], total):>14s} {pct(sweep['new_blocked'], total):>14s}  100%"
     )
     print(
         f"{'suspect range holds the culprit':44s} {'-':>14s} "
-        f"{pct(out['suspect_range_contains_culprit'], out['breaks_seen_on_main']):>14s}  100% "
+        f"{pct(out['suspect_range_contains_culprit'], out['breaks_seen_on_main']):>14s} {'':>14s}  100% "
         f"(median length {out['suspect_median_length']} commits)"
     )
     print(
-        f"{'flaky flagged that are not flaky':44s} {len(anchor_not_flaky):>14d} {len(not_flaky):>14d}  0  "
+        f"{'flaky listed that are not flaky':44s} {len(anchor_not_flaky):>14d} {len(not_flaky):>14d} {'':>14s}  0  "
         f"{not_flaky or anchor_not_flaky}"
     )
     print(
-        f"{'flaky tests missed':44s} {len(anchor_missed):>14d} {len(missed):>14d}  0  {missed or anchor_missed}"
+        f"{'flaky tests missed':44s} {len(anchor_missed):>14d} {len(missed):>14d} {'':>14s}  0  "
+        f"{missed or anchor_missed}"
+    )
+    print(
+        "(flaky: `judged alone` is history's former pass-rate rule; the others, the dashboard's flaky list)"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

@@ -64,6 +64,48 @@ def test_no_import_cycle_between_modules():
             visit(name)
 
 
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of `graph` as the nodes along it (first repeated at the end), or None."""
+    state: dict[str, int] = defaultdict(int)  # 0 new, 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state[nxt] == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if state[nxt] == 0 and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if state[node] == 0 and (found := visit(node)):
+            return found
+    return None
+
+
+def package_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycle_between_packages():
+    """One package per job, layered: catalog -> parity -> scheduling -> results -> catalog went
+    round through imports inside functions (the module graph had no cycle). Every import counts,
+    at any depth."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name in MODULES:
+        for target in imports_of(name):
+            if package_of(target) != package_of(name):
+                graph[package_of(name)].add(package_of(target))
+    cycle = find_cycle(graph)
+    assert cycle is None, "package cycle: " + " -> ".join(cycle)
+    # the test can fail: a cycle it is shown is found
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
 def test_every_module_imports_alone_in_a_fresh_interpreter():
     code = (
         "import importlib, sys\n"
@@ -113,14 +155,116 @@ def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
     """docs/architecture.md, "Parts": `github/` reads files (their schemas), not the plugin's Python
     objects or test code. The trunk attribution it uses reads the same artifacts (a gate report, a
     trunk state) and nothing else."""
-    readers = ("pytest_rocm.github", "pytest_rocm.schemas", "pytest_rocm.trunk.attribution")
+    readers = (
+        "pytest_rocm.github",
+        "pytest_rocm.schemas",
+        "pytest_rocm.trunk.attribution",
+        "pytest_rocm.trunk.judgement",
+        "pytest_rocm.trunk.fingerprint",
+    )
     for name in MODULES:
         if name.startswith("pytest_rocm.github"):
             outside = {m for m in imports_of(name) if not m.startswith(readers)}
             assert not outside, f"{name} imports {sorted(outside)}"
-    outside = {
-        m
-        for m in imports_of("pytest_rocm.trunk.attribution")
-        if not m.startswith(("pytest_rocm.schemas", "pytest_rocm.trunk.fingerprint"))
-    }
-    assert not outside, f"pytest_rocm.trunk.attribution imports {sorted(outside)}"
+    for name in ("pytest_rocm.trunk.attribution", "pytest_rocm.trunk.judgement"):
+        outside = {
+            m
+            for m in imports_of(name)
+            if not m.startswith(
+                (
+                    "pytest_rocm.schemas",
+                    "pytest_rocm.trunk.fingerprint",
+                    "pytest_rocm.trunk.judgement",
+                )
+            )
+        }
+        assert not outside, f"{name} imports {sorted(outside)}"
+
+
+REPOSITORY = ROOT.parent
+SUBPACKAGES = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file())
+# a path into the package or a sibling folder of the checkout, as prose names it
+NAMED_PATH = re.compile(
+    r"(?<![\w./-])((?:\.\./shared/|pytest_rocm/|(?:" + "|".join(SUBPACKAGES) + r")/)[\w./-]*\w/?)"
+)
+NAMED_MODULE = re.compile(r"\bpytest_rocm(?:\.\w+)+")
+# a command as a user types it: in a code span, a shell line, a quoted string, "run ..."
+NAMED_COMMAND = re.compile(r"(?:`|^\s*|\$ |\brun |\"|')rocm-gate ([a-z][a-z-]*)", re.M)
+NOT_COMMANDS = {"dispatch"}  # `rocm-gate dispatch <sha>`: the run-name of a dispatched gate run
+
+
+def _texts() -> list[tuple[Path, str]]:
+    """What names paths, modules and commands to a reader: the README and docs, the package's
+    sources (docstrings, comments, help and error text) and its schemas and maps. The changelog
+    tells history, in the names of its day."""
+    files = [*REPOSITORY.glob("*.md"), *(REPOSITORY / "docs").glob("*.md")]
+    files += [*(REPOSITORY / "suites").rglob("*.md"), *(REPOSITORY / "runners").rglob("*.md")]
+    files += [p for ext in ("py", "json", "toml") for p in ROOT.rglob(f"*.{ext}")]
+    return [(f, f.read_text(encoding="utf-8")) for f in files if f.name != "CHANGELOG.md"]
+
+
+def _named_module_exists(name: str) -> bool:
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def stale_names(texts) -> list[tuple[str, str, str]]:
+    """(file, kind, name) of each path, module or command named that does not exist (a path under
+    ../shared is never there in a clone: the test data is copied into tests/data)."""
+    from pytest_rocm.cli import COMMANDS
+
+    found = set()
+    for path, text in texts:
+        where = str(path.relative_to(REPOSITORY)) if path.is_relative_to(REPOSITORY) else str(path)
+        for hit in NAMED_PATH.finditer(text):
+            named = hit.group(1).rstrip(".")
+            tail = named.rstrip("/").rsplit("/", 1)[-1]
+            if "." in tail and not tail.endswith((".py", ".toml", ".json", ".md", ".yml", ".sh")):
+                continue  # a dotted name, not a file (`results/report.py:func` is cut at the colon)
+            if named.startswith("../shared/") or not (
+                (REPOSITORY / named).exists() or (ROOT / named).exists()
+            ):
+                found.add((where, "path", named))
+        for hit in NAMED_MODULE.finditer(text):
+            if not _named_module_exists(hit.group(0)):
+                found.add((where, "module", hit.group(0)))
+        for hit in NAMED_COMMAND.finditer(text):
+            if hit.group(1) not in COMMANDS and hit.group(1) not in NOT_COMMANDS:
+                found.add((where, "command", hit.group(1)))
+    return sorted(found)
+
+
+def test_every_path_module_and_command_named_exists():
+    """A name in the docs, a docstring or help text that no longer exists sends a reader nowhere
+    (`rocm-gate quarantine`, `pytest_rocm/baselines.py`, `pytest_rocm.plugin.session_old` were)."""
+    assert stale_names(_texts()) == []
+    # the check can fail
+    planted = [(REPOSITORY / "x.md", "run `rocm-gate quarantine` on pytest_rocm/baselines.py")]
+    assert [kind for _, kind, _ in stale_names(planted)] == ["command", "path"]
+
+
+# The longest function's lines today (plugin/options.py: add_options, the option table), so no function
+# grows past it; lowered as the longest are split (the goal is 100: seven functions are over it).
+LONGEST_FUNCTION = 226
+
+
+def test_no_function_grows_past_the_longest():
+    found = []
+    for name in MODULES:
+        tree = ast.parse(Path(importlib.util.find_spec(name).origin).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONGEST_FUNCTION:
+                    found.append(f"{name}.{node.name}: {lines} lines")
+    assert found == [], f"longer than {LONGEST_FUNCTION} lines: split them"

@@ -11,14 +11,10 @@ from conftest import UPSTREAM as UPSTREAM_DATA
 
 from pytest_rocm.catalog.groups import GROUPS, load_group_map
 from pytest_rocm.catalog.identity import detect_prefixes, nodeid_from_junit
+from pytest_rocm.catalog.sglang import calls_in_source, read_checkout, read_registry
 from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.parity.markdown import GITHUB_SUMMARY_LIMIT, render
-from pytest_rocm.parity.sglang_registry import (
-    calls_in_source,
-    declared_parity,
-    read_checkout,
-    read_registry,
-)
+from pytest_rocm.parity.sglang_registry import declared_parity
 
 UPSTREAM = REPO / "pytest_rocm" / "maps"
 

@@ -1,4 +1,5 @@
-"""Every real captured output under ../shared/samples/ must come out right."""
+"""Every real captured output under tests/data/samples/ (copied from ../shared/samples/) must come out
+right."""
 
 import pytest
 from conftest import SAMPLES

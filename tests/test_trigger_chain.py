@@ -578,6 +578,70 @@ def test_a_check_the_sweep_cannot_finish_offers_no_rerun_that_would_approve(
     assert github.dispatches == [] and on_gpu(upstream) == []
 
 
+def test_the_sweep_judges_a_blocked_check_again_against_a_newer_trunk_state(upstream, github):
+    """A PR's check was published blocking on a failure no main run had shown yet. Main's next
+    trunk state has it, failing the same way: the sweep (`--trunk`) publishes the check again
+    against it, and it no longer blocks; a second sweep leaves it alone."""
+    import datetime as dt
+    import io
+    import zipfile
+
+    from pytest_rocm.github import api
+    from pytest_rocm.github.publishing import Options
+    from pytest_rocm.github.sweep import sweep
+    from pytest_rocm.schemas.artifacts import manifest_stack
+    from pytest_rocm.trunk.fingerprint import of_test
+
+    pull = upstream.open_pull(121, REGRESSION, fork=False, author="maintainer")
+    run = upstream.pull_request(pull, "opened", "maintainer")
+    [blocked] = checks(github, pull.head)
+    assert blocked["conclusion"] == "failure"
+    [results] = [a for a in github.artifacts.values() if a["run_id"] == run.id]
+    with zipfile.ZipFile(io.BytesIO(results["data"])) as folder:
+        name = next(n for n in folder.namelist() if n.endswith("gate-report.json"))
+        report = json.loads(folder.read(name))
+    failing = {n: t for n, t in report["tests"].items() if t["verdict"] == "regression"}
+    base = (
+        github.workflow_runs[run.id].get("base_sha") or report["manifest"]["provenance"]["base_sha"]
+    )
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)).isoformat(timespec="seconds")
+    trunk = {
+        "schema": "pytest-rocm/trunk/1",
+        "sku": "/".join(manifest_stack(report["manifest"])["skus"]),
+        "generated": later,
+        "window": 30,
+        "main_runs": 1,
+        "main_commits": 1,
+        "newest": {"sha": base, "started": later},
+        "commits": [base],
+        "tests": {
+            n: {
+                "state": "failing",
+                "flaky_commits": [],
+                "flaky_count": 0,
+                "flips": 0,
+                "since": {"sha": base, "started": later},
+                "last_green": None,
+                "fingerprints": [of_test(t)],
+            }
+            for n, t in failing.items()
+        },
+    }
+    app = api.connect(
+        github.url, app_id=str(APP_ID), private_key=github.private_key, installation_id="77"
+    )
+    client = api.Client(app, upstream.repo, backoff=0.0, settle_s=0.0, pace_s=0.0, app_id=APP_ID)
+    classes = [(Options("mi300x-8", GATE_PIN, "rocm-mi300x-8", trunk=[trunk]), "mi300x-8")]
+    done = sweep(client, "rocm-gate.yml", classes)
+    assert [d.action for d in done if d.run_id == run.id] == [
+        f"judged again against a newer trunk state: published: {checks(github, pull.head)[0]['conclusion']}"
+    ], done
+    [check] = checks(github, pull.head)
+    assert check["id"] == blocked["id"] and check["conclusion"] != "failure", check["output"]
+    assert "Pre-existing on main (not blocking) (1)" in check["output"]["summary"]
+    assert [d for d in sweep(client, "rocm-gate.yml", classes) if d.run_id == run.id] == []
+
+
 def test_the_publishes_of_one_run_never_overlap(upstream, github):
     """`requested` and `completed` publishes of a run share one concurrency group (one running, one
     pending: docs.github.com/en/actions/reference/workflows-and-actions/workflow-syntax#concurrency), not cancelled."""

@@ -100,7 +100,7 @@ def _tree_root(folder: Path) -> Path:
 
 def _read_source(source: str, globs: tuple[str, ...], notes: list[str]):
     """(entries as (nodeid, count), items_known, files set aside as not test files)."""
-    from pytest_rocm.parity.sglang_registry import RegistryError, read_jsonl
+    from pytest_rocm.catalog.sglang import RegistryError, read_jsonl
 
     if source == "-":
         where = "standard input"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pytest_rocm.catalog.applicability import Applicability
 from pytest_rocm.catalog.groups import GROUPS, UNGROUPED, GroupMap, pattern_regex
-from pytest_rocm.results.summary import table
+from pytest_rocm.schemas.markdown import table
 
 # pytest's default `python_files`: in a plain file list only these are test files.
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")

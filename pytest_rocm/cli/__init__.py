@@ -1,4 +1,4 @@
-"""The `rocm-gate` command line: one module per command, each registering itself in `COMMANDS`.
+"""The `rocm-gate` command line: one module per command, named in `COMMANDS` (loaded when run).
 
 Each command module has `add_parser(commands)` (its arguments) and `run(args) -> int` (its exit
 status). Commands import what they need when they run: `parity` at CI scale should not pay for

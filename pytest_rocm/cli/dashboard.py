@@ -28,9 +28,17 @@ def add_parser(commands, name: str) -> None:
     )
     parser.add_argument("--db", required=True, help="the history file (rocm-gate history add)")
     parser.add_argument("--out", required=True, help="the site folder to write")
+    parser.add_argument(
+        "--repo",
+        metavar="CHECKOUT",
+        help="a checkout of the default branch: its first-parent commits say which merge-queue runs "
+        "landed on main (without it, no merge-queue run counts for flaky tests, suspects or trunk "
+        "health)",
+    )
 
 
 def run(args) -> int:
+    from pytest_rocm.cli.history import main_commits
     from pytest_rocm.dashboard import site
     from pytest_rocm.history import store
 
@@ -41,8 +49,13 @@ def run(args) -> int:
         )
         return 2
     try:
+        landed = frozenset(main_commits(args.repo, "HEAD")) if args.repo else None
+    except ValueError as exc:
+        print(f"rocm-gate dashboard: {exc}", file=sys.stderr)
+        return 2
+    try:
         conn = store.connect(args.db)
-        sizes = site.build(conn, Path(args.out))
+        sizes = site.build(conn, Path(args.out), landed)
     except store.HistoryError as exc:
         print(f"rocm-gate dashboard: {exc}", file=sys.stderr)
         return 2

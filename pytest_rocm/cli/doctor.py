@@ -15,7 +15,7 @@ from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import sku, tool_file, whole_number
 from pytest_rocm.hw import SOURCE_NAMES, expectations
 from pytest_rocm.hw.model import Platform
-from pytest_rocm.results.summary import table
+from pytest_rocm.schemas.markdown import table
 
 EXIT_BY_STATUS = {
     expectations.HEALTHY: exits.OK,

@@ -68,6 +68,12 @@ def add_parser(commands, name: str) -> None:
         "would be taken for it)",
     )
     add.add_argument(
+        "--sha",
+        type=full_sha,
+        help="the commit GitHub says the run is of: results whose manifest names another tested "
+        "commit are never main's, whatever they claim (stored as `pr`)",
+    )
+    add.add_argument(
         "results",
         nargs="*",
         metavar="RESULTS",
@@ -78,7 +84,11 @@ def add_parser(commands, name: str) -> None:
     )
     suspects.add_argument("--db", required=True)
     suspects.add_argument(
-        "--window", type=WINDOW, default=10, help="runs of each test to look at (default 10)"
+        "--window",
+        type=WINDOW,
+        default=10,
+        help="runs of each test on a SKU to look at for suspects (default 10; flaky tests: the trunk "
+        "state's 30 commits)",
     )
     suspects.add_argument("--json", action="store_true")
     trunk = actions.add_parser(
@@ -152,6 +162,12 @@ def run(args) -> int:
         return exits.BAD_INPUT
 
 
+def full_sha(value: str) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{40}", value):
+        raise argparse.ArgumentTypeError(f"expected a full 40-hex commit SHA, got {value!r}")
+    return value.lower()
+
+
 def github_run(value: str) -> str:
     """A GitHub run as `history add --run` takes it: its id, and an attempt."""
     if not re.fullmatch(r"[0-9]{1,20}(?:-[0-9]{1,6})?", value):
@@ -171,7 +187,7 @@ def _add(conn, args) -> int:
         )
     for source in args.results:
         try:
-            done = store.ingest(conn, source, args.origin, args.run)
+            done = store.ingest(conn, source, args.origin, args.run, args.sha)
         except store.HistoryError as exc:
             print(f"rocm-gate history: refused: {visible(exc)}", file=sys.stderr)
             status = exits.BAD_INPUT
@@ -188,14 +204,14 @@ def _suspects(conn, args) -> int:
 
     found = {
         "suspects": queries.suspects(conn, args.window),
-        **queries.flaky(conn, args.window),
+        **queries.flaky(conn),
         "known_gaps_ready_to_close": [g for g in queries.known_gaps(conn) if g["ready_to_close"]],
     }
     if args.json:
         print(json.dumps(found, indent=2))  # JSON escapes control characters itself
         return exits.OK
     lines = [f"suspects ({len(found['suspects'])}):"]
-    lines += [f"  {s['kind']}: {s['test']}: {s['reason']}" for s in found["suspects"]]
+    lines += [f"  {s['kind']} ({s['sku']}): {s['test']}: {s['reason']}" for s in found["suspects"]]
     lines.append(f"flaky now ({len(found['flaky'])}; pass and fail on one commit and SKU):")
     lines += [
         f"  {f['test']}: {f['flaky_runs']} flaky of its last {f['runs']} runs on {', '.join(f['skus'])} "
@@ -216,7 +232,7 @@ def _suspects(conn, args) -> int:
     return exits.OK
 
 
-def _main_commits(checkout: str, newest: str | None) -> list[str]:
+def main_commits(checkout: str, newest: str | None) -> list[str]:
     """main's first-parent commits up to the newest tested one, oldest first, from a checkout."""
     if newest is None:
         return []
@@ -252,7 +268,7 @@ def _trunk(conn, args) -> int:
     from pytest_rocm.schemas.artifacts import write_json_atomic
     from pytest_rocm.trunk import state
 
-    runs = state.main_runs(conn, args.sku)
+    runs, unplaced = state.main_runs(conn, args.sku)
     if args.tracker_url and not args.tracker_url.startswith("https://"):
         print(
             f"rocm-gate history: --tracker-url must be an https:// link, got {visible(args.tracker_url)!r}",
@@ -260,7 +276,7 @@ def _trunk(conn, args) -> int:
         )
         return exits.BAD_INPUT
     try:
-        commits = _main_commits(args.repo, runs[-1][1] if runs else None) if args.repo else None
+        commits = main_commits(args.repo, runs[-1][1] if runs else None) if args.repo else None
     except ValueError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
         return exits.BAD_INPUT
@@ -282,6 +298,24 @@ def _trunk(conn, args) -> int:
             "push, schedule or dispatch on the default branch): the trunk state says nothing",
             file=sys.stderr,
         )
+    if unplaced:
+        print(
+            f"rocm-gate history: warning: {len(unplaced)} main run(s) of {visible(args.sku)} left out (store ids "
+            f"{', '.join(map(str, unplaced[:10]))}): their commit is not a full 40-hex SHA, which no commit "
+            "list can place; run them with a checkout git can read, or GITHUB_SHA set",
+            file=sys.stderr,
+        )
+    # what this command writes, `publish --trunk` must load: checked before it is written
+    from pytest_rocm.schemas.artifacts import schema_error
+
+    problem = schema_error(document, "trunk")
+    if problem is not None:
+        print(
+            f"rocm-gate history: the trunk state of {visible(args.sku)} would not load ({problem[0]}: "
+            f"{visible(problem[1])}); nothing written. This is a bug: report it with the store",
+            file=sys.stderr,
+        )
+        return exits.BAD_INPUT
     try:
         write_json_atomic(args.out, document)
     except OSError as exc:

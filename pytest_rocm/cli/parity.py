@@ -55,6 +55,22 @@ def add_parser(commands, name: str) -> None:
     parity.add_argument("--reference-label", default="CUDA")
     parity.add_argument("--candidate-label", default="ROCm")
     parity.add_argument(
+        "--reference-commit",
+        metavar="SHA",
+        help="the commit the reference run tested (default: a reference gate report's manifest); the "
+        "parity report names it, with the date and SKU",
+    )
+    parity.add_argument(
+        "--reference-date",
+        metavar="WHEN",
+        help="when the reference ran (default: its manifest's start, or its JUnit file's timestamp)",
+    )
+    parity.add_argument(
+        "--reference-sku",
+        metavar="SKU",
+        help="the reference's GPU (default: its manifest's, or its JUnit file's rocm_sku property)",
+    )
+    parity.add_argument(
         "--groups",
         type=map_file,
         metavar="MAP",
@@ -133,16 +149,12 @@ def _run(args) -> int:
 def _compare(args, reading) -> int:
     from pytest_rocm.catalog.applicability import ApplicabilityError, load_applicability
     from pytest_rocm.catalog.groups import GroupMapError, load_group_map
+    from pytest_rocm.catalog.sglang import RegistryError, read_registry
     from pytest_rocm.parity import compare as parity_mod
-    from pytest_rocm.parity.inputs import InputError
+    from pytest_rocm.parity.inputs import InputError, identify
     from pytest_rocm.parity.junit import JUnitError
     from pytest_rocm.parity.markdown import render
-    from pytest_rocm.parity.sglang_registry import (
-        RegistryError,
-        declared_parity,
-        executed_coverage,
-        read_registry,
-    )
+    from pytest_rocm.parity.sglang_registry import declared_parity, executed_coverage
     from pytest_rocm.schemas.artifacts import write_json_atomic
 
     try:
@@ -164,6 +176,14 @@ def _compare(args, reading) -> int:
                 parity_mod.strip_explicit(side, args.strip_prefix)
             report = parity_mod.compute(
                 reference, candidate, group_map, applicability, previous=previous
+            )
+            report["inputs"]["reference"].update(
+                identify(
+                    [Path(f) for f in reference.files],
+                    args.reference_commit,
+                    args.reference_date,
+                    args.reference_sku,
+                )
             )
         if args.sglang_registry:
             registered = read_registry(args.sglang_registry)

@@ -121,9 +121,10 @@ def add_parser(commands, name: str) -> None:
     parser.add_argument(
         "--trunk",
         metavar="FILE",
-        help="main's state on this SKU (`rocm-gate history trunk`, made on the default branch): each "
-        "blocking failure is then new (blocks), pre-existing on main or flaky on main (neither "
-        'blocks); docs/reference.md "Conclusions"',
+        action="append",
+        help="main's state on a SKU (`rocm-gate history trunk`, made on the default branch; repeat for "
+        "each SKU, the run's own is used): each blocking failure is then new (blocks), pre-existing, "
+        'flaky or quarantined on main (none blocks); README "Conclusions"',
     )
     parser.add_argument(
         "--trunk-max-age",
@@ -177,7 +178,9 @@ def run(args) -> int:
                 "writes them); publish with --workflow-run, which takes it from GitHub"
             )
         base_parity = _optional_artifact(args.base_parity, "parity", "--base-parity")
-        args.trunk_state = _optional_artifact(args.trunk, "trunk", "--trunk")
+        args.trunk_state = [
+            _optional_artifact(path, "trunk", "--trunk") for path in args.trunk or ()
+        ] or None
         if args.workflow_run:
             if args.results:
                 raise github_options.OptionError(

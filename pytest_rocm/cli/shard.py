@@ -77,7 +77,8 @@ def _fail(message: str) -> int:
 
 
 def _registered_jobs(path: Path, suite: str | None):
-    from pytest_rocm.parity.sglang_registry import RegistryError, read_jsonl, suite_jobs
+    from pytest_rocm.catalog.sglang import RegistryError, read_jsonl
+    from pytest_rocm.parity.sglang_registry import suite_jobs
     from pytest_rocm.scheduling.dispatch import Job
 
     if not suite:

@@ -3,7 +3,9 @@ workflow).
 
 For the gate runs of `--workflow` that completed in the last `--hours`, and each
 `--class CLASS=RUNNER_GROUP`, publishes the run's completed stage again from GitHub's facts and the
-run's artifact, exactly as the publish workflow would have (pytest_rocm/github/sweep.py). A check
+run's artifact, exactly as the publish workflow would have (pytest_rocm/github/sweep.py). With
+--trunk, a completed check that blocks and is older than the newest trunk state is published again
+against it (a break main learned of after the PR ran stops blocking it). A check
 that still cannot be finished `--stuck-after` minutes after its run ended is completed `timed_out`,
 saying why, with no rerun button: nothing established that the run was approved, and a rerun's
 dispatch approves (someone with write access reruns it on purpose). A run older than the newest
@@ -72,12 +74,33 @@ def add_parser(commands, name: str) -> None:
         help="a check still unfinished this long after its run is completed timed_out (default 30)",
     )
     parser.add_argument("--incomplete", choices=("block", "neutral"), default="block")
+    parser.add_argument(
+        "--trunk",
+        metavar="FILE",
+        action="append",
+        help="main's state on a SKU (`rocm-gate history trunk`; repeat for each SKU): every completed "
+        "check that blocks (`failure`) and was written before the newest of these states is published "
+        "again against it, so a break main learned of after the PR ran stops blocking it",
+    )
+    parser.add_argument(
+        "--trunk-max-age",
+        type=float,
+        default=48.0,
+        metavar="HOURS",
+        help="a trunk state older than this excuses nothing (default 48)",
+    )
 
 
 def run(args) -> int:
     from pytest_rocm.github import api, publishing
     from pytest_rocm.github.sweep import sweep
+    from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 
+    try:
+        trunk = [load_artifact(path, "trunk") for path in args.trunk or ()] or None
+    except ArtifactError as exc:
+        print(f"rocm-gate sweep: --trunk {exc}", file=sys.stderr)
+        return exits.BAD_INPUT
     try:
         if github_options.app_id() is None:
             raise github_options.OptionError(
@@ -92,6 +115,8 @@ def run(args) -> int:
                     gate_workflow=args.gate_workflow,
                     runner_group=g,
                     incomplete=args.incomplete,
+                    trunk=trunk,
+                    trunk_max_age_h=args.trunk_max_age,
                 ),
                 c,
             )

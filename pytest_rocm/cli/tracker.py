@@ -59,9 +59,7 @@ def run(args) -> int:
         return exits.BAD_INPUT
     if args.dry_run:
         for state in states:
-            title, body = tracker.render(
-                state, args.framework, [s for s in suspects if s.get("sku") in (None, state["sku"])]
-            )
+            title, body = tracker.render(state, args.framework, suspects)
             print(json.dumps({"title": title, "body": body}, indent=2))
         return exits.OK
     try:

@@ -317,13 +317,16 @@ def _hours(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds / 3600:.1f} h"
 
 
-def trunk_page(conn: sqlite3.Connection, failures: list[str]) -> str:
-    health = queries.trunk_health(conn)
+def trunk_page(
+    conn: sqlite3.Connection, failures: list[str], landed: frozenset | None = None
+) -> str:
+    health = queries.trunk_health(conn, landed=landed)
     parts = [
         "<h2>Main, per SKU and group</h2>",
         '<p class="muted">From main runs only. A group is red in a run when one of its blocking gates regressed '
-        "there; the streak counts runs; time to recovery is the median from a group's first red run to its next "
-        "green one.</p>",
+        "there, and quarantined when only quarantined gates failed (main still fails them: not green, and no "
+        "recovery); the streak counts runs; time to recovery is the median from a group's first failing run to "
+        "its next green one.</p>",
         _table(
             "Trunk health",
             [
@@ -396,21 +399,23 @@ def test_page(conn: sqlite3.Connection, test: str) -> str:
     )
 
 
-def suspects_page(conn: sqlite3.Connection) -> str:
-    found = queries.suspects(conn)
-    flaky = queries.flaky(conn)
-    gaps = queries.known_gaps(conn)
+def suspects_page(conn: sqlite3.Connection, landed: frozenset | None = None) -> str:
+    found = queries.suspects(conn, landed=landed)
+    flaky = queries.flaky(conn, landed=landed)
+    gaps = queries.known_gaps(conn, landed)
     parts = [
         f"<h2>Suspects from history ({len(found)})</h2>",
-        f'<p class="muted">Infra in at least {queries.INFRA_MIN} of a test\'s last {queries.WINDOW} runs: on two '
-        "or more runners it is a suspected real bug; on one runner the machine is the suspect.</p>",
+        f'<p class="muted">Infra in at least {queries.INFRA_MIN} of a test\'s last {queries.WINDOW} runs on a SKU '
+        "(no PR's runs): on two or more runners it is a suspected real bug; on one runner the machine is the "
+        "suspect.</p>",
         _table(
             "Suspects",
-            ["test", "kind", "why", "last seen"],
-            [[s["test"], s["kind"], s["reason"], s["last_seen"] or ""] for s in found],
+            ["test", "SKU", "kind", "why", "last seen"],
+            [[s["test"], s["sku"], s["kind"], s["reason"], s["last_seen"] or ""] for s in found],
         ),
         f"<h2>Flaky now ({len(flaky['flaky'])})</h2>",
-        '<p class="muted">A pass and a fail on the same commit and SKU.</p>',
+        f'<p class="muted">A pass and a fail on the same commit and SKU, within the SKU\'s last '
+        f"{queries.FLAKY_WINDOW} tested commits (the window PR checks are judged in; no PR's runs).</p>",
         _table(
             "Flaky tests",
             ["test", "flaky runs", "runs looked at", "SKUs", "first seen", "last seen"],
@@ -504,17 +509,18 @@ def stacks_page(conn: sqlite3.Connection) -> str:
     return "".join(parts)
 
 
-def build(conn: sqlite3.Connection, out: Path) -> dict[str, int]:
-    """Write the site into `out`; returns {file: bytes}."""
+def build(conn: sqlite3.Connection, out: Path, landed: frozenset | None = None) -> dict[str, int]:
+    """Write the site into `out`; returns {file: bytes}. `landed`: main's commits (a merge queue's
+    runs count where it holds their commit)."""
     out.mkdir(parents=True, exist_ok=True)
     newest = queries.runs(conn, 1)
     generated = (newest[0]["started"] or f"run {newest[0]['id']}") if newest else "none yet"
     failures = queries.main_failures(conn, TEST_PAGES)
     bodies = {
         "index.html": overview(conn),
-        "trunk.html": trunk_page(conn, failures),
+        "trunk.html": trunk_page(conn, failures, landed),
         "grid.html": grid_page(conn),
-        "suspects.html": suspects_page(conn),
+        "suspects.html": suspects_page(conn, landed),
         "stacks.html": stacks_page(conn),
     }
     bodies.update({test_page_name(test): test_page(conn, test) for test in failures})

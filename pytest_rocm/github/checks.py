@@ -1,11 +1,12 @@
 """From a run's artifacts to the content of its check run: conclusion, summary, annotations,
 buttons.
 
-The conclusion table is the one place where the gate's conclusion becomes GitHub's. A required check
-passes on `success`, `neutral` and `skipped`, so `neutral` is given only with infrastructure
-evidence after the automatic reruns, and a run that did not execute what it collected, or ran no
-blocking gate, blocks (`action_required`) unless the repository chose soft rollout (`neutral`, with
-a warning on top).
+The conclusion is trunk/judgement.py's `check_conclusion` (the README's conclusion table), the one
+place where the gate's conclusion and main's state become GitHub's. A required check passes on
+`success`, `neutral` and `skipped`, so `neutral` is given only with infrastructure evidence after
+the automatic reruns or where every blocking failure is main's, and a run that did not execute what
+it collected, or ran no blocking gate, blocks (`action_required`) unless the repository chose soft
+rollout (`neutral`, with a warning on top).
 
 Everything is cut to GitHub's limits here (summary and text 65,535 characters, annotation titles
 255, buttons' label and identifier 20 and description 40): a long list ends "and N more", it is
@@ -27,7 +28,8 @@ from dataclasses import dataclass, field
 
 from pytest_rocm.github.artifacts import Results
 from pytest_rocm.schemas import markdown as md
-from pytest_rocm.schemas.artifacts import manifest_stack
+from pytest_rocm.schemas.artifacts import describe_reference, manifest_stack
+from pytest_rocm.trunk import judgement
 
 TEXT_LIMIT = 65535
 ANNOTATIONS_PER_REQUEST = 50
@@ -42,15 +44,6 @@ EVIDENCE_LINES = 6
 PARITY_ROWS = 40  # the parity table is in the fixed tail of the summary: bounded, so the lists above always fit
 INCOMPLETE_POLICIES = ("block", "neutral")
 
-# gate-report conclusion -> check-run conclusion (docs/architecture.md; docs/reference.md
-# "Conclusions")
-CONCLUSIONS = {
-    "success": "success",  # blocking gates ran and none regressed
-    "failure": "failure",  # a blocking gate regressed (failed again on rerun, on a healthy device)
-    "neutral": "neutral",  # only with infra evidence after reruns; otherwise treated as incomplete
-    "incomplete": "action_required",  # did not run what it collected; `neutral` under soft rollout
-    "skipped": "action_required",  # no blocking gate ran: nothing proves this commit; `neutral` under soft rollout
-}
 # the run died before it wrote a gate report: the workflow run's conclusion decides
 # anything else: action_required
 MISSING_RESULTS = {"cancelled": "cancelled", "timed_out": "timed_out"}
@@ -145,42 +138,6 @@ def _rules_warnings(manifest: dict) -> list[str]:
     ]
 
 
-def _blocking_infra_without_evidence(tests: dict) -> list[str]:
-    """Blocking gates that ended `infra` with neither a rerun nor a failed health probe behind the
-    verdict."""
-    return [
-        nodeid
-        for nodeid, t in tests.items()
-        if t["blocking"]
-        and t["verdict"] == "infra"
-        and len(t["attempts"]) < 2
-        and not any(not p.get("ok", True) for p in t["probes"])
-    ]
-
-
-def conclude(report: dict, incomplete_policy: str = "block") -> tuple[str, str, list[str]]:
-    """(check conclusion, why, warnings) from a gate report, by the table above."""
-    gate = report["conclusion"]
-    why = report.get("conclusion_reason") or gate
-    warnings = []
-    if gate == "neutral":
-        unproven = _blocking_infra_without_evidence(report["tests"])
-        if unproven:
-            gate = "incomplete"
-            why = (
-                f"infra verdict without evidence on {len(unproven)} blocking gate(s) (no rerun, no failed health "
-                f"probe), e.g. {unproven[0]}: not accepted as an infrastructure fault"
-            )
-    conclusion = CONCLUSIONS.get(gate, "action_required")
-    if gate in ("incomplete", "skipped") and incomplete_policy == "neutral":
-        conclusion = "neutral"
-        warnings.append(
-            f"soft rollout: this run is {gate} ({md.code(why)}) and reports `neutral` only because "
-            "the repository chose `incomplete: neutral`; nothing here proves the commit"
-        )
-    return conclusion, why, warnings
-
-
 def _first_lines(*texts: str, limit: int = EVIDENCE_LINES) -> list[str]:
     lines = []
     for text in texts:
@@ -268,7 +225,10 @@ def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
             "No parity report in this run (`rocm-gate parity ... --out DIR` writes `DIR/parity.json`; the gate "
             "job's results folder carries it when DIR is that folder)."
         ]
+    reference = (parity.get("inputs") or {}).get("reference") or {}
     lines = [
+        f"Reference: {md.code(describe_reference(reference))}.",
+        "",
         "| group | ROCm/CUDA parity | both pass / CUDA pass | merge-blocking | gaps | vs base |",
         "|---|---|---|---|---|---|",
     ]
@@ -321,67 +281,41 @@ SIMULATED = "SIMULATED"
 
 def _against_trunk(
     results: Results,
-    trunk: dict | None,
-    conclusion: str,
-    why: str,
+    trunk: dict | list[dict] | None,
     warnings: list[str],
     base_sha: str | None = None,
     base_date=None,
     trunk_max_age_h: float = 48.0,
 ):
-    """(attribution or None, conclusion, why): a PR run's blocking failures against main's state
-    (trunk/). A run whose every blocking failure is pre-existing or flaky on main is judged again
-    without them: it can reach `neutral` (never `success`: main is red on those tests),
-    `action_required` when it is also incomplete or a blocking infra verdict lacks evidence, and
-    it still blocks (`failure`) for a test file that failed to collect."""
-    if trunk is None:
-        return None, conclusion, why
+    """(attribution, the trunk state used) of a run's blocking failures against main's state on
+    its SKU (trunk/), or (None, None) where no usable state was given: none, none for its SKU, or
+    too old (each said in `warnings`)."""
+    if not trunk:
+        return None, None
     from pytest_rocm.trunk.attribution import attribute, stale
 
     sku = "/".join(manifest_stack(results.manifest)["skus"])
-    if trunk.get("sku") != sku:
+    states = trunk if isinstance(trunk, list) else [trunk]
+    chosen = next((t for t in states if t.get("sku") == sku), None)
+    if chosen is None:
+        given = ", ".join(md.code(t.get("sku")) for t in states)
         warnings.append(
-            f"the trunk state given is for {md.code(trunk.get('sku'))}, this run is on {md.code(sku)}: "
+            f"the trunk state given is for {given}, this run is on {md.code(sku)}: "
             "not used; every failure is judged on this run alone"
         )
-        return None, conclusion, why
-    too_old = stale(trunk, dt.datetime.now(dt.UTC), base_date, trunk_max_age_h)
+        return None, None
+    too_old = stale(chosen, dt.datetime.now(dt.UTC), base_date, trunk_max_age_h)
     if too_old:
         warnings.append(
             f"{md.code(too_old)}: not used; every failure is judged on this run alone (a newer trunk "
             "state, from the dashboard workflow, judges it against main)"
         )
-        return None, conclusion, why
-    report = results.report
+        return None, None
     provenance = results.provenance
     if base_sha:  # GitHub's fact wins over the run's claim
         provenance = {**provenance, "base_sha": base_sha, "merge_base": None}
-    found = attribute(report["tests"], provenance, trunk, results.parity)
-    if conclusion != "failure" or found.new() or not found.classes:
-        return found, conclusion, why
-    if any(e["cause"] == "change" for e in report["collection_errors"]):  # something else blocks
-        return found, conclusion, why
-    none_new = (
-        f"{len(found.classes)} blocking failure(s), none new: already failing on main or flaky on main "
-        f"({', '.join(found.not_blocking()[:5])})"
-    )
-    if not report["complete"]:
-        return (
-            found,
-            CONCLUSIONS["incomplete"],
-            f"{none_new}; but the run is incomplete: " + "; ".join(report["incomplete_causes"][:3]),
-        )
-    unproven = _blocking_infra_without_evidence(report["tests"])
-    if unproven:  # the same rule as `conclude`: infra is accepted only with evidence
-        return (
-            found,
-            CONCLUSIONS["incomplete"],
-            (
-                f"{none_new}; but {len(unproven)} blocking gate(s) ended infra "
-                f"without evidence, e.g. {unproven[0]}"
-            ),
-        )
-    return found, "neutral", none_new
+    found = attribute(results.report["tests"], provenance, chosen, results.parity, base_date)
+    return found, chosen
 
 
 def _trunk_items(found, tests: dict, manifest: dict, trunk: dict) -> dict[str, list[str]]:
@@ -405,77 +339,93 @@ def _trunk_items(found, tests: dict, manifest: dict, trunk: dict) -> dict[str, l
             f"; it passes here"
             for n in sorted(found.fixed)
         ],
+        "not_fixed": [
+            f"- {md.code(n)}: {md.code(why, 600)}" for n, why in sorted(found.not_fixed.items())
+        ],
     }
 
 
-def build(
-    results: Results,
-    name: str,
-    details_url: str | None = None,
-    path_prefix: str = "",
-    incomplete_policy: str = "block",
-    base_parity: dict | None = None,
-    notes: list[str] = (),
-    trunk: dict | None = None,
-    base_sha: str | None = None,
-    base_date=None,
-    trunk_max_age_h: float = 48.0,
-) -> CheckContent:
-    """The check of a run's results. `notes`: what the publisher established about the run
-    (provenance), shown under the head. `trunk`: main's state on the run's SKU (trunk/state.py), for
-    a PR run: its failures are classed against it. A simulated platform's results never conclude
-    `success`."""
-    report, manifest = results.report, results.manifest
-    tests = report["tests"]
-    conclusion, why, warnings = conclude(report, incomplete_policy)
-    found, conclusion, why = _against_trunk(
-        results, trunk, conclusion, why, warnings, base_sha, base_date, trunk_max_age_h
-    )
-    simulated = results.simulated_profile
-    if simulated:
-        warnings.insert(
-            0,
-            f"{SIMULATED}: these results come from the simulated platform profile "
-            f"{md.code(simulated)} (`--rocm-platform`), not from AMD hardware; nothing here proves the "
-            "commit on a GPU",
-        )
-        if conclusion in ("success", "neutral"):  # both pass a required check
-            conclusion = "action_required"
-    warnings += _rules_warnings(manifest)
-    runner = str(manifest.get("runner") or "unknown")
+@dataclass
+class _Sorted:
+    """A run's tests as the check shows them."""
+
+    blocking_regressions: list[tuple[str, dict]]  # blocking, and new where main's state judged them
+    other_regressions: list[tuple[str, dict]]  # shadow gates, unconfirmed failures, main's own
+    quarantined: list[tuple[str, dict]]  # failing the way the quarantine excuses
+    infra: list[tuple[str, dict]]
+    flaky: list[tuple[str, dict]]
+    gaps: list[tuple[str, dict]]
+    ran: int  # blocking gates that ran
+
+
+def _sort_tests(tests: dict, found) -> _Sorted:
     attributed = set(found.not_blocking()) if found else set()
-    blocking_regressions = [
+    # a quarantined test that passes is no news here: whether main's failure is fixed is the trunk's
+    quarantined = [
+        (n, t)
+        for n, t in tests.items()
+        if t.get("quarantine") and t["quarantine"].get("excused", True) and t["verdict"] != "pass"
+    ]
+    excused = {n for n, _ in quarantined}
+    blocking = [
         (n, t)
         for n, t in tests.items()
         if t["verdict"] == "regression" and t["blocking"] and n not in attributed
     ]
-    # failures that do not block: non-blocking (shadow) gates, and failures no rerun confirmed
-    quarantined = [(n, t) for n, t in tests.items() if t.get("quarantine")]
-    other_regressions = [
+    # failures that do not block: non-blocking (shadow) gates, failures no rerun confirmed, and
+    # (annotated as warnings) failures main's state excuses
+    other = [
         (n, t)
         for n, t in tests.items()
         if t["verdict"] in ("regression", "unconfirmed")
-        and not (t["blocking"] and t["verdict"] == "regression")
-        and n not in attributed
-        and not t.get("quarantine")
+        and (not (t["blocking"] and t["verdict"] == "regression") or n in attributed)
+        and n not in excused
     ]
-    against = _trunk_items(found, tests, manifest, trunk) if found else None
-    infra = [(n, t) for n, t in tests.items() if t["verdict"] == "infra"]
-    flaky = [(n, t) for n, t in tests.items() if t["verdict"] == "flaky"]
-    gaps = [(n, t) for n, t in tests.items() if t["verdict"] == "known_gap"]
-    ran = sum(
-        1
-        for t in tests.values()
-        if t["blocking"] and t["verdict"] in ("pass", "regression", "infra", "flaky")
-    )
-    more_where = (
-        f"the run's artifacts: {details_url}" if details_url else "the run's gate-report.json"
+    return _Sorted(
+        blocking_regressions=blocking,
+        other_regressions=other,
+        quarantined=quarantined,
+        infra=[(n, t) for n, t in tests.items() if t["verdict"] == "infra"],
+        flaky=[(n, t) for n, t in tests.items() if t["verdict"] == "flaky"],
+        gaps=[(n, t) for n, t in tests.items() if t["verdict"] == "known_gap"],
+        ran=sum(
+            1
+            for t in tests.values()
+            if t["blocking"] and t["verdict"] in ("pass", "regression", "infra", "flaky")
+        ),
     )
 
+
+def _warnings(
+    decision, incomplete_policy: str, simulated: str | None, manifest: dict, warnings: list[str]
+) -> list[str]:
+    """What the reader must know before anything else: a simulated platform, soft rollout, rules a
+    PR changed, and what the trunk state could not do (`warnings`, from `_against_trunk`)."""
+    out = []
+    if simulated:
+        out.append(
+            f"{SIMULATED}: these results come from the simulated platform profile "
+            f"{md.code(simulated)} (`--rocm-platform`), not from AMD hardware; nothing here proves the "
+            "commit on a GPU"
+        )
+    out += warnings
+    if decision.judged in ("incomplete", "skipped") and incomplete_policy == "neutral":
+        out.append(
+            f"soft rollout: this run is {decision.judged} ({md.code(decision.why)}) and reports "
+            "`neutral` only because the repository chose `incomplete: neutral`; nothing here proves "
+            "the commit"
+        )
+    return out + _rules_warnings(manifest)
+
+
+def _head(
+    name: str, decision, simulated, warnings, notes, found, trunk, lists: _Sorted, report: dict
+) -> list[str]:
     head = [
-        f"## {md.plain(name)}: **{conclusion}**" + (f" ({SIMULATED})" if simulated else ""),
+        f"## {md.plain(name)}: **{decision.conclusion}**"
+        + (f" ({SIMULATED})" if simulated else ""),
         "",
-        f"Why: {md.code(why)}",
+        f"Why: {md.code(decision.why)}",
         "",
     ]
     head += [f"> [!WARNING]\n> {w}\n" for w in warnings]
@@ -490,58 +440,70 @@ def build(
             "",
         ]
     head.append(
-        f"{ran} blocking gate(s) ran; {len(blocking_regressions)} regressed, {len(infra)} infra, "
-        f"{len(flaky)} flaky, {len(gaps)} known gap(s), {len(tests)} test(s) in all."
+        f"{lists.ran} blocking gate(s) ran; {len(lists.blocking_regressions)} regressed, "
+        f"{len(lists.infra)} infra, {len(lists.flaky)} flaky, {len(lists.gaps)} known gap(s), "
+        f"{len(report['tests'])} test(s) in all."
     )
-    marks = annotations(blocking_regressions, other_regressions, path_prefix)
-    if len(marks) > MAX_ANNOTATIONS:
-        head.append(
-            f"The first {MAX_ANNOTATIONS} of {len(marks)} failures are annotated (GitHub's rate "
-            f"limits); every one is in {more_where}."
-        )
-        marks = marks[:MAX_ANNOTATIONS]
-    if not report["complete"]:
-        head += [
-            "",
-            "**The run is incomplete**: "
-            + "; ".join(md.code(c) for c in report["incomplete_causes"][:10]),
-        ]
-        if report["never_ran"]:
-            head.append(
-                f"{len(report['never_ran'])} gate(s) never ran, e.g. {md.code(report['never_ran'][0])}."
-            )
-    fixed_tail = [
+    return head
+
+
+def _incomplete_lines(report: dict) -> list[str]:
+    if report["complete"]:
+        return []
+    lines = [
         "",
-        "### Parity with CUDA",
-        *_parity_lines(results.parity, base_parity),
-        "",
-        "### Pinned stack",
-        *_stack_lines(manifest),
+        "**The run is incomplete**: "
+        + "; ".join(md.code(c) for c in report["incomplete_causes"][:10]),
     ]
-    new_reasons = against["new_reasons"] if against else {}
-    sections = [
-        ("Pre-existing on main (not blocking)", against["pre_existing"] if against else []),
-        ("Flaky on main (not blocking)", against["flaky_on_main"] if against else []),
+    if report["never_ran"]:
+        lines.append(
+            f"{len(report['never_ran'])} gate(s) never ran, e.g. {md.code(report['never_ran'][0])}."
+        )
+    return lines
+
+
+def _sections(
+    lists: _Sorted, against: dict | None, report: dict, manifest: dict
+) -> list[tuple[str, list[str]]]:
+    """The lists between the head and the fixed tail, in the order a reader needs them."""
+    tests, runner = report["tests"], str(manifest.get("runner") or "unknown")
+    against = against or {}
+    new_reasons = against.get("new_reasons") or {}
+
+    def gap(t: dict, key: str) -> str:
+        return md.code((t.get("known_gap") or {}).get(key, ""))
+
+    return [
+        ("Pre-existing on main (not blocking)", against.get("pre_existing", [])),
+        ("Flaky on main (not blocking)", against.get("flaky_on_main", [])),
         (
             "Regressions (blocking)" + (": new in this PR" if against else ""),
             [
                 _regression_item(n, t, manifest)
                 + (f"\n  against main: {md.code(new_reasons[n], 600)}" if n in new_reasons else "")
-                for n, t in blocking_regressions
+                for n, t in lists.blocking_regressions
             ],
         ),
-        ("Fixed by this PR (failing on main, passing here)", against["fixed"] if against else []),
+        ("Fixed by this PR (failing on main, passing here)", against.get("fixed", [])),
+        (
+            "Failing on main, passing here, not fixed by this PR (its base predates the break)",
+            against.get("not_fixed", []),
+        ),
         (
             "Quarantined (ran, never blocks)",
             [
                 f"- {md.code(n)}: {t['verdict']}; {md.code(t['quarantine'].get('reason', ''))}"
-                for n, t in quarantined
+                for n, t in lists.quarantined
             ],
         ),
-        ("Infrastructure faults", [_infra_item(n, t, runner) for n, t in infra]),
+        ("Infrastructure faults", [_infra_item(n, t, runner) for n, t in lists.infra]),
         (
             "Other failures (non-blocking gates, or not confirmed by a rerun)",
-            [_regression_item(n, t, manifest) for n, t in other_regressions],
+            [
+                _regression_item(n, t, manifest)
+                for n, t in lists.other_regressions
+                if n not in against.get("excused", ())
+            ],
         ),
         (
             "Collection errors",
@@ -557,32 +519,26 @@ def build(
         ),
         (
             "Known gaps touched",
-            [
-                f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('reason', ''))} "
-                f"{md.code((t.get('known_gap') or {}).get('issue', ''))}"
-                for n, t in gaps
-            ],
+            [f"- {md.code(n)}: {gap(t, 'reason')} {gap(t, 'issue')}" for n, t in lists.gaps],
         ),
         (
             "Known gaps that now pass (remove the marker, close the issue)",
             [
-                f"- {md.code(n)}: {md.code((t.get('known_gap') or {}).get('issue', ''))}"
+                f"- {md.code(n)}: {gap(t, 'issue')}"
                 for n, t in tests.items()
                 if t.get("known_gap") and t["verdict"] == "pass"
             ],
         ),
         (
             "Flaky (passed on rerun, not blocking)",
-            [f"- {md.code(n)}: {md.code(t.get('verdict_reason', ''))}" for n, t in flaky],
+            [f"- {md.code(n)}: {md.code(t.get('verdict_reason', ''))}" for n, t in lists.flaky],
         ),
     ]
-    if found is not None:  # pre-existing failures are annotated as warnings, new ones as failures
-        other_regressions = other_regressions + [(n, tests[n]) for n in sorted(attributed)]
-    # the lists between the head and the fixed tail, so the tail always fits
-    tail = "\n".join(fixed_tail)
-    body = _fill(sections, "\n".join(head), TEXT_LIMIT - len(tail) - 2, more_where)
-    summary = body + "\n" + tail
-    text = _fill(
+
+
+def _details(report: dict, more_where: str) -> str:
+    """The check's text: every skip reason and every verdict that is not a pass."""
+    return _fill(
         [
             (
                 "Skipped, with reasons",
@@ -595,8 +551,8 @@ def build(
                 "Non-pass verdicts",
                 [
                     f"- {md.code(n)}: {t['verdict']} ({t['status']})"
-                    for n, t in tests.items()
-                    if t["verdict"] not in ("pass",)
+                    for n, t in report["tests"].items()
+                    if t["verdict"] != "pass"
                 ],
             ),
         ],
@@ -604,22 +560,89 @@ def build(
         TEXT_LIMIT,
         more_where,
     ).strip()
+
+
+def _title(lists: _Sorted, why: str, simulated) -> str:
     title = md.plain(
-        f"{len(blocking_regressions)} regression(s)" if blocking_regressions else why, 200
+        f"{len(lists.blocking_regressions)} regression(s)" if lists.blocking_regressions else why,
+        200,
     )
     # the reason comes from the results: it must not pass for a placeholder
     if title.startswith(PLACEHOLDER_TITLES):
         title = md.plain(f"results: {title}", 200)
-    if simulated:
-        title = md.plain(f"{SIMULATED}: {title}", 200)
+    return md.plain(f"{SIMULATED}: {title}", 200) if simulated else title
+
+
+def build(
+    results: Results,
+    name: str,
+    details_url: str | None = None,
+    path_prefix: str = "",
+    incomplete_policy: str = "block",
+    base_parity: dict | None = None,
+    notes: list[str] = (),
+    trunk: dict | list[dict] | None = None,
+    base_sha: str | None = None,
+    base_date=None,
+    trunk_max_age_h: float = 48.0,
+) -> CheckContent:
+    """The check of a run's results. `notes`: what the publisher established about the run
+    (provenance), shown under the head. `trunk`: main's state per SKU (trunk/state.py; one, or a
+    list): the run's failures are classed against its SKU's. The conclusion is
+    trunk/judgement.py's, the README's table; a simulated platform's results never pass."""
+    report, manifest = results.report, results.manifest
+    against_trunk: list[str] = []
+    found, trunk = _against_trunk(
+        results, trunk, against_trunk, base_sha, base_date, trunk_max_age_h
+    )
+    simulated = results.simulated_profile
+    decision = judgement.check_conclusion(
+        judgement.facts_of(
+            report,
+            found.classes if found else None,
+            soft_rollout=incomplete_policy == "neutral",
+            simulated=bool(simulated),
+        )
+    )
+    warnings = _warnings(decision, incomplete_policy, simulated, manifest, against_trunk)
+    lists = _sort_tests(report["tests"], found)
+    against = _trunk_items(found, report["tests"], manifest, trunk) if found else None
+    if against is not None:
+        against["excused"] = set(found.not_blocking())
+    more_where = (
+        f"the run's artifacts: {details_url}" if details_url else "the run's gate-report.json"
+    )
+    head = _head(name, decision, simulated, warnings, notes, found, trunk, lists, report)
+    # new failures are annotated as failures; main's own, and what does not block, as warnings
+    marks = annotations(lists.blocking_regressions, lists.other_regressions, path_prefix)
+    if len(marks) > MAX_ANNOTATIONS:
+        head.append(
+            f"The first {MAX_ANNOTATIONS} of {len(marks)} failures are annotated (GitHub's rate "
+            f"limits); every one is in {more_where}."
+        )
+        marks = marks[:MAX_ANNOTATIONS]
+    head += _incomplete_lines(report)
+    # the lists between the head and the fixed tail, so the tail always fits
+    tail = "\n".join(
+        [
+            "",
+            "### Parity with CUDA",
+            *_parity_lines(results.parity, base_parity),
+            "",
+            "### Pinned stack",
+            *_stack_lines(manifest),
+        ]
+    )
+    sections = _sections(lists, against, report, manifest)
+    body = _fill(sections, "\n".join(head), TEXT_LIMIT - len(tail) - 2, more_where)
     return CheckContent(
         name=name,
-        conclusion=conclusion,
-        title=title,
-        summary=summary,
-        text=text,
+        conclusion=decision.conclusion,
+        title=_title(lists, decision.why, simulated),
+        summary=body + "\n" + tail,
+        text=_details(report, more_where),
         annotations=marks,
-        actions=actions_for(conclusion, bool(blocking_regressions or infra)),
+        actions=actions_for(decision.conclusion, bool(lists.blocking_regressions or lists.infra)),
     )
 
 

@@ -11,6 +11,11 @@ trusted). A check it still cannot finish, once its run ended more than `stuck_af
 completed `timed_out` with the reason, as PyTorch's relay marks stuck jobs; one whose publish fails
 for any other reason (results that break the publisher) at once. Each run is handled on its
 own: one that fails never stops the sweep of the others.
+
+With trunk states (`--trunk`), a completed check that blocks (`failure`) and was written before the
+newest state is published again: the publish judges against the newest state, so a failure main
+turned out to have already stops blocking the PR (the old annotations stay: GitHub cannot remove
+them).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pytest_rocm.github import checks
 from pytest_rocm.github.api import Client, PublishError, converge
 from pytest_rocm.github.provenance import RunRefused, head_sha_of
 from pytest_rocm.github.publishing import Options, publish_run
+from pytest_rocm.trunk.judgement import moment
 
 __all__ = ["Swept", "sweep"]
 
@@ -70,10 +76,14 @@ def sweep(
             external_id = str(run["id"]) if attempt <= 1 else f"{run['id']}-{attempt}"
             own = [c for c in client.checks(head, name) if c.get("external_id") == external_id]
             if own and all(c["status"] == "completed" for c in own):
-                continue  # published
+                if not _judged_before(own, options.trunk):
+                    continue  # published
+                action = "judged again against a newer trunk state: "
+            else:
+                action = ""
             try:
                 outcome = publish_run(client, {"id": run["id"]}, "completed", options)
-                done.append(Swept(run["id"], runner_class, outcome.action))
+                done.append(Swept(run["id"], runner_class, action + outcome.action))
             # GitHub unreachable or refusing: this run waits for the next sweep
             except PublishError as exc:
                 done.append(Swept(run["id"], runner_class, f"not yet: {exc}"))
@@ -93,6 +103,19 @@ def sweep(
                 if own:
                     _timed_out(client, head, name, external_id, run, exc, done, runner_class)
     return done
+
+
+def _judged_before(own: list[dict], trunk) -> bool:
+    """Whether a completed check blocks (`failure`) and was written before the newest trunk state
+    given: what main has learned since may excuse its failures (publish judges against the newest
+    state; the check was judged against an older one, or none)."""
+    states = trunk if isinstance(trunk, list) else [trunk] if trunk else []
+    newest = max((t for s in states if (t := moment(s.get("generated")))), default=None)
+    if newest is None:
+        return False
+    check = max(own, key=lambda c: c["id"])
+    completed = moment(check.get("completed_at"))
+    return check.get("conclusion") == "failure" and (completed is None or completed < newest)
 
 
 def _timed_out(client, head, name, external_id, run, exc, done, runner_class) -> None:

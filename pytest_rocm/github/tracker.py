@@ -107,8 +107,11 @@ def render(trunk: dict, framework: str, suspects: list[dict] = ()) -> tuple[str,
         f"- {md.code(n)}: passed and failed on {t['flaky_count']} main commit(s)"
         for n, t in flaky[:ROWS]
     ] or ["None."]
-    infra = [s for s in suspects if s.get("kind") == "suspected real bug"]
-    drain = [s for s in suspects if s.get("kind") == "drain candidate"]
+    # history's suspects name their SKU: this issue is one SKU's (an MI300X node is no MI355X drain
+    # candidate)
+    own = [s for s in suspects if s.get("sku") == sku]
+    infra = [s for s in own if s.get("kind") == "suspected real bug"]
+    drain = [s for s in own if s.get("kind") == "drain candidate"]
     lines += ["", f"### Infra suspects ({len(infra)}) and drain candidates ({len(drain)})", ""]
     lines += [
         f"- {s['kind']}: {md.code(s['test'])}: {md.code(s['reason'])}"

@@ -1,16 +1,20 @@
 """The questions asked of history, one function each, over portable SQL (PostgreSQL runs the same
 statements with `%s` for `?`). Runs are ordered by start time, then by the order they were added.
 
+Suspects, flaky tests and known gaps read only runs no PR's code wrote (`TRUSTED`: a PR's artifact
+is the PR author's to write, and a PR of old code says nothing of main), one SKU at a time.
+
 - `suspects`: infrastructure faults that keep coming back. A test whose failures are `infra` in at least
-  INFRA_MIN of its last WINDOW runs is a suspected real bug when those faults happened on two or more runners
-  or devices (an intermittent software fault, like an HSA exception that follows the test); when they all
-  happened on one runner, or one device of it, the machine is the suspect (a drain candidate).
+  INFRA_MIN of its last WINDOW runs on a SKU is a suspected real bug when those faults happened on two or more
+  runners or devices (an intermittent software fault, like an HSA exception that follows the test); when they
+  all happened on one runner, or one device of it, the machine is the suspect (a drain candidate). Each names
+  its SKU (the tracker of one SKU lists only its own).
 - `flaky`: tests that passed and failed on the same commit and SKU (a `flaky` verdict is that within one run;
-  two runs of one commit on one SKU with a pass and a fail are that across runs) in their last WINDOW runs.
-  A test that fails on some commits and passes on others changed (a regression, then its fix), and one that
-  fails on one SKU and passes on another differs by SKU: neither is flaky. A run with no commit recorded is a
-  commit of its own. With first and last seen, and tests that stopped being flaky (no flake in their last
-  STABLE_AFTER runs).
+  two runs of one commit on one SKU with a pass and a fail are that across runs) within the SKU's last
+  FLAKY_WINDOW tested commits, the trunk state's window: what excused a PR as flaky on main is listed. A test
+  that fails on some commits and passes on others changed (a regression, then its fix), and one that fails on
+  one SKU and passes on another differs by SKU: neither is flaky. A run with no commit recorded is a commit of
+  its own. With first and last seen, and tests that stopped being flaky (flaked only before the window).
 - `known_gaps`: per gap, its issue, first seen and age, and per SKU it was seen on whether that SKU's newest
   run of the test passed; "ready to close" only when it passed on every one of them.
 - `accepted_stacks`: per SKU, the runs that concluded `success` and were complete, and what changed between
@@ -24,7 +28,10 @@ from collections import defaultdict
 
 WINDOW = 10
 INFRA_MIN = 3
-STABLE_AFTER = 10
+FLAKY_WINDOW = 30  # tested commits per SKU: the trunk state's window (trunk/state.py: WINDOW)
+# the origins whose runs say something about the project's own code: main runs, and runs from no PR
+# (a local nightly, another CI); the dashboard workflow stores every run that is not main's as `pr`
+TRUSTED = ("main", "other")
 FAILED = ("regression", "unconfirmed", "infra", "flaky")
 STACK_FIELDS = ("rocm", "driver", "torch", "framework", "image")
 
@@ -83,23 +90,39 @@ def _seconds(started: str | None, finished: str | None) -> float | None:
         return None
 
 
-def _history_by_test(conn, tests: set[str] | None = None) -> dict[str, list[tuple]]:
-    """test -> its results oldest first: (run id, verdict, status, runner, devices, started, sku,
-    commit)."""
+def _counted(event: str | None, sha: str | None, landed: frozenset | None) -> bool:
+    """Whether a run of history counts for the windows here: a merge queue's candidate only once
+    main's commit list (`landed`) holds it (an ejected one's failures were never main's)."""
+    return event != "merge_group" or (landed is not None and sha in landed)
+
+
+def _history_by_test(
+    conn, tests: set[str] | None = None, landed: frozenset | None = None
+) -> dict[str, list[tuple]]:
+    """test -> its results oldest first, in runs no PR's code wrote (`TRUSTED`; a merge queue's
+    only where `landed`, main's commits, holds it): (run id, verdict, status, runner, devices,
+    started, sku, commit)."""
     names = dict(conn.execute("SELECT id, name FROM tests"))
     wanted = [i for i, n in names.items() if tests is None or n in tests]
     found: dict[str, list[tuple]] = defaultdict(list)
     for chunk in range(0, len(wanted), 500):  # bounded IN lists, for any engine
         ids = wanted[chunk : chunk + 500]
         sql = (
-            "SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started, u.sku, u.git_sha "
-            "FROM results r "
-            f"JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
-            f"ORDER BY r.test_id, {_order('u.')}"
+            "SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started, u.sku, u.git_sha, "
+            f"u.event FROM results r JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
+            f"AND u.origin IN ({', '.join('?' for _ in TRUSTED)}) ORDER BY r.test_id, {_order('u.')}"
         )
-        for test_id, *rest in conn.execute(sql, ids):
-            found[names[test_id]].append(tuple(rest))
+        for test_id, *rest, event in conn.execute(sql, [*ids, *TRUSTED]):
+            if _counted(event, rest[7], landed):
+                found[names[test_id]].append(tuple(rest))
     return found
+
+
+def _by_sku(rows: list[tuple]) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = defaultdict(list)
+    for row in rows:
+        out[row[6]].append(row)
+    return dict(sorted(out.items()))
 
 
 def _tests_with(conn, verdicts: tuple[str, ...]) -> set[str]:
@@ -115,74 +138,88 @@ def _tests_with(conn, verdicts: tuple[str, ...]) -> set[str]:
 
 
 def suspects(
-    conn: sqlite3.Connection, window: int = WINDOW, minimum: int = INFRA_MIN
+    conn: sqlite3.Connection,
+    window: int = WINDOW,
+    minimum: int = INFRA_MIN,
+    landed: frozenset | None = None,
 ) -> list[dict]:
+    """Per test and SKU, over that SKU's last `window` runs of the test (none a PR's)."""
     out = []
-    for test, rows in _history_by_test(conn, _tests_with(conn, ("infra",))).items():
-        last = rows[-window:]
-        infra = [r for r in last if r[1] == "infra"]
-        if len(infra) < minimum:
-            continue
-        runners = sorted({r[3] or "unknown" for r in infra})
-        places = sorted({(r[3] or "unknown", r[4] or "") for r in infra})
-        if len(runners) >= 2:
-            kind = "suspected real bug"
-            why = (
-                f"infra in {len(infra)} of its last {len(last)} runs, on {len(runners)} runners "
-                f"({', '.join(runners)}): the fault follows the test, not a machine"
+    for test, all_rows in _history_by_test(conn, _tests_with(conn, ("infra",)), landed).items():
+        for sku, rows in _by_sku(all_rows).items():
+            last = rows[-window:]
+            infra = [r for r in last if r[1] == "infra"]
+            if len(infra) < minimum:
+                continue
+            runners = sorted({r[3] or "unknown" for r in infra})
+            places = sorted({(r[3] or "unknown", r[4] or "") for r in infra})
+            if len(runners) >= 2:
+                kind = "suspected real bug"
+                why = (
+                    f"infra in {len(infra)} of its last {len(last)} {sku} runs, on {len(runners)} runners "
+                    f"({', '.join(runners)}): the fault follows the test, not a machine"
+                )
+            else:
+                devices = sorted({p[1] for p in places})
+                where = runners[0] + (
+                    f" device(s) {devices[0]}" if len(devices) == 1 and devices[0] else ""
+                )
+                kind = "drain candidate"
+                why = f"infra in {len(infra)} of its last {len(last)} {sku} runs, all on {where}: the machine is the suspect"
+            out.append(
+                {
+                    "test": test,
+                    "sku": sku,
+                    "kind": kind,
+                    "reason": why,
+                    "infra_runs": len(infra),
+                    "window": len(last),
+                    "runners": runners,
+                    "last_seen": infra[-1][5],
+                }
             )
-        else:
-            devices = sorted({p[1] for p in places})
-            where = runners[0] + (
-                f" device(s) {devices[0]}" if len(devices) == 1 and devices[0] else ""
-            )
-            kind = "drain candidate"
-            why = f"infra in {len(infra)} of its last {len(last)} runs, all on {where}: the machine is the suspect"
-        out.append(
-            {
-                "test": test,
-                "kind": kind,
-                "reason": why,
-                "infra_runs": len(infra),
-                "window": len(last),
-                "runners": runners,
-                "last_seen": infra[-1][5],
-            }
-        )
     return sorted(
-        out, key=lambda s: (s["kind"] != "suspected real bug", -s["infra_runs"], s["test"])
+        out,
+        key=lambda s: (s["kind"] != "suspected real bug", -s["infra_runs"], s["test"], s["sku"]),
     )
 
 
 def flaky(
-    conn: sqlite3.Connection, window: int = WINDOW, stable_after: int = STABLE_AFTER
+    conn: sqlite3.Connection, window: int = FLAKY_WINDOW, landed: frozenset | None = None
 ) -> dict[str, list[dict]]:
-    """{"flaky": [...], "stopped": [...]}: unstable now, and tests that were flaky and have been
-    stable since."""
+    """{"flaky": [...], "stopped": [...]}: per test, the SKUs it flaked on in that SKU's last
+    `window` tested commits (the trunk state's window: a test a PR was excused for as flaky on main
+    is listed here), and tests that flaked before those commits on every SKU they flaked on and not
+    since. Runs of a PR's code are not read."""
     now, stopped = [], []
     candidates = _tests_with(conn, ("flaky", "regression", "unconfirmed"))
-    for test, rows in _history_by_test(conn, candidates).items():
-        ran = [r for r in rows if r[1] in ("pass",) + FAILED]
-        if not ran:
+    for test, all_rows in _history_by_test(conn, candidates, landed).items():
+        ran_all = [r for r in all_rows if r[1] in ("pass",) + FAILED]
+        if not ran_all:
             continue
-        flaky_runs = _flaky_runs(ran)
-        last = ran[-window:]
-        recent = [r for r in last if r[0] in flaky_runs]
-        flakes = [r for r in ran if r[0] in flaky_runs]
-        passed = sum(r[1] == "pass" for r in last) / len(last)
+        recent_flakes, older_flakes, looked_at = [], [], []
+        for ran in _by_sku(ran_all).values():
+            flaky_runs = _flaky_runs(ran)
+            commits = list(dict.fromkeys(r[7] or f"run {r[0]}" for r in ran))[-window:]
+            inside = set(commits)
+            last = [r for r in ran if (r[7] or f"run {r[0]}") in inside]
+            looked_at += last
+            recent_flakes += [r for r in last if r[0] in flaky_runs]
+            older_flakes += [r for r in ran if r[0] in flaky_runs and r not in last]
+        flakes = sorted(recent_flakes + older_flakes, key=lambda r: (r[5] or "", r[0]))
         entry = {
             "test": test,
-            "runs": len(last),
-            "flaky_runs": len(recent),
-            "pass_rate": round(passed, 3),
-            "skus": sorted({r[6] for r in recent}),
+            "runs": len(looked_at),
+            "flaky_runs": len(recent_flakes),
+            "pass_rate": round(sum(r[1] == "pass" for r in looked_at) / len(looked_at), 3),
+            "skus": sorted({r[6] for r in recent_flakes}),
             "first_seen": flakes[0][5] if flakes else None,
             "last_seen": flakes[-1][5] if flakes else None,
         }
-        if recent:
+        if recent_flakes:
             now.append(entry)
-        elif flakes and len(ran) - ran.index(flakes[-1]) > stable_after:
-            stopped.append(entry)
+        elif older_flakes:
+            stopped.append({**entry, "skus": sorted({r[6] for r in older_flakes})})
 
     def key(entry):
         return -entry["flaky_runs"], entry["pass_rate"], entry["test"]
@@ -204,14 +241,18 @@ def _flaky_runs(rows: list[tuple]) -> set[int]:
     return out
 
 
-def known_gaps(conn: sqlite3.Connection) -> list[dict]:
+def known_gaps(conn: sqlite3.Connection, landed: frozenset | None = None) -> list[dict]:
+    """Per gap, from runs no PR's code wrote: a PR of old code that fails it says nothing of main."""
+    marks = ", ".join("?" for _ in TRUSTED)
     rows = conn.execute(
         "SELECT t.name, r.gap_issue, r.gap_reason, MIN(u.started), MAX(u.started), COUNT(*) FROM results r "
         "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
-        "WHERE r.verdict <> 'pass' AND r.gap_issue IS NOT NULL GROUP BY t.name, r.gap_issue, r.gap_reason "
-        "ORDER BY MIN(u.started), t.name"
+        f"WHERE r.verdict <> 'pass' AND r.gap_issue IS NOT NULL AND u.origin IN ({marks}) "
+        "AND (u.event IS NULL OR u.event <> 'merge_group') "
+        "GROUP BY t.name, r.gap_issue, r.gap_reason ORDER BY MIN(u.started), t.name",
+        TRUSTED,
     ).fetchall()
-    history = _history_by_test(conn, {r[0] for r in rows})
+    history = _history_by_test(conn, {r[0] for r in rows}, landed)
     out = []
     for test, issue, reason, first, last, count in rows:
         results = history.get(test, [])
@@ -363,32 +404,44 @@ def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -
     return {"runs": recent, "groups": groups, "cells": cells}
 
 
-def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
-    """Per SKU and group, over main runs: the current streak (green or red, in runs), the last green
-    run, flips over the last `window` runs, and the median time to recovery (first red run to the
-    next green one). A group is red in a run when one of its blocking gates regressed or failed
-    unconfirmed there."""
+def trunk_health(
+    conn: sqlite3.Connection, window: int = 30, landed: frozenset | None = None
+) -> list[dict]:
+    """Per SKU and group, over main runs: the state now (trunk/judgement.py: health_cell: a group
+    whose only failures are quarantined gates is `quarantined`, which is not green), the current
+    streak (green or not, in runs), the last green run, flips over the last `window` runs, and the
+    median time to recovery (first failing run to the next green one). A group fails in a run when
+    one of its blocking gates, or a gate a quarantine holds, regressed or failed unconfirmed there."""
+    from pytest_rocm.trunk.judgement import health_cell
+
+    failed = "r.verdict IN ('regression', 'unconfirmed')"
     rows = conn.execute(
         "SELECT u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), "
-        "SUM(CASE WHEN r.verdict IN ('regression', 'unconfirmed') THEN 1 ELSE 0 END) FROM results r "
-        "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id WHERE u.origin = 'main' AND r.blocking = 1 "
-        f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped') ORDER BY {_order('u.')}"
+        f"SUM(CASE WHEN {failed} AND r.blocking = 1 THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {failed} AND r.blocking = 0 AND r.quarantined = 1 THEN 1 ELSE 0 END), u.event FROM results r "
+        "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id WHERE u.origin = 'main' "
+        "AND (r.blocking = 1 OR r.quarantined = 1) "
+        f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), u.event ORDER BY {_order('u.')}"
     ).fetchall()
     series: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    for run_id, sku, started, sha, group, red in rows:
-        series[(sku, group)].append((run_id, started, sha, bool(red)))
+    for run_id, sku, started, sha, group, red, held, event in rows:
+        if _counted(event, sha, landed):
+            series[(sku, group)].append((run_id, started, sha, health_cell(red, held)))
     out = []
     for (sku, group), runs_ in sorted(series.items()):
         state = runs_[-1][3]
-        streak = next((i for i, r in enumerate(reversed(runs_)) if r[3] != state), len(runs_))
-        green = [r for r in runs_ if not r[3]]
+        streak = next(
+            (i for i, r in enumerate(reversed(runs_)) if (r[3] == "green") != (state == "green")),
+            len(runs_),
+        )
+        green = [r for r in runs_ if r[3] == "green"]
         last = runs_[-window:]
-        flips = sum(1 for a, b in zip(last, last[1:]) if a[3] != b[3])
+        flips = sum(1 for a, b in zip(last, last[1:]) if (a[3] == "green") != (b[3] == "green"))
         recoveries, red_since = [], None
-        for _run_id, started, _sha, red in runs_:
-            if red and red_since is None:
+        for _run_id, started, _sha, cell in runs_:
+            if cell != "green" and red_since is None:
                 red_since = started
-            elif not red and red_since is not None:
+            elif cell == "green" and red_since is not None:
                 seconds = _seconds(red_since, started)
                 if seconds is not None:
                     recoveries.append(seconds)
@@ -399,7 +452,7 @@ def trunk_health(conn: sqlite3.Connection, window: int = 30) -> list[dict]:
             {
                 "sku": sku,
                 "group": group,
-                "state": "red" if state else "green",
+                "state": state,
                 "streak": streak,
                 "last_green": {"run": green[-1][0], "started": green[-1][1], "sha": green[-1][2]}
                 if green

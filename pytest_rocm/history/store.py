@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rocm.results.manifest import origin_kind
-from pytest_rocm.schemas.artifacts import manifest_stack
+from pytest_rocm.schemas.artifacts import describe_reference, manifest_stack
 from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
 
@@ -80,6 +80,9 @@ MIGRATIONS = {
     # run a no-op. The `digest` column holds that identity (`identity`); the runs stored before keep
     # their report's digest, under their origin.
     3: ["UPDATE runs SET digest = origin || ':' || digest"],
+    # A quarantined gate that fails still fails main: trunk health counts it (shown as quarantined),
+    # and a quarantine is no recovery. 1 where the quarantine held a test that would block.
+    4: ["ALTER TABLE results ADD COLUMN quarantined INTEGER"],
 }
 VERSION = max(MIGRATIONS)
 
@@ -213,13 +216,20 @@ ORIGINS = ("manifest", "pr", "other")
 
 
 def ingest(
-    conn: Connection, source: str | Path, origin: str = "manifest", run: str | None = None
+    conn: Connection,
+    source: str | Path,
+    origin: str = "manifest",
+    run: str | None = None,
+    sha: str | None = None,
 ) -> Ingested:
     """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`:
     `manifest` keeps where the manifest says the run comes from; `pr` or `other` overrides it, for
     results whose run GitHub says was not a main run (a PR's code wrote them, and may claim to be
     main). `run`: the GitHub run (`ID` or `ID-ATTEMPT`) the caller took the results from, as GitHub
-    lists it: the run's identity, with the folder's name (one artifact per runner class)."""
+    lists it: the run's identity, with the folder's name (one artifact per runner class). `sha`: the
+    commit GitHub says the run is of; a run whose manifest names another commit as tested is no main
+    run, whatever it claims (a dispatch that tested a fork's commit, or results a merge queue
+    candidate's code forged), and is stored as `pr`."""
     # all validated before anything is written
     report, manifest, parity, digest = read_run(Path(source))
     return insert_run(
@@ -231,6 +241,7 @@ def ingest(
         str(source),
         origin,
         run and f"{run}/{Path(source).name}",
+        sha,
     )
 
 
@@ -249,11 +260,14 @@ def insert_run(
     source: str,
     origin_override: str = "manifest",
     run: str | None = None,
+    sha: str | None = None,
 ) -> Ingested:
     """Add one validated run (a no-op when its identity is already stored)."""
     stack = _stack(manifest)
     origin = manifest.get("provenance") if isinstance(manifest.get("provenance"), dict) else {}
     kind = origin_kind(origin) if origin_override == "manifest" else origin_override
+    if kind == "main" and sha is not None and origin.get("tested_sha") != sha.lower():
+        kind = "pr"
     key = identity(kind, digest, run)
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -299,7 +313,7 @@ def insert_run(
         ids = _test_ids(conn, report["tests"])
         conn.executemany(
             "INSERT INTO results (run_id, test_id, blocking, status, verdict, duration, devices, attempts, gap_issue, "
-            "gap_reason, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "gap_reason, fingerprint, quarantined) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             _result_rows(run_id, ids, report["tests"]),
         )
         if parity:
@@ -332,8 +346,8 @@ def _reference(parity: dict | None) -> tuple[str | None, float | None]:
         return None, None
     inputs = parity.get("inputs") if isinstance(parity.get("inputs"), dict) else {}
     side = inputs.get("reference") if isinstance(inputs.get("reference"), dict) else {}
-    label = side.get("label") if isinstance(side.get("label"), str) else None
-    return (label[:100] if label else "reference (unnamed)"), (parity.get("overall") or {}).get(
+    label = describe_reference(side) if isinstance(side.get("label"), str) else None
+    return (label[:200] if label else "reference (unnamed)"), (parity.get("overall") or {}).get(
         "parity"
     )
 
@@ -377,6 +391,7 @@ def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
                 None,
                 None,
                 None,
+                _quarantined(t),
             )
         else:
             gap = t.get("known_gap") or {}
@@ -392,7 +407,15 @@ def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
                 gap.get("issue"),
                 gap.get("reason"),
                 fingerprint_of(t) if verdict in ("regression", "unconfirmed", "flaky") else None,
+                _quarantined(t),
             )
+
+
+def _quarantined(test: dict) -> int | None:
+    """1 where a quarantine held a test that would have blocked (its entry's `blocks`; reports
+    made before it said so: any)."""
+    held = test.get("quarantine")
+    return 1 if held and held.get("blocks", True) else None
 
 
 def _duration(value: float) -> float | None:

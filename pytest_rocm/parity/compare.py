@@ -13,6 +13,7 @@ passing on both, parity = both / reference passing, and the gaps by reason.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
 from operator import and_, getitem, is_, is_not, not_
 
@@ -106,6 +107,31 @@ def _compare_in_bulk(ref: dict[str, Result], cand: dict[str, Result]):
     return both, rest, ref_others, cand_others
 
 
+@dataclass
+class _Tally:
+    """What the comparison finds, as it goes."""
+
+    tests: dict[str, dict] = field(default_factory=dict)  # every test not passing on both sides
+    passing_in: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    groups: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    gaps: dict[str, dict[tuple[str, str], list[str]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+    not_applicable: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    candidate_only: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+
+
+def _prefixes(reference: Side, candidate: Side, both, strip) -> tuple[str, str]:
+    ref, cand = reference.results, candidate.results
+    if strip is not None:
+        return strip
+    if len(both) * 2 >= min(len(ref), len(cand)):
+        # what detect_prefixes decides without looking further: at least these ids are on both sides
+        return "", ""
+    return detect_prefixes(ref, cand)
+
+
 def compute(
     reference: Side,
     candidate: Side,
@@ -119,27 +145,12 @@ def compute(
     # what a per-test pass writes.
     ref, cand = reference.results, candidate.results
     both, rest, ref_others, cand_others = _compare_in_bulk(ref, cand)
-    if strip is not None:
-        ref_prefix, cand_prefix = strip
-    elif len(both) * 2 >= min(len(ref), len(cand)):
-        # what detect_prefixes decides without looking further: at least these ids are on both sides
-        ref_prefix, cand_prefix = "", ""
-    else:
-        ref_prefix, cand_prefix = detect_prefixes(ref, cand)
+    ref_prefix, cand_prefix = _prefixes(reference, candidate, both, strip)
     if ref_prefix or cand_prefix:
         ref = _restrip(reference, ref_prefix)
         cand = _restrip(candidate, cand_prefix)
         both, rest, ref_others, cand_others = _compare_in_bulk(ref, cand)
-
-    tests: dict[str, dict] = {}  # every test that is not passing on both sides, with its evidence
-    # group -> passing on both (the common case)
-    passing_in: dict[str, list[str]] = defaultdict(list)
-    groups: dict[str, Counter] = defaultdict(Counter)
-    gaps: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
-    not_applicable: dict[str, list[str]] = defaultdict(list)
-    candidate_only: list[str] = []
-    unmatched: list[str] = []
-
+    tally = _Tally()
     # The map and the applicability rules usually look at file paths only: classify once per file.
     per_file = (group_map is None or group_map.by_path) and (
         applicability is None or applicability.by_path
@@ -155,106 +166,154 @@ def compute(
             )
         return known
 
-    # Plain passes on both sides (no properties, so no group of their own) are the bulk of a
-    # run: they are only collected here, per file, and classified per file at the end.
+    for nodeid, r, c in rest:
+        key = nodeid.partition("::")[0] if per_file else nodeid
+        _one_test(tally, nodeid, r, c, *classify(key, nodeid))
+    passing = _plain_passes(tally, both, per_file, classify)
+    group_reports = _group_reports(tally)
+    report = {
+        "schema": PARITY_SCHEMA,
+        "inputs": {
+            "reference": _input(reference, ref_prefix, len(ref)),
+            "candidate": _input(candidate, cand_prefix, len(cand)),
+            "group_map": {"path": group_map.path, "source": group_map.source}
+            if group_map
+            else None,
+        },
+        "overall": _overall(tally, group_reports),
+        "gating": _gating(group_reports),
+        "groups": group_reports,
+        "not_applicable": [
+            {"reason": reason, "count": len(ids), "tests": ids}
+            for reason, ids in sorted(tally.not_applicable.items(), key=lambda kv: -len(kv[1]))
+        ],
+        "candidate_only": tally.candidate_only,
+        "unmatched": tally.unmatched,
+        "skip_reasons": {
+            "reference": _top_reasons(ref_others),
+            "candidate": _top_reasons(cand_others),
+        },
+        "repeated": {"reference": _repeated(ref_others), "candidate": _repeated(cand_others)},
+        "tests": tally.tests,
+        "passing": passing,
+    }
+    if previous is not None:
+        report["changes"] = _changes(previous, tally.tests, passing)
+    return report
+
+
+def _input(side: Side, prefix: str, count: int) -> dict:
+    return {
+        "label": side.label,
+        "files": side.files,
+        "dropped": side.dropped,
+        "stripped_prefix": prefix,
+        "tests": count,
+    }
+
+
+def _one_test(tally: _Tally, nodeid: str, r, c, map_group, na_reason) -> None:
+    """A test that is not a plain pass on both sides: its group, counts and evidence."""
+    group = (c is not None and c.group) or (r is not None and r.group) or map_group
+    if group is None:
+        group = UNGROUPED
+        if not na_reason:  # a not-applicable test is listed once, as not applicable
+            tally.unmatched.append(nodeid)
+    if not na_reason and r is not None and c is not None and r.status in PASSING:
+        if c.status in PASSING:
+            tally.passing_in[group].append(nodeid)
+            tally.groups[group]["blocking_tests"] += bool(c.blocking)
+            return
+    counts = tally.groups[group]
+    entry = {
+        "group": group,
+        "reference": r.status if r else None,
+        "candidate": c.status if c else None,
+    }
+    if r is not None and r.rerun or c is not None and c.rerun:
+        entry["rerun"] = True
+    if na_reason:
+        entry["parity"], entry["reason"] = "not_applicable", na_reason
+        tally.not_applicable[na_reason].append(nodeid)
+        counts["not_applicable"] += 1
+    elif r is None:
+        entry["parity"] = "candidate_only"
+        tally.candidate_only.append(nodeid)
+        counts["candidate_only"] += 1
+        counts["candidate_passing"] += c.status in PASSING
+    else:
+        counts["reference_total"] += 1
+        counts["candidate_passing"] += c is not None and c.status in PASSING
+        if r.status in PASSING:
+            _gap(tally, group, nodeid, entry, c)
+        else:
+            entry["parity"] = "reference_not_passing"
+            entry["reason"] = r.message or "(no message)"
+            counts["reference_not_passing"] += 1
+    tally.tests[nodeid] = entry
+
+
+def _gap(tally: _Tally, group: str, nodeid: str, entry: dict, c) -> None:
+    """A test that passes on the reference and not on the candidate."""
+    counts = tally.groups[group]
+    counts["reference_passing"] += 1
+    # a blocking gate the candidate ran: a known gap, a skip or an xfail blocks nothing
+    counts["blocking_tests"] += bool(c is not None and c.blocking and c.status not in NOT_GATING)
+    status = "missing" if c is None else c.status
+    entry["parity"] = status
+    counts[status] += 1
+    reason = _gap_reason(status, c)
+    entry["reason"] = reason
+    if status == "known_gap":
+        entry["issue"] = c.known_gap_issue
+    tally.gaps[group][(status, reason)].append(nodeid)
+
+
+def _plain_passes(tally: _Tally, both, per_file: bool, classify) -> dict[str, list[str]]:
+    """Plain passes on both sides (no properties, so no group of their own) are the bulk of a run:
+    collected per file (in the reference's order, so the report is the same on every run),
+    classified per file. Returns file -> the rest of each passing node id."""
     plain_both: dict[str, list[str]] = defaultdict(list)
     if per_file:
-        for nodeid in both:  # in the reference's order, so the report is the same on every run
+        for nodeid in both:
             plain_both[nodeid.partition("::")[0]].append(nodeid)
     else:
         for nodeid in both:
             plain_both[nodeid].append(nodeid)
-    known_class = classified.get
-    for nodeid, r, c in rest:
-        key = nodeid.partition("::")[0] if per_file else nodeid
-        map_group, na_reason = known_class(key) or classify(key, nodeid)
-        group = (c is not None and c.group) or (r is not None and r.group) or map_group
-        if group is None:
-            group = UNGROUPED
-            if not na_reason:  # a not-applicable test is listed once, as not applicable
-                unmatched.append(nodeid)
-        if (
-            not na_reason
-            and r is not None
-            and c is not None
-            and r.status in PASSING
-            and c.status in PASSING
-        ):
-            passing_in[group].append(nodeid)
-            groups[group]["blocking_tests"] += bool(c.blocking)
-            continue
-        counts = groups[group]
-        entry = {
-            "group": group,
-            "reference": r.status if r else None,
-            "candidate": c.status if c else None,
-        }
-        if r is not None and r.rerun or c is not None and c.rerun:
-            entry["rerun"] = True
-        if na_reason:
-            entry["parity"] = "not_applicable"
-            entry["reason"] = na_reason
-            not_applicable[na_reason].append(nodeid)
-            counts["not_applicable"] += 1
-        elif r is None:
-            entry["parity"] = "candidate_only"
-            candidate_only.append(nodeid)
-            counts["candidate_only"] += 1
-            counts["candidate_passing"] += c.status in PASSING
-        else:
-            counts["reference_total"] += 1
-            counts["candidate_passing"] += c is not None and c.status in PASSING
-            if r.status in PASSING:
-                counts["reference_passing"] += 1
-                # a blocking gate the candidate ran: a known gap, a skip or an xfail blocks nothing
-                counts["blocking_tests"] += bool(
-                    c is not None and c.blocking and c.status not in NOT_GATING
-                )
-                status = "missing" if c is None else c.status
-                entry["parity"] = status
-                counts[status] += 1
-                reason = _gap_reason(status, c)
-                entry["reason"] = reason
-                if status == "known_gap":
-                    entry["issue"] = c.known_gap_issue
-                gaps[group][(status, reason)].append(nodeid)
-            else:
-                entry["parity"] = "reference_not_passing"
-                entry["reason"] = r.message or "(no message)"
-                counts["reference_not_passing"] += 1
-        tests[nodeid] = entry
-
-    passing: dict[str, list[str]] = defaultdict(list)  # file -> the rest of each passing node id
+    passing: dict[str, list[str]] = defaultdict(list)
     for key, ids in plain_both.items():
         map_group, na_reason = classify(key, ids[0])
         group = map_group or UNGROUPED
         if map_group is None and not na_reason:
-            unmatched.extend(ids)
+            tally.unmatched.extend(ids)
         if na_reason:
             for nodeid in ids:
-                tests[nodeid] = {
+                tally.tests[nodeid] = {
                     "group": group,
                     "reference": "passed",
                     "candidate": "passed",
                     "parity": "not_applicable",
                     "reason": na_reason,
                 }
-            not_applicable[na_reason].extend(ids)
-            groups[group]["not_applicable"] += len(ids)
+            tally.not_applicable[na_reason].extend(ids)
+            tally.groups[group]["not_applicable"] += len(ids)
             continue
-        _count_passing(groups[group], len(ids))
+        _count_passing(tally.groups[group], len(ids))
         if per_file:  # all of this file's: the rest of each id, cut at the same place
             passing[key].extend(map(getitem, ids, repeat(slice(len(key) + 2, None))))
         else:
             _add_by_file(passing, ids)
-    for group, ids in passing_in.items():
-        _count_passing(groups[group], len(ids))
+    for group, ids in tally.passing_in.items():
+        _count_passing(tally.groups[group], len(ids))
         _add_by_file(passing, ids)
-    passing = dict(passing)
-    group_reports = {}
-    for group in sorted(groups, key=lambda g: (g == UNGROUPED, g)):
-        counts = groups[group]
-        group_reports[group] = {
+    return dict(passing)
+
+
+def _group_reports(tally: _Tally) -> dict[str, dict]:
+    out = {}
+    for group in sorted(tally.groups, key=lambda g: (g == UNGROUPED, g)):
+        counts = tally.groups[group]
+        out[group] = {
             "reference_passing": counts["reference_passing"],
             "both_passing": counts["both_passing"],
             "parity": _ratio(counts["both_passing"], counts["reference_passing"]),
@@ -264,61 +323,24 @@ def compute(
             "not_applicable": counts["not_applicable"],
             "blocking_tests": counts["blocking_tests"],
             "blocking": _blocking(counts["blocking_tests"], counts["reference_passing"]),
-            "gaps": _gap_list(gaps[group]),
+            "gaps": _gap_list(tally.gaps[group]),
         }
+    return out
+
+
+def _overall(tally: _Tally, group_reports: dict[str, dict]) -> dict:
     overall_ref = sum(g["reference_passing"] for g in group_reports.values())
     overall_both = sum(g["both_passing"] for g in group_reports.values())
-    overall = {
+    return {
         "reference_passing": overall_ref,
         "both_passing": overall_both,
         "parity": _ratio(overall_both, overall_ref),
         **{status: sum(g[status] for g in group_reports.values()) for status in GAP_STATUSES},
-        "candidate_only": len(candidate_only),
-        "not_applicable": sum(len(v) for v in not_applicable.values()),
+        "candidate_only": len(tally.candidate_only),
+        "not_applicable": sum(len(v) for v in tally.not_applicable.values()),
         "reference_not_passing": sum(g["reference_not_passing"] for g in group_reports.values()),
-        "tests_not_passing_on_both": len(tests),
+        "tests_not_passing_on_both": len(tally.tests),
     }
-    report = {
-        "schema": PARITY_SCHEMA,
-        "inputs": {
-            "reference": {
-                "label": reference.label,
-                "files": reference.files,
-                "dropped": reference.dropped,
-                "stripped_prefix": ref_prefix,
-                "tests": len(ref),
-            },
-            "candidate": {
-                "label": candidate.label,
-                "files": candidate.files,
-                "dropped": candidate.dropped,
-                "stripped_prefix": cand_prefix,
-                "tests": len(cand),
-            },
-            "group_map": {"path": group_map.path, "source": group_map.source}
-            if group_map
-            else None,
-        },
-        "overall": overall,
-        "gating": _gating(group_reports),
-        "groups": group_reports,
-        "not_applicable": [
-            {"reason": reason, "count": len(ids), "tests": ids}
-            for reason, ids in sorted(not_applicable.items(), key=lambda kv: -len(kv[1]))
-        ],
-        "candidate_only": candidate_only,
-        "unmatched": unmatched,
-        "skip_reasons": {
-            "reference": _top_reasons(ref_others),
-            "candidate": _top_reasons(cand_others),
-        },
-        "repeated": {"reference": _repeated(ref_others), "candidate": _repeated(cand_others)},
-        "tests": tests,
-        "passing": passing,
-    }
-    if previous is not None:
-        report["changes"] = _changes(previous, tests, passing)
-    return report
 
 
 NOT_GATING = ("known_gap", "skipped", "xfailed", "not_applicable")

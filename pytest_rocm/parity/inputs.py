@@ -8,6 +8,7 @@ known gap with its issue) and groups. Unreadable files raise, or with
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
@@ -29,6 +30,7 @@ from pytest_rocm.parity.junit import (
     merge_repeat,
     merge_repeats,
 )
+from pytest_rocm.schemas.artifacts import manifest_stack
 
 _GAP_MESSAGE = re.compile(r"^known gap: (?P<reason>.*) \((?P<issue>https?://\S+)\)$")
 
@@ -327,8 +329,8 @@ def _wrong_field(test: dict) -> tuple[str, str] | None:
 
 def _read_gate_report(path: Path, side: Side) -> None:
     # imported here: most runs compare JUnit files only
-    from pytest_rocm.results.report import GATE_REPORT_SCHEMA
-    from pytest_rocm.results.report import STATUSES as GATE_STATUSES
+    from pytest_rocm.schemas.artifacts import GATE_REPORT_SCHEMA
+    from pytest_rocm.schemas.artifacts import STATUSES as GATE_STATUSES
     from pytest_rocm.schemas.loader import ArtifactError, read_json_file
 
     try:
@@ -480,3 +482,51 @@ def _make_sides(expanded: list[tuple[str, list[Path]]], arriving, keep_going: bo
             )
         sides.append(side)
     return sides
+
+
+_PROPERTY = re.compile(rb'<property\s+name="rocm_sku"\s+value="([^"<>]{1,200})"')
+_TIMESTAMP = re.compile(rb'<testsuite\b[^>]*\btimestamp="([0-9T:.+\-Z ]{10,40})"')
+HEAD_BYTES = 64 * 1024  # a JUnit file's global properties and its suite's timestamp come first
+
+
+def identify(
+    files: list[Path], commit: str | None, date: str | None, sku: str | None
+) -> dict[str, str | None]:
+    """The reference's commit, date and SKU: as given, else from the first gate report's manifest
+    beside it, else from the head of the first JUnit file that says (its `rocm_sku` property, its
+    suite's timestamp). A parity figure with no commit, date or SKU cannot be compared with
+    another."""
+    found: dict[str, str | None] = {"commit": None, "date": None, "sku": None}
+    for path in files:
+        if path.name == "gate-report.json" and (path.parent / "manifest.json").is_file():
+            try:
+                manifest = json.loads((path.parent / "manifest.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(manifest, dict):
+                try:
+                    skus = manifest_stack(manifest)["skus"]
+                except (AttributeError, TypeError):  # a manifest that is not one
+                    skus = []
+                found["commit"] = found["commit"] or _text(manifest.get("git_sha"))
+                found["date"] = found["date"] or _text(manifest.get("started"))
+                found["sku"] = found["sku"] or _text("/".join(map(str, skus)))
+        elif path.suffix == ".xml":
+            try:
+                with path.open("rb") as handle:
+                    head = handle.read(HEAD_BYTES)
+            except OSError:
+                continue
+            if found["sku"] is None and (hit := _PROPERTY.search(head)):
+                found["sku"] = _text(hit.group(1).decode("utf-8", "replace"))
+            if found["date"] is None and (hit := _TIMESTAMP.search(head)):
+                found["date"] = _text(hit.group(1).decode())
+        if all(found.values()):
+            break
+    given = {"commit": commit, "date": date, "sku": sku}
+    return {k: _text(given[k]) or found[k] for k in found}
+
+
+def _text(value) -> str | None:
+    text = str(value or "").strip()
+    return text[:200] if text and text != "none" else None

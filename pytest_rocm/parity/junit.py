@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pytest_rocm.catalog.identity import nodeid_from_junit, nodeid_prefix
 
-# The testcase properties pytest-rocm writes (pytest_rocm.plugin.session_old) and reads back here.
+# The testcase properties pytest-rocm writes (pytest_rocm.plugin.collection) and reads back here.
 GROUP_PROPERTY = "rocm_group"
 BLOCKING_PROPERTY = "rocm_blocking"
 KNOWN_GAP_PROPERTY = "rocm_known_gap"

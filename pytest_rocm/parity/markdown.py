@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.schemas import markdown as md
+from pytest_rocm.schemas.artifacts import describe_reference
 
 GITHUB_SUMMARY_LIMIT = 65_535
 LIST_LIMITS = (25, 10, 5, 2, 1, 0)
@@ -131,99 +132,114 @@ def _render_sglang(sglang: dict, n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+GROUP_COLUMNS = (
+    "failed",
+    "error",
+    "crashed",
+    "skipped",
+    "xfailed",
+    "known_gap",
+    "missing",
+    "reference_not_passing",
+    "not_applicable",
+)
+
+
 def _render_tests(
     report: dict, min_parity: float | None, n: int, failing: dict[str, list[tuple[str, dict]]]
 ) -> str:
-    overall = report["overall"]
-    inputs = report["inputs"]
+    """The parity report as markdown: its sections in order, each a function of the report."""
+    lines = _headline(report, min_parity) + _group_table(report) + _gating_lines(report)
+    lines += _changes_lines(report, n) + _gap_lines(report, n) + _failing_lines(report, failing, n)
+    lines += _excluded_lines(report, n) + _repeated_lines(report, n) + _input_lines(report)
+    return "\n".join(lines) + "\n"
+
+
+def _headline(report: dict, min_parity: float | None) -> list[str]:
+    overall, inputs = report["overall"], report["inputs"]
     target = ""
     if min_parity is not None and overall["parity"] is not None:
-        target = (
-            f" (target {_pct(min_parity)}: **met**)"
-            if overall["parity"] >= min_parity
-            else f" (target {_pct(min_parity)}: **not met**)"
-        )
-    lines = [
+        met = "met" if overall["parity"] >= min_parity else "not met"
+        target = f" (target {_pct(min_parity)}: **{met}**)"
+    return [
         f"## ROCm parity against the reference: {_pct(overall['parity'])}{target}",
         "",
         f"{overall['both_passing']} of {overall['reference_passing']} tests that pass on the reference "
-        f"({md.name(inputs['reference']['label'])}) also pass on the candidate ({md.name(inputs['candidate']['label'])}). "
+        f"({md.name(describe_reference(inputs['reference']))}) also pass on the candidate ({md.name(inputs['candidate']['label'])}). "
         f"Not applicable to ROCm, excluded: {overall['not_applicable']}. Candidate only: {overall['candidate_only']}.",
+    ]
+
+
+def _group_table(report: dict) -> list[str]:
+    overall = report["overall"]
+    lines = [
         "",
         "| group | passing on reference | passing on both | parity | failed | error | crashed | skipped "
         "| xfailed | known gaps | missing | not passing on reference | not applicable | blocking gates |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    columns = (
-        "failed",
-        "error",
-        "crashed",
-        "skipped",
-        "xfailed",
-        "known_gap",
-        "missing",
-        "reference_not_passing",
-        "not_applicable",
-    )
     for name, group in report["groups"].items():
         lines.append(
             f"| {md.name(name)} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
-            + " | ".join(str(group[s]) for s in columns)
+            + " | ".join(str(group[s]) for s in GROUP_COLUMNS)
             + f" | {group['blocking_tests']} ({group['blocking']}) |"
         )
     lines.append(
         f"| **all** | **{overall['reference_passing']}** | **{overall['both_passing']}** | "
         f"**{_pct(overall['parity'])}** | "
-        + " | ".join(str(overall[s]) for s in columns)
+        + " | ".join(str(overall[s]) for s in GROUP_COLUMNS)
         + f" | {report['gating']['blocking_tests']} |"
     )
-    lines += [
+    return lines + [
         "",
         "Parity is `n/a` where no test of the group passes on the reference; the gap columns count tests "
         "that pass on the reference only. `blocking gates`: tests passing on the reference that block a "
         "merge on the candidate (`all` of the group, `partly`, or `no`).",
     ]
+
+
+def _gating_lines(report: dict) -> list[str]:
     gating = report["gating"]
     partly = [
         f"{md.name(g)} ({report['groups'][g]['blocking_tests']} of {report['groups'][g]['reference_passing']})"
         for g in gating["partly_blocking_groups"]
     ]
-    lines += [
+    full = gating["fully_blocking_groups"]
+    return [
         "",
         f"Gating coverage: {gating['blocking_tests']} of {gating['reference_passing_tests']} tests passing "
         f"on the reference are merge-blocking on the candidate ({_pct(gating['tests_share'])}); "
-        f"{len(gating['fully_blocking_groups'])} of {len(gating['groups'])} groups are merge-blocking in "
+        f"{len(full)} of {len(gating['groups'])} groups are merge-blocking in "
         f"full ({_pct(gating['groups_share'])})"
-        + (
-            f": {', '.join(map(md.name, gating['fully_blocking_groups']))}"
-            if gating["fully_blocking_groups"]
-            else ""
-        )
+        + (f": {', '.join(map(md.name, full))}" if full else "")
         + (f"; partly: {', '.join(partly)}" if partly else "")
         + f". `{UNGROUPED}` is not counted as a group.",
     ]
 
-    changes = report.get("changes")
-    if changes is not None:
-        lines += [
-            "",
-            f"### Since the previous report: {len(changes['newly_broken'])} newly broken, "
-            f"{len(changes['newly_fixed'])} newly fixed",
-        ]
-        if changes["newly_broken"]:
-            lines.append(
-                "- broken: "
-                + _cut(changes["newly_broken"], n, lambda c: f"{_code(c['test'])} ({c['now']})")
-            )
-        if changes["newly_fixed"]:
-            lines.append("- fixed: " + _cut(changes["newly_fixed"], n, lambda c: _code(c["test"])))
 
-    lines += ["", "### Gaps (pass on the reference, not on the candidate)"]
-    any_gap = False
-    for name, group in report["groups"].items():
-        if not group["gaps"]:
-            continue
-        any_gap = True
+def _changes_lines(report: dict, n: int) -> list[str]:
+    changes = report.get("changes")
+    if changes is None:
+        return []
+    lines = [
+        "",
+        f"### Since the previous report: {len(changes['newly_broken'])} newly broken, "
+        f"{len(changes['newly_fixed'])} newly fixed",
+    ]
+    if changes["newly_broken"]:
+        lines.append(
+            "- broken: "
+            + _cut(changes["newly_broken"], n, lambda c: f"{_code(c['test'])} ({c['now']})")
+        )
+    if changes["newly_fixed"]:
+        lines.append("- fixed: " + _cut(changes["newly_fixed"], n, lambda c: _code(c["test"])))
+    return lines
+
+
+def _gap_lines(report: dict, n: int) -> list[str]:
+    lines = ["", "### Gaps (pass on the reference, not on the candidate)"]
+    with_gaps = [(name, group) for name, group in report["groups"].items() if group["gaps"]]
+    for name, group in with_gaps:
         total = sum(g["count"] for g in group["gaps"])
         lines += [
             "",
@@ -241,31 +257,38 @@ def _render_tests(
                 f"- and {len(hidden)} more reasons covering {sum(g['count'] for g in hidden)} tests"
             )
         lines += ["", "</details>"]
-    if not any_gap:
-        lines.append("None.")
+    return lines if with_gaps else lines + ["None."]
 
-    if failing:
+
+def _failing_lines(report: dict, failing: dict[str, list[tuple[str, dict]]], n: int) -> list[str]:
+    if not failing:
+        return []
+    lines = [
+        "",
+        f"### Not passing on the reference ({report['overall']['reference_not_passing']}: outside "
+        "parity, shown so a group with few reference passes is explained)",
+    ]
+    for name, tests in failing.items():
         lines += [
             "",
-            f"### Not passing on the reference ({overall['reference_not_passing']}: outside parity, "
-            "shown so a group with few reference passes is explained)",
+            f"<details><summary><b>{md.html_name(name)}</b>: {len(tests)} not passing on the reference"
+            "</summary>",
+            "",
         ]
-        for name, tests in failing.items():
-            lines += [
-                "",
-                f"<details><summary><b>{md.html_name(name)}</b>: {len(tests)} not passing on the reference"
-                "</summary>",
-                "",
-            ]
-            shown = tests[: max(n, 1) * 2]
-            lines += [
-                f"- {_code(t)}: {md.name(entry['reference'])}"
-                + (f" ({_cell(entry['reason'][:200])})" if entry.get("reason") else "")
-                for t, entry in shown
-            ]
-            if len(tests) > len(shown):
-                lines.append(f"- and {len(tests) - len(shown)} more (parity.json lists all)")
-            lines += ["", "</details>"]
+        shown = tests[: max(n, 1) * 2]
+        lines += [
+            f"- {_code(t)}: {md.name(entry['reference'])}"
+            + (f" ({_cell(entry['reason'][:200])})" if entry.get("reason") else "")
+            for t, entry in shown
+        ]
+        if len(tests) > len(shown):
+            lines.append(f"- and {len(tests) - len(shown)} more (parity.json lists all)")
+        lines += ["", "</details>"]
+    return lines
+
+
+def _excluded_lines(report: dict, n: int) -> list[str]:
+    lines = []
     if report["not_applicable"]:
         lines += ["", "### Not applicable to ROCm (excluded from parity)"]
         for entry in report["not_applicable"]:
@@ -279,6 +302,11 @@ def _render_tests(
             f"### `{UNGROUPED}`: tests no marker or map rule puts in a group ({len(report['unmatched'])})",
             _cut(report["unmatched"], n, _code) if n else "",
         ]
+    return lines
+
+
+def _repeated_lines(report: dict, n: int) -> list[str]:
+    lines = []
     for side in ("reference", "candidate"):
         repeated = report.get("repeated", {}).get(side, [])
         if repeated:
@@ -295,6 +323,11 @@ def _render_tests(
                     ),
                 ),
             ]
+    return lines
+
+
+def _input_lines(report: dict) -> list[str]:
+    lines = []
     for side in ("reference", "candidate"):
         reasons = report["skip_reasons"][side]
         if reasons:
@@ -302,9 +335,10 @@ def _render_tests(
             lines += [
                 f"- {r['count']} {md.name(r['status'])}: {_cell(r['reason'])}" for r in reasons
             ]
+    inputs = report["inputs"]
     dropped = inputs["reference"]["dropped"] + inputs["candidate"]["dropped"]
     if dropped:
         lines += ["", "### Input files that could not be read (dropped)"] + [
             f"- {_cell(d, 600)}" for d in dropped
         ]
-    return "\n".join(lines) + "\n"
+    return lines

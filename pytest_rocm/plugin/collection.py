@@ -247,10 +247,14 @@ class Annotator:
             spec = dataclasses.replace(
                 spec,
                 blocking=False,
+                # the fingerprints it was entered with: it fails another way, it blocks as it
+                # would have (`blocks`; results/report.py: judgement.quarantine_excuses)
                 quarantine={
                     "reason": entry["reason"],
                     "since": entry.get("since"),
                     "sku": entry.get("sku"),
+                    "fingerprints": list(entry.get("fingerprints") or []),
+                    "blocks": spec.blocking,
                 },
             )
         self.specs[item.nodeid] = spec

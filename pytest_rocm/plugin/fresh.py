@@ -39,60 +39,17 @@ from pytest_rocm.results.reruns import RerunPlanner, describe_exit
 from pytest_rocm.schemas.artifacts import write_json_atomic
 
 # xdist options (and ours) that a fresh process must not repeat: it runs its tests alone, and must
-# not wipe the run's tmp dirs
-_NOT_PASSED_ON = (
-    "-n",
-    "--numprocesses",
-    "--dist",
-    "-d",
-    "--tx",
-    "--maxprocesses",
-    "--max-worker-restart",
-    "--junitxml",
-    "--junit-xml",
-    "--rocm-report-dir",
-    "--rocm-platform",
-    "--rocm-reruns",
-    "--rocm-propose-baselines",
-    "--rocm-rerun-helper",
-    "--rocm-exit-by-conclusion",
-    "-x",
-    "--exitfirst",
-    "--maxfail",
-    "--lf",
-    "--last-failed",
-    "--ff",
-    "--failed-first",
-    "--sw",
-    "--stepwise",
-    "--basetemp",
+# not wipe the run's tmp dirs -> whether the option takes a value
+_NOT_PASSED_ON = {
+    **dict.fromkeys(("-n", "--numprocesses", "--dist", "--tx", "--maxprocesses"), True),
+    **dict.fromkeys(("--max-worker-restart", "--junitxml", "--junit-xml", "--basetemp"), True),
+    **dict.fromkeys(("--rocm-report-dir", "--rocm-platform", "--rocm-reruns"), True),
+    **dict.fromkeys(("--rocm-propose-baselines", "--rocm-rerun-helper", "--maxfail"), True),
+    **dict.fromkeys(("-d", "--rocm-exit-by-conclusion", "-x", "--exitfirst", "--lf"), False),
+    **dict.fromkeys(("--last-failed", "--ff", "--failed-first", "--sw", "--stepwise"), False),
     # files the run writes once: a helper would write them again from the start
-    "--log-file",
-    "--report-log",
-    "--debug",
-    "--html",
-    "--json-report-file",
-)
-_TAKES_VALUE = {
-    "-n",
-    "--numprocesses",
-    "--dist",
-    "--tx",
-    "--maxprocesses",
-    "--max-worker-restart",
-    "--junitxml",
-    "--junit-xml",
-    "--rocm-report-dir",
-    "--rocm-platform",
-    "--rocm-reruns",
-    "--rocm-propose-baselines",
-    "--rocm-rerun-helper",
-    "--maxfail",
-    "--basetemp",
-    "--log-file",
-    "--report-log",
-    "--html",
-    "--json-report-file",
+    **dict.fromkeys(("--log-file", "--report-log", "--html", "--json-report-file"), True),
+    "--debug": False,
 }
 # a helper's serialized reports, beside its records (not a records file: the report reads none)
 RELAY_PREFIX = ".reports-"
@@ -113,7 +70,7 @@ def passthrough_args(config: pytest.Config) -> list[str]:
             continue
         name = arg.split("=", 1)[0]
         if name in _NOT_PASSED_ON:
-            skip_value = "=" not in arg and name in _TAKES_VALUE
+            skip_value = "=" not in arg and _NOT_PASSED_ON[name]
             continue
         if arg.startswith("-n") and arg[2:] and not arg.startswith("--"):  # -n2, -nauto
             continue

@@ -100,7 +100,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--rocm-quarantine",
         default=None,
         metavar="FILE",
-        help="the quarantine file (`rocm-gate quarantine`, kept on the default branch): its tests for this "
+        help="the quarantine file (`rocm-gate history quarantine`, kept on the default branch): its tests for this "
         "platform's SKU still run, never block, and are reported as quarantined (ini rocm_quarantine)",
     )
     option(
@@ -602,7 +602,7 @@ def _quarantine(path: Path | None) -> dict | None:
     except ArtifactError as exc:
         raise pytest.UsageError(
             f"--rocm-quarantine / rocm_quarantine: {exc}; fix the file or write it again with "
-            "`rocm-gate quarantine`"
+            "`rocm-gate history quarantine`"
         ) from None
 
 

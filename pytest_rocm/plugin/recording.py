@@ -22,6 +22,7 @@ from pytest_rocm.plugin.collection import Annotator
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY, sticky_fault
 from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
+from pytest_rocm.results.reruns import QUARANTINE_BREACHED_PROPERTY
 from pytest_rocm.results.stack import imported as imported_stack
 
 
@@ -79,43 +80,54 @@ class Recorder:
             and nodeid not in self.measurements
             and nodeid not in self.server_waits
         ):
-            when = report.when
-            waiting = self.waiting
-            if when == "setup":
-                if waiting is not None:  # the last test never reported its teardown
-                    self.write_unwritten()
-                spec = self.annotator.specs.get(nodeid)
-                encoded_spec = "" if spec is None else self._encoded_spec(nodeid, spec)
-                encoded_nodeid = encode_basestring(nodeid)
-                duration, t = report.duration, report.stop  # (when the phase ended)
-                self.waiting = [nodeid, encoded_nodeid, encoded_spec, duration, t, None]
-                writer.set_running(encoded_nodeid, encoded_spec, duration, t)
-                return
-            if waiting is not None and waiting[0] == nodeid:
-                if when == "call":
-                    waiting[5] = (report.duration, report.stop)
-                    return
-                if waiting[5] is not None:
-                    self.waiting = None
-                    writer.write_plain_pass(
-                        waiting[1],
-                        waiting[3],
-                        waiting[5][0],
-                        report.duration,
-                        waiting[4],
-                        waiting[2],
-                    )
-                    return
-            self.write_unwritten()
+            self._plain_phase(report, writer)
+        else:
+            self._phase_record(report, writer)
+
+    def _plain_phase(self, report: pytest.TestReport, writer: RecordWriter) -> None:
+        """A phase that passed with nothing to add: most tests' setup, call and teardown are
+        written as one record at the teardown."""
+        nodeid = report.nodeid
+        when = report.when
+        waiting = self.waiting
+        if when == "setup":
+            if waiting is not None:  # the last test never reported its teardown
+                self.write_unwritten()
             spec = self.annotator.specs.get(nodeid)
-            writer.write_phase(
-                encode_basestring(nodeid),
-                when,
-                report.duration,
-                report.stop,
-                "" if spec is None else self._encoded_spec(nodeid, spec),
-            )
+            encoded_spec = "" if spec is None else self._encoded_spec(nodeid, spec)
+            encoded_nodeid = encode_basestring(nodeid)
+            duration, t = report.duration, report.stop  # (when the phase ended)
+            self.waiting = [nodeid, encoded_nodeid, encoded_spec, duration, t, None]
+            writer.set_running(encoded_nodeid, encoded_spec, duration, t)
             return
+        if waiting is not None and waiting[0] == nodeid:
+            if when == "call":
+                waiting[5] = (report.duration, report.stop)
+                return
+            if waiting[5] is not None:
+                self.waiting = None
+                writer.write_plain_pass(
+                    waiting[1],
+                    waiting[3],
+                    waiting[5][0],
+                    report.duration,
+                    waiting[4],
+                    waiting[2],
+                )
+                return
+        self.write_unwritten()
+        spec = self.annotator.specs.get(nodeid)
+        writer.write_phase(
+            encode_basestring(nodeid),
+            when,
+            report.duration,
+            report.stop,
+            "" if spec is None else self._encoded_spec(nodeid, spec),
+        )
+
+    def _phase_record(self, report: pytest.TestReport, writer: RecordWriter) -> None:
+        """A phase with something to say: a failure, a skip, an xfail, devices, measurements."""
+        nodeid = report.nodeid
         self.write_unwritten()
         # pytest-rerunfailures marks an attempt it runs again `rerun`: a failed attempt, its failure
         # text the evidence (the next attempt's records follow)
@@ -158,9 +170,21 @@ class Recorder:
         if report.outcome != "passed":  # a failure, or an xfail or skip that swallowed one
             self._note_device_fault(report, record)
         spec = self.annotator.specs.get(nodeid)
+        if spec is not None and spec.quarantine and "message" in record:
+            self._note_quarantine_breach(report, record, spec.quarantine)
         # when the phase ended, as a plain phase's record says (pytest-rerunfailures logs an
         # attempt's reports after its teardown ran: the time of writing would order them wrongly)
         writer.write(record, "" if spec is None else self._encoded_spec(nodeid, spec), report.stop)
+
+    @staticmethod
+    def _note_quarantine_breach(report: pytest.TestReport, record: dict, held: dict) -> None:
+        """A quarantined gate that would block, failing another way than it was quarantined for:
+        the controller reruns it as a blocking gate (the report then makes it block)."""
+        from pytest_rocm.trunk.fingerprint import fingerprint
+        from pytest_rocm.trunk.judgement import quarantine_excuses
+
+        if held.get("blocks") and not quarantine_excuses(held, fingerprint(record["message"])):
+            report.user_properties.append((QUARANTINE_BREACHED_PROPERTY, "true"))
 
     def _note_device_fault(self, report: pytest.TestReport, record: dict) -> None:
         """An outcome whose error poisons this process's device context (results/poisoning.py),

@@ -134,7 +134,7 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
     """
     name, event = _event(environ)
     tested = git_sha(rootdir)
-    head = base = pr = dispatched = None
+    head = base = pr = dispatched = base_ref = None
     if name in ("pull_request", "pull_request_target"):
         pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
         head = _sha((pull.get("head") or {}).get("sha"))
@@ -145,6 +145,7 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
         group = event.get("merge_group") if isinstance(event.get("merge_group"), dict) else {}
         head = expected = _sha(group.get("head_sha"))
         base = _sha(group.get("base_sha"))
+        base_ref = group.get("base_ref") if isinstance(group.get("base_ref"), str) else None
     elif name == "push":
         head = expected = _sha(event.get("after"))
         base = _sha(event.get("before"))
@@ -162,13 +163,18 @@ def provenance(rootdir: Path, environ=os.environ) -> dict:
     else:
         source = f"event {name}"
     repository = event.get("repository") if isinstance(event.get("repository"), dict) else {}
+    ref = environ.get("GITHUB_REF") or None
+    default = repository.get("default_branch")
+    if name == "schedule" and not isinstance(default, str) and str(ref).startswith("refs/heads/"):
+        # GitHub's schedule payload has no `repository` object; a scheduled workflow runs on the
+        # default branch's newest commit, so its ref names the default branch
+        default = ref.removeprefix("refs/heads/")
     return {
         "event": name,
-        "ref": environ.get("GITHUB_REF") or None,
+        "ref": ref,
         "repository": environ.get("GITHUB_REPOSITORY") or None,
-        "default_branch": repository.get("default_branch")
-        if isinstance(repository.get("default_branch"), str)
-        else None,
+        "default_branch": default if isinstance(default, str) and default else None,
+        "base_ref": base_ref,
         "pr": pr,
         "head_sha": head,
         "tested_sha": tested or expected,
@@ -187,12 +193,13 @@ MAIN_EVENTS = ("push", "schedule")  # a run of the default branch's own commit
 
 
 def origin_kind(provenance) -> str:
-    """`main`: a run of the default branch (a push or schedule on it, or a dispatch on it that names
-    no commit); `pr`: a run of a pull request (or a dispatch naming one); `other`: any other branch,
-    the merge queue (its candidate commit lands only if it passes: an ejected candidate's failure is
-    not main's), a dispatch naming a commit (that is how a maintainer approves a fork's commit: it
-    need not be on main), or no event (a local run, another CI). History keeps main runs apart: only
-    they say what state main is in."""
+    """`main`: a run of the default branch (a push or schedule on it, a dispatch on it that names
+    no commit, or the merge queue of it: its candidate becomes main's commit as it is, if it
+    passes; trunk/state.py counts a candidate only once main's commit list holds it, so an ejected
+    one's failure is never main's); `pr`: a run of a pull request (or a dispatch naming one);
+    `other`: any other branch, a dispatch naming a commit (that is how a maintainer approves a
+    fork's commit: it need not be on main), or no event (a local run, another CI). History keeps
+    main runs apart: only they say what state main is in."""
     if not isinstance(provenance, dict):
         return "other"
     event, ref, default = (
@@ -202,9 +209,20 @@ def origin_kind(provenance) -> str:
     )
     if event in ("pull_request", "pull_request_target") or isinstance(provenance.get("pr"), int):
         return "pr"
+    if (
+        event == "schedule"
+        and not default
+        and isinstance(ref, str)
+        and ref.startswith("refs/heads/")
+    ):
+        # GitHub's schedule payload names no repository (manifests made before `provenance` read
+        # the default branch from the ref): a schedule runs on the default branch
+        return "main"
     if not isinstance(default, str) or not default or not isinstance(ref, str):
         return "other"
     if event in MAIN_EVENTS and ref == f"refs/heads/{default}":
+        return "main"
+    if event == "merge_group" and provenance.get("base_ref") == f"refs/heads/{default}":
         return "main"
     if (
         event == "workflow_dispatch"

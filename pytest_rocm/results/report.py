@@ -44,21 +44,10 @@ from pytest_rocm.results.records import (
     starts_attempt,
 )
 from pytest_rocm.results.verdicts import build_signatures, decide, failure_evidence, find_signature
-from pytest_rocm.schemas.artifacts import schema
+from pytest_rocm.schemas.artifacts import GATE_REPORT_SCHEMA, STATUSES
+from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
+from pytest_rocm.trunk.judgement import quarantine_excuses
 
-GATE_REPORT_SCHEMA = schema("gate-report")
-STATUSES = (
-    "passed",
-    "failed",
-    "error",
-    "crashed",
-    "interrupted",
-    "skipped",
-    "xfailed",
-    "xpassed",
-    "known_gap",
-    "not_applicable",
-)
 VERDICT_COLUMNS = ("regression", "unconfirmed", "infra", "flaky")
 FAILED = {"failed", "error", "crashed"}
 
@@ -308,7 +297,30 @@ def summarise(
             test["group"] = group_of(nodeid)
         tests[nodeid] = test
     _blame_async_faults(tests, starts)
+    for nodeid, test in tests.items():
+        tests[nodeid] = _quarantine_kept(test)
     return tests
+
+
+def _quarantine_kept(test: dict) -> dict:
+    """A quarantined test that failed another way than it was quarantined for blocks as it would
+    have (trunk/judgement.py: quarantine_excuses): the quarantine excuses main's known failure, not
+    a new one of the same test."""
+    held = test.get("quarantine")
+    if (
+        not held
+        or test["verdict"] not in ("regression", "unconfirmed")
+        or quarantine_excuses(held, fingerprint_of(test))
+    ):
+        return test
+    return {
+        **test,
+        "blocking": bool(held.get("blocks")),
+        "quarantine": {**held, "excused": False},
+        "verdict_reason": (
+            f"{test['verdict_reason']}; quarantined for another failure, so it blocks"
+        ).lstrip("; "),
+    }
 
 
 def _blame_async_faults(tests: dict[str, dict], starts: dict[str, list]) -> None:

@@ -44,6 +44,12 @@ class Attempt:
     predecessor: str | None = None
 
 
+# a report property: this failure of a quarantined test is not the one it was quarantined for
+# (trunk/judgement.py: quarantine_excuses), so it is rerun as a blocking gate is (the report then
+# makes it block, results/report.py)
+QUARANTINE_BREACHED_PROPERTY = "rocm_quarantine_breached"
+
+
 def property_of(report, name: str) -> str | None:
     for key, value in getattr(report, "user_properties", ()):
         if key == name:
@@ -133,7 +139,11 @@ class RerunPlanner:
         # pytest-rerunfailures' `rerun`: an attempt it runs again in the same process, which a device
         # fault poisoned: that attempt's fresh rerun is ours to make
         failed = report.failed or (fault and report.outcome == "rerun")
-        if failed and property_of(report, "rocm_blocking") == "true":
+        blocks = (
+            property_of(report, "rocm_blocking") == "true"
+            or property_of(report, QUARANTINE_BREACHED_PROPERTY) is not None
+        )
+        if failed and blocks:
             gpus = property_of(report, "rocm_gpus")
             self._note_failure(
                 report.nodeid,
@@ -144,7 +154,9 @@ class RerunPlanner:
             )
         if report.when == "setup":
             self.awaiting.discard(report.nodeid)
-        elif report.when == "teardown" and property_of(report, "rocm_blocking") == "true":
+        elif report.when == "teardown" and (
+            property_of(report, "rocm_blocking") == "true" or report.nodeid in self.current
+        ):
             self._attempt_done(report.nodeid, self.current.pop(report.nodeid, Attempt()))
 
     def on_record(self, record: dict) -> None:

@@ -2,12 +2,12 @@
 conclusion.
 
 The pytest terminal summary and `rocm-gate verdict` print the same lines, from
-`terminal_lines`. `table` is the one plain-text table formatter of the project.
+`terminal_lines`, with the project's one plain-text table formatter (schemas/markdown.py: `table`).
 """
 
 from __future__ import annotations
 
-from pytest_rocm.schemas.markdown import visible
+from pytest_rocm.schemas.markdown import table, visible
 
 # Statuses of the last attempt, then the verdicts of tests that failed first.
 COLUMNS = (
@@ -26,19 +26,6 @@ COLUMNS = (
     ("infra", "infra"),
     ("flaky", "flaky"),
 )
-
-
-def table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> list[str]:
-    """Aligned columns: text columns left-aligned, columns from `numeric_from` on right-aligned."""
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells):
-        return "  ".join(
-            cell.rjust(widths[i]) if i >= numeric_from else cell.ljust(widths[i])
-            for i, cell in enumerate(cells)
-        ).rstrip()
-
-    return [line(headers), *(line(r) for r in rows)]
 
 
 def group_table(groups: dict[str, dict[str, int]]) -> list[str]:

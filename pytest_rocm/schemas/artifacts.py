@@ -18,6 +18,22 @@ def schema(kind: str, version: int = 1) -> str:
     return f"pytest-rocm/{kind}/{version}"
 
 
+GATE_REPORT_SCHEMA = schema("gate-report")
+# a gate report test's status: of its last attempt (gate-report.schema.json)
+STATUSES = (
+    "passed",
+    "failed",
+    "error",
+    "crashed",
+    "interrupted",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "known_gap",
+    "not_applicable",
+)
+
+
 def schema_document(kind: str) -> dict:
     """The published JSON Schema of an artifact kind (record, gate-report, manifest, parity)."""
     return json.loads((SCHEMA_FILES / f"{kind}.schema.json").read_text(encoding="utf-8"))
@@ -105,3 +121,16 @@ def blocking_failures(tests: dict[str, dict]) -> list[str]:
             )
         )
     )
+
+
+def describe_reference(side: dict) -> str:
+    """A parity report's reference (`inputs.reference`) as a reader must see it: its label, SKU,
+    commit and date; each one the report does not record is said to be missing."""
+    commit = side.get("commit") if isinstance(side.get("commit"), str) else None
+    date = side.get("date") if isinstance(side.get("date"), str) else None
+    parts = [
+        str(side.get("sku") or "SKU not recorded"),
+        f"commit {commit[:12]}" if commit else "commit not recorded",
+        date[:19] if date else "date not recorded",
+    ]
+    return f"{side.get('label') or 'reference'} ({', '.join(parts)})"

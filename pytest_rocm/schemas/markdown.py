@@ -141,3 +141,16 @@ def html_name(text: object) -> str:
     """`name` inside an HTML element: the identifier as it is, anything else as `html_code`."""
     text = str(text)
     return text if _is_plain_name(text) else html_code(text)
+
+
+def table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> list[str]:
+    """Aligned columns: text columns left-aligned, columns from `numeric_from` on right-aligned."""
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells):
+        return "  ".join(
+            cell.rjust(widths[i]) if i >= numeric_from else cell.ljust(widths[i])
+            for i, cell in enumerate(cells)
+        ).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]

@@ -5,9 +5,12 @@ against it.
   the main commit it has failed since, the last green commit before it, the suspect commits between them,
   flips, time red, and whether it is flaky (pass and fail on the same commit and SKU). Written as a small
   `pytest-rocm/trunk/1` file by `rocm-gate history trunk`, read by publish;
-- `fingerprint`: what a failure says, with numbers, addresses and temporary paths taken out;
-- `attribution`: each blocking failure of a PR run is new, pre-existing on main, or flaky on main; main's
-  failures that pass here are fixed by the PR (the rules: docs/architecture.md, "Trunk-aware verdicts").
+- `fingerprint`: what a failure says, with noise masked, and when two are one failure;
+- `judgement`: the one decision: each failure's class, each passing test's, the check's conclusion (the
+  README's "Conclusions" table), trunk health's cell;
+- `attribution`: the classes over a run's blocking failures, the base of its code, and whether a trunk state
+  may be used at all;
+- `quarantine`: the quarantine file's lifecycle (the rules: docs/architecture.md, "Trunk-aware verdicts").
 """
 
-__all__ = ["attribution", "fingerprint", "state"]
+__all__ = ["attribution", "fingerprint", "judgement", "quarantine", "state"]

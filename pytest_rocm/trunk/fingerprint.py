@@ -67,8 +67,18 @@ def fingerprint(message: str | None, reason: str | None = None) -> str:
 
 
 def of_test(test: dict) -> str:
-    """The fingerprint of a gate report's test entry."""
-    return fingerprint(test.get("message"), test.get("verdict_reason"))
+    """The fingerprint of a gate report's test entry: of the attempt that decided its verdict, the
+    last failed attempt that carries no infrastructure signature and did not run in a process a
+    device fault had poisoned (a first attempt's HSA fault followed by main's own failure is main's
+    failure), else the last failed attempt, else the test's message."""
+    failed = [
+        a
+        for a in test.get("attempts") or ()
+        if a.get("status") in ("failed", "error", "crashed") and not a.get("after_fault")
+    ]
+    deciding = [a for a in failed if not a.get("signature")] or failed
+    message = deciding[-1].get("message") if deciding else None
+    return fingerprint(message or test.get("message"), test.get("verdict_reason"))
 
 
 def _parts(text: str) -> tuple[str, list[str]]:
@@ -90,6 +100,20 @@ def same_failure(a: str | None, b: str | None) -> bool:
     return text_a == text_b and all(map(_same_number, numbers_a, numbers_b))
 
 
-def among(mine: str, fingerprints) -> bool:
-    """Whether `mine` is one failure with any of `fingerprints`."""
+def among(mine: str, fingerprints, shape_only: bool = False) -> bool:
+    """Whether `mine` is one failure with any of `fingerprints`; `shape_only`: the same text with
+    every number set aside (a flake's message counts steps, retries or ports that change from one
+    flake to the next: main's flake and the PR's are one when only those differ)."""
+    if shape_only:
+        return any(_parts(mine)[0] == _parts(other)[0] for other in fingerprints or ())
     return any(same_failure(mine, other) for other in fingerprints or ())
+
+
+def distinct(fingerprints) -> list[str]:
+    """One of each failure among `fingerprints`, in their order (a measured value jitters from run
+    to run: twenty runs of one failure are one entry, not twenty)."""
+    out: list[str] = []
+    for mine in fingerprints:
+        if not among(mine, out):
+            out.append(mine)
+    return out

@@ -4,7 +4,7 @@ themselves.
 The quarantine file (`pytest-rocm/quarantine/1`, JSON, kept on the default branch) lists tests per
 SKU. The plugin reads it at run start (`--rocm-quarantine FILE`): a listed test still runs on that
 SKU, never blocks, and its report entry and the check say it is quarantined and why.
-`rocm-gate quarantine` keeps the file:
+`rocm-gate history quarantine` keeps the file:
 
 - a test failing on main (trunk/state.py) for at least AFTER hours on the SKU is added, with the commit it has
   failed since and its fingerprints;

@@ -18,17 +18,21 @@ else by their first run's start time.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import defaultdict
 from datetime import datetime
 
 from pytest_rocm.schemas.artifacts import schema
+from pytest_rocm.trunk.fingerprint import distinct
 
 TRUNK_SCHEMA = schema("trunk")
 WINDOW = 30  # main commits of the SKU looked at
 SUSPECTS_LIMIT = 200  # commits listed in one suspect range (the count is always given)
 COMMITS_LIMIT = 5000
+BREAKS_LIMIT = 5  # past streaks kept per test
 FAILED = ("regression", "unconfirmed")
+FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def _commit_outcome(verdicts: list[str]) -> str | None:
@@ -48,14 +52,17 @@ def _seconds(first: str | None, last: str | None) -> float | None:
         return None
 
 
-def main_runs(conn: sqlite3.Connection, sku: str) -> list[tuple]:
-    """(run id, tested commit, started, repository, default branch) of the SKU's main runs, oldest
-    first."""
-    return conn.execute(
-        "SELECT id, git_sha, started, repository, default_branch FROM runs WHERE origin = 'main' AND sku = ? "
-        "AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
+def main_runs(conn: sqlite3.Connection, sku: str) -> tuple[list[tuple], list[int]]:
+    """((run id, tested commit, started, repository, default branch, event) of the SKU's main runs,
+    oldest first; the ids of those left out because their commit is not a full SHA, which no
+    commit list can place)."""
+    rows = conn.execute(
+        "SELECT id, git_sha, started, repository, default_branch, event FROM runs WHERE origin = 'main' "
+        "AND sku = ? AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
         (sku,),
     ).fetchall()
+    kept = [r for r in rows if FULL_SHA.fullmatch(r[1])]
+    return kept, [r[0] for r in rows if not FULL_SHA.fullmatch(r[1])]
 
 
 def build(
@@ -73,8 +80,11 @@ def build(
         import datetime as dt
 
         generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    runs = main_runs(conn, sku)
+    runs, unplaced = main_runs(conn, sku)
     position = {sha: i for i, sha in enumerate(commits or [])}
+    # a merge queue's candidate lands on main only if it passed: without main's commit list an
+    # ejected candidate's failure would pass for main's
+    runs = [r for r in runs if r[5] != "merge_group" or r[1] in position]
     first_run: dict[str, tuple] = {}
     for run in runs:
         first_run.setdefault(run[1], run)
@@ -114,6 +124,7 @@ def build(
         "commits_from": "list" if commits else "tested commits",
         "tests": dict(sorted(tests.items())),
         "green": green,
+        "left_out_runs": unplaced,
     }
 
 
@@ -198,8 +209,11 @@ def _test_state(
         "suspect_count": None,
         "red_seconds": None,
         "fingerprints": [],
-        "flaky_fingerprints": sorted(
-            {f or "" for sha in flaky for v, f, _ in per_commit[sha] if v in FAILED + ("flaky",)}
+        "flaky_fingerprints": distinct(
+            f or ""
+            for sha in reversed(flaky)
+            for v, f, _ in per_commit[sha]
+            if v in FAILED + ("flaky",)
         )[:20],
         "last_failed": None,
     }
@@ -225,8 +239,8 @@ def _test_state(
         )
         entry["since"] = {"sha": since, "started": since_started}
         entry["red_seconds"] = _seconds(since_started, newest_started)
-        entry["fingerprints"] = sorted(
-            {f or "" for sha in streak for v, f, _ in per_commit[sha] if v in FAILED}
+        entry["fingerprints"] = distinct(
+            f or "" for sha in streak for v, f, _ in per_commit[sha] if v in FAILED
         )[:20]
         if entry["last_green"] is not None:
             start = (
@@ -240,4 +254,45 @@ def _test_state(
                 entry["suspect_count"] = end - start
     elif not flaky and flips == 0:
         return None
+    entry["breaks"] = _breaks(series, per_commit)
     return entry
+
+
+def _first_start(per_commit: dict, sha: str) -> str | None:
+    """When the first run of a commit started."""
+    return min(s or "" for _, _, s in per_commit[sha]) or None
+
+
+def _breaks(series: list[tuple], per_commit: dict) -> list[dict]:
+    """The streaks of failing commits in the window that a passing commit ended (main fixed them),
+    oldest first, at most BREAKS_LIMIT: each one's first failing commit, the green commit before it
+    (None at the window's start), the commit that fixed it and its fingerprints. A PR whose code is
+    based inside one fails it the way main did: main's failure, not the PR's."""
+    out: list[dict] = []
+    green = streak = None
+    for sha, outcome in series:
+        if outcome == "fail":
+            streak = streak or {"since": sha, "last_green": green, "shas": []}
+            streak["shas"].append(sha)
+        elif outcome == "pass":
+            if streak is not None:
+                out.append(
+                    {
+                        "since": {
+                            "sha": streak["since"],
+                            "started": _first_start(per_commit, streak["since"]),
+                        },
+                        "last_green": {"sha": streak["last_green"]}
+                        if streak["last_green"]
+                        else None,
+                        "fixed": {"sha": sha, "started": _first_start(per_commit, sha)},
+                        "fingerprints": distinct(
+                            f or ""
+                            for c in reversed(streak["shas"])
+                            for v, f, _ in per_commit[c]
+                            if v in FAILED
+                        )[:20],
+                    }
+                )
+            green, streak = sha, None
+    return out[-BREAKS_LIMIT:]

@@ -1,0 +1,349 @@
+"""The one decision of a run against main: what each blocking failure is, what each of main's
+failing tests that passes here is, and the check's conclusion. Pure functions of the run's verdicts,
+the trunk state (trunk/state.py), the quarantine the run applied, and the commit its code is based
+on; `github/checks.py` (publish, and the sweep through it) reads them, and nothing else decides.
+The README's conclusion table is `check_conclusion` written out; tests/test_judgement.py reads the
+table and holds the function to it on generated cases.
+
+A blocking failure's class (`failure_class`), first that applies:
+
+  quarantined    the quarantine excuses it: listed for this SKU, failing the way it was entered with
+                 (an entry without fingerprints excuses any failure); a quarantined test failing
+                 another way is judged as any test (the plugin makes it blocking, results/report.py)
+  flaky_on_main  main passed and failed it on one commit of this SKU in the window, the same way
+                 (the same text: the numbers of a flake's message may change from flake to flake),
+                 unless the code that ran holds main's current failure of it, this very failure
+  new            main is flaky on it another way (and passes it now)
+  new            main fails it, but the code that ran is based at or before main's last green commit
+                 (main's failure is not in it)
+  new            main fails it another way (another fingerprint)
+  pre_existing   main fails it the same way, and the code that ran contains that commit (or may: its
+                 base is in the suspect range, or newer than the trunk state's commits)
+  pre_existing   main failed it the same way and has fixed it since, after the code's base (a
+                 rebase picks up the fix)
+  new            anything else: main passes it
+
+A test main fails that passes here (`passing_class`): `fixed` only where the code that ran
+contains main's break (its base at or after the first failing commit, or made after that run
+started); otherwise `not_fixed_here` (the base predates the break, or may).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from pytest_rocm.trunk.fingerprint import among
+
+NEW, PRE_EXISTING, FLAKY_ON_MAIN, QUARANTINED = (
+    "new",
+    "pre_existing",
+    "flaky_on_main",
+    "quarantined",
+)
+FIXED, NOT_FIXED_HERE = "fixed", "not_fixed_here"
+EXCUSED = (PRE_EXISTING, FLAKY_ON_MAIN, QUARANTINED)
+
+
+@dataclass(frozen=True)
+class Base:
+    """The main commit the code that ran is built on (trunk/attribution.py: code_base), where it
+    lies on the trunk state's commit list (None: not on it), and when it was made (GitHub's
+    committer date, or None)."""
+
+    sha: str | None
+    index: int | None = None
+    date: dt.datetime | None = None
+
+
+def place(sha: str | None, commits: list[str], date: dt.datetime | None = None) -> Base:
+    index = commits.index(sha) if sha and sha in commits else None
+    return Base(sha, index, date)
+
+
+def _index(commits: list[str], commit: dict | None) -> int | None:
+    sha = (commit or {}).get("sha")
+    return commits.index(sha) if sha in commits else None
+
+
+def moment(text) -> dt.datetime | None:
+    """An ISO time as an aware datetime (UTC where it names no zone), or None."""
+    try:
+        value = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _short(commit: dict | None) -> str:
+    return ((commit or {}).get("sha") or "unknown")[:12]
+
+
+def _contains(base: Base, since: dict, commits: list[str]) -> bool | None:
+    """Whether the code based on `base` contains main's commit `since`: True, False, or None where
+    it cannot be told (base off the list with no date)."""
+    at = _index(commits, since)
+    if base.index is not None and at is not None:
+        return base.index >= at
+    started = moment((since or {}).get("started"))
+    if base.index is None and base.date is not None and started is not None:
+        # the first run that showed the break started after its commit was made
+        return base.date >= started
+    return None
+
+
+def _before_green(base: Base, green: dict | None, commits: list[str]) -> bool:
+    """Whether the base is at or before main's last green commit (main's break is not in it)."""
+    at = _index(commits, green)
+    return base.index is not None and at is not None and base.index <= at
+
+
+def quarantine_excuses(quarantine: dict, fingerprint: str) -> bool:
+    """Whether a quarantine entry excuses a failure with this fingerprint: the way it was entered
+    with (an entry with no fingerprints, one a person wrote, excuses any)."""
+    return not quarantine.get("fingerprints") or among(fingerprint, quarantine["fingerprints"])
+
+
+def failure_class(
+    fingerprint: str,
+    entry: dict | None,
+    base: Base,
+    commits: list[str],
+    quarantine: dict | None = None,
+) -> tuple[str, str]:
+    """(class, why) of a blocking failure with this fingerprint, against the test's trunk entry
+    (None: main passes it throughout the window) and the quarantine entry the run applied."""
+    mine = fingerprint or "(no message)"
+    if quarantine is not None and quarantine_excuses(quarantine, fingerprint):
+        return (
+            QUARANTINED,
+            f"quarantined: {quarantine.get('reason') or 'listed in the quarantine file'}",
+        )
+    flake = _flake(fingerprint, entry)
+    if entry is not None and entry["state"] in ("passing", "flaky") and entry["flaky_count"]:
+        theirs = "; ".join(f or "(no message)" for f in entry.get("flaky_fingerprints", [])[:2])
+        return flake or (
+            NEW,
+            f"flaky on main, but this failure differs: main: {theirs}; here: {mine}",
+        )
+    if entry is not None and entry["state"] == "failing":
+        since, green = entry["since"], entry.get("last_green")
+        if _before_green(base, green, commits):
+            return flake or (
+                NEW,
+                f"main fails this test since {_short(since)}, but this run's code is based on "
+                f"{base.sha[:12]}, at or before main's last green commit {_short(green)}: main's "
+                "failure is not in the code that ran",
+            )
+        if not among(fingerprint, entry["fingerprints"]):
+            theirs = "; ".join(f or "(no message)" for f in entry["fingerprints"][:2])
+            return flake or (
+                NEW,
+                f"main fails this test since {_short(since)}, but differently: main: {theirs}; here: {mine}",
+            )
+        contains = _contains(base, since, commits)
+        where = (
+            "based on it or later"
+            if contains
+            else "based inside the suspect range"
+            if base.index is not None
+            else "based on a commit the trunk state does not list (newer than its last main run, or "
+            "older than its commit list)"
+            if base.sha
+            else "no base named"
+        )
+        return (
+            PRE_EXISTING,
+            f"pre-existing on main since {_short(since)}, the same failure ({where})",
+        )
+    for gone in reversed((entry or {}).get("breaks") or []):
+        if not among(fingerprint, gone["fingerprints"]) or _before_green(
+            base, gone.get("last_green"), commits
+        ):
+            continue
+        # the code must hold the break and not the fix: a base on the commit list after main's last
+        # green commit before the break (checked above) holds it, or may (the suspect range); one
+        # off the list is placed by its date
+        fixed = _contains(base, gone["fixed"], commits)
+        broke = base.index is not None or _contains(base, gone["since"], commits)
+        if fixed is False and broke:
+            return PRE_EXISTING, (
+                f"main failed this test the same way from {_short(gone['since'])} until "
+                f"{_short(gone['fixed'])} fixed it, after this run's base {(base.sha or 'unknown')[:12]}: "
+                "a rebase picks up the fix"
+            )
+    return NEW, "main passes this test"
+
+
+def _flake(fingerprint: str, entry: dict | None) -> tuple[str, str] | None:
+    """FLAKY_ON_MAIN where main flaked on the test in the window failing this way. A flake's message
+    may count what changes from flake to flake: the same text is the flake, whatever main's newest
+    commit said (a flake that failed every attempt there reads as failing)."""
+    if entry is None or not entry["flaky_count"]:
+        return None
+    if not among(fingerprint, entry.get("flaky_fingerprints"), shape_only=True):
+        return None
+    last = (entry.get("flaky_commits") or ["unknown"])[-1]
+    return FLAKY_ON_MAIN, (
+        f"flaky on main, failing the same way: passed and failed on {entry['flaky_count']} "
+        f"main commit(s), last {last[:12]}"
+    )
+
+
+def passing_class(entry: dict, base: Base, commits: list[str]) -> tuple[str, str]:
+    """(class, why) of a test main fails (its entry is `failing`) that passes in this run."""
+    since = entry["since"]
+    if _contains(base, since, commits):
+        return FIXED, f"main fails it since {_short(since)}; it passes here"
+    if _before_green(base, entry.get("last_green"), commits):
+        return NOT_FIXED_HERE, (
+            f"main fails it since {_short(since)}; it passes here because this run's code is based on "
+            f"{base.sha[:12]}, before main broke it (last green {_short(entry.get('last_green'))})"
+        )
+    return NOT_FIXED_HERE, (
+        f"main fails it since {_short(since)}; it passes here, but this run's code may be based before "
+        f"main broke it ({(base.sha or 'no base named')[:12]})"
+    )
+
+
+# the check's conclusion ------------------------------------------------------------------------
+
+# gate-report conclusion -> check-run conclusion, where nothing else applies (a required check
+# passes on `success`, `neutral` and `skipped`)
+CHECK_OF_GATE = {
+    "success": "success",
+    "failure": "failure",
+    "neutral": "neutral",
+    "incomplete": "action_required",
+    "skipped": "action_required",
+}
+PASSING = ("success", "neutral")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the conclusion reads of one run (`facts_of`)."""
+
+    gate: str  # the gate report's conclusion
+    gate_reason: str
+    complete: bool = True
+    incomplete_causes: tuple[str, ...] = ()
+    # blocking gates that ended infra with neither a rerun nor a failed health probe
+    unproven_infra: tuple[str, ...] = ()
+    change_collection_error: bool = False  # a test file failed to collect for the change's reason
+    # each blocking failure's class (every one NEW where no trunk state judged the run)
+    classes: dict[str, str] = field(default_factory=dict)
+    soft_rollout: bool = False  # the repository's `incomplete: neutral`
+    simulated: bool = False  # results from a simulated platform profile
+
+
+def unproven_infra(tests: dict) -> tuple[str, ...]:
+    """Blocking gates that ended `infra` with neither a rerun nor a failed health probe behind the
+    verdict: not accepted as an infrastructure fault."""
+    return tuple(
+        sorted(
+            nodeid
+            for nodeid, t in tests.items()
+            if t["blocking"]
+            and t["verdict"] == "infra"
+            and len(t["attempts"]) < 2
+            and not any(not p.get("ok", True) for p in t["probes"])
+        )
+    )
+
+
+def facts_of(
+    report: dict,
+    classes: dict[str, str] | None = None,
+    soft_rollout: bool = False,
+    simulated: bool = False,
+) -> RunFacts:
+    """The facts of a gate report; `classes`: its blocking failures' classes against main (None:
+    judged alone, every one new)."""
+    from pytest_rocm.schemas.artifacts import blocking_failures
+
+    if classes is None:
+        classes = {name: NEW for name in blocking_failures(report["tests"])}
+    return RunFacts(
+        gate=report["conclusion"],
+        gate_reason=report.get("conclusion_reason") or report["conclusion"],
+        complete=bool(report["complete"]),
+        incomplete_causes=tuple(report.get("incomplete_causes") or ()),
+        unproven_infra=unproven_infra(report["tests"]),
+        change_collection_error=any(
+            e.get("cause") == "change" for e in report.get("collection_errors") or ()
+        ),
+        classes=dict(classes),
+        soft_rollout=soft_rollout,
+        simulated=simulated,
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    conclusion: str  # the check run's
+    why: str
+    # the table's conclusion before soft rollout and simulation: `incomplete` and `skipped` named
+    judged: str
+
+
+def check_conclusion(facts: RunFacts) -> Decision:
+    """The check run's conclusion and why: the README's conclusion table."""
+    judged, why = _by_gate(facts)
+    conclusion = CHECK_OF_GATE.get(judged, "action_required")
+    if judged in ("incomplete", "skipped") and facts.soft_rollout:
+        conclusion = "neutral"
+    if facts.simulated and conclusion in PASSING:
+        conclusion = "action_required"
+    return Decision(conclusion, why, judged)
+
+
+def _by_gate(facts: RunFacts) -> tuple[str, str]:
+    """(conclusion before soft rollout and simulation: `incomplete` and `skipped` as such, why)."""
+    new = sorted(n for n, c in facts.classes.items() if c == NEW)
+    excused = sorted(n for n, c in facts.classes.items() if c in EXCUSED)
+    if facts.gate == "failure":
+        if new:
+            if not excused:
+                return "failure", facts.gate_reason
+            return "failure", (
+                f"{len(new)} blocking gate(s) regressed, new in this run: {', '.join(new[:5])}; "
+                f"{len(excused)} more already failing or flaky on main, not counted"
+            )
+        if not facts.classes or facts.change_collection_error:
+            return "failure", facts.gate_reason
+        none_new = (
+            f"{len(excused)} blocking failure(s), none new: already failing, flaky or quarantined on "
+            f"main ({', '.join(excused[:5])})"
+        )
+        if not facts.complete:
+            return "incomplete", (
+                f"{none_new}; but the run is incomplete: " + "; ".join(facts.incomplete_causes[:3])
+            )
+        if facts.unproven_infra:
+            return "incomplete", (
+                f"{none_new}; but {len(facts.unproven_infra)} blocking gate(s) ended infra without "
+                f"evidence, e.g. {facts.unproven_infra[0]}"
+            )
+        return "neutral", none_new
+    if facts.gate == "neutral" and facts.unproven_infra:
+        return "incomplete", (
+            f"infra verdict without evidence on {len(facts.unproven_infra)} blocking gate(s) (no rerun, "
+            f"no failed health probe), e.g. {facts.unproven_infra[0]}: not accepted as an "
+            "infrastructure fault"
+        )
+    if facts.gate in ("neutral", "incomplete", "skipped", "success"):
+        return facts.gate, facts.gate_reason
+    return "incomplete", f"unknown gate conclusion {facts.gate!r}"
+
+
+# trunk health ----------------------------------------------------------------------------------
+
+
+def health_cell(blocking_failed: int, quarantined_failed: int) -> str:
+    """A group's state in one main run (the dashboard's trunk health, the tracker): `red` where a
+    blocking gate failed, `quarantined` where only quarantined gates did (main still fails them: a
+    quarantine stops the blocking, not the failing, and is no recovery), else `green`."""
+    if blocking_failed:
+        return "red"
+    return "quarantined" if quarantined_failed else "green"

@@ -1,0 +1,735 @@
+"""The truth harness: histories of main and PRs whose truth is known, run through the real
+decision path, and what each step published checked against an oracle that knows the truth.
+
+A history (`World`, from `world(rng)`): main's commits on two SKUs; breaks (a commit breaks a test
+on some SKUs, with an accuracy that jitters from run to run; a later commit may fix it); flaky
+tests (on some main commits a first attempt loses a race and the rerun passes); infrastructure
+faults (a first attempt's HSA error; on a bad node, every time); main runs at a cadence of their
+own per SKU (push, schedule, dispatch and merge-queue events with GitHub's real payloads, an
+ejected queue candidate that fails something main never had); a quarantine entered for a break;
+PRs with stale and fresh bases, their own regressions (a new failure, the same test far worse
+than main, a quarantined test failing another way, a flaky test failing twice), fixes of main's
+breaks, infra faults followed by main's own failure.
+
+Each run is the plugin's records (schema-valid, as the plugin writes them) through the real report
+builder (`results/report.py`), a results folder read back through the strict loader, history's
+ingest (`--origin pr` for PR runs, as the dashboard workflow does), the trunk state main's runs so
+far give at the PR's publish time (`trunk/state.py`, with main's commit list), the check
+`rocm-gate publish` writes (`github/checks.py`), then the quarantine file, the tracker issue, the
+flaky list and trunk health. `judge(world)` returns every disagreement with the oracle, and how
+many checks it made.
+
+The oracle says what can be known: a break no main run had shown by the PR's publish time is new
+to the trunk state (counted apart: the sweep judges it again once main learns of it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import re
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_rocm.github import checks, tracker
+from pytest_rocm.github.artifacts import read_results
+from pytest_rocm.history import queries, store
+from pytest_rocm.hw.profiles import builtin
+from pytest_rocm.results.manifest import provenance
+from pytest_rocm.results.records import PLAIN_PASS, RECORD_SCHEMA
+from pytest_rocm.results.report import build_gate_report
+from pytest_rocm.schemas.artifacts import schema_error
+from pytest_rocm.trunk import judgement, quarantine, state
+from pytest_rocm.trunk.fingerprint import fingerprint, same_failure
+
+REPO = "example/upstream"
+SKUS = ("MI300X", "MI355X")
+GROUPS = ("attention", "engine", "api")
+TESTS = [f"tests/test_{g}.py::test_{g}_{i}" for g in GROUPS for i in range(2)]
+RACE = "AssertionError: lost a race in the scheduler"
+HSA = (
+    "HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception. code: 0x1016"
+)
+OWN = "KeyError: 'rope_scaling'"
+TEMPLATE = json.loads(
+    (Path(__file__).parent / "data" / "main-job" / "gate-report.json").read_text()
+)["manifest"]
+
+
+def group_of(test: str) -> str:
+    return test.split("::test_")[1].rsplit("_", 1)[0]
+
+
+def accuracy(value: float) -> str:
+    return f"AssertionError: gsm8k accuracy {value:.3f} below 0.700"
+
+
+@dataclass
+class Break:
+    test: str
+    skus: frozenset
+    culprit: int  # the commit that broke it
+    fix: int | None  # the commit that fixed it
+    value: float  # its accuracy, jittering 3% from run to run
+
+    def at(self, commit: int, sku: str) -> bool:
+        return (
+            sku in self.skus and self.culprit <= commit and (self.fix is None or commit < self.fix)
+        )
+
+
+@dataclass
+class MainRun:
+    sku: str
+    commit: int
+    event: str  # push, schedule, workflow_dispatch, merge_group; "ejected": a queue candidate that never landed
+    hour: float
+    runner: str
+
+
+@dataclass
+class PR:
+    number: int
+    sku: str
+    base: int  # the main commit its merge commit was made on
+    published: int  # main's newest commit when its check is published (the trunk state then)
+    own: dict = field(default_factory=dict)  # test -> its failure (a regression of its own)
+    fixes: set = field(default_factory=set)  # main's breaks this PR fixes
+    infra: set = field(default_factory=set)  # a first attempt's HSA fault
+    flaky: set = field(default_factory=set)  # a first attempt loses a race, the rerun passes
+    unlucky: set = field(default_factory=set)  # both attempts lose the race (a regression verdict)
+
+
+@dataclass
+class World:
+    seed: int
+    commits: list[str]
+    breaks: list[Break]
+    flakes: dict  # (test, sku) -> main commits where it flakes
+    main_runs: list[MainRun]
+    prs: list[PR]
+    quarantined: (
+        dict  # (test, sku) -> (the break, the commit from which the quarantine file lists it)
+    )
+    bad_node: tuple | None  # (sku, test): the runner node-bad-<sku> faults on it every time
+
+
+def world(rng: random.Random, seed: int = 0) -> World:
+    n = rng.randint(8, 14)
+    commits = [f"{rng.getrandbits(160):040x}" for _ in range(n)]
+    breaks: list[Break] = []
+    for _ in range(rng.randint(1, 4)):
+        test = rng.choice(TESTS)
+        culprit = rng.randint(1, n - 2)
+        fix = rng.choice([None, rng.randint(culprit + 1, n)])
+        fix = None if fix is not None and fix >= n else fix
+        skus = frozenset(rng.sample(SKUS, rng.randint(1, 2)))
+        clash = any(
+            b.test == test
+            and b.skus & skus
+            and not (
+                (fix is not None and fix <= b.culprit) or (b.fix is not None and b.fix <= culprit)
+            )
+            for b in breaks
+        )
+        if not clash:
+            breaks.append(Break(test, skus, culprit, fix, round(rng.uniform(0.2, 0.6), 3)))
+    flakes = {}
+    for _ in range(rng.randint(0, 2)):
+        test, sku = rng.choice(TESTS), rng.choice(SKUS)
+        if not any(b.test == test for b in breaks):
+            flakes[(test, sku)] = set(rng.sample(range(n), rng.randint(1, 3)))
+    main_runs = []
+    for k, sku in enumerate(SKUS):
+        every, offset = rng.randint(2, 4), rng.randint(0, 1)
+        for commit in range(offset, n, every):
+            event = rng.choice(["push", "push", "schedule", "workflow_dispatch", "merge_group"])
+            main_runs.append(
+                MainRun(sku, commit, event, commit + 0.5 + 0.1 * k, f"node-{sku}-{commit % 3}")
+            )
+        if rng.random() < 0.5:
+            commit = rng.randint(1, n - 1)
+            main_runs.append(MainRun(sku, commit, "ejected", commit + 0.7, f"node-{sku}-0"))
+    bad_node = None
+    if rng.random() < 0.5:
+        bad_node = (rng.choice(SKUS), rng.choice(TESTS))
+        sku = bad_node[0]
+        for commit in range(n):
+            main_runs.append(MainRun(sku, commit, "push", commit + 0.8, f"node-bad-{sku}"))
+    main_runs.sort(key=lambda r: r.hour)
+    quarantined = {}
+    for b in breaks:
+        if rng.random() < 0.3:
+            sku = sorted(b.skus)[0]
+            quarantined[(b.test, sku)] = (b, rng.randint(b.culprit, n - 1))
+    prs = []
+    for number in range(1, rng.randint(3, 7) + 1):
+        sku = rng.choice(SKUS)
+        base = rng.randint(0, n - 1)
+        published = rng.randint(base, n - 1)
+        pr = PR(number, sku, base, published)
+        broken_here = [b for b in breaks if b.at(base, sku)]
+        for _ in range(rng.randint(0, 2)):
+            kind = rng.random()
+            test = rng.choice(TESTS)
+            if kind < 0.3:
+                pr.own[test] = OWN
+            elif kind < 0.45 and broken_here:
+                b = rng.choice(broken_here)
+                pr.own[b.test] = accuracy(b.value / 8)  # the same test, far worse than main
+            elif kind < 0.6 and broken_here:
+                pr.fixes.add(rng.choice(broken_here).test)
+            elif kind < 0.75:
+                pr.infra.add(test)
+            elif kind < 0.85:
+                pr.flaky.add(test)
+            else:
+                pr.unlucky.add(rng.choice([t for t, s in flakes if s == sku] or [test]))
+        prs.append(pr)
+    return World(seed, commits, breaks, flakes, main_runs, prs, quarantined, bad_node)
+
+
+# the runs -----------------------------------------------------------------------------------------
+
+
+class Clock:
+    """Times of the history, ending now (a trunk state has an age: attribution.stale)."""
+
+    def __init__(self, n: int):
+        self.start = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=n + 2)
+
+    def at(self, hour: float) -> dt.datetime:
+        return self.start + dt.timedelta(hours=hour)
+
+
+def _manifest(sku: str, runner: str, prov: dict, started: dt.datetime) -> dict:
+    platform = builtin(f"{sku.lower()}-1").to_dict()
+    platform["profile"] = None  # as detected on the node: a simulated profile never passes a check
+    return {
+        **TEMPLATE,
+        "platform": platform,
+        "git_sha": prov["tested_sha"],
+        "git_sha_from": "event",
+        "provenance": prov,
+        "runner": runner,
+        "started": started.isoformat(),
+        "finished": (started + dt.timedelta(minutes=20)).isoformat(),
+    }
+
+
+def _event(folder: Path, name: str, payload: dict, ref: str, sha: str, run_id: int) -> dict:
+    """The provenance the plugin records for a GitHub event (results/manifest.py: provenance), from
+    the event's payload as GitHub delivers it."""
+    path = folder / "event.json"
+    path.write_text(json.dumps(payload))
+    environ = {
+        "GITHUB_EVENT_NAME": name,
+        "GITHUB_EVENT_PATH": str(path),
+        "GITHUB_REF": ref,
+        "GITHUB_SHA": sha,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_RUN_ID": str(run_id),
+        "GITHUB_RUN_ATTEMPT": "1",
+    }
+    return provenance(folder, environ)  # the folder is no git checkout: the event says what ran
+
+
+def main_event(world: World, run: MainRun, folder: Path, run_id: int) -> dict:
+    sha = world.commits[run.commit] if run.event != "ejected" else f"{run_id:040x}"
+    previous = world.commits[run.commit - 1] if run.commit else "0" * 40
+    repository = {"full_name": REPO, "default_branch": "main"}
+    if run.event == "push":
+        return _event(
+            folder,
+            "push",
+            {"after": sha, "before": previous, "ref": "refs/heads/main", "repository": repository},
+            "refs/heads/main",
+            sha,
+            run_id,
+        )
+    if run.event == "schedule":  # GitHub's schedule payload names no repository
+        return _event(
+            folder,
+            "schedule",
+            {"schedule": "0 */6 * * *", "workflow": ".github/workflows/rocm-gate.yml"},
+            "refs/heads/main",
+            sha,
+            run_id,
+        )
+    if run.event == "workflow_dispatch":
+        return _event(
+            folder,
+            "workflow_dispatch",
+            {"inputs": {}, "ref": "refs/heads/main", "repository": repository},
+            "refs/heads/main",
+            sha,
+            run_id,
+        )
+    queue = f"refs/heads/gh-readonly-queue/main/pr-{run_id}-{previous}"
+    group = {
+        "head_sha": sha,
+        "head_ref": queue,
+        "base_sha": previous,
+        "base_ref": "refs/heads/main",
+    }
+    return _event(folder, "merge_group", {"merge_group": group, "repository": repository}, queue, sha, run_id)  # fmt: skip
+
+
+def pr_event(world: World, pr: PR, folder: Path, run_id: int) -> dict:
+    payload = {
+        "pull_request": {
+            "number": pr.number,
+            "head": {"sha": f"{pr.number:040x}"},
+            "base": {"sha": world.commits[pr.base]},
+        },
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
+    merge = f"{10**6 + pr.number:040x}"
+    return _event(folder, "pull_request", payload, f"refs/pull/{pr.number}/merge", merge, run_id)
+
+
+@dataclass
+class Attempt:
+    message: str | None  # None: passed
+    infra: bool = False
+
+
+def _records(plan: dict[str, list[Attempt]], held: dict[str, dict], t0: float) -> list[dict]:
+    """The records the plugin writes for these attempts: each test's first attempt in a worker of
+    its own (an HSA fault poisons its process, plugin/poisoned.py: what ran after it there is
+    collateral, which the sticky-fault tests cover), a rerun in a fresh process."""
+    base = {"schema": RECORD_SCHEMA}
+    out = [{**base, "kind": "preflight", "nodeid": "", "ok": True, "devices": [0], "detail": "ok", "exit_code": 0, "command": "probe", "t": t0, "worker": "controller"}]  # fmt: skip
+    t = t0
+    for index, (test, attempts) in enumerate(plan.items()):
+        spec = {"group": group_of(test), "blocking": test not in held, "gate": True}
+        if test in held:
+            spec["quarantine"] = held[test]
+        for number, attempt in enumerate(attempts):
+            worker = f"gw{index}" if number == 0 else f"rerun{index}"
+            t += 0.01
+            if attempt.message is None:
+                out.append({**base, **spec, "nodeid": test, "when": PLAIN_PASS, "outcome": "passed", "durations": [0.001, 0.01, 0.001], "t": t, "worker": worker, "gpus": [0]})  # fmt: skip
+                continue
+            out.append({**base, **spec, "nodeid": test, "when": "setup", "outcome": "passed", "duration": 0.001, "t": t, "worker": worker, "gpus": [0]})  # fmt: skip
+            t += 0.01
+            failure = f"def {test.split('::')[1]}():\n>       check()\nE       {attempt.message}"
+            out.append({**base, **spec, "nodeid": test, "when": "call", "outcome": "failed", "duration": 0.01, "message": attempt.message, "failure": failure, "stdout_tail": HSA if attempt.infra else "", "stderr_tail": "", "t": t, "worker": worker, "gpus": [0]})  # fmt: skip
+            t += 0.01
+            out.append({**base, **spec, "nodeid": test, "when": "teardown", "outcome": "passed", "duration": 0.001, "t": t, "worker": worker, "gpus": [0]})  # fmt: skip
+    out.append({**base, "kind": "session", "nodeid": "", "exitstatus": 0, "stopped": None, "collection_errors": [], "collected": list(plan), "t": t + 0.1, "worker": "controller"})  # fmt: skip
+    return out
+
+
+def _attempts(first: Attempt, truth: str | None, rerun: bool) -> list[Attempt]:
+    """A test's attempts: the first, then (after a failed first) its rerun, which fails as the
+    truth says."""
+    if first.message is None or not rerun:
+        return [first]
+    return [first, Attempt(truth)]
+
+
+def _jitter(rng: random.Random, b: Break) -> str:
+    return accuracy(b.value * (1 + rng.uniform(-0.03, 0.03)))
+
+
+def _held(world: World, sku: str, commit: int) -> dict[str, dict]:
+    """What the quarantine file lists for this SKU when main is at `commit` (as the plugin copies an
+    entry into its records: trunk/quarantine.py and plugin/collection.py)."""
+    return {
+        test: {
+            "reason": f"red on main ({sku})",
+            "since": world.commits[b.culprit],
+            "sku": sku,
+            "fingerprints": [fingerprint(accuracy(b.value))],
+            "blocks": True,
+        }
+        for (test, s), (b, entered) in world.quarantined.items()
+        if s == sku and commit >= entered
+    }
+
+
+def _write(folder: Path, records: list[dict], manifest: dict) -> None:
+    report = build_gate_report(records, manifest, [], group_of)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "gate-report.json").write_text(json.dumps(report))
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def run_main(
+    world: World, run: MainRun, root: Path, rng: random.Random, clock: Clock, run_id: int
+) -> Path:
+    folder = root / f"main-{run_id}"
+    folder.mkdir(parents=True)
+    prov = main_event(world, run, folder, run_id)
+    plan = {}
+    for test in TESTS:
+        b = next((b for b in world.breaks if b.test == test and b.at(run.commit, run.sku)), None)
+        truth = _jitter(rng, b) if b else None
+        if run.event == "ejected" and test == TESTS[0]:
+            truth = "AssertionError: a break only the ejected candidate had"
+        first = Attempt(truth)
+        if run.commit in world.flakes.get((test, run.sku), ()) and truth is None:
+            first = Attempt(RACE)
+        if world.bad_node == (run.sku, test) and run.runner == f"node-bad-{run.sku}":
+            first = Attempt(HSA, infra=True)
+        plan[test] = _attempts(first, truth, rerun=True)
+    records = _records(plan, _held(world, run.sku, run.commit), clock.at(run.hour).timestamp())
+    _write(folder, records, _manifest(run.sku, run.runner, prov, clock.at(run.hour)))
+    return folder
+
+
+def main_break(world: World, pr: PR, test: str) -> Break | None:
+    """Main's break of the test in the PR's code (its base holds it, and the PR does not fix it)."""
+    if test in pr.fixes or test in pr.own or test in pr.unlucky:
+        return None
+    return next((b for b in world.breaks if b.test == test and b.at(pr.base, pr.sku)), None)
+
+
+def pr_failure(world: World, pr: PR, test: str) -> str | None:
+    """What the PR's code fails the test with (main's break without its jitter), None: it passes."""
+    if test in pr.unlucky:
+        return RACE
+    if test in pr.own:
+        return pr.own[test]
+    b = main_break(world, pr, test)
+    return accuracy(b.value) if b else None
+
+
+def run_pr(world: World, pr: PR, root: Path, rng: random.Random, clock: Clock, run_id: int) -> Path:
+    folder = root / f"pr-{pr.number}"
+    folder.mkdir(parents=True)
+    prov = pr_event(world, pr, folder, run_id)
+    plan = {}
+    for test in TESTS:
+        b = main_break(world, pr, test)
+        truth = _jitter(rng, b) if b else pr_failure(world, pr, test)
+        first = Attempt(truth)
+        if test in pr.flaky and truth is None:
+            first = Attempt(RACE)
+        if test in pr.infra:
+            first = Attempt(HSA, infra=True)
+        plan[test] = _attempts(first, truth, rerun=True)
+    hour = pr.published + 0.9
+    records = _records(plan, _held(world, pr.sku, pr.published), clock.at(hour).timestamp())
+    _write(folder, records, _manifest(pr.sku, f"node-{pr.sku}-pr", prov, clock.at(hour)))
+    return folder
+
+
+# the oracle ---------------------------------------------------------------------------------------
+
+
+def _seen(world: World, sku: str, upto: int, commits) -> list[MainRun]:
+    """Main runs of the SKU the trunk state at `upto` reads (landed commits only)."""
+    return [
+        r
+        for r in world.main_runs
+        if r.sku == sku and r.commit <= upto and r.event != "ejected" and r.commit in commits
+    ]
+
+
+def _informative(world: World, run: MainRun, test: str) -> str | None:
+    """What a main run says of a test: fail, pass, flaky, or nothing (infra)."""
+    b = any(b.test == test and b.at(run.commit, run.sku) for b in world.breaks)
+    if world.bad_node == (run.sku, test) and run.runner == f"node-bad-{run.sku}":
+        return "fail" if b else None
+    if b:
+        return "fail"
+    return "flaky" if run.commit in world.flakes.get((test, run.sku), ()) else "pass"
+
+
+def _says(world: World, runs: list[MainRun], test: str) -> list[tuple[int, str]]:
+    """(commit, what main said of the test there) per tested commit, oldest first, as the trunk
+    state folds a commit's runs (trunk/state.py): flaky where a run was flaky or runs disagreed."""
+    by_commit: dict[int, list[str]] = {}
+    for run in sorted(runs, key=lambda r: r.hour):
+        said = _informative(world, run, test)
+        if said is not None:
+            by_commit.setdefault(run.commit, []).append(said)
+    out = []
+    for commit in sorted(by_commit):
+        said = set(by_commit[commit])
+        out.append((commit, "flaky" if "flaky" in said or said == {"fail", "pass"} else said.pop()))
+    return out
+
+
+def expected_class(
+    world: World, pr: PR, test: str, judged_at: int | None = None
+) -> tuple[str, bool]:
+    """(the class the trunk state when main was at `judged_at` (default: the PR's publish time)
+    must give a failure of the test, whether it is main's failure and no main run had shown it
+    yet)."""
+    mine = pr_failure(world, pr, test)
+    held = _held(world, pr.sku, pr.published).get(test)  # the quarantine file the run read
+    if held and any(same_failure(fingerprint(mine), f) for f in held["fingerprints"]):
+        return judgement.QUARANTINED, False  # excused by the quarantine: never a blocking failure
+    at = pr.published if judged_at is None else judged_at
+    seen = _seen(world, pr.sku, at, range(len(world.commits)))
+    if mine == RACE:
+        # a race main lost on a commit of this SKU is the flake, whether main breaks the test or not
+        shown = any(said == "flaky" for _, said in _says(world, seen, test))
+        return (judgement.FLAKY_ON_MAIN if shown else judgement.NEW), False
+    b = main_break(world, pr, test)
+    if b is None:
+        return judgement.NEW, False
+    # main's own break, in the code that ran: known once a main run of a commit that holds it
+    # showed it
+    shown = any(
+        c >= b.culprit and b.at(c, pr.sku) and said == "fail"
+        for c, said in _says(world, seen, test)
+    )
+    return (judgement.PRE_EXISTING, False) if shown else (judgement.NEW, True)
+
+
+@dataclass
+class Verdicts:
+    histories: int = 0
+    checks: int = 0  # judgements compared with the oracle
+    disagreements: list[str] = field(default_factory=list)
+    unknowable_blocks: int = (
+        0  # failures blocked as new: main's break, no main run had shown it yet
+    )
+    still_unknowable: int = 0  # of those, still unshown by main's newest state (the sweep's)
+    own_regressions: int = 0
+    own_blocked: int = 0
+
+    def expect(self, ok: bool, what: str) -> None:
+        self.checks += 1
+        if not ok:
+            self.disagreements.append(what)
+
+
+def _trunk(conn, world: World, sku: str, upto: int, clock: Clock) -> dict:
+    """The trunk state the dashboard workflow would have made once main was at `upto`."""
+    generated = clock.at(upto + 0.85).isoformat()
+    return state.build(conn, sku, commits=world.commits[: upto + 1], generated=generated)
+
+
+def judge(world: World, found: Verdicts | None = None) -> Verdicts:
+    found = found or Verdicts()
+    found.histories += 1
+    rng = random.Random(world.seed)
+    clock = Clock(len(world.commits))
+    with tempfile.TemporaryDirectory(prefix="truth-") as scratch:
+        root = Path(scratch)
+        conn = store.connect(root / "history.db")
+        events = [(r.hour, "main", r) for r in world.main_runs]
+        events += [(pr.published + 0.9, "pr", pr) for pr in world.prs]
+        for run_id, (_, kind, item) in enumerate(sorted(events, key=lambda e: (e[0], e[1])), 1):
+            if kind == "main":
+                folder = run_main(world, item, root, rng, clock, run_id)
+                sha = json.loads((folder / "manifest.json").read_text())["provenance"]["tested_sha"]
+                store.ingest(conn, folder, "manifest", str(run_id), sha)
+                continue
+            pr = item
+            folder = run_pr(world, pr, root, rng, clock, run_id)
+            store.ingest(conn, folder, "pr", str(run_id))
+            trunks = [_trunk(conn, world, sku, pr.published, clock) for sku in SKUS]
+            for t in trunks:
+                found.expect(
+                    schema_error(t, "trunk") is None,
+                    f"seed {world.seed}: trunk invalid: {schema_error(t, 'trunk')}",
+                )
+            _check_pr(world, pr, folder, trunks, clock, found)
+        last = len(world.commits) - 1
+        final = [_trunk(conn, world, sku, last, clock) for sku in SKUS]
+        for pr in world.prs:  # the sweep: every check judged again against main's newest state
+            _check_pr(world, pr, root / f"pr-{pr.number}", final, clock, found, judged_at=last)
+        _check_main(world, conn, final, found)
+        conn.close()
+    return found
+
+
+def _check_pr(
+    world: World,
+    pr: PR,
+    folder: Path,
+    trunks: list[dict],
+    clock: Clock,
+    found: Verdicts,
+    judged_at: int | None = None,
+) -> None:
+    """The PR's check against the trunk states of main at `judged_at` (default: its publish time;
+    later: as the sweep publishes it again against a newer state)."""
+    results = read_results(folder)
+    base_sha, base_date = world.commits[pr.base], clock.at(pr.base)
+    content = checks.build(
+        results, "rocm-gate / X", trunk=trunks, base_sha=base_sha, base_date=base_date
+    )
+    attribution, used = checks._against_trunk(results, trunks, [], base_sha, base_date)
+    where = (
+        f"seed {world.seed} PR {pr.number} ({pr.sku}, base c{pr.base}, published at c{pr.published}"
+    )
+    where += f", judged again at c{judged_at})" if judged_at is not None else ")"
+    found.expect(used is not None and used["sku"] == pr.sku, f"{where}: no trunk state used")
+    if attribution is None:
+        return
+    tests = results.report["tests"]
+    new = []
+    for test in TESTS:
+        verdict = tests[test]["verdict"]
+        blocking_failure = test in attribution.classes
+        want, unknowable = expected_class(world, pr, test, judged_at)
+        fails = verdict in ("regression", "unconfirmed")
+        if not fails:
+            continue
+        if want == judgement.QUARANTINED:
+            found.expect(
+                not blocking_failure, f"{where}: {test} quarantined for this failure but blocking"
+            )
+            found.expect(
+                test in _section(content.summary, "Quarantined"),
+                f"{where}: {test} not listed as quarantined",
+            )
+            continue
+        got = attribution.classes.get(test)
+        found.expect(
+            got == want,
+            f"{where}: {test} is {got}, the truth says {want} ({attribution.reasons.get(test)})",
+        )
+        if test in pr.own and pr_failure(world, pr, test) == pr.own[test] and judged_at is None:
+            found.own_regressions += 1
+            found.own_blocked += got == judgement.NEW
+        if want == judgement.NEW:
+            new.append(test)
+            if judged_at is None:
+                found.unknowable_blocks += unknowable
+            else:
+                found.still_unknowable += unknowable
+            found.expect(
+                test in _section(content.summary, "Regressions (blocking)"),
+                f"{where}: {test} new but not listed as blocking",
+            )
+        elif want == judgement.PRE_EXISTING:
+            found.expect(
+                test in _section(content.summary, "Pre-existing on main"),
+                f"{where}: {test} not listed as pre-existing",
+            )
+    held = _held(world, pr.sku, pr.published)
+    infra = any(t in pr.infra and pr_failure(world, pr, t) is None and t not in held for t in TESTS)
+    excused = any(
+        pr_failure(world, pr, t) is not None
+        and expected_class(world, pr, t, judged_at)[0]
+        in (judgement.PRE_EXISTING, judgement.FLAKY_ON_MAIN)
+        for t in TESTS
+    )
+    conclusion = "failure" if new else "neutral" if (excused or infra) else "success"
+    found.expect(
+        content.conclusion == conclusion,
+        f"{where}: concluded {content.conclusion}, the truth says {conclusion}: {content.summary[:300]}",
+    )
+    if new:  # the reason counts only the new ones
+        why = re.search(r"Why: `+ (\d+) blocking gate\(s\) regressed", content.summary)
+        count = int(why.group(1)) if why else -1
+        found.expect(count == len(new), f"{where}: the reason counts {count}, {len(new)} are new")
+    # "fixed by this PR" only where the code held main's break
+    for test in attribution.fixed:
+        b = next(
+            (
+                b
+                for b in world.breaks
+                if b.test == test and pr.sku in b.skus and b.culprit <= pr.base
+            ),
+            None,
+        )
+        found.expect(
+            b is not None,
+            f"{where}: {test} said fixed by this PR, but its base c{pr.base} predates main's break",
+        )
+
+
+def _section(summary: str, title: str) -> str:
+    """The text of the summary's section whose heading starts with `title`."""
+    start = summary.find(f"### {title}")
+    if start < 0:
+        return ""
+    end = summary.find("\n### ", start + 4)
+    return summary[start : end if end > 0 else len(summary)]
+
+
+def _excused_on_main(world: World, run: MainRun, test: str) -> bool:
+    """Whether the quarantine excused the test's failure in a main run: it lists the test, for the
+    failure it was entered with."""
+    held = _held(world, run.sku, run.commit).get(test)
+    b = next((b for b in world.breaks if b.test == test and b.at(run.commit, run.sku)), None)
+    return bool(held and b) and same_failure(
+        fingerprint(accuracy(b.value)), held["fingerprints"][0]
+    )
+
+
+def _check_main(world: World, conn: sqlite3.Connection, final: list[dict], found: Verdicts) -> None:
+    n = len(world.commits)
+    landed = frozenset(world.commits)  # as `rocm-gate dashboard --repo` reads them
+    suspects = queries.suspects(conn, landed=landed)
+    health = {(h["sku"], h["group"]): h for h in queries.trunk_health(conn, landed=landed)}
+    flaky = {f["test"]: f for f in queries.flaky(conn, landed=landed)["flaky"]}
+    for doc in final:
+        sku = doc["sku"]
+        where = f"seed {world.seed} main on {sku}"
+        seen = _seen(world, sku, n - 1, range(n))
+        for test in TESTS:
+            said = _says(world, seen, test)
+            want = (
+                {"fail": "failing", "pass": "passing", "flaky": "flaky"}[said[-1][1]]
+                if said
+                else None
+            )
+            entry = doc["tests"].get(test)
+            got = entry["state"] if entry else ("passing" if said else None)
+            found.expect(
+                got == want, f"{where}: {test} is {got} in the trunk state, the truth says {want}"
+            )
+            flaked = any(s == "flaky" for _, s in said)
+            found.expect(
+                flaked == (sku in flaky.get(test, {}).get("skus", [])),
+                f"{where}: {test} flaky on main is {flaked}, the flaky list says {flaky.get(test)}",
+            )
+        # trunk health: the newest main run of each group
+        newest = max(
+            (r for r in world.main_runs if r.sku == sku and r.event != "ejected"),
+            key=lambda r: r.hour,
+            default=None,
+        )
+        if newest is not None:
+            for group in GROUPS:
+                members = [t for t in TESTS if group_of(t) == group]
+                failing = [t for t in members if _informative(world, newest, t) == "fail"]
+                held = [t for t in failing if _excused_on_main(world, newest, t)]
+                cell = judgement.health_cell(len(failing) - len(held), len(held))
+                got = health.get((sku, group), {}).get("state")
+                found.expect(
+                    got == cell, f"{where}: trunk health of {group} is {got}, the truth says {cell}"
+                )
+        # the tracker issue of this SKU: its failing tests, and no other SKU's suspects
+        _, body = tracker.render(doc, "vllm", suspects)
+        for test, entry in doc["tests"].items():
+            if entry["state"] == "failing":
+                found.expect(test in body, f"{where}: the tracker misses failing {test}")
+        for s in suspects:
+            if s["sku"] != sku:
+                found.expect(
+                    s["reason"] not in body,
+                    f"{where}: the tracker lists {s['sku']}'s suspect {s['test']}",
+                )
+        # the quarantine file: every failing test entered, with the fingerprint main fails with
+        doc_q, added, _ = quarantine.update(conn, quarantine.empty(), doc, after_hours=0)
+        found.expect(
+            schema_error(doc_q, "quarantine") is None, f"{where}: the quarantine file is invalid"
+        )
+        for test, entry in doc["tests"].items():
+            if entry["state"] == "failing":
+                listed = [e for e in doc_q["tests"] if e["test"] == test and e["sku"] == sku]
+                last = _says(world, seen, test)[-1][0]
+                b = next((b for b in world.breaks if b.test == test and b.at(last, sku)), None)
+                found.expect(
+                    bool(listed)
+                    and b is not None
+                    and any(
+                        same_failure(f, fingerprint(accuracy(b.value)))
+                        for f in listed[0]["fingerprints"]
+                    ),
+                    f"{where}: quarantine of {test}: {listed}",
+                )
