@@ -154,8 +154,9 @@ def test_pytest_and_xdist_internals_are_touched_in_two_modules():
 def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
     """docs/architecture.md, "Parts": `github/` reads files (their schemas), not the plugin's Python
     objects or test code. The trunk attribution it uses reads the same artifacts (a gate report, a
-    trunk state) and nothing else."""
+    trunk state) and nothing else; its errors derive from the one base (errors.py imports nothing)."""
     readers = (
+        "pytest_rocm.errors",
         "pytest_rocm.github",
         "pytest_rocm.schemas",
         "pytest_rocm.trunk.attribution",
@@ -253,9 +254,9 @@ def test_every_path_module_and_command_named_exists():
     assert [kind for _, kind, _ in stale_names(planted)] == ["command", "path"]
 
 
-# The longest function's lines today (plugin/options.py: add_options, the option table), so no function
-# grows past it; lowered as the longest are split (the goal is 100: seven functions are over it).
-LONGEST_FUNCTION = 226
+# No function of the package over 100 lines (the issue's goal, met: the option table is data in
+# plugin/option_table.py, the long deciders and readers are split into steps).
+LONGEST_FUNCTION = 100
 
 
 def test_no_function_grows_past_the_longest():

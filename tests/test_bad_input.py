@@ -696,3 +696,52 @@ def test_a_broken_real_model_config_is_a_collection_error_naming_it(pytester, co
         output
     )
     assert "Traceback" not in output, output
+
+
+# raised only to leave their module, never for a user: github/api.py's retry signals, the
+# rerun relay's "nothing to do for this payload" (its command says so and exits 0)
+CONTROL_FLOW = {"Ambiguous", "_Refused", "Ignored"}
+
+
+def test_every_error_of_the_package_derives_from_the_one_base():
+    """pytest_rocm/errors.py: a user's error has one base, so `cli.main` catches what a command
+    did not (and its exit status is the class's)."""
+    import ast
+    import importlib
+
+    import pytest_rocm
+    from pytest_rocm import errors
+
+    package = Path(pytest_rocm.__file__).parent
+    outside = []
+    for path in sorted(package.rglob("*.py")):
+        module_name = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        module_name = module_name.removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or node.name in CONTROL_FLOW:
+                continue
+            cls = getattr(importlib.import_module(module_name), node.name, None)
+            if isinstance(cls, type) and issubclass(cls, Exception):
+                if not issubclass(cls, errors.Error):
+                    outside.append(f"{module_name}.{node.name}")
+    assert outside == []
+
+
+def test_an_error_no_command_caught_is_one_line_and_its_exit_status(monkeypatch, capsys):
+    from pytest_rocm import cli
+    from pytest_rocm.errors import NotDone
+    from pytest_rocm.history.store import HistoryError
+
+    for error, status in (
+        (HistoryError("history.db: schema 9 is newer than this rocm-gate"), 2),
+        (NotDone("GitHub did not answer"), 4),
+    ):
+        module = cli.command_module("verdict")
+
+        def run(args, error=error):
+            raise error
+
+        monkeypatch.setattr(module, "run", run)
+        assert cli.main(["verdict", "somewhere"]) == status
+        err = capsys.readouterr().err
+        assert err == f"rocm-gate verdict: {error}\n"

@@ -176,3 +176,36 @@ def test_a_folder_with_files_of_its_own_is_refused_and_left_as_it_was(pytester):
     )
     assert (pytester.path / "notes.txt").read_text() == "a maintainer's notes"
     assert (pytester.path / "test_plain.py").exists()
+
+
+def test_every_setting_of_the_table_is_an_option_or_ini_key_pytest_knows(pytester):
+    """plugin/option_table.py is the one declaration: pytest's help lists each row's option and
+    ini key, and each option's help that names an ini key names its own row's."""
+    import re
+
+    from pytest_rocm.plugin.option_table import SETTINGS
+
+    shown = pytester.runpytest("--help").stdout.str()
+    for setting in SETTINGS:
+        if setting.flag and setting.help != "==SUPPRESS==":
+            assert setting.flag in shown, setting.flag
+        if setting.ini:
+            assert re.search(rf"^\s+{setting.ini}\b", shown, re.M), setting.ini
+        for named in re.findall(r"\bini (rocm_\w+)", setting.help):
+            assert named == setting.ini, (
+                f"{setting.flag}'s help names {named}, its ini is {setting.ini}"
+            )
+
+
+@pytest.mark.parametrize("option", ["--rocm-model", "--rocm-model-dir", "--rocm-golden-record"])
+def test_a_path_option_typed_with_a_space_that_moves_the_rootdir_is_refused(pytester, option):
+    """Every path option of the table, not only the report folder's: its value, taken by pytest
+    for a test path too, would choose another rootdir and change every node id."""
+    pytester.makeini("[pytest]\nrocm_reruns = 1\n")
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    elsewhere = pytester.path.parent / f"elsewhere-{option.strip('-')}"
+    elsewhere.mkdir()
+    (elsewhere / "pytest.ini").write_text("[pytest]\n")
+    result = pytester.runpytest(option, str(elsewhere), "test_one.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option} {elsewhere}: pytest takes this path for a test path*"])

@@ -14,6 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.plugin.markers import MARKER_HELP
 
 # The markers a test writes (the server markers are the plugin's own suites'): their signature, and
@@ -28,7 +29,7 @@ _ANY_TABLE = re.compile(r"^\s*\[")
 _MARKERS = re.compile(r"^(\s*)markers\s*=\s*\[(.*)$")
 
 
-class MarkerEditError(ValueError):
+class MarkerEditError(BadInput):
     """The file cannot be edited safely; the message names it and says what to do by hand."""
 
 

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rocm.catalog.groups import PatternSet
+from pytest_rocm.errors import BadInput
 from pytest_rocm.schemas.config import check_keys, read_config
 
 
-class ApplicabilityError(ValueError):
+class ApplicabilityError(BadInput):
     pass
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.schemas.config import check_keys, read_config
 
 GROUPS = (
@@ -47,7 +48,7 @@ GROUPS = (
 UNGROUPED = "ungrouped"
 
 
-class GroupMapError(ValueError):
+class GroupMapError(BadInput):
     pass
 
 

@@ -14,13 +14,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
+
 REGISTER_CALL = re.compile(r"^register_(\w+)_ci$")
 # register_<backend>_ci(est_time, suite, ...)
 POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 _GPUS = re.compile(r"(\d+)-gpu")
 
 
-class RegistryError(ValueError):
+class RegistryError(BadInput):
     pass
 
 

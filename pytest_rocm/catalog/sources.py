@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
+
 SKIPPED_FOLDERS = {
     ".git",
     ".venv",
@@ -34,7 +36,7 @@ _QQ_LINE = re.compile(r"^(\S.*?\.py): (\d+)$")
 _SECTION = re.compile(r"^(={3,}|_{3,}|!{3,})")
 
 
-class SourceError(ValueError):
+class SourceError(BadInput):
     pass
 
 

@@ -16,6 +16,8 @@ import signal
 import sys
 import threading
 
+from pytest_rocm import errors
+
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 DESCRIPTION = (
@@ -85,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return command_module(args.command).run(args)
+    # what a package raises for its user and the command did not catch to say more: one line and
+    # the error's own exit status, never a traceback (pytest_rocm/errors.py)
+    except errors.Error as exc:
+        print(f"rocm-gate {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 
 from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.errors import BadInput
 
 
-class OptionError(ValueError):
+class OptionError(BadInput):
     pass
 
 

@@ -25,9 +25,8 @@ from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import sku, tool_file, whole_number
-from pytest_rocm.hw.skus import LOGICAL_GPUS_PER_PARTITION_MODE
 from pytest_rocm.preflight import LAYERS
-from pytest_rocm.preflight.readers import READERS, TOOLS
+from pytest_rocm.preflight.readers import TOOLS
 
 # the longest capture is a kernel log of a few MB; /dev/zero must not fill memory
 MAX_SOURCE_BYTES = 64 * 2**20
@@ -181,10 +180,8 @@ def _outputs(args, platform, benchmark_timeout_s: float) -> list:
 
 def run(args) -> int:
     from pytest_rocm.hw import detect
-    from pytest_rocm.hw.expectations import check
     from pytest_rocm.hw.profiles import ProfileError
-    from pytest_rocm.preflight import drain, layers, live, thresholds
-    from pytest_rocm.preflight.layers import Layer
+    from pytest_rocm.preflight import acceptance, drain, layers, live, thresholds
 
     started = datetime.now(UTC).isoformat(timespec="seconds")
     try:
@@ -202,7 +199,7 @@ def run(args) -> int:
             if args.source
             else detect.detect_live()
         )
-        timeout_s = table.for_sku(args.sku or _platform_sku(platform)).get(
+        timeout_s = table.for_sku(args.sku or acceptance.platform_sku(platform)).get(
             "rccl_timeout_s", live.BENCHMARK_TIMEOUT_S
         )
         outputs = _outputs(args, platform, timeout_s)
@@ -210,96 +207,30 @@ def run(args) -> int:
     except (thresholds.ThresholdError, ProfileError, drain.EvidenceFolderError, ValueError) as exc:
         print(f"rocm-gate preflight: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
-    runner_sku = args.sku or layers.guess_sku(outputs) or _platform_sku(platform)
-    limits = table.for_sku(runner_sku)
-    node = layers.node_name(args.node)
-
-    def tool_layer(name):
-        tools = ", ".join(t for t in TOOLS if _layer_of(t) == name)
-        nothing = (
-            f"no output of {tools}: give --source TOOL=FILE"
-            if args.source
-            else f"{tools} not run: add --benchmarks"
-            if name == "communication"
-            else "no tool output"
+    runner_sku = args.sku or layers.guess_sku(outputs) or acceptance.platform_sku(platform)
+    decision, evidence = acceptance.accept(
+        acceptance.Inputs(
+            outputs=outputs,
+            limits=table.for_sku(runner_sku),
+            sku=runner_sku,
+            node=layers.node_name(args.node),
+            platform=platform,
+            history=history,
+            stack=stack,
+            expected_stack=expected_stack,
+            expect_gpus=args.expect_gpus,
+            smoke_command=args.smoke_command,
+            smoke_timeout=args.smoke_timeout,
+            require=args.require,
+            from_files=bool(args.source),
+            thresholds=str(table.path),
+            started=started,
         )
-        return lambda layer: layers.read_outputs(
-            layer,
-            [o for o in outputs if _layer_of(o.tool) == name],
-            limits,
-            nothing,
-            required=name in args.require,
-        )
-
-    def recovery(layer: Layer) -> None:
-        if history is None:
-            layer.reason = "no --history given (earlier preflights and gate reports of this node)"
-            return
-        decision = drain.decide(node, history)
-        from pytest_rocm.preflight.evidence import finding
-
-        layer.findings = [finding("drain", "failed", reason) for reason in decision.reasons] or [
-            finding(
-                "drain",
-                "ok",
-                f"no drain pattern in {len(history.preflights)} preflight(s) and "
-                f"{len(history.reports)} gate report(s)"
-                + (
-                    f" ({len(history.skipped)} file(s) skipped: {history.skipped[0]})"
-                    if history.skipped
-                    else ""
-                ),
-            )
-        ]
-        layer.verdict = "failed" if decision.drain else "ok"
-        layer.reason = "; ".join(f.message for f in layer.findings)
-
-    expect_gpus = (
-        args.expect_gpus
-        if args.expect_gpus is not None
-        else _logical_gpus(limits.get("gpus"), platform)
     )
-    doctor_problems = (
-        check(platform, expect_gpus, runner_sku, require_gpu=True)[1] if platform else []
-    )
-    skus = sorted({g.sku or "unknown" for g in platform.gpus}) if platform else []
-    if runner_sku is None and len(skus) > 1:
-        # no SKU's floors apply, and no count: judged by nothing unless named
-        doctor_problems.append(
-            f"GPUs of more than one SKU ({platform.describe()}): a node has one; give --sku to "
-            "judge it against that SKU (the others are then named), or find the GPU that reads "
-            "wrong"
-        )
-    pipeline = layers.run_pipeline(
-        {
-            "hardware": tool_layer("hardware"),
-            "communication": tool_layer("communication"),
-            "framework": lambda layer: layers.framework_layer(
-                layer, platform, doctor_problems, stack, expected_stack
-            ),
-            "workload": lambda layer: layers.workload_layer(
-                layer, platform, args.smoke_command, args.smoke_timeout
-            ),
-            "recovery": recovery,
-        }
-    )
-    decision, summary = layers.decide(pipeline, args.require)
     code = {layers.ACCEPTED: exits.OK, layers.REFUSED: exits.NO, layers.NOT_PROVEN: exits.NOT_DONE}[
         decision
     ]
-    evidence = {
-        "schema": layers.PREFLIGHT_SCHEMA,
-        "node": node,
-        "sku": runner_sku,
-        "thresholds": str(table.path),
-        "started": started,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "exit_code": code,
-        "accepted": decision == layers.ACCEPTED,
-        "summary": summary,
-        "required": list(args.require),
-        "layers": [layer.to_dict() for layer in pipeline],
-    }
+    evidence["exit_code"] = code
     if args.out:
         from pytest_rocm.schemas.artifacts import write_json_atomic
 
@@ -311,7 +242,7 @@ def run(args) -> int:
                 file=sys.stderr,
             )
             return exits.BAD_INPUT
-    print(json.dumps(evidence, indent=2) if args.json else render(evidence))
+    print(json.dumps(evidence, indent=2) if args.json else acceptance.render(evidence))
     return code
 
 
@@ -349,53 +280,3 @@ def _check_writable(out: str) -> None:
         )
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ValueError(f"{out}: cannot create files in {ancestor} (check its permissions)")
-
-
-def _layer_of(tool: str) -> str:
-    return READERS[tool][1]
-
-
-def _logical_gpus(physical: int | None, platform) -> int | None:
-    """The thresholds' GPU count (physical GPUs) as the node lists them: every GPU in one compute
-    partition mode shows as that many (8 x MI300X in CPX: 64)."""
-    if physical is None or platform is None or not platform.gpus:
-        return physical
-    modes = {(g.partition or "SPX").split("/")[0].strip().upper() for g in platform.gpus}
-    if len(modes) == 1:
-        return physical * LOGICAL_GPUS_PER_PARTITION_MODE.get(modes.pop(), 1)
-    return physical
-
-
-def _platform_sku(platform) -> str | None:
-    skus = {g.sku for g in platform.gpus} if platform else set()
-    return skus.pop() if len(skus) == 1 else None
-
-
-def render(evidence: dict) -> str:
-    """One screen: a line per layer, the findings that decided it, and the sources' unread lines."""
-    lines = [f"preflight of {evidence['node']} (SKU {evidence['sku'] or 'unknown'})"]
-    for layer in evidence["layers"]:
-        shown = [item for item in layer["findings"] if item["status"] != "ok"]
-        lines.append(
-            f"  {layer['name']:<14} {layer['verdict'].upper():<9} "
-            + (f"{len(shown)} finding(s):" if shown else layer["reason"][:300])
-        )
-        for item in shown:
-            where = (
-                f"{item.get('file')}:{item['line']}" if item.get("line") else item.get("file") or ""
-            )
-            times = f" (x{item['count']})" if item.get("count", 1) > 1 else ""
-            lines.append(
-                f"      {item['status']:<8} {item['message'][:300]}{times}"
-                + (f"  [{where}]" if where else "")
-            )
-            if item.get("text"):
-                lines.append(f"               > {item['text'][:120]}")
-        for source in layer["sources"]:
-            if source.get("unread"):
-                lines.append(
-                    f"      note: {source['unread']} line(s) of {source['file']} not understood "
-                    f"(first at line {source['unread_lines'][0]['line']})"
-                )
-    lines.append(evidence["summary"][:500] + f" (exit {evidence['exit_code']})")
-    return "\n".join(lines)

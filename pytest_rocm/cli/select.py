@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file, whole_number
+from pytest_rocm.errors import BadInput
 
 
 def share(value: str) -> float:
@@ -100,7 +101,7 @@ def add_parser(commands, name: str) -> None:
     select.add_argument("--json", action="store_true", help="print the selection as JSON")
 
 
-class CannotDecide(ValueError):
+class CannotDecide(BadInput):
     """Something the selection needs that cannot be read or trusted: it runs everything."""
 
 

@@ -96,11 +96,8 @@ def _registered_jobs(path: Path, suite: str | None):
 
 
 def run(args) -> int:
-    from pytest_rocm.catalog.sources import SourceError, read_sources
-    from pytest_rocm.catalog.tree import DEFAULT_TEST_FILES
-    from pytest_rocm.scheduling.dispatch import Job
     from pytest_rocm.scheduling.durations import DurationStore
-    from pytest_rocm.scheduling.shards import Shard, shard
+    from pytest_rocm.scheduling.shards import balance, split, timed
 
     if args.index >= args.runners:
         return _fail(
@@ -119,59 +116,24 @@ def run(args) -> int:
                 "choose one with --platform-key"
             )
         key = known[0]
-    expected = store.expected(key or "") if store is not None else None
     try:
-        registry = list(dict.fromkeys(s for s in args.sources if s.endswith(".jsonl")))
-        if registry and len(registry) < len(set(args.sources)):
-            raise ValueError(
-                "a registrations .jsonl is sharded on its own: give it without other sources"
-            )
-        if registry:
-            jobs = [job for path in registry for job in _registered_jobs(Path(path), args.suite)]
-            # numbered across the files, in order: the shards keep that order
-            jobs = [Job(index, j.nodeid, j.gpus, j.seconds) for index, j in enumerate(jobs)]
-        else:
-            notes: list[str] = []
-            found, _, _ = read_sources(args.sources, DEFAULT_TEST_FILES, notes)
-            for note in notes:
-                print(f"rocm-gate shard: {note}", file=sys.stderr)
-            ids = list(dict.fromkeys(nodeid for nodeid, _ in found))
-            jobs = [Job(i, nodeid, 1, 1.0) for i, nodeid in enumerate(ids)]
-    except (SourceError, OSError, ValueError) as exc:
+        jobs, whole_files = _jobs(args.sources, args.suite)
+    except ValueError as exc:
         return _fail(str(exc))
     if not jobs:
         return _fail(f"no tests in {', '.join(args.sources)}")
-    if expected is not None and registry:
-        # a registered file runs all its tests: the sum of those measured, else its est_time
-        measured: dict[str, float] = {}
-        for nodeid, seconds in store.measured(key or "").items():
-            path = nodeid.partition("::")[0]
-            measured[path] = measured.get(path, 0.0) + seconds
-        jobs = [Job(j.index, j.nodeid, j.gpus, measured.get(j.nodeid, j.seconds)) for j in jobs]
-    elif expected is not None:
-        jobs = [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
+    jobs = timed(jobs, store, key or "", whole_files)
     module_start = store.module_starts(key or "") if store is not None else (lambda module: 0.0)
-    # More runners than tests: the runners past the last test get an empty shard (and no memory is
-    # spent on them).
-    shards = shard(jobs, min(args.runners, len(jobs)), module_start)
-    shards += [Shard([], 0.0, 0)] * (min(args.runners, len(jobs) + 1) - len(shards))
-    loads = [s.load for s in shards]
-    ideal = sum(loads) / args.runners
+    shards = split(jobs, args.runners, module_start)
+    shown = balance(shards, args.runners)
     mine = shards[args.index].tests if args.index < len(shards) else []
-    balance = {
-        "runners": args.runners,
-        "gpu_seconds": [round(x, 1) for x in loads],
-        "server_starts": [s.starts for s in shards],
-        "ideal": round(ideal, 1),
-        "slowest_to_ideal": round(max(loads) / ideal, 4) if ideal else None,
-    }
     if args.json:
         print(
             json.dumps(
                 {
                     "index": args.index,
                     "tests": [j.nodeid for j in mine],
-                    "balance": balance,
+                    "balance": shown,
                     "shards": [[j.nodeid for j in s.tests] for s in shards],
                 },
                 indent=2,
@@ -180,6 +142,39 @@ def run(args) -> int:
     else:
         for job in mine:
             print(job.nodeid)
+    _tell(args, mine, len(jobs), shown)
+    return 0
+
+
+def _jobs(sources: list[str], suite: str | None) -> tuple[list, bool]:
+    """The jobs SOURCE names, and whether each is a whole file (a registrations .jsonl's). Raises
+    ValueError saying what is wrong."""
+    from pytest_rocm.catalog.sources import SourceError, read_sources
+    from pytest_rocm.catalog.tree import DEFAULT_TEST_FILES
+    from pytest_rocm.scheduling.dispatch import Job
+
+    registry = list(dict.fromkeys(s for s in sources if s.endswith(".jsonl")))
+    if registry and len(registry) < len(set(sources)):
+        raise ValueError(
+            "a registrations .jsonl is sharded on its own: give it without other sources"
+        )
+    try:
+        if registry:
+            jobs = [job for path in registry for job in _registered_jobs(Path(path), suite)]
+            # numbered across the files, in order: the shards keep that order
+            return [Job(index, j.nodeid, j.gpus, j.seconds) for index, j in enumerate(jobs)], True
+        notes: list[str] = []
+        found, _, _ = read_sources(sources, DEFAULT_TEST_FILES, notes)
+    except (SourceError, OSError) as exc:
+        raise ValueError(str(exc)) from None
+    for note in notes:
+        print(f"rocm-gate shard: {note}", file=sys.stderr)
+    ids = list(dict.fromkeys(nodeid for nodeid, _ in found))
+    return [Job(i, nodeid, 1, 1.0) for i, nodeid in enumerate(ids)], False
+
+
+def _tell(args, mine: list, total: int, shown: dict) -> None:
+    """The shard's size and the balance, on standard error."""
     if not mine:
         # `pytest @FILE` with an empty file would collect every test
         print(
@@ -189,13 +184,12 @@ def run(args) -> int:
             file=sys.stderr,
         )
     print(
-        f"rocm-gate shard: {len(mine)} of {len(jobs)} tests for shard {args.index} of {args.runners}; "
-        f"expected GPU-seconds per shard {balance['gpu_seconds']} (slowest/ideal {balance['slowest_to_ideal']})"
+        f"rocm-gate shard: {len(mine)} of {total} tests for shard {args.index} of {args.runners}; "
+        f"expected GPU-seconds per shard {shown['gpu_seconds']} (slowest/ideal {shown['slowest_to_ideal']})"
         + (
-            f", server starts per shard {balance['server_starts']}"
-            if any(balance["server_starts"])
+            f", server starts per shard {shown['server_starts']}"
+            if any(shown["server_starts"])
             else ""
         ),
         file=sys.stderr,
     )
-    return 0

@@ -126,7 +126,12 @@ def _pct(value: float | None) -> str:
 
 
 def overview(conn: sqlite3.Connection) -> str:
+    """The front page: parity now, parity over time, the latest runs."""
     trend = queries.parity_trend(conn)
+    return "".join([*_parity_now(conn, trend), *_parity_over_time(trend), *_latest_runs(conn)])
+
+
+def _parity_now(conn: sqlite3.Connection, trend: list[dict]) -> list[str]:
     latest: dict[tuple[str, str], dict] = {}
     for row in trend:
         latest[(row["sku"], row["group"])] = row
@@ -187,7 +192,11 @@ def overview(conn: sqlite3.Connection) -> str:
             table,
         )
     )
-    parts.append("<h2>Parity over time</h2>")
+    return parts
+
+
+def _parity_over_time(trend: list[dict]) -> list[str]:
+    parts = ["<h2>Parity over time</h2>"]
     by_sku: dict[str, list[dict]] = defaultdict(list)
     for row in trend:
         by_sku[row["sku"]].append(row)
@@ -215,12 +224,16 @@ def overview(conn: sqlite3.Connection) -> str:
                 table,
             )
         )
+    return parts
+
+
+def _latest_runs(conn: sqlite3.Connection) -> list[str]:
     recent = queries.runs(conn, 20)
-    parts.append("<h2>Latest runs and time to signal</h2>")
-    parts.append(
-        '<p class="muted">Run time from the manifest (start to finish of the gate run); the queue time '
-        "before a runner took the job is not in the artifacts.</p>"
-    )
+    parts = [
+        "<h2>Latest runs and time to signal</h2>",
+        '<p class="muted">Run time from the manifest (start to finish of the gate run); the queue '
+        "time before a runner took the job is not in the artifacts.</p>",
+    ]
     timed = [r for r in reversed(recent) if r["seconds"] is not None]
     table = _table(
         "Latest runs",
@@ -250,7 +263,7 @@ def overview(conn: sqlite3.Connection) -> str:
             table,
         )
     )
-    return "".join(parts)
+    return parts
 
 
 ORIGINS = (

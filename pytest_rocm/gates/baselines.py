@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.schemas.config import check_keys, read_config
 
 DIRECTIONS = ("higher", "lower", "both")
@@ -45,7 +46,7 @@ KEYS = {
 }
 
 
-class BaselineError(ValueError):
+class BaselineError(BadInput):
     pass
 
 

@@ -40,6 +40,7 @@ import github3
 import requests
 from requests.adapters import HTTPAdapter
 
+from pytest_rocm.errors import NotDone
 from pytest_rocm.github.checks import ANNOTATIONS_PER_REQUEST, CheckContent
 
 __all__ = [
@@ -63,7 +64,7 @@ PACE_S = 1.0  # between two writes
 GITHUB_ERRORS = (github3.exceptions.GitHubException, requests.RequestException)
 
 
-class PublishError(RuntimeError):
+class PublishError(NotDone):
     """GitHub refused (`refused`: credentials, permissions, a request it will not take) or kept
     failing past the attempts; the message says what failed last (never a token)."""
 
@@ -427,8 +428,45 @@ def converge(
     """Create or update this run's check until GitHub holds exactly `content` (see the module
     docstring)."""
     tries: dict[str, int] = {}
+    runs, created = _find_or_create(client, sha, content, external_id, details_url, tries)
+    canonical, extras = runs[0], runs[1:]
+    if in_progress:  # never reopen a completed check; a running one needs nothing more
+        status = "unchanged" if canonical["status"] == "completed" else "in_progress"
+        return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
+    path = f"/repos/{{repo}}/check-runs/{canonical['id']}"
+    sent = _send_annotations(client, path, content, tries)
+    _complete(client, path, content, external_id, details_url, tries)
+    for extra in extras:  # what late creates left: copies without annotations, so none stands apart
+        if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
+            continue
+        body = {
+            "status": "completed",
+            "conclusion": content.conclusion,
+            "completed_at": _now(),
+            **_given({"details_url": details_url}),
+            "output": {
+                "title": content.title,
+                "summary": f"A duplicate of {canonical['html_url']}, which has the "
+                f"annotations.\n\n{content.summary}"[:65535],
+            },
+        }
+        client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", body)
+    return Published(
+        canonical["id"], canonical["html_url"], created, sent, "completed", len(extras)
+    )
+
+
+def _find_or_create(
+    client: Client,
+    sha: str,
+    content: CheckContent,
+    external_id: str | None,
+    details_url: str | None,
+    tries: dict[str, int],
+) -> tuple[list[dict], bool]:
+    """This run's checks on the commit, oldest first, and whether this call created one: where
+    there is none, one is created and read back (a create GitHub did not answer may land twice)."""
     created = False
-    # find this run's checks; create one when there is none (and read back: it may land twice)
     while True:
         runs = sorted(
             (
@@ -439,7 +477,7 @@ def converge(
             key=lambda r: r["id"],
         )
         if runs:
-            break
+            return runs, created
         _spend(client, tries, "create the check")
         try:
             client.write(
@@ -460,15 +498,13 @@ def converge(
             created = True
         except Ambiguous as exc:
             client.settle(exc)
-    canonical, extras = runs[0], runs[1:]
-    if in_progress:  # never reopen a completed check; a running one needs nothing more
-        status = "unchanged" if canonical["status"] == "completed" else "in_progress"
-        return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
-    path = f"/repos/{{repo}}/check-runs/{canonical['id']}"
-    common = _given(
-        {"details_url": details_url, "external_id": external_id, "actions": content.actions}
-    )
-    # what GitHub holds: each annotation is sent once, all of them before the check completes
+
+
+def _send_annotations(
+    client: Client, path: str, content: CheckContent, tries: dict[str, int]
+) -> int:
+    """Send what GitHub does not hold yet, each annotation once, a batch at a time; how many were
+    sent."""
     held, batches = _batches(content, client.paged(f"{path}/annotations", None))
     sent, index = 0, 0
     while index < len(batches) and batches[index]:
@@ -491,7 +527,22 @@ def converge(
                 continue
         if landed:
             held, sent, index = held + len(batch), sent + len(batch), index + 1
-    while True:  # then complete it
+    return sent
+
+
+def _complete(
+    client: Client,
+    path: str,
+    content: CheckContent,
+    external_id: str | None,
+    details_url: str | None,
+    tries: dict[str, int],
+) -> None:
+    """Complete the check with its conclusion, once every annotation is held."""
+    common = _given(
+        {"details_url": details_url, "external_id": external_id, "actions": content.actions}
+    )
+    while True:
         _spend(client, tries, "complete the check")
         try:
             client.write(
@@ -505,30 +556,12 @@ def converge(
                     **common,
                 },
             )
-            break
+            return
         except Ambiguous as exc:
             client.settle(exc)
             now = client.get(path)
             if now.get("status") == "completed" and now.get("conclusion") == content.conclusion:
-                break
-    for extra in extras:  # what late creates left: copies without annotations, so none stands apart
-        if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
-            continue
-        body = {
-            "status": "completed",
-            "conclusion": content.conclusion,
-            "completed_at": _now(),
-            **_given({"details_url": details_url}),
-            "output": {
-                "title": content.title,
-                "summary": f"A duplicate of {canonical['html_url']}, which has the "
-                f"annotations.\n\n{content.summary}"[:65535],
-            },
-        }
-        client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", body)
-    return Published(
-        canonical["id"], canonical["html_url"], created, sent, "completed", len(extras)
-    )
+                return
 
 
 def _spend(client: Client, tries: dict[str, int], key: str) -> None:

@@ -26,6 +26,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.github.api import Client
 from pytest_rocm.github.artifacts import (
     FILES,
@@ -58,7 +59,7 @@ RESULTS_ARTIFACT = "rocm-gate-results-{runner_class}"
 NEEDS_APPROVAL = ("pull_request",)
 
 
-class RunRefused(ValueError):
+class RunRefused(BadInput):
     """The publisher's inputs or the event cannot describe a gate run (a bad pin, a dispatch without
     run-name)."""
 

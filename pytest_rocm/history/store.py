@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.results.manifest import origin_kind
 from pytest_rocm.schemas.artifacts import describe_reference, manifest_stack
 from pytest_rocm.schemas.loader import ArtifactError, load_artifact
@@ -87,7 +88,7 @@ MIGRATIONS = {
 VERSION = max(MIGRATIONS)
 
 
-class HistoryError(ValueError):
+class HistoryError(BadInput):
     """Bad input or a store this version cannot use; the message names the file and the fix."""
 
 

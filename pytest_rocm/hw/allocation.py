@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rocm.errors import NotDone
+
 DEFAULT_WAIT_S = 3600.0
 
 # Which variable makes a subprocess see only its devices. HIP honours HIP_VISIBLE_DEVICES (and
@@ -39,7 +41,7 @@ def visible_devices_env(vendor: str, devices: list[int]) -> dict[str, str]:
     return {variable: ",".join(map(str, devices))} if variable else {}
 
 
-class AllocationTimeout(RuntimeError):
+class AllocationTimeout(NotDone):
     pass
 
 

@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.hw.model import MAX_GPUS, Gpu, Platform, SourceResult
 
 # Nominal whole-device figures (memory in GiB, as the tools report it).
@@ -99,7 +100,7 @@ BUILTIN = (
 _NAME = re.compile(r"^([a-z0-9]+)-(\d+)$")
 
 
-class ProfileError(ValueError):
+class ProfileError(BadInput):
     pass
 
 

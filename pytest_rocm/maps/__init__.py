@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
+
 FOLDER = Path(__file__).resolve().parent
 PREFIX = "pytest_rocm:"
 
 
-class UnknownMapError(ValueError):
+class UnknownMapError(BadInput):
     """A `pytest_rocm:NAME` that names no shipped map."""
 
 

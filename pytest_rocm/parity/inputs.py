@@ -21,6 +21,7 @@ from itertools import compress, repeat
 from operator import attrgetter, gt, is_not
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.parity.junit import (
     PLAIN_PASS,
     Case,
@@ -47,7 +48,7 @@ class Side:
     dropped: list[str] = field(default_factory=list)  # "file: why"
 
 
-class InputError(ValueError):
+class InputError(BadInput):
     pass
 
 

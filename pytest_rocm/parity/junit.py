@@ -28,6 +28,7 @@ from operator import add, not_
 from pathlib import Path
 
 from pytest_rocm.catalog.identity import nodeid_from_junit, nodeid_prefix
+from pytest_rocm.errors import BadInput
 
 # The testcase properties pytest-rocm writes (pytest_rocm.plugin.collection) and reads back here.
 GROUP_PROPERTY = "rocm_group"
@@ -40,7 +41,7 @@ RERUN_TAGS = {"rerunFailure", "rerunError", "flakyFailure", "flakyError"}
 MESSAGE_CHARS = 300
 
 
-class JUnitError(ValueError):
+class JUnitError(BadInput):
     """A file that is not readable JUnit XML; the message names the file and, where known, the
     line."""
 

@@ -33,6 +33,7 @@ import execnet
 import pytest
 
 from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.plugin.option_table import SETTINGS
 from pytest_rocm.results.poisoning import sticky_fault
 from pytest_rocm.results.records import ends_attempt, last_attempts, process_records
 from pytest_rocm.results.reruns import RerunPlanner, describe_exit
@@ -43,9 +44,10 @@ from pytest_rocm.schemas.artifacts import write_json_atomic
 _NOT_PASSED_ON = {
     **dict.fromkeys(("-n", "--numprocesses", "--dist", "--tx", "--maxprocesses"), True),
     **dict.fromkeys(("--max-worker-restart", "--junitxml", "--junit-xml", "--basetemp"), True),
-    **dict.fromkeys(("--rocm-report-dir", "--rocm-platform", "--rocm-reruns"), True),
-    **dict.fromkeys(("--rocm-propose-baselines", "--rocm-rerun-helper", "--maxfail"), True),
-    **dict.fromkeys(("-d", "--rocm-exit-by-conclusion", "-x", "--exitfirst", "--lf"), False),
+    # ours: what plugin/option_table.py says a fresh process is not given
+    **{s.flag: s.takes_value for s in SETTINGS if s.flag and not s.passed_on},
+    "--maxfail": True,
+    **dict.fromkeys(("-d", "-x", "--exitfirst", "--lf"), False),
     **dict.fromkeys(("--last-failed", "--ff", "--failed-first", "--sw", "--stepwise"), False),
     # files the run writes once: a helper would write them again from the start
     **dict.fromkeys(("--log-file", "--report-log", "--html", "--json-report-file"), True),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.hw.model import Gpu, Platform
 from pytest_rocm.hw.skus import ALL_SKUS, KNOWN_AMD_ARCHS, NVIDIA_ARCH_BY_SKU, normalise_sku
 
@@ -42,7 +43,7 @@ _ISSUE_URL = re.compile(r"^https?://[^\s/]+/\S+/(issues|pull|pulls|-/issues)/\d+
 KNOWN_ARCHS = KNOWN_AMD_ARCHS | set(NVIDIA_ARCH_BY_SKU.values())
 
 
-class MarkerError(ValueError):
+class MarkerError(BadInput):
     """A marker with a wrong argument; the message says what is allowed."""
 
 

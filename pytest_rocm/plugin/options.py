@@ -8,7 +8,6 @@ Every bad value is a `pytest.UsageError` naming the option and what is allowed.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import shlex
 import shutil
@@ -20,244 +19,30 @@ import pytest
 
 from pytest_rocm.catalog.groups import GROUPS
 from pytest_rocm.plugin import rules
+from pytest_rocm.plugin.option_table import JUNIT_PROPERTIES, SCHEDULERS, SETTINGS
 from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
 
 DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
-# Settings with fixed values, the default first. Per-test JUnit properties: what tools read, or
-# everything the plugin knows; the xdist scheduler: the gpu one on runners with GPUs, the gpu one,
-# or xdist's own.
-JUNIT_PROPERTIES = ("minimal", "full")
-SCHEDULERS = ("auto", "gpu", "xdist")
 # the plugin's ini names (`plugin.activation` reads whether any is set)
-INI_SETTINGS: set[str] = set()
+INI_SETTINGS: frozenset[str] = frozenset(s.ini for s in SETTINGS if s.ini)
+# options whose value is a path, as typed with a space (`--rocm-group-map FILE`)
+PATH_OPTIONS: tuple[str, ...] = tuple(s.flag for s in SETTINGS if s.flag and s.path)
 
 
 def add_options(parser: pytest.Parser) -> None:
+    """Every option and ini key of `option_table.SETTINGS`, in its order."""
     group = parser.getgroup("rocm", "pytest-rocm: ROCm gates, hardware pinning and reports")
-    option = group.addoption
-
-    def ini(name: str, help: str, **kwargs) -> None:
-        INI_SETTINGS.add(name)
-        parser.addini(name, help, **kwargs)
-
-    option(
-        "--rocm-platform",
-        default=None,
-        metavar="NAME|FILE",
-        help="simulate a platform: a built-in profile (cpu, mi300x-8, h100-8, ...) or a JSON file; "
-        "default: $PYTEST_ROCM_PLATFORM, else detect the real one",
-    )
-    option(
-        "--rocm-report-dir",
-        default=None,
-        metavar="DIR",
-        help="write per-process records, gate-report.json and manifest.json here (one run at a time: "
-        "a second run on the same folder is refused)",
-    )
-    option(
-        "--rocm-group-map",
-        default=None,
-        metavar="TOML",
-        help="map of test path patterns to groups for tests without rocm_gate (overrides the ini option); "
-        "write it as --rocm-group-map=FILE: with a space pytest may take the file for a test path",
-    )
-    option(
-        "--rocm-reruns",
-        type=int,
-        default=None,
-        metavar="N",
-        help="attempts after a failed blocking gate's first one (default 1; ini rocm_reruns)",
-    )
-    option(
-        "--rocm-health-probe",
-        default=None,
-        metavar="CMD",
-        help="command run on the failed attempt's devices after an infrastructure-looking failure, and once "
-        "at the start as a preflight; exit 0 means healthy. Split with shlex and run without a shell; "
-        "{python} is this Python (default: python -m pytest_rocm.results.health_probe)",
-    )
-    option(
-        "--rocm-exit-by-conclusion",
-        action="store_true",
-        default=None,
-        help="pytest's exit status follows the run's conclusion: 0 success or neutral, 1 failure, "
-        "3 incomplete, 5 skipped (ini rocm_exit_by_conclusion)",
-    )
-    option(
-        "--rocm-baselines",
-        action="append",
-        default=None,
-        metavar="PATH",
-        help="baseline TOML file or folder for accuracy/performance gates (repeatable; ini rocm_baselines)",
-    )
-    option(
-        "--rocm-propose-baselines",
-        default=None,
-        metavar="FILE",
-        help="write a proposed baseline entry for every measured metric (baseline files are never changed)",
-    )
-    option(
-        "--rocm-quarantine",
-        default=None,
-        metavar="FILE",
-        help="the quarantine file (`rocm-gate history quarantine`, kept on the default branch): its tests for this "
-        "platform's SKU still run, never block, and are reported as quarantined (ini rocm_quarantine)",
-    )
-    option(
-        "--rocm-golden",
-        default=None,
-        metavar="DIR",
-        help="compare golden outputs (token ids, top-k logprobs) with those recorded in DIR",
-    )
-    option(
-        "--rocm-golden-record",
-        default=None,
-        metavar="DIR",
-        help="record golden outputs into DIR (on the reference platform) instead of comparing",
-    )
-    option(
-        "--rocm-junit-properties",
-        default=None,
-        choices=JUNIT_PROPERTIES,
-        metavar="minimal|full",
-        help="per-test JUnit properties: `minimal` (default) writes only what a reader cannot know otherwise "
-        "(a marker's rocm_group; rocm_blocking and rocm_known_gap where they apply) and the platform once "
-        "per file; `full` writes the map's groups, rocm_sku, rocm_arch, rocm_requires and "
-        "rocm_blocking=false on every test case too (ini rocm_junit_properties)",
-    )
-    option(
-        "--rocm-scheduler",
-        default=None,
-        choices=SCHEDULERS,
-        metavar="|".join(SCHEDULERS),
-        help="with -n N: `gpu` hands tests out longest first under the runner's GPU capacity, from each test's "
-        "GPU demand (hardware marker) and measured duration (--rocm-durations); `xdist` keeps xdist's own; "
-        "`auto` (the default) is `gpu` on a runner with GPUs under --dist load, else `xdist` "
-        "(ini rocm_scheduler)",
-    )
-    option(
-        "--rocm-durations",
-        default=None,
-        metavar="FILE",
-        help="duration store: read for the gpu scheduler, updated from this run's records at the end "
-        "(ini rocm_durations; a missing or unreadable file means durations are unknown)",
-    )
-    # set by the controller only
-    option("--rocm-rerun-helper", default=None, help=argparse.SUPPRESS)
-    option(
-        "--rocm-rules",
-        default=None,
-        metavar="DIR",
-        help="take the rules of the verdict (reruns, quarantine, health probe, infra signatures, "
-        "timeouts, baselines, group map, golden outputs, groups) from DIR's ini file and files, the "
-        "default branch's checkout, never from the tree under test; what the tree sets otherwise is "
-        "listed in the report (also $PYTEST_ROCM_RULES; never read from addopts)",
-    )
-    option(
-        "--rocm-model",
-        default=None,
-        metavar="PATH",
-        help="serve these weights in the suites' servers (GPU runners); default: the tiny model built here",
-    )
-    option(
-        "--rocm-model-name",
-        default=None,
-        metavar="NAME",
-        help="the served model name for --rocm-model (default: its folder name)",
-    )
-    option(
-        "--rocm-model-vllm-args",
-        default="",
-        metavar="ARGS",
-        help="vLLM arguments that serving --rocm-model needs (e.g. '--tool-call-parser llama3_json')",
-    )
-    option(
-        "--rocm-model-dir",
-        default=None,
-        metavar="DIR",
-        help="folder of real model weights by Hugging Face name, for the real-model accuracy configs "
-        "($PYTEST_ROCM_MODEL_DIR)",
-    )
-    option(
-        "--rocm-model-cache",
-        default=None,
-        metavar="DIR",
-        help="where tiny models are built once (ini rocm_model_cache; $PYTEST_ROCM_MODEL_CACHE; "
-        "default ~/.cache/pytest-rocm/models)",
-    )
-    option(
-        "--rocm-tiny-model-seed",
-        type=int,
-        default=0,
-        metavar="N",
-        help="weight seed of the tiny model (golden outputs are recorded with 0)",
-    )
-    option(
-        "--rocm-no-start-ahead",
-        action="store_true",
-        default=False,
-        help="start each server when a test asks for it, never ahead while earlier tests run "
-        "(by default the next module's server starts ahead where the server configuration's "
-        "start_ahead allows it)",
-    )
-    option(
-        "--rocm-server-config",
-        default=None,
-        metavar="TOML",
-        help="server arguments and environment per platform (ini rocm_server_config)",
-    )
-    ini("rocm_report_dir", "default for --rocm-report-dir (relative to the ini file)", default="")
-    ini(
-        "rocm_group_map",
-        "TOML file mapping test path patterns to groups (relative to the ini file), or a map "
-        "shipped with pytest-rocm by name (vllm, sglang; or pytest_rocm:vllm)",
-        default="",
-    )
-    ini(
-        "rocm_groups",
-        "extra group names allowed besides the built-in ones",
-        type="linelist",
-        default=[],
-    )
-    ini(
-        "rocm_baselines",
-        "baseline TOML files or folders (relative to the ini file)",
-        type="linelist",
-        default=[],
-    )
-    ini("rocm_golden_dir", "default for --rocm-golden (relative to the ini file)", default="")
-    ini("rocm_reruns", "default for --rocm-reruns", default="")
-    ini("rocm_quarantine", "default for --rocm-quarantine", default="")
-    ini("rocm_health_probe", "default for --rocm-health-probe", default="")
-    ini(
-        "rocm_exit_by_conclusion",
-        "pytest's exit status follows the conclusion (true/false)",
-        default="",
-    )
-    ini(
-        "rocm_infra_signatures",
-        "extra infrastructure signatures, `name=regex` per line; `!name` drops a built-in one",
-        type="linelist",
-        default=[],
-    )
-    ini("rocm_model_cache", "default for --rocm-model-cache (relative to the ini file)", default="")
-    ini(
-        "rocm_server_config",
-        "default for --rocm-server-config (relative to the ini file)",
-        default="",
-    )
-    ini("rocm_scheduler", "default for --rocm-scheduler (auto, gpu or xdist)", default="")
-    ini("rocm_durations", "default for --rocm-durations (relative to the ini file)", default="")
-    ini(
-        "rocm_junit_properties", "default for --rocm-junit-properties (minimal or full)", default=""
-    )
-    ini(
-        "rocm_timeouts",
-        "per-group timeouts in seconds for gate tests, `group=seconds` per line "
-        "(and `default=seconds`), applied through pytest-timeout",
-        type="linelist",
-        default=[],
-    )
+    for setting in SETTINGS:
+        if setting.flag:
+            group.addoption(setting.flag, help=setting.help, **{"default": None, **setting.kwargs})
+    for setting in SETTINGS:
+        if setting.ini:
+            linelist = setting.ini_type == "linelist"
+            parser.addini(
+                setting.ini,
+                setting.ini_help or "",
+                **({"type": "linelist", "default": []} if linelist else {"default": ""}),
+            )
 
 
 class Source:
@@ -522,23 +307,6 @@ def _check_ini_keys(config: pytest.Config) -> None:
                 + (f" (did you mean {close[0]}?)" if close else "")
                 + f"; the settings are {', '.join(sorted(INI_SETTINGS))}"
             )
-
-
-# Options whose value is a path, as typed with a space (`--rocm-group-map FILE`).
-PATH_OPTIONS = (
-    "--rocm-rules",
-    "--rocm-quarantine",
-    "--rocm-durations",
-    "--rocm-group-map",
-    "--rocm-baselines",
-    "--rocm-golden",
-    "--rocm-server-config",
-    "--rocm-platform",
-    "--rocm-report-dir",
-    "--rocm-model-cache",
-    "--rocm-golden-record",
-    "--rocm-propose-baselines",
-)
 
 
 def _check_rootdir_not_taken_from(config: pytest.Config) -> None:

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rocm.errors import BadInput
+from pytest_rocm.plugin.option_table import SETTINGS
+
 __all__ = [
     "RULES",
     "RulesError",
@@ -39,18 +42,10 @@ __all__ = [
 # ini key -> the dest of the option that sets it too (None: the ini key alone), and whether its
 # value names files (read from the rules' tree, and compared with the tree under test's)
 RULES: dict[str, tuple[str | None, bool]] = {
-    "rocm_reruns": ("rocm_reruns", False),
-    "rocm_quarantine": ("rocm_quarantine", True),
-    "rocm_health_probe": ("rocm_health_probe", False),
-    "rocm_infra_signatures": (None, False),
-    "rocm_timeouts": (None, False),
-    "rocm_baselines": ("rocm_baselines", True),
-    "rocm_group_map": ("rocm_group_map", True),
-    "rocm_golden_dir": ("rocm_golden", True),
-    "rocm_groups": (None, False),
+    s.ini: (s.dest, s.names_files) for s in SETTINGS if s.rule and s.ini
 }
 # the ini keys read as a list of lines
-LINELISTS = frozenset({"rocm_infra_signatures", "rocm_timeouts", "rocm_baselines", "rocm_groups"})
+LINELISTS = frozenset(s.ini for s in SETTINGS if s.rule and s.ini and s.ini_type == "linelist")
 # where pytest looks for its configuration in a folder, in its order
 INI_NAMES = (
     "pytest.toml",
@@ -64,7 +59,7 @@ INI_NAMES = (
 ENVIRONMENT = "PYTEST_ROCM_RULES"
 
 
-class RulesError(ValueError):
+class RulesError(BadInput):
     pass
 
 

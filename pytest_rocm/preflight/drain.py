@@ -26,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.schemas.loader import ArtifactError, check_document, read_json_file
 from pytest_rocm.schemas.markdown import plain
 
@@ -54,7 +55,7 @@ NAME_MAX = 255  # the reference's name part, at most
 REFERENCE_MAX = 1024  # name, tag and a sha512 digest fit (255 + 129 + 136); longer is refused before the pattern
 
 
-class EvidenceFolderError(ValueError):
+class EvidenceFolderError(BadInput):
     """The folder of earlier preflight and gate-report evidence cannot be read; the message names
     it."""
 

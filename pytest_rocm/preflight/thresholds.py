@@ -7,6 +7,8 @@ import math
 import tomllib
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
+
 DEFAULT_FILE = Path(__file__).resolve().parent / "thresholds.toml"
 # Every key the layers read; a file naming another key has a typo.
 KEYS = {
@@ -46,7 +48,7 @@ BOUNDED = {
 LARGEST = 1e15  # above any figure a node prints (bytes of the largest message: 1.7e10); TOML integers are unbounded
 
 
-class ThresholdError(ValueError):
+class ThresholdError(BadInput):
     """The thresholds file cannot be used; the message names the file, the key and the fix."""
 
 

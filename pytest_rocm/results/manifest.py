@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.schemas.artifacts import schema
 
@@ -266,7 +267,7 @@ def build_manifest(
     }
 
 
-class ManifestError(ValueError):
+class ManifestError(BadInput):
     pass
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pytest_rocm.errors import BadInput
+
 # A host that is not this machine: a test's own server listens on localhost, and a refused or
 # failing request to it is the server's (the change's) until a rerun says otherwise; only a remote
 # host makes a network fault.
@@ -154,7 +156,7 @@ class Signature:
         return text[start : end if end >= 0 else None].strip()[:300]
 
 
-class SignatureError(ValueError):
+class SignatureError(BadInput):
     pass
 
 

@@ -172,3 +172,40 @@ def consecutive(tests: list[Job], pieces: int) -> list[list[Job]]:
         cut[-1].append(job)
         done += seconds
     return cut
+
+
+def timed(jobs: list[Job], store, key: str, whole_files: bool) -> list[Job]:
+    """The jobs with the duration store's expected seconds (`store`: a `DurationStore`, or None to
+    keep each job's own). A job of `whole_files` runs a whole file: the sum of its tests measured,
+    else its own estimate."""
+    if store is None:
+        return jobs
+    if whole_files:
+        measured: dict[str, float] = {}
+        for nodeid, seconds in store.measured(key).items():
+            path = nodeid.partition("::")[0]
+            measured[path] = measured.get(path, 0.0) + seconds
+        return [Job(j.index, j.nodeid, j.gpus, measured.get(j.nodeid, j.seconds)) for j in jobs]
+    expected = store.expected(key)
+    return [Job(j.index, j.nodeid, j.gpus, expected(j.nodeid)) for j in jobs]
+
+
+def split(jobs: list[Job], runners: int, module_start) -> list[Shard]:
+    """The shards of `runners`: more runners than tests gives one empty shard after the last test's,
+    standing for all the others (no memory is spent on a million empty ones)."""
+    shards = shard(jobs, min(runners, len(jobs)), module_start)
+    return shards + [Shard([], 0.0, 0)] * (min(runners, len(jobs) + 1) - len(shards))
+
+
+def balance(shards: list[Shard], runners: int) -> dict:
+    """The shards' expected GPU-seconds, server starts, the ideal share of `runners` and the
+    slowest's ratio to it."""
+    loads = [s.load for s in shards]
+    ideal = sum(loads) / runners
+    return {
+        "runners": runners,
+        "gpu_seconds": [round(x, 1) for x in loads],
+        "server_starts": [s.starts for s in shards],
+        "ideal": round(ideal, 1),
+        "slowest_to_ideal": round(max(loads) / ideal, 4) if ideal else None,
+    }

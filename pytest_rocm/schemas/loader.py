@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.schemas.artifacts import schema_error
 
 __all__ = [
@@ -32,7 +33,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # a gate report of 100,000 tests is about 40 
 MAX_DEPTH = 64  # the artifacts nest about 8 deep; the JSON Schema validator recurses per level
 
 
-class ArtifactError(ValueError):
+class ArtifactError(BadInput):
     """An artifact that cannot be believed; the message names the file and what is wrong."""
 
 

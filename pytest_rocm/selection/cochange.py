@@ -29,6 +29,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
+
 MIN_DEPTH = 2  # `vllm/attention/` is a path worth counting; `vllm/` is not
 # The defaults were chosen on vLLM's history with the learning commits only (`benchmarks/selection.py
 # --validate`: learn from the first 1,000, 1,250, 1,500 and 1,750 of the 2,000 older commits, check
@@ -56,7 +58,7 @@ MIN_TOGETHER = 2
 MAX_COMMIT_FILES = 50
 
 
-class CommitHistoryError(ValueError):
+class CommitHistoryError(BadInput):
     """A history file of commits (--history) that cannot be read, naming the file and line."""
 
 

@@ -30,6 +30,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput, NotDone
 from pytest_rocm.schemas.config import check_keys, read_config
 
 LOG_TAIL_LINES = 50
@@ -43,11 +44,11 @@ MODEL_FLAG = {"vllm": "--model", "sglang": "--model-path"}
 DEFAULT_HEALTH_TIMEOUT_S = 600.0
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(NotDone):
     pass
 
 
-class ServerConfigError(ValueError):
+class ServerConfigError(BadInput):
     pass
 
 

@@ -44,6 +44,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from pytest_rocm.errors import NotDone
+
 SPEC_FILE = "pytest-rocm-model.json"
 BUILD_TIMEOUT_S = 600
 
@@ -128,7 +130,7 @@ def _version(name: str) -> str | None:
         return None
 
 
-class ModelBuildError(RuntimeError):
+class ModelBuildError(NotDone):
     pass
 
 

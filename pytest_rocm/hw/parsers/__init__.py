@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pytest_rocm.errors import BadInput
 from pytest_rocm.hw.model import Gpu
 
 
-class UnexpectedOutput(ValueError):
+class UnexpectedOutput(BadInput):
     """The tool answered, but not in a shape we understand."""
 
 

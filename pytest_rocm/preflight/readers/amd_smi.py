@@ -143,86 +143,94 @@ def _flatten_json(tree, gpu=None, path=()):
 
 
 def _judge_values(reading: Reading, values, limits: dict) -> None:
+    """Every `KEY: value` of every GPU: bad pages and memory gathered per GPU, the rest judged
+    one by one (`_judge_value`)."""
     pages: dict[tuple, list] = {}
     # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
     memory: dict[object, dict] = {}
     for gpu, path, value, line in values:
-        last, measured = (
-            path[-1] if path else "",
-            number(value.split()[0]) if value.split() else None,
-        )
-        # amd-smi 7 wraps GPUs in gpu_data
-        where = f"GPU {gpu} " + "/".join(key for key in path if key != "GPU_DATA")
+        measured = number(value.split()[0]) if value.split() else None
         page_kind = next((key for key in path if key in PAGE_KINDS), None)
         if page_kind is not None:
             pages.setdefault((gpu, page_kind), []).append((value, line))
+        elif measured is None:
             continue
-        if measured is None:
-            continue
-        if path[-2:] in (
+        elif path[-2:] in (
             ("MEM_USAGE", "USED_VRAM"),
             ("MEM_USAGE", "TOTAL_VRAM"),
             ("USAGE", "GFX_ACTIVITY"),
         ):
-            memory.setdefault(gpu, {})[last] = (value, line)
-        elif last.endswith("UNCORRECTABLE_COUNT"):
-            limit = limits.get("ecc_uncorrectable_max", 0)
-            reading.add(
-                finding(
-                    "ecc.uncorrectable",
-                    "failed" if measured > limit else "ok",
-                    f"{where} = {measured:g}"
-                    if measured > limit
-                    else "no uncorrectable ECC errors",
-                    line,
-                    value=measured,
-                    threshold=limit,
-                )
+            memory.setdefault(gpu, {})[path[-1]] = (value, line)
+        else:
+            _judge_value(reading, gpu, path, measured, line, limits)
+    _judge_memory(reading, memory, limits)
+    _judge_pages(reading, pages)
+
+
+def _judge_value(reading: Reading, gpu, path: tuple, measured: float, line, limits: dict) -> None:
+    """One measured value: ECC counts, the PCIe link, temperatures; anything else is not judged."""
+    last = path[-1] if path else ""
+    # amd-smi 7 wraps GPUs in gpu_data
+    where = f"GPU {gpu} " + "/".join(key for key in path if key != "GPU_DATA")
+    if last.endswith("UNCORRECTABLE_COUNT"):
+        limit = limits.get("ecc_uncorrectable_max", 0)
+        reading.add(
+            finding(
+                "ecc.uncorrectable",
+                "failed" if measured > limit else "ok",
+                f"{where} = {measured:g}" if measured > limit else "no uncorrectable ECC errors",
+                line,
+                value=measured,
+                threshold=limit,
             )
-        elif last.endswith(("CORRECTABLE_COUNT", "DEFERRED_COUNT")) and measured > 0:
-            reading.add(
-                finding(
-                    "ecc.correctable",
-                    "degraded",
-                    f"{where} = {measured:g} (watch the count: "
-                    "`rocm-gate drain` acts when it grows)",
-                    line,
-                    value=measured,
-                )
+        )
+    elif last.endswith(("CORRECTABLE_COUNT", "DEFERRED_COUNT")) and measured > 0:
+        reading.add(
+            finding(
+                "ecc.correctable",
+                "degraded",
+                f"{where} = {measured:g} (watch the count: `rocm-gate drain` acts when it grows)",
+                line,
+                value=measured,
             )
-        elif path[-2:] == ("PCIE", "WIDTH") and limits.get("pcie_width"):
-            ok = measured >= limits["pcie_width"]
-            reading.add(
-                finding(
-                    "pcie.link",
-                    "ok" if ok else "failed",
-                    f"GPU {gpu} PCIe width x{measured:g}"
-                    + ("" if ok else f" below x{limits['pcie_width']}"),
-                    line,
-                    value=measured,
-                    threshold=limits["pcie_width"],
-                )
+        )
+    elif path[-2:] == ("PCIE", "WIDTH") and limits.get("pcie_width"):
+        ok = measured >= limits["pcie_width"]
+        reading.add(
+            finding(
+                "pcie.link",
+                "ok" if ok else "failed",
+                f"GPU {gpu} PCIe width x{measured:g}"
+                + ("" if ok else f" below x{limits['pcie_width']}"),
+                line,
+                value=measured,
+                threshold=limits["pcie_width"],
             )
-        elif path[-2:] == ("PCIE", "SPEED") and limits.get("pcie_speed_gts"):
-            ok = measured >= limits["pcie_speed_gts"]
-            reading.add(
-                finding(
-                    "pcie.link",
-                    "ok" if ok else "failed",
-                    f"GPU {gpu} PCIe speed {measured:g} GT/s"
-                    + ("" if ok else f" below {limits['pcie_speed_gts']:g}"),
-                    line,
-                    value=measured,
-                    threshold=limits["pcie_speed_gts"],
-                )
+        )
+    elif path[-2:] == ("PCIE", "SPEED") and limits.get("pcie_speed_gts"):
+        ok = measured >= limits["pcie_speed_gts"]
+        reading.add(
+            finding(
+                "pcie.link",
+                "ok" if ok else "failed",
+                f"GPU {gpu} PCIe speed {measured:g} GT/s"
+                + ("" if ok else f" below {limits['pcie_speed_gts']:g}"),
+                line,
+                value=measured,
+                threshold=limits["pcie_speed_gts"],
             )
-        elif len(path) >= 2 and path[-2] == "TEMPERATURE" and last in ("HOTSPOT", "MEM", "VRAM"):
-            sensor, key = (
-                ("hotspot", "hotspot_temperature_max_c")
-                if last == "HOTSPOT"
-                else ("memory", "memory_temperature_max_c")
-            )
-            judge_temperature(reading, line, str(gpu), measured, limits.get(key), sensor)
+        )
+    elif len(path) >= 2 and path[-2] == "TEMPERATURE" and last in ("HOTSPOT", "MEM", "VRAM"):
+        sensor, key = (
+            ("hotspot", "hotspot_temperature_max_c")
+            if last == "HOTSPOT"
+            else ("memory", "memory_temperature_max_c")
+        )
+        judge_temperature(reading, line, str(gpu), measured, limits.get(key), sensor)
+
+
+def _judge_memory(reading: Reading, memory: dict, limits: dict) -> None:
+    """Each GPU's idle memory: used of total VRAM, with its activity."""
     for gpu, found in memory.items():
         used = _megabytes(found.get("USED_VRAM", ("",))[0])
         total = _megabytes(found.get("TOTAL_VRAM", ("",))[0])
@@ -236,6 +244,10 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
                 number(activity[0]) if activity else None,
                 limits,
             )
+
+
+def _judge_pages(reading: Reading, pages: dict) -> None:
+    """Each GPU's bad pages by kind: retired (ok), pending (degraded), unreservable (failed)."""
     for (gpu, kind), entries in pages.items():
         if all(_NOT_MEASURED.match(v) for v, _ in entries):
             # amd-smi prints N/A where the driver gives no bad-page table (it could not ask)

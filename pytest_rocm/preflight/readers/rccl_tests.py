@@ -9,6 +9,7 @@ same. A run that printed its header and no rows stopped there: a hang or a crash
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no_floor, number
 from pytest_rocm.preflight.relative import falls
@@ -56,35 +57,34 @@ def _header_columns(text: str) -> list[str] | None:
     return None
 
 
-def read(lines: list[Line], limits: dict) -> Reading:
-    reading = Reading()
-    hosts, ranks, collective = set(), 0, None
-    # the largest size asked for (the header); the summary after the table
-    max_bytes, closed = (None, False)
-    step = (2, "factor")  # how the header says sizes grow (-f 2 unless it says otherwise)
+@dataclass
+class _Sweep:
+    """What the lines of one rccl-tests run said, read in order."""
+
+    hosts: set[str] = field(default_factory=set)
+    ranks: int = 0
+    collective: str | None = None
+    max_bytes: int | None = None  # the largest size asked for (the header)
+    step: tuple[int, str] = (2, "factor")  # how sizes grow (-f 2 unless the header says otherwise)
+    closed: bool = False  # the summary after the table was printed
     columns: list[str] | None = None
-    rows: list[tuple[Line, dict[str, list[str]]]] = []
-    for line in lines:
-        text = line.text.strip()
-        if not text:
-            continue
+    rows: list[tuple[Line, dict[str, list[str]]]] = field(default_factory=list)
+
+    def take(self, reading: Reading, line: Line, text: str) -> None:
         if match := _DEVICE.match(text):
-            hosts.add(match.group(1))
-            ranks += 1
-            reading.understood += 1
+            self.hosts.add(match.group(1))
+            self.ranks += 1
         elif text.startswith("#") and (match := _MAX_BYTES.search(text)):
-            max_bytes = int(match.group(1))
+            self.max_bytes = int(match.group(1))
             if found := _STEP.search(text):
-                step = (int(found.group(1)), found.group(2))
-            reading.understood += 1
+                self.step = (int(found.group(1)), found.group(2))
         elif header := _header_columns(text):
-            columns = header
-            reading.understood += 1
+            self.columns = header
         elif match := _COLLECTIVE.search(text):
-            collective = match.group(1)
+            self.collective = match.group(1)
+            return  # a marker line, not counted as read
         elif match := _OUT_OF_BOUNDS.match(text):
-            reading.understood += 1
-            closed = True
+            self.closed = True
             if int(match.group(1)):
                 reading.add(
                     finding(
@@ -94,18 +94,38 @@ def read(lines: list[Line], limits: dict) -> Reading:
                         line,
                     )
                 )
-        elif match := _AVERAGE.match(text):
-            reading.understood += 1
-            closed = True
+        elif _AVERAGE.match(text):
+            self.closed = True
         elif _FAILURE.search(text):
-            reading.understood += 1
             reading.add(finding("rccl.failure", "failed", "the test reported a failure", line))
-        elif columns and not text.startswith("#") and (cells := _row(text, columns)):
-            rows.append((line, cells))
-            reading.understood += 1
-        elif not _BANNER.match(text):
-            reading.unread.append(line)
-    if columns is None:
+        elif self.columns and not text.startswith("#") and (cells := _row(text, self.columns)):
+            self.rows.append((line, cells))
+        else:
+            if not _BANNER.match(text):
+                reading.unread.append(line)
+            return
+        reading.understood += 1
+
+    def stopped_at(self) -> int | None:
+        """maxBytes where the size after the last row's, had the sweep gone on, is within it: the
+        sweep stopped early."""
+        last_size = number(self.rows[-1][1]["size"][0]) or 0
+        factor, how = self.step
+        next_size = (
+            last_size * factor if how == "factor" and factor > 1 else last_size + max(factor, 1)
+        )
+        return (
+            self.max_bytes if self.max_bytes is not None and next_size <= self.max_bytes else None
+        )
+
+
+def read(lines: list[Line], limits: dict) -> Reading:
+    reading = Reading()
+    sweep = _Sweep()
+    for line in lines:
+        if text := line.text.strip():
+            sweep.take(reading, line, text)
+    if sweep.columns is None:
         if not reading.findings:
             reading.add(
                 finding(
@@ -115,7 +135,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
                 )
             )
         return reading
-    if not rows:
+    if not sweep.rows:
         if not reading.findings:
             reading.add(
                 finding(
@@ -127,16 +147,9 @@ def read(lines: list[Line], limits: dict) -> Reading:
                 )
             )
         return reading
-    # The size after the last one, had the sweep gone on: when it is within maxBytes, the sweep
-    # stopped early.
-    last_size = number(rows[-1][1]["size"][0]) or 0
-    next_size = (
-        last_size * step[0] if step[1] == "factor" and step[0] > 1 else last_size + max(step[0], 1)
-    )
-    stopped_at = max_bytes if max_bytes is not None and next_size <= max_bytes else None
-    _judge_rows(
-        reading, rows, limits, collective, hosts, ranks, max_bytes is not None, stopped_at, closed
-    )
+    _judge_rows(reading, sweep.rows, limits)
+    _judge_sweep(reading, sweep.rows, limits)
+    _judge_largest(reading, sweep, limits)
     return reading
 
 
@@ -151,19 +164,8 @@ def _row(text: str, columns: list[str]) -> dict[str, list[str]] | None:
     return row
 
 
-def _judge_rows(
-    reading: Reading,
-    rows,
-    limits: dict,
-    collective: str | None,
-    hosts: set,
-    ranks: int,
-    asked: bool,
-    stopped_before: int | None,
-    closed: bool,
-) -> None:
-    """`asked`: the header says how far the sweep goes; `stopped_before`: its maxBytes, when the
-    sweep stopped before reaching it; `closed`: the summary after the table was printed."""
+def _judge_rows(reading: Reading, rows, limits: dict) -> None:
+    """Each row: wrong values, and a dip of one of its two bandwidths below the other."""
     wrong_column = (
         "#wrong" if "#wrong" in rows[0][1] else "error" if "error" in rows[0][1] else None
     )
@@ -200,48 +202,37 @@ def _judge_rows(
                     threshold=ratio,
                 )
             )
-    _judge_sweep(reading, rows, limits)
-    line, last = rows[-1]
+
+
+def _judge_largest(reading: Reading, sweep: _Sweep, limits: dict) -> None:
+    """The sweep's largest size: whether the sweep got as far as it was asked (maxBytes; where the
+    header does not say, the plateau with a summary after it), then its bus bandwidth against the
+    SKU's all_reduce floor."""
+    stopped_before = sweep.stopped_at()
+    line, last = sweep.rows[-1]
     size = number(last["size"][0]) or 0
     busbw = min((b for b in (number(v) for v in last["busbw"]) if b is not None), default=None)
-    name = collective or "this collective"
+    name = sweep.collective or "this collective"
     threshold = limits.get("rccl_all_reduce_busbw_gbps")
     large = limits.get("rccl_large_message_bytes", GIB)
-    if stopped_before is not None or not asked and not closed and size < large:
-        # On any SKU: the sweep stopped before the size it was asked for (or, where the header is
-        # not shown, before the plateau with no summary after it): a hang or a crash, whatever the
-        # bandwidth so far.
-        why = (
-            f" of the {size_text(stopped_before)} asked for (maxBytes)"
-            if stopped_before is not None
-            else ", with no summary after it"
-        )
-        reading.add(
-            finding(
-                "rccl.stopped",
-                "failed",
-                f"the run stopped at {size_text(size)}{why}: a hang or a crash of a GPU or link",
-                line,
-                value=size,
-                threshold=stopped_before,
-            )
-        )
+    if stopped_before is not None or sweep.max_bytes is None and not sweep.closed and size < large:
+        reading.add(_stopped(line, size, stopped_before))
     elif busbw is None:
         reading.add(
             finding("rccl.bus_bandwidth", "failed", "the largest size has no bus bandwidth", line)
         )
-    elif len(hosts) > 1:
+    elif len(sweep.hosts) > 1:
         reading.add(
             finding(
                 "rccl.bus_bandwidth",
                 "ok",
-                f"{busbw:g} GB/s at {size_text(size)} over {len(hosts)} hosts "
-                f"({ranks} ranks): a multi-node run is not compared with the single-node threshold",
+                f"{busbw:g} GB/s at {size_text(size)} over {len(sweep.hosts)} hosts "
+                f"({sweep.ranks} ranks): a multi-node run is not compared with the single-node threshold",
                 line,
                 value=busbw,
             )
         )
-    elif collective not in (None, "all_reduce_perf") or (
+    elif sweep.collective not in (None, "all_reduce_perf") or (
         "redop" in last and last["redop"][0] == "none"
     ):
         reading.add(
@@ -300,6 +291,25 @@ def _judge_rows(
                 threshold=threshold,
             )
         )
+
+
+def _stopped(line: Line, size: float, stopped_before: int | None):
+    """On any SKU: the sweep stopped before the size it was asked for (or, where the header does
+    not say, before the plateau with no summary after it): a hang or a crash, whatever the bandwidth
+    so far."""
+    why = (
+        f" of the {size_text(stopped_before)} asked for (maxBytes)"
+        if stopped_before is not None
+        else ", with no summary after it"
+    )
+    return finding(
+        "rccl.stopped",
+        "failed",
+        f"the run stopped at {size_text(size)}{why}: a hang or a crash of a GPU or link",
+        line,
+        value=size,
+        threshold=stopped_before,
+    )
 
 
 def _judge_sweep(reading: Reading, rows, limits: dict) -> None:

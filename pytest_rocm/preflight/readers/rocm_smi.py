@@ -61,22 +61,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
         elif _ROW.match(text) and (vram_columns or _TEMP.search(text)):
             reading.understood += 1
-            gpu = text.split()[0]
-            watts = [float(w) for w in _WATTS.findall(text)]
-            if temps := _TEMP.findall(text):
-                judge_temperature(
-                    reading,
-                    line,
-                    gpu,
-                    float(temps[0]),
-                    limits.get("hotspot_temperature_max_c"),
-                    "junction",
-                )
-            if len(watts) >= 2:
-                judge_power(reading, line, gpu, watts[0], watts[-1])
-            vram, activity = (_percent(cell) for cell in text.split()[-2:])
-            if vram_columns and vram is not None:
-                judge_idle_vram(reading, line, gpu, vram, activity, limits)
+            _judge_row(reading, line, text, vram_columns, limits)
         elif match := _VRAM_LINE.match(text):
             reading.understood += 1
             memory.setdefault(match.group(1), {})["used" if match.group(2) else "total"] = (
@@ -93,15 +78,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
         else:
             reading.unread.append(line)
-    for gpu, values in memory.items():
-        activity = values.get("activity", (None,))[0]
-        if "used" in values and values.get("total", (0,))[0] > 0:
-            used, line = values["used"]
-            judge_idle_vram(reading, line, gpu, used / values["total"][0] * 100, activity, limits)
-        elif "percent" in values:
-            judge_idle_vram(
-                reading, values["percent"][1], gpu, values["percent"][0], activity, limits
-            )
+    _judge_memory(reading, memory, limits)
     link_type_findings(reading, lines)
     if not reading.findings:
         reading.add(
@@ -112,6 +89,36 @@ def read(lines: list[Line], limits: dict) -> Reading:
             )
         )
     return reading
+
+
+def _judge_row(reading: Reading, line: Line, text: str, vram_columns: bool, limits: dict) -> None:
+    """A GPU's row of the concise table: its junction temperature, power against its cap, and
+    (where the header ends with VRAM% GPU%) its idle memory."""
+    gpu = text.split()[0]
+    watts = [float(w) for w in _WATTS.findall(text)]
+    if temps := _TEMP.findall(text):
+        judge_temperature(
+            reading, line, gpu, float(temps[0]), limits.get("hotspot_temperature_max_c"), "junction"
+        )
+    if len(watts) >= 2:
+        judge_power(reading, line, gpu, watts[0], watts[-1])
+    vram, activity = (_percent(cell) for cell in text.split()[-2:])
+    if vram_columns and vram is not None:
+        judge_idle_vram(reading, line, gpu, vram, activity, limits)
+
+
+def _judge_memory(reading: Reading, memory: dict[str, dict], limits: dict) -> None:
+    """Each GPU's idle memory from the --showmeminfo vram / --showuse / --showmemuse lines: used of
+    total where both are given, else the percentage."""
+    for gpu, values in memory.items():
+        activity = values.get("activity", (None,))[0]
+        if "used" in values and values.get("total", (0,))[0] > 0:
+            used, line = values["used"]
+            judge_idle_vram(reading, line, gpu, used / values["total"][0] * 100, activity, limits)
+        elif "percent" in values:
+            judge_idle_vram(
+                reading, values["percent"][1], gpu, values["percent"][0], activity, limits
+            )
 
 
 def judge_temperature(
