@@ -192,7 +192,7 @@ def world_at(
     index: int, breaks: list[Break], rng: random.Random, flake_p: float, infra_p: float
 ) -> dict:
     # a break makes greedy decoding diverge at the same token on every run, with a logprob that
-    # jitters by up to 2% from run to run: one failure (trunk/fingerprint.py keeps the token, and
+    # jitters by up to 2% from run to run: one failure (results/fingerprint.py keeps the token, and
     # takes measured values within 10% for the same)
     broken = {
         b.test: f"output of {b.test} diverged at token {1 + (b.culprit * 7919) % 500} (logprob "

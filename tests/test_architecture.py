@@ -161,7 +161,7 @@ def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
         "pytest_rocm.schemas",
         "pytest_rocm.trunk.attribution",
         "pytest_rocm.trunk.judgement",
-        "pytest_rocm.trunk.fingerprint",
+        "pytest_rocm.results.fingerprint",
     )
     for name in MODULES:
         if name.startswith("pytest_rocm.github"):
@@ -174,7 +174,7 @@ def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
             if not m.startswith(
                 (
                     "pytest_rocm.schemas",
-                    "pytest_rocm.trunk.fingerprint",
+                    "pytest_rocm.results.fingerprint",
                     "pytest_rocm.trunk.judgement",
                 )
             )
@@ -269,3 +269,17 @@ def test_no_function_grows_past_the_longest():
                 if lines > LONGEST_FUNCTION:
                     found.append(f"{name}.{node.name}: {lines} lines")
     assert found == [], f"longer than {LONGEST_FUNCTION} lines: split them"
+
+
+def test_only_history_speaks_sql():
+    """docs/architecture.md, "Parts": history/ owns the store's tables; trunk/, the dashboard and
+    the commands ask its query functions, so a change of schema is one package's."""
+    speaking = sorted(
+        name
+        for name in MODULES
+        if not name.startswith("pytest_rocm.history")
+        and re.search(
+            r"\.execute(?:many)?\(", Path(importlib.util.find_spec(name).origin).read_text()
+        )
+    )
+    assert speaking == []

@@ -1,4 +1,4 @@
-"""Failure fingerprints (trunk/fingerprint.py): the whole message with the noise masked, and when two
+"""Failure fingerprints (results/fingerprint.py): the whole message with the noise masked, and when two
 are one failure. A PR's failure that is main's own does not block it; one that only looks like it
 (the same first line, another token list, a value far worse) does."""
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_rocm.trunk.fingerprint import fingerprint, same_failure
+from pytest_rocm.results.fingerprint import fingerprint, same_failure
 
 
 def same(a: str, b: str) -> bool:

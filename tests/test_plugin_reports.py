@@ -799,3 +799,45 @@ def test_a_failed_phase_carries_the_servers_logs_everywhere(pytester, xdist):
     _, cases = junit_properties(pytester.path / "out/junit.xml")
     assert cases["test_fails"]["rocm_server_log"] == "servers/vllm-1.log"
     assert "rocm_server_log" not in cases["test_passes"]
+
+
+def test_a_plain_pass_record_reads_back_as_json_reads_it(tmp_path_factory):
+    """The record codec (results/records.py, `_PLAIN_MEMBERS`): whatever node id, numbers and
+    test fields the writer is given, the reader's record is the one json.loads makes of the line
+    (its fast path or, where it cannot take the line, the parser), and no line is lost."""
+    from json.encoder import encode_basestring
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from pytest_rocm.results.records import RecordWriter, read_records
+
+    seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
+    plain = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=8))
+    fields = st.dictionaries(
+        st.text(min_size=1, max_size=8).filter(lambda k: k not in ("schema", "worker")),
+        st.one_of(plain, st.lists(plain, max_size=2)),
+        max_size=3,
+    )
+
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    @given(
+        st.lists(
+            st.tuples(st.text(max_size=30), seconds, seconds, seconds, seconds, fields),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    def round_trip(tests):
+        folder = tmp_path_factory.mktemp("records")
+        writer = RecordWriter(folder, "gw0")
+        for nodeid, setup, call, teardown, t, extra in tests:
+            encoded = "".join(f",{encode_basestring(k)}:{json.dumps(v)}" for k, v in extra.items())
+            writer.write_plain_pass(encode_basestring(nodeid), setup, call, teardown, t, encoded)
+        writer.close()
+        lines = (folder / "records-gw0.jsonl").read_text(encoding="utf-8").split("\n")[:-1]
+        loaded = read_records(folder)
+        assert loaded.problems == []
+        assert loaded.records == [json.loads(line) for line in lines]
+
+    round_trip()

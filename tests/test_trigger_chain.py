@@ -589,8 +589,8 @@ def test_the_sweep_judges_a_blocked_check_again_against_a_newer_trunk_state(upst
     from pytest_rocm.github import api
     from pytest_rocm.github.publishing import Options
     from pytest_rocm.github.sweep import sweep
+    from pytest_rocm.results.fingerprint import of_test
     from pytest_rocm.schemas.artifacts import manifest_stack
-    from pytest_rocm.trunk.fingerprint import of_test
 
     pull = upstream.open_pull(121, REGRESSION, fork=False, author="maintainer")
     run = upstream.pull_request(pull, "opened", "maintainer")

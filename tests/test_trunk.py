@@ -40,7 +40,7 @@ def world(broken=None, flaky=None) -> dict:
 
 def broken_engine(logprob: float, token: int = 17) -> dict:
     """Main's break of the engine: greedy decoding diverges at the same token on every run, with a
-    logprob that jitters by a little from run to run (one failure, trunk/fingerprint.py); a
+    logprob that jitters by a little from run to run (one failure, results/fingerprint.py); a
     divergence at another token is another failure."""
     return {
         "test_engine_0": f"output of test_engine_0 diverged at token {token} (logprob {logprob:.3f})"

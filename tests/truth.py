@@ -38,12 +38,13 @@ from pytest_rocm.github import checks, tracker
 from pytest_rocm.github.artifacts import read_results
 from pytest_rocm.history import queries, store
 from pytest_rocm.hw.profiles import builtin
+from pytest_rocm.results.fingerprint import fingerprint, same_failure
 from pytest_rocm.results.manifest import provenance
 from pytest_rocm.results.records import PLAIN_PASS, RECORD_SCHEMA
 from pytest_rocm.results.report import build_gate_report
 from pytest_rocm.schemas.artifacts import schema_error
 from pytest_rocm.trunk import judgement, quarantine, state
-from pytest_rocm.trunk.fingerprint import fingerprint, same_failure
+from pytest_rocm.trunk.health import trunk_health
 
 REPO = "example/upstream"
 SKUS = ("MI300X", "MI355X")
@@ -664,7 +665,7 @@ def _check_main(world: World, conn: sqlite3.Connection, final: list[dict], found
     n = len(world.commits)
     landed = frozenset(world.commits)  # as `rocm-gate dashboard --repo` reads them
     suspects = queries.suspects(conn, landed=landed)
-    health = {(h["sku"], h["group"]): h for h in queries.trunk_health(conn, landed=landed)}
+    health = {(h["sku"], h["group"]): h for h in trunk_health(conn, landed=landed)}
     flaky = {f["test"]: f for f in queries.flaky(conn, landed=landed)["flaky"]}
     for doc in final:
         sku = doc["sku"]

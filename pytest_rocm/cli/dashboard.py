@@ -38,9 +38,9 @@ def add_parser(commands, name: str) -> None:
 
 
 def run(args) -> int:
-    from pytest_rocm.cli.history import main_commits
     from pytest_rocm.dashboard import site
     from pytest_rocm.history import store
+    from pytest_rocm.history.commits import main_commits
 
     if not Path(args.db).is_file():
         print(

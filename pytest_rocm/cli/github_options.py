@@ -1,6 +1,7 @@
 """Options shared by the commands that talk to GitHub (publish, sweep, trust, rerun, tracker): where
 the API is, which repository, how requests are tried and paced (the same for every command), and the
-credentials, read from the environment as GitHub Actions sets it.
+credentials, read from the environment as GitHub Actions sets it; the event payload the job was given
+(`read_event`).
 
 Credentials: a GitHub App (ROCM_GATE_APP_ID, ROCM_GATE_APP_PRIVATE_KEY or ROCM_GATE_APP_PRIVATE_KEY_FILE,
 ROCM_GATE_APP_INSTALLATION_ID: an installation token is minted per run), else GITHUB_TOKEN (the Actions
@@ -9,6 +10,7 @@ token is an installation token of the Actions App). No credential is ever printe
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -140,3 +142,17 @@ def app_id() -> int | None:
     if not value.isascii() or not value.isdigit():
         raise OptionError(f"$ROCM_GATE_APP_ID must be the App's numeric id, got {value!r}")
     return int(value)
+
+
+def read_event(path: str | None) -> dict:
+    """The event payload GitHub wrote for this job (--event-path or $GITHUB_EVENT_PATH): a JSON
+    object, else OptionError naming the file."""
+    if not path:
+        raise OptionError("no event: give --event-path or set $GITHUB_EVENT_PATH")
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise OptionError(f"{path}: cannot read the event payload ({str(exc)[:200]})") from None
+    if not isinstance(event, dict):
+        raise OptionError(f"{path}: the event payload is not a JSON object")
+    return event

@@ -29,7 +29,6 @@ import argparse
 import json
 import re
 import sqlite3
-import subprocess
 import sys
 from datetime import UTC
 from pathlib import Path
@@ -232,39 +231,9 @@ def _suspects(conn, args) -> int:
     return exits.OK
 
 
-def main_commits(checkout: str, newest: str | None) -> list[str]:
-    """main's first-parent commits up to the newest tested one, oldest first, from a checkout."""
-    if newest is None:
-        return []
-    try:
-        done = subprocess.run(
-            [
-                "git",
-                "-C",
-                checkout,
-                "rev-list",
-                "--first-parent",
-                "--reverse",
-                "--max-count=20000",
-                "--end-of-options",
-                newest,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ValueError(f"--repo {checkout}: git failed ({exc})") from None
-    if done.returncode != 0:
-        raise ValueError(
-            f"--repo {checkout}: cannot list main's commits up to {newest[:12]} (the newest tested "
-            f"main commit): {done.stderr.strip()[:300]}; fetch main's history into that checkout"
-        )
-    return done.stdout.split()
-
-
 def _trunk(conn, args) -> int:
     from pytest_rocm.history import queries
+    from pytest_rocm.history.commits import main_commits
     from pytest_rocm.schemas.artifacts import write_json_atomic
     from pytest_rocm.trunk import state
 

@@ -198,7 +198,6 @@ def run(args) -> int:
 
 
 def _from_workflow_run(args, base_parity) -> int:
-    from pytest_rocm.cli.trust import read_event
     from pytest_rocm.github import api, provenance, publishing
 
     for flag in ("runner_class", "gate_workflow", "runner_group"):
@@ -215,7 +214,7 @@ def _from_workflow_run(args, base_parity) -> int:
             "ROCM_GATE_APP_PRIVATE_KEY, ROCM_GATE_APP_INSTALLATION_ID): with the Actions "
             "token its checks could not be told from a fork's jobs of the same name"
         )
-    event = read_event(os.environ.get("GITHUB_EVENT_PATH"))
+    event = github_options.read_event(os.environ.get("GITHUB_EVENT_PATH"))
     event_run = event.get("workflow_run")
     if not isinstance(event_run, dict) or event.get("action") not in (
         "requested",

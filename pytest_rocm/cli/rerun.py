@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits, github_options
-from pytest_rocm.cli.trust import read_event
 
 
 def add_parser(commands, name: str) -> None:
@@ -60,7 +59,7 @@ def run(args) -> int:
         print("\n".join(rerun.failed_gates(report)))
         return exits.OK
     try:
-        payload = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
+        payload = github_options.read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
         client = None if args.dry_run else github_options.api_client(args, repo)
         asked = rerun.plan(

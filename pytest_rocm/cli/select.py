@@ -26,13 +26,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file, whole_number
-from pytest_rocm.errors import BadInput
+from pytest_rocm.selection.git import (
+    CannotDecide,
+    changed_files,
+    commit,
+    first_parent_history,
+    tree_files,
+)
 
 
 def share(value: str) -> float:
@@ -101,10 +106,6 @@ def add_parser(commands, name: str) -> None:
     select.add_argument("--json", action="store_true", help="print the selection as JSON")
 
 
-class CannotDecide(BadInput):
-    """Something the selection needs that cannot be read or trusted: it runs everything."""
-
-
 def _fail_closed(args, message: str) -> int:
     """Say why on stderr, and print a selection of everything: a reader that ignores the exit status
     still runs every group."""
@@ -113,36 +114,6 @@ def _fail_closed(args, message: str) -> int:
     print(f"rocm-gate select: {message}; selecting everything", file=sys.stderr)
     _print(args, [], everything(Selection(), f"could not decide: {message}"))
     return exits.BAD_INPUT
-
-
-def _commit(args, option: str, value: str | None) -> str:
-    """--base or --head as the full id of a commit of --repo; CannotDecide for an empty value (an unset workflow
-    variable), an option in its place, or no such commit."""
-    if value is None or not value.strip():
-        raise CannotDecide(f"{option} is empty (an unset workflow variable?): give the commit's id")
-    if value.startswith("-"):
-        raise CannotDecide(
-            f"{option} {value!r} is not a commit: it starts with '-' (give {option}=SHA)"
-        )
-    done = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(args.repo),
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "--end-of-options",
-            f"{value}^{{commit}}",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise CannotDecide(
-            f"{option} {value!r} is no commit of {args.repo} (fetch it first, or check the id)"
-        )
-    return done.stdout.strip()
 
 
 def _changed(args) -> list[str]:
@@ -157,56 +128,8 @@ def _changed(args) -> list[str]:
             raise ValueError(
                 f"{args.changed_files}: not UTF-8 text ({exc.reason} at byte {exc.start})"
             ) from None
-    base, head = _commit(args, "--base", args.base), _commit(args, "--head", args.head)
-    done = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(args.repo),
-            "diff",
-            "--name-only",
-            "-z",
-            "--end-of-options",
-            f"{base}...{head}",
-        ],
-        capture_output=True,
-    )
-    if done.returncode != 0:
-        said = (done.stderr.decode("utf-8", "replace").strip() or "no output").splitlines()[-1]
-        raise CannotDecide(f"git diff {args.base}...{args.head} in {args.repo} failed: {said}")
-    try:
-        return [name for name in done.stdout.decode("utf-8").split("\0") if name.strip()]
-    except UnicodeDecodeError as exc:
-        raise CannotDecide(
-            f"git diff {args.base}...{args.head} names a path that is not UTF-8 (byte {exc.start})"
-        ) from None
-
-
-def _git_history(repo: Path, commits: int, before: str | None) -> list[dict]:
-    """The last `commits` first-parent commits (before `before`, when given) as {"sha", "files"}."""
-    command = [
-        "git",
-        "-C",
-        str(repo),
-        "log",
-        "--first-parent",
-        f"-n{commits}",
-        "--name-only",
-        "--format=@%H",
-        "--end-of-options",
-    ]
-    done = subprocess.run(command + ([before] if before else []), capture_output=True, text=True)
-    if done.returncode != 0:
-        raise CannotDecide(
-            f"git log in {repo} failed: {(done.stderr.strip() or 'no output').splitlines()[-1]}"
-        )
-    history: list[dict] = []
-    for line in done.stdout.splitlines():
-        if line.startswith("@"):
-            history.append({"sha": line[1:], "files": []})
-        elif line.strip() and history:
-            history[-1]["files"].append(line.strip())
-    return history
+    base, head = commit(args.repo, "--base", args.base), commit(args.repo, "--head", args.head)
+    return changed_files(args.repo, base, head, (args.base, args.head))
 
 
 def run(args) -> int:
@@ -226,7 +149,7 @@ def run(args) -> int:
         group_map = load_group_map(args.map)
         changed = _changed(args)
         base = (
-            _commit(args, "--base", args.base)
+            commit(args.repo, "--base", args.base)
             if args.learn_from_git and args.base is not None
             else None
         )
@@ -234,7 +157,9 @@ def run(args) -> int:
             CoChange.learn(read_history(args.history), cover=cover)
             if args.history
             else (
-                CoChange.learn(_git_history(args.repo, args.learn_from_git, base), cover=cover)
+                CoChange.learn(
+                    first_parent_history(args.repo, args.learn_from_git, base), cover=cover
+                )
                 if args.learn_from_git
                 else None
             )
@@ -250,18 +175,8 @@ def _tree(args) -> set[str] | None:
     """The files of the tree the selection runs in: the head commit's, or with --changed-files the
     checkout's at --repo (tracked files) where it is one; None where unknown (a deleted test file
     is then run as named, and a helper's own folder)."""
-    if args.head is not None:
-        head = _commit(args, "--head", args.head)
-        command = ["ls-tree", "-r", "--name-only", "-z", "--end-of-options", head]
-    else:
-        command = ["ls-files", "-z"]
-    done = subprocess.run(["git", "-C", str(args.repo), *command], capture_output=True)
-    if done.returncode != 0:
-        if args.head is not None:
-            said = (done.stderr.decode("utf-8", "replace").strip() or "no output").splitlines()
-            raise CannotDecide(f"git ls-tree {args.head} in {args.repo} failed: {said[-1]}")
-        return None  # --changed-files outside a checkout
-    return {name for name in done.stdout.decode("utf-8", "replace").split("\0") if name}
+    head = commit(args.repo, "--head", args.head) if args.head is not None else None
+    return tree_files(args.repo, head, args.head)
 
 
 def _print(args, changed: list[str], chosen) -> None:

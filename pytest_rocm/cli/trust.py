@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from pytest_rocm.cli import exits, github_options
 
@@ -37,20 +36,6 @@ def add_parser(commands, name: str) -> None:
     github_options.add(parser)
 
 
-def read_event(path: str | None) -> dict:
-    if not path:
-        raise github_options.OptionError("no event: give --event-path or set $GITHUB_EVENT_PATH")
-    try:
-        event = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise github_options.OptionError(
-            f"{path}: cannot read the event payload ({str(exc)[:200]})"
-        ) from None
-    if not isinstance(event, dict):
-        raise github_options.OptionError(f"{path}: the event payload is not a JSON object")
-    return event
-
-
 def run(args) -> int:
     from pytest_rocm.github import api, trust
 
@@ -60,7 +45,7 @@ def run(args) -> int:
             raise github_options.OptionError(
                 "no event name: give --event-name or set $GITHUB_EVENT_NAME"
             )
-        event = read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
+        event = github_options.read_event(args.event_path or os.environ.get("GITHUB_EVENT_PATH"))
         repo = github_options.repo(args)
         client = None
 

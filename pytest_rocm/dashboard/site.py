@@ -18,6 +18,7 @@ from pathlib import Path
 from pytest_rocm.dashboard import charts
 from pytest_rocm.history import queries
 from pytest_rocm.schemas.markdown import html_text as escape
+from pytest_rocm.trunk.health import trunk_health
 
 PAGES = {
     "index.html": "Overview",
@@ -333,7 +334,7 @@ def _hours(seconds: float | None) -> str:
 def trunk_page(
     conn: sqlite3.Connection, failures: list[str], landed: frozenset | None = None
 ) -> str:
-    health = queries.trunk_health(conn, landed=landed)
+    health = trunk_health(conn, landed=landed)
     parts = [
         "<h2>Main, per SKU and group</h2>",
         '<p class="muted">From main runs only. A group is red in a run when one of its blocking gates regressed '

@@ -404,16 +404,11 @@ def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -
     return {"runs": recent, "groups": groups, "cells": cells}
 
 
-def trunk_health(
-    conn: sqlite3.Connection, window: int = 30, landed: frozenset | None = None
-) -> list[dict]:
-    """Per SKU and group, over main runs: the state now (trunk/judgement.py: health_cell: a group
-    whose only failures are quarantined gates is `quarantined`, which is not green), the current
-    streak (green or not, in runs), the last green run, flips over the last `window` runs, and the
-    median time to recovery (first failing run to the next green one). A group fails in a run when
-    one of its blocking gates, or a gate a quarantine holds, regressed or failed unconfirmed there."""
-    from pytest_rocm.trunk.judgement import health_cell
-
+def group_health_rows(conn: sqlite3.Connection, landed: frozenset | None = None) -> list[tuple]:
+    """Per main run and group, oldest first: (run id, SKU, started, commit, group, blocking gates
+    that failed, quarantined gates that failed), over the gates that block or a quarantine holds
+    (trunk/health.py makes trunk health of them); a merge queue's run only where `landed` holds
+    it."""
     failed = "r.verdict IN ('regression', 'unconfirmed')"
     rows = conn.execute(
         "SELECT u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), "
@@ -423,47 +418,67 @@ def trunk_health(
         "AND (r.blocking = 1 OR r.quarantined = 1) "
         f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), u.event ORDER BY {_order('u.')}"
     ).fetchall()
-    series: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    for run_id, sku, started, sha, group, red, held, event in rows:
-        if _counted(event, sha, landed):
-            series[(sku, group)].append((run_id, started, sha, health_cell(red, held)))
-    out = []
-    for (sku, group), runs_ in sorted(series.items()):
-        state = runs_[-1][3]
-        streak = next(
-            (i for i, r in enumerate(reversed(runs_)) if (r[3] == "green") != (state == "green")),
-            len(runs_),
+    return [row[:7] for row in rows if _counted(row[7], row[3], landed)]
+
+
+def main_runs(conn: sqlite3.Connection, sku: str) -> list[tuple]:
+    """(run id, tested commit, started, repository, default branch, event) of the SKU's main runs
+    that name their commit, oldest first (trunk/state.py)."""
+    return conn.execute(
+        "SELECT id, git_sha, started, repository, default_branch, event FROM runs WHERE origin = 'main' "
+        "AND sku = ? AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
+        (sku,),
+    ).fetchall()
+
+
+def results_of_tests_not_passing(
+    conn: sqlite3.Connection, run_ids: list[int], verdicts: tuple[str, ...]
+) -> dict[str, list[tuple]]:
+    """test -> (run id, verdict, fingerprint) in the runs, for the tests with one of `verdicts` in
+    at least one of them."""
+    if not run_ids:
+        return {}
+    found: dict[str, list[tuple]] = defaultdict(list)
+    marks = ", ".join("?" for _ in run_ids)
+    names = [
+        row[0]
+        for row in conn.execute(
+            f"SELECT DISTINCT test_id FROM results WHERE verdict IN ({', '.join('?' for _ in verdicts)}) "
+            f"AND run_id IN ({marks})",
+            [*verdicts, *run_ids],
         )
-        green = [r for r in runs_ if r[3] == "green"]
-        last = runs_[-window:]
-        flips = sum(1 for a, b in zip(last, last[1:]) if (a[3] == "green") != (b[3] == "green"))
-        recoveries, red_since = [], None
-        for _run_id, started, _sha, cell in runs_:
-            if cell != "green" and red_since is None:
-                red_since = started
-            elif cell == "green" and red_since is not None:
-                seconds = _seconds(red_since, started)
-                if seconds is not None:
-                    recoveries.append(seconds)
-                red_since = None
-        recoveries.sort()
-        median = recoveries[len(recoveries) // 2] if recoveries else None
-        out.append(
-            {
-                "sku": sku,
-                "group": group,
-                "state": state,
-                "streak": streak,
-                "last_green": {"run": green[-1][0], "started": green[-1][1], "sha": green[-1][2]}
-                if green
-                else None,
-                "flips": flips,
-                "runs": len(last),
-                "recoveries": len(recoveries),
-                "median_recovery_s": median,
-            }
-        )
-    return out
+    ]
+    for chunk in range(0, len(names), 500):
+        ids = names[chunk : chunk + 500]
+        for name, run_id, verdict, fingerprint in conn.execute(
+            f"SELECT t.name, r.run_id, r.verdict, r.fingerprint FROM results r JOIN tests t ON t.id = r.test_id "
+            f"WHERE r.test_id IN ({', '.join('?' for _ in ids)}) AND r.run_id IN ({marks})",
+            [*ids, *run_ids],
+        ):
+            found[name].append((run_id, verdict, fingerprint))
+    return found
+
+
+def tests_run(conn: sqlite3.Connection, run_ids: list[int]) -> int:
+    """How many distinct tests the runs hold results of."""
+    if not run_ids:
+        return 0
+    marks = ", ".join("?" for _ in run_ids)
+    return conn.execute(
+        f"SELECT COUNT(DISTINCT test_id) FROM results WHERE run_id IN ({marks})", run_ids
+    ).fetchone()[0]
+
+
+def newest_main_verdicts(conn: sqlite3.Connection, test: str, sku: str, count: int) -> list[str]:
+    """The test's verdicts in its newest `count` informative main runs on the SKU (pass, regression,
+    unconfirmed, flaky), newest first."""
+    rows = conn.execute(
+        "SELECT r.verdict FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
+        "WHERE t.name = ? AND u.origin = 'main' AND u.sku = ? AND r.verdict IN ('pass', 'regression', "
+        "'unconfirmed', 'flaky') ORDER BY COALESCE(u.started, '') DESC, u.id DESC LIMIT ?",
+        (test, sku, count),
+    ).fetchall()
+    return [v for (v,) in rows]
 
 
 def main_failures(conn: sqlite3.Connection, limit: int = 300) -> list[str]:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rocm.errors import BadInput
+from pytest_rocm.results.fingerprint import of_test as fingerprint_of
 from pytest_rocm.results.manifest import origin_kind
 from pytest_rocm.schemas.artifacts import describe_reference, manifest_stack
 from pytest_rocm.schemas.loader import ArtifactError, load_artifact
-from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
 
 BUSY_TIMEOUT_S = 60
 # version -> statements; a database at version v gets every migration above v, in order

@@ -248,7 +248,7 @@ class Annotator:
                 spec,
                 blocking=False,
                 # the fingerprints it was entered with: it fails another way, it blocks as it
-                # would have (`blocks`; results/report.py: judgement.quarantine_excuses)
+                # would have (`blocks`; results/report.py: fingerprint.quarantine_excuses)
                 quarantine={
                     "reason": entry["reason"],
                     "since": entry.get("since"),

@@ -180,8 +180,7 @@ class Recorder:
     def _note_quarantine_breach(report: pytest.TestReport, record: dict, held: dict) -> None:
         """A quarantined gate that would block, failing another way than it was quarantined for:
         the controller reruns it as a blocking gate (the report then makes it block)."""
-        from pytest_rocm.trunk.fingerprint import fingerprint
-        from pytest_rocm.trunk.judgement import quarantine_excuses
+        from pytest_rocm.results.fingerprint import fingerprint, quarantine_excuses
 
         if held.get("blocks") and not quarantine_excuses(held, fingerprint(record["message"])):
             report.user_properties.append((QUARANTINE_BREACHED_PROPERTY, "true"))

@@ -92,10 +92,8 @@ class RecordWriter:
         `t` is its setup's, as in the setup's own record (the readers order tests by it)."""
         os.write(
             self._fd,
-            (
-                f'{{"nodeid":{encoded_nodeid},"when":"{PLAIN_PASS}","outcome":"passed",'
-                f'"durations":[{setup:.6f},{call:.6f},{teardown:.6f}],"t":{t:.6f}'
-                f"{self._common}{encoded_extra}}}\n"
+            _PLAIN_TEXT(
+                encoded_nodeid, setup, call, teardown, t, self._common + encoded_extra
             ).encode(),
         )
 
@@ -264,16 +262,76 @@ def read_records(directory: Path) -> LoadedRecords:
     return loaded
 
 
-# A plain pass's record as `RecordWriter.write_plain_pass` writes it (most lines of a run): its
-# fixed fields are matched, its numbers (each with a fraction, which JSON reads as a float)
-# converted, and its test's fields after them parsed once for every record that ends with the same
-# ones. The record is equal to what json.loads makes of the line; any other line is parsed whole.
+# A plain pass's record (most lines of a run), declared once: its members in the order they are
+# written, each a constant (written as JSON), the node id (already JSON text) or a count of numbers
+# written with six decimals (a list where more than one). The writer, the reader's pattern, the
+# reader's record and the sample record a tail is checked against are all made from it;
+# tests/test_plugin_reports.py holds the round trip (what the writer writes, the reader reads as
+# json.loads does) on generated records.
+_PLAIN_MEMBERS: tuple[tuple[str, object], ...] = (
+    ("nodeid", "NODEID"),
+    ("when", PLAIN_PASS),
+    ("outcome", "passed"),
+    ("durations", 3),
+    ("t", 1),
+)
+# one JSON number with a fraction (json.loads reads it as a float)
 _NUMBER = r"(-?(?:0|[1-9][0-9]*)\.[0-9]+)"
-_PLAIN_LINE = re.compile(
-    r'\{"nodeid":"([^"\\\x00-\x1f]*)","when":"setup\+call\+teardown","outcome":"passed",'
-    rf'"durations":\[{_NUMBER},{_NUMBER},{_NUMBER}\],"t":{_NUMBER}((?:,.*)?)\}}'
-).fullmatch
-_MATCHED = frozenset({"nodeid", "when", "outcome", "durations", "t"})
+
+
+def _plain_codec():
+    """(the writer: node id text, the numbers in order, the fields after them -> the line; the
+    reader's fullmatch, whose groups are the node id, the numbers and the fields after them; the
+    reader: those groups -> the record; a sample record).
+
+    The writer and the reader are made as Python source from `_PLAIN_MEMBERS` and compiled once, as
+    `dataclasses` makes a class's `__init__`: they run for every test, and so cost what the code
+    written out by hand did (benchmarks/overhead.py)."""
+    text, pattern, values, sample, numbers = ["{{"], [r"\{"], [], {}, []
+    for index, (name, kind) in enumerate(_PLAIN_MEMBERS):
+        key = ("," if index else "") + json.dumps(name) + ":"
+        text.append(key.replace("{", "{{").replace("}", "}}"))
+        pattern.append(re.escape(key))
+        if kind == "NODEID":
+            text.append("{nodeid}")
+            pattern.append(r'"([^"\\\x00-\x1f]*)"')
+            values.append(f"{json.dumps(name)}: groups[0]")
+            sample[name] = ""
+        elif isinstance(kind, int):
+            slots = [f"n{len(numbers) + i}" for i in range(kind)]
+            read = [f"float(groups[{len(numbers) + 1 + i}])" for i in range(kind)]
+            text.append(
+                f"{{{slots[0]}:.6f}}"
+                if kind == 1
+                else "[" + ",".join(f"{{{n}:.6f}}" for n in slots) + "]"
+            )
+            pattern.append(_NUMBER if kind == 1 else r"\[" + ",".join([_NUMBER] * kind) + r"\]")
+            values.append(
+                f"{json.dumps(name)}: " + (read[0] if kind == 1 else "[" + ", ".join(read) + "]")
+            )
+            sample[name] = 0.0 if kind == 1 else [0.0] * kind
+            numbers += slots
+        else:
+            written = json.dumps(kind)
+            text.append(written.replace("{", "{{").replace("}", "}}"))
+            pattern.append(re.escape(written))
+            values.append(f"{json.dumps(name)}: {written}")
+            sample[name] = kind
+    text.append("{rest}}}\n")
+    pattern.append(r"((?:,.*)?)\}")
+    source = (
+        f"def write(nodeid, {', '.join(numbers)}, rest):\n"
+        f"    return f{''.join(text)!r}\n"
+        "def read(groups):\n"
+        f"    return {{{', '.join(values)}}}\n"
+    )
+    made: dict = {}
+    exec(compile(source, "<results.records: plain pass codec>", "exec"), made)  # noqa: S102
+    return made["write"], re.compile("".join(pattern)).fullmatch, made["read"], sample
+
+
+_PLAIN_TEXT, _PLAIN_LINE, _plain_record, _PLAIN_SAMPLE = _plain_codec()
+_MATCHED = frozenset(_PLAIN_SAMPLE)
 
 
 def _parse_lines(path: Path, text: str, problems: list[str]) -> list[dict]:
@@ -285,18 +343,11 @@ def _parse_lines(path: Path, text: str, problems: list[str]) -> list[dict]:
     for number, line in enumerate(lines, start=1):
         plain = _PLAIN_LINE(line)
         if plain is not None:
-            nodeid, setup, call, teardown, t, tail = plain.groups()
-            fields = tails.get(tail, False)
-            if fields is False:
-                fields = tails[tail] = _plain_tail(tail)
+            groups = plain.groups()
+            tail = groups[-1]
+            fields = tails[tail] if tail in tails else tails.setdefault(tail, _plain_tail(tail))
             if fields is not None:
-                record = {
-                    "nodeid": nodeid,
-                    "when": PLAIN_PASS,
-                    "outcome": "passed",
-                    "durations": [float(setup), float(call), float(teardown)],
-                    "t": float(t),
-                }
+                record = _plain_record(groups)
                 record.update(fields)
                 records.append(record)
                 continue
@@ -334,14 +385,7 @@ def _plain_tail(tail: str) -> dict | None:
         isinstance(value, (dict, list)) for value in fields.values()
     ):
         return None
-    sample = {
-        "nodeid": "",
-        "when": PLAIN_PASS,
-        "outcome": "passed",
-        "durations": [0.0] * 3,
-        "t": 0.0,
-    }
-    return fields if record_problem({**sample, **fields}) is None else None
+    return fields if record_problem({**_PLAIN_SAMPLE, **fields}) is None else None
 
 
 def running_record(path: Path, written: list[dict], problems: list[str]) -> dict | None:

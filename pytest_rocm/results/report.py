@@ -28,6 +28,8 @@ from json.encoder import encode_basestring
 
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
+from pytest_rocm.results.fingerprint import of_test as fingerprint_of
+from pytest_rocm.results.fingerprint import quarantine_excuses
 from pytest_rocm.results.poisoning import (
     async_culprit,
     first_faults,
@@ -45,8 +47,6 @@ from pytest_rocm.results.records import (
 )
 from pytest_rocm.results.verdicts import build_signatures, decide, failure_evidence, find_signature
 from pytest_rocm.schemas.artifacts import GATE_REPORT_SCHEMA, STATUSES
-from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
-from pytest_rocm.trunk.judgement import quarantine_excuses
 
 VERDICT_COLUMNS = ("regression", "unconfirmed", "infra", "flaky")
 FAILED = {"failed", "error", "crashed"}
@@ -304,7 +304,7 @@ def summarise(
 
 def _quarantine_kept(test: dict) -> dict:
     """A quarantined test that failed another way than it was quarantined for blocks as it would
-    have (trunk/judgement.py: quarantine_excuses): the quarantine excuses main's known failure, not
+    have (results/fingerprint.py: quarantine_excuses): the quarantine excuses main's known failure, not
     a new one of the same test."""
     held = test.get("quarantine")
     if (

@@ -45,7 +45,7 @@ class Attempt:
 
 
 # a report property: this failure of a quarantined test is not the one it was quarantined for
-# (trunk/judgement.py: quarantine_excuses), so it is rerun as a blocking gate is (the report then
+# (results/fingerprint.py: quarantine_excuses), so it is rerun as a blocking gate is (the report then
 # makes it block, results/report.py)
 QUARANTINE_BREACHED_PROPERTY = "rocm_quarantine_breached"
 

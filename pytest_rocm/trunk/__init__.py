@@ -1,16 +1,16 @@
 """Trunk-aware verdicts: the state of the default branch per SKU, and what a PR's failures mean
 against it.
 
-- `state`: from history's main runs of one SKU (results/manifest.py: origin_kind), per test: its state now,
+- `state`: from history's main runs of one SKU (read through history/queries.py) (results/manifest.py: origin_kind), per test: its state now,
   the main commit it has failed since, the last green commit before it, the suspect commits between them,
   flips, time red, and whether it is flaky (pass and fail on the same commit and SKU). Written as a small
   `pytest-rocm/trunk/1` file by `rocm-gate history trunk`, read by publish;
-- `fingerprint`: what a failure says, with noise masked, and when two are one failure;
-- `judgement`: the one decision: each failure's class, each passing test's, the check's conclusion (the
+- `judgement`: the one decision (failures compared by results/fingerprint.py): each failure's class, each passing test's, the check's conclusion (the
   README's "Conclusions" table), trunk health's cell;
+- `health`: trunk health per SKU and group over main runs (the dashboard's);
 - `attribution`: the classes over a run's blocking failures, the base of its code, and whether a trunk state
   may be used at all;
 - `quarantine`: the quarantine file's lifecycle (the rules: docs/architecture.md, "Trunk-aware verdicts").
 """
 
-__all__ = ["attribution", "fingerprint", "judgement", "quarantine", "state"]
+__all__ = ["attribution", "health", "judgement", "quarantine", "state"]

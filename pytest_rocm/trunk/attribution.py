@@ -15,8 +15,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from pytest_rocm.results.fingerprint import of_test as fingerprint_of
 from pytest_rocm.schemas.artifacts import blocking_failures
-from pytest_rocm.trunk.fingerprint import of_test as fingerprint_of
 from pytest_rocm.trunk.judgement import FIXED, NEW, failure_class, moment, passing_class, place
 
 # a trunk state older than this excuses nothing (`publish --trunk-max-age`)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from pytest_rocm.trunk.fingerprint import among
+from pytest_rocm.results.fingerprint import among, quarantine_excuses
 
 NEW, PRE_EXISTING, FLAKY_ON_MAIN, QUARANTINED = (
     "new",
@@ -96,12 +96,6 @@ def _before_green(base: Base, green: dict | None, commits: list[str]) -> bool:
     """Whether the base is at or before main's last green commit (main's break is not in it)."""
     at = _index(commits, green)
     return base.index is not None and at is not None and base.index <= at
-
-
-def quarantine_excuses(quarantine: dict, fingerprint: str) -> bool:
-    """Whether a quarantine entry excuses a failure with this fingerprint: the way it was entered
-    with (an entry with no fingerprints, one a person wrote, excuses any)."""
-    return not quarantine.get("fingerprints") or among(fingerprint, quarantine["fingerprints"])
 
 
 def failure_class(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 
+from pytest_rocm.history import queries
 from pytest_rocm.schemas.artifacts import schema
 
 QUARANTINE_SCHEMA = schema("quarantine")
@@ -44,13 +45,8 @@ def applying(document: dict, skus: list[str]) -> dict[str, dict]:
 
 def _green_streak(conn: sqlite3.Connection, test: str, sku: str, count: int) -> bool:
     """Whether the test's newest `count` informative main runs on the SKU all passed it."""
-    rows = conn.execute(
-        "SELECT r.verdict FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
-        "WHERE t.name = ? AND u.origin = 'main' AND u.sku = ? AND r.verdict IN ('pass', 'regression', "
-        "'unconfirmed', 'flaky') ORDER BY COALESCE(u.started, '') DESC, u.id DESC LIMIT ?",
-        (test, sku, count),
-    ).fetchall()
-    return len(rows) == count and all(v == "pass" for (v,) in rows)
+    verdicts = queries.newest_main_verdicts(conn, test, sku, count)
+    return len(verdicts) == count and all(v == "pass" for v in verdicts)
 
 
 def update(

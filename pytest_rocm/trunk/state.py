@@ -23,8 +23,9 @@ import sqlite3
 from collections import defaultdict
 from datetime import datetime
 
+from pytest_rocm.history import queries
+from pytest_rocm.results.fingerprint import distinct
 from pytest_rocm.schemas.artifacts import schema
-from pytest_rocm.trunk.fingerprint import distinct
 
 TRUNK_SCHEMA = schema("trunk")
 WINDOW = 30  # main commits of the SKU looked at
@@ -56,11 +57,7 @@ def main_runs(conn: sqlite3.Connection, sku: str) -> tuple[list[tuple], list[int
     """((run id, tested commit, started, repository, default branch, event) of the SKU's main runs,
     oldest first; the ids of those left out because their commit is not a full SHA, which no
     commit list can place)."""
-    rows = conn.execute(
-        "SELECT id, git_sha, started, repository, default_branch, event FROM runs WHERE origin = 'main' "
-        "AND sku = ? AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
-        (sku,),
-    ).fetchall()
+    rows = queries.main_runs(conn, sku)
     kept = [r for r in rows if FULL_SHA.fullmatch(r[1])]
     return kept, [r[0] for r in rows if not FULL_SHA.fullmatch(r[1])]
 
@@ -98,7 +95,7 @@ def build(
     tested = ordered[-window:]
     keep = set(tested)
     run_ids = [r[0] for r in runs if r[1] in keep]
-    by_test = _results(conn, run_ids)
+    by_test = queries.results_of_tests_not_passing(conn, run_ids, (*FAILED, "flaky"))
     run_of = {r[0]: r for r in runs}
     newest = first_run[tested[-1]] if tested else None
     newest_started = max((run_of[i][2] or "" for i in run_ids), default=None) or None
@@ -108,7 +105,7 @@ def build(
         entry = _test_state(rows, tested, run_of, listed, newest_started)
         if entry is not None:
             tests[name] = entry
-    green = _tests_run(conn, run_ids) - len(tests)
+    green = queries.tests_run(conn, run_ids) - len(tests)
     return {
         "schema": TRUNK_SCHEMA,
         "sku": sku,
@@ -135,41 +132,6 @@ def _commit_list(tested: list[str], commits: list[str] | None) -> list[str]:
         return list(tested)
     end = commits.index(tested[-1])
     return commits[max(0, end + 1 - COMMITS_LIMIT) : end + 1]
-
-
-def _results(conn, run_ids: list[int]) -> dict[str, list[tuple]]:
-    """test -> (run id, verdict, fingerprint) in the runs, for tests that did not pass in at least
-    one of them."""
-    if not run_ids:
-        return {}
-    found: dict[str, list[tuple]] = defaultdict(list)
-    marks = ", ".join("?" for _ in run_ids)
-    names = [
-        row[0]
-        for row in conn.execute(
-            f"SELECT DISTINCT test_id FROM results WHERE verdict <> 'pass' AND verdict IN (?, ?, ?) "
-            f"AND run_id IN ({marks})",
-            [*FAILED, "flaky", *run_ids],
-        )
-    ]
-    for chunk in range(0, len(names), 500):
-        ids = names[chunk : chunk + 500]
-        for name, run_id, verdict, fingerprint in conn.execute(
-            f"SELECT t.name, r.run_id, r.verdict, r.fingerprint FROM results r JOIN tests t ON t.id = r.test_id "
-            f"WHERE r.test_id IN ({', '.join('?' for _ in ids)}) AND r.run_id IN ({marks})",
-            [*ids, *run_ids],
-        ):
-            found[name].append((run_id, verdict, fingerprint))
-    return found
-
-
-def _tests_run(conn, run_ids: list[int]) -> int:
-    if not run_ids:
-        return 0
-    marks = ", ".join("?" for _ in run_ids)
-    return conn.execute(
-        f"SELECT COUNT(DISTINCT test_id) FROM results WHERE run_id IN ({marks})", run_ids
-    ).fetchone()[0]
 
 
 def _test_state(

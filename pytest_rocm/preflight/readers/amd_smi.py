@@ -167,6 +167,13 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
     _judge_pages(reading, pages)
 
 
+# the PCIe link's width and speed: the threshold's key, how the value reads, how the floor reads
+_PCIE = {
+    ("PCIE", "WIDTH"): ("pcie_width", "width x{:g}", "x{:g}"),
+    ("PCIE", "SPEED"): ("pcie_speed_gts", "speed {:g} GT/s", "{:g}"),
+}
+
+
 def _judge_value(reading: Reading, gpu, path: tuple, measured: float, line, limits: dict) -> None:
     """One measured value: ECC counts, the PCIe link, temperatures; anything else is not judged."""
     last = path[-1] if path else ""
@@ -194,30 +201,19 @@ def _judge_value(reading: Reading, gpu, path: tuple, measured: float, line, limi
                 value=measured,
             )
         )
-    elif path[-2:] == ("PCIE", "WIDTH") and limits.get("pcie_width"):
-        ok = measured >= limits["pcie_width"]
+    elif path[-2:] in _PCIE and limits.get(_PCIE[path[-2:]][0]):
+        key, shown, floor_shown = _PCIE[path[-2:]]
+        floor = limits[key]
+        ok = measured >= floor
         reading.add(
             finding(
                 "pcie.link",
                 "ok" if ok else "failed",
-                f"GPU {gpu} PCIe width x{measured:g}"
-                + ("" if ok else f" below x{limits['pcie_width']}"),
+                f"GPU {gpu} PCIe {shown.format(measured)}"
+                + ("" if ok else f" below {floor_shown.format(floor)}"),
                 line,
                 value=measured,
-                threshold=limits["pcie_width"],
-            )
-        )
-    elif path[-2:] == ("PCIE", "SPEED") and limits.get("pcie_speed_gts"):
-        ok = measured >= limits["pcie_speed_gts"]
-        reading.add(
-            finding(
-                "pcie.link",
-                "ok" if ok else "failed",
-                f"GPU {gpu} PCIe speed {measured:g} GT/s"
-                + ("" if ok else f" below {limits['pcie_speed_gts']:g}"),
-                line,
-                value=measured,
-                threshold=limits["pcie_speed_gts"],
+                threshold=floor,
             )
         )
     elif len(path) >= 2 and path[-2] == "TEMPERATURE" and last in ("HOTSPOT", "MEM", "VRAM"):

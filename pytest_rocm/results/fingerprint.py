@@ -117,3 +117,11 @@ def distinct(fingerprints) -> list[str]:
         if not among(mine, out):
             out.append(mine)
     return out
+
+
+def quarantine_excuses(quarantine: dict, fingerprint: str) -> bool:
+    """Whether a quarantine entry excuses a failure with this fingerprint: the way it was entered
+    with (an entry with no fingerprints, one a person wrote, excuses any). The plugin applies it as
+    a test fails (plugin/recording.py, results/report.py) and trunk/judgement.py as it classes the
+    failure: one rule for both."""
+    return not quarantine.get("fingerprints") or among(fingerprint, quarantine["fingerprints"])
