@@ -2,6 +2,7 @@
 (tests/data/samples/preflight)."""
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -47,6 +48,11 @@ EXPECTED = {
         "failed",
     ),
     "dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_augmxnt_EXCERPT.txt": (
+        "MI300X",
+        "ok",
+    ),
+    # other drivers' "failed" lines are not the GPU's (issue 48: it was degraded)
+    "dmesg/mi300x_x8_dmesg_boot_healthy_amd_grep_error_warn_fail_exception_augmxnt.txt": (
         "MI300X",
         "ok",
     ),
@@ -1422,12 +1428,28 @@ def test_drain_prints_no_image_name_that_is_not_an_oci_reference(capsys, tmp_pat
     assert "curl" not in capsys.readouterr().out
 
 
-def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path):
+@pytest.mark.parametrize(
+    "banner",
+    [
+        "",
+        # amd-smi without the render group (ROCm/amdsmi issue 130, amd-smi 25.x), on stdout
+        "WARNING: User is missing the following required groups: render, video. Please add user "
+        "to these groups.\n",
+        # the same through a logger's format (issue 48: preflight refused it, detection read it)
+        "[WARNING] User is missing the following required groups: render. Please add user to "
+        "these groups.\n",
+    ],
+    ids=["plain", "warning", "bracketed-warning"],
+)
+def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path, banner):
     """`amd-smi metric --json` (ROCm 7 wraps GPUs in `gpu_data`) and `bad-pages` text with colours
-    and CRLF, shaped like the real captures; the values are set to show each check acting."""
+    and CRLF, shaped like the real captures; the values are set to show each check acting. A
+    warning amd-smi prints before its JSON is set aside, as detection does (one JSON finder:
+    hw/parsers/amd_smi.py: json_document)."""
     metric = tmp_path / "metric.json"
     metric.write_text(
-        json.dumps(
+        banner
+        + json.dumps(
             {
                 "gpu_data": [
                     {
@@ -1474,6 +1496,7 @@ def test_amd_smi_json_and_coloured_text_read_alike(capsys, tmp_path):
         "GPU 0: 2 page(s) retired (safe; `rocm-gate drain` acts when the count grows)",
     ) in findings
     assert all(source["unread"] == 0 for source in layer(evidence, "hardware")["sources"])
+    assert all(source.get("problem") is None for source in layer(evidence, "hardware")["sources"])
 
 
 def test_a_tool_that_hangs_partway_fails_its_layer_and_says_it_hung(capsys, tmp_path, monkeypatch):
@@ -1606,3 +1629,106 @@ def test_a_concise_row_without_a_temperature_still_has_its_vram_judged(capsys, t
     failed = [f for f in _findings(evidence, "hardware", "vram.idle") if f["status"] == "failed"]
     assert code == 3 and [f["line"] for f in failed] == [row + 1]
     assert layer(evidence, "hardware")["sources"][0]["unread"] == 0
+
+
+@pytest.mark.parametrize(
+    "line, driver",
+    [
+        # tests/data/samples/preflight/dmesg/..._healthy_amd_grep_..._augmxnt.txt
+        (
+            "[   10.358105] pci 0000:1b:00.0: ROM [mem size 0x00020000 pref]: failed to assign",
+            "pci",
+        ),
+        (
+            "[   34.328273] spi-nor spi0.1: error -EOPNOTSUPP: Failed to register OTP NVMEM device",
+            "spi-nor",
+        ),
+        ("[   34.328651] spi-nor: probe of spi0.1 failed with error -95", "spi-nor"),
+        # journalctl -k's prefix
+        ("Nov 09 12:00:01 mi300x-07 kernel: nvme nvme2: I/O 12 QID 3 timeout, aborting", "nvme"),
+        # the GPU's own lines, and lines no driver names, are read by the rules
+        ("[109852.827932] amdgpu 0000:1b:00.0: amdgpu: \t WALKER_ERROR: 0x0", None),
+        ("[  120.1] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout", None),
+        ("[  120.2] kfd kfd: amdgpu: Failed to restore process queues", None),
+        ("HW Exception by GPU node-9 (Agent handle: 0x5f9a) reason :GPU Hang", None),
+        ("[ 7558.1] {1}[Hardware Error]: Accelerator Check Architecture events logged", None),
+    ],
+)
+def test_another_drivers_kernel_line_is_set_aside(line, driver):
+    from pytest_rocm.preflight.readers.dmesg import other_driver
+
+    assert other_driver(line) == driver
+
+
+@pytest.mark.parametrize(
+    "sample, command",
+    [
+        ("amd-smi/mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json", "`amd-smi static`"),
+        ("amd-smi/mi300x-o_amd-smi_static_text_rocm-blogs.txt", "`amd-smi static`"),
+        ("amd-smi/mi300x_amd-smi_version_json_rocm7.2.1_dell-ai.json", "`amd-smi version`"),
+    ],
+)
+def test_an_amd_smi_command_judged_nowhere_is_not_proven_never_refused(capsys, sample, command):
+    """A healthy node's output of an amd-smi command no rule reads (issue 48: refused as
+    "nothing in this amd-smi output could be judged"): the hardware layer is not proven, naming the
+    command, so adding a check to a fleet's preflight never refuses a healthy node."""
+    source = f"amd-smi={SAMPLES / sample}"
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", source)
+    hardware = layer(evidence, "hardware")
+    assert hardware["verdict"] == "skipped" and code == 0  # --require none: nothing asked it
+    assert f"not judged: nothing in {command} output is judged here" in hardware["reason"]
+    code = rocm_gate(["preflight", "--json", "--sku", "MI300X", "--source", source])
+    capsys.readouterr()
+    assert code == 4  # hardware is required by default: not proven, not refused
+
+
+# `amd-smi bad-pages` with pages, as amd-smi prints them: each page a PAGE_ADDRESS, PAGE_SIZE and
+# STATUS (ROCm/amdsmi amdsmi_cli/amdsmi_commands.py: bad_pages; amdsmi_logger.py:
+# _convert_json_to_human_readable, its YAML with the list's dash turned into a space; commit
+# 0ceca28f), numbers in decimal unless --hex. Written here to that format (no public capture of a
+# node with bad pages was found); the addresses are made up.
+BAD_PAGES = """GPU: 0
+    RETIRED:
+        PAGE_ADDRESS: 137438953472
+        PAGE_SIZE: 4096
+        STATUS: RESERVED
+    PENDING: No bad pages found.
+    UN_RES: No bad pages found.
+
+GPU: 1
+    RETIRED:
+        PAGE_ADDRESS: 68719476736
+        PAGE_SIZE: 4096
+        STATUS: RESERVED
+        PAGE_ADDRESS: 68719480832
+        PAGE_SIZE: 4096
+        STATUS: RESERVED
+    PENDING:
+        PAGE_ADDRESS: 68719484928
+        PAGE_SIZE: 4096
+        STATUS: PENDING
+    UN_RES: No bad pages found.
+"""
+
+
+@pytest.mark.parametrize("base", ["decimal", "hex"])
+def test_bad_pages_are_counted_as_pages_in_either_base(capsys, tmp_path, base):
+    """Issue 48: only `0x` values were counted, so amd-smi's default (decimal) output counted 0
+    pages, and with --hex each page's size counted as a page too; `drain` acts on the count."""
+    text = BAD_PAGES
+    if base == "hex":
+        text = re.sub(r"(PAGE_ADDRESS|PAGE_SIZE): (\d+)", lambda m: f"{m[1]}: {int(m[2]):#x}", text)
+    source = tmp_path / "bad-pages.txt"
+    source.write_text(text)
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"amd-smi={source}")
+    found = {
+        (f["check"], f["message"].split(":")[0], f["value"])
+        for f in layer(evidence, "hardware")["findings"]
+        if f["check"] in ("bad_pages.retired", "bad_pages.pending")
+    }
+    assert found == {
+        ("bad_pages.retired", "GPU 0", 1),
+        ("bad_pages.retired", "GPU 1", 2),
+        ("bad_pages.pending", "GPU 1", 1),
+    }
+    assert layer(evidence, "hardware")["verdict"] == "degraded"  # a page pending retirement

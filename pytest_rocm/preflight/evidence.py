@@ -93,6 +93,10 @@ class Reading:
     findings: list[Finding] = field(default_factory=list)
     unread: list[Line] = field(default_factory=list)
     understood: int = 0  # lines that carried something the reader used
+    # the tool's output, but of a command the reader judges nothing of: why (naming the command and
+    # what to give instead). The source is then not judged and its layer not proven, never failed:
+    # adding a check must not refuse a healthy fleet
+    not_judged: str | None = None
 
     def add(self, item: Finding) -> None:
         """Fold a finding into an earlier one of the same check, status and message (counts, first

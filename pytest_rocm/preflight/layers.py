@@ -149,6 +149,9 @@ def read_outputs(
                 source,
             )
             continue
+        if reading.not_judged and not reading.findings:
+            layer.sources.append({**source, "problem": f"not judged: {reading.not_judged}"})
+            continue
         for item in reading.findings:
             item.tool, item.file = output.tool, output.label
             layer.findings.append(item)

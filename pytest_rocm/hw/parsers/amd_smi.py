@@ -15,10 +15,11 @@ from pytest_rocm.hw.skus import identify_amd
 _UUID_DEVICE = re.compile(r"^[0-9a-f]{2}ff([0-9a-f]{4})-", re.IGNORECASE)
 
 
-def _json_document(text: str) -> tuple[int, object]:
+def json_document(text: str) -> tuple[int, object]:
     """(where it starts, the document): the first line that starts a JSON value which parses.
     Without render-group access amd-smi prints a text banner before the JSON, a `[WARNING] ...`
-    line starts with `[` too, and a log line may follow the document: all skipped."""
+    line starts with `[` too, and a log line may follow the document: all skipped. Detection and
+    preflight (preflight/readers/amd_smi.py) both find amd-smi's JSON with it."""
     decoder = json.JSONDecoder()
     error = None
     for match in re.finditer(r"^[\[{]", text, re.MULTILINE):
@@ -32,7 +33,7 @@ def _json_document(text: str) -> tuple[int, object]:
 
 
 def parse_static_json(text: str) -> Parsed:
-    start, data = _json_document(text)
+    start, data = json_document(text)
     if isinstance(data, dict) and "gpu_data" in data:  # ROCm 7 shape
         entries = data["gpu_data"]
     elif isinstance(data, list):  # older shape: a list of per-GPU objects
@@ -212,7 +213,7 @@ def parse_text(text: str) -> Parsed:
 
 def parse_version_json(text: str) -> Parsed:
     """`amd-smi version --json`: the ROCm version and the amdgpu driver."""
-    data = _json_document(text)[1]
+    data = json_document(text)[1]
     entry = data[0] if isinstance(data, list) and data else data
     if not isinstance(entry, dict):
         raise UnexpectedOutput("amd-smi version JSON is not an object")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 
+from pytest_rocm.hw.parsers import UnexpectedOutput
+from pytest_rocm.hw.parsers.amd_smi import json_document
 from pytest_rocm.preflight.evidence import Line, Reading, finding, number
 from pytest_rocm.preflight.readers.matrix import link_type_findings, tables
 from pytest_rocm.preflight.readers.rocm_smi import judge_idle_vram, judge_power, judge_temperature
@@ -57,19 +59,16 @@ _NOT_MEASURED = re.compile(r"^\s*(?:N/A|not supported|not available)\s*$", re.I)
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     text = "\n".join(line.text for line in lines)
-    start = next(
-        (i for i, line in enumerate(lines) if line.text.lstrip().startswith(("[", "{"))), None
-    )
-    if start is not None:
-        try:
-            tree = json.loads("\n".join(line.text for line in lines[start:]))
-            values = list(_flatten_json(tree))
-        except (json.JSONDecodeError, RecursionError):
-            tree = None
-        if tree is not None:
-            reading.understood = len(lines) - start
-            _judge_values(reading, values, limits)
-            return _finish(reading)
+    try:
+        offset, tree = json_document(text)
+        values = list(_flatten_json(tree))
+    except (UnexpectedOutput, RecursionError):
+        tree = None
+    if tree is not None:
+        # a banner or amd-smi's `[WARNING] ...` line before the document is not its output
+        reading.understood = len(lines) - text.count("\n", 0, offset)
+        _judge_values(reading, values, limits)
+        return _finish(reading, text)
     if "LINK METRIC TABLE" in text:
         _read_xgmi(reading, lines, limits)
     elif _MONITOR_HEADER.search(text):
@@ -80,18 +79,27 @@ def read(lines: list[Line], limits: dict) -> Reading:
         reading.understood = len(lines)
     else:
         _judge_values(reading, _flatten_text(reading, lines), limits)
-    return _finish(reading)
+    return _finish(reading, text)
 
 
-def _finish(reading: Reading) -> Reading:
+# what amd-smi command printed an output no rule here judges, by a key only it prints
+_COMMANDS = (
+    ("firmware", re.compile(r"\bFW_(?:VERSION|ID|LIST)\b", re.I)),
+    ("static", re.compile(r"\b(?:VBIOS|ASIC|MARKET_NAME|BOARD)\b", re.I)),
+    ("process", re.compile(r"\bPROCESS_INFO\b", re.I)),
+    ("version", re.compile(r"\bAMDSMI Tool\b|\bamdsmi_library_version\b", re.I)),
+)
+
+
+def _finish(reading: Reading, text: str = "") -> Reading:
+    """An output with no finding is amd-smi's, of a command judged nowhere here: not judged (its
+    layer not proven), naming the command, never failed."""
     if not reading.findings:
-        reading.add(
-            finding(
-                "amd_smi.nothing_judged",
-                "failed",
-                "nothing in this amd-smi output could be judged "
-                "(use metric, bad-pages, topology, xgmi or monitor)",
-            )
+        command = next((name for name, key in _COMMANDS if key.search(text)), None)
+        what = f"`amd-smi {command}` output" if command else "this amd-smi output"
+        reading.not_judged = (
+            f"nothing in {what} is judged here: give the output of amd-smi metric, bad-pages, "
+            "topology, xgmi or monitor"
         )
     return reading
 
@@ -152,7 +160,7 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
         measured = number(value.split()[0]) if value.split() else None
         page_kind = next((key for key in path if key in PAGE_KINDS), None)
         if page_kind is not None:
-            pages.setdefault((gpu, page_kind), []).append((value, line))
+            pages.setdefault((gpu, page_kind), []).append((value, line, path[-1]))
         elif measured is None:
             continue
         elif path[-2:] in (
@@ -242,10 +250,26 @@ def _judge_memory(reading: Reading, memory: dict, limits: dict) -> None:
             )
 
 
+def _page_count(entries: list[tuple]) -> int:
+    """How many pages a kind's entries list. amd-smi prints each page as `PAGE_ADDRESS`,
+    `PAGE_SIZE` and `STATUS` (amdsmi_cli/amdsmi_commands.py: bad_pages), its numbers in decimal
+    unless `--hex`: a page is an address, whatever its base, never a size or a status. Where no
+    entry is named an address (another version's wording), each number that is not a size is one."""
+    addresses = [v for v, _, key in entries if key.endswith("ADDRESS")]
+    if addresses:
+        return sum(1 for v in addresses if v and not _NOT_MEASURED.match(v))
+    return sum(
+        1
+        for v, _, key in entries
+        if not key.endswith(("SIZE", "STATUS"))
+        and re.fullmatch(r"(?:0x[0-9a-f]+|\d+)", v.strip(), re.I)
+    )
+
+
 def _judge_pages(reading: Reading, pages: dict) -> None:
     """Each GPU's bad pages by kind: retired (ok), pending (degraded), unreservable (failed)."""
     for (gpu, kind), entries in pages.items():
-        if all(_NOT_MEASURED.match(v) for v, _ in entries):
+        if all(_NOT_MEASURED.match(v) for v, _, _ in entries):
             # amd-smi prints N/A where the driver gives no bad-page table (it could not ask)
             reading.add(
                 finding(
@@ -257,27 +281,24 @@ def _judge_pages(reading: Reading, pages: dict) -> None:
                 )
             )
             continue
-        if all(NO_PAGES in v.lower() or not v for v, _ in entries) and any(
-            NO_PAGES in v.lower() for v, _ in entries
+        if all(NO_PAGES in v.lower() or not v for v, _, _ in entries) and any(
+            NO_PAGES in v.lower() for v, _, _ in entries
         ):
             reading.add(finding("bad_pages", "ok", f"{kind}: no bad pages", entries[0][1]))
             continue
-        count = sum(
-            1
-            for v, _ in entries
-            if v and NO_PAGES not in v.lower() and re.match(r"0x[0-9a-f]+", v, re.I)
-        )
+        count = _page_count(entries)
         status = {"RETIRED": "ok", "PENDING": "degraded"}.get(kind, "failed")
         meaning = {
             "RETIRED": "retired (safe; `rocm-gate drain` acts when the count grows)",
             "PENDING": "pending retirement (reset the GPU to retire them)",
         }.get(kind, "unreservable: memory with errors stays in use")
+        first = next((line for v, line, key in entries if key.endswith("ADDRESS")), entries[0][1])
         reading.add(
             finding(
                 f"bad_pages.{kind.lower()}",
                 status,
                 f"GPU {gpu}: {count} page(s) {meaning}",
-                entries[0][1],
+                first,
                 value=count,
             )
         )

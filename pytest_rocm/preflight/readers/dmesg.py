@@ -1,8 +1,9 @@
 """The kernel log (`dmesg`, `journalctl -k`) of amdgpu: RAS errors, resets, init failures, ring
 timeouts, faults.
 
-Each rule names what the line means for the node. Lines of other drivers are not the preflight's
-business and are skipped; amdgpu lines no rule knows are boot chatter (understood, no finding), so a
+Each rule names what the line means for the node. Lines of other drivers (`pci`, `spi-nor`, `nvme`, ...,
+named as the kernel prefixes a driver's line) are not the preflight's business and are set aside
+before any rule reads them (`other_driver`); amdgpu lines no rule knows are boot chatter (understood, no finding), so a
 new error message needs a rule here; lines that are neither kernel nor amdgpu lines are kept as
 unread. The HIP runtime's `HW Exception ... GPU Hang` lines are read too (they are printed by the
 application, not the kernel, but say the same about the GPU); the finding says so.
@@ -109,6 +110,29 @@ _CHATTER = re.compile(r"amdgpu|\[drm\]|kfd|\bdrm\b", re.I)
 _KERNEL_LINE = re.compile(
     r"^-- .* --$|^\[\s*\d+\.\d+\]|^\w{3}\s+\d+\s+\d\d:\d\d:\d\d|^\d{4}-\d\d-\d\dT"
 )
+# what comes before the kernel's message: dmesg's `[  10.358030] `, journalctl's `Nov 09 12:00:01 host
+# kernel: ` or an ISO time and host
+_PREFIX = re.compile(
+    r"^(?:\[\s*\d+\.\d+\]\s*|\w{3}\s+\d+\s+\d\d:\d\d:\d\d\s+\S+\s+kernel:\s*|"
+    r"\d{4}-\d\d-\d\dT\S+\s+\S+\s+kernel:\s*)+"
+)
+# a driver's own line, as the kernel's dev_printk and pr_fmt write it: `pci 0000:17:02.0: ...`,
+# `spi-nor spi0.1: ...`, `spi-nor: ...`
+_DRIVER_LINE = re.compile(r"^(?P<driver>[A-Za-z][\w.-]*)(?: [\w:.-]+)?: ")
+# the drivers whose lines are the GPU's (amdgpu, its KFD and DRM)
+_GPU_DRIVERS = frozenset({"amdgpu", "kfd", "drm"})
+
+
+def other_driver(text: str) -> str | None:
+    """The driver that wrote a kernel line, where it is not the GPU's: its line is not the node's
+    GPU problem (`pci 0000:1b:00.0: ROM [mem size 0x00020000 pref]: failed to assign`, the option
+    ROM's window, found on healthy MI300X boots; `spi-nor spi0.1: ... Failed to register OTP NVMEM
+    device`), and is set aside before any rule reads it. None for the GPU's lines and for lines no
+    driver names (the RAS core's, HIP's)."""
+    match = _DRIVER_LINE.match(_PREFIX.sub("", text, count=1))
+    if match is None or match["driver"].lower() in _GPU_DRIVERS:
+        return None
+    return match["driver"]
 
 
 def read(lines: list[Line], limits: dict) -> Reading:
@@ -117,6 +141,9 @@ def read(lines: list[Line], limits: dict) -> Reading:
     for line in lines:
         text = line.text.strip()
         if not text:
+            continue
+        if other_driver(text) is not None:
+            reading.understood += 1  # another driver's line: not the GPU's business
             continue
         if match := _COUNTED.search(text):
             reading.understood += 1
