@@ -1732,3 +1732,87 @@ def test_bad_pages_are_counted_as_pages_in_either_base(capsys, tmp_path, base):
         ("bad_pages.pending", "GPU 1", 1),
     }
     assert layer(evidence, "hardware")["verdict"] == "degraded"  # a page pending retirement
+
+
+@pytest.mark.parametrize(
+    "sample, sku, line_of, scale",
+    [
+        # AMD's MI355X gst_single.conf: target_stress 0, so `met: TRUE` whatever the GPU does
+        (
+            "rvs/mi355x_x8_rvs1.6.75_gst_fp4_met_true_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt",
+            "MI355X",
+            "[GPU:: 27226] GFLOPS 1068301",
+            0.56,
+        ),
+        # pebb: one GPU's host link at half its peers' bandwidth, from every CPU
+        (
+            "rvs/mi300x_x8_rvs_pebb_single_d2h_system-acceptance-docs_EXCERPT.txt",
+            "MI300X",
+            "[GPU:: 9 - 63738 - 0000:e5:00.0] h2d::false d2h::true 56.334 GBps",
+            0.5,
+        ),
+    ],
+    ids=["gst", "pebb"],
+)
+def test_rvs_figures_are_held_to_their_peers_whatever_met_says(
+    capsys, tmp_path, sample, sku, line_of, scale
+):
+    """Issue 48: a GPU throttled to 56 % of its peers in gst was accepted (only `met: TRUE` was
+    read), and pebb's bandwidth lines were never read. The real capture passes; the same capture
+    with one GPU's figure scaled down fails, quoting that GPU's line."""
+    text = (PREFLIGHT / sample).read_text(encoding="utf-8")
+    code, evidence = preflight(capsys, "--sku", sku, "--source", f"rvs={PREFLIGHT / sample}")
+    assert layer(evidence, "hardware")["verdict"] == "ok", layer(evidence, "hardware")["reason"]
+    number = re.search(r"([\d.]+)( GBps)?$", line_of)[1]
+    slow = line_of.replace(number, f"{float(number) * scale:g}")
+    assert line_of in text
+    changed = tmp_path / "rvs.txt"
+    changed.write_text(text.replace(line_of, slow), encoding="utf-8")
+    code, evidence = preflight(capsys, "--sku", sku, "--source", f"rvs={changed}")
+    hardware = layer(evidence, "hardware")
+    assert hardware["verdict"] == "failed" and code == 3, hardware["reason"]
+    deciding = [f for f in hardware["findings"] if f["status"] == "failed"]
+    assert [slow in f["text"] for f in deciding] == [True], deciding
+
+
+def test_an_all_to_all_link_at_half_its_rows_bandwidth_fails(capsys, tmp_path):
+    """Issue 48: the a2a matrix was left out of the peer rule (its healthy rows differ by 22 %), so
+    one link at half bandwidth was accepted. Within a row of AMD's published MI300X matrix no
+    healthy cell is more than 16 % below the median of the row's others (15.9 %, GPU 0's row): the
+    real capture stays accepted; the same with GPU 3 -> GPU 1 halved fails on that row."""
+    name = "transferbench/mi300x_x8_transferbench_a2a_system-acceptance-docs_wscollapsed.txt"
+    text = (PREFLIGHT / name).read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("GPU 03 "))
+    assert row.split()[3] == "28.583"
+    slow_row = row.replace(" 28.583 ", " 14.600 ", 1)
+    changed = tmp_path / "a2a.txt"
+    changed.write_text(text.replace(row, slow_row), encoding="utf-8")
+    code, evidence = preflight(capsys, "--sku", "MI300X", "--source", f"transferbench={changed}")
+    hardware = layer(evidence, "hardware")
+    failing = [f for f in hardware["findings"] if f["status"] == "failed"]
+    assert code == 3 and [f["check"] for f in failing] == ["transferbench.a2a_link"]
+    assert failing[0]["text"] == slow_row and "GPU 3 to GPU 1" in failing[0]["message"]
+
+
+def test_a_cpx_node_that_names_no_partition_is_known_by_its_compute_units(capsys, tmp_path):
+    """Issue 48: rocminfo names no partition mode, so a healthy MI300X in CPX (64 agents of 38 CUs:
+    304 / 8) was refused as 'expected 8 GPU(s), this runner has 64'. The mode is inferred from the
+    CU count, in detection (rocminfo) and in a `doctor --json` platform that has none."""
+    from pytest_rocm.hw.parsers.rocminfo import parse
+
+    text = (SAMPLES / "rocminfo/mi300x_x4_rocminfo_thamada.txt").read_text(encoding="utf-8")
+    cpx = parse(re.sub(r"(Compute Unit:\s+)304\b", r"\g<1>38", text))
+    assert [(g.sku, g.partition) for g in cpx.gpus] == [("MI300X", "CPX")] * 4
+    whole = parse(text)
+    assert [(g.sku, g.partition) for g in whole.gpus] == [("MI300X", None)] * 4
+    node = tmp_path / "node.json"
+    node.write_text(
+        json.dumps(
+            {
+                "vendor": "amd",
+                "gpus": [{"sku": "MI300X", "arch": "gfx942", "compute_units": 38}] * 64,
+            }
+        )
+    )
+    code, evidence = preflight(capsys, "--platform", str(node), "--sku", "MI300X")
+    assert layer(evidence, "framework")["verdict"] == "ok", layer(evidence, "framework")

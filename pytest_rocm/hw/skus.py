@@ -42,6 +42,27 @@ AMD_DEVICE_IDS: dict[str, tuple[str, str]] = {
 # partitioning overview, instinct.docs.amd.com; 8 x MI300X in CPX lists 64 GPUs,
 # ROCm/legacy-rocm-build#4750).
 LOGICAL_GPUS_PER_PARTITION_MODE = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
+# Compute units of a whole GPU of the 8-XCD SKUs (AMD Instinct data sheets: MI300X and MI325X 304,
+# MI350X and MI355X 256): an agent with a half, a quarter or an eighth of them is one partition of a
+# DPX, QPX or CPX GPU. rocminfo names no mode, and an MI300X in CPX lists 64 agents of 38 CUs.
+WHOLE_GPU_COMPUTE_UNITS = {"MI300X": 304, "MI325X": 304, "MI350X": 256, "MI355X": 256}
+
+
+def partition_from_compute_units(sku: str | None, compute_units: int | None) -> str | None:
+    """The compute partition mode a GPU agent's CU count shows (DPX, QPX or CPX), or None where it
+    is the whole GPU or the SKU's whole count is not known."""
+    whole = WHOLE_GPU_COMPUTE_UNITS.get(sku or "")
+    if not whole or not compute_units:
+        return None
+    return next(
+        (
+            mode
+            for mode, parts in LOGICAL_GPUS_PER_PARTITION_MODE.items()
+            if parts > 1 and compute_units * parts == whole
+        ),
+        None,
+    )
+
 
 # Archs we recognise; anything else a tool prints is treated as unreliable when
 # the device id tells a known arch.

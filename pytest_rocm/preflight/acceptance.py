@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pytest_rocm.hw.model import Platform
-from pytest_rocm.hw.skus import LOGICAL_GPUS_PER_PARTITION_MODE
+from pytest_rocm.hw.skus import LOGICAL_GPUS_PER_PARTITION_MODE, partition_from_compute_units
 from pytest_rocm.preflight import drain, layers
 from pytest_rocm.preflight.evidence import finding
 from pytest_rocm.preflight.layers import Layer, ToolOutput
@@ -52,7 +52,15 @@ def logical_gpus(physical: int | None, platform) -> int | None:
     partition mode shows as that many (8 x MI300X in CPX: 64)."""
     if physical is None or platform is None or not platform.gpus:
         return physical
-    modes = {(g.partition or "SPX").split("/")[0].strip().upper() for g in platform.gpus}
+    # the mode a tool named, else the one the agent's CU count shows (rocminfo, and a `doctor
+    # --json` platform made from it, name none)
+    modes = {
+        (g.partition or partition_from_compute_units(g.sku, g.compute_units) or "SPX")
+        .split("/")[0]
+        .strip()
+        .upper()
+        for g in platform.gpus
+    }
     if len(modes) == 1:
         return physical * LOGICAL_GPUS_PER_PARTITION_MODE.get(modes.pop(), 1)
     return physical

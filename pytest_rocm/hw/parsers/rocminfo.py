@@ -7,7 +7,7 @@ import re
 
 from pytest_rocm.hw.model import Gpu
 from pytest_rocm.hw.parsers import Parsed, UnexpectedOutput, gib
-from pytest_rocm.hw.skus import identify_amd
+from pytest_rocm.hw.skus import identify_amd, partition_from_compute_units
 
 _AGENT = re.compile(r"^\*+\s*\n\s*Agent\s+\d+\s*\n\*+\s*$", re.MULTILINE)
 _KV = re.compile(r"^(\s*)([^:\n]+?):\s*(.*?)\s*$")
@@ -75,6 +75,8 @@ def parse(text: str) -> Parsed:
                 memory_gb=memory,
                 device_id=f"0x{int(chip.group(1)):04x}" if chip else None,
                 compute_units=int(cus.group(1)) if cus else None,
+                # rocminfo names no partition mode: an agent with a part of the GPU's CUs is one
+                partition=partition_from_compute_units(sku, int(cus.group(1)) if cus else None),
             )
         )
     if not saw_agent:

@@ -4,8 +4,11 @@
 RVS prints `[RESULT] [timestamp] [action] module ...` lines; the verdict words differ per module
 (`met: TRUE` for gst, `pass: TRUE` for iet, `peqt true`, `mem Test N : PASS`, `... violations N` for
 gm) and RVS 1.6 ends with a summary table (`| action | MODULE | PASS |`). `[ERROR]` lines fail the
-run. pbqt's `p2p-bandwidth` lines give each GPU pair's bandwidth: a pair far below the median of the
-other pairs of the same action is a slow link on any SKU (preflight/relative.py).
+run. Measured figures are compared with their peers of the same action on any SKU
+(preflight/relative.py), whatever the verdict word says: pbqt's `p2p-bandwidth` per GPU pair (a slow
+link), gst's final `GFLOPS` per GPU (a throttled GPU: AMD's MI355X `gst_single.conf` sets
+`target_stress: 0` for its fp4/fp6/bf6 actions, so `met: TRUE` whatever the GPU does) and pebb's
+`pcie-bandwidth` per GPU, its best over the CPUs it was measured from (a host link at half speed).
 """
 
 from __future__ import annotations
@@ -35,6 +38,16 @@ _P2P_BANDWIDTH = re.compile(
     r"\s*bidirectional:\s*(true|false)\s+([\d.]+)\s*GBps",
     re.I,
 )
+# gst's last line per GPU: `[GPU:: 28851] GFLOPS 1687129 Target GFLOPS: 1215000 met: TRUE`
+_GST_FINAL = re.compile(
+    r"\[GPU::\s*(\d+)[^\]]*\]\s*GFLOPS\s+([\d.]+)\s+Target GFLOPS:\s*[\d.]+\s+met:", re.I
+)
+# pebb: `pcie-bandwidth [ 1/16] [CPU:: 0] [GPU:: 2 - 28851 - 0000:05:00.0] h2d::false d2h::true 56.298 GBps`
+_PCIE_BANDWIDTH = re.compile(
+    r"pcie-bandwidth\s*\[\s*\d+\s*/\s*\d+\s*\]\s*\[CPU::\s*\d+\s*\]\s*\[GPU::\s*(\d+)\b[^\]]*\]"
+    r"\s*h2d::(true|false)\s+d2h::(true|false)\s+([\d.]+)\s*GBps",
+    re.I,
+)
 # Lines RVS prints that carry no verdict: banners, the GPU list of `rvs -g`, tables' borders and
 # headers.
 _GPU_LISTED = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d - GPU\[", re.I)  # `rvs -g`
@@ -48,6 +61,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     listed = []
     links: dict[str, dict] = {}  # "action, uni/bidirectional" -> {(GPU, GPU): (GB/s, line)}
+    gflops: dict[str, dict] = {}  # gst action -> {GPU: (GFLOPS, line)}
+    host_links: dict[str, dict] = {}  # "pebb action, h2d/d2h" -> {GPU: (best GB/s, line)}
     for line in lines:
         text = line.text.strip()
         if not text:
@@ -79,17 +94,25 @@ def read(lines: list[Line], limits: dict) -> Reading:
         if match := _RESULT.match(text):
             reading.understood += 1
             _judge_result(reading, line, match.group(1))
-            if bandwidth := _P2P_BANDWIDTH.search(match.group(1)):
-                action = _ACTION.match(match.group(1))
-                name = f"{action.group(1) if action else 'pbqt'}, {'bi' if bandwidth.group(3).lower() == 'true' else 'uni'}directional"
-                links.setdefault(name, {})[(int(bandwidth.group(1)), int(bandwidth.group(2)))] = (
-                    float(bandwidth.group(4)),
-                    line,
-                )
+            _measured(match.group(1), line, links, gflops, host_links)
             continue
         if not _KNOWN.match(text):
             reading.unread.append(line)
-    _judge_links(reading, links, limits)
+    _judge_peers(
+        reading, links, limits, "rvs.peer_link", "GB/s", "pairs", "a slow or retrained link"
+    )
+    _judge_peers(
+        reading, gflops, limits, "rvs.peer_gflops", "GFLOPS", "GPUs", "a throttled or failing GPU"
+    )
+    _judge_peers(
+        reading,
+        host_links,
+        limits,
+        "rvs.peer_pcie",
+        "GB/s",
+        "GPUs",
+        "a slow or retrained host link",
+    )
     if listed:
         expected = limits.get("gpus")
         short = expected is not None and len(listed) < expected
@@ -149,41 +172,78 @@ def _judge_result(reading: Reading, line: Line, body: str) -> None:
         )
 
 
-def _judge_links(reading: Reading, links: dict[str, dict], limits: dict) -> None:
+def _measured(body: str, line: Line, links: dict, gflops: dict, host_links: dict) -> None:
+    """A result line's figure, kept per action for the peer rule."""
+    action = _ACTION.match(body)
+    if bandwidth := _P2P_BANDWIDTH.search(body):
+        name = f"{action.group(1) if action else 'pbqt'}, {'bi' if bandwidth.group(3).lower() == 'true' else 'uni'}directional"
+        links.setdefault(name, {})[(int(bandwidth.group(1)), int(bandwidth.group(2)))] = (
+            float(bandwidth.group(4)),
+            line,
+        )
+    elif final := _GST_FINAL.search(body):
+        gflops.setdefault(action.group(1) if action else "gst", {})[int(final.group(1))] = (
+            float(final.group(2)),
+            line,
+        )
+    elif pcie := _PCIE_BANDWIDTH.search(body):
+        way = "h2d" if pcie.group(2).lower() == "true" else "d2h"
+        name = f"{action.group(1) if action else 'pebb'}, {way}"
+        gpu, value = int(pcie.group(1)), float(pcie.group(4))
+        best = host_links.setdefault(name, {})
+        if gpu not in best or value > best[gpu][0]:  # its best over the CPUs measured from
+            best[gpu] = (value, line)
+
+
+def _subject(key) -> str:
+    return f"GPU {key[0]} to GPU {key[1]}" if isinstance(key, tuple) else f"GPU {key}"
+
+
+def _judge_peers(
+    reading: Reading,
+    groups: dict[str, dict],
+    limits: dict,
+    check: str,
+    unit: str,
+    kind: str,
+    why: str,
+) -> None:
+    """Each measured figure against the median of its peers of the same action (`kind`: what the
+    peers are), at the SKU's `peer_degraded_pct` and `peer_failed_pct`."""
     degraded, failed = limits.get("peer_degraded_pct"), limits.get("peer_failed_pct")
     if degraded is None or failed is None:
         return
-    for name, pairs in links.items():
-        if max(value for value, _ in pairs.values()) <= 0:
+    for name, measured in groups.items():
+        if max(value for value, _ in measured.values()) <= 0:
             reading.add(
                 finding(
-                    "rvs.peer_link",
+                    check,
                     "failed",
-                    f"{name}: every GPU pair measured 0 GB/s: no transfer ran",
-                    max(pairs.values(), key=lambda item: item[1].number)[1],
+                    f"{name}: every one of the {kind} measured 0 {unit}: nothing ran",
+                    max(measured.values(), key=lambda item: item[1].number)[1],
                 )
             )
             continue
-        slow = below_peers({pair: value for pair, (value, _) in pairs.items()}, degraded, failed)
-        for link in slow:
+        slow = below_peers({key: value for key, (value, _) in measured.items()}, degraded, failed)
+        for peer in slow:
             reading.add(
                 finding(
-                    "rvs.peer_link",
-                    link.status,
-                    f"{name}: GPU {link.key[0]} to GPU {link.key[1]} "
-                    f"{link.value:g} GB/s, {link.below_pct:.0f} % below the median of the other "
-                    f"{len(pairs) - 1} pairs ({link.peers_median:g} GB/s): a slow or retrained link",
-                    pairs[link.key][1],
-                    value=link.value,
+                    check,
+                    peer.status,
+                    f"{name}: {_subject(peer.key)} {peer.value:g} {unit}, {peer.below_pct:.0f} % "
+                    f"below the median of the other {len(measured) - 1} {kind} "
+                    f"({peer.peers_median:g} {unit}): {why}",
+                    measured[peer.key][1],
+                    value=peer.value,
                 )
             )
-        if not slow and len(pairs) > 1:
+        if not slow and len(measured) > 1:
             reading.add(
                 finding(
-                    "rvs.peer_link",
+                    check,
                     "ok",
-                    f"every GPU pair within {degraded:g} % of the others "
-                    f"({len(pairs)} pairs, {name})",
-                    min(pairs.values(), key=lambda item: item[1].number)[1],
+                    f"every one of the {len(measured)} {kind} within {degraded:g} % of the others "
+                    f"({name})",
+                    min(measured.values(), key=lambda item: item[1].number)[1],
                 )
             )
