@@ -617,16 +617,19 @@ def test_pytest_refuses_bad_settings_clearly(pytester, files, args, says):
     assert says in output
 
 
-def test_a_misspelt_ini_setting_alone_is_refused_not_ignored(pytester):
+@pytest.mark.parametrize(
+    "key, meant",
+    [("rocm_rerun", "rocm_reruns"), ("rocm-reruns", "rocm_reruns"), ("ROCM_RERUNS", "rocm_reruns")],
+)
+def test_a_misspelt_ini_setting_alone_is_refused_not_ignored(pytester, key, meant):
     """The run's only setting misspelt: before, the plugin stayed inert (no report, exit 0) and
-    pytest only warned of an unknown option."""
-    pytester.makeini("[pytest]\nrocm_rerun = 2\n")
+    pytest only warned of an unknown option; one that differs from ours only by case or `-` was
+    not even seen (issue 49)."""
+    pytester.makeini(f"[pytest]\n{key} = 2\n")
     pytester.makepyfile(test_a="def test_a(): pass")
     result = pytester.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "rocm_rerun is not a pytest-rocm setting (did you mean rocm_reruns?)" in (
-        result.stderr.str()
-    )
+    assert f"{key} is not a pytest-rocm setting (did you mean {meant}?)" in (result.stderr.str())
 
 
 def test_a_server_config_with_a_bad_section_fails_the_test_clearly(pytester):

@@ -104,6 +104,10 @@ def test_wrong_arguments_are_collection_errors_naming_the_test(pytester, marker,
         ("rocm_gate_engine", "@pytest.mark.rocm_gate_engine is not a pytest-rocm marker;"),
         ("hardwar(gpus=2)", "(did you mean @pytest.mark.hardware?)"),
         ("vllm_servr(args=[])", "(did you mean @pytest.mark.vllm_server?)"),
+        # ours but for case and separators (issue 49: both concluded `success`)
+        ('Rocm_Gate(group="engine", blocking=True)', "(did you mean @pytest.mark.rocm_gate?)"),
+        ('RocmGate(group="engine", blocking=True)', "(did you mean @pytest.mark.rocm_gate?)"),
+        ("Hardware(gpus=2)", "(did you mean @pytest.mark.hardware?)"),
     ],
 )
 def test_a_misspelt_marker_is_a_collection_error_not_a_plain_test(pytester, marker, message):

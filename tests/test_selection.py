@@ -737,3 +737,16 @@ def test_output_cut_short_by_the_reader_is_no_error(tmp_path):
         text=True,
     )
     assert len(done.stdout.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_names_a_pr_chose_print_as_text(small):
+    """Issue 49: changed file names were printed raw, so a PR's file name could write the
+    terminal's clipboard (OSC 52) or reverse the line (a right-to-left override)."""
+    names = ["tests/test_a\x1b]52;c;ZXZpbA==\x07.py", "docs/\u202eevil.md"]
+    (small / "changed.txt").write_text("\n".join(names) + "\n", encoding="utf-8")
+    done = rocm_gate(
+        "select", "--map", small / "map.toml", "--changed-files", small / "changed.txt"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "\x07" not in done.stdout
+    assert "tests/test_a\\u001b]52;c;ZXZpbA==\\u0007.py" in done.stdout

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file, whole_number
+from pytest_rocm.schemas.markdown import visible
 from pytest_rocm.selection.git import (
     CannotDecide,
     changed_files,
@@ -180,18 +181,24 @@ def _tree(args) -> set[str] | None:
 
 
 def _print(args, changed: list[str], chosen) -> None:
+    """The selection, each name a PR chose (its files') escaped for a terminal or a job's log: a
+    file name carrying a newline and `::error`, an escape sequence or a right-to-left override
+    prints as text (schemas/markdown.py: visible)."""
     if args.json:
         print(json.dumps({"changed": changed, **chosen.to_dict()}, indent=2))
         return
     if chosen.everything:
-        print(f"everything: {chosen.why_everything}")
+        print(f"everything: {visible(chosen.why_everything)}")
     elif not chosen.groups:
         print("nothing to run: every changed file is ignored")
     else:
         for group, reasons in sorted(chosen.groups.items()):
             others = len(set(reasons)) - 1
-            print(f"{group}: {reasons[0]}" + (f" (and {others} more reasons)" if others else ""))
+            print(
+                f"{visible(group)}: {visible(reasons[0])}"
+                + (f" (and {others} more reasons)" if others else "")
+            )
         for test in sorted(chosen.tests):
-            print(f"  run {test}")
+            print(f"  run {visible(test)}")
     for path in chosen.ignored:
-        print(f"  ignored {path}")
+        print(f"  ignored {visible(path)}")

@@ -44,7 +44,15 @@ def setting_given(config: pytest.Config) -> str | None:
     from pytest_rocm.plugin.internals import unknown_ini_keys
 
     # a misspelt setting asks too: the settings' check then names it (`options._check_ini_keys`)
-    return next((key for key in sorted(unknown_ini_keys(config)) if key.startswith("rocm_")), None)
+    # (`ROCM_RERUNS` and `rocm-reruns` too: ours but for case and separators)
+    return next(
+        (
+            key
+            for key in sorted(unknown_ini_keys(config))
+            if key.lower().replace("-", "_").startswith("rocm_")
+        ),
+        None,
+    )
 
 
 def carries_marker(keywords) -> bool:

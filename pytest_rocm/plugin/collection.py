@@ -75,6 +75,11 @@ class TestSpec:
         return "," + json.dumps(self.record_fields(), ensure_ascii=False)[1:-1]
 
 
+def _folded(name: str) -> str:
+    """A marker's name without case and separators: `Rocm_Gate` and `RocmGate` are `rocmgate`."""
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
 def _registered_markers(config: pytest.Config) -> set[str]:
     """The names of the markers registered in the ini file and by plugins (ours too)."""
     return {line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")}
@@ -128,8 +133,16 @@ class Annotator:
         nothing, `@pytest.mark.rocm_gates(blocking=True)` made a failing gate an ungrouped test
         and the run `success`, with only pytest's warning. A project's own marker of such a name,
         registered in its ini `markers`, is its own."""
-        suggestion = difflib.get_close_matches(name, MARKER_HELP, n=1, cutoff=0.8)
-        if (name.startswith("rocm_") or suggestion) and name not in _registered_markers(config):
+        # `Rocm_Gate`, `RocmGate`, `rocm-gate`: ours but for case and separators
+        same = {_folded(ours): ours for ours in MARKER_HELP}.get(_folded(name))
+        suggestion = (
+            [same]
+            if same is not None and same != name
+            else difflib.get_close_matches(name, MARKER_HELP, n=1, cutoff=0.8)
+        )
+        if (_folded(name).startswith("rocm") or suggestion) and name not in _registered_markers(
+            config
+        ):
             raise MarkerError(
                 f"@pytest.mark.{name} is not a pytest-rocm marker"
                 + (f" (did you mean @pytest.mark.{suggestion[0]}?)" if suggestion else "")

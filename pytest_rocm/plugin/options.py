@@ -300,8 +300,14 @@ def _check_ini_keys(config: pytest.Config) -> None:
     from pytest_rocm.plugin.internals import unknown_ini_keys
 
     for key in sorted(unknown_ini_keys(config)):
-        if key.startswith("rocm_"):
-            close = difflib.get_close_matches(key, sorted(INI_SETTINGS), n=1)
+        # `rocm-reruns`, `ROCM_RERUNS`: ours but for case and separators, read as nothing
+        normal = key.lower().replace("-", "_")
+        if normal.startswith("rocm_"):
+            close = (
+                [normal]
+                if normal in INI_SETTINGS
+                else difflib.get_close_matches(normal, sorted(INI_SETTINGS), n=1)
+            )
             raise pytest.UsageError(
                 f"{config.inipath}: {key} is not a pytest-rocm setting"
                 + (f" (did you mean {close[0]}?)" if close else "")

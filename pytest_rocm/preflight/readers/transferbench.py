@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no_floor, number
 from pytest_rocm.preflight.relative import below_peers
@@ -301,7 +302,7 @@ def _judge_a2a_rows(reading: Reading, lines: list[Line], limits: dict) -> None:
                     f"GPU {source} to GPU {slow.key} (all-to-all): {slow.value:g} GB/s, "
                     f"{slow.below_pct:.0f} % below the median of the other {len(cells) - 1} cells of "
                     f"its row ({slow.peers_median:g} GB/s): a slow link",
-                    cells[slow.key][1],
+                    cells[cast(int, slow.key)][1],
                     value=slow.value,
                     threshold=round(slow.peers_median * (1 - failed / 100), 3),
                 )
