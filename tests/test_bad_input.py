@@ -63,6 +63,20 @@ def records_dir(
     return str(folder)
 
 
+PLAIN_NAN = (
+    '{"schema":"pytest-rocm/record/3","worker":"gw0","nodeid":"t.py::test_b","when":'
+    '"setup+call+teardown","outcome":"passed","durations":[NaN,0.1,0.1],"t":2.0}'
+)
+
+
+def records_with(tmp_path, line: str) -> str:
+    """A run's records with one more line after a good one."""
+    folder = Path(records_dir(tmp_path))
+    with (folder / "records-gw0.jsonl").open("a") as handle:
+        handle.write(line + "\n")
+    return str(folder)
+
+
 def looping_records(tmp_path) -> str:
     """A worker's records file that is a symbolic link to itself (as a bad `ln -s` or a copy tool
     leaves one)."""
@@ -511,6 +525,39 @@ CLI_CASES = [
         "not well-formed XML",
     ),
     ("unknown-command", lambda p: ["dashbord"], 2, "invalid choice"),
+    # issue 49: a RecursionError traceback, and NaN written into a report the strict loader refuses
+    (
+        "verdict-records-nested-100000-deep",
+        lambda p: ["verdict", records_with(p, "[" * 100_000 + "]" * 100_000)],
+        3,
+        "records-gw0.jsonl:2: not a record (nested too deep); skipped",
+    ),
+    (
+        "verdict-records-nan-durations",
+        lambda p: ["verdict", records_with(p, PLAIN_NAN)],
+        3,
+        "`durations` must be 3 finite numbers (setup, call, teardown), got [nan, 0.1, 0.1]",
+    ),
+    (
+        "verdict-manifest-nan",
+        lambda p: ["verdict", records_dir(p, manifest=b'{"schema": "x", "started": NaN}')],
+        2,
+        "not a readable manifest (NaN is not a JSON number)",
+    ),
+    (
+        "select-history-nested-100000-deep",
+        lambda p: [
+            "select",
+            "--map",
+            "vllm",
+            "--changed-files",
+            write(p, "changed.txt", "vllm/x.py\n"),
+            "--history",
+            write(p, "history.jsonl", "[" * 100_000 + "]" * 100_000 + "\n"),
+        ],
+        2,
+        "history.jsonl:1: not a commit line (nested too deep); selecting everything",
+    ),
 ]
 
 

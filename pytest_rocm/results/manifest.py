@@ -271,13 +271,23 @@ class ManifestError(BadInput):
     pass
 
 
+def _no_constant(name: str):
+    """json.loads reads `NaN` and `Infinity`, which no report may carry (the strict loader refuses
+    them): the manifest is refused naming it."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def read_manifest(path: Path) -> dict:
     """A run's manifest.json, checked enough to be used: a JSON object of this schema."""
     import json
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise ManifestError(
+            f"{path}: not a readable manifest (nested too deep); delete it or rerun the job"
+        ) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ManifestError(
             f"{path}: not a readable manifest ({exc}); delete it or rerun the job"
         ) from None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import mmap
 import os
 import re
@@ -355,6 +356,9 @@ def _parse_lines(path: Path, text: str, problems: list[str]) -> list[dict]:
             continue
         try:
             record = json.loads(line)
+        except RecursionError:  # a crafted line nested 100,000 deep: no record is
+            problems.append(f"{path}:{number}: not a record (nested too deep); skipped")
+            continue
         except json.JSONDecodeError as exc:
             last = number == len(lines) and not text.endswith("\n")
             why = (
@@ -379,7 +383,7 @@ def _plain_tail(tail: str) -> dict | None:
     whole (and any problem named as for any line)."""
     try:
         fields = json.loads("{" + tail[1:] + "}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     if not _MATCHED.isdisjoint(fields) or any(
         isinstance(value, (dict, list)) for value in fields.values()
@@ -442,8 +446,8 @@ def record_problem(record) -> str | None:
         return f"not a {RECORD_SCHEMA} record"
     if not isinstance(record.get("nodeid"), str):
         return "no `nodeid` string"
-    if not isinstance(record.get("t", 0.0), (int, float)) or isinstance(record.get("t"), bool):
-        return f"`t` must be a number, got {record.get('t')!r}"
+    if not _finite(record.get("t", 0.0)):
+        return f"`t` must be a finite number, got {record.get('t')!r}"
     kind = record.get("kind")
     if kind is not None:
         return None if kind in KINDS else f"unknown `kind` {kind!r}"
@@ -455,10 +459,10 @@ def record_problem(record) -> str | None:
         if (
             not isinstance(durations, list)
             or len(durations) != COMBINED[when]
-            or not all(isinstance(d, (int, float)) and not isinstance(d, bool) for d in durations)
+            or not all(_finite(d) for d in durations)
         ):
             return (
-                f"`durations` must be {COMBINED[when]} numbers ({when.replace('+', ', ')}), "
+                f"`durations` must be {COMBINED[when]} finite numbers ({when.replace('+', ', ')}), "
                 f"got {durations!r}"
             )
         return None
@@ -466,9 +470,15 @@ def record_problem(record) -> str | None:
         return f"`when` must be one of {', '.join(WHENS)}, got {when!r}"
     if record.get("outcome") not in OUTCOMES:
         return f"`outcome` must be one of {', '.join(OUTCOMES)}, got {record.get('outcome')!r}"
-    if not isinstance(record.get("duration", 0.0), (int, float)):
-        return f"`duration` must be a number, got {record.get('duration')!r}"
+    if not _finite(record.get("duration", 0.0)):
+        return f"`duration` must be a finite number, got {record.get('duration')!r}"
     return None
+
+
+def _finite(value) -> bool:
+    """A JSON number the report can write back: json.loads reads `NaN` and `Infinity`, which the
+    strict loader then refuses in the report."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def phase_seconds(records: list[dict]):
@@ -531,7 +541,7 @@ def collected_specs(directory: Path) -> dict:
                     if record_problem(record) is None and record.get("kind") == "collection":
                         specs = record.get("specs")
                         return specs if isinstance(specs, dict) else {}
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except (OSError, json.JSONDecodeError, RecursionError, AttributeError):
             continue
     return {}
 

@@ -107,6 +107,10 @@ def read_history(path: Path) -> list[dict]:
                 or not all(isinstance(f, str) for f in row["files"])
             ):
                 raise TypeError("needs `files`, a list of paths")
+        except RecursionError:
+            raise CommitHistoryError(
+                f"{path}:{number}: not a commit line (nested too deep)"
+            ) from None
         except (ValueError, TypeError) as exc:
             raise CommitHistoryError(f"{path}:{number}: not a commit line ({exc})") from None
         commits.append(row)
