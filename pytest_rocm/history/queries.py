@@ -69,7 +69,7 @@ def runs(
                 "git_sha": r[6],
                 "conclusion": r[7],
                 "complete": bool(r[8]),
-                "seconds": _seconds(r[1], r[2]),
+                "seconds": seconds_between(r[1], r[2]),
                 "origin": r[9],
                 "repository": r[10],
                 "gh_run_id": r[11],
@@ -81,7 +81,8 @@ def runs(
     return out
 
 
-def _seconds(started: str | None, finished: str | None) -> float | None:
+def seconds_between(started: str | None, finished: str | None) -> float | None:
+    """Seconds from one ISO time to another; None where either is missing or not a time."""
     from datetime import datetime
 
     try:
@@ -284,7 +285,7 @@ def known_gaps(conn: sqlite3.Connection, landed: frozenset | None = None) -> lis
 
 
 def _days(first: str | None, last: str | None) -> float | None:
-    seconds = _seconds(first, last)
+    seconds = seconds_between(first, last)
     return round(seconds / 86400, 1) if seconds is not None else None
 
 

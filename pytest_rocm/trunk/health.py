@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from datetime import datetime
 
 from pytest_rocm.history import queries
 from pytest_rocm.trunk.judgement import health_cell
 
 __all__ = ["trunk_health"]
-
-
-def _seconds(started: str | None, finished: str | None) -> float | None:
-    if started is None or finished is None:
-        return None
-    try:
-        return (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
-    except (TypeError, ValueError):
-        return None
 
 
 def trunk_health(
@@ -49,7 +39,7 @@ def trunk_health(
             if cell != "green" and red_since is None:
                 red_since = started
             elif cell == "green" and red_since is not None:
-                seconds = _seconds(red_since, started)
+                seconds = queries.seconds_between(red_since, started)
                 if seconds is not None:
                     recoveries.append(seconds)
                 red_since = None
