@@ -10,6 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import SAMPLES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.schemas.artifacts import schema_document
@@ -23,6 +25,17 @@ EXPECTED = {
     "agfhc/mi350x_x8_agfhc1.23.2_all_lvl1_all_pass_rocm7.0_mhilgema-proj.txt": ("MI350X", "ok"),
     "amd-smi/mi300_amd-smi_metric_--ecc-block_text_all_zero_amdsmi-changelog.txt": (None, "ok"),
     "amd-smi/mi300_amd-smi_metric_--pcie_text_amdsmi-changelog_EXCERPT.txt": (None, "ok"),
+    # AMD's example has links down (D): refused, naming each GPU's down links
+    "amd-smi/mi300_amd-smi_xgmi_--link-status_links_down_rocm6.4_amdsmi-changelog_EXCERPT.txt": (
+        None,
+        "failed",
+    ),
+    "amd-smi/mi300a_x4_amd-smi_firmware_rocm6.3.3_rocm-issue-4477.txt": (None, "ok"),
+    # an mVF guest cannot read link status (N/A everywhere): not proven, never refused
+    "amd-smi/mi3x_x8_amd-smi_xgmi_--link-status_mvf_not_supported_amdsmi-changelog_EXCERPT.txt": (
+        None,
+        "skipped",
+    ),
     "amd-smi/mi300_x8_amd-smi_topology_all_xgmi_rocm6.1_amdsmi-changelog.txt": (None, "ok"),
     "amd-smi/mi300_x8_amd-smi_xgmi_link_metric_table_rocm6.1_amdsmi-changelog.txt": (
         "MI300X",
@@ -195,6 +208,9 @@ def test_sample_verdict_and_evidence(capsys, name):
     proved = layer(evidence, "communication" if tool == "rccl-tests" else "hardware")
     assert proved["verdict"] == verdict, proved["reason"]
     assert code == (3 if verdict == "failed" else 0)
+    if verdict == "skipped":  # an output the reader cannot judge: not proven, saying why
+        assert "not proven" in proved["reason"] and "not judged" in proved["reason"]
+        return
     lines = (PREFLIGHT / name).read_text(encoding="utf-8").splitlines()
     deciding = [f for f in proved["findings"] if f["status"] == verdict]
     assert deciding, "the verdict must come from findings"
@@ -1816,3 +1832,203 @@ def test_a_cpx_node_that_names_no_partition_is_known_by_its_compute_units(capsys
     )
     code, evidence = preflight(capsys, "--platform", str(node), "--sku", "MI300X")
     assert layer(evidence, "framework")["verdict"] == "ok", layer(evidence, "framework")
+
+
+LINKS_DOWN = (
+    "amd-smi/mi300_amd-smi_xgmi_--link-status_links_down_rocm6.4_amdsmi-changelog_EXCERPT.txt"
+)
+FIRMWARE = "amd-smi/mi300a_x4_amd-smi_firmware_rocm6.3.3_rocm-issue-4477.txt"
+
+
+def test_xgmi_link_status_a_link_down_fails_and_the_same_node_with_every_link_up_passes(
+    capsys, tmp_path
+):
+    """Issue 48: `amd-smi xgmi --link-status` was not understood at all. AMD's example (links 4
+    and 6 down, link 7 disabled on both GPUs) is refused naming each GPU's down links; the same
+    output with those links up is accepted (the disabled port is on every GPU: by design); one GPU
+    with a port disabled that its peers have up is refused."""
+    text = (PREFLIGHT / LINKS_DOWN).read_text(encoding="utf-8")
+    up = tmp_path / "up.txt"
+    up.write_text(text.replace(" D ", " U "), encoding="utf-8")
+    code, evidence = preflight(capsys, "--source", f"amd-smi={up}")
+    hardware = layer(evidence, "hardware")
+    assert (code, hardware["verdict"]) == (0, "ok"), hardware["reason"]
+    assert "XGMI links up: 14 on 2 GPU(s), 1 disabled on each by design" in hardware["reason"]
+    row = "GPU1   0000:44:00.0  U  U  U  U  U  U  U  X"
+    one_off = tmp_path / "one-off.txt"
+    one_off.write_text(
+        up.read_text().replace(row, row.replace("U  U  U  X", "U  U  X  X")), encoding="utf-8"
+    )
+    code, evidence = preflight(capsys, "--source", f"amd-smi={one_off}")
+    failing = [f for f in layer(evidence, "hardware")["findings"] if f["status"] == "failed"]
+    assert code == 3 and [f["message"] for f in failing] == [
+        "GPU 1: 2 XGMI link(s) disabled, its peers 1"
+    ]
+    assert failing[0]["text"].startswith("GPU1   0000:44:00.0")
+
+
+def test_a_firmware_component_that_differs_across_gpus_degrades_naming_both_versions(
+    capsys, tmp_path
+):
+    """Issue 48: `amd-smi firmware` was never compared across GPUs. The real 4-GPU capture (every
+    component alike) is accepted; with GPU 2 on an older PM firmware the node is degraded, naming
+    GPU 2, PM and both versions, quoting GPU 2's line."""
+    text = (PREFLIGHT / FIRMWARE).read_text(encoding="utf-8")
+    blocks = text.split("\n\n")
+    assert len(blocks) == 4 and all("FW_VERSION: 04.85.103.184" in b for b in blocks)
+    blocks[2] = blocks[2].replace("04.85.103.184", "04.85.101.170")
+    older = tmp_path / "firmware.txt"
+    older.write_text("\n\n".join(blocks), encoding="utf-8")
+    code, evidence = preflight(capsys, "--source", f"amd-smi={older}")
+    hardware = layer(evidence, "hardware")
+    degraded = [f for f in hardware["findings"] if f["status"] == "degraded"]
+    assert (code, hardware["verdict"]) == (0, "degraded")
+    assert [f["message"] for f in degraded] == [
+        "GPU 2: PM firmware 04.85.101.170, its peers 04.85.103.184 (3 of 4 GPUs); update it to match"
+    ]
+    lines = older.read_text().splitlines()
+    assert lines[degraded[0]["line"] - 1].strip() == "FW_VERSION: 04.85.101.170"
+
+
+def test_firmware_and_link_status_read_alike_from_json(capsys, tmp_path):
+    """`--json` output of both commands (the same tree as the text, amdsmi_commands.py) reads as
+    the text does."""
+    firmware = [
+        {"gpu": g, "fw_list": [{"fw_id": "PM", "fw_version": "85.110.0" if g != 1 else "85.101.0"}]}
+        for g in range(3)
+    ]
+    links = [{"gpu": g, "link_status": ["U", "U", "D" if g == 0 else "U", "X"]} for g in range(2)]
+    for data, check, status, message in (
+        (
+            firmware,
+            "firmware.mismatch",
+            "degraded",
+            "GPU 1: PM firmware 85.101.0, its peers 85.110.0",
+        ),
+        (links, "xgmi.link_status", "failed", "GPU 0: XGMI link 2 down"),
+    ):
+        source = tmp_path / f"{check}.json"
+        source.write_text(json.dumps(data))
+        code, evidence = preflight(capsys, "--source", f"amd-smi={source}")
+        found = [f for f in layer(evidence, "hardware")["findings"] if f["check"] == check]
+        assert [(f["status"], f["message"].split(" (")[0].split(";")[0]) for f in found] == [
+            (status, message)
+        ]
+
+
+@pytest.mark.parametrize(
+    "links, expected",
+    [
+        ({"0": "UUUX", "1": "UUUX"}, ["ok"]),
+        ({"0": "UUDX", "1": "UUUX"}, ["failed GPU 0: XGMI link 2 down"]),
+        (
+            {"0": "UUXX", "1": "UUUX", "2": "UUUX"},
+            ["failed GPU 0: 2 XGMI link(s) disabled, its peers 1"],
+        ),
+        ({"0": "UUUU"}, ["ok"]),
+        ({"0": "", "1": ""}, []),
+    ],
+)
+def test_judge_links_table(links, expected):
+    from pytest_rocm.preflight.readers.amd_smi import judge_links
+
+    found = judge_links({gpu: [(None, c, None) for c in cells] for gpu, cells in links.items()})
+    assert [f.status if f.status == "ok" else f"{f.status} {f.message}" for f in found] == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.integers(0, 7).map(str),
+        st.lists(st.sampled_from("UDXN"), min_size=1, max_size=8),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_judge_links_against_an_oracle(rows):
+    """Generated nodes: a GPU fails exactly where it has a link down or more links disabled than
+    the most common count; a node with a link read and nothing failing has one ok finding."""
+    from pytest_rocm.preflight.readers.amd_smi import judge_links
+
+    cells = {g: ["N/A" if c == "N" else c for c in r] for g, r in rows.items()}
+    found = judge_links({g: [(None, c, None) for c in r] for g, r in cells.items()})
+    read = {g: r for g, r in cells.items() if any(c != "N/A" for c in r)}
+    disabled = [r.count("X") for r in read.values()]
+    usual = max(set(disabled), key=lambda n: (disabled.count(n), -n)) if disabled else 0
+    bad = {g for g, r in read.items() if "D" in r or r.count("X") > usual}
+    named = {f.message.split(":")[0].removeprefix("GPU ") for f in found if f.status == "failed"}
+    assert named == bad
+    if not bad:
+        assert [f.status for f in found] == (["ok"] if read else [])
+
+
+@pytest.mark.parametrize(
+    "agents, expect, expected",
+    [
+        ([304] * 8, 8, ["ok 8 GPU agent(s) of 304 compute units (SPX)"]),
+        ([38] * 64, 8, ["ok 64 GPU agent(s) of 38 compute units (CPX)"]),
+        ([304] * 4, 8, ["failed 4 GPU agent(s); the runner has 8 GPU(s)"]),
+        ([38] * 63, 8, ["failed 63 GPU agent(s); the runner has 8 GPU(s), 64 in CPX"]),
+        ([304, 304, 288, 304], None, ["failed GPU agent 2: 288 compute units, its peers 304"]),
+        ([300] * 4, None, ["failed GPU agent 0: 300 compute units, neither a whole MI300X (304)"]),
+    ],
+)
+def test_rocminfo_agents_table(agents, expect, expected):
+    from pytest_rocm.preflight.readers.rocminfo import judge_agents
+
+    found = judge_agents([("MI300X", cus, None) for cus in agents], "MI300X", expect)
+    shown = [f"{f.status} {f.message}" for f in found]
+    assert [s[: len(e)] for s, e in zip(shown, expected, strict=False)] == expected
+    assert len(shown) == (len(expected) if expected[0].startswith("ok") else len(shown))
+
+
+def test_rocminfo_is_a_preflight_source_with_its_agents_judged(capsys, tmp_path):
+    """Issue 48: rocminfo was no preflight source. The real 4x MI300X capture is accepted as a
+    4-GPU runner and refused as an 8-GPU one; with one agent's compute units cut it is refused,
+    quoting that agent's line."""
+    source = SAMPLES / "rocminfo/mi300x_x4_rocminfo_thamada.txt"
+    code, evidence = preflight(capsys, "--expect-gpus", "4", "--source", f"rocminfo={source}")
+    assert (code, layer(evidence, "hardware")["verdict"]) == (0, "ok")
+    assert evidence["sku"] == "MI300X" and evidence["sku_from"] == f"named by {source}"
+    code, evidence = preflight(capsys, "--expect-gpus", "8", "--source", f"rocminfo={source}")
+    assert (code, layer(evidence, "hardware")["verdict"]) == (3, "failed")
+    text = source.read_text(encoding="utf-8")
+    units = [m.start() for m in re.finditer(r"Compute Unit:\s+304", text)]
+    cut = text[: units[2]] + text[units[2] :].replace("304", "288", 1)
+    harvested = tmp_path / "rocminfo.txt"
+    harvested.write_text(cut, encoding="utf-8")
+    code, evidence = preflight(capsys, "--source", f"rocminfo={harvested}")
+    failing = [f for f in layer(evidence, "hardware")["findings"] if f["status"] == "failed"]
+    assert code == 3 and len(failing) == 1 and failing[0]["text"].endswith("288")
+
+
+def test_a_capture_that_names_no_gpu_is_judged_by_the_floor_another_source_names(
+    capsys, tmp_path, monkeypatch
+):
+    """Issue 48: TransferBench's a2a output names no GPU, so without --sku its floor was never
+    applied. The SKU comes from --sku, then the runner class (PYTEST_ROCM_SKU), then another source
+    of the same run, then the GPUs detected; the evidence says which, and which floor applied."""
+    a2a = (
+        PREFLIGHT
+        / "transferbench/mi300x_x8_transferbench_a2a_system-acceptance-docs_wscollapsed.txt"
+    )
+    rocminfo = SAMPLES / "rocminfo/mi300x_x4_rocminfo_thamada.txt"
+    monkeypatch.delenv("PYTEST_ROCM_SKU", raising=False)
+    code, alone = preflight(capsys, "--source", f"transferbench={a2a}")
+    assert alone["sku"] is None and "only the relative rules judged" in alone["sku_from"]
+    assert "no floor for an unknown SKU" in layer(alone, "hardware")["reason"]
+    code, both = preflight(
+        capsys, "--source", f"transferbench={a2a}", "--source", f"rocminfo={rocminfo}"
+    )
+    assert (both["sku"], both["sku_from"]) == ("MI300X", f"named by {rocminfo}")
+    assert "meets 32.9 GB/s" in layer(both, "hardware")["reason"]  # MI300X's a2a floor
+    monkeypatch.setenv("PYTEST_ROCM_SKU", "mi300x")
+    code, classed = preflight(capsys, "--source", f"transferbench={a2a}")
+    assert (classed["sku"], classed["sku_from"]) == (
+        "MI300X",
+        "set by the runner class (PYTEST_ROCM_SKU)",
+    )
+    rocm_gate(["preflight", "--require", "none", "--source", f"transferbench={a2a}"])
+    assert "SKU MI300X, set by the runner class (PYTEST_ROCM_SKU): MI300X's floors applied" in (
+        capsys.readouterr().out
+    )

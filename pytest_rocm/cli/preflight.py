@@ -207,12 +207,13 @@ def run(args) -> int:
     except (thresholds.ThresholdError, ProfileError, drain.EvidenceFolderError, ValueError) as exc:
         print(f"rocm-gate preflight: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
-    runner_sku = args.sku or layers.guess_sku(outputs) or acceptance.platform_sku(platform)
+    runner_sku, sku_from = acceptance.choose_sku(args.sku, _runner_class_sku(), outputs, platform)
     decision, evidence = acceptance.accept(
         acceptance.Inputs(
             outputs=outputs,
             limits=table.for_sku(runner_sku),
             sku=runner_sku,
+            sku_from=sku_from,
             node=layers.node_name(args.node),
             platform=platform,
             history=history,
@@ -244,6 +245,14 @@ def run(args) -> int:
             return exits.BAD_INPUT
     print(json.dumps(evidence, indent=2) if args.json else acceptance.render(evidence))
     return code
+
+
+def _runner_class_sku() -> str | None:
+    """The SKU the runner class sets on its runners (runners/values: PYTEST_ROCM_SKU); a value
+    that is not a SKU is no SKU."""
+    from pytest_rocm.hw.skus import normalise_sku
+
+    return normalise_sku(os.environ.get("PYTEST_ROCM_SKU", "").strip()) or None
 
 
 def check_writable(out: str) -> None:

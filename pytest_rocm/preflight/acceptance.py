@@ -26,6 +26,7 @@ class Inputs:
     limits: dict
     sku: str | None
     node: str
+    sku_from: str = "given by --sku"  # where the SKU came from (`choose_sku`)
     platform: Platform | None = None
     history: drain.History | None = None
     stack: dict | None = None
@@ -71,6 +72,30 @@ def platform_sku(platform) -> str | None:
     return skus.pop() if len(skus) == 1 else None
 
 
+def choose_sku(
+    given: str | None, runner_class: str | None, outputs: list[ToolOutput], platform
+) -> tuple[str | None, str]:
+    """The SKU whose floors judge the node, and where it came from: `--sku`, the runner class
+    (PYTEST_ROCM_SKU, set on every runner of a class), the outputs of the same run (a capture that
+    names no GPU, TransferBench's or rccl-tests', is judged by the floor another names), or the
+    GPUs detected here. None: only the relative rules judge."""
+    if given:
+        return given, "given by --sku"
+    if runner_class:
+        return runner_class, "set by the runner class (PYTEST_ROCM_SKU)"
+    named, files = layers.guess_sku(outputs)
+    if named:
+        shown = ", ".join(files[:2]) + (f" and {len(files) - 2} more" if len(files) > 2 else "")
+        return named, f"named by {shown}"
+    detected = platform_sku(platform)
+    if detected:
+        return detected, "detected on this node"
+    return None, (
+        "no SKU: no --sku, runner class or tool output names one; only the relative rules "
+        "judged (give --sku for the SKU's floors)"
+    )
+
+
 def accept(given: Inputs) -> tuple[str, dict]:
     """Run the five layers; (decision: layers.ACCEPTED, REFUSED or NOT_PROVEN, the evidence with
     `exit_code` left for the caller)."""
@@ -92,6 +117,7 @@ def accept(given: Inputs) -> tuple[str, dict]:
         "schema": layers.PREFLIGHT_SCHEMA,
         "node": given.node,
         "sku": given.sku,
+        "sku_from": given.sku_from,
         "thresholds": given.thresholds,
         "started": given.started,
         "finished": _now(),
@@ -116,7 +142,8 @@ def _tool_step(name: str, given: Inputs):
     return lambda layer: layers.read_outputs(
         layer,
         [o for o in given.outputs if layer_of(o.tool) == name],
-        given.limits,
+        # the runner's own GPU count, where given, for the readers that list GPUs (rocminfo)
+        {**given.limits, "expect_gpus": given.expect_gpus},
         nothing,
         required=name in given.require,
     )
@@ -171,7 +198,13 @@ def _recovery(layer: Layer, node: str, history: drain.History | None) -> None:
 
 def render(evidence: dict) -> str:
     """One screen: a line per layer, the findings that decided it, and the sources' unread lines."""
-    lines = [f"preflight of {evidence['node']} (SKU {evidence['sku'] or 'unknown'})"]
+    sku = evidence["sku"]
+    floors = (
+        f"SKU {sku}, {evidence.get('sku_from') or 'given'}: {sku}'s floors applied"
+        if sku
+        else evidence.get("sku_from") or "SKU unknown"
+    )
+    lines = [f"preflight of {evidence['node']} ({floors})"]
     for layer in evidence["layers"]:
         shown = [item for item in layer["findings"] if item["status"] != "ok"]
         lines.append(

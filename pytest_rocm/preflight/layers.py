@@ -73,18 +73,26 @@ class Layer:
         }
 
 
-def guess_sku(outputs: list[ToolOutput]) -> str | None:
-    """The SKU the outputs name (`AMD Instinct MI300X`, `Product: MI350X`, device id 0x75a0); None
-    if none or several."""
-    found = set()
+def guess_sku(outputs: list[ToolOutput]) -> tuple[str | None, list[str]]:
+    """The SKU the outputs name (`AMD Instinct MI300X`, `Product: MI350X`, device id 0x75a0) and
+    the files that name it; (None, []) if none or several."""
+    found: dict[str, list[str]] = {}
     for output in outputs:
-        for name in _SKU_NAME.findall(output.text or ""):
-            found.add(sku_from_amd_name(f"MI{name[2:]}".upper()))
-        for device in _DEVICE_ID.findall(output.text or ""):
-            if f"0x{device.lower()}" in AMD_DEVICE_IDS:
-                found.add(AMD_DEVICE_IDS[f"0x{device.lower()}"][0])
-    found.discard(None)
-    return found.pop() if len(found) == 1 else None
+        names = {
+            sku_from_amd_name(f"MI{name[2:]}".upper())
+            for name in _SKU_NAME.findall(output.text or "")
+        }
+        names |= {
+            AMD_DEVICE_IDS[f"0x{device.lower()}"][0]
+            for device in _DEVICE_ID.findall(output.text or "")
+            if f"0x{device.lower()}" in AMD_DEVICE_IDS
+        }
+        for sku in names:
+            if sku is not None:
+                found.setdefault(sku, []).append(output.label)
+    if len(found) != 1:
+        return None, []
+    return next(iter(found.items()))
 
 
 def read_outputs(

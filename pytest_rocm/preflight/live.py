@@ -30,7 +30,11 @@ def quick_commands(kernel_log_since: str) -> list[tuple[str, list[str]]]:
         ("amd-smi", ["amd-smi", "bad-pages"]),
         ("amd-smi", ["amd-smi", "topology"]),
         ("amd-smi", ["amd-smi", "xgmi"]),
+        # not `xgmi --link-status`: amd-smi before ROCm 6.4 refuses the flag (give its output with
+        # --source amd-smi=FILE where the node has it)
+        ("amd-smi", ["amd-smi", "firmware"]),
         ("rocm-smi", ["rocm-smi"]),
+        ("rocminfo", ["rocminfo"]),
         ("lspci", ["lspci", "-vv", "-d", "1002:"]),
         ("dmesg", ["journalctl", "-k", "--no-pager", f"--since={kernel_log_since}"]),
     ]

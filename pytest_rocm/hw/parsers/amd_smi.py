@@ -141,29 +141,44 @@ def _first_present(*values):
     return None
 
 
+# `KEY: value` as amd-smi's text output prints it (its YAML-like tree, amdsmi_logger.py)
+_KEY_VALUE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*)$")
+
+
+def text_values(lines):
+    """amd-smi's text output as (index, GPU, key path, value): every `KEY: value` line under
+    `GPU: N`, its nesting read from the indentation (`GPU: 0` / `    ASIC:` /
+    `        MARKET_NAME: MI300X` -> ("0", ("ASIC", "MARKET_NAME"), "MI300X")); a heading (`ASIC:`)
+    has value "". A line that is not `KEY: value` (a `[WARNING]` or banner line, a table) is
+    (index, None, None, None); blank lines are left out. Detection (`parse_text`) and preflight
+    (preflight/readers/amd_smi.py) both read amd-smi's text with it."""
+    gpu, stack = None, []
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        match = _KEY_VALUE.match(raw.rstrip())
+        if not match:
+            yield index, None, None, None
+            continue
+        indent, key, value = len(match.group(1)), match.group(2).strip().upper(), match.group(3)
+        if key == "GPU" and indent == 0:
+            gpu, stack = value.strip(), []
+            yield index, gpu, ("GPU",), gpu
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, key))
+        yield index, gpu, tuple(k for _, k in stack), value.strip()
+
+
 def _sections(text: str) -> list[dict[str, str]]:
     """Text output: blocks that start with 'GPU: N', keys flattened as 'SECTION.KEY'."""
     gpus: list[dict[str, str]] = []
-    section = ""
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        key, sep, value = line.strip().partition(":")
-        if not sep:
-            continue
-        key = key.strip().upper()
-        if indent == 0 and key == "GPU":
-            gpus.append({"GPU": value.strip()})
-            section = ""
-        elif not gpus:
-            continue
-        elif not value.strip():
-            section = key  # a heading such as "ASIC:"
-        else:
-            qualified = f"{section}.{key}" if section and indent > 4 else key
-            gpus[-1][qualified] = value.strip()
+    for _, gpu, path, value in text_values(text.splitlines()):
+        if path == ("GPU",):
+            gpus.append({"GPU": value})
+        elif path and gpus and gpu is not None and value:
+            gpus[-1][path[0] if len(path) == 1 else f"{path[0]}.{path[-1]}"] = value
     return gpus
 
 

@@ -19,6 +19,7 @@ from pytest_rocm.preflight.readers import (
     lspci,
     rccl_tests,
     rocm_smi,
+    rocminfo,
     rvs,
     transferbench,
 )
@@ -29,6 +30,7 @@ __all__ = ["READERS", "TOOLS", "is_filler"]
 READERS = {
     "amd-smi": (amd_smi.read, "hardware"),
     "rocm-smi": (rocm_smi.read, "hardware"),
+    "rocminfo": (rocminfo.read, "hardware"),
     "lspci": (lspci.read, "hardware"),
     "rvs": (rvs.read, "hardware"),
     "agfhc": (agfhc.read, "hardware"),

@@ -1,5 +1,12 @@
 """`amd-smi` health outputs: `metric` (ECC, PCIe, temperature, VRAM use), `bad-pages`, `topology`,
-`xgmi` and `monitor` (temperature, power, VRAM held by idle GPUs).
+`xgmi` (`--metric`: bit rate; `--link-status`: each link up, down or disabled), `firmware` (each
+component's version across the node's GPUs) and `monitor` (temperature, power, VRAM held by idle
+GPUs).
+
+Outputs read, each with a capture in tests/data/samples/preflight/amd-smi: ROCm 6.1-7.2 text and
+`--json` (amdsmi CHANGELOG examples, AMD's and OEMs' acceptance notes); `xgmi --link-status` in its
+ROCm 6.4 form (a row of U/D/X per GPU) and its later form (a GPU-by-GPU matrix, `N/A` where an mVF
+guest may not read it); `firmware` as `FW_LIST` / `FW n` / `FW_ID` / `FW_VERSION`.
 
 Text output is nested `KEY: value` lines under `GPU: N`; `--json` output is the same tree as JSON.
 Both are flattened to (GPU, key path, value) and judged by the last keys of the path, so a new ROCm
@@ -12,12 +19,17 @@ import json
 import re
 
 from pytest_rocm.hw.parsers import UnexpectedOutput
-from pytest_rocm.hw.parsers.amd_smi import json_document
+from pytest_rocm.hw.parsers.amd_smi import json_document, text_values
 from pytest_rocm.preflight.evidence import Line, Reading, finding, number
 from pytest_rocm.preflight.readers.matrix import link_type_findings, tables
 from pytest_rocm.preflight.readers.rocm_smi import judge_idle_vram, judge_power, judge_temperature
 
-_KEY_VALUE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*)$")
+# `amd-smi xgmi --link-status`: `GPU0   0000:08:00.0  U  U  D  X` (ROCm 6.4) or a matrix of
+# SELF / U / D / N/A cells under GPU0..GPUn (later versions)
+_LINK_STATUS_ROW = re.compile(
+    r"^GPU(\d+)\s+([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])((?:\s+(?:[UDX]|SELF|N/A|UP|DOWN|DISABLED))+)\s*$",
+    re.I,
+)
 _XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*Gb/s)\s+(\w+)")
 # A `monitor` cell: a number or N/A with its unit, or a word (THROTTLE prints UNTHROTTLED); columns
 # differ by version and flags (GPU_T or GPU_TEMP, GFX% or GFX_UTIL), so cells are matched to the
@@ -69,7 +81,9 @@ def read(lines: list[Line], limits: dict) -> Reading:
         reading.understood = len(lines) - text.count("\n", 0, offset)
         _judge_values(reading, values, limits)
         return _finish(reading, text)
-    if "LINK METRIC TABLE" in text:
+    if "LINK STATUS:" in text:
+        _read_link_status(reading, lines)
+    elif "LINK METRIC TABLE" in text:
         _read_xgmi(reading, lines, limits)
     elif _MONITOR_HEADER.search(text):
         _read_monitor(reading, lines, limits)
@@ -84,7 +98,6 @@ def read(lines: list[Line], limits: dict) -> Reading:
 
 # what amd-smi command printed an output no rule here judges, by a key only it prints
 _COMMANDS = (
-    ("firmware", re.compile(r"\bFW_(?:VERSION|ID|LIST)\b", re.I)),
     ("static", re.compile(r"\b(?:VBIOS|ASIC|MARKET_NAME|BOARD)\b", re.I)),
     ("process", re.compile(r"\bPROCESS_INFO\b", re.I)),
     ("version", re.compile(r"\bAMDSMI Tool\b|\bamdsmi_library_version\b", re.I)),
@@ -94,42 +107,28 @@ _COMMANDS = (
 def _finish(reading: Reading, text: str = "") -> Reading:
     """An output with no finding is amd-smi's, of a command judged nowhere here: not judged (its
     layer not proven), naming the command, never failed."""
-    if not reading.findings:
+    if not reading.findings and not reading.not_judged:
         command = next((name for name, key in _COMMANDS if key.search(text)), None)
         what = f"`amd-smi {command}` output" if command else "this amd-smi output"
         reading.not_judged = (
             f"nothing in {what} is judged here: give the output of amd-smi metric, bad-pages, "
-            "topology, xgmi or monitor"
+            "topology, xgmi (--metric or --link-status), firmware or monitor"
         )
     return reading
 
 
 def _flatten_text(reading: Reading, lines: list[Line]):
-    """(gpu, path, value, line) for every `KEY: value` under `GPU: N`, nesting read from the
-    indentation."""
-    gpu, stack = None, []
-    for line in lines:
-        if not line.text.strip():
-            continue
-        match = _KEY_VALUE.match(line.text)
-        if not match:
-            if line.text.strip().startswith(("...", "…")):
-                continue
-            reading.unread.append(line)
+    """(gpu, path, value, line) for every `KEY: value` under `GPU: N` (detection's reader,
+    `text_values`); other lines are unread but authors' `...`."""
+    for index, gpu, path, value in text_values(line.text for line in lines):
+        line = lines[index]
+        if path is None:
+            if not line.text.strip().startswith(("...", "…")):
+                reading.unread.append(line)
             continue
         reading.understood += 1
-        indent, key, value = (
-            len(match.group(1)),
-            match.group(2).strip().upper(),
-            match.group(3).strip(),
-        )
-        if key == "GPU" and indent == 0:
-            gpu, stack = value, []
-            continue
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        stack.append((indent, key))
-        yield gpu, tuple(k for _, k in stack), value, line
+        if path != ("GPU",):
+            yield gpu, path, value, line
 
 
 def _flatten_json(tree, gpu=None, path=()):
@@ -156,10 +155,20 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
     pages: dict[tuple, list] = {}
     # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
     memory: dict[object, dict] = {}
+    # `firmware`: (GPU, component) -> (version, line); the FW_ID named last, per GPU
+    firmware: dict[tuple, tuple] = {}
+    component: dict[object, str] = {}
+    links: dict[str, list] = {}  # `xgmi --link-status --json`: each GPU's link states
     for gpu, path, value, line in values:
         measured = number(value.split()[0]) if value.split() else None
         page_kind = next((key for key in path if key in PAGE_KINDS), None)
-        if page_kind is not None:
+        if path[-1:] == ("FW_ID",):
+            component[gpu] = value.strip()
+        elif path[-1:] == ("FW_VERSION",) and gpu in component and value.strip():
+            firmware[(str(gpu), component.pop(gpu))] = (value.strip(), line)
+        elif "LINK_STATUS" in path and _LINK_STATE.get(value.strip().upper()):
+            links.setdefault(str(gpu), []).append((None, value.strip(), line))
+        elif page_kind is not None:
             pages.setdefault((gpu, page_kind), []).append((value, line, path[-1]))
         elif measured is None:
             continue
@@ -173,6 +182,10 @@ def _judge_values(reading: Reading, values, limits: dict) -> None:
             _judge_value(reading, gpu, path, measured, line, limits)
     _judge_memory(reading, memory, limits)
     _judge_pages(reading, pages)
+    for item in judge_firmware(firmware):
+        reading.add(item)
+    for item in judge_links(links):
+        reading.add(item)
 
 
 # the PCIe link's width and speed: the threshold's key, how the value reads, how the floor reads
@@ -396,3 +409,164 @@ def _megabytes(cell: str | None) -> float | None:
     value = number(parts[0]) if parts else None
     scale = _MEGABYTES.get(parts[1].upper()) if len(parts) == 2 else None
     return value * scale if value is not None and scale else None
+
+
+# A link's state as `xgmi --link-status` prints it (amdsmi_xgmi_link_status_type_t)
+_LINK_STATE = {
+    "U": "up",
+    "UP": "up",
+    "D": "down",
+    "DOWN": "down",
+    "X": "disabled",
+    "DISABLED": "disabled",
+}
+
+
+def _read_link_status(reading: Reading, lines: list[Line]) -> None:
+    """`amd-smi xgmi --link-status`: each GPU's row of link states (U, D, X; SELF on the diagonal
+    and N/A where amd-smi could not read it are not links), judged by `judge_links`."""
+    links: dict[str, list] = {}
+    peers: list[str] = []
+    for line in lines:
+        stripped = line.text.strip()
+        if not stripped:
+            continue
+        if match := _LINK_STATUS_ROW.match(stripped):
+            reading.understood += 1
+            cells = match.group(3).split()
+            labels = peers if len(peers) == len(cells) else [f"link {i}" for i in range(len(cells))]
+            links[match.group(1)] = [
+                (label, cell, line) for label, cell in zip(labels, cells, strict=True)
+            ]
+        elif stripped.lower().startswith("bdf"):
+            reading.understood += 1
+            peers = [
+                cell.upper() for cell in stripped.split()[1:] if cell.upper().startswith("GPU")
+            ]
+        elif stripped.startswith(("XGMI LINK STATUS", "* U:", "amd-smi")):
+            reading.understood += 1
+        else:
+            reading.unread.append(line)
+    found = judge_links(links)
+    if not found and links:
+        reading.not_judged = (
+            f"`amd-smi xgmi --link-status` printed N/A for every link of {len(links)} GPU(s): "
+            "amd-smi cannot read link status here (an mVF guest cannot); prove the links with "
+            "rccl-tests or TransferBench instead"
+        )
+    for item in found:
+        reading.add(item)
+
+
+def judge_links(links: dict[str, list]) -> list:
+    """Each GPU's XGMI links: (label, state as printed, line) per link. A link down fails the
+    hardware layer, naming the GPU and the link. A disabled link is by design where every GPU has
+    as many (a platform leaves the same port unused on each), and fails where a GPU has more
+    disabled than most GPUs (on a tie, than the fewest). N/A and SELF cells are not links. No link read at all: no finding."""
+    states = {
+        gpu: [
+            (label, _LINK_STATE[cell.upper()], line)
+            for label, cell, line in cells
+            if cell.upper() in _LINK_STATE
+        ]
+        for gpu, cells in links.items()
+    }
+    states = {gpu: cells for gpu, cells in states.items() if cells}
+    if not states:
+        return []
+    found = []
+    for gpu, cells in sorted(states.items(), key=lambda item: _gpu_order(item[0])):
+        down = [
+            label or f"link {i}" for i, (label, state, _) in enumerate(cells) if state == "down"
+        ]
+        if down:
+            found.append(
+                finding(
+                    "xgmi.link_status",
+                    "failed",
+                    f"GPU {gpu}: XGMI {', '.join(down)} down",
+                    cells[0][2],
+                    value=len(down),
+                )
+            )
+    disabled = {
+        gpu: sum(state == "disabled" for _, state, _ in cells) for gpu, cells in states.items()
+    }
+    # the count most GPUs have; on a tie the fewest, so a GPU with more is named
+    usual = _most_common(sorted(disabled.values()))
+    for gpu, count in sorted(disabled.items(), key=lambda item: _gpu_order(item[0])):
+        if count > usual:
+            found.append(
+                finding(
+                    "xgmi.link_status",
+                    "failed",
+                    f"GPU {gpu}: {count} XGMI link(s) disabled, its peers {usual}",
+                    states[gpu][0][2],
+                    value=count,
+                    threshold=usual,
+                )
+            )
+    if not found:
+        up = sum(state == "up" for cells in states.values() for _, state, _ in cells)
+        found.append(
+            finding(
+                "xgmi.link_status",
+                "ok",
+                f"XGMI links up: {up} on {len(states)} GPU(s)"
+                + (f", {usual} disabled on each by design" if usual else ""),
+                next(iter(states.values()))[0][2],
+                value=up,
+            )
+        )
+    return found
+
+
+def judge_firmware(versions: dict[tuple, tuple]) -> list:
+    """Each firmware component's version across the node's GPUs: (GPU, component) -> (version,
+    line). A GPU whose version of a component differs from the one most GPUs run is degraded
+    (a GPU missed a firmware update: it runs, but not as its peers do), naming the GPU, the
+    component and both versions. Where no version is held by more GPUs than another, every GPU
+    that differs from the lowest-numbered GPU is named."""
+    by_component: dict[str, dict] = {}
+    for (gpu, name), (version, line) in versions.items():
+        by_component.setdefault(name, {})[gpu] = (version, line)
+    found = []
+    for name, per_gpu in by_component.items():
+        usual = _most_common(version for version, _ in per_gpu.values())
+        for gpu, (version, line) in sorted(per_gpu.items(), key=lambda item: _gpu_order(item[0])):
+            if version != usual:
+                holders = sum(v == usual for v, _ in per_gpu.values())
+                found.append(
+                    finding(
+                        "firmware.mismatch",
+                        "degraded",
+                        f"GPU {gpu}: {name} firmware {version}, its peers {usual} "
+                        f"({holders} of {len(per_gpu)} GPUs); update it to match",
+                        line,
+                        value=version,
+                        threshold=usual,
+                    )
+                )
+    if not found and by_component:
+        gpus = {gpu for gpu, _ in versions}
+        found.append(
+            finding(
+                "firmware.mismatch",
+                "ok",
+                f"firmware the same on {len(gpus)} GPU(s) ({len(by_component)} components)",
+                next(iter(versions.values()))[1],
+            )
+        )
+    return found
+
+
+def _most_common(values):
+    """The value most items hold; on a tie, the first of them met (the lowest GPU's)."""
+    counts: dict = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def _gpu_order(gpu: str):
+    return (0, int(gpu)) if str(gpu).isdigit() else (1, str(gpu))
