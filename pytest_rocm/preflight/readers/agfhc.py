@@ -1,5 +1,8 @@
 """AMD GPU Field Health Check (`agfhc`): each test's PASS/FAIL line and the program's return
-code."""
+code.
+
+Reads AGFHC 1.23 (`agfhc -r all_lvl1`, ROCm 7.0, MI350X); captures: tests/data/samples/preflight/agfhc.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ judged, and each GPU's Copy and Triad are compared with the median of the other 
 below its peers has bad HBM on any SKU). Runs over several array sizes (one `Array size:` line
 before each table) are also judged for a fall from one size to a larger one, from arrays larger than
 the GPU's cache up.
+
+Reads BabelStream 4-5 `hip-stream` (alone or under `mpiexec`); captures:
+tests/data/samples/preflight/babelstream, and RVS's babel module in rvs.py.
 """
 
 from __future__ import annotations

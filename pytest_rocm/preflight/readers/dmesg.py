@@ -7,6 +7,9 @@ before any rule reads them (`other_driver`); amdgpu lines no rule knows are boot
 new error message needs a rule here; lines that are neither kernel nor amdgpu lines are kept as
 unread. The HIP runtime's `HW Exception ... GPU Hang` lines are read too (they are printed by the
 application, not the kernel, but say the same about the GPU); the finding says so.
+
+Reads `dmesg` and `journalctl -k` of amdgpu in ROCm 6.2-7.0 (kernels 5.15-6.8, MI300X); captures:
+tests/data/samples/preflight/dmesg.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 
 lspci marks a link that trained below its capability `(downgraded)`; the SKU's expected width and
 speed are checked as well, since some platforms print no marks.
+
+Reads pciutils' `lspci -vv -d 1002:` (Ubuntu 22.04-24.04 builds, MI350X at 32 GT/s x16); captures:
+tests/data/samples/preflight/lspci.
 """
 
 from __future__ import annotations

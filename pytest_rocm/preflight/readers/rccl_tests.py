@@ -4,6 +4,9 @@ failures.
 Column positions are taken from the table's own header (rccl-tests added `redop`/`root` columns over
 the years, and old builds print `error` where new ones print `#wrong`), so any version reads the
 same. A run that printed its header and no rows stopped there: a hang or a crash.
+
+Reads rccl-tests from develop:ae3e635 (2023) to HEAD:e1b8a3a (RCCL 2.21-2.26, ROCm 6.3-7.0), one node
+or several, MI210 to MI355X; captures: tests/data/samples/preflight/rccl-tests.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ The concise table's columns have changed across ROCm versions and hold spaces in
 the first `°C` is the junction temperature, the first `W` the socket power and the last `W` the cap;
 where the header ends with `VRAM%  GPU%` (every version since ROCm 5), the row's last two cells are those
 (`75%`, or `N/A` where not measured).
+
+Reads rocm-smi of ROCm 5-7 (MI308X, MI350X); captures: tests/data/samples/preflight/rocm-smi and
+tests/data/samples/rocm-smi.
 """
 
 from __future__ import annotations

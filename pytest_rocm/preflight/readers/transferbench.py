@@ -9,6 +9,9 @@ only, and only at `peer_failed_pct`: its healthy rows differ by 22 % (links cont
 within a row of AMD's published MI300X matrix no cell is more than 16 % below the median of the
 row's other cells, while a link at half speed is 49 % below. With `AMD_LOG_LEVEL` set, the HIP
 runtime's log lines are read for errors.
+
+Reads TransferBench's `a2a`, `p2p` and config-file runs (`example.cfg`), as AMD's MI300X acceptance guide
+and ROCm 7.0 on MI350X print them; captures: tests/data/samples/preflight/transferbench.
 """
 
 from __future__ import annotations
