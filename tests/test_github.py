@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1013,3 +1014,40 @@ def test_rerun_ids_that_pytest_would_read_as_options_or_argument_files_are_left_
         n: {"verdict": "regression"} for n in ("t.py::ok", "-p evil", "@../previous/args", "a\nb")
     }
     assert failed_gates({"tests": tests, "never_ran": []}) == ["t.py::ok"]
+
+
+_PIN = re.compile(r"rocm/pytest-rocm/(\.github/workflows/[\w.-]+\.ya?ml)@([0-9a-f]{40})\b")
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_every_example_caller_pins_a_commit_of_this_project_with_the_current_workflows():
+    """Issue 49: the example callers and docs/github.md pinned a commit with no
+    `.github/workflows/`, so a caller copied verbatim found no reusable workflow. Every pin of
+    rocm/pytest-rocm in the examples and docs must be a commit of this repository's history that
+    holds the named workflow, and the reusable workflows there must be the ones at HEAD (a change
+    to them moves the pins: `git log -1 --format=%H -- .github/workflows/rocm-gate*.yml`)."""
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+        pytest.skip("needs this repository's full git history (not a shallow clone or an export)")
+    pins = {
+        (path.relative_to(REPO), workflow, sha)
+        for path in [*REPO.glob("examples/**/*.yml"), *REPO.glob("docs/*.md"), REPO / "README.md"]
+        for workflow, sha in _PIN.findall(path.read_text(encoding="utf-8"))
+    }
+    assert {str(path) for path, _, _ in pins} >= {
+        "docs/github.md",
+        "examples/upstream/rocm-gate.yml",
+        "examples/upstream/rocm-gate-publish.yml",
+        "examples/upstream/rocm-gate-sweep.yml",
+    }
+    reusable = sorted({workflow for _, workflow, _ in pins})
+    newest = _git("log", "-1", "--format=%H", "--", *reusable).stdout.strip()
+    for path, workflow, sha in sorted(pins):
+        held = _git("cat-file", "-e", f"{sha}:{workflow}")
+        assert held.returncode == 0, f"{path}: {sha} holds no {workflow}; pin {newest}"
+        changed = _git("diff", "--name-only", sha, "HEAD", "--", *reusable).stdout.split()
+        assert not changed, f"{path}: {', '.join(changed)} changed since {sha[:12]}; pin {newest}"
