@@ -153,6 +153,13 @@ def test_vllm_steps_give_the_promised_reports(followed):
         in done.stdout
     )
     assert "pytest-rocm: how the collected tests sort into groups" in done.stdout
+    # step 5: the first gated run holds the gated tests alone
+    first = json.loads((out / "first" / "gate-report.json").read_text())
+    assert first["conclusion"] == "success"
+    assert sorted(t for t, v in first["tests"].items() if v["status"] != "deselected") == [
+        "tests/kernels/attention/test_attention.py::test_paged_attention[128]",
+        "tests/kernels/attention/test_attention.py::test_paged_attention[64]",
+    ]
     # step 6: the ROCm run, with the gates, the known gap and the map's groups
     rocm = json.loads((out / "rocm" / "gate-report.json").read_text())
     assert rocm["conclusion"] == "success" and rocm["manifest"]["platform"]["profile"] == "mi300x-8"
@@ -188,7 +195,7 @@ def test_vllm_steps_give_the_promised_reports(followed):
         "fp8 KV cache is not supported by this ROCm build"
         in (out / "parity" / "parity.md").read_text()
     )
-    # step 8: selection from vLLM's own history, each link with its count
+    # step 9: selection from vLLM's own history, each link with its count
     selected = done.stdout[done.stdout.index("engine: vllm/v1/core/sched/scheduler.py") :]
     assert re.match(
         r"engine: vllm/v1/core/sched/scheduler\.py: co-changed with tests/\S+ \(vllm/v1/core/sched/"
@@ -324,3 +331,25 @@ def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_options(fo
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Unknown" not in done.stdout + done.stderr and " passed" in done.stdout
+
+
+def test_the_guides_tree_and_paths_are_vllms_real_ones():
+    """Issue 49: the guide named `requirements/test.txt`, gone from vLLM since April 2026, and its
+    toy tree still had it, so its test stayed green. Every file of the guide's vLLM tree and every
+    path under tests/ the guide names is one of vLLM's real tree at 9aaf83ef
+    (tests/data/upstream/vllm-tests-tree.txt), and the requirements file it installs is where vLLM
+    keeps it now: a file vLLM moves breaks this test."""
+    real = set((DATA / "upstream" / "vllm-tests-tree.txt").read_text().split())
+    folders = {str(Path(p).parent) + "/" for p in real}
+    tree = DATA / "adoption" / "vllm"
+    for path in (p.relative_to(tree).as_posix() for p in (tree / "tests").rglob("*.py")):
+        assert path in real, f"{path} is not in vLLM's tree: use a real path"
+    guide = GUIDE.read_text()
+    vllm_part = guide[guide.index("## vLLM") : guide.index("## SGLang")]
+    named = set(re.findall(r"(?<![\w/])tests/[\w/.-]*[\w/]", vllm_part)) - {"tests/"}
+    for path in named:
+        assert path in real or path in folders or any(p.startswith(path) for p in real), path
+    installed = re.findall(r"pip install -r (\S+)", vllm_part)
+    assert installed == ["requirements/test/rocm.txt"]
+    assert (tree / installed[0]).is_file()
+    assert "requirements/test.txt" not in vllm_part

@@ -788,7 +788,7 @@ def test_what_the_runner_lacks_is_a_set_up_problem_naming_it_and_the_fix(run_gat
     assert errors["test_async.py"][1] == (
         "set-up problem: the test requirement 'pytest_asyncio' is not installed on this runner (`No module named "
         "'pytest_asyncio'`): install the project's test requirements in the job's image (vLLM: `pip install -r "
-        "requirements/test.txt`, the versions it pins)"
+        "requirements/test/rocm.txt` on ROCm, `requirements/test/cuda.txt` on CUDA, the versions they pin)"
     )
     assert errors["test_hub.py"][1].startswith("infrastructure: network: ")
     assert report["conclusion"] == "incomplete"

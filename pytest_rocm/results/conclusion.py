@@ -62,7 +62,7 @@ _CANNOT_IMPORT = re.compile(
 _INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 TEST_REQUIREMENTS_FIX = (
     "install the project's test requirements in the job's image (vLLM: `pip install -r "
-    "requirements/test.txt`, the versions it pins)"
+    "requirements/test/rocm.txt` on ROCm, `requirements/test/cuda.txt` on CUDA, the versions they pin)"
 )
 SHADOW_FIX = (
     "a plain checkout's {package}/ folder shadows the installed package: run pytest from a directory where "
