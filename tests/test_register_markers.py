@@ -60,6 +60,8 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
     assert done.returncode == 0, done.stderr
     assert "registered rocm_gate, hardware, rocm_known_gap" in done.stdout
     after = (pytester.path / "pyproject.toml").read_bytes().decode()
+    # CRLF stays CRLF: every line the edit writes ends as the file's do
+    assert after.count("\r\n") == (after.count("\n") if "\r\n" in before else 0)
     old, new = tomllib.loads(before), tomllib.loads(after)
     markers = new["tool"]["pytest"]["ini_options"].pop("markers")
     assert markers[-3:][0].startswith("rocm_gate(group, blocking=True):")
@@ -118,8 +120,17 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
         ),
         ("pyproject.toml", '[tool.pytest.ini_options]\nmarkers = "a"\n', "markers is not a list"),
         ("pytest.ini", "[pytest]\nmarkers =\n    a\n", "only a pyproject.toml is edited"),
-        ("pyproject.toml", b"\xff\xfe", "cannot read it as UTF-8 text"),
+        ("pyproject.toml", b"\xff\xfe", "not UTF-8 text"),
+        # issue 49: tracebacks on a key that is not a table, and on a 100,000-deep array
+        ("pyproject.toml", '[tool]\npytest = "x"\n', "`tool.pytest` is str 'x', not a table"),
+        (
+            "pyproject.toml",
+            "[tool.pytest]\nini_options = 5\n",
+            "`tool.pytest.ini_options` is int 5",
+        ),
+        ("pyproject.toml", "x = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deep"),
     ],
+    ids=lambda value: value[:30] if isinstance(value, str) else None,
 )
 def test_a_file_it_cannot_edit_safely_is_left_alone_naming_what_to_add(
     tmp_path, name, content, says
@@ -141,3 +152,28 @@ def test_check_changes_nothing_and_says_whether_the_markers_are_there(tmp_path):
     assert path.read_text() == VLLM_SHAPED
     assert register(path, cwd=tmp_path).returncode == 0
     assert register(path, "--check", cwd=tmp_path).returncode == 0
+
+
+def test_a_linked_pyproject_is_edited_through_the_link_keeping_its_mode(tmp_path):
+    """Issue 49: a symlinked pyproject was replaced by a regular file (the real one unchanged), and
+    the new file's permissions were the temporary file's."""
+    real = tmp_path / "shared" / "pyproject.toml"
+    real.parent.mkdir()
+    real.write_text(VLLM_SHAPED)
+    real.chmod(0o664)
+    (tmp_path / "tree").mkdir()
+    link = tmp_path / "tree" / "pyproject.toml"
+    link.symlink_to(real)
+    done = register(link, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and "rocm_gate(group" in real.read_text()
+    assert real.stat().st_mode & 0o777 == 0o664
+
+
+def test_a_read_only_pyproject_is_refused_naming_it_and_left_alone(tmp_path):
+    path = tmp_path / "pyproject.toml"
+    path.write_text(VLLM_SHAPED)
+    path.chmod(0o444)
+    done = register(path, cwd=tmp_path)
+    assert done.returncode == 2 and "read-only; make it writable" in done.stderr
+    assert "Traceback" not in done.stderr and path.read_text() == VLLM_SHAPED

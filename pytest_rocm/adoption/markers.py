@@ -39,6 +39,23 @@ class Edit:
     added: list[str]  # the marker lines added
 
 
+def _table(document: dict, keys: tuple[str, ...], path: Path) -> dict | None:
+    """`document[keys...]`, each a table, or None where one is missing; a key that holds something
+    else (`[tool] pytest = "x"`) is an error naming it."""
+    found: object = document
+    for depth, key in enumerate(keys):
+        found = found.get(key) if isinstance(found, dict) else None
+        if found is None:
+            return None
+        if not isinstance(found, dict):
+            name = ".".join(keys[: depth + 1])
+            raise MarkerEditError(
+                f"{path}: `{name}` is {type(found).__name__} {found!r:.40}, not a table; pytest reads "
+                "its settings from the table [tool.pytest.ini_options]: fix the file first"
+            )
+    return found if isinstance(found, dict) else None
+
+
 def _registered(markers: list) -> set[str]:
     return {str(m).split(":", 1)[0].split("(", 1)[0].strip() for m in markers}
 
@@ -52,13 +69,20 @@ def add_markers(path: Path) -> Edit:
             "`markers =` by hand, one per line: " + "; ".join(LINES)
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        # bytes decoded, not read_text: its universal newlines would turn CRLF into LF
+        text = path.read_bytes().decode("utf-8")
         before = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MarkerEditError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
+    except OSError as exc:
+        raise MarkerEditError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise MarkerEditError(f"{path}: not UTF-8 text ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise MarkerEditError(f"{path}: not valid TOML ({exc}); fix it first") from None
-    options = before.get("tool", {}).get("pytest", {}).get("ini_options")
+    except RecursionError:
+        raise MarkerEditError(
+            f"{path}: nested too deep for the TOML parser; not a pyproject.toml this edits"
+        ) from None
+    options = _table(before, ("tool", "pytest", "ini_options"), path)
     markers = (options or {}).get("markers", [])
     if not isinstance(markers, list):
         raise MarkerEditError(

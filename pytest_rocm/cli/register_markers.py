@@ -11,6 +11,8 @@ read or edited safely (the message says what to add by hand).
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -52,7 +54,31 @@ def run(args) -> int:
     if args.check:
         print(f"{args.pyproject}: missing " + ", ".join(line.split("(")[0] for line in edit.added))
         return exits.NO
-    write_text_atomic(args.pyproject, edit.text)
+    # the file a link names is the one edited (the link stays a link), with its own permissions
+    target = args.pyproject.resolve()
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except OSError as exc:
+        print(f"rocm-gate register-markers: {target}: {exc.strerror or exc}", file=sys.stderr)
+        return exits.BAD_INPUT
+    # no write bit is read-only, for root too (whom os.access lets write anything)
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        print(
+            f"rocm-gate register-markers: {target}: read-only; make it writable (or add these "
+            "lines by hand): " + "; ".join(edit.added),
+            file=sys.stderr,
+        )
+        return exits.BAD_INPUT
+    try:
+        write_text_atomic(target, edit.text)
+        os.chmod(target, mode)
+    except OSError as exc:
+        print(
+            f"rocm-gate register-markers: {target}: cannot write it ({exc.strerror or exc}); "
+            "nothing changed: check the folder's permissions",
+            file=sys.stderr,
+        )
+        return exits.BAD_INPUT
     print(
         f"{args.pyproject}: registered "
         + ", ".join(line.split("(")[0] for line in edit.added)
