@@ -765,3 +765,121 @@ def test_collect_only_does_not_call_a_pattern_stale_when_its_file_failed_to_coll
         ["all * 1 * 1 *", "files that failed to collect*(1):", "  test_api.py"]
     )
     assert "map: 1 pattern(s) match none of these tests" in out, out  # test_gone.py only
+
+
+def test_verdict_refuses_a_folder_that_holds_two_runs_records(pytester, capsys):
+    """Issue 49: a folder holding two runs' records concluded `success` although one run
+    regressed (nothing checked the records were one run's). Two real runs, the second with a
+    regression; a folder with the first run's files and one file of the second (renamed, or with
+    its worker renamed too) is refused naming the file; the first run's own folder is judged."""
+    import shutil
+
+    from pytest_rocm.cli import main as rocm_gate
+
+    pytester.makepyfile(
+        test_gate="""
+        import os, pytest
+
+        @pytest.mark.rocm_gate(group="engine")
+        @pytest.mark.parametrize("i", range(4))
+        def test_gate(i):
+            assert not (os.environ.get("BREAK") and i == 3)
+    """
+    )
+    for name, env in (("good", {}), ("bad", {"BREAK": "1"})):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-n",
+                "2",
+                "--rocm-platform=mi300x-2",
+                f"--rocm-report-dir={name}",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=pytester.path,
+            env={**os.environ, **env},
+            capture_output=True,
+            check=False,
+        )
+    good, bad = pytester.path / "good", pytester.path / "bad"
+    assert rocm_gate(["verdict", str(good)]) == 0
+    assert rocm_gate(["verdict", str(bad)]) == 1
+    capsys.readouterr()
+    renamed = pytester.path / "renamed"
+    shutil.copytree(good, renamed)
+    (renamed / "gate-report.json").unlink()
+    shutil.copy(bad / "records-gw1.jsonl", renamed / "records-gw7.jsonl")
+    assert rocm_gate(["verdict", str(renamed)]) == 2
+    said = capsys.readouterr().err
+    assert "these records are not one run's" in said and "records-gw7.jsonl" in said
+    assert not (renamed / "gate-report.json").exists()
+    relabelled = pytester.path / "relabelled"
+    shutil.copytree(good, relabelled)
+    text = (bad / "records-controller.jsonl").read_text().replace('"controller"', '"extra"')
+    (relabelled / "records-extra.jsonl").write_text(text)
+    assert rocm_gate(["verdict", str(relabelled)]) == 2
+    assert "2 session records" in capsys.readouterr().err
+    out_file = pytester.path / "a-file"
+    out_file.write_text("")
+    assert rocm_gate(["verdict", str(good), "--out", str(out_file)]) == 2
+    assert "--out" in capsys.readouterr().err and out_file.read_text() == ""
+
+
+@pytest.mark.parametrize(
+    "files, started, finished, expected",
+    [
+        (
+            {"records-gw0.jsonl": [{"worker": "gw0", "t": 10.0, "kind": "collection"}]},
+            9.0,
+            11.0,
+            [],
+        ),
+        (
+            {"records-gw0.jsonl": [{"worker": "gw1", "t": 10.0}]},
+            None,
+            None,
+            ["holds the records of gw1"],
+        ),
+        (
+            {
+                "records-a.jsonl": [{"worker": "a", "kind": "session"}],
+                "records-b.jsonl": [{"worker": "b", "kind": "session"}],
+            },
+            None,
+            None,
+            ["2 session records"],
+        ),
+        (
+            {"records-gw0.jsonl": [{"worker": "gw0", "kind": "collection"}] * 2},
+            None,
+            None,
+            ["2 collection records"],
+        ),
+        (
+            {"records-gw0.jsonl": [{"worker": "gw0", "t": 100.0}]},
+            200.0,
+            300.0,
+            ["before the manifest's start"],
+        ),
+        (
+            {"records-gw0.jsonl": [{"worker": "gw0", "t": 400.0}]},
+            200.0,
+            300.0,
+            ["after the manifest's finish"],
+        ),
+        (
+            {"records-gw0.jsonl": [{"worker": "gw0", "t": 304.0}]},
+            200.0,
+            300.0,
+            [],
+        ),  # within the slack
+    ],
+)
+def test_other_runs_table(files, started, finished, expected):
+    from pytest_rocm.results.records import other_runs
+
+    found = other_runs(files, started, finished)
+    assert len(found) == len(expected) and all(e in f for f, e in zip(found, expected, strict=True))

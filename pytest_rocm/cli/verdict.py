@@ -80,11 +80,21 @@ def _results_folder(args) -> Path | None:
     return args.results
 
 
+def _epoch(stamp) -> float | None:
+    """A manifest's ISO time as seconds since the epoch; None where absent or not a time."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+
+
 def run(args) -> int:
     from pytest_rocm.catalog.groups import GROUPS, GroupMapError, load_group_map
     from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION
     from pytest_rocm.results.manifest import ManifestError, read_manifest
-    from pytest_rocm.results.records import read_records
+    from pytest_rocm.results.records import other_runs, read_records
     from pytest_rocm.results.report import build_gate_report
     from pytest_rocm.results.summary import terminal_lines
     from pytest_rocm.results.verdicts import SignatureError, build_signatures
@@ -108,6 +118,16 @@ def run(args) -> int:
         manifest = read_manifest(manifest_path) if manifest_path.is_file() else {}
     except ManifestError as exc:
         return _fail(str(exc))
+    mixed = other_runs(
+        loaded.by_file, _epoch(manifest.get("started")), _epoch(manifest.get("finished"))
+    )
+    if mixed:
+        return _fail(
+            f"{folder}: these records are not one run's: "
+            + "; ".join(mixed[:3])
+            + ("; and more" if len(mixed) > 3 else "")
+            + ". Give the --rocm-report-dir of one run, as that run wrote it"
+        )
     group_of = None
     if args.group_map:
         try:
@@ -124,8 +144,16 @@ def run(args) -> int:
         )
     except SignatureError as exc:
         return _fail(f"{manifest_path}: {exc}")
+    out_folder = args.out or folder
+    if out_folder.exists() and not out_folder.is_dir():
+        return _fail(
+            f"--out {out_folder} is a file; --out names the folder gate-report.json goes in"
+        )
     report = build_gate_report(loaded.records, manifest, loaded.problems, group_of, signatures)
-    out = write_json_atomic((args.out or folder) / "gate-report.json", report)
+    try:
+        out = write_json_atomic(out_folder / "gate-report.json", report)
+    except OSError as exc:
+        return _fail(f"{out_folder}: cannot write gate-report.json there ({exc.strerror or exc})")
     print("\n".join(line for line, _ in terminal_lines(report)))
     print(f"wrote {out}")
     return EXIT_BY_CONCLUSION[report["conclusion"]]

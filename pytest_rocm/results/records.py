@@ -200,6 +200,7 @@ class LoadedRecords:
     # records-*.jsonl names that are no records file (a folder, a link that loops or leads nowhere):
     # each names the path and the fix; also in `problems`, so a run's own report says it
     unreadable: list[str] = field(default_factory=list)
+    by_file: dict[str, list[dict]] = field(default_factory=dict)  # file name -> its records
 
 
 def record_files(directory: Path) -> list[Path]:
@@ -259,8 +260,49 @@ def read_records(directory: Path) -> LoadedRecords:
         running = running_record(path, records, loaded.problems)
         if running is not None:
             records.append(running)
+        loaded.by_file[path.name] = records
         loaded.records += records
     return loaded
+
+
+# seconds a record may lie outside its manifest's started..finished (both written to the second)
+RUN_WINDOW_SLACK_S = 5.0
+
+
+def other_runs(
+    by_file: dict[str, list[dict]], started: float | None, finished: float | None
+) -> list[str]:
+    """Why the records of one folder are not all one run's, or [] when they are. One run writes
+    one records file per process, named for it (`records-gw0.jsonl` holds gw0's records), one
+    `session` record (its controller's) and one `collection` record per process, all between its
+    manifest's start and finish. A folder that holds two runs' files (copied or renamed together)
+    would otherwise judge one run's tests by the other's results."""
+    problems = []
+    sessions = [
+        name for name, records in by_file.items() for r in records if r.get("kind") == "session"
+    ]
+    if len(sessions) > 1:
+        problems.append(
+            f"{len(sessions)} session records ({', '.join(sorted(set(sessions)))}): one run writes one"
+        )
+    for name, records in sorted(by_file.items()):
+        worker = name.removeprefix("records-").removesuffix(".jsonl")
+        others = sorted(
+            {str(r.get("worker")) for r in records if r.get("worker") not in (None, worker)}
+        )
+        if others:
+            problems.append(f"{name} holds the records of {', '.join(others)}, not of {worker}")
+        collections = sum(1 for r in records if r.get("kind") == "collection")
+        if collections > 1:
+            problems.append(
+                f"{name} holds {collections} collection records: one process writes one"
+            )
+        times = [r["t"] for r in records if isinstance(r.get("t"), int | float)]
+        if times and started is not None and min(times) < started - RUN_WINDOW_SLACK_S:
+            problems.append(f"{name} has records from before the manifest's start")
+        if times and finished is not None and max(times) > finished + RUN_WINDOW_SLACK_S:
+            problems.append(f"{name} has records from after the manifest's finish")
+    return problems
 
 
 # A plain pass's record (most lines of a run), declared once: its members in the order they are
