@@ -110,7 +110,8 @@ def test_each_kind_of_change_says_why(small):
     unknown = select(["vllm/never_seen.py"], group_map, history)
     assert unknown.everything and unknown.why_everything == (
         "vllm/never_seen.py: no rule's `sources` names it and history has too little on it: it (or a folder of it) "
-        "changed together with tests in 0 of the 3 commits learned from, fewer than 2"
+        "changed together with tests in 0 of the 3 commits that changed sources and tests together "
+        "(3 commits read), fewer than 2"
     )
     without_history = select(["vllm/v1/core/new_policy.py"], group_map, None)
     assert without_history.everything and without_history.why_everything.endswith(
@@ -378,7 +379,8 @@ def test_too_little_history_and_too_large_commits_teach_nothing(small):
     once = [{"files": ["vllm/lora/a.py", "tests/lora/test_a.py"]}]
     unknown = select(["vllm/lora/a.py"], group_map, CoChange.learn(once))
     assert unknown.everything and unknown.why_everything.endswith(
-        "changed together with tests in 1 of the 1 commits learned from, fewer than 2"
+        "changed together with tests in 1 of the 1 commits that changed sources and tests together "
+        "(1 commits read), fewer than 2"
     )
     twice = CoChange.learn(once * 2)
     assert set(select(["vllm/lora/a.py"], group_map, twice).tests) == {"tests/lora/"}
@@ -750,3 +752,44 @@ def test_names_a_pr_chose_print_as_text(small):
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "\x07" not in done.stdout
     assert "tests/test_a\\u001b]52;c;ZXZpbA==\\u0007.py" in done.stdout
+
+
+def test_each_selected_path_names_its_size_and_why_and_the_whole_tree_is_everything(small):
+    """Issue 49: a folder link ran most of the tree while the JSON said `everything: false`, and the
+    text hid the strongest reason behind "(and 1 more reasons)". With the tree known, each path
+    says how many test files it holds and the reason that selected it; the total says what share
+    of the tree runs; paths that hold every test file are everything."""
+    group_map = load_group_map(small / "map.toml")
+    history = CoChange.learn(read_history(small / "history.jsonl"))
+    tree = {
+        "tests/v1/core/test_sched.py",
+        "tests/v1/core/test_kv.py",
+        "tests/v1/test_engine.py",
+        "tests/kernels/attention/test_attention.py",
+        "tests/conftest.py",
+    }
+    chosen = select(["vllm/v1/core/new_policy.py"], group_map, history, tree)
+    assert not chosen.everything and chosen.sizes == {"tests/v1/core/": 2}
+    assert chosen.to_dict()["test_files"] == {
+        "selected": 2,
+        "total": 4,
+        "per_path": {"tests/v1/core/": 2},
+    }
+    both = select(["vllm/attention/ops.py", "tests/v1/conftest.py"], group_map, history, tree)
+    assert both.everything and both.why_everything == "the selected paths hold every test file (4)"
+    # strongest first: a changed test file before a rule before co-change, the larger share first
+    from pytest_rocm.selection.select import by_strength
+
+    assert by_strength(
+        [
+            "a.py: co-changed (a.py changed with tests/x/ in 2 of 9 commits that changed it)",
+            "a.py: rule `sources` of group engine",
+            "a.py: co-changed (a.py changed with tests/y/ in 5 of 9 commits that changed it)",
+            "tests/x/test_a.py changed",
+        ]
+    ) == [
+        "tests/x/test_a.py changed",
+        "a.py: rule `sources` of group engine",
+        "a.py: co-changed (a.py changed with tests/y/ in 5 of 9 commits that changed it)",
+        "a.py: co-changed (a.py changed with tests/x/ in 2 of 9 commits that changed it)",
+    ]

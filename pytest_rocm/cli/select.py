@@ -32,6 +32,7 @@ from pathlib import Path
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file, whole_number
 from pytest_rocm.schemas.markdown import visible
+from pytest_rocm.selection.select import by_strength
 from pytest_rocm.selection.git import (
     CannotDecide,
     changed_files,
@@ -180,6 +181,10 @@ def _tree(args) -> set[str] | None:
     return tree_files(args.repo, head, args.head)
 
 
+# reasons shown per group in the text output, strongest first; --json has them all
+SHOWN_REASONS = 2
+
+
 def _print(args, changed: list[str], chosen) -> None:
     """The selection, each name a PR chose (its files') escaped for a terminal or a job's log: a
     file name carrying a newline and `::error`, an escape sequence or a right-to-left override
@@ -193,12 +198,26 @@ def _print(args, changed: list[str], chosen) -> None:
         print("nothing to run: every changed file is ignored")
     else:
         for group, reasons in sorted(chosen.groups.items()):
-            others = len(set(reasons)) - 1
+            strongest = by_strength(reasons)
             print(
-                f"{visible(group)}: {visible(reasons[0])}"
-                + (f" (and {others} more reasons)" if others else "")
+                f"{visible(group)}: "
+                + "; ".join(visible(reason) for reason in strongest[:SHOWN_REASONS])
+                + (
+                    f" (and {len(strongest) - SHOWN_REASONS} weaker reason(s): --json lists them)"
+                    if len(strongest) > SHOWN_REASONS
+                    else ""
+                )
             )
         for test in sorted(chosen.tests):
-            print(f"  run {visible(test)}")
+            size = chosen.sizes.get(test)
+            files = f", {size} test file(s)" if size is not None else ""
+            # the reason that selected the path, always: a folder link can be most of the tree
+            print(f"  run {visible(test)}  ({visible(by_strength(chosen.tests[test])[0])}{files})")
+        if chosen.test_files:
+            selected = chosen.selected_files() or 0
+            print(
+                f"runs {selected} of the tree's {chosen.test_files} test files "
+                f"({selected / chosen.test_files:.0%})"
+            )
     for path in chosen.ignored:
         print(f"  ignored {visible(path)}")

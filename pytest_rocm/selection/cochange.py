@@ -132,7 +132,8 @@ class CoChange:
     together: dict = field(default_factory=lambda: defaultdict(Counter))
     # test folder -> commits that changed it with sources (how specific a link to it is)
     changed: Counter = field(default_factory=Counter)
-    commits: int = 0
+    commits: int = 0  # commits that changed sources and tests together (those it learns from)
+    read: int = 0  # commits read, those too large or without both kinds of file included
     # the knob: the folders selected for a path account for more than this share of its test-folder
     # changes
     cover: float = COVER
@@ -144,6 +145,7 @@ class CoChange:
     def learn(cls, commits: list[dict], cover: float = COVER) -> CoChange:
         model = cls(cover=cover)
         for commit in commits:
+            model.read += 1
             if len(commit["files"]) > MAX_COMMIT_FILES:
                 continue
             tests = {test_folder(f) for f in commit["files"] if is_test_file(f)}

@@ -45,6 +45,12 @@ def commit(repo: Path, option: str, value: str | None) -> str:
         text=True,
     )
     if done.returncode != 0:
+        inside = _git(repo, "rev-parse", "--git-dir", text=True)
+        if inside.returncode != 0:  # not the commit's fault: there is no repository to ask
+            raise CannotDecide(
+                f"{repo} is not a git checkout ({_last_line(inside.stderr)}): run in the checkout, "
+                "or give --repo DIR"
+            )
         raise CannotDecide(
             f"{option} {value!r} is no commit of {repo} (fetch it first, or check the id)"
         )

@@ -16,10 +16,11 @@ step that failed to write it than a pull request that changes nothing.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from pytest_rocm.catalog.groups import GROUPS, UNGROUPED, GroupMap
+from pytest_rocm.catalog.groups import GROUPS, UNGROUPED, GroupMap, PatternSet
 from pytest_rocm.selection.cochange import (
     MIN_TOGETHER,
     SUPPORT,
@@ -38,15 +39,59 @@ class Selection:
     # test path -> reasons
     tests: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     ignored: list[str] = field(default_factory=list)
+    # where the tree is known: test files under each selected path, and in the whole tree
+    sizes: dict[str, int] = field(default_factory=dict)
+    test_files: int | None = None
 
     def to_dict(self) -> dict:
         return {
             "everything": self.everything,
             "why_everything": self.why_everything,
-            "groups": {g: sorted(set(r)) for g, r in sorted(self.groups.items())},
-            "tests": {t: sorted(set(r)) for t, r in sorted(self.tests.items())},
+            # reasons strongest first (`by_strength`)
+            "groups": {g: by_strength(r) for g, r in sorted(self.groups.items())},
+            "tests": {t: by_strength(r) for t, r in sorted(self.tests.items())},
             "ignored": self.ignored,
+            "test_files": {
+                "selected": self.selected_files(),
+                "total": self.test_files,
+                "per_path": dict(sorted(self.sizes.items())),
+            },
         }
+
+    def selected_files(self) -> int | None:
+        """Test files the selected paths hold (a path under another counted once), where the tree
+        is known."""
+        if self.test_files is None:
+            return None
+        if self.everything:
+            return self.test_files
+        return len(set().union(*self._files.values())) if self._files else 0
+
+    _files: dict[str, set[str]] = field(default_factory=dict, repr=False)
+
+
+_CO_CHANGED = re.compile(r"in (\d+) of (\d+) commits")
+
+
+def by_strength(reasons: list[str]) -> list[str]:
+    """Reasons, each once, strongest first: a changed or deleted test file and `everything`, then a
+    map rule's `sources`, then a helper the tests under a folder use, then co-change, the larger
+    share of commits first."""
+
+    def strength(reason: str) -> tuple:
+        if reason.startswith("everything") or reason == "changed test file":
+            return (0, 0.0)
+        if reason.endswith((" changed", " deleted")):
+            return (0, 0.0)
+        if "rule `sources`" in reason:
+            return (1, 0.0)
+        if "co-changed" in reason:
+            found = _CO_CHANGED.search(reason)
+            share = int(found[1]) / int(found[2]) if found and int(found[2]) else 0.0
+            return (3, -share)
+        return (2, 0.0)
+
+    return sorted(set(reasons), key=lambda reason: (*strength(reason), reason))
 
 
 def select(
@@ -62,6 +107,8 @@ def select(
     collect nothing there)."""
     selection = Selection()
     tested = _tested_folders(tree) if tree is not None else None
+    if tree is not None:
+        selection.test_files = sum(1 for path in tree if is_test_file(path))
     if not any(path.strip() for path in changed):
         return everything(
             selection, "no changed file was given: an empty change is nothing to decide from"
@@ -115,6 +162,23 @@ def select(
                 selection,
                 f"{path}: no rule's `sources` names it and " + _why_unlinked(path, history),
             )
+    return _sized(selection, tree)
+
+
+def _sized(selection: Selection, tree: set[str] | None) -> Selection:
+    """Each selected path's size in test files, where the tree is known; paths that together hold
+    every test file of the tree are everything, and say so."""
+    if tree is None:
+        return selection
+    files = sorted(path for path in tree if is_test_file(path))
+    for target in selection.tests:
+        # a file, a folder or a map's pattern, matched as the map matches it; a node id: its file
+        pattern = PatternSet((target.split("::", 1)[0],))
+        under = {f for f in files if pattern.matches(f, f)}
+        selection._files[target] = under
+        selection.sizes[target] = len(under)
+    if files and selection.selected_files() == len(files) and not selection.everything:
+        return everything(selection, f"the selected paths hold every test file ({len(files)})")
     return selection
 
 
@@ -143,7 +207,8 @@ def _why_unlinked(path: str, history: CoChange | None) -> str:
     if seen < SUPPORT:
         return (
             f"history has too little on it: it (or a folder of it) changed together with tests in "
-            f"{seen} of the {history.commits} commits learned from, fewer than {SUPPORT}"
+            f"{seen} of the {history.commits} commits that changed sources and tests together "
+            f"({history.read} commits read), fewer than {SUPPORT}"
         )
     return (
         f"history links it to no test folder often enough (it changed with tests in {seen} commits; "
