@@ -32,7 +32,6 @@ from pathlib import Path
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file, whole_number
 from pytest_rocm.schemas.markdown import visible
-from pytest_rocm.selection.select import by_strength
 from pytest_rocm.selection.git import (
     CannotDecide,
     changed_files,
@@ -40,6 +39,7 @@ from pytest_rocm.selection.git import (
     first_parent_history,
     tree_files,
 )
+from pytest_rocm.selection.select import by_strength
 
 
 def share(value: str) -> float:

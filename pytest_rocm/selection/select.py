@@ -107,8 +107,6 @@ def select(
     collect nothing there)."""
     selection = Selection()
     tested = _tested_folders(tree) if tree is not None else None
-    if tree is not None:
-        selection.test_files = sum(1 for path in tree if is_test_file(path))
     if not any(path.strip() for path in changed):
         return everything(
             selection, "no changed file was given: an empty change is nothing to decide from"
@@ -171,6 +169,7 @@ def _sized(selection: Selection, tree: set[str] | None) -> Selection:
     if tree is None:
         return selection
     files = sorted(path for path in tree if is_test_file(path))
+    selection.test_files = len(files)
     for target in selection.tests:
         # a file, a folder or a map's pattern, matched as the map matches it; a node id: its file
         pattern = PatternSet((target.split("::", 1)[0],))
@@ -230,6 +229,7 @@ def _groups_under(group_map: GroupMap, folder: str) -> set[str]:
 
 
 def everything(selection: Selection, why: str) -> Selection:
+    """Every group, saying why."""
     selection.everything, selection.why_everything = True, why
     for group in GROUPS:
         selection.groups[group].append(f"everything: {why}")
