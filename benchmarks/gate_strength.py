@@ -71,6 +71,86 @@ INJECTIONS = {
         module.Sampler.greedy_sample = staticmethod(greedy_sample)
         """,
     ),
+    "greedy-wrong-mid-life": (
+        "a fault that depends on the server's state: greedy sampling takes the second-best token on "
+        "the server's sampler calls 30 to 40 only (as a prefix-cache block that goes stale on its "
+        "third reuse: a warm server is past it, a fresh one reaches it again); caught only where the "
+        "rerun starts a fresh server (issue 50)",
+        # a second test of the module after it keeps the module's server warm for a rerun
+        [
+            "engine/test_engine.py::test_greedy_is_deterministic",
+            "engine/test_engine.py::test_batch_invariance",
+        ],
+        "vllm.v1.sample.sampler",
+        """
+        original = module.Sampler.greedy_sample
+        calls = [0]
+        def greedy_sample(logits):
+            calls[0] += 1
+            if 30 <= calls[0] <= 40:
+                return logits.topk(2, dim=-1).indices[:, 1].contiguous().view(-1)
+            return original(logits)
+        module.Sampler.greedy_sample = staticmethod(greedy_sample)
+        """,
+    ),
+    "seeded-noise-reused": (
+        "seeded sampling draws the same noise at every step (the seed is not advanced): a seeded "
+        "sample is reproducible but far less varied (issue 50)",
+        ["engine/test_sampling.py::test_seeded_sampling_spreads_like_unseeded"],
+        "vllm.v1.sample.ops.topk_topp_sampler",
+        """
+        import torch
+        def forward_cpu(self, logits, generators, k, p):
+            logits = module.apply_top_k_top_p(logits, k, p)
+            seeds = torch.randint(0, 2**31, (logits.shape[0],), dtype=torch.long)
+            for i, gen in generators.items():
+                seeds[i] = gen.initial_seed() % 2**31
+            return torch.ops._C.fused_gumbel_argmax(logits.to(dtype=torch.float32), seeds), None
+        module.TopKTopPSampler.forward_cpu = forward_cpu
+        """,
+    ),
+    "top1-logprob-bf16": (
+        "the sampled token's logprob rounded to bfloat16 (at most 0.016 off; tokens unchanged)",
+        [
+            "engine/test_engine.py::test_golden_outputs",
+            "engine/test_sampling.py::test_a_generated_tokens_logprob_is_its_prompt_logprob",
+        ],
+        "vllm.v1.engine.logprobs",
+        """
+        import numpy as np
+        original = module.LogprobsProcessor._update_sample_logprobs
+        def bf16(values):
+            bits = np.asarray(values, dtype=np.float32).copy().view(np.uint32)
+            bits += np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+            return (bits & np.uint32(0xFFFF0000)).view(np.float32)
+        def rounded(self, lists):
+            logprobs = np.array(lists.logprobs, dtype=np.float32)
+            logprobs[..., 0] = bf16(logprobs[..., 0])
+            return original(self, lists._replace(logprobs=logprobs))
+        module.LogprobsProcessor._update_sample_logprobs = rounded
+        """,
+    ),
+    "spec-rejects-1-in-10": (
+        "speculative decoding rejects every 10th correct draft (tokens unchanged, fewer accepted)",
+        ["spec_decode/test_ngram.py::test_forced_drafts_are_all_accepted"],
+        "vllm.v1.sample.rejection_sampler",
+        """
+        original = module.rejection_sample
+        accepted = [0]
+        def rejection_sample(draft_token_ids, num_draft_tokens, *args, **kwargs):
+            out = original(draft_token_ids, num_draft_tokens, *args, **kwargs)
+            for row, drafts in enumerate(num_draft_tokens):
+                for position in range(drafts):
+                    if out[row, position + 1] == module.PLACEHOLDER_TOKEN_ID:
+                        break  # this draft was rejected: the ones after it never count
+                    accepted[0] += 1
+                    if accepted[0] % 10 == 0:  # reject it: its token stands, nothing after it
+                        out[row, position + 1 :] = module.PLACEHOLDER_TOKEN_ID
+                        break
+            return out
+        module.rejection_sample = rejection_sample
+        """,
+    ),
     "usage-off-by-one": (
         "completion usage counts one token too many",
         ["api/test_openai_api.py::test_completion_usage_adds_up[vllm]"],
@@ -86,6 +166,10 @@ INJECTIONS = {
         """,
     ),
 }
+
+# injections run in one process (no xdist), as a maintainer's local run: there a rerun used to run in
+# the same process after the pass, on the server the pool kept warm
+SERIAL = {"greedy-wrong-mid-life"}
 
 SITECUSTOMIZE = '''
 """Written by benchmarks/gate_strength.py: patches one regression into vLLM, in server processes only."""
@@ -142,7 +226,9 @@ def write_sitecustomize(folder: Path) -> None:
     (folder / "sitecustomize.py").write_text(text)
 
 
-def run_suites(tests: list[str], out: Path, inject: str | None, folder: Path) -> dict:
+def run_suites(
+    tests: list[str], out: Path, inject: str | None, folder: Path, serial: bool = False
+) -> dict:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])),
@@ -158,8 +244,7 @@ def run_suites(tests: list[str], out: Path, inject: str | None, folder: Path) ->
             "-c",
             "suites/pytest.ini",
             *[f"suites/{t}" for t in tests],
-            "-n",
-            "1",
+            *([] if serial else ["-n", "1"]),
             "-p",
             "no:cacheprovider",
             f"--rocm-report-dir={out}",
@@ -199,7 +284,7 @@ def main() -> None:
         caught, missed = [], []
         for name in chosen:
             what, tests, _, _ = INJECTIONS[name]
-            report = run_suites(tests, folder / name, name, folder)
+            report = run_suites(tests, folder / name, name, folder, serial=name in SERIAL)
             verdicts = {t: report["tests"].get(t, {}).get("verdict", "did not run") for t in tests}
             hit = [t for t, v in verdicts.items() if v == "regression"]
             (caught if hit else missed).append(name)

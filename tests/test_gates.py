@@ -362,7 +362,7 @@ def test_golden_on_the_same_platform_and_dtype_is_exact(pytester, monkeypatch):
     scaled.assert_outcomes(failed=1)
     scaled.stdout.fnmatch_lines(
         [
-            "*golden 'greedy' (same platform: exact tokens, logprobs within 0.02): sequence 0 "
+            "*golden 'greedy' (same platform: exact tokens, logprobs within 0.002): sequence 0 "
             "position 0: token 6 has logprob -1.8000, the reference -2.0000*"
         ]
     )

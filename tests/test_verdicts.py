@@ -5,6 +5,8 @@ import json
 
 import pytest
 from conftest import read_report
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_rocm.results.verdicts import (
     DEFAULT_SIGNATURES,
@@ -901,3 +903,131 @@ def test_a_cut_xdist_difference_still_names_the_files_it_shows(tmp_path, capsys)
     )
     assert "PYTHONHASHSEED=0" in detail
     assert "PYTHONHASHSEED=0" in capsys.readouterr().out  # the printed conclusion says it too
+
+
+# --- a warm server proves nothing (issue 50) -------------------------------------------------------
+
+
+def on(status, server=None, worker="gw0"):
+    found = {"status": status, "signature": None, "gpus": [0], "worker": worker}
+    if server:
+        found["servers"] = [server]
+    return found
+
+
+@pytest.mark.parametrize(
+    "attempts, verdict",
+    [
+        # failed on a server, passed on that same warm server: no fresh rerun, nothing proven
+        ([on("failed", "S1"), on("passed", "S1")], "unconfirmed"),
+        # passed on a fresh server: a flake
+        ([on("failed", "S1"), on("passed", "S2", "rerun1")], "flaky"),
+        # the fresh server failed it too: the warm pass does not make it flaky
+        ([on("failed", "S1"), on("passed", "S1"), on("failed", "S2", "rerun1")], "regression"),
+        # a pass that names no server, in the process whose server failed it
+        ([on("failed", "S1"), on("passed")], "unconfirmed"),
+        ([on("failed", "S1"), on("passed", worker="rerun1")], "flaky"),
+        # no server at all: the rules as before
+        ([on("failed"), on("passed")], "flaky"),
+    ],
+)
+def test_a_pass_on_the_server_that_failed_it_proves_nothing(attempts, verdict):
+    from pytest_rocm.results.verdicts import warm_passes
+
+    got, why = decide(attempts, [])
+    assert got == verdict, why
+    if warm_passes(attempts):
+        assert "which proves nothing: only a fresh server does" in why
+
+
+def _warm_oracle(attempts: list[dict]) -> str:
+    """The verdict from the rules' words, written apart from `decide` (no signatures): a pass on a
+    server an earlier attempt failed on (or, naming none, in a process where one did) is no pass;
+    then a later pass is flaky, a later failure regression, nothing later unconfirmed."""
+    kept, servers_failed, workers_failed = [], set(), set()
+    for attempt in attempts:
+        named = set(attempt.get("servers", []))
+        if attempt["status"] == "passed":
+            if (
+                named
+                and named <= servers_failed
+                or not named
+                and attempt["worker"] in workers_failed
+            ):
+                continue
+        else:
+            servers_failed |= named
+            if named:
+                workers_failed.add(attempt["worker"])
+        kept.append(attempt)
+    later = kept[1:]
+    if any(a["status"] == "passed" for a in later):
+        return "flaky"
+    return "regression" if later else "unconfirmed"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["passed", "failed"]),
+            st.sampled_from([None, "S1", "S2", "S3"]),
+            st.sampled_from(["gw0", "gw1", "rerun1"]),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_warm_passes_against_an_oracle(rows):
+    attempts = [on("failed", rows[0][1], rows[0][2])] + [on(*row) for row in rows[1:]]
+    assert decide(attempts, [])[0] == _warm_oracle(attempts)
+
+
+# A server of this process (a stand-in: its state is how many requests it served) that goes wrong
+# on its third request, as a prefix-cache block that goes stale on its third reuse does. A test
+# sends three requests: on a fresh server the third fails it; a warm one is past its third.
+WARM_SERVER = """
+import time
+import pytest
+from pathlib import Path
+from pytest_rocm.serving.process import Server
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    made = Server(kind="vllm", model="tiny", served_name="tiny", port=8000, command=[], env={},
+                  log_path=tmp_path_factory.mktemp("log") / "server.log", devices=[])
+    made.served, made.launched_t = 0, time.time()
+    return made
+
+def ask(server):
+    server.served += 1
+    return "stale" if server.served == 3 else "ok"
+
+@pytest.mark.rocm_gate(group="engine")
+def test_prefix_cache(server):
+    assert [ask(server) for _ in range(3)] == ["ok"] * 3
+"""
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"], ["-p", "rerunfailures", "--reruns", "1"]])
+def test_a_failure_on_a_server_is_rerun_on_a_fresh_one_and_a_warm_pass_is_no_flake(
+    pytester, run_gates, args
+):
+    """Issue 50: a failure that depended on a warm server's state was rerun on that server, which
+    had moved past it, passed, and was `flaky`: the run concluded `success`. The rerun goes to a
+    fresh process, which starts a fresh server; there the fault comes back: `regression`. Under
+    pytest-rerunfailures (a rerun in the same process, on the warm server) the pass proves nothing.
+    The report says which server each attempt used."""
+    pytester.makepyfile(test_served=WARM_SERVER)
+    result, report = run_gates(*args)
+    test = report["tests"]["test_served.py::test_prefix_cache"]
+    servers = [a.get("servers") for a in test["attempts"]]
+    assert len(servers) == 2 and all(servers), test["attempts"]
+    if "--reruns" in args:
+        assert servers[0] == servers[1]  # the same warm server, where it passed
+        assert test["status"] == "passed" and test["verdict"] == "unconfirmed"
+        assert "only a fresh server does" in test["verdict_reason"]
+    else:
+        assert servers[0] != servers[1] and test["attempts"][1]["worker"].startswith("rerun")
+        assert test["status"] == "failed" and test["verdict"] == "regression"
+    assert report["conclusion"] == "failure"

@@ -32,9 +32,10 @@ from pytest_rocm.schemas.artifacts import schema, write_json_atomic
 GOLDEN_SCHEMA = schema("golden")
 # Same platform, same dtype: the engine is deterministic, and a CPU of another microarchitecture
 # moved logprobs of the tiny model by under 1e-4; a logprob off by this much is a changed
-# computation.
-LOGPROB_ATOL = 0.02
-SAME_PLATFORM = "same platform: exact tokens, logprobs within 0.02"
+# computation. Tight enough to see a logprob rounded to bfloat16 (up to 0.016 off: issue 50, the
+# `top1-logprob-bf16` injection of benchmarks/gate_strength.py), which 0.02 let through.
+LOGPROB_ATOL = 0.002
+SAME_PLATFORM = f"same platform: exact tokens, logprobs within {LOGPROB_ATOL}"
 CROSS_PLATFORM = "cross-platform: vLLM's check_logprobs_close (top-k)"
 LIVE_REFERENCE = "another implementation: vLLM's check_logprobs_close (top-k)"
 

@@ -257,9 +257,11 @@ class Controller:
     # -- reruns after the main pass ------------------------------------------------------------------
     def run_queued_reruns(self, session: pytest.Session) -> None:
         """Reruns nothing took during the pass, and the tests a poisoned process did not run: in this
-        process where it runs tests and no device fault poisoned it, else in fresh processes."""
+        process where it runs tests and no device fault poisoned it, else in fresh processes; a
+        rerun of a failure on a server always in a fresh process (a fresh server)."""
         if session.shouldstop or session.shouldfail:
             return
+        fresh_only: list[str] = []
         if self.planner is not None and not self._runs_nothing_more():
             items = {item.nodeid: item for item in session.items}
             while (queued := self.planner.leftovers()) and not (
@@ -267,7 +269,10 @@ class Controller:
             ):
                 for nodeid in queued:
                     item = items.get(nodeid)
-                    if item is not None:
+                    if nodeid in self.planner.fresh_only:
+                        # failed on a server: this process's pool would hand the warm one back
+                        fresh_only.append(nodeid)
+                    elif item is not None:
                         # Through the hook, as pytest runs any test: pytest-timeout's timer and
                         # every plugin's wrappers apply to a rerun as to a first attempt (and a
                         # process a rerun poisoned defers the rest: they go on below).
@@ -276,7 +281,10 @@ class Controller:
         # records are where a fault is seen)
         if self.planner is None or self.report_folder is None:
             return
-        if self._runs_nothing_more() and not (session.shouldstop or session.shouldfail):
+        self.planner.queue += fresh_only
+        if (self._runs_nothing_more() or fresh_only) and not (
+            session.shouldstop or session.shouldfail
+        ):
             from pytest_rocm.plugin.fresh import FreshProcesses  # only a run with reruns needs it
 
             FreshProcesses(

@@ -142,6 +142,21 @@ class FixtureServices:
                 "\n".join(f"pytest-rocm: {d}" for d in diagnoses) + "\n\n" + report.longreprtext
             )
 
+    @staticmethod
+    def servers_used(item: pytest.Item) -> list[str]:
+        """The servers a test was given (a fixture's value that is a server, or holds one as its
+        `server`), named by `Server.identity`; [] in a process that made none (no cost there)."""
+        from pytest_rocm.serving.process import Server
+
+        if not Server.made:
+            return []
+        used = []
+        for value in (getattr(item, "funcargs", None) or {}).values():
+            server = value if isinstance(value, Server) else getattr(value, "server", None)
+            if isinstance(server, Server) and server.identity() not in used:
+                used.append(server.identity())
+        return used
+
     def close(self) -> None:
         if self._provider is not None:
             self._provider.close()

@@ -11,6 +11,8 @@ has both; under xdist the controller and its workers are different processes.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from pytest_rocm.plugin import activation, fresh, internals
@@ -35,6 +37,7 @@ from pytest_rocm.plugin.markers import MARKER_HELP
 from pytest_rocm.plugin.options import add_options
 from pytest_rocm.plugin.poisoned import PoisonedProcess
 from pytest_rocm.plugin.recording import Recorder
+from pytest_rocm.results.reruns import SERVERS_PROPERTY
 from pytest_rocm.results.summary import terminal_lines
 
 ANNOTATOR = pytest.StashKey[Annotator]()
@@ -124,6 +127,9 @@ class RecordingHooks:
             return
         if report.outcome == "failed":
             self.attach_server_logs(report)
+        if report.when == "call" and report.nodeid in self.recorder.servers:
+            used = self.recorder.servers[report.nodeid]
+            report.user_properties.append((SERVERS_PROPERTY, "; ".join(used)))
         poisoned = self.recorder.poisoned
         self.recorder.record_report(report)
         if poisoned is None and self.recorder.poisoned is not None:
@@ -134,12 +140,29 @@ class RecordingHooks:
         if self.controller is not None:
             self.controller.on_report(report)
 
+    # first: pytest's own call runs the test, and a failure ends the hook there
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        """The servers the test was given, kept for its call report (the controller reruns a
+        failure that used one on a fresh server: results/reruns.py) and its record (`servers`).
+        Read here, while the fixtures are set up: pytest-rerunfailures reports after teardown."""
+        if sys.modules.get("pytest_rocm.serving.process") is None:  # no server in this process
+            return
+        used = self.services.servers_used(item)
+        if used:
+            self.recorder.servers[item.nodeid] = used
+        else:
+            self.recorder.servers.pop(item.nodeid, None)
+
+    def _item(self, nodeid: str) -> pytest.Item | None:
+        if self._items is None:
+            self._items = {item.nodeid: item for item in self.session.items} if self.session else {}
+        return self._items.get(nodeid)
+
     def attach_server_logs(self, report: pytest.TestReport) -> None:
         """The logs of the servers running here, in a failed report (here rather than in a
         `pytest_runtest_makereport` wrapper, which would cost every phase of every test a call)."""
-        if self._items is None:
-            self._items = {item.nodeid: item for item in self.session.items} if self.session else {}
-        item = self._items.get(report.nodeid)
+        item = self._item(report.nodeid)
         if item is not None:
             self.services.attach_server_logs(item, report)
 

@@ -33,6 +33,7 @@ class Recorder:
         self._writer: RecordWriter | None = None
         self.spec_json: dict[str, str] = {}  # nodeid -> its spec's record fields, encoded once
         self.allocations: dict[str, list[int]] = {}  # nodeid -> devices its latest attempt got here
+        self.servers: dict[str, list[str]] = {}  # nodeid -> servers its running attempt used
         # nodeid -> seconds its latest attempt waited for them
         self.gpu_waits: dict[str, float] = {}
         # nodeid -> what its gates measured (this attempt)
@@ -79,6 +80,7 @@ class Recorder:
             and nodeid not in self.allocations
             and nodeid not in self.measurements
             and nodeid not in self.server_waits
+            and nodeid not in self.servers
         ):
             self._plain_phase(report, writer)
         else:
@@ -144,6 +146,11 @@ class Recorder:
                 record["gpu_wait_s"] = self.gpu_waits[nodeid]
         if nodeid in self.server_waits:
             record["server_wait_s"] = self.server_waits.pop(nodeid)
+        if nodeid in self.servers:
+            if report.when == "call":
+                record["servers"] = self.servers[nodeid]
+            elif report.when == "teardown":
+                del self.servers[nodeid]
         if report.when == "call" and nodeid in self.measurements:
             record["measurements"] = self.measurements.pop(nodeid)
         if hasattr(report, "wasxfail"):

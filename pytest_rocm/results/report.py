@@ -151,7 +151,10 @@ def status_of_test(
         and [r["when"] for r in records] == ["setup", "call", "teardown"]
         and all(r["outcome"] == "passed" and "wasxfail" not in r for r in records)
     ):
-        return _plain_pass(first, round(sum(phase_seconds(records)), 6))
+        entry = _plain_pass(first, round(sum(phase_seconds(records)), 6))
+        if records[1].get("servers"):  # the server it passed on (a rerun's: fresh or warm)
+            entry["attempts"][0]["servers"] = records[1]["servers"]
+        return entry
     known_gap = next((r["known_gap"] for r in records if r.get("known_gap")), None)
     result = {
         "group": next((r.get("group") for r in records if r.get("group")), None),
@@ -174,6 +177,9 @@ def status_of_test(
             "duration": round(sum(phase_seconds(attempt_records)), 6),
         }
         attempt["started"] = attempt_records[0].get("t", 0.0)
+        servers = next((r["servers"] for r in attempt_records if r.get("servers")), None)
+        if servers:
+            attempt["servers"] = servers
         fault = next((f for r in attempt_records if (f := sticky_fault(r))), None)
         if fault is not None:
             attempt["device_fault"] = fault["line"]

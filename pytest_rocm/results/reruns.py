@@ -9,8 +9,9 @@ teardown report arrives, or the process running it died) and attempts remain, it
 2. asks the next attempt to use other devices (`allocation.write_avoid`);
 3. hands the rerun over (`hand_over(nodeid)`: to a live xdist worker) or, where
    nothing can take it now or the failure was a device fault that poisoned its process
-   (`results/poisoning.py`: only a fresh process proves anything), queues it for after the main
-   pass.
+   (`results/poisoning.py`: only a fresh process proves anything) or happened on a server (a fresh
+   process starts a fresh one: a warm server's state may be what failed it), queues it for after
+   the main pass.
 It knows nothing of pytest or xdist: the plugin gives it callbacks. The verdict is
 decided later from the records (`pytest_rocm.results.verdicts`).
 """
@@ -42,12 +43,17 @@ class Attempt:
     # the test that ran just before it in its process (CUDA and HIP report a kernel's fault at a
     # later call: maybe this one's)
     predecessor: str | None = None
+    # it used a server: rerun only on a fresh one (a fresh process starts its own), never the warm
+    # one whose state may be what failed it
+    on_server: bool = False
 
 
 # a report property: this failure of a quarantined test is not the one it was quarantined for
 # (results/fingerprint.py: quarantine_excuses), so it is rerun as a blocking gate is (the report then
 # makes it block, results/report.py)
 QUARANTINE_BREACHED_PROPERTY = "rocm_quarantine_breached"
+# a report property: the servers the test used (plugin/hooks.py: note_servers)
+SERVERS_PROPERTY = "rocm_servers"
 
 
 def property_of(report, name: str) -> str | None:
@@ -120,6 +126,9 @@ class RerunPlanner:
         self.current: dict[str, Attempt] = {}
         self.finished: dict[str, int] = defaultdict(int)  # attempts completed per test
         self.queue: list[str] = []  # reruns nothing could take yet: run after the main pass
+        # reruns that only a fresh process may run (a failure on a server: it starts a fresh one),
+        # even where the process that ran the pass runs queued reruns itself
+        self.fresh_only: set[str] = set()
         self.awaiting: set[str] = set()  # handed to a live worker, not started yet
         self.process_of = process_of  # the process a report comes from
         # process -> (the test it started last, the one it started before that)
@@ -151,6 +160,7 @@ class RerunPlanner:
                 [failure_evidence(report.longreprtext), report.capstdout, report.capstderr],
                 fault,  # the process that ran it decided (plugin/recording.py)
                 self._predecessor(report.nodeid, self.process_of(report)),
+                on_server=property_of(report, SERVERS_PROPERTY) is not None,
             )
         if report.when == "setup":
             self.awaiting.discard(report.nodeid)
@@ -177,6 +187,7 @@ class RerunPlanner:
                 ],
                 sticky_fault(record) is not None,
                 self._predecessor(record["nodeid"], record.get("worker") or "?"),
+                on_server=bool(record.get("servers")),
             )
         if ends_attempt(record):
             self._attempt_done(record["nodeid"], self.current.pop(record["nodeid"], Attempt()))
@@ -197,10 +208,12 @@ class RerunPlanner:
         texts: list[str],
         poisoned: bool,
         predecessor: str | None = None,
+        on_server: bool = False,
     ) -> None:
         attempt = self.current.setdefault(nodeid, Attempt())
         attempt.failed = True
         attempt.poisoned = attempt.poisoned or poisoned
+        attempt.on_server = attempt.on_server or on_server
         attempt.predecessor = attempt.predecessor or predecessor
         if devices is not None:
             attempt.devices = devices
@@ -234,8 +247,12 @@ class RerunPlanner:
         if devices:
             write_avoid(self.session_id, nodeid, devices)
         # a device fault's rerun proves something only in a fresh process: never handed to a live
-        # worker (it may be the poisoned one), queued for one (plugin/fresh.py)
-        if not attempt.poisoned and self.hand_over(nodeid):
+        # worker (it may be the poisoned one), queued for one (plugin/fresh.py); so does the rerun
+        # of a failure on a server: a fresh process starts a fresh server, where a live worker's
+        # is warm (its state may be what failed the test)
+        if attempt.on_server:
+            self.fresh_only.add(nodeid)
+        if not attempt.poisoned and not attempt.on_server and self.hand_over(nodeid):
             self.awaiting.add(nodeid)
         else:
             self.queue.append(nodeid)

@@ -13,7 +13,11 @@ per failed test:
 - an attempt that failed in a process a device fault had poisoned before it (`after_fault`,
   results/poisoning.py) proves nothing: a test whose every failure is such is `infra`, naming the
   test that faulted, never `regression` or `flaky`; otherwise the rules above apply to the attempts
-  that ran in a clean process (a rerun in the very process its own fault poisoned counts as none).
+  that ran in a clean process (a rerun in the very process its own fault poisoned counts as none);
+- a pass on the very server an earlier attempt failed on (`servers`, or, where the pass names none,
+  the same process) proves nothing: a warm server's state may be what failed the test, and may have
+  moved past it. Such passes are set aside and the rules above apply to the rest, so a test that
+  passed only there is not `flaky` (its fresh rerun failed: `regression`; none ran: `unconfirmed`).
 
 Verdicts are computed from records alone, so `rocm-gate verdict DIR` rebuilds them.
 """
@@ -219,6 +223,15 @@ def decide(attempts: list[dict], probes: list[dict]) -> tuple[str, str]:
     "after_fault": {"nodeid", "process", "line"}. `probes`: health probes run after failed attempts,
     each {"ok", "devices", ...}.
     """
+    warm = warm_passes(attempts)
+    if warm:
+        verdict, why = decide([a for i, a in enumerate(attempts) if i not in warm], probes)
+        first = min(warm)
+        return verdict, why + (
+            f"; attempt {first + 1} passed on the server an earlier attempt failed on "
+            f"({attempts[first].get('servers', ['the same process'])[0]}), which proves nothing: "
+            "only a fresh server does"
+        )
     collateral = [a for a in attempts if a["status"] != "passed" and a.get("after_fault")]
     if collateral:
         clean = [a for a in attempts if not (a["status"] != "passed" and a.get("after_fault"))]
@@ -274,6 +287,23 @@ def decide(attempts: list[dict], probes: list[dict]) -> tuple[str, str]:
             "(a real fault that looks like a hardware one)"
         )
     return "unconfirmed", f"{evidence}; not rerun, so neither confirmed nor excused"
+
+
+def warm_passes(attempts: list[dict]) -> set[int]:
+    """The passing attempts (by index) on a server an earlier attempt failed on: the same server
+    named in both, or, where the pass names none, the same process as a failure that used one."""
+    failed_on: set[str] = set()
+    failed_in: set[str] = set()
+    warm = set()
+    for index, attempt in enumerate(attempts):
+        servers = set(attempt.get("servers") or ())
+        if attempt["status"] != "passed":
+            failed_on |= servers
+            if servers:
+                failed_in.add(attempt.get("worker") or "?")
+        elif servers & failed_on or (not servers and (attempt.get("worker") or "?") in failed_in):
+            warm.add(index)
+    return warm
 
 
 def _first_pass(attempts: list[dict]) -> int:

@@ -29,6 +29,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pytest_rocm.errors import BadInput, NotDone
 from pytest_rocm.schemas.config import check_keys, read_config
@@ -442,6 +443,17 @@ class Server:
     start_cpu_s: float | None = None
     # why a server started ahead is gone before a test asked for it (it died after it was up)
     lost: str | None = None
+    # servers made in this process so far: a process that made none has no test that used one
+    made: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        Server.made += 1
+
+    def identity(self) -> str:
+        """Which server this is, for a test's record: a rerun on another server (a fresh one) is
+        told from one on the very server that failed it (results/verdicts.py)."""
+        pid = self.process.pid if self.process is not None else "not started"
+        return f"{self.kind} on port {self.port} (pid {pid}, launched at {self.launched_t:.3f})"
 
     @property
     def url(self) -> str:
