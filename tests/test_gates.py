@@ -363,7 +363,7 @@ def test_golden_on_the_same_platform_and_dtype_is_exact(pytester, monkeypatch):
     scaled.stdout.fnmatch_lines(
         [
             "*golden 'greedy' (same platform: exact tokens, logprobs within 0.002): sequence 0 "
-            "position 0: token 6 has logprob -1.8000, the reference -2.0000*"
+            "position 0: token 5 has logprob -0.0900, the reference -0.1000 (more than 0.002 apart)*"
         ]
     )
     second_best = outputs(

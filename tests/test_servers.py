@@ -271,8 +271,11 @@ def test_golden_outputs_catch_a_model_with_other_weights(pytester, model_cache):
     failed = [r for r in records if r.get("outcome") == "failed"]
     assert failed and all("Application startup complete" in r["log_tail"] for r in failed)
     assert "rocm_server_log" in (pytester.path / "junit.xml").read_text()
-    # one, kept for the rerun
-    [server] = json.loads((report_dir / "manifest.json").read_text())["servers"]
+    # the first attempt's server, and a fresh one for its rerun (a warm server proves nothing)
+    servers = json.loads((report_dir / "manifest.json").read_text())["servers"]
+    first, rerun = (attempt["servers"] for attempt in test["attempts"])
+    assert len(servers) == 2 and first != rerun and test["attempts"][1]["worker"] == "rerun1"
+    server = servers[0]
     assert (
         server["model_spec"]["spec"]["seed"] == 1
         and server["healthy_after_s"] > 0

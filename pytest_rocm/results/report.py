@@ -135,26 +135,9 @@ def status_of_test(
     `faults`: the first device fault of each process of the run (`poisoning.first_faults`), so an
     attempt that failed in a process one had poisoned before it is told apart."""
     first = records[0]
-    # most tests: one attempt, every phase passed (one record; as record/2 wrote it, a setup and
-    # the call and teardown in one; as record/1, three phase records)
-    if len(records) == 1:
-        if first["when"] == PLAIN_PASS:
-            return _plain_pass(first, round(sum(first["durations"]), 6))
-    elif (
-        len(records) == 2
-        and records[1]["when"] == CALL_TEARDOWN
-        and first["when"] == "setup"
-        and first["outcome"] == "passed"
-        and "wasxfail" not in first
-    ) or (
-        len(records) == 3
-        and [r["when"] for r in records] == ["setup", "call", "teardown"]
-        and all(r["outcome"] == "passed" and "wasxfail" not in r for r in records)
-    ):
-        entry = _plain_pass(first, round(sum(phase_seconds(records)), 6))
-        if records[1].get("servers"):  # the server it passed on (a rerun's: fresh or warm)
-            entry["attempts"][0]["servers"] = records[1]["servers"]
-        return entry
+    plain = _one_plain_attempt(records)
+    if plain is not None:
+        return plain
     known_gap = next((r["known_gap"] for r in records if r.get("known_gap")), None)
     result = {
         "group": next((r.get("group") for r in records if r.get("group")), None),
@@ -229,6 +212,32 @@ def status_of_test(
         }[first_status]
         result["verdict_reason"] = ""
     return result
+
+
+def _one_plain_attempt(records: list[dict]) -> dict | None:
+    """Most tests: one attempt, every phase passed (one record; as record/2 wrote it, a setup and
+    the call and teardown in one; as record/1, or with a server named, three phase records): its
+    entry; None for any other test."""
+    first = records[0]
+    if len(records) == 1:
+        if first["when"] == PLAIN_PASS:
+            return _plain_pass(first, round(sum(first["durations"]), 6))
+    elif (
+        len(records) == 2
+        and records[1]["when"] == CALL_TEARDOWN
+        and first["when"] == "setup"
+        and first["outcome"] == "passed"
+        and "wasxfail" not in first
+    ) or (
+        len(records) == 3
+        and [r["when"] for r in records] == ["setup", "call", "teardown"]
+        and all(r["outcome"] == "passed" and "wasxfail" not in r for r in records)
+    ):
+        entry = _plain_pass(first, round(sum(phase_seconds(records)), 6))
+        if records[1].get("servers"):  # the server it passed on (a rerun's: fresh or warm)
+            entry["attempts"][0]["servers"] = records[1]["servers"]
+        return entry
+    return None
 
 
 def _plain_pass(first: dict, duration: float) -> dict:
