@@ -1970,6 +1970,8 @@ def test_judge_links_against_an_oracle(rows):
         ([304] * 4, 8, ["failed 4 GPU agent(s); the runner has 8 GPU(s)"]),
         ([38] * 63, 8, ["failed 63 GPU agent(s); the runner has 8 GPU(s), 64 in CPX"]),
         ([304, 304, 288, 304], None, ["failed GPU agent 2: 288 compute units, its peers 304"]),
+        # a tie between two counts: the agents with fewer are named, whatever the order
+        ([288, 304, 288, 304], None, ["failed GPU agent 0: 288 compute units, its peers 304"]),
         ([300] * 4, None, ["failed GPU agent 0: 300 compute units, neither a whole MI300X (304)"]),
     ],
 )

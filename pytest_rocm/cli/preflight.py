@@ -199,9 +199,10 @@ def run(args) -> int:
             if args.source
             else detect.detect_live()
         )
-        timeout_s = table.for_sku(args.sku or acceptance.platform_sku(platform)).get(
-            "rccl_timeout_s", live.BENCHMARK_TIMEOUT_S
-        )
+        # before any output is read: the SKU the flags, the runner class or the GPUs name
+        timeout_s = table.for_sku(
+            acceptance.choose_sku(args.sku, _runner_class_sku(), [], platform)[0]
+        ).get("rccl_timeout_s", live.BENCHMARK_TIMEOUT_S)
         outputs = _outputs(args, platform, timeout_s)
         history = drain.read_history(Path(args.history)) if args.history else None
     except (thresholds.ThresholdError, ProfileError, drain.EvidenceFolderError, ValueError) as exc:

@@ -150,12 +150,12 @@ class FixtureServices:
 
         if not Server.made:
             return []
-        used = []
+        used: dict[str, None] = {}  # in the order the fixtures gave them, each once
         for value in (getattr(item, "funcargs", None) or {}).values():
             server = value if isinstance(value, Server) else getattr(value, "server", None)
-            if isinstance(server, Server) and server.identity() not in used:
-                used.append(server.identity())
-        return used
+            if isinstance(server, Server):
+                used[server.identity()] = None
+        return list(used)
 
     def close(self) -> None:
         if self._provider is not None:

@@ -5,6 +5,8 @@ other.
   `bandwidth_fall_max_pct`; sustained to the largest size it is a collapse (failed), recovered it is a dip.
 - `below_peers`: a link or GPU more than `peer_degraded_pct` (degraded) or `peer_failed_pct` (failed)
   below the median of its peers in the same matrix or run.
+- `most_common`: the value most GPUs of a node hold (a firmware version, a count of disabled links
+  or of compute units), what one GPU's is held to.
 
 They need no SKU figure, so they run on every SKU, a new one included; thresholds.toml gives each
 number with where it comes from.
@@ -12,10 +14,12 @@ number with where it comes from.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import median
 
-__all__ = ["Fall", "Straggler", "below_peers", "falls"]
+__all__ = ["Fall", "Straggler", "below_peers", "falls", "most_common"]
 
 
 @dataclass(frozen=True)
@@ -83,3 +87,14 @@ def below_peers(values: dict, degraded_pct: float, failed_pct: float) -> list[St
                 Straggler(key, value, peers, below, "failed" if below > failed_pct else "degraded")
             )
     return found
+
+
+def most_common(values: Iterable, tie: Callable | None = None):
+    """The value most items hold (None for none). On a tie, `tie` picks among the tied values
+    (`min`, `max`), so the GPU the rule names does not depend on order; without it, the first of
+    them met."""
+    ranked = Counter(values).most_common()
+    if not ranked:
+        return None
+    tied = [value for value, count in ranked if count == ranked[0][1]]
+    return tie(tied) if tie is not None else tied[0]

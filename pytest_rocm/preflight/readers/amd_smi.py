@@ -23,6 +23,7 @@ from pytest_rocm.hw.parsers.amd_smi import json_document, text_values
 from pytest_rocm.preflight.evidence import Line, Reading, finding, number
 from pytest_rocm.preflight.readers.matrix import link_type_findings, tables
 from pytest_rocm.preflight.readers.rocm_smi import judge_idle_vram, judge_power, judge_temperature
+from pytest_rocm.preflight.relative import most_common
 
 # `amd-smi xgmi --link-status`: `GPU0   0000:08:00.0  U  U  D  X` (ROCm 6.4) or a matrix of
 # SELF / U / D / N/A cells under GPU0..GPUn (later versions)
@@ -493,7 +494,7 @@ def judge_links(links: dict[str, list]) -> list:
         gpu: sum(state == "disabled" for _, state, _ in cells) for gpu, cells in states.items()
     }
     # the count most GPUs have; on a tie the fewest, so a GPU with more is named
-    usual = _most_common(sorted(disabled.values()))
+    usual = most_common(disabled.values(), tie=min)
     for gpu, count in sorted(disabled.items(), key=lambda item: _gpu_order(item[0])):
         if count > usual:
             found.append(
@@ -532,7 +533,7 @@ def judge_firmware(versions: dict[tuple, tuple]) -> list:
         by_component.setdefault(name, {})[gpu] = (version, line)
     found = []
     for name, per_gpu in by_component.items():
-        usual = _most_common(version for version, _ in per_gpu.values())
+        usual = most_common(version for version, _ in per_gpu.values())
         for gpu, (version, line) in sorted(per_gpu.items(), key=lambda item: _gpu_order(item[0])):
             if version != usual:
                 holders = sum(v == usual for v, _ in per_gpu.values())
@@ -558,14 +559,6 @@ def judge_firmware(versions: dict[tuple, tuple]) -> list:
             )
         )
     return found
-
-
-def _most_common(values):
-    """The value most items hold; on a tie, the first of them met (the lowest GPU's)."""
-    counts: dict = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
-    return max(counts, key=counts.__getitem__) if counts else None
 
 
 def _gpu_order(gpu: str):

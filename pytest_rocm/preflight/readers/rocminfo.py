@@ -20,6 +20,7 @@ from pytest_rocm.hw.skus import (
     partition_from_compute_units,
 )
 from pytest_rocm.preflight.evidence import Line, Reading, finding
+from pytest_rocm.preflight.relative import most_common
 
 _DEVICE_TYPE = re.compile(r"^\s*Device Type:\s*(\w+)")
 _COMPUTE_UNIT = re.compile(r"^\s*Compute Unit:\s*(\d+)")
@@ -60,8 +61,8 @@ def judge_agents(agents: list[tuple], sku: str | None, expect_gpus: int | None) 
     the CU count shows (8 MI300X in CPX list 64)."""
     sku = sku or next((agent_sku for agent_sku, _, _ in agents if agent_sku), None)
     found = []
-    counts = [cus for _, cus, _ in agents if cus]
-    usual = max(set(counts), key=counts.count) if counts else None
+    # the count most agents have; on a tie the larger, so the agents with fewer are named
+    usual = most_common((cus for _, cus, _ in agents if cus), tie=max)
     for index, (agent_sku, cus, at) in enumerate(agents):
         whole = WHOLE_GPU_COMPUTE_UNITS.get(agent_sku or sku or "")
         if cus and usual and cus < usual:
