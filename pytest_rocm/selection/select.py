@@ -39,8 +39,8 @@ class Selection:
     # test path -> reasons
     tests: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     ignored: list[str] = field(default_factory=list)
-    # where the tree is known: test files under each selected path, and in the whole tree
-    sizes: dict[str, int] = field(default_factory=dict)
+    # where the tree is known: the test files under each selected path, and in the whole tree
+    under: dict[str, set[str]] = field(default_factory=dict, repr=False)
     test_files: int | None = None
 
     def to_dict(self) -> dict:
@@ -65,9 +65,12 @@ class Selection:
             return None
         if self.everything:
             return self.test_files
-        return len(set().union(*self._files.values())) if self._files else 0
+        return len(set().union(*self.under.values()))
 
-    _files: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Each selected path's size in test files, where the tree is known."""
+        return {target: len(files) for target, files in self.under.items()}
 
 
 _CO_CHANGED = re.compile(r"in (\d+) of (\d+) commits")
@@ -79,9 +82,11 @@ def by_strength(reasons: list[str]) -> list[str]:
     share of commits first."""
 
     def strength(reason: str) -> tuple:
-        if reason.startswith("everything") or reason == "changed test file":
-            return (0, 0.0)
-        if reason.endswith((" changed", " deleted")):
+        if (
+            reason == "changed test file"
+            or reason.startswith("everything")
+            or reason.endswith((" changed", " deleted"))
+        ):
             return (0, 0.0)
         if "rule `sources`" in reason:
             return (1, 0.0)
@@ -173,9 +178,7 @@ def _sized(selection: Selection, tree: set[str] | None) -> Selection:
     for target in selection.tests:
         # a file, a folder or a map's pattern, matched as the map matches it; a node id: its file
         pattern = PatternSet((target.split("::", 1)[0],))
-        under = {f for f in files if pattern.matches(f, f)}
-        selection._files[target] = under
-        selection.sizes[target] = len(under)
+        selection.under[target] = {f for f in files if pattern.matches(f, f)}
     if files and selection.selected_files() == len(files) and not selection.everything:
         return everything(selection, f"the selected paths hold every test file ({len(files)})")
     return selection
