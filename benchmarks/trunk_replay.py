@@ -40,6 +40,7 @@ run alone":
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import hashlib
 import json
 import os
@@ -59,7 +60,9 @@ sys.path.insert(0, str(REPO))
 
 from pytest_rocm.github import artifacts, checks  # noqa: E402
 from pytest_rocm.history import queries, store  # noqa: E402
-from pytest_rocm.trunk import state  # noqa: E402
+from pytest_rocm.results.fingerprint import of_test as fingerprint_of  # noqa: E402
+from pytest_rocm.schemas.artifacts import blocking_failures  # noqa: E402
+from pytest_rocm.trunk import evidence, state  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 VENDORED = REPO / "tests" / "data" / "upstream" / "vllm-main-subjects.jsonl"
@@ -310,13 +313,19 @@ def pr_run(commits, number, base, breaks, rng, args) -> Run:
             "GITHUB_SHA": merge,
             "GITHUB_RUN_ID": str(5000 + number),
         },
-        extra={"base": base, "own": own},
+        extra={"base": base, "own": own, "number": number},
     )
 
 
-def conclusion_of(results, trunk) -> tuple[str, dict]:
-    content = checks.build(results, "rocm-gate / MI300X-1", None, trunk=trunk)
-    found = checks._against_trunk(results, trunk, [])[0] if trunk else None
+def conclusion_of(results, trunk, now, base_date=None) -> tuple[str, dict]:
+    content = checks.build(
+        results, "rocm-gate / MI300X-1", None, trunk=trunk, base_date=base_date, now=now
+    )
+    found = (
+        checks._against_trunk(results, trunk, [], base_date=base_date, now=now)[0]
+        if trunk
+        else None
+    )
     return content.conclusion, (found.classes if found else {})
 
 
@@ -340,17 +349,86 @@ def pass_rate_flaky(conn) -> set[str]:
     return out
 
 
+@dataclass
+class Wiring:
+    """How main's state reaches a PR check: `alone` (no state: the example callers as shipped
+    before, with no dashboard workflow upstream); `daily` (a state built once a day by a dashboard,
+    re-read by the sweep; a fork's base has no date, so the stale rule cannot apply to it); `live`
+    (every main run GitHub lists as completed, at the publish; a main run's publish judges the blocked
+    checks again at once; a fork's base dated from its merge commit)."""
+
+    name: str
+    blocked_known: int = 0  # clean PRs blocked by what a completed main run had already shown
+    blocked_known_by_kind: dict = field(default_factory=lambda: {"branch": 0, "fork": 0})
+    blocked_unknown: int = 0  # clean PRs blocked by a break no completed main run had shown
+    own_blocked: int = 0
+    block_hours: list = field(default_factory=list)  # how long each "known" block stood
+    never_lifted: int = 0
+
+
+def parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).astimezone(dt.UTC)
+
+
+def shown_by_main(name: str, fingerprint_hint: str, main_done: list, until: dt.datetime) -> bool:
+    """Whether a main run completed by `until` failed (or flaked) `name`: the ground truth of
+    "main had already shown it", from the runs' worlds, not from any trunk state."""
+    for run in main_done:
+        if run.extra["completed"] > until:
+            continue
+        if name in run.world["broken"] or name in run.world["flaky"]:
+            return True
+    return False
+
+
 def main() -> int:
+    args = arguments()
+    rng = random.Random(args.seed)
+    commits, breaks = choose_window(load_history(), args.commits, rng)
+    times = [parse_time(c["date"]) for c in commits]
+    tested = sorted({i for i in range(0, len(commits), args.every)} | {len(commits) - 1})
+    runs = []
+    for n, i in enumerate(tested):
+        run = main_run(commits, i, breaks, rng, args, event="schedule" if n % 7 == 6 else "push")
+        run.extra["completed"] = times[i] + dt.timedelta(
+            minutes=args.main_minutes * rng.uniform(0.8, 1.2)
+        )
+        runs.append(run)
+    for i in rng.sample(tested, max(1, len(tested) // 10)):  # a re-run: how a whole-run flake shows
+        run = main_run(commits, i, breaks, rng, args, attempt=2)
+        run.extra["completed"] = times[i] + dt.timedelta(minutes=args.main_minutes * 2.2)
+        runs.append(run)
+    prs = []
+    for n in range(args.prs):
+        base = rng.randrange(len(commits))
+        pr = pr_run(commits, n + 1, base, breaks, rng, args)
+        # opened up to `--open-hours` after its base landed (a PR based on a fresh commit), its check
+        # published when its run completes
+        opened = times[base] + dt.timedelta(hours=rng.uniform(0, args.open_hours))
+        pr.extra["published"] = opened + dt.timedelta(
+            minutes=args.pr_minutes * rng.uniform(0.8, 1.2)
+        )
+        pr.extra["fork"] = rng.random() < args.fork_share
+        prs.append(pr)
+    root = Path(tempfile.mkdtemp(prefix="trunk-replay-"))
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            done = list(pool.map(lambda r: execute(r, root), runs + prs))
+        out = replay(done, commits, times, breaks, args)
+        report(out, args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
+        return 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def arguments():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--commits", type=int, default=120)
-    parser.add_argument(
-        "--every",
-        type=int,
-        default=4,
-        help="main is tested every N-th commit (and at breaks/fixes)",
-    )
+    parser.add_argument("--every", type=int, default=1, help="main is gated on every N-th push")
     parser.add_argument("--prs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--jobs", type=int, default=2)
@@ -358,153 +436,224 @@ def main() -> int:
         "--flake", type=float, default=0.3, help="chance a flaky test flakes in a run"
     )
     parser.add_argument(
-        "--infra", type=float, default=0.1, help="chance a run hits one infrastructure fault"
+        "--infra", type=float, default=0.1, help="chance a run hits an infrastructure fault"
     )
+    parser.add_argument("--main-minutes", type=float, default=45.0, help="a main run's length")
+    parser.add_argument("--pr-minutes", type=float, default=60.0, help="a PR run's length")
     parser.add_argument(
-        "--publish-delay",
-        type=int,
-        default=6,
-        help="a PR's check is published when main is up to this many commits past its base",
+        "--open-hours", type=float, default=6.0, help="a PR opens this long after its base at most"
+    )
+    parser.add_argument("--fork-share", type=float, default=0.3)
+    parser.add_argument("--sweep-minutes", type=float, default=30.0)
+    parser.add_argument(
+        "--daily-at", default="06:30", help="the dashboard's cron time (UTC), for `daily`"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
-    commits, breaks = choose_window(load_history(), args.commits, rng)
-    # the cadence a nightly gives: never a run scheduled after a culprit or a fix
-    tested = sorted({i for i in range(0, len(commits), args.every)} | {len(commits) - 1})
-    runs = [
-        main_run(commits, i, breaks, rng, args, event="schedule" if n % 3 == 2 else "push")
-        for n, i in enumerate(tested)
+    return parser.parse_args()
+
+
+def replay(done: list, commits: list, times: list, breaks: list, args) -> dict:
+    """Judge every PR under each wiring, in time order, against the same executed runs."""
+    main_done = sorted(
+        [r for r in done if r.name.startswith("main")], key=lambda r: (r.extra["completed"], r.name)
+    )
+    pr_done = sorted(
+        [r for r in done if r.name.startswith("pr")], key=lambda r: r.extra["published"]
+    )
+    sha_list = [c["sha"] for c in commits]
+    root = Path(tempfile.mkdtemp(prefix="trunk-replay-store-"))
+    conn = store.connect(root / "history.db")
+    first_seen: dict[int, dict] = {}
+    wirings = {name: Wiring(name) for name in ("alone", "daily", "live")}
+    hh, mm = map(int, args.daily_at.split(":"))
+    start_day = min(times).replace(hour=hh, minute=mm, second=0, microsecond=0)
+    dailies = [
+        start_day + dt.timedelta(days=d) for d in range(0, (max(times) - start_day).days + 3)
     ]
-    # a rerun of a few main commits (a maintainer's "re-run", a second nightly): how a whole-run
-    # flake shows
-    runs += [
-        main_run(commits, i, breaks, rng, args, attempt=2)
-        for i in rng.sample(tested, max(1, len(tested) // 5))
+    # events in time order: a main run completes, a daily state is made, a PR check is published
+    events = [(r.extra["completed"], 0, "main", r) for r in main_done]
+    events += [(t, 1, "daily", None) for t in dailies]
+    events += [(r.extra["published"], 2, "publish", r) for r in pr_done]
+    events.sort(key=lambda e: (e[0], e[1]))
+    daily_state = None
+    blocked: dict[str, dict[str, dt.datetime]] = {w: {} for w in wirings}  # pr name -> since
+    results_of = {pr.name: artifacts.read_results(pr.folder) for pr in pr_done}
+    ingested = []
+    for moment, _, kind, run in events:
+        if kind == "main":
+            ingest_main(conn, run, breaks, sha_list, first_seen)
+            ingested.append(run)
+            # live: the main run's own publish judges the blocked checks again, now
+            live = state.build(conn, SKU, 30, sha_list, generated=moment.isoformat())
+            lift(
+                blocked["live"],
+                wirings["live"],
+                results_of,
+                live,
+                moment,
+                pr_done,
+                times,
+                sha_list,
+                True,
+            )
+        elif kind == "daily":
+            daily_state = state.build(conn, SKU, 30, sha_list, generated=moment.isoformat())
+            # the sweep after it (every --sweep-minutes) judges blocked checks against it
+            when = moment + dt.timedelta(minutes=args.sweep_minutes)
+            lift(
+                blocked["daily"],
+                wirings["daily"],
+                results_of,
+                daily_state,
+                when,
+                pr_done,
+                times,
+                sha_list,
+                False,
+            )
+        else:
+            live = state.build(conn, SKU, 30, sha_list, generated=moment.isoformat())
+            live["other_prs"] = other_prs(conn, run, results_of[run.name], live, sha_list, moment)
+            for name, trunk in (("alone", None), ("daily", daily_state), ("live", live)):
+                judge_at_publish(
+                    run,
+                    wirings[name],
+                    trunk,
+                    moment,
+                    results_of,
+                    times,
+                    sha_list,
+                    ingested,
+                    blocked[name],
+                )
+    end = max(e[0] for e in events)
+    for name, wiring in wirings.items():
+        for since in blocked[name].values():
+            wiring.never_lifted += 1
+            wiring.block_hours.append((end - since).total_seconds() / 3600)
+    return summarize(wirings, done, main_done, pr_done, breaks, first_seen, conn, sha_list, commits)
+
+
+def other_prs(conn, pr, results, trunk, sha_list, moment) -> dict:
+    """What other PRs published before showed of this PR's failures (trunk/evidence.py, as the live
+    knowledge computes it); then this PR joins the store, as its publish adds it."""
+    failures = {
+        name: fingerprint_of(results.report["tests"][name])
+        for name in blocking_failures(results.report["tests"])
+    }
+    since = (moment - dt.timedelta(hours=48)).isoformat()
+    rows = queries.pr_results(conn, SKU, sorted(failures), since) if failures else {}
+    main_tested = [r[1] for r in state.main_runs(conn, SKU)[0]]
+    mine = f"vllm-project/vllm:pr-{pr.extra['number']}"
+    found = evidence.from_other_prs(
+        failures,
+        rows,
+        mine,
+        sha_list[pr.extra["base"]],
+        list(trunk.get("commits") or []),
+        main_tested,
+    )
+    store.ingest(
+        conn,
+        pr.folder,
+        "pr",
+        f"{5000 + pr.extra['number']}-1",
+        facts={
+            "head_ref": mine,
+            "base_sha": sha_list[pr.extra["base"]],
+            "completed": moment.isoformat(),
+        },
+    )
+    return found
+
+
+def base_date_for(pr, wiring: str, times: list) -> dt.datetime | None:
+    """The PR's base date as each wiring knows it: the PR listing for a branch PR (GitHub lists none
+    for a fork's run); live dates every base from the commit itself."""
+    if wiring == "live" or not pr.extra["fork"]:
+        return times[pr.extra["base"]]
+    return None
+
+
+def judge_at_publish(
+    pr, wiring, trunk, moment, results_of, times, sha_list, ingested, blocked
+) -> None:
+    results = results_of[pr.name]
+    base_date = base_date_for(pr, wiring.name, times)
+    conclusion, classes = conclusion_of(results, trunk, moment, base_date)
+    own = pr.extra["own"]
+    if own is not None:
+        if conclusion == "failure" and classes.get(f"test_suite.py::{own}", "new") == "new":
+            wiring.own_blocked += 1
+        return
+    if conclusion != "failure":
+        return
+    failing = [
+        n.split("::")[-1]
+        for n, t in results.report["tests"].items()
+        if t["blocking"] and t["verdict"] in ("regression", "unconfirmed")
     ]
-    prs = [
-        pr_run(commits, n + 1, rng.randrange(len(commits)), breaks, rng, args)
-        for n in range(args.prs)
+    known = bool(failing) and all(shown_by_main(n, "", ingested, moment) for n in failing)
+    if known:
+        wiring.blocked_known += 1
+        wiring.blocked_known_by_kind["fork" if pr.extra["fork"] else "branch"] += 1
+        blocked[pr.name] = moment
+    else:
+        wiring.blocked_unknown += 1
+
+
+def lift(blocked, wiring, results_of, trunk, moment, pr_done, times, sha_list, live) -> None:
+    """Judge the blocked checks again against `trunk` at `moment`; a lifted block's time stood."""
+    by_name = {pr.name: pr for pr in pr_done}
+    for name, since in list(blocked.items()):
+        pr = by_name[name]
+        conclusion, _ = conclusion_of(
+            results_of[name], trunk, moment, base_date_for(pr, wiring.name, times)
+        )
+        if conclusion != "failure":
+            wiring.block_hours.append((moment - since).total_seconds() / 3600)
+            del blocked[name]
+
+
+def summarize(
+    wirings, done, main_done, pr_done, breaks, first_seen, conn, sha_list, commits
+) -> dict:
+    listed = queries.flaky(conn, landed=frozenset(sha_list))["flaky"]
+    flagged = {f["test"].split("::")[-1] for f in listed}
+    flaked = {n for r in main_done for n in r.world["flaky"]}
+    detected = [b for b in breaks if id(b) in first_seen]
+    contains = [b for b in detected if sha_list[b.culprit] in (first_seen[id(b)]["suspects"] or [])]
+    lengths = [
+        first_seen[id(b)]["suspect_count"] for b in detected if first_seen[id(b)]["suspect_count"]
     ]
-    for pr in prs:  # published when main has moved on a little
-        pr.extra["published"] = min(
-            len(commits) - 1, pr.extra["base"] + rng.randint(0, args.publish_delay)
-        )
-    root = Path(tempfile.mkdtemp(prefix="trunk-replay-"))
-    try:
-        with ThreadPoolExecutor(args.jobs) as pool:
-            done = list(pool.map(lambda r: execute(r, root), runs + prs))
-        main_done = sorted(
-            [r for r in done if r.name.startswith("main")], key=lambda r: (r.extra["index"], r.name)
-        )
-        pr_done = sorted(
-            [r for r in done if r.name.startswith("pr")], key=lambda r: r.extra["published"]
-        )
-        conn = store.connect(root / "history.db")
-        sha_list = [c["sha"] for c in commits]
-        figures = {
-            judge: {"blocked_preexisting": 0, "blocked_not_yet_on_main": 0, "new_blocked": 0}
-            for judge in ("alone", "trunk", "sweep")
-        }
-        clean_on_red = new_total = 0
-        wrongly: list[dict] = []
-        first_seen: dict[int, dict] = {}
-        queue = list(main_done)
-        for pr in pr_done + [None]:
-            while queue and (pr is None or queue[0].extra["index"] <= pr.extra["published"]):
-                ingest_main(conn, queue.pop(0), breaks, sha_list, first_seen)
-            if pr is None:
-                break
-            # the newest trunk state at publish time (the dashboard workflow keeps it)
-            trunk = state.build(conn, SKU, 30, sha_list[: pr.extra["published"] + 1])
-            pr.extra["trunk"] = trunk
-        final_state = state.build(conn, SKU, 30, sha_list)
-        for pr in pr_done:
-            results = artifacts.read_results(pr.folder)
-            own = pr.extra["own"]
-            red = any(b.culprit <= pr.extra["base"] < b.fix for b in breaks)
-            # the sweep: a blocked check judged again against main's newest state
-            for judge, given in (
-                ("alone", None),
-                ("trunk", pr.extra["trunk"]),
-                ("sweep", final_state),
-            ):
-                # what main's state knew when it was judged (alone: what it could have known)
-                trunk = given if given is not None else pr.extra["trunk"]
-                conclusion, classes = conclusion_of(results, given)
-                if own is None and conclusion == "failure":
-                    # blocked with no regression of its own: by what main's state already showed, or
-                    # by a break (or flake) no main run had shown yet when the PR was judged
-                    failing = [
-                        n
-                        for n, t in results.report["tests"].items()
-                        if t["verdict"] in ("regression", "unconfirmed")
-                    ]
-                    known = all(
-                        n in trunk["tests"]
-                        and (
-                            trunk["tests"][n]["state"] != "passing"
-                            or trunk["tests"][n]["flaky_count"]
-                            or trunk["tests"][n].get("breaks")
-                        )
-                        for n in failing
-                    )
-                    figures[judge][
-                        "blocked_preexisting" if known else "blocked_not_yet_on_main"
-                    ] += 1
-                    if judge != "alone" and known:
-                        wrongly.append(
-                            {
-                                "pr": pr.name,
-                                "judged": judge,
-                                "base": pr.extra["base"],
-                                "classes": classes,
-                                "world": pr.world,
-                            }
-                        )
-                if (
-                    own is not None
-                    and conclusion == "failure"
-                    and classes.get(f"test_suite.py::{own}", "new") == "new"
-                ):
-                    figures[judge]["new_blocked"] += 1
-            new_total += own is not None
-            clean_on_red += own is None and red
-        # the flaky list the dashboard and the tracker show
-        listed = queries.flaky(conn, landed=frozenset(sha_list))["flaky"]
-        flagged = {f["test"].split("::")[-1] for f in listed}
-        flaked = {r.world["flaky"] and n for r in main_done for n in r.world["flaky"]}
-        flaked.discard(None)
-        anchor_flagged = pass_rate_flaky(conn)
-        detected = [b for b in breaks if id(b) in first_seen]
-        contains = [
-            b for b in detected if sha_list[b.culprit] in (first_seen[id(b)]["suspects"] or [])
-        ]
-        lengths = [
-            first_seen[id(b)]["suspect_count"]
-            for b in detected
-            if first_seen[id(b)]["suspect_count"]
-        ]
-        out = {
-            "commits": len(commits),
-            "main_runs": len(main_done),
-            "prs": len(pr_done),
-            "breaks": len(breaks),
-            "breaks_seen_on_main": len(detected),
-            "prs_with_own_regression": new_total,
-            "clean_prs_opened_while_main_red": clean_on_red,
-            **figures,
-            "suspect_range_contains_culprit": len(contains),
-            "suspect_median_length": statistics.median(lengths) if lengths else None,
-            "flaky_truth": sorted(flaked),
-            "blocked_without_cause": wrongly,
-            "flaky_flagged": sorted(flagged),
-            "anchor_flaky_flagged": sorted(anchor_flagged),
-        }
-        report(out, args)
-        return 0
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "commits": len(commits),
+        "main_runs": len(main_done),
+        "prs": len(pr_done),
+        "forks": sum(pr.extra["fork"] for pr in pr_done),
+        "breaks": len(breaks),
+        "breaks_seen_on_main": len(detected),
+        "prs_with_own_regression": sum(pr.extra["own"] is not None for pr in pr_done),
+        "clean_prs": sum(pr.extra["own"] is None for pr in pr_done),
+        "wirings": {
+            name: {
+                "blocked_known": w.blocked_known,
+                "blocked_known_branch": w.blocked_known_by_kind["branch"],
+                "blocked_known_fork": w.blocked_known_by_kind["fork"],
+                "blocked_unknown": w.blocked_unknown,
+                "own_blocked": w.own_blocked,
+                "block_median_h": statistics.median(w.block_hours) if w.block_hours else None,
+                "block_max_h": max(w.block_hours) if w.block_hours else None,
+                "never_lifted": w.never_lifted,
+            }
+            for name, w in wirings.items()
+        },
+        "suspect_range_contains_culprit": len(contains),
+        "suspect_median_length": statistics.median(lengths) if lengths else None,
+        "flaky_truth": sorted(flaked),
+        "flaky_flagged": sorted(flagged),
+        "anchor_flaky_flagged": sorted(pass_rate_flaky(conn)),
+    }
 
 
 def ingest_main(conn, run: Run, breaks, sha_list, first_seen) -> None:
@@ -524,53 +673,50 @@ def report(out: dict, args) -> None:
     def pct(part, whole):
         return f"{part}/{whole} ({part / whole:.0%})" if whole else f"{part}/0"
 
-    alone, trunk, sweep = out["alone"], out["trunk"], out["sweep"]
-    not_flaky = sorted(set(out["flaky_flagged"]) - set(out["flaky_truth"]))
-    missed = sorted(set(out["flaky_truth"]) - set(out["flaky_flagged"]))
-    anchor_not_flaky = sorted(set(out["anchor_flaky_flagged"]) - set(out["flaky_truth"]))
-    anchor_missed = sorted(set(out["flaky_truth"]) - set(out["anchor_flaky_flagged"]))
+    def hours(value):
+        return "-" if value is None else f"{value:.1f} h"
+
     total = out["prs_with_own_regression"]
     print(
-        f"vLLM main replay: {out['commits']} commits, {out['main_runs']} main runs (every {args.every}th commit), "
-        f"{out['breaks']} breaks ({out['breaks_seen_on_main']} seen on main), {out['prs']} PRs published up to "
-        f"{args.publish_delay} commits after their base ({total} with a regression of their own, "
-        f"{out['clean_prs_opened_while_main_red']} clean ones opened while main was red)"
-    )
-    print(f"{'':44s} {'judged alone':>14s} {'at publish':>14s} {'sweep, newest':>14s}  goal")
-    print(
-        "(blocked: the check concludes `failure` for a PR with no regression of its own: main's failures, main's "
-        "flakes; `at publish`: against the newest trunk state then; `sweep`: judged again against main's newest)"
+        f"vLLM main replay: {out['commits']} commits, {out['main_runs']} main runs (every {args.every} push(es) "
+        f"gated, {args.main_minutes:g} min each), {out['breaks']} breaks ({out['breaks_seen_on_main']} seen on "
+        f"main), {out['prs']} PRs ({out['forks']} from forks; {total} with a regression of their own, "
+        f"{out['clean_prs']} clean), each published {args.pr_minutes:g} min after it opened"
     )
     print(
-        f"{'PRs blocked by what main already showed':44s} {alone['blocked_preexisting']:>14d} "
-        f"{trunk['blocked_preexisting']:>14d} {sweep['blocked_preexisting']:>14d}  0"
+        f"{'main state at the check':34s} {'clean PRs blocked by':>22s} {'(branch/fork)':>14s} "
+        f"{'block stood':>22s} {'never lifted':>13s} {'PR regressions':>15s}"
     )
+    print(f"{'':34s} {'what main had shown':>22s} {'':>14s} {'median / longest':>22s}")
+    labels = {
+        "alone": "none (no dashboard upstream)",
+        "daily": f"daily dashboard ({args.daily_at} UTC)",
+        "live": "live: every main run at publish",
+    }
+    for name, w in out["wirings"].items():
+        stood = (
+            f"{hours(w['block_median_h'])} / {hours(w['block_max_h'])}"
+            if w["block_median_h"] is not None
+            else "-"
+        )
+        print(
+            f"{labels[name]:34s} {w['blocked_known']:>22d} {str(w['blocked_known_branch']) + '/' + str(w['blocked_known_fork']):>14s} "
+            f"{stood:>22s} {w['never_lifted']:>13d} {pct(w['own_blocked'], total):>15s}"
+        )
+    print("goal: 0 clean PRs blocked by what main had shown, 100% of PR regressions blocked")
+    for name, w in out["wirings"].items():
+        print(
+            f"  {labels[name]}: {w['blocked_unknown']} clean PR(s) blocked by a break no completed main run had shown yet"
+        )
     print(
-        f"{'  blocked by a break no main run showed yet':44s} {alone['blocked_not_yet_on_main']:>14d} "
-        f"{trunk['blocked_not_yet_on_main']:>14d} {sweep['blocked_not_yet_on_main']:>14d}  (nothing can know it)"
-    )
-    print(
-        f"{'PR regressions blocked':44s} {pct(alone['new_blocked'], total):>14s} "
-        f"{pct(trunk['new_blocked'], total):>14s} {pct(sweep['new_blocked'], total):>14s}  100%"
-    )
-    print(
-        f"{'suspect range holds the culprit':44s} {'-':>14s} "
-        f"{pct(out['suspect_range_contains_culprit'], out['breaks_seen_on_main']):>14s} {'':>14s}  100% "
+        f"suspect range holds the culprit: {pct(out['suspect_range_contains_culprit'], out['breaks_seen_on_main'])} "
         f"(median length {out['suspect_median_length']} commits)"
     )
+    not_flaky = sorted(set(out["flaky_flagged"]) - set(out["flaky_truth"]))
+    missed = sorted(set(out["flaky_truth"]) - set(out["flaky_flagged"]))
     print(
-        f"{'flaky listed that are not flaky':44s} {len(anchor_not_flaky):>14d} {len(not_flaky):>14d} {'':>14s}  0  "
-        f"{not_flaky or anchor_not_flaky}"
+        f"flaky listed that are not flaky: {len(not_flaky)} {not_flaky}; flaky missed: {len(missed)} {missed}"
     )
-    print(
-        f"{'flaky tests missed':44s} {len(anchor_missed):>14d} {len(missed):>14d} {'':>14s}  0  "
-        f"{missed or anchor_missed}"
-    )
-    print(
-        "(flaky: `judged alone` is history's former pass-rate rule; the others, the dashboard's flaky list)"
-    )
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -63,13 +63,14 @@ from github_api import example, validate_webhook
 RUNS_START = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=2)
 
 
-def at_minute(minute: int) -> str:
-    """GitHub's timestamp of `minute` minutes into a run."""
-    return (RUNS_START + dt.timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def at_minute(minute: int, start: dt.datetime | None = None) -> str:
+    """GitHub's timestamp of `minute` minutes into a run started at `start` (default RUNS_START)."""
+    return ((start or RUNS_START) + dt.timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 REPO = Path(__file__).resolve().parent.parent
 PYTEST_ROCM = "rocm/pytest-rocm"
+FORK_REPO = "someone/vllm-fork"  # where a fork PR's head commits come from
 SAMPLES = REPO / "tests" / "data" / "samples" / "amd-smi"
 # A step here takes seconds (15 s for the gates' `pytest -n 8` on a loaded 2-core machine). One that
 # runs past this limit, well inside the test's own pytest-timeout (300 s), is hung: it fails its
@@ -258,6 +259,14 @@ class Actions:
         # workflow_run actions GitHub fails to deliver (it happens)
         self.undelivered: set[str] = set()
         self._started: dict[int, tuple] = {}  # run id -> what started it, for a re-run
+        # the harness's clock: a run starts at it (created, a job from minute 1 to 29, its artifact at
+        # 15, completed at 30) and a commit is made at it; `advance` moves it (a day of activity)
+        self.clock = RUNS_START
+        self.fake.branches["main"] = ""
+
+    def advance(self, minutes: float) -> dt.datetime:
+        self.clock += dt.timedelta(minutes=minutes)
+        return self.clock
 
     # --- the repository ---
     def commit(
@@ -281,12 +290,20 @@ class Actions:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         git(work, "add", "-A")
-        git(work, "commit", "-q", "--allow-empty", "-m", message)
+        stamp = self.clock.strftime("%Y-%m-%dT%H:%M:%SZ")
+        subprocess.run(
+            ["git", "-C", str(work), "commit", "-q", "--allow-empty", "-m", message],
+            check=True,
+            capture_output=True,
+            env={**os.environ, **GIT_ENV, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp},
+        )
         sha = git(work, "rev-parse", "HEAD")
         git(work, "push", "-q", str(self.git_dir), f"HEAD:refs/harness/{sha}")
         if branch:
             git(self.git_dir, "update-ref", f"refs/heads/{branch}", sha)
         self._register(sha)
+        if branch:
+            self.fake.branches[branch] = sha
         return sha
 
     def _has(self, ref: str) -> bool:
@@ -301,12 +318,22 @@ class Actions:
     def _register(self, sha: str) -> None:
         line = git(self.git_dir, "rev-list", "--parents", "-n", "1", sha).split()
         self.fake.commits[sha] = line[1:]
+        when = git(self.git_dir, "show", "-s", "--format=%ct", sha)
+        self.fake.commit_dates[sha] = dt.datetime.fromtimestamp(int(when), dt.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
 
     def merge(self, base: str, head: str, message: str) -> str:
         work = self.root / f"work-{next(self._ids)}"
         git(self.root, "clone", "-q", "--shared", "--no-checkout", str(self.git_dir), str(work))
         git(work, "checkout", "-q", "--detach", base)
-        git(work, "merge", "-q", "--no-ff", "-m", message, head)
+        stamp = self.clock.strftime("%Y-%m-%dT%H:%M:%SZ")
+        subprocess.run(
+            ["git", "-C", str(work), "merge", "-q", "--no-ff", "-m", message, head],
+            check=True,
+            capture_output=True,
+            env={**os.environ, **GIT_ENV, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp},
+        )
         sha = git(work, "rev-parse", "HEAD")
         git(work, "push", "-q", str(self.git_dir), f"HEAD:refs/harness/{sha}")
         self._register(sha)
@@ -337,7 +364,7 @@ class Actions:
         base = self.main()
         head = self.commit(files, f"PR {number}", branch=None, parent=base)
         merge = self.merge(base, head, f"Merge {head} into {base}")
-        pull = Pull(number, head, base, merge, "someone/vllm-fork" if fork else self.repo, author)
+        pull = Pull(number, head, base, merge, FORK_REPO if fork else self.repo, author)
         self.pulls[number] = pull
         self._register_files(pull)
         return pull
@@ -452,6 +479,40 @@ class Actions:
             head_sha=group,
             fork=False,
             head_branch=event["merge_group"]["head_ref"].removeprefix("refs/heads/"),
+        )
+
+    def push(
+        self, files: dict[str, str] | None = None, message: str = "", landed: str | None = None
+    ) -> RunRecord | None:
+        """A commit pushed to main (a PR merged) and the `push` event's runs on it; `landed`: a commit
+        already on main (`commit`) whose push runs only now (its run started late)."""
+        before = git(self.git_dir, "rev-parse", f"{landed}^") if landed else self.main()
+        sha = landed or self.commit(files or {}, message)
+        message = message or git(self.git_dir, "show", "-s", "--format=%s", sha)
+        event = example("push")
+        event.update(ref="refs/heads/main", before=before, after=sha, base_ref=None, created=False)
+        event["head_commit"].update(id=sha, tree_id=sha, message=message)
+        event["commits"] = [{**event["head_commit"]}]
+        event["repository"]["full_name"] = self.repo
+        event["repository"]["default_branch"] = "main"
+        event["repository"]["master_branch"] = "main"
+        event["repository"]["visibility"] = "public"
+        validate_webhook("push", event)
+        github = {
+            "event_name": "push",
+            "event": event,
+            "sha": sha,
+            "ref": "refs/heads/main",
+            "actor": "maintainer",
+        }
+        return self._deliver(
+            "push",
+            event,
+            github,
+            definitions_at=sha,
+            head_sha=sha,
+            fork=False,
+            head_branch="main",
         )
 
     def schedule(self, workflow_file: str) -> RunRecord | None:
@@ -588,7 +649,8 @@ class Actions:
             "strategy": {},
         }
         title = render(definition.get("run-name"), contexts) if definition.get("run-name") else None
-        now = at_minute(0)
+        start = self.clock
+        now = at_minute(0, start)
         state = {
             "repo": self.repo,
             "id": run_id,
@@ -606,6 +668,8 @@ class Actions:
             "referenced_workflows": [],
             "created_at": now,
             "updated_at": now,
+            "head_repository": FORK_REPO if fork else self.repo,
+            "_start": start,
         }
         self.fake.workflow_runs[run_id] = state
         self.fake.jobs[run_id] = []
@@ -642,7 +706,7 @@ class Actions:
                 JobRecord(f"(startup failure: {exc})", "", None, None, "startup_failure")
             )
         state["status"] = "completed"
-        state["updated_at"] = at_minute(30)
+        state["updated_at"] = at_minute(30, start)
         record.conclusion = state["conclusion"]
         self._notify(record, state, "completed")
         return record
@@ -1065,7 +1129,7 @@ class Actions:
                 "attempt": state["run_attempt"],
                 "name": name,
                 "data": buffer.getvalue(),
-                "created_at": at_minute(15),
+                "created_at": at_minute(15, state["_start"]),
             }
             return 0, f"uploaded {len(files)} file(s) as {name}"
         if uses.startswith("actions/download-artifact@"):
@@ -1106,8 +1170,8 @@ class Actions:
                 or (None if job.conclusion in ("skipped", "cancelled") else "GitHub Actions"),
                 "runner_group_id": 7 if job.runner_group else 1,
                 "runner_id": 1,
-                "started_at": at_minute(1),
-                "completed_at": at_minute(29),
+                "started_at": at_minute(1, state["_start"]),
+                "completed_at": at_minute(29, state["_start"]),
             }
         )
 

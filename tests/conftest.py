@@ -1,8 +1,12 @@
 """Shared helpers of the project's tests: where the vendored data is, and running pytest-rocm as a
 user does."""
 
+import itertools
 import json
+import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -129,3 +133,95 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+# --- PostgreSQL, for the history store's cases ---------------------------------------------------
+
+# A server's URL (a superuser's: the tests make a database per test, and roles); .ci/run and
+# scripts/run-tests.sh start one with scripts/postgres.sh and give it here.
+POSTGRES_URL = "ROCM_GATE_TEST_POSTGRES"
+# 1: where no server can be had the PostgreSQL cases fail, naming what is missing (CI never skips them)
+REQUIRE_POSTGRES = "ROCM_GATE_REQUIRE_POSTGRES"
+_databases = itertools.count()
+
+
+def _no_postgres(why: str):
+    if os.environ.get(REQUIRE_POSTGRES) == "1":
+        pytest.fail(f"{REQUIRE_POSTGRES}=1 and no PostgreSQL for the history store's tests: {why}")
+    pytest.skip(f"no PostgreSQL for the history store's tests: {why}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server's superuser URL: $ROCM_GATE_TEST_POSTGRES, else one this process starts
+    in a temporary folder (scripts/postgres.sh: initdb from PATH or /usr/lib/postgresql) and stops at
+    the end. Each xdist worker starts its own; where none can be had the cases skip with the reason
+    (fail under ROCM_GATE_REQUIRE_POSTGRES=1)."""
+    try:
+        import psycopg
+    except ImportError:
+        _no_postgres("psycopg is not installed (pip install 'pytest-rocm[postgres]')")
+    url = os.environ.get(POSTGRES_URL)
+    folder = None
+    if not url:
+        script = REPO / "scripts" / "postgres.sh"
+        if subprocess.run(["bash", str(script), "available"]).returncode != 0:
+            _no_postgres(
+                f"{POSTGRES_URL} is not set and PostgreSQL's initdb is neither on PATH nor in "
+                "/usr/lib/postgresql/*/bin (or, as root, there is no `postgres` user to run it)"
+            )
+        folder = tempfile.mkdtemp(prefix="rocm-gate-pg-", dir="/tmp")
+        started = subprocess.run(
+            ["bash", str(script), "start", folder], capture_output=True, text=True, timeout=120
+        )
+        if started.returncode != 0:
+            shutil.rmtree(folder, ignore_errors=True)
+            _no_postgres(f"scripts/postgres.sh could not start one: {started.stderr.strip()}")
+        url = started.stdout.strip()
+    try:
+        psycopg.connect(url, connect_timeout=10).close()
+    except psycopg.Error as exc:
+        _no_postgres(f"{POSTGRES_URL} {url}: {' '.join(str(exc).split())}")
+    yield url
+    if folder is not None:
+        subprocess.run(["bash", str(REPO / "scripts" / "postgres.sh"), "stop", folder], timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def fresh_database(server: str) -> str:
+    """A new empty database on the server (per xdist worker and process: two workers never share
+    one); its URL."""
+    import psycopg
+
+    from pytest_rocm.history.backends import with_database
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"rocm_gate_test_{worker}_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    return with_database(server, name)
+
+
+def drop_database(server: str, url: str) -> None:
+    import psycopg
+
+    name = url.split("?", 1)[0].rsplit("/", 1)[1]
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """A fresh, empty PostgreSQL database for one test, dropped after it."""
+    url = fresh_database(postgres_server)
+    yield url
+    drop_database(postgres_server, url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_target(request, tmp_path):
+    """A history store that does not exist yet, on each backend: a SQLite file's path, or a fresh
+    PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return tmp_path / "history.db"
+    return request.getfixturevalue("postgres_url")

@@ -123,6 +123,24 @@ ROUTES = [
 ]
 
 
+SEARCH_CAP = 1000  # results a filtered search of workflow runs reaches
+
+
+def _created_in(created: str, given: str | None) -> bool:
+    """Whether GitHub's `created` filter (`>=T`, `<=T`, `>T`, `<T`, `A..B`, or a date) holds a run
+    created at `created`; timestamps compare as text, a date alone as its day."""
+    if not given:
+        return True
+    for op, test in ((">=", str.__ge__), ("<=", str.__le__), (">", str.__gt__), ("<", str.__lt__)):
+        if given.startswith(op):
+            return test(created, given[len(op) :])
+    if ".." in given:
+        low, high = given.split("..", 1)
+        high = high if "T" in high else high + "T23:59:59Z"
+        return (low == "*" or created >= low) and (high == "*" or created <= high)
+    return created.startswith(given)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -153,6 +171,9 @@ class FakeGitHub:
         # id -> {"run_id", "name", "data" (zip bytes), "expired"}
         self.artifacts: dict[int, dict] = {}
         self.commits: dict[str, list[str]] = {}  # sha -> parent shas
+        self.commit_dates: dict[str, str] = {}  # sha -> committer date (GitHub's timestamp)
+        self.branches: dict[str, str] = {}  # branch -> its head commit
+        self.default_branch = "main"
         # number -> {"repo", "title", "body", "state", "labels", "user"}
         self.issues: dict[int, dict] = {}
         self.read_only_tokens: set[str] = set()
@@ -452,7 +473,12 @@ class FakeGitHub:
     def _repos_get(self, p, q, body):
         repo = self._example("/repos/{owner}/{repo}", "get", "200")
         full = f"{p['owner']}/{p['repo']}"
-        repo.update(name=p["repo"], full_name=full, url=f"{self.url}/repos/{full}")
+        repo.update(
+            name=p["repo"],
+            full_name=full,
+            url=f"{self.url}/repos/{full}",
+            default_branch=self.default_branch,
+        )
         repo["owner"]["login"] = p["owner"]
         for part in (repo, repo.get("source") or {}, repo.get("parent") or {}):
             # required by the schema, absent from GitHub's own example
@@ -721,7 +747,11 @@ class FakeGitHub:
                 if k in run
             }
         )
+        # the repository the run's head commit came from: a fork's for a fork's PR
+        head_repo = copy.deepcopy(out.get("head_repository") or {})
+        head_repo.update(full_name=run.get("head_repository", run["repo"]))
         out.update(
+            head_repository=head_repo,
             url=base,
             html_url=f"https://github.com/{run['repo']}/actions/runs/{run['id']}",
             jobs_url=f"{base}/jobs",
@@ -740,18 +770,26 @@ class FakeGitHub:
         return 200, self._render_run(run)
 
     def _actions_list_workflow_runs(self, p, q, body):
+        """GitHub's listing: newest first, filtered by `created` (`>=T`, `<=T`, `A..B`, inclusive),
+        `status`, `branch`, `event`, `head_sha`; a filtered search reaches only its first 1,000
+        results (its `total_count` still counts them all)."""
         runs = [
             r
             for r in self.workflow_runs.values()
             if r["repo"] == f"{p['owner']}/{p['repo']}"
             and p["workflow_id"] in (str(r.get("workflow_id")), r["path"].rsplit("/", 1)[-1])
             and q.get("status") in (None, r["status"], r["conclusion"])
-            and (not q.get("created", "").startswith(">=") or r["created_at"] >= q["created"][2:])
+            and q.get("branch") in (None, r["head_branch"])
+            and q.get("event") in (None, r["event"])
+            and q.get("head_sha") in (None, r["head_sha"])
+            and _created_in(r["created_at"], q.get("created"))
         ]
-        runs.sort(key=lambda r: -r["id"])
+        runs.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
+        filtered = any(k in q for k in ("created", "status", "branch", "event", "head_sha"))
+        reachable = runs[:SEARCH_CAP] if filtered else runs
         return 200, {
             "total_count": len(runs),
-            "workflow_runs": [self._render_run(r) for r in self._page(runs, q)],
+            "workflow_runs": [self._render_run(r) for r in self._page(reachable, q)],
         }
 
     def _actions_list_jobs_for_workflow_run(self, p, q, body):
@@ -836,6 +874,78 @@ class FakeGitHub:
             return 410, {"message": "Artifact has expired"}
         return 302, (None, {"Location": f"{self.url}/_blob/{p['artifact_id']}"})
 
+    def _actions_list_artifacts_for_repo(self, p, q, body):
+        found = [
+            (i, a)
+            for i, a in sorted(self.artifacts.items(), reverse=True)
+            if self.workflow_runs[a["run_id"]]["repo"] == f"{p['owner']}/{p['repo']}"
+            and ("name" not in q or a["name"] == q["name"])
+        ]
+        items = [self._render_artifact(i, a) for i, a in found]
+        return 200, {"total_count": len(items), "artifacts": self._page(items, q)}
+
+    def _repos_list_commits(self, p, q, body):
+        """A branch's (or commit's) history, newest first by committer date, as GitHub lists it:
+        every commit reachable from it, each with its parents; `since` keeps the later ones."""
+        start = self.branches.get(q.get("sha") or self.default_branch) or q.get("sha")
+        if start not in self.commits:
+            return 404, {
+                "message": "Not Found",
+                "documentation_url": "https://docs.github.com/rest",
+            }
+        seen, todo = set(), [start]
+        while todo:
+            sha = todo.pop()
+            if sha in seen or sha not in self.commits:
+                continue
+            seen.add(sha)
+            todo += self.commits[sha]
+        order = self._log_order(seen)
+        if q.get("since"):
+            order = [c for c in order if self.commit_dates.get(c, "") >= q["since"]]
+        template = self._example("/repos/{owner}/{repo}/commits", "get", "200")[0]
+        items = []
+        for sha in self._page(order, q):
+            item = copy.deepcopy(template)
+            date = self.commit_dates.get(sha, "2026-01-01T00:00:00Z")
+            item.update(
+                sha=sha,
+                node_id=f"C_{sha}",
+                url=f"{self.url}/repos/{p['owner']}/{p['repo']}/commits/{sha}",
+            )
+            item["commit"]["committer"]["date"] = date
+            item["commit"]["author"]["date"] = date
+            item["parents"] = [
+                {
+                    "sha": parent,
+                    "url": f"{self.url}/repos/{p['owner']}/{p['repo']}/commits/{parent}",
+                }
+                for parent in self.commits[sha]
+            ]
+            items.append(item)
+        return 200, items
+
+    def _log_order(self, commits: set[str]) -> list[str]:
+        """`git log`'s order: newest first, and never a parent before its child (commits of one
+        second are common here)."""
+        children = {c: 0 for c in commits}
+        for sha in commits:
+            for parent in self.commits[sha]:
+                if parent in children:
+                    children[parent] += 1
+        ready = [c for c, n in children.items() if n == 0]
+        order = []
+        while ready:
+            ready.sort(key=lambda c: (self.commit_dates.get(c, ""), c))
+            sha = ready.pop()
+            order.append(sha)
+            for parent in self.commits[sha]:
+                if parent in children:
+                    children[parent] -= 1
+                    if children[parent] == 0:
+                        ready.append(parent)
+        return order
+
     def _repos_get_commit(self, p, q, body):
         parents = self.commits.get(p["ref"])
         if parents is None:  # GitHub answers a SHA it does not have with 422, not 404
@@ -845,6 +955,8 @@ class FakeGitHub:
                 "status": "422",
             }
         out = self._example("/repos/{owner}/{repo}/commits/{ref}", "get", "200")
+        if p["ref"] in self.commit_dates:
+            out["commit"]["committer"]["date"] = self.commit_dates[p["ref"]]
         out.update(
             sha=p["ref"],
             node_id=f"C_{p['ref']}",
@@ -880,7 +992,12 @@ class FakeGitHub:
         """GitHub's compare (`BASE...HEAD`): the files HEAD changes since the merge base, at most 300
         of them (the first page names the files; docs.github.com/en/rest/commits/commits#compare-two-
         commits)."""
+        base, _, head = p["basehead"].partition("...")
+        base = self.branches.get(base) or base
+        found = self._merge_base(base, self.branches.get(head) or head)
         files = self.compare_files.get(p["basehead"])
+        if files is None and found is not None:
+            files = []  # the graph is known, the files are not: none named
         if files is None:
             return 404, {
                 "message": "Not Found",
@@ -895,4 +1012,26 @@ class FakeGitHub:
                 for name in files[:300]
             ],
         )
+        if found is not None:
+            out["merge_base_commit"] = {**out["merge_base_commit"], "sha": found}
         return 200, out
+
+    def _merge_base(self, base: str, head: str) -> str | None:
+        """The newest common ancestor of two commits the fake knows (breadth first from `head`)."""
+        if base not in self.commits or head not in self.commits:
+            return None
+        ancestors, todo = set(), [base]
+        while todo:
+            sha = todo.pop()
+            if sha not in ancestors and sha in self.commits:
+                ancestors.add(sha)
+                todo += self.commits[sha]
+        queue, seen = [head], set()
+        while queue:
+            sha = queue.pop(0)
+            if sha in ancestors:
+                return sha
+            if sha not in seen:
+                seen.add(sha)
+                queue += self.commits.get(sha, [])
+        return None

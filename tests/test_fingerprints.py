@@ -82,3 +82,51 @@ def test_a_measured_value_is_the_same_failure_exactly_within_ten_percent(words, 
     close, far = value * 1.05, value * 1.5 + 0.02
     assert same(f"{text} measured {value:.4f}", f"{text} measured {close:.4f}")
     assert not same(f"{text} measured {value:.4f}", f"{text} measured {far:.4f}")
+
+
+@pytest.mark.parametrize(
+    "main,pr,one",
+    [
+        # pytest's rewritten ordering assertion: its integers are measured values
+        ("assert 431 <= 400", "assert 429 <= 400", True),
+        (
+            "AssertionError: assert 431 <= 400 | + where 431 = len(out)",
+            "AssertionError: assert 437 <= 400 | + where 437 = len(out)",
+            True,
+        ),
+        ("assert 431 <= 400", "assert 4310 <= 400", False),
+        # an equality compares identities: token ids stay exact
+        ("assert [7, 3] == [7, 4]", "assert [7, 3] == [7, 5]", False),
+        ("diverged at token 3 < 4", "diverged at token 3 < 4", True),
+    ],
+)
+def test_an_ordering_assertion_compares_values(main, pr, one):
+    assert same(main, pr) is one, (fingerprint(main), fingerprint(pr))
+
+
+def test_what_varies_between_mains_own_failures_is_noise_for_that_test():
+    """Main failed a test twice, printing another seed each time: a PR failing the same way with a
+    third seed is main's failure; one failing at another token is not. One failure of main's
+    teaches nothing."""
+    from pytest_rocm.results.fingerprint import among
+
+    main = [fingerprint(f"seed {seed}: output diverged at token 12") for seed in (1234, 99)]
+    assert among(fingerprint("seed 5: output diverged at token 12"), main)
+    assert not among(fingerprint("seed 5: output diverged at token 13"), main)
+    assert not among(fingerprint("seed 5: output diverged at token 12"), main[:1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 10**6), min_size=2, max_size=5, unique=True),
+    st.integers(0, 10**6),
+    st.integers(0, 50),
+)
+def test_learned_noise_oracle(seeds, mine, token):
+    """The oracle: with two or more of main's failures differing only in the seed, any seed matches
+    and the token must be the same; with the token varying too, both are noise."""
+    from pytest_rocm.results.fingerprint import among
+
+    main = [fingerprint(f"seed {s} token {token}") for s in seeds]
+    assert among(fingerprint(f"seed {mine} token {token}"), main)
+    assert not among(fingerprint(f"seed {mine} token {token + 1}"), main)

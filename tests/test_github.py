@@ -828,7 +828,12 @@ def test_the_workflow_linter_catches_a_pull_request_target_misuse():
 
 def test_the_guide_shows_exactly_the_linted_caller_workflows():
     guide = (REPO / "docs" / "github.md").read_text()
-    for name in ("rocm-gate.yml", "rocm-gate-publish.yml", "rocm-gate-sweep.yml"):
+    for name in (
+        "rocm-gate.yml",
+        "rocm-gate-publish.yml",
+        "rocm-gate-sweep.yml",
+        "rocm-gate-dashboard.yml",
+    ):
         assert (
             "```yaml\n" + (REPO / "examples/upstream" / name).read_text().rstrip() + "\n```"
             in guide
@@ -1043,6 +1048,7 @@ def test_every_example_caller_pins_a_commit_of_this_project_with_the_current_wor
         "examples/upstream/rocm-gate.yml",
         "examples/upstream/rocm-gate-publish.yml",
         "examples/upstream/rocm-gate-sweep.yml",
+        "examples/upstream/rocm-gate-dashboard.yml",
     }
     reusable = sorted({workflow for _, workflow, _ in pins})
     newest = _git("log", "-1", "--format=%H", "--", *reusable).stdout.strip()

@@ -3,8 +3,10 @@ runners, with a seeded flaky test, an intermittent HSA fault that follows its te
 device fault that follows one runner, and a known gap fixed in the last run; plus a CUDA reference
 for parity.
 
-The dashboard is then opened in headless Chromium as a person would see it (the last test): no
-request leaves 127.0.0.1, no console error, tables match history, every chart has a size and a name.
+The store's own behaviour runs on both backends (`history_target`, `nightly_db`: a SQLite file and a
+PostgreSQL database, tests/conftest.py). The dashboard is then opened in headless Chromium as a person
+would see it (the last test): no request leaves 127.0.0.1, no console error, tables match history,
+every chart has a size and a name.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, drop_database, fresh_database
 from test_verdicts import CONFTEST  # the `attempt` fixture: which attempt of a test this is
 
 SUITE = """
@@ -128,8 +130,30 @@ def nightly(tmp_path_factory):
     return {"root": root, "folders": folders, "db": db}
 
 
-def test_history_names_the_suspects_and_the_flaky_test(nightly):
-    found = json.loads(rocm_gate("history", "suspects", "--db", nightly["db"], "--json").stdout)
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def nightly_db(request, nightly):
+    """The nightly runs' store on each backend: the SQLite file, or a PostgreSQL database the same
+    runs were added to."""
+    if request.param == "sqlite":
+        yield nightly["db"]
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = fresh_database(server)
+    added = rocm_gate("history", "add", "--db", url, *nightly["folders"])
+    assert added.returncode == 0, added.stderr
+    yield url
+    drop_database(server, url)
+
+
+def count(target, table: str) -> int:
+    from pytest_rocm.history import store
+
+    with store.connect(target) as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def test_history_names_the_suspects_and_the_flaky_test(nightly_db):
+    found = json.loads(rocm_gate("history", "suspects", "--db", nightly_db, "--json").stdout)
     by_test = {s["test"]: s for s in found["suspects"]}
     assert by_test["test_suite.py::test_hsa_fault"]["kind"] == "suspected real bug"
     assert by_test["test_suite.py::test_hsa_fault"]["infra_runs"] == 4
@@ -140,8 +164,8 @@ def test_history_names_the_suspects_and_the_flaky_test(nightly):
     assert [g["test"] for g in found["known_gaps_ready_to_close"]] == ["test_suite.py::test_gap"]
 
 
-def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_path):
-    db = tmp_path / "h.db"
+def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_path, history_target):
+    db = history_target
     first = nightly["folders"][0]
     assert "added" in rocm_gate("history", "add", "--db", db, first).stdout
     again = rocm_gate("history", "add", "--db", db, first, first / "gate-report.json")
@@ -161,9 +185,8 @@ def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_pa
     )
     # the good one after them still lands
     assert str(truncated) in result.stderr and "added" in result.stdout
-    conn = sqlite3.connect(db)
-    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
-    assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2 * len(report["tests"])
+    assert count(db, "runs") == 2
+    assert count(db, "results") == 2 * len(report["tests"])
     (tmp_path / "not-a-db").write_text("hello")
     assert (
         "not a usable history database"
@@ -171,10 +194,14 @@ def test_a_duplicate_is_a_no_op_and_a_bad_input_is_refused_whole(nightly, tmp_pa
     )
 
 
-def test_a_run_is_its_origin_and_its_github_run_never_its_reports_bytes(nightly, tmp_path):
+def test_a_run_is_its_origin_and_its_github_run_never_its_reports_bytes(
+    nightly, tmp_path, history_target
+):
     """A PR's run that uploads a byte copy of a main run's report, ingested first, made the real main
     run a no-op (the store keyed a run by its report's digest), so main's state lost it."""
-    db = tmp_path / "h.db"
+    from pytest_rocm.history import store
+
+    db = history_target
     main = nightly["folders"][0]
     copy = tmp_path / "run-copied" / main.name
     shutil.copytree(main, copy)
@@ -183,9 +210,8 @@ def test_a_run_is_its_origin_and_its_github_run_never_its_reports_bytes(nightly,
     assert "added" in pr.stdout and "added" in real.stdout, real.stdout
     again = rocm_gate("history", "add", "--db", db, "--run", "650-1", main)
     assert "already in the store" in again.stdout
-    conn = sqlite3.connect(db)
-    assert sorted(r[0] for r in conn.execute("SELECT origin FROM runs")) == ["other", "pr"]
-    conn.close()
+    with store.connect(db) as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT origin FROM runs")) == ["other", "pr"]
     # named by no run, a run is its origin and its report's bytes: the same one twice is one
     other = nightly["folders"][1]
     assert "added" in rocm_gate("history", "add", "--db", db, other).stdout
@@ -194,8 +220,8 @@ def test_a_run_is_its_origin_and_its_github_run_never_its_reports_bytes(nightly,
     assert bad.returncode == 2 and "--run" in bad.stderr
 
 
-def test_two_runners_adding_at_once_both_land(nightly, tmp_path):
-    db = tmp_path / "shared.db"
+def test_two_runners_adding_at_once_both_land(nightly, history_target):
+    db = history_target
     procs = [
         subprocess.Popen(
             [
@@ -216,21 +242,25 @@ def test_two_runners_adding_at_once_both_land(nightly, tmp_path):
     ]
     for proc in procs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
-    conn = sqlite3.connect(db)
-    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 6
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert count(db, "runs") == 6
+    if isinstance(db, Path):
+        assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_runners_creating_the_store_at_once_all_connect(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_runners_creating_the_store_at_once_all_connect(tmp_path, request, backend):
     """Six processes open a store that does not exist yet, at once, ten times over. SQLite answers a
     journal-mode switch that meets another connection's lock with "database is locked" without
-    waiting (CI saw it: 1 in 90 connections failed before the switch waited)."""
+    waiting (CI saw it: 1 in 90 connections failed before the switch waited); on PostgreSQL the
+    migration waits on an advisory lock, so one creates the tables and the others find them."""
     script = (
         "import sys; from pytest_rocm.history.store import connect; connect(sys.argv[1]).close()"
     )
-    failures = []
-    for round_number in range(10):
-        db = tmp_path / f"fresh-{round_number}.db"
+    server = request.getfixturevalue("postgres_server") if backend == "postgresql" else None
+    failures, made = [], []
+    for round_number in range(10 if server is None else 4):
+        db = tmp_path / f"fresh-{round_number}.db" if server is None else fresh_database(server)
+        made.append(db)
         procs = [
             subprocess.Popen(
                 [sys.executable, "-c", script, str(db)],
@@ -244,13 +274,19 @@ def test_runners_creating_the_store_at_once_all_connect(tmp_path):
             for proc in procs
             if proc.wait(timeout=120)
         ]
+    if server is not None:
+        from pytest_rocm.history import store
+
+        for db in made:
+            assert store.version(store.connect(db)) == store.VERSION
+            drop_database(server, db)
     assert not failures, failures
 
 
-def test_accepted_stacks_and_what_changed(nightly, tmp_path):
+def test_accepted_stacks_and_what_changed(nightly, tmp_path, history_target):
     from pytest_rocm.history import queries, store
 
-    db = tmp_path / "stacks.db"
+    db = history_target
     conn = store.connect(db)
     for number, folder in enumerate(nightly["folders"][:3]):
         copy = tmp_path / f"copy{number}"
@@ -270,9 +306,9 @@ def test_accepted_stacks_and_what_changed(nightly, tmp_path):
     assert accepted[2]["changed"]["torch"] == ("2.9.0+rocm7.0", "2.10.0+rocm7.1")
 
 
-def test_the_dashboard_is_built_from_history(nightly, tmp_path):
+def test_the_dashboard_is_built_from_history(nightly_db, tmp_path):
     site = tmp_path / "site"
-    result = rocm_gate("dashboard", "--db", nightly["db"], "--out", site)
+    result = rocm_gate("dashboard", "--db", nightly_db, "--out", site)
     assert result.returncode == 0, result.stderr
     index = (site / "index.html").read_text()
     assert (
@@ -385,10 +421,10 @@ def test_the_dashboard_in_headless_chromium(served_site, nightly):
     assert errors == [] and outside == []
 
 
-def test_a_real_main_job_result_goes_into_history(tmp_path):
+def test_a_real_main_job_result_goes_into_history(history_target):
     from pytest_rocm.history import queries, store
 
-    conn = store.connect(tmp_path / "h.db")
+    conn = store.connect(history_target)
     done = store.ingest(conn, REPO / "tests/data/main-job")
     assert done.added and done.tests == 33
     [run] = queries.runs(conn)

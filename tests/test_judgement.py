@@ -262,6 +262,68 @@ def test_each_failure_gets_its_class(fingerprint, entry, base, quarantine, expec
     assert why
 
 
+def ran_on_base(*outcomes: str) -> dict:
+    """A base-check.json entry: the test run again on the PR's base, an outcome per attempt."""
+    return {"attempts": [{"outcome": o} for o in outcomes], "not_run": None}
+
+
+EXPERIMENTS = [
+    # (what, entry on main, the experiment, quarantine, class)
+    ("passes on the base every time: this PR's, whatever main's state infers", failing(),
+     ran_on_base("passed", "passed"), None, j.NEW),
+    ("passes on the base, main flaked this way: still this PR's", flaky_on_main(),
+     ran_on_base("passed", "passed"), None, j.NEW),
+    ("fails on the base every time: not this PR's, though main passes it", None,
+     ran_on_base("failed", "failed"), None, j.PRE_EXISTING),
+    ("an error on the base counts as a failure there", None, ran_on_base("error", "failed"), None,
+     j.PRE_EXISTING),
+    ("passes and fails on the base: flaky there, not blocking", None,
+     ran_on_base("failed", "passed"), None, j.FLAKY_ON_BASE),
+    ("the base has no such test: new in this PR", failing(), ran_on_base("absent"), None, j.NEW),
+    ("skipped on the base settles nothing: main's state decides", failing(),
+     ran_on_base("skipped", "skipped"), None, j.PRE_EXISTING),
+    ("no experiment: main's state decides", None, None, None, j.NEW),
+    ("quarantine comes first", None, ran_on_base("passed", "passed"),
+     {"reason": "r", "fingerprints": [FP]}, j.QUARANTINED),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "entry,experiment,quarantine,expected",
+    [case[1:] for case in EXPERIMENTS],
+    ids=[case[0] for case in EXPERIMENTS],
+)
+def test_the_experiment_on_the_base_beats_every_inference(entry, experiment, quarantine, expected):
+    kind, why = j.failure_class(FP, entry, at(6), C, quarantine, experiment)
+    assert kind == expected, why
+    if quarantine is None and j.base_experiment(experiment, C[6]) is not None:
+        assert C[6][:12] in why  # the evidence names the base it ran on
+
+
+@given(
+    st.lists(
+        st.sampled_from(["passed", "failed", "error", "crashed", "skipped", "interrupted"]),
+        max_size=4,
+    )
+)
+def test_the_experiment_oracle(outcomes):
+    """The oracle, written apart from the code: any failure and any pass on the base is a flake
+    there; failures only are main's; passes only are the PR's; neither settles nothing."""
+    failed = any(o in ("failed", "error", "crashed") for o in outcomes)
+    passed = "passed" in outcomes
+    expected = (
+        j.FLAKY_ON_BASE
+        if failed and passed
+        else j.PRE_EXISTING
+        if failed
+        else j.NEW
+        if passed
+        else None
+    )
+    found = j.base_experiment(ran_on_base(*outcomes), C[6])
+    assert (found[0] if found else None) == expected
+
+
 PASSING = [
     ("base after the break", failing(), at(6), j.FIXED),
     ("base at the break", failing(), at(4), j.FIXED),

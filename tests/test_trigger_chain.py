@@ -11,74 +11,35 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
 import pytest
-from actions import PYTEST_ROCM, Actions, RunnerGroup, write_gpu_tools
+from actions import PYTEST_ROCM, Actions
 from conftest import REPO
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from github_api import FakeGitHub, example, validate_webhook
+from github_api import example, validate_webhook
+from upstream_repo import (  # noqa: F401 (the names the tests here and beside them use)
+    APP_ID,
+    CHECK,
+    EXAMPLES,
+    GATE_PIN,
+    GATES,
+    PIN,
+    REGRESSION,
+    checks,
+    loopback_github,
+    one_class,
+    repository,
+    set_gate_input,
+)
 
 # each event runs the workflows' jobs: real git, real pytest with xdist workers
 pytestmark = pytest.mark.slow
 
-EXAMPLES = REPO / "examples" / "upstream"
-PIN = re.search(r"rocm-gate\.yml@([0-9a-f]{40})", (EXAMPLES / "rocm-gate.yml").read_text())[1]
-GATE_PIN = f"{PYTEST_ROCM}/.github/workflows/rocm-gate.yml@{PIN}"
-CHECK = "rocm-gate / MI300X-8"
-
-# The upstream's own gate tests, where the shipped caller looks for them.
-GATES = {
-    "tests/kernels/attention/test_paged.py": (
-        "import pytest\n\npytestmark = pytest.mark.rocm_gate(group='attention')\n\n"
-        "def test_paged_attention():\n    assert sum([1, 2]) == 3\n"
-    ),
-    "tests/entrypoints/openai/test_api.py": (
-        "import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_chat():\n    assert 'ok'\n"
-    ),
-    "pyproject.toml": "[project]\nname = 'vllm'\nversion = '0'\n",
-}
-REGRESSION = {
-    "tests/kernels/attention/test_paged.py": GATES["tests/kernels/attention/test_paged.py"].replace(
-        "assert sum([1, 2]) == 3", "assert sum([1, 2]) == 4, 'paged attention output differs'"
-    )
-}
-
-
-def one_class(text: str, name: str) -> str:
-    """The shipped callers name two classes; this upstream has runners of one (mi300x-8), as a
-    repository with one class writes them. The edit must apply, so a change to the shipped files
-    shows here."""
-    edits = {
-        "rocm-gate.yml": ('\'["mi300x-8", "mi355x-8"]\'', "'[\"mi300x-8\"]'"),
-        "rocm-gate-publish.yml": (
-            "          - runner-class: mi355x-8\n            runner-group: rocm-mi355x-8\n",
-            "",
-        ),
-        "rocm-gate-sweep.yml": (
-            "mi300x-8=rocm-mi300x-8 mi355x-8=rocm-mi355x-8",
-            "mi300x-8=rocm-mi300x-8",
-        ),
-    }
-    old, new = edits[name]
-    assert old in text, f"examples/upstream/{name} changed: update the harness's one-class edit"
-    return text.replace(old, new)
-
 
 @pytest.fixture
 def github(tmp_path):
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    with FakeGitHub(token="ghs_unused") as fake:
-        fake.app_public_key = key.public_key()
-        fake.permissions.update({"maintainer": "maintain", "triager": "triage", "reader": "read"})
-        fake.private_key = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ).decode()
+    with loopback_github() as fake:
         yield fake
         assert fake.errors == [], (
             "the loopback GitHub sent a response GitHub's description does not allow"
@@ -87,37 +48,7 @@ def github(tmp_path):
 
 @pytest.fixture
 def upstream(github, tmp_path) -> Actions:
-    actions = Actions(
-        github,
-        tmp_path / "github",
-        secrets={
-            "ROCM_GATE_APP_ID": str(APP_ID),
-            "ROCM_GATE_APP_PRIVATE_KEY": github.private_key,
-            "ROCM_GATE_APP_INSTALLATION_ID": "77",
-        },
-    )
-    actions.runner_groups.append(
-        RunnerGroup(
-            "rocm-mi300x-8",
-            {"self-hosted", "mi300x-8"},
-            [GATE_PIN],
-            write_gpu_tools(tmp_path / "mi300x-8-tools"),
-        )
-    )
-    files = {
-        f".github/workflows/{p.name}": one_class(p.read_text(), p.name)
-        for p in sorted(EXAMPLES.glob("*.yml"))
-    }
-    actions.commit({**files, **GATES}, "the upstream repository with the AMD gate")
-    return actions
-
-
-APP_ID = 31337
-
-
-def checks(github, sha: str) -> list[dict]:
-    """The App's checks of the gate on a commit (Actions makes checks of its own, one per job)."""
-    return sorted(github.checks(sha, CHECK, app_id=APP_ID), key=lambda c: c["id"])
+    return repository(github, tmp_path)
 
 
 def on_gpu(upstream: Actions) -> list[str]:
@@ -356,14 +287,28 @@ def pytest_unconfigure(config):
 '''
 
 
+SIMULATING_CONFTEST = {
+    "tests/conftest.py": "import os\n\nos.environ['PYTEST_ROCM_PLATFORM'] = 'mi300x-8'\n"
+}
+
+
 def test_an_approved_run_on_a_simulated_platform_is_refused(upstream, github):
-    pull = upstream.open_pull(109, SIMULATING_INI, fork=False, author="maintainer")
+    """A PR's code that makes the run simulate its platform (in plain sight: a conftest) gets no
+    check from it; a PR's `addopts` cannot even ask (the default branch's settings apply, and the
+    check names the PR's)."""
+    pull = upstream.open_pull(109, SIMULATING_CONFTEST, fork=False, author="maintainer")
     upstream.pull_request(pull, "opened", "maintainer")
     [check] = checks(github, pull.head)
     assert (
         check["conclusion"] == "action_required"
         and "simulated platform profile 'mi300x-8'" in check["output"]["summary"]
-    )
+    ), check["output"]["summary"]
+    asked = upstream.open_pull(110, SIMULATING_INI, fork=False, author="maintainer")
+    upstream.pull_request(asked, "opened", "maintainer")
+    [check] = checks(github, asked.head)
+    summary = check["output"]["summary"]
+    assert check["conclusion"] == "success" and "SIMULATED" not in summary, summary
+    assert "this PR changes the rules of the verdict" in summary and "rocm-platform" in summary
 
 
 def test_results_that_claim_another_commit_put_no_check_on_it(upstream, github):
@@ -592,6 +537,8 @@ def test_the_sweep_judges_a_blocked_check_again_against_a_newer_trunk_state(upst
     from pytest_rocm.results.fingerprint import of_test
     from pytest_rocm.schemas.artifacts import manifest_stack
 
+    # main's state alone judges here: no base experiment (it would show the base passing)
+    set_gate_input(upstream, "base-check-minutes", "0")
     pull = upstream.open_pull(121, REGRESSION, fork=False, author="maintainer")
     run = upstream.pull_request(pull, "opened", "maintainer")
     [blocked] = checks(github, pull.head)
@@ -634,10 +581,12 @@ def test_the_sweep_judges_a_blocked_check_again_against_a_newer_trunk_state(upst
     classes = [(Options("mi300x-8", GATE_PIN, "rocm-mi300x-8", trunk=[trunk]), "mi300x-8")]
     done = sweep(client, "rocm-gate.yml", classes)
     assert [d.action for d in done if d.run_id == run.id] == [
-        f"judged again against a newer trunk state: published: {checks(github, pull.head)[0]['conclusion']}"
+        f"judged again against main's newer state: published: {checks(github, pull.head)[0]['conclusion']}"
     ], done
     [check] = checks(github, pull.head)
-    assert check["id"] == blocked["id"] and check["conclusion"] != "failure", check["output"]
+    assert check["id"] == blocked["id"] and check["conclusion"] != "failure", check["output"][
+        "summary"
+    ][:3000]
     assert "Pre-existing on main (not blocking) (1)" in check["output"]["summary"]
     assert [d for d in sweep(client, "rocm-gate.yml", classes) if d.run_id == run.id] == []
 

@@ -24,7 +24,7 @@ DESCRIPTION = (
     "pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
     "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
     "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
-    "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker), build the coverage dashboard from them (dashboard) and register the markers in an upstream tree (register-markers). Run `rocm-gate COMMAND --help`."
+    "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker), build the coverage dashboard from them (dashboard), run a PR's blocking failures again on its base (blame) and register the markers in an upstream tree (register-markers). Run `rocm-gate COMMAND --help`."
 )
 # name -> the module of pytest_rocm.cli that implements it, imported when that command runs (a
 # `rocm-gate parity` at CI scale does not pay for importing the other seventeen); `report` is the older
@@ -48,6 +48,7 @@ COMMANDS = {
     "tracker": "tracker",
     "dashboard": "dashboard",
     "register-markers": "register_markers",
+    "blame": "blame",
 }
 
 

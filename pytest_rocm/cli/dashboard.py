@@ -26,7 +26,11 @@ def add_parser(commands, name: str) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--db", required=True, help="the history file (rocm-gate history add)")
+    parser.add_argument(
+        "--db",
+        required=True,
+        help="the history store (rocm-gate history add): a file (SQLite) or a postgresql:// URL",
+    )
     parser.add_argument("--out", required=True, help="the site folder to write")
     parser.add_argument(
         "--repo",
@@ -42,7 +46,7 @@ def run(args) -> int:
     from pytest_rocm.history import store
     from pytest_rocm.history.commits import main_commits
 
-    if not Path(args.db).is_file():
+    if not (store.is_url(args.db) or Path(args.db).is_file()):
         print(
             f"rocm-gate dashboard: {args.db}: no such history file (create it with `rocm-gate history add`)",
             file=sys.stderr,
@@ -54,8 +58,8 @@ def run(args) -> int:
         print(f"rocm-gate dashboard: {exc}", file=sys.stderr)
         return 2
     try:
-        conn = store.connect(args.db)
-        sizes = site.build(conn, Path(args.out), landed)
+        with store.connect(args.db) as conn:
+            sizes = site.build(conn, Path(args.out), landed)
     except store.HistoryError as exc:
         print(f"rocm-gate dashboard: {exc}", file=sys.stderr)
         return 2

@@ -16,10 +16,19 @@
                                                   keep the quarantine file: add tests red on main past the
                                                   time, lift those green on their last K main runs; the
                                                   plugin reads it with --rocm-quarantine
+  rocm-gate history grant --db URL --writer ROLE --reader ROLE
+                                                  on a PostgreSQL store, as the database's owner:
+                                                  the writer's role may read and add runs (publish,
+                                                  sweep, the dashboard workflow), the reader's may
+                                                  only read (a dashboard); creates missing roles
 
-The store is one SQLite file in WAL mode: several runners on one host may add at once.
+HISTORY is a file (SQLite in WAL mode, created when missing: several runners on one host may add at
+once) or a postgresql://USER@HOST/DATABASE URL (PostgreSQL: many runner pools at once; `pip install
+'pytest-rocm[postgres]'`). Keep a password out of the URL (PGPASSWORD, ~/.pgpass): a URL's password
+is never printed, but a command line is visible to the host's other users.
 
-Exit status: 0 done, 2 bad input (after adding every good input given), or a damaged store (named).
+Exit status: 0 done, 2 bad input (after adding every good input given), or a store that cannot be
+used (named: damaged, unreachable, refused credentials, a role that may only read).
 Test ids and every other text from results are printed with control characters escaped.
 """
 
@@ -38,6 +47,7 @@ from pytest_rocm.cli.arguments import whole_number
 from pytest_rocm.schemas.markdown import visible
 
 WINDOW = whole_number(1, "--window must be at least 1 run, got {value}")
+DB_HELP = "the history store: a file (SQLite) or a postgresql://USER@HOST/DATABASE URL"
 
 
 def add_parser(commands, name: str) -> None:
@@ -49,7 +59,7 @@ def add_parser(commands, name: str) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="ingest results folders or gate reports")
-    add.add_argument("--db", required=True, help="the history file (created when missing)")
+    add.add_argument("--db", required=True, help=DB_HELP + " (created or migrated when needed)")
     add.add_argument(
         "--origin",
         choices=("manifest", "pr", "other"),
@@ -81,7 +91,7 @@ def add_parser(commands, name: str) -> None:
     suspects = actions.add_parser(
         "suspects", help="recurring infra, flaky tests, known gaps ready to close"
     )
-    suspects.add_argument("--db", required=True)
+    suspects.add_argument("--db", required=True, help=DB_HELP)
     suspects.add_argument(
         "--window",
         type=WINDOW,
@@ -93,7 +103,7 @@ def add_parser(commands, name: str) -> None:
     trunk = actions.add_parser(
         "trunk", help="the default branch's state on one SKU, as trunk.json for publish"
     )
-    trunk.add_argument("--db", required=True)
+    trunk.add_argument("--db", required=True, help=DB_HELP)
     trunk.add_argument(
         "--sku", required=True, help="the SKU as history stores it (MI300X; several: MI300X/MI355X)"
     )
@@ -112,7 +122,7 @@ def add_parser(commands, name: str) -> None:
     quarantine = actions.add_parser(
         "quarantine", help="add main failures red too long, lift those green again"
     )
-    quarantine.add_argument("--db", required=True)
+    quarantine.add_argument("--db", required=True, help=DB_HELP)
     quarantine.add_argument("--sku", required=True)
     quarantine.add_argument(
         "--file", required=True, help="the quarantine file (created when missing)"
@@ -132,26 +142,75 @@ def add_parser(commands, name: str) -> None:
     quarantine.add_argument(
         "--window", type=WINDOW, default=30, help="main commits to look at (default 30)"
     )
+    # the store and GitHub: download (the embedded store's newest copy) and sync (catch up)
+    from pytest_rocm.cli import history_github
+
+    history_github.add_parsers(actions)
+    _add_grant(actions)
+
+
+def _add_grant(actions) -> None:
+    grant = actions.add_parser(
+        "grant", help="PostgreSQL: a writer's role (read, add runs) and a reader's (read only)"
+    )
+    grant.add_argument(
+        "--db", required=True, help="the store's postgresql:// URL, as the database's owner"
+    )
+    grant.add_argument(
+        "--writer",
+        required=True,
+        type=role_name,
+        help="the role of the jobs that add runs (created if missing)",
+    )
+    grant.add_argument(
+        "--reader",
+        required=True,
+        type=role_name,
+        help="the role of those that only read (created if missing)",
+    )
+
+
+def role_name(value: str) -> str:
+    """A PostgreSQL role as `history grant` takes it: a plain lower-case name."""
+    from pytest_rocm.history.roles import ROLE
+
+    if not ROLE.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a role name of lower-case letters, digits and _ (at most 63), got {value!r}"
+        )
+    return value
 
 
 def run(args) -> int:
+    from pytest_rocm.cli import history_github
     from pytest_rocm.history import store
 
-    if args.action != "add" and not Path(args.db).is_file():
+    if args.action in ("download", "sync"):
+        return {"download": history_github.run_download, "sync": history_github.run_sync}[
+            args.action
+        ](args)
+
+    if args.action not in ("add", "grant") and not (
+        store.is_url(args.db) or Path(args.db).is_file()
+    ):
         print(
             f"rocm-gate history: {args.db}: no such history file (create it with `rocm-gate history add`)",
             file=sys.stderr,
         )
         return exits.BAD_INPUT
     try:
-        conn = store.connect(args.db)
-        return {"add": _add, "suspects": _suspects, "trunk": _trunk, "quarantine": _quarantine}[
-            args.action
-        ](conn, args)
+        with store.connect(args.db) as conn:
+            return {
+                "add": _add,
+                "suspects": _suspects,
+                "trunk": _trunk,
+                "quarantine": _quarantine,
+                "grant": _grant,
+            }[args.action](conn, args)
     except store.HistoryError as exc:
         print(f"rocm-gate history: {visible(exc)}", file=sys.stderr)
         return exits.BAD_INPUT
-    # a damaged page found while reading, after the store opened
+    # a damaged page found while reading a SQLite file's rows, after the store opened
     except sqlite3.DatabaseError as exc:
         print(
             f"rocm-gate history: {args.db}: the history database is damaged ({exc}); restore it from a backup "
@@ -182,11 +241,13 @@ def _add(conn, args) -> int:
     status = exits.OK
     if not args.results:
         print(
-            f"{args.db}: history store at schema version {store.version(conn)}, {len(queries.runs(conn))} run(s)"
+            f"{conn.target}: history store at schema version {store.version(conn)}, {len(queries.runs(conn))} run(s)"
         )
     for source in args.results:
         try:
             done = store.ingest(conn, source, args.origin, args.run, args.sha)
+        except store.StoreError:
+            raise  # the store, not this input: nothing more can be added
         except store.HistoryError as exc:
             print(f"rocm-gate history: refused: {visible(exc)}", file=sys.stderr)
             status = exits.BAD_INPUT
@@ -262,7 +323,7 @@ def _trunk(conn, args) -> int:
     if not runs:
         skus = sorted({r["sku"] for r in queries.runs(conn)})
         print(
-            f"rocm-gate history: warning: no main runs of {visible(args.sku)} in {args.db} (SKUs stored: "
+            f"rocm-gate history: warning: no main runs of {visible(args.sku)} in {conn.target} (SKUs stored: "
             f"{', '.join(map(visible, skus)) or 'none'}; a run counts as main when its manifest's provenance is a "
             "push, schedule or dispatch on the default branch): the trunk state says nothing",
             file=sys.stderr,
@@ -341,4 +402,12 @@ def _quarantine(conn, args) -> int:
     ]
     lines += [f"  added: {name}" for name in added] + [f"  lifted: {name}" for name in lifted]
     print("\n".join(visible(line) for line in lines))
+    return exits.OK
+
+
+def _grant(conn, args) -> int:
+    from pytest_rocm.history import roles
+
+    for line in roles.grant(conn, args.writer, args.reader):
+        print(f"{conn.target}: {line}")
     return exits.OK

@@ -45,7 +45,7 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_rocm.cli import exits, github_options
+from pytest_rocm.cli import exits, github_options, main_state
 
 
 def add_parser(commands, name: str) -> None:
@@ -134,6 +134,7 @@ def add_parser(commands, name: str) -> None:
         help="a trunk state older than this, or made before the commit the run's code is based on, "
         "excuses nothing (default 48)",
     )
+    main_state.add(parser)
     parser.add_argument(
         "--unsent",
         metavar="FILE",
@@ -235,7 +236,20 @@ def _from_workflow_run(args, base_parity) -> int:
         trunk=args.trunk_state,
         trunk_max_age_h=args.trunk_max_age,
     )
+    main_state.check_hours(args, "publish")
     client = github_options.api_client(args)
+    # the gate's caller file, as GitHub names the run's workflow (the publish caller starts only
+    # for it): its completed runs are what main's state is caught up from
+    workflow = Path(str(event_run.get("path") or "rocm-gate.yml")).name
+    live = main_state.live(
+        args,
+        client,
+        workflow,
+        args.gate_workflow,
+        {options.runner_class: args.runner_group},
+        allow_simulated=args.allow_simulated,
+    )
+    options.main_state = live
     try:
         outcome = publishing.publish_run(client, event_run, event["action"], options)
     except provenance.RunRefused as exc:
@@ -243,7 +257,11 @@ def _from_workflow_run(args, base_parity) -> int:
         return exits.BAD_INPUT
     except api.PublishError as exc:
         return _unsent(args, {"workflow_run": event_run.get("id"), "stage": event["action"]}, exc)
-    for line in client.log:
+    finally:
+        if live is not None:
+            live.close()
+    main_state.write_outputs(live)
+    for line in client.log + (live.log if live else []):
         print(f"rocm-gate publish: {line}")
     print(
         f"{outcome.name} on {outcome.run.head_sha[:12]} (run {outcome.run.run_id}, {outcome.run.event}): "

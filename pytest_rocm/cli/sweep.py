@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_rocm.cli import exits, github_options
+from pytest_rocm.cli import exits, github_options, main_state
 from pytest_rocm.cli.arguments import whole_number
 
 
@@ -82,6 +82,7 @@ def add_parser(commands, name: str) -> None:
         "check that blocks (`failure`) and was written before the newest of these states is published "
         "again against it, so a break main learned of after the PR ran stops blocking it",
     )
+    main_state.add(parser)
     parser.add_argument(
         "--trunk-max-age",
         type=float,
@@ -107,7 +108,9 @@ def run(args) -> int:
                 "the sweep writes as the GitHub App: set ROCM_GATE_APP_ID, "
                 "ROCM_GATE_APP_PRIVATE_KEY and ROCM_GATE_APP_INSTALLATION_ID"
             )
+        main_state.check_hours(args, "sweep")
         client = github_options.api_client(args)
+        live = main_state.live(args, client, args.workflow, args.gate_workflow, dict(args.classes))
         classes = [
             (
                 publishing.Options(
@@ -117,14 +120,21 @@ def run(args) -> int:
                     incomplete=args.incomplete,
                     trunk=trunk,
                     trunk_max_age_h=args.trunk_max_age,
+                    main_state=live,
                 ),
                 c,
             )
             for c, g in args.classes
         ]
-        done = sweep(
-            client, args.workflow, classes, hours=args.hours, stuck_after_min=args.stuck_after
-        )
+        try:
+            done = sweep(
+                client, args.workflow, classes, hours=args.hours, stuck_after_min=args.stuck_after
+            )
+        finally:
+            if live is not None:
+                live.close()
+                for line in live.log:
+                    print(f"rocm-gate sweep: {line}")
     except github_options.OptionError as exc:
         print(f"rocm-gate sweep: {exc}", file=sys.stderr)
         return exits.BAD_INPUT

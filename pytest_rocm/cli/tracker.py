@@ -38,7 +38,11 @@ def add_parser(commands, name: str) -> None:
     parser.add_argument(
         "--framework", required=True, help="the framework the tests are of (vllm, sglang)"
     )
-    parser.add_argument("--db", help="the history store, for infra suspects and drain candidates")
+    parser.add_argument(
+        "--db",
+        help="the history store (a file, or a postgresql:// URL), for infra suspects and drain "
+        "candidates",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="print each issue's title and body; send nothing"
     )
@@ -84,11 +88,15 @@ def _suspects(db: str) -> list[dict] | None:
 
     from pytest_rocm.history import queries, store
 
-    if not Path(db).is_file():
+    if not (store.is_url(db) or Path(db).is_file()):
         print(f"rocm-gate tracker: --db {visible(db)}: no such history file", file=sys.stderr)
         return None
     try:
-        return queries.suspects(store.connect(db))
+        with store.connect(db) as conn:
+            return queries.suspects(conn)
     except (store.HistoryError, sqlite3.DatabaseError) as exc:
-        print(f"rocm-gate tracker: --db {visible(db)}: {visible(exc)}", file=sys.stderr)
+        print(
+            f"rocm-gate tracker: --db {visible(store.describe(db))}: {visible(exc)}",
+            file=sys.stderr,
+        )
         return None

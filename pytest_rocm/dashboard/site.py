@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
 from pytest_rocm.dashboard import charts
 from pytest_rocm.history import queries
+from pytest_rocm.history.backends import Connection
 from pytest_rocm.schemas.markdown import html_text as escape
 from pytest_rocm.trunk.health import trunk_health
 
@@ -126,13 +126,13 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def overview(conn: sqlite3.Connection) -> str:
+def overview(conn: Connection) -> str:
     """The front page: parity now, parity over time, the latest runs."""
     trend = queries.parity_trend(conn)
     return "".join([*_parity_now(conn, trend), *_parity_over_time(trend), *_latest_runs(conn)])
 
 
-def _parity_now(conn: sqlite3.Connection, trend: list[dict]) -> list[str]:
+def _parity_now(conn: Connection, trend: list[dict]) -> list[str]:
     latest: dict[tuple[str, str], dict] = {}
     for row in trend:
         latest[(row["sku"], row["group"])] = row
@@ -228,7 +228,7 @@ def _parity_over_time(trend: list[dict]) -> list[str]:
     return parts
 
 
-def _latest_runs(conn: sqlite3.Connection) -> list[str]:
+def _latest_runs(conn: Connection) -> list[str]:
     recent = queries.runs(conn, 20)
     parts = [
         "<h2>Latest runs and time to signal</h2>",
@@ -274,7 +274,7 @@ ORIGINS = (
 )
 
 
-def grid_page(conn: sqlite3.Connection) -> str:
+def grid_page(conn: Connection) -> str:
     legend = " ".join(
         f'<span style="background:{c}33;padding:0 .4em">{v}</span>' for v, c in COLOURS.items()
     )
@@ -331,9 +331,7 @@ def _hours(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds / 3600:.1f} h"
 
 
-def trunk_page(
-    conn: sqlite3.Connection, failures: list[str], landed: frozenset | None = None
-) -> str:
+def trunk_page(conn: Connection, failures: list[str], landed: frozenset | None = None) -> str:
     health = trunk_health(conn, landed=landed)
     parts = [
         "<h2>Main, per SKU and group</h2>",
@@ -386,7 +384,7 @@ def trunk_page(
     return "".join(parts)
 
 
-def test_page(conn: sqlite3.Connection, test: str) -> str:
+def test_page(conn: Connection, test: str) -> str:
     runs = queries.test_runs(conn, test)
     return (
         f"<h2><code>{escape(test)}</code></h2>"
@@ -413,7 +411,7 @@ def test_page(conn: sqlite3.Connection, test: str) -> str:
     )
 
 
-def suspects_page(conn: sqlite3.Connection, landed: frozenset | None = None) -> str:
+def suspects_page(conn: Connection, landed: frozenset | None = None) -> str:
     found = queries.suspects(conn, landed=landed)
     flaky = queries.flaky(conn, landed=landed)
     gaps = queries.known_gaps(conn, landed)
@@ -475,7 +473,7 @@ def suspects_page(conn: sqlite3.Connection, landed: frozenset | None = None) -> 
     return "".join(parts)
 
 
-def stacks_page(conn: sqlite3.Connection) -> str:
+def stacks_page(conn: Connection) -> str:
     accepted = queries.accepted_stacks(conn)
     parts = [
         '<p class="muted">An accepted stack: a complete run that concluded success. Per SKU, the newest first, '
@@ -523,7 +521,7 @@ def stacks_page(conn: sqlite3.Connection) -> str:
     return "".join(parts)
 
 
-def build(conn: sqlite3.Connection, out: Path, landed: frozenset | None = None) -> dict[str, int]:
+def build(conn: Connection, out: Path, landed: frozenset | None = None) -> dict[str, int]:
     """Write the site into `out`; returns {file: bytes}. `landed`: main's commits (a merge queue's
     runs count where it holds their commit)."""
     out.mkdir(parents=True, exist_ok=True)

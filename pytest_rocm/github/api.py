@@ -223,9 +223,14 @@ class Client:
         )
 
     def paged(
-        self, path: str, key: str | None, params: dict | None = None, per_page: int = 100
+        self,
+        path: str,
+        key: str | None,
+        params: dict | None = None,
+        per_page: int = 100,
+        start_page: int = 1,
     ) -> list:
-        items, page = [], 1
+        items, page = [], start_page
         while True:
             body = self.get(path, {**(params or {}), "per_page": per_page, "page": page})
             chunk = (body or {}).get(key, []) if key else (body or [])
@@ -300,6 +305,14 @@ class Client:
     def download(self, path: str, limit: int = MAX_DOWNLOAD_BYTES) -> bytes:
         """The bytes behind a GET that redirects to storage (an artifact's zip), at most `limit` of
         them."""
+        data = bytearray()
+        self.download_to(path, data.extend, limit, data.clear)
+        return bytes(data)
+
+    def download_to(self, path: str, write, limit: int, restart) -> None:
+        """Stream the bytes behind a GET that redirects to storage into `write`, at most `limit` of
+        them; `restart()` before an attempt after the first (what an interrupted attempt wrote is
+        dropped)."""
         last = None
         for attempt in range(self.attempts):
             try:
@@ -314,14 +327,17 @@ class Client:
                         raise PublishError(
                             f"GitHub refused GET {path}: HTTP {response.status_code}", refused=True
                         )
-                    data = bytearray()
+                    if attempt:
+                        restart()
+                    size = 0
                     for chunk in response.iter_content(1 << 20):
-                        data += chunk
-                        if len(data) > limit:
+                        size += len(chunk)
+                        if size > limit:
                             raise PublishError(
                                 f"GET {path}: more than {limit:,} bytes; refusing it", refused=True
                             )
-                    return bytes(data)
+                        write(chunk)
+                    return
             except requests.RequestException as exc:
                 last = f"{type(exc).__name__}"
                 self._pause(None, attempt, f"GET {path}: {last}")

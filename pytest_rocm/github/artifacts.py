@@ -16,7 +16,13 @@ from pytest_rocm.schemas.loader import MAX_FILE_BYTES, ArtifactError, check_docu
 
 __all__ = ["ArtifactError", "FILES", "MAX_FILE_BYTES", "Results", "ResultsMissing", "read_results"]
 
-FILES = {"gate-report.json": "gate-report", "manifest.json": "manifest", "parity.json": "parity"}
+FILES = {
+    "gate-report.json": "gate-report",
+    "manifest.json": "manifest",
+    "parity.json": "parity",
+    # the PR's blocking failures run on its base in the gate job (`rocm-gate blame`)
+    "base-check.json": "base-check",
+}
 
 
 class ResultsMissing(ArtifactError):
@@ -30,6 +36,8 @@ class Results:
     report: dict
     manifest: dict
     parity: dict | None
+    # what the PR's blocking failures did on its base (pytest_rocm/blame/), None when not run
+    base_check: dict | None = None
 
     @property
     def provenance(self) -> dict:
@@ -53,8 +61,8 @@ class Results:
 
 
 def read_results(folder: Path) -> Results:
-    """The folder's gate report (required), manifest (its own file, else the report's copy) and
-    parity report, each checked by the strict loader."""
+    """The folder's gate report (required), manifest (its own file, else the report's copy),
+    parity report and base check, each checked by the strict loader."""
     folder = Path(folder)
     if folder.is_symlink() or not folder.is_dir():
         raise ResultsMissing(f"{folder}: no such results folder")
@@ -75,4 +83,7 @@ def read_results(folder: Path) -> Results:
     parity = None
     if (folder / "parity.json").exists() or (folder / "parity.json").is_symlink():
         parity = load_artifact(folder / "parity.json", "parity")
-    return Results(folder, report, manifest, parity)
+    base_check = None
+    if (folder / "base-check.json").exists() or (folder / "base-check.json").is_symlink():
+        base_check = load_artifact(folder / "base-check.json", "base-check")
+    return Results(folder, report, manifest, parity, base_check)

@@ -97,27 +97,30 @@ RULE_CHANGES_SHOWN = 10
 
 
 def _rules_warnings(manifest: dict) -> list[str]:
-    """What the tree under test sets otherwise than the default branch's rules of the verdict
-    (plugin/rules.py): the run used the default branch's, and a reviewer sees the change. A run of a
-    pull request without such rules says it took them from its own tree."""
+    """What the tree under test sets otherwise than the default branch's rules of the verdict and
+    settings of what the gates compare, record or select (plugin/rules.py, plugin/default_branch.py):
+    the run used the default branch's, and a reviewer sees the change. Blocking gates the run
+    collected and did not run are named. A run of a pull request without such rules says it took
+    them from its own tree."""
     config = (
         manifest.get("verdict_config") if isinstance(manifest.get("verdict_config"), dict) else {}
     )
+    out = _deselected(manifest)
     rules = config.get("rules")
     if not isinstance(rules, dict):
         if (manifest.get("provenance") or {}).get("event") in (
             "pull_request",
             "pull_request_target",
         ):
-            return [
+            out.append(
                 "this run took the rules of the verdict (quarantine, reruns, infra signatures, "
-                "baselines, ...) from the PR's own tree: the gate workflow gave no `--rocm-rules` "
-                "(the default branch's checkout)"
-            ]
-        return []
+                "baselines, ...) and what the gates compare and select from the PR's own tree: the "
+                "gate workflow gave no `--rocm-rules` (the default branch's checkout)"
+            )
+        return out
     changed = [c for c in rules.get("changed") or [] if isinstance(c, dict)]
     if not changed:
-        return []
+        return out
     items = [
         md.code(str(c.get("setting")))
         + (
@@ -132,9 +135,29 @@ def _rules_warnings(manifest: dict) -> list[str]:
         if len(changed) > RULE_CHANGES_SHOWN
         else ""
     )
+    source = rules.get("file")
+    where = (
+        f"the default branch's {md.code(str(source))}"
+        if isinstance(source, str) and source
+        else "the default branch, which has no pytest configuration file"
+    )
+    return out + [
+        "this PR changes the rules of the verdict, or what the gates compare, record or select; this "
+        f"run used {where} (the PR's settings apply after merge): " + "; ".join(items) + more
+    ]
+
+
+def _deselected(manifest: dict) -> list[str]:
+    """Blocking gates the run collected and then did not run (`deselected`): never a pass."""
+    dropped = manifest.get("deselected")
+    if not isinstance(dropped, dict) or not dropped:
+        return []
+    names = sorted(str(n) for n in dropped)
+    shown = ", ".join(md.code(n) for n in names[:RULE_CHANGES_SHOWN])
+    more = f" and {len(names) - RULE_CHANGES_SHOWN} more" if len(names) > RULE_CHANGES_SHOWN else ""
     return [
-        "this PR changes the rules of the verdict; this run used the default branch's (they apply "
-        "after merge): " + "; ".join(items) + more
+        f"{len(names)} blocking gate(s) collected and not run (deselected), so the run is incomplete: "
+        f"{shown}{more}"
     ]
 
 
@@ -286,15 +309,38 @@ def _against_trunk(
     base_sha: str | None = None,
     base_date=None,
     trunk_max_age_h: float = 48.0,
+    now: dt.datetime | None = None,
 ):
     """(attribution, the trunk state used) of a run's blocking failures against main's state on
-    its SKU (trunk/), or (None, None) where no usable state was given: none, none for its SKU, or
-    too old (each said in `warnings`)."""
-    if not trunk:
-        return None, None
-    from pytest_rocm.trunk.attribution import attribute, stale
+    its SKU (trunk/) and the run's base experiment (base-check.json), or (None, None) where neither
+    can judge: no usable state (none, none for its SKU, or too old at `now`, the clock's by
+    default: each said in `warnings`) and no experiment."""
+    from pytest_rocm.trunk.attribution import attribute
 
     sku = "/".join(manifest_stack(results.manifest)["skus"])
+    chosen = _usable_trunk(trunk, sku, warnings, base_date, trunk_max_age_h, now)
+    base_check = getattr(results, "base_check", None)
+    if chosen is None:
+        if not (base_check or {}).get("tests"):
+            return None, None
+        # no state of main: the experiment alone judges what it ran
+        chosen = {"sku": sku, "tests": {}, "commits": [], "main_commits": 0, "newest": None}
+    provenance = results.provenance
+    if base_sha:  # GitHub's fact wins over the run's claim
+        provenance = {**provenance, "base_sha": base_sha, "merge_base": None}
+    found = attribute(
+        results.report["tests"], provenance, chosen, results.parity, base_date, base_check
+    )
+    return found, chosen
+
+
+def _usable_trunk(trunk, sku: str, warnings: list[str], base_date, max_age_h, now) -> dict | None:
+    """The trunk state of the run's SKU, where one is given and may be used (else None, the reason
+    said in `warnings`)."""
+    if not trunk:
+        return None
+    from pytest_rocm.trunk.attribution import stale
+
     states = trunk if isinstance(trunk, list) else [trunk]
     chosen = next((t for t in states if t.get("sku") == sku), None)
     if chosen is None:
@@ -303,22 +349,18 @@ def _against_trunk(
             f"the trunk state given is for {given}, this run is on {md.code(sku)}: "
             "not used; every failure is judged on this run alone"
         )
-        return None, None
-    too_old = stale(chosen, dt.datetime.now(dt.UTC), base_date, trunk_max_age_h)
+        return None
+    too_old = stale(chosen, now or dt.datetime.now(dt.UTC), base_date, max_age_h)
     if too_old:
         warnings.append(
-            f"{md.code(too_old)}: not used; every failure is judged on this run alone (a newer trunk "
-            "state, from the dashboard workflow, judges it against main)"
+            f"{md.code(too_old)}: not used; every failure is judged on this run alone (main's "
+            "newer state judges it again)"
         )
-        return None, None
-    provenance = results.provenance
-    if base_sha:  # GitHub's fact wins over the run's claim
-        provenance = {**provenance, "base_sha": base_sha, "merge_base": None}
-    found = attribute(results.report["tests"], provenance, chosen, results.parity, base_date)
-    return found, chosen
+        return None
+    return chosen
 
 
-def _trunk_items(found, tests: dict, manifest: dict, trunk: dict) -> dict[str, list[str]]:
+def _trunk_items(found, tests: dict, manifest: dict, trunk: dict) -> dict:
     tracker = trunk.get("tracker_url")
     link = f" (tracker: {md.code(tracker)})" if tracker else ""
 
@@ -332,6 +374,12 @@ def _trunk_items(found, tests: dict, manifest: dict, trunk: dict) -> dict[str, l
         ],
         "flaky_on_main": [
             item(n) for n in found.not_blocking() if found.classes[n] == "flaky_on_main"
+        ],
+        "flaky_on_base": [
+            item(n) for n in found.not_blocking() if found.classes[n] == "flaky_on_base"
+        ],
+        "seen_on_other_prs": [
+            item(n) for n in found.not_blocking() if found.classes[n] == "seen_on_other_prs"
         ],
         "new_reasons": {n: found.reasons[n] for n in found.new()},
         "fixed": [
@@ -432,10 +480,16 @@ def _head(
     head += [f"- {note}" for note in notes] + ([""] if notes else [])
     if found is not None:
         newest = (trunk.get("newest") or {}).get("sha") or "none"
+        against = (
+            f"Judged against main's state on {md.code(trunk['sku'])} ({trunk['main_commits']} main "
+            f"commit(s), newest {md.code(newest[:12])})"
+            if trunk.get("main_commits")
+            else f"Judged on this run and its failures run again on the PR's base (no state of main on {md.code(trunk['sku'])})"
+        )
         head += [
-            f"Judged against main's state on {md.code(trunk['sku'])} ({trunk['main_commits']} main commit(s), "
-            f"newest {md.code(newest[:12])}); this run's code is based on {md.code((found.base or 'unknown')[:12])}"
+            f"{against}; this run's code is based on {md.code((found.base or 'unknown')[:12])}"
             + (f" ({md.code(found.note)})" if found.note else "")
+            + (f"; {md.code(found.experiment_note)}" if found.experiment_note else "")
             + ".",
             "",
         ]
@@ -476,11 +530,16 @@ def _sections(
     return [
         ("Pre-existing on main (not blocking)", against.get("pre_existing", [])),
         ("Flaky on main (not blocking)", against.get("flaky_on_main", [])),
+        ("Flaky on the PR's base (not blocking)", against.get("flaky_on_base", [])),
+        (
+            "Likely main's, seen on other PRs (not blocking until main's own run decides)",
+            against.get("seen_on_other_prs", []),
+        ),
         (
             "Regressions (blocking)" + (": new in this PR" if against else ""),
             [
                 _regression_item(n, t, manifest)
-                + (f"\n  against main: {md.code(new_reasons[n], 600)}" if n in new_reasons else "")
+                + (f"\n  decided by: {md.code(new_reasons[n], 600)}" if n in new_reasons else "")
                 for n, t in lists.blocking_regressions
             ],
         ),
@@ -585,15 +644,23 @@ def build(
     base_sha: str | None = None,
     base_date=None,
     trunk_max_age_h: float = 48.0,
+    unavailable: str | None = None,
+    now: dt.datetime | None = None,
 ) -> CheckContent:
     """The check of a run's results. `notes`: what the publisher established about the run
     (provenance), shown under the head. `trunk`: main's state per SKU (trunk/state.py; one, or a
-    list): the run's failures are classed against its SKU's. The conclusion is
-    trunk/judgement.py's, the README's table; a simulated platform's results never pass."""
+    list): the run's failures are classed against its SKU's. `unavailable`: why main's state could
+    not be had (the check says so, and judges the run alone). The conclusion is trunk/judgement.py's,
+    the README's table; a simulated platform's results never pass."""
     report, manifest = results.report, results.manifest
     against_trunk: list[str] = []
+    if unavailable:
+        against_trunk.append(
+            f"main's state was unavailable ({md.code(unavailable, 400)}): every failure is judged on "
+            "this run alone; the sweep judges a blocked check again once main's state can be read"
+        )
     found, trunk = _against_trunk(
-        results, trunk, against_trunk, base_sha, base_date, trunk_max_age_h
+        results, trunk, against_trunk, base_sha, base_date, trunk_max_age_h, now
     )
     simulated = results.simulated_profile
     decision = judgement.check_conclusion(

@@ -41,6 +41,7 @@ from pytest_rocm.schemas import markdown as md
 __all__ = [
     "DISPATCH_TITLE",
     "GateRun",
+    "RESULTS_ARTIFACT",
     "RunRefused",
     "check_results",
     "fetch_results",
@@ -86,8 +87,12 @@ class GateRun:
     why: str = ""  # why it is or is not approved, in words
     gate_job: dict | None = None
     base_sha: str | None = (
-        None  # the PR's base, as GitHub lists it on the run (absent for a fork's PR)
+        None  # the PR's base, as GitHub lists it on the run, else its merge commit's first parent
     )
+    head_branch: str = ""  # as GitHub lists the run (github/runs.py: origin reads these)
+    head_repository: str | None = None
+    pr: int | None = None  # the PR GitHub lists on the run with this head (none for a fork's run)
+    completed_at: str | None = None  # when GitHub says the run completed (its last update)
     # what the publisher checked, for the check's summary
     notes: list[str] = field(default_factory=list)
 
@@ -107,6 +112,15 @@ def _listed_base(run: dict, head: str) -> str | None:
             base = (pull.get("base") or {}).get("sha")
             if isinstance(base, str) and len(base) == 40:
                 return base.lower()
+    return None
+
+
+def _listed_pr(run: dict, head: str) -> int | None:
+    """The number of the PR GitHub lists on the run with this head."""
+    for pull in run.get("pull_requests") or []:
+        if isinstance(pull, dict) and (pull.get("head") or {}).get("sha") == head:
+            number = pull.get("number")
+            return number if isinstance(number, int) else None
     return None
 
 
@@ -165,6 +179,10 @@ def gate_run(
         html_url=run.get("html_url"),
         attempt=attempt,
         base_sha=_listed_base(run, head_sha_of(run)),
+        head_branch=str(run.get("head_branch") or ""),
+        head_repository=(run.get("head_repository") or {}).get("full_name"),
+        pr=_listed_pr(run, head_sha_of(run)),
+        completed_at=str(run.get("updated_at")) if run.get("status") == "completed" else None,
     )
     if found.status != "completed":
         found.why = "the run has not completed"
@@ -215,8 +233,8 @@ def gate_run(
 
 def fetch_results(client: Client, run: GateRun, runner_class: str, into: Path) -> Results:
     """The run's results artifact, downloaded through the API and read by the strict loader. Only
-    the three artifacts a check is built from are taken out of the zip, each as a plain file under
-    the size cap."""
+    the artifacts a check is built from (`artifacts.FILES`: the gate report, manifest, parity report
+    and base check) are taken out of the zip, each as a plain file under the size cap."""
     name = RESULTS_ARTIFACT.format(runner_class=runner_class)
     artifacts = [
         a
@@ -245,7 +263,12 @@ def fetch_results(client: Client, run: GateRun, runner_class: str, into: Path) -
         )
     newest = max(artifacts, key=lambda a: a.get("id", 0))
     data = client.download(f"/repos/{{repo}}/actions/artifacts/{newest['id']}/zip")
-    folder = Path(tempfile.mkdtemp(prefix="rocm-gate-results-", dir=into))
+    # named as the artifact (the history store keys a run's results by it), where that is free
+    folder = into / name
+    if folder.exists():
+        folder = Path(tempfile.mkdtemp(prefix="rocm-gate-results-", dir=into))
+    else:
+        folder.mkdir()
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -273,7 +296,9 @@ def _extract(archive: zipfile.ZipFile, name: str, folder: Path) -> None:
     with archive:
         for info in archive.infolist():
             if info.filename not in FILES or info.is_dir():
-                continue  # records, JUnit, logs and anything else: not read by the publisher
+                # records, JUnit, logs and anything else: not read by the publisher (base-check.json,
+                # the base experiment's, is one of FILES: read_results loads it as the rest)
+                continue
             if (info.external_attr >> 16) & 0o170000 not in (0, 0o100000):
                 raise ArtifactError(f"artifact {name}: {info.filename} is not a plain file")
             if info.file_size > MAX_FILE_BYTES:
@@ -287,6 +312,15 @@ def _extract(archive: zipfile.ZipFile, name: str, folder: Path) -> None:
                     f"artifact {name}: {info.filename} is over the {MAX_FILE_BYTES:,}-byte cap"
                 )
             (folder / info.filename).write_bytes(body)
+
+
+def merge_base(client: Client, head: str) -> str | None:
+    """The commit `head` forked from the default branch at (GitHub's compare), or None."""
+    from pytest_rocm.github.runs import default_branch
+
+    body = client.get(f"/repos/{{repo}}/compare/{default_branch(client)}...{head}", ok_missing=True)
+    sha = ((body or {}).get("merge_base_commit") or {}).get("sha")
+    return sha.lower() if isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{40}", sha) else None
 
 
 def check_results(
@@ -325,6 +359,15 @@ def check_results(
                 f"Tested commit {tested[:12]}: the merge of {run.head_sha[:12]} into its base "
                 f"{str(parents[0])[:12]}."
             )
+            # the base the code that ran was built on is the merge commit's first parent, as GitHub
+            # has it: exact where the PR's listed base may have moved on, and the only base GitHub
+            # gives for a fork's run, which lists no PR (its date is the commit's own)
+            if re.fullmatch(r"[0-9a-f]{40}", str(parents[0])):
+                run.base_sha = str(parents[0])
+    if not problems and tested == run.head_sha and run.event == "workflow_dispatch":
+        # a dispatch gates the head itself (an approval of a fork's commit, a rerun): its base is
+        # where that head forked from main, as GitHub computes it
+        run.base_sha = run.base_sha or merge_base(client, run.head_sha)
     sku, gpus = runner_class_of(runner_class)
     platform = results.manifest.get("platform") or {}
     seen = sorted({str(g.get("sku")) for g in platform.get("gpus") or []})

@@ -32,16 +32,40 @@ check that says why. A label other than the approval label starts no gate run at
 
 from __future__ import annotations
 
+import datetime as dt
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from pytest_rocm.github import checks
 from pytest_rocm.github.api import Client, Published, converge
-from pytest_rocm.github.artifacts import ArtifactError, ResultsMissing
+from pytest_rocm.github.artifacts import ArtifactError, Results, ResultsMissing
 from pytest_rocm.github.provenance import GateRun, check_results, fetch_results, gate_run
 
-__all__ = ["Options", "Outcome", "publish_run"]
+__all__ = ["MainKnowledge", "MainState", "Options", "Outcome", "publish_run"]
+
+
+@dataclass
+class MainKnowledge:
+    """What a check is judged against, at its publish: main's state on the run's SKU (None: none
+    could be had, and every failure is judged on the run alone), what the check says of it (which
+    knowledge, how old), and why it was unavailable."""
+
+    trunk: dict | None
+    said: list[str] = field(default_factory=list)
+    unavailable: str | None = None
+
+
+class MainState(Protocol):
+    """Main's state, live (knowledge/live.py): asked for each approved run's check, and told of the
+    run once its check is written (a main run's results join main's state then)."""
+
+    def knowledge(self, run: GateRun, results: Results, runner_class: str) -> MainKnowledge: ...
+
+    def record(self, run: GateRun, results: Results, options: Options) -> list[str]: ...
+
+    def newest_result(self, runner_class: str) -> dt.datetime | None: ...
 
 
 @dataclass
@@ -53,10 +77,11 @@ class Options:
     allow_simulated: bool = False
     path_prefix: str = ""
     base_parity: dict | None = None
-    trunk: dict | None = (
-        None  # main's state on the class's SKU (`rocm-gate history trunk`), from the default branch
-    )
+    # main's states per SKU (`rocm-gate history trunk`), from the default branch
+    trunk: dict | list[dict] | None = None
     trunk_max_age_h: float = 48.0  # an older trunk state excuses nothing
+    # main's state, live (knowledge/live.py): built at each publish, over `trunk`
+    main_state: MainState | None = None
 
 
 @dataclass
@@ -67,6 +92,7 @@ class Outcome:
     content: checks.CheckContent | None = None
     published: Published | None = None
     problems: list[str] = field(default_factory=list)  # results refused: why (exit 2)
+    recorded: list[str] = field(default_factory=list)  # what main's state did with the run
 
 
 def _own(existing: list[dict], run: GateRun) -> list[dict]:
@@ -197,6 +223,7 @@ def _publish_approved(
             "this older result is never put over it",
         )
     problems: list[str] = []
+    results = None
     with tempfile.TemporaryDirectory(prefix="rocm-gate-publish-") as scratch:
         try:
             results = fetch_results(client, run, options.runner_class, Path(scratch))
@@ -208,28 +235,47 @@ def _publish_approved(
                     name, None, "the results are refused: " + "; ".join(problems), run.html_url
                 )
             else:
-                content = checks.build(
-                    results,
-                    name,
-                    run.html_url,
-                    options.path_prefix,
-                    options.incomplete,
-                    options.base_parity,
-                    notes=run.notes,
-                    trunk=options.trunk,
-                    base_sha=run.base_sha,
-                    base_date=_commit_date(client, run.base_sha) if options.trunk else None,
-                    trunk_max_age_h=options.trunk_max_age_h,
-                )
+                content = _judged(client, run, name, results, options)
         except ResultsMissing as exc:
             content = checks.missing_results(name, run.conclusion, str(exc), run.html_url)
         except ArtifactError as exc:
             problems = [str(exc)]
             content = checks.missing_results(name, None, str(exc), run.html_url)
-    _take_over(client, run, existing)
-    done = converge(client, run.head_sha, content, run.external_id, run.html_url)
-    _copy_onto_newer_unapproved(client, run, name, done, content)
-    return Outcome(run, name, f"published: {content.conclusion}", content, done, problems)
+        _take_over(client, run, existing)
+        done = converge(client, run.head_sha, content, run.external_id, run.html_url)
+        _copy_onto_newer_unapproved(client, run, name, done, content)
+        outcome = Outcome(run, name, f"published: {content.conclusion}", content, done, problems)
+        if options.main_state is not None and results is not None and not problems:
+            # once its check is written: a main run's results join main's state for what follows
+            outcome.recorded = options.main_state.record(run, results, options)
+    return outcome
+
+
+def _judged(
+    client: Client, run: GateRun, name: str, results: Results, options: Options
+) -> checks.CheckContent:
+    """The check of checked results, against main's state: live where a store is given, else the
+    trunk state files given."""
+    trunk, notes, unavailable = options.trunk, list(run.notes), None
+    if options.main_state is not None:
+        known = options.main_state.knowledge(run, results, options.runner_class)
+        notes += known.said
+        unavailable = known.unavailable
+        trunk = [known.trunk] if known.trunk is not None else None
+    return checks.build(
+        results,
+        name,
+        run.html_url,
+        options.path_prefix,
+        options.incomplete,
+        options.base_parity,
+        notes=notes,
+        trunk=trunk,
+        base_sha=run.base_sha,
+        base_date=_commit_date(client, run.base_sha) if trunk else None,
+        trunk_max_age_h=options.trunk_max_age_h,
+        unavailable=unavailable,
+    )
 
 
 def _copy_onto_newer_unapproved(

@@ -12,10 +12,15 @@ completed `timed_out` with the reason, as PyTorch's relay marks stuck jobs; one 
 for any other reason (results that break the publisher) at once. Each run is handled on its
 own: one that fails never stops the sweep of the others.
 
-With trunk states (`--trunk`), a completed check that blocks (`failure`) and was written before the
-newest state is published again: the publish judges against the newest state, so a failure main
-turned out to have already stops blocking the PR (the old annotations stay: GitHub cannot remove
-them).
+With main's state (trunk state files, or a live store: knowledge/live.py), a completed check that
+blocks (`failure`) and was written before main's newest result is published again (`rejudge`): the
+publish judges against main's newest state, so a failure main turned out to have already stops
+blocking the PR (the old annotations stay: GitHub cannot remove them). A main run's own publish
+does the same at once for the checks its failures may excuse, so the sweep is the safety net, not
+the path.
+
+The runs come from GitHub's listing through `github/runs.py: listed`, which cuts the window into
+slices past GitHub's 1,000-result cap: on a busy repository the window's oldest runs are seen too.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from pytest_rocm.github import checks
 from pytest_rocm.github.api import Client, PublishError, converge
 from pytest_rocm.github.provenance import RunRefused, head_sha_of
 from pytest_rocm.github.publishing import Options, publish_run
+from pytest_rocm.github.runs import attempt_of, listed
 from pytest_rocm.trunk.judgement import moment
 
-__all__ = ["Swept", "sweep"]
+__all__ = ["Swept", "rejudge", "sweep"]
 
 
 @dataclass
@@ -57,60 +63,109 @@ def sweep(
     """`classes`: (options, runner class) pairs, as the publish job is called per class. Returns
     what was done for each gate run that needed something."""
     now = now or dt.datetime.now(dt.UTC)
-    since = (now - dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    runs = client.paged(
-        f"/repos/{{repo}}/actions/workflows/{workflow}/runs",
-        "workflow_runs",
-        {"status": "completed", "created": f">={since}"},
-    )
+    runs = listed(client, workflow, now - dt.timedelta(hours=hours), now)
     done = []
     for run in runs:
         try:
             head = head_sha_of(run)
         except RunRefused as exc:
-            done.append(Swept(run.get("id"), "-", f"skipped: {exc}"))
+            done.append(Swept(run["id"], "-", f"skipped: {exc}"))
             continue
         for options, runner_class in classes:
-            name = checks.check_name(None, runner_class)
-            attempt = run.get("run_attempt") if isinstance(run.get("run_attempt"), int) else 1
-            external_id = str(run["id"]) if attempt <= 1 else f"{run['id']}-{attempt}"
-            own = [c for c in client.checks(head, name) if c.get("external_id") == external_id]
-            if own and all(c["status"] == "completed" for c in own):
-                if not _judged_before(own, options.trunk):
-                    continue  # published
-                action = "judged again against a newer trunk state: "
-            else:
-                action = ""
-            try:
-                outcome = publish_run(client, {"id": run["id"]}, "completed", options)
-                done.append(Swept(run["id"], runner_class, action + outcome.action))
-            # GitHub unreachable or refusing: this run waits for the next sweep
-            except PublishError as exc:
-                done.append(Swept(run["id"], runner_class, f"not yet: {exc}"))
-                ended = _ended(run)
-                if (
-                    own
-                    and ended is not None
-                    and (now - ended).total_seconds() > stuck_after_min * 60
-                ):
-                    _timed_out(client, head, name, external_id, run, exc, done, runner_class)
-            except Exception as exc:  # noqa: BLE001 - one run whose results break the publisher must not stop the rest
-                done.append(
-                    Swept(
-                        run["id"], runner_class, f"failed: {type(exc).__name__}: {str(exc)[:200]}"
-                    )
-                )
-                if own:
-                    _timed_out(client, head, name, external_id, run, exc, done, runner_class)
+            done += _sweep_one(client, run, head, options, runner_class, now, stuck_after_min)
     return done
 
 
-def _judged_before(own: list[dict], trunk) -> bool:
-    """Whether a completed check blocks (`failure`) and was written before the newest trunk state
-    given: what main has learned since may excuse its failures (publish judges against the newest
-    state; the check was judged against an older one, or none)."""
-    states = trunk if isinstance(trunk, list) else [trunk] if trunk else []
-    newest = max((t for s in states if (t := moment(s.get("generated")))), default=None)
+def rejudge(
+    client: Client,
+    workflow: str,
+    options: Options,
+    since: dt.datetime,
+    might_change=None,
+) -> list[Swept]:
+    """Publish again every check of `options.runner_class` that blocks (`failure`) on a gate run
+    created since `since`, against main's state now. `might_change(run, runner_class)`: False where
+    main's newest results cannot change the check (none of its failures is among them), to spare
+    the requests."""
+    now = dt.datetime.now(dt.UTC)
+    done = []
+    name = checks.check_name(None, options.runner_class)
+    for run in listed(client, workflow, since, now):
+        if might_change is not None and not might_change(run, options.runner_class):
+            continue
+        try:
+            head = head_sha_of(run)
+        except RunRefused:
+            continue
+        own = [c for c in client.checks(head, name) if c.get("external_id") == _external_id(run)]
+        if not own or max(own, key=lambda c: c["id"]).get("conclusion") != "failure":
+            continue
+        try:
+            outcome = publish_run(client, {"id": run["id"]}, "completed", options)
+            done.append(Swept(run["id"], options.runner_class, outcome.action))
+        except PublishError as exc:
+            done.append(Swept(run["id"], options.runner_class, f"not yet: {exc}"))
+    return done
+
+
+def _external_id(run: dict) -> str:
+    attempt = attempt_of(run)
+    return str(run["id"]) if attempt <= 1 else f"{run['id']}-{attempt}"
+
+
+def _sweep_one(
+    client: Client,
+    run: dict,
+    head: str,
+    options: Options,
+    runner_class: str,
+    now: dt.datetime,
+    stuck_after_min: float,
+) -> list[Swept]:
+    name = checks.check_name(None, runner_class)
+    external_id = _external_id(run)
+    own = [c for c in client.checks(head, name) if c.get("external_id") == external_id]
+    if own and all(c["status"] == "completed" for c in own):
+        if not _judged_before(own, _newest_main(options, runner_class)):
+            return []  # published, and judged with main's newest knowledge
+        action = "judged again against main's newer state: "
+    else:
+        action = ""
+    try:
+        outcome = publish_run(client, {"id": run["id"]}, "completed", options)
+        return [Swept(run["id"], runner_class, action + outcome.action)]
+    # GitHub unreachable or refusing: this run waits for the next sweep
+    except PublishError as exc:
+        done = [Swept(run["id"], runner_class, f"not yet: {exc}")]
+        ended = _ended(run)
+        if own and ended is not None and (now - ended).total_seconds() > stuck_after_min * 60:
+            _timed_out(client, head, name, external_id, run, exc, done, runner_class)
+        return done
+    except Exception as exc:  # noqa: BLE001 - one run whose results break the publisher must not stop the rest
+        done = [Swept(run["id"], runner_class, f"failed: {type(exc).__name__}: {str(exc)[:200]}")]
+        if own:
+            _timed_out(client, head, name, external_id, run, exc, done, runner_class)
+        return done
+
+
+def _newest_main(options: Options, runner_class: str) -> dt.datetime | None:
+    """When main's newest result that the check could be judged against became known: the newest
+    trunk state given (`generated`), or, with a live store, the newest main run's completion."""
+    if options.main_state is not None:
+        return options.main_state.newest_result(runner_class)
+    states = (
+        options.trunk
+        if isinstance(options.trunk, list)
+        else [options.trunk]
+        if options.trunk
+        else []
+    )
+    return max((t for s in states if (t := moment(s.get("generated")))), default=None)
+
+
+def _judged_before(own: list[dict], newest: dt.datetime | None) -> bool:
+    """Whether a completed check blocks (`failure`) and was written before main's newest result:
+    what main has learned since may excuse its failures."""
     if newest is None:
         return False
     check = max(own, key=lambda c: c["id"])

@@ -1,5 +1,8 @@
-"""The questions asked of history, one function each, over portable SQL (PostgreSQL runs the same
-statements with `%s` for `?`). Runs are ordered by start time, then by the order they were added.
+"""The questions asked of history, one function each, over portable SQL: the same statements run on
+SQLite and on PostgreSQL (history/backends.py turns `?` into psycopg's `%s`), and give the same
+answers there: every order is total (ties broken by id or name; NULLs never sorted, as the engines
+place them differently), and text compares by its bytes on both (the store's text columns are
+collated "C" on PostgreSQL). Runs are ordered by start time, then by the order they were added.
 
 Suspects, flaky tests and known gaps read only runs no PR's code wrote (`TRUSTED`: a PR's artifact
 is the PR author's to write, and a PR of old code says nothing of main), one SKU at a time.
@@ -23,8 +26,9 @@ is the PR author's to write, and a PR of old code says nothing of main), one SKU
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
+
+from pytest_rocm.history.backends import Connection
 
 WINDOW = 10
 INFRA_MIN = 3
@@ -42,9 +46,7 @@ def _order(alias: str = "", newest_first: bool = False) -> str:
     return f"COALESCE({alias}started, ''){way}, {alias}id{way}"
 
 
-def runs(
-    conn: sqlite3.Connection, limit: int | None = None, origin: str | None = None
-) -> list[dict]:
+def runs(conn: Connection, limit: int | None = None, origin: str | None = None) -> list[dict]:
     """The newest runs first (of one origin: main, pr, other): id, time, SKU, runner, commit,
     conclusion, run time in seconds, where it comes from, and its links' parts (repository, GitHub
     run id)."""
@@ -139,7 +141,7 @@ def _tests_with(conn, verdicts: tuple[str, ...]) -> set[str]:
 
 
 def suspects(
-    conn: sqlite3.Connection,
+    conn: Connection,
     window: int = WINDOW,
     minimum: int = INFRA_MIN,
     landed: frozenset | None = None,
@@ -186,7 +188,7 @@ def suspects(
 
 
 def flaky(
-    conn: sqlite3.Connection, window: int = FLAKY_WINDOW, landed: frozenset | None = None
+    conn: Connection, window: int = FLAKY_WINDOW, landed: frozenset | None = None
 ) -> dict[str, list[dict]]:
     """{"flaky": [...], "stopped": [...]}: per test, the SKUs it flaked on in that SKU's last
     `window` tested commits (the trunk state's window: a test a PR was excused for as flaky on main
@@ -242,7 +244,7 @@ def _flaky_runs(rows: list[tuple]) -> set[int]:
     return out
 
 
-def known_gaps(conn: sqlite3.Connection, landed: frozenset | None = None) -> list[dict]:
+def known_gaps(conn: Connection, landed: frozenset | None = None) -> list[dict]:
     """Per gap, from runs no PR's code wrote: a PR of old code that fails it says nothing of main."""
     marks = ", ".join("?" for _ in TRUSTED)
     rows = conn.execute(
@@ -250,7 +252,8 @@ def known_gaps(conn: sqlite3.Connection, landed: frozenset | None = None) -> lis
         "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
         f"WHERE r.verdict <> 'pass' AND r.gap_issue IS NOT NULL AND u.origin IN ({marks}) "
         "AND (u.event IS NULL OR u.event <> 'merge_group') "
-        "GROUP BY t.name, r.gap_issue, r.gap_reason ORDER BY MIN(u.started), t.name",
+        "GROUP BY t.name, r.gap_issue, r.gap_reason "
+        "ORDER BY COALESCE(MIN(u.started), ''), t.name, r.gap_issue, COALESCE(r.gap_reason, '')",
         TRUSTED,
     ).fetchall()
     history = _history_by_test(conn, {r[0] for r in rows}, landed)
@@ -289,7 +292,7 @@ def _days(first: str | None, last: str | None) -> float | None:
     return round(seconds / 86400, 1) if seconds is not None else None
 
 
-def accepted_stacks(conn: sqlite3.Connection) -> dict[str, list[dict]]:
+def accepted_stacks(conn: Connection) -> dict[str, list[dict]]:
     """SKU -> its accepted runs oldest first, each with the stack and `changed` (field: (before,
     after))."""
     out: dict[str, list[dict]] = defaultdict(list)
@@ -312,7 +315,7 @@ def accepted_stacks(conn: sqlite3.Connection) -> dict[str, list[dict]]:
     return dict(out)
 
 
-def drift(conn: sqlite3.Connection) -> list[dict]:
+def drift(conn: Connection) -> list[dict]:
     """Runs not accepted whose stack differs from their SKU's last accepted stack before them (what
     changed, and how it ended). An accepted run's own change is in `accepted_stacks`, not here."""
     accepted = accepted_stacks(conn)
@@ -346,7 +349,7 @@ def drift(conn: sqlite3.Connection) -> list[dict]:
     return out
 
 
-def parity_trend(conn: sqlite3.Connection) -> list[dict]:
+def parity_trend(conn: Connection) -> list[dict]:
     """Per run with a parity report: SKU, group, parity, both passing / passing on CUDA,
     merge-blocking."""
     sql = (
@@ -369,7 +372,7 @@ def parity_trend(conn: sqlite3.Connection) -> list[dict]:
     return [dict(zip(keys, row)) for row in conn.execute(sql)]
 
 
-def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -> dict:
+def grid(conn: Connection, limit: int = 30, origin: str | None = None) -> dict:
     """The newest `limit` runs (of one origin) x groups: per cell the worst verdict and the counts,
     with the failing tests."""
     recent = runs(conn, limit, origin)
@@ -380,7 +383,7 @@ def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -
         for run_id, group, verdict, count in conn.execute(
             f"SELECT r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict, COUNT(*) FROM results r "
             f"JOIN tests t ON t.id = r.test_id WHERE r.run_id IN ({marks}) "
-            "GROUP BY r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict",
+            "GROUP BY r.run_id, COALESCE(t.grp, 'ungrouped'), r.verdict ORDER BY 1, 2, 3",
             ids,
         ):
             cell = cells.setdefault((run_id, group), {"counts": {}, "failing": []})
@@ -405,7 +408,7 @@ def grid(conn: sqlite3.Connection, limit: int = 30, origin: str | None = None) -
     return {"runs": recent, "groups": groups, "cells": cells}
 
 
-def group_health_rows(conn: sqlite3.Connection, landed: frozenset | None = None) -> list[tuple]:
+def group_health_rows(conn: Connection, landed: frozenset | None = None) -> list[tuple]:
     """Per main run and group, oldest first: (run id, SKU, started, commit, group, blocking gates
     that failed, quarantined gates that failed), over the gates that block or a quarantine holds
     (trunk/health.py makes trunk health of them); a merge queue's run only where `landed` holds
@@ -417,23 +420,25 @@ def group_health_rows(conn: sqlite3.Connection, landed: frozenset | None = None)
         f"SUM(CASE WHEN {failed} AND r.blocking = 0 AND r.quarantined = 1 THEN 1 ELSE 0 END), u.event FROM results r "
         "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id WHERE u.origin = 'main' "
         "AND (r.blocking = 1 OR r.quarantined = 1) "
-        f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), u.event ORDER BY {_order('u.')}"
+        f"GROUP BY u.id, u.sku, u.started, u.git_sha, COALESCE(t.grp, 'ungrouped'), u.event ORDER BY {_order('u.')}, 5"
     ).fetchall()
     return [row[:7] for row in rows if _counted(row[7], row[3], landed)]
 
 
-def main_runs(conn: sqlite3.Connection, sku: str) -> list[tuple]:
-    """(run id, tested commit, started, repository, default branch, event) of the SKU's main runs
-    that name their commit, oldest first (trunk/state.py)."""
+def main_runs(conn: Connection, sku: str) -> list[tuple]:
+    """(run id, tested commit, started, repository, default branch, event, completed) of the SKU's
+    main runs that name their commit, oldest first (trunk/state.py); `completed`: when GitHub says
+    the run completed, else when its manifest says it finished."""
     return conn.execute(
-        "SELECT id, git_sha, started, repository, default_branch, event FROM runs WHERE origin = 'main' "
+        "SELECT id, git_sha, started, repository, default_branch, event, COALESCE(completed, finished) "
+        "FROM runs WHERE origin = 'main' "
         "AND sku = ? AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
         (sku,),
     ).fetchall()
 
 
 def results_of_tests_not_passing(
-    conn: sqlite3.Connection, run_ids: list[int], verdicts: tuple[str, ...]
+    conn: Connection, run_ids: list[int], verdicts: tuple[str, ...]
 ) -> dict[str, list[tuple]]:
     """test -> (run id, verdict, fingerprint) in the runs, for the tests with one of `verdicts` in
     at least one of them."""
@@ -453,14 +458,15 @@ def results_of_tests_not_passing(
         ids = names[chunk : chunk + 500]
         for name, run_id, verdict, fingerprint in conn.execute(
             f"SELECT t.name, r.run_id, r.verdict, r.fingerprint FROM results r JOIN tests t ON t.id = r.test_id "
-            f"WHERE r.test_id IN ({', '.join('?' for _ in ids)}) AND r.run_id IN ({marks})",
+            f"WHERE r.test_id IN ({', '.join('?' for _ in ids)}) AND r.run_id IN ({marks}) "
+            "ORDER BY r.test_id, r.run_id",
             [*ids, *run_ids],
         ):
             found[name].append((run_id, verdict, fingerprint))
     return found
 
 
-def tests_run(conn: sqlite3.Connection, run_ids: list[int]) -> int:
+def tests_run(conn: Connection, run_ids: list[int]) -> int:
     """How many distinct tests the runs hold results of."""
     if not run_ids:
         return 0
@@ -470,7 +476,7 @@ def tests_run(conn: sqlite3.Connection, run_ids: list[int]) -> int:
     ).fetchone()[0]
 
 
-def newest_main_verdicts(conn: sqlite3.Connection, test: str, sku: str, count: int) -> list[str]:
+def newest_main_verdicts(conn: Connection, test: str, sku: str, count: int) -> list[str]:
     """The test's verdicts in its newest `count` informative main runs on the SKU (pass, regression,
     unconfirmed, flaky), newest first."""
     rows = conn.execute(
@@ -482,7 +488,7 @@ def newest_main_verdicts(conn: sqlite3.Connection, test: str, sku: str, count: i
     return [v for (v,) in rows]
 
 
-def main_failures(conn: sqlite3.Connection, limit: int = 300) -> list[str]:
+def main_failures(conn: Connection, limit: int = 300) -> list[str]:
     """Tests that failed (regression or unconfirmed) or were flaky in a main run, most recent
     first."""
     rows = conn.execute(
@@ -494,7 +500,7 @@ def main_failures(conn: sqlite3.Connection, limit: int = 300) -> list[str]:
     return [name for name, _ in rows]
 
 
-def test_runs(conn: sqlite3.Connection, test: str, limit: int = 200) -> list[dict]:
+def test_runs(conn: Connection, test: str, limit: int = 200) -> list[dict]:
     """One test's runs across SKUs and commits, newest first."""
     rows = conn.execute(
         "SELECT u.id, u.started, u.sku, u.git_sha, u.origin, u.pr, u.repository, u.gh_run_id, u.runner, r.verdict, "
@@ -517,3 +523,23 @@ def test_runs(conn: sqlite3.Connection, test: str, limit: int = 200) -> list[dic
         "fingerprint",
     )
     return [dict(zip(keys, row)) for row in rows]
+
+
+def pr_results(conn: Connection, sku: str, tests: list[str], since: str) -> dict[str, list[tuple]]:
+    """test -> (where its head came from, base, verdict, fingerprint) of each PR run of the SKU that
+    GitHub's facts place (`head_ref`, stored by a publish or a sync) and that completed at `since`
+    or later, for the blocking gates `tests`: what other PRs showed of them (trunk/evidence.py)."""
+    found: dict[str, list[tuple]] = defaultdict(list)
+    for start in range(0, len(tests), 500):
+        chunk = tests[start : start + 500]
+        rows = conn.execute(
+            "SELECT t.name, u.head_ref, u.base_sha, r.verdict, r.fingerprint FROM results r "
+            "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
+            f"WHERE t.name IN ({', '.join('?' for _ in chunk)}) AND u.origin = 'pr' AND u.sku = ? "
+            "AND u.head_ref IS NOT NULL AND COALESCE(u.completed, u.started, '') >= ? "
+            "AND r.blocking = 1 ORDER BY t.name, u.id",
+            [*chunk, sku, since],
+        ).fetchall()
+        for name, *rest in rows:
+            found[name].append(tuple(rest))
+    return dict(found)

@@ -1,31 +1,94 @@
-"""The history store: one SQLite file in WAL mode, a versioned schema, and validated ingest.
+"""The history store: one interface over two engines, a versioned schema, and validated ingest.
 
-Why SQLite: stdlib, one file, and WAL lets several runners on one host add results while the
-dashboard reads (writers wait on each other up to BUSY_TIMEOUT_S). The SQL is kept portable (plain
-types, no SQLite-only functions in queries) so the same schema and queries run on PostgreSQL when
-one file is not enough.
+`connect(target)` opens a store and brings its schema up to date: `target` is a file path (SQLite: the
+embedded default, one file in WAL mode, no set-up; several writers on one host wait on each other up
+to BUSY_TIMEOUT_S while the dashboard reads) or a `postgresql://` / `postgres://` URL (PostgreSQL
+through psycopg 3, imported only then: the deployment's store, where many runner pools write at once
+and a year of upstream volume, about 150 M result rows, is kept). Both give the same `Connection`
+(history/backends.py: `execute`, `executemany`, `insert_id`, `copy_rows`, `transaction`, `dialect`,
+`target`, `test_ids`, `close`), and the same questions give the same answers on both
+(tests/test_history_backends.py).
+
+Why a thin adapter and not a query layer (SQLAlchemy Core): the SQL was already portable (plain types,
+no engine's own functions), so a query layer would only add a dependency and a compile step to the hot
+ingest path, and still leave the parts that differ (COPY, the migration lock, a handful of DDL words)
+to driver code; history/backends.py keeps those differences in one place and every statement readable,
+written once with `?` placeholders.
+
+Migrations (`MIGRATIONS`): version -> statements, each written once in SQLite's words; a database at
+version v gets every migration above v, in order, in one transaction, one migrator at a time (SQLite:
+BEGIN IMMEDIATE; PostgreSQL: an advisory lock). On PostgreSQL CREATE/ALTER TABLE are translated
+(backends.ddl_for_postgresql): `INTEGER PRIMARY KEY` becomes an identity column, `REAL` becomes
+`DOUBLE PRECISION` (PostgreSQL's REAL is 4 bytes), `TEXT` is collated "C" (SQLite's byte order,
+whatever the database's locale), `WITHOUT ROWID` is dropped, and `REFERENCES` too (SQLite declares
+its foreign keys and does not enforce them; enforced, they made PostgreSQL's ingest 4.6 times
+slower); INTEGER stays 4 bytes (every integer stored fits: ids, counts, flags, PR numbers).
+
+Adding migration N (5 next) is one entry, `N: [statements]`, in SQLite's words; the translation does
+the rest. A statement it cannot express (an engine's own function or syntax) is
+`Dialects(sqlite=..., postgresql=...)`. tests/test_history_backends.py migrates and
+compares both engines. A database newer than the code is refused by name. On PostgreSQL the
+database's owner migrates: the writer and reader roles (`rocm-gate history grant`, history/roles.py)
+may not change tables.
 
 Ingest takes results folders (or gate-report.json files): the gate report and its manifest (the
 folder's manifest.json, else the report's copy) and, when present, parity.json of the same run.
-Every file is validated against its schema before anything is written; one folder is one
-transaction; a report already ingested (same SHA-256) is skipped.
+Every file is validated against its schema before anything is written; one run is one transaction
+(a writer killed half-way leaves the store as it was); a run whose identity is stored already is
+skipped, also when two writers add it at once (`INSERT ... ON CONFLICT (digest) DO NOTHING`); result
+rows go in by COPY on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from pytest_rocm.errors import BadInput
+from pytest_rocm.history.backends import (
+    BUSY_TIMEOUT_S,
+    POSTGRESQL,
+    SQLITE,
+    Connection,
+    HistoryError,
+    StoreError,
+    ddl_for_postgresql,
+    describe,
+    is_url,
+    open_target,
+)
 from pytest_rocm.results.fingerprint import of_test as fingerprint_of
 from pytest_rocm.results.manifest import origin_kind
 from pytest_rocm.schemas.artifacts import describe_reference, manifest_stack
 from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 
-BUSY_TIMEOUT_S = 60
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "Connection",
+    "Dialects",
+    "HistoryError",
+    "MIGRATIONS",
+    "StoreError",
+    "VERSION",
+    "connect",
+    "describe",
+    "identity",
+    "ingest",
+    "insert_run",
+    "is_url",
+    "read_run",
+    "version",
+]
+
+
+class Dialects(NamedTuple):
+    """A migration's statement that differs by engine beyond what the translation does."""
+
+    sqlite: str
+    postgresql: str
+
+
 # version -> statements; a database at version v gets every migration above v, in order
 MIGRATIONS = {
     1: [
@@ -84,81 +147,75 @@ MIGRATIONS = {
     # A quarantined gate that fails still fails main: trunk health counts it (shown as quarantined),
     # and a quarantine is no recovery. 1 where the quarantine held a test that would block.
     4: ["ALTER TABLE results ADD COLUMN quarantined INTEGER"],
+    # What GitHub says of a run it lists (knowledge/sync.py), never its results: when it completed (a
+    # blocking check written before main's newest result is judged again), and where its head came
+    # from (`OWNER/REPO:BRANCH`: which PR it is, for a fork's run too, whose run lists no PR). The run's
+    # event, head, base and PR columns take GitHub's values then too.
+    5: [
+        "ALTER TABLE runs ADD COLUMN completed TEXT",
+        "ALTER TABLE runs ADD COLUMN head_ref TEXT",
+    ],
 }
 VERSION = max(MIGRATIONS)
+# pg_advisory_xact_lock's key for migrating ("rocm" in ASCII): one migrator at a time
+MIGRATION_LOCK = 0x726F636D
 
 
-class HistoryError(BadInput):
-    """Bad input or a store this version cannot use; the message names the file and the fix."""
-
-
-class Connection(sqlite3.Connection):
-    """A connection that remembers test ids (a name, once added, keeps its id)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.test_ids: dict[str, int] = {}
-
-
-def connect(path: str | Path) -> Connection:
-    """Open (creating and migrating as needed) the store at `path`."""
-    path = Path(path)
+def connect(target: str | Path) -> Connection:
+    """Open (creating and migrating as needed) the store at `target`: a file path (SQLite) or a
+    `postgresql://` URL. Raises HistoryError (StoreError where the store cannot be used) naming the
+    target, its password masked, and the fix."""
+    conn = open_target(target)
     try:
-        conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, factory=Connection
-        )
-        _use_wal(conn)
-        conn.execute("PRAGMA synchronous=NORMAL")
-        # Foreign keys are declared for the reader and for other engines; not enforced here: ingest
-        # writes result rows only for the run it has just added and test ids it has just read, and
-        # checking two keys per row cost a tenth of the ingest time.
-        conn.execute("PRAGMA foreign_keys=OFF")
         _migrate(conn)
-    except sqlite3.DatabaseError as exc:
-        raise HistoryError(f"{path}: not a usable history database ({exc})") from None
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
-def _use_wal(conn: sqlite3.Connection) -> None:
-    """Switch to WAL, waiting for other writers. SQLite answers a journal-mode switch that meets
-    another connection's lock with "database is locked" at once, without its busy timeout: two
-    runners that create the store together hit that (measured: 1 in 90 connections of 6 processes
-    starting at once)."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+_HAS_TABLE = {
+    SQLITE: "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+    POSTGRESQL: "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema() "
+    "AND tablename = ?",
+}
 
 
-def version(conn: sqlite3.Connection) -> int:
-    has = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'"
-    ).fetchone()[0]
+def version(conn: Connection) -> int:
+    has = conn.execute(_HAS_TABLE[conn.dialect], ("schema_version",)).fetchone()[0]
     return conn.execute("SELECT version FROM schema_version").fetchone()[0] if has else 0
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
-    conn.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others see the result
-    try:
+def statement(entry: str | Dialects, dialect: str) -> str:
+    """A migration's statement as `dialect` runs it."""
+    if isinstance(entry, Dialects):
+        return getattr(entry, dialect)
+    return ddl_for_postgresql(entry) if dialect == POSTGRESQL else entry
+
+
+def _migrate(conn: Connection) -> None:
+    with conn.transaction():  # SQLite: BEGIN IMMEDIATE, one migrator at a time
+        if conn.dialect == POSTGRESQL:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
         current = version(conn)
         if current > VERSION:
             raise HistoryError(
-                f"the database is at schema version {current}, newer than this pytest-rocm ({VERSION}): "
-                "upgrade pytest-rocm"
+                f"{conn.target}: the database is at schema version {current}, newer than this "
+                f"pytest-rocm ({VERSION}): upgrade pytest-rocm"
             )
         for number in range(current + 1, VERSION + 1):
-            for statement in MIGRATIONS[number]:
-                conn.execute(statement)
-            conn.execute("UPDATE schema_version SET version = ?", (number,))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+            try:
+                for entry in MIGRATIONS[number]:
+                    conn.execute(statement(entry, conn.dialect))
+                conn.execute("UPDATE schema_version SET version = ?", (number,))
+            except StoreError as exc:
+                if conn.dialect == SQLITE:
+                    raise
+                raise StoreError(
+                    f"{exc} (migrating the store from schema version {current} to {VERSION}: "
+                    "connect once as the database's owner, e.g. `rocm-gate history add --db URL` "
+                    "with no results)"
+                ) from None
 
 
 @dataclass
@@ -222,6 +279,7 @@ def ingest(
     origin: str = "manifest",
     run: str | None = None,
     sha: str | None = None,
+    facts: dict | None = None,
 ) -> Ingested:
     """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`:
     `manifest` keeps where the manifest says the run comes from; `pr` or `other` overrides it, for
@@ -230,7 +288,9 @@ def ingest(
     lists it: the run's identity, with the folder's name (one artifact per runner class). `sha`: the
     commit GitHub says the run is of; a run whose manifest names another commit as tested is no main
     run, whatever it claims (a dispatch that tested a fork's commit, or results a merge queue
-    candidate's code forged), and is stored as `pr`."""
+    candidate's code forged), and is stored as `pr`. `facts`: what GitHub says of the run (`FACTS`:
+    its event, head, base, PR, when it completed, where its head came from), which the store keeps
+    over the manifest's claims."""
     # all validated before anything is written
     report, manifest, parity, digest = read_run(Path(source))
     return insert_run(
@@ -243,6 +303,7 @@ def ingest(
         origin,
         run and f"{run}/{Path(source).name}",
         sha,
+        facts,
     )
 
 
@@ -250,6 +311,32 @@ def identity(origin: str, digest: str, run: str | None) -> str:
     """What makes a stored run one run: its origin, and its GitHub run where known, else its report's
     bytes."""
     return f"{origin}:run:{run}" if run else f"{origin}:{digest}"
+
+
+RUN_COLUMNS = (
+    "digest", "source", "started", "finished", "vendor", "sku", "runner", "git_sha", "conclusion",
+    "complete", "rocm", "driver", "torch", "framework", "image", "origin", "event", "ref",
+    "default_branch", "repository", "pr", "head_sha", "base_sha", "merge_base", "gh_run_id",
+    "reference", "parity_overall", "completed", "head_ref",
+)  # fmt: skip
+# GitHub's facts of a run it lists that `ingest(facts=...)` takes over the manifest's claims
+FACTS = ("event", "head_sha", "base_sha", "pr", "completed", "head_ref")
+RESULT_COLUMNS = (
+    "run_id", "test_id", "blocking", "status", "verdict", "duration", "devices", "attempts",
+    "gap_issue", "gap_reason", "fingerprint", "quarantined",
+)  # fmt: skip
+PARITY_COLUMNS = (
+    "run_id", "grp", "parity", "both_passing", "reference_passing", "blocking", "gaps",
+)  # fmt: skip
+_INSERT_RUN = (
+    f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' for _ in RUN_COLUMNS)}) "
+    "ON CONFLICT (digest) DO NOTHING"
+)
+_INSERT_PARITY = (
+    f"INSERT INTO parity ({', '.join(PARITY_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in PARITY_COLUMNS)})"
+)
+LARGEST_INTEGER = 2**31 - 1  # PostgreSQL's INTEGER
 
 
 def insert_run(
@@ -262,83 +349,126 @@ def insert_run(
     origin_override: str = "manifest",
     run: str | None = None,
     sha: str | None = None,
+    facts: dict | None = None,
 ) -> Ingested:
-    """Add one validated run (a no-op when its identity is already stored)."""
-    stack = _stack(manifest)
-    origin = manifest.get("provenance") if isinstance(manifest.get("provenance"), dict) else {}
+    """Add one validated run, in one transaction (a no-op when its identity is already stored, also
+    when another writer stores it at the same moment; but for the parity report a stored copy
+    lacks, which it takes: the dashboard computes a main run's CUDA parity after the publish
+    stored the run)."""
+    provenance = manifest.get("provenance")
+    origin: dict = provenance if isinstance(provenance, dict) else {}
     kind = origin_kind(origin) if origin_override == "manifest" else origin_override
     if kind == "main" and sha is not None and origin.get("tested_sha") != sha.lower():
         kind = "pr"
+    given = {k: v for k, v in (facts or {}).items() if k in FACTS and v is not None}
+    origin = {**origin, **given}
     key = identity(kind, digest, run)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        row = conn.execute("SELECT id FROM runs WHERE digest = ?", (key,)).fetchone()
-        if row:
-            conn.execute("COMMIT")
-            return Ingested(str(source), False, row[0], len(report["tests"]))
-        cursor = conn.execute(
-            "INSERT INTO runs (digest, source, started, finished, vendor, sku, runner, git_sha, conclusion, complete, "
-            "rocm, driver, torch, framework, image, origin, event, ref, default_branch, repository, pr, head_sha, "
-            "base_sha, merge_base, gh_run_id, reference, parity_overall) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                key,
-                str(source),
-                manifest.get("started"),
-                manifest.get("finished"),
-                stack["vendor"],
-                stack["sku"],
-                manifest.get("runner"),
-                manifest.get("git_sha"),
-                report["conclusion"],
-                int(report["complete"]),
-                stack["rocm"],
-                stack["driver"],
-                stack["torch"],
-                stack["framework"],
-                stack["image"],
-                kind,
-                origin.get("event"),
-                origin.get("ref"),
-                origin.get("default_branch"),
-                origin.get("repository"),
-                origin.get("pr"),
-                origin.get("head_sha"),
-                origin.get("base_sha"),
-                origin.get("merge_base"),
-                origin.get("run_id"),
-                *_reference(parity),
-            ),
-        )
-        run_id = cursor.lastrowid
-        ids = _test_ids(conn, report["tests"])
-        conn.executemany(
-            "INSERT INTO results (run_id, test_id, blocking, status, verdict, duration, devices, attempts, gap_issue, "
-            "gap_reason, fingerprint, quarantined) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            _result_rows(run_id, ids, report["tests"]),
-        )
+    tests = report["tests"]
+    with conn.transaction():
+        # looked up first: an INSERT that meets the key spends an id of PostgreSQL's sequence
+        stored = _stored(conn, key)
+        run_id = None
+        if stored is None:
+            row = _run_row(key, str(source), report, manifest, origin, kind, parity)
+            run_id = conn.insert_id(_INSERT_RUN, row)
+        if run_id is None:  # stored before, or by another writer while this one waited on it
+            stored = stored or _stored(conn, key) or 0
+            if parity and stored and not _has_parity(conn, stored):
+                _insert_parity(conn, stored, parity)
+            return Ingested(str(source), False, stored, len(tests))
+        ids = _test_ids(conn, tests)
+        conn.copy_rows("results", RESULT_COLUMNS, _result_rows(run_id, ids, tests))
         if parity:
-            conn.executemany(
-                "INSERT INTO parity (run_id, grp, parity, both_passing, reference_passing, blocking, gaps) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        run_id,
-                        group,
-                        g["parity"],
-                        g["both_passing"],
-                        g["reference_passing"],
-                        g["blocking"],
-                        len(g["gaps"]),
-                    )
-                    for group, g in parity["groups"].items()
-                ],
+            _insert_parity(conn, run_id, parity)
+    return Ingested(str(source), True, run_id, len(tests))
+
+
+def _has_parity(conn: Connection, run_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM parity WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+
+def _insert_parity(conn: Connection, run_id: int, parity: dict) -> None:
+    conn.executemany(
+        _INSERT_PARITY,
+        [
+            (
+                run_id,
+                _clean(group),
+                g["parity"],
+                g["both_passing"],
+                g["reference_passing"],
+                _clean(g["blocking"]),
+                len(g["gaps"]),
             )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return Ingested(str(source), True, run_id, len(report["tests"]))
+            for group, g in parity["groups"].items()
+        ],
+    )
+    reference, overall = _reference(parity)
+    conn.execute(
+        "UPDATE runs SET reference = ?, parity_overall = ? WHERE id = ?",
+        (_clean(reference), overall, run_id),
+    )
+
+
+def _stored(conn: Connection, key: str) -> int | None:
+    row = conn.execute("SELECT id FROM runs WHERE digest = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def _run_row(
+    key: str,
+    source: str,
+    report: dict,
+    manifest: dict,
+    origin: dict,
+    kind: str,
+    parity: dict | None,
+) -> tuple:
+    """The runs row of a run, in RUN_COLUMNS' order."""
+    stack = _stack(manifest)
+    pr = origin.get("pr")
+    return tuple(
+        _clean(value)
+        for value in (
+            key,
+            source,
+            manifest.get("started"),
+            manifest.get("finished"),
+            stack["vendor"],
+            stack["sku"],
+            manifest.get("runner"),
+            manifest.get("git_sha"),
+            report["conclusion"],
+            int(report["complete"]),
+            stack["rocm"],
+            stack["driver"],
+            stack["torch"],
+            stack["framework"],
+            stack["image"],
+            kind,
+            origin.get("event"),
+            origin.get("ref"),
+            origin.get("default_branch"),
+            origin.get("repository"),
+            # a PR number no engine's integer holds is no PR's
+            pr if isinstance(pr, int) and 0 < pr <= LARGEST_INTEGER else None,
+            origin.get("head_sha"),
+            origin.get("base_sha"),
+            origin.get("merge_base"),
+            origin.get("run_id"),
+            *_reference(parity),
+            origin.get("completed"),
+            origin.get("head_ref"),
+        )
+    )
+
+
+def _clean(value):
+    """Text as every engine stores it: PostgreSQL's text holds no NUL character (a report may carry
+    one), so it becomes U+FFFD on both."""
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
 
 
 def _reference(parity: dict | None) -> tuple[str | None, float | None]:
@@ -355,24 +485,48 @@ def _reference(parity: dict | None) -> tuple[str | None, float | None]:
 
 def _test_ids(conn: Connection, tests: dict[str, dict]) -> dict[str, int]:
     """Ids of the run's test names, adding the new ones (a test's group is the one it was first seen
-    with)."""
+    with). Names another run added are read first (an INSERT that meets a name spends an id of
+    PostgreSQL's sequence); new ones are added in sorted order, so two writers adding the same new
+    names wait on each other rather than deadlock."""
     known = conn.test_ids
-    new = [name for name in tests if name not in known]
-    if new:
-        conn.executemany(
-            "INSERT INTO tests (name, grp) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-            [(name, tests[name]["group"]) for name in new],
-        )
-        # another writer may have added some: read them all back
-        for start in range(0, len(new), 500):
-            chunk = new[start : start + 500]
-            known.update(
-                conn.execute(
-                    f"SELECT name, id FROM tests WHERE name IN ({', '.join('?' for _ in chunk)})",
-                    chunk,
-                )
+    missing = [name for name in tests if name not in known]
+    if missing:
+        _read_ids(conn, missing, _most_ids(conn))
+        new = sorted(name for name in missing if name not in known)
+        if new:
+            conn.executemany(
+                "INSERT INTO tests (name, grp) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                [(_clean(name), _clean(tests[name]["group"])) for name in new],
             )
+            _read_ids(conn, new)  # another writer may have added some meanwhile
     return known
+
+
+def _most_ids(conn: Connection) -> int:
+    """The largest test id: about how many names the store holds (read from the key's index)."""
+    return conn.execute("SELECT COALESCE(MAX(id), 0) FROM tests").fetchone()[0]
+
+
+def _read_ids(conn: Connection, names: list[str], stored: int = 0) -> None:
+    """Into the connection's cache: the stored ids of `names`. Where they are a good part of what
+    the store holds (a nightly's names in a fresh process), every name in one read (measured on
+    PostgreSQL: 47,000 names in 0.04 s, against 0.6 s in IN lists of 500); else bounded IN lists,
+    for any engine."""
+    known = conn.test_ids
+    if len(names) * 4 >= stored > 0:
+        known.update(conn.execute("SELECT name, id FROM tests"))
+        for name in names:  # a name stored with its NUL replaced (`_clean`)
+            if "\x00" in name and _clean(name) in known:
+                known[name] = known[_clean(name)]
+        return
+    for start in range(0, len(names), 500):
+        chunk = names[start : start + 500]
+        asked = {_clean(name): name for name in chunk}
+        for name, test_id in conn.execute(
+            f"SELECT name, id FROM tests WHERE name IN ({', '.join('?' for _ in asked)})",
+            list(asked),
+        ):
+            known[asked[name]] = test_id
 
 
 def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
@@ -383,7 +537,7 @@ def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
             yield (
                 run_id,
                 ids[name],
-                t["blocking"],
+                1 if t["blocking"] else 0,
                 t["status"],
                 verdict,
                 _duration(t["duration"]),
@@ -399,15 +553,17 @@ def _result_rows(run_id: int, ids: dict[str, int], tests: dict[str, dict]):
             yield (
                 run_id,
                 ids[name],
-                t["blocking"],
+                1 if t["blocking"] else 0,
                 t["status"],
                 verdict,
                 _duration(t["duration"]),
                 _devices(t),
                 len(t["attempts"]),
-                gap.get("issue"),
-                gap.get("reason"),
-                fingerprint_of(t) if verdict in ("regression", "unconfirmed", "flaky") else None,
+                _clean(gap.get("issue")),
+                _clean(gap.get("reason")),
+                _clean(fingerprint_of(t))
+                if verdict in ("regression", "unconfirmed", "flaky")
+                else None,
                 _quarantined(t),
             )
 

@@ -118,6 +118,28 @@ def _check_server_markers_on_the_module(item: pytest.Item) -> None:
                     )
 
 
+def dropped_gates(
+    specs: dict[str, TestSpec], kept: set[str], deselected: set[str], narrowed: set[str]
+) -> dict[str, str]:
+    """The blocking gates this process collected but will not run -> how they went: `deselected`
+    (pytest's own deselection, whose hook -k, -m, --deselect, --last-failed and --stepwise call, as
+    a plugin's or a conftest's hook may) or `dropped` (a hook took it out of the session's items
+    without a word). Not counted: a gate that would not run here anyway (not applicable, a known
+    gap), and the other tests of a file the command line named tests of (`narrowed`: the files of
+    its `path::name` arguments, relative to the rootdir as node ids are), which were never the
+    run's. What was never collected cannot be known here: a path the command line's `--ignore`
+    skips, a conftest's `collect_ignore` (code a reviewer reads), a file no pattern matches."""
+    dropped = {}
+    for nodeid, spec in specs.items():
+        if not spec.blocking or spec.not_applicable or spec.known_gap or nodeid in kept:
+            continue
+        if nodeid in deselected:
+            dropped[nodeid] = "deselected"
+        elif nodeid.split("::", 1)[0] not in narrowed:
+            dropped[nodeid] = "dropped"
+    return dict(sorted(dropped.items()))
+
+
 class Annotator:
     """Reads the markers of collected tests, keeps their specs for the records of this process."""
 
@@ -201,6 +223,13 @@ class Annotator:
                 *self._inherited(node.parent),
             ]
         return found
+
+    def forget(self, items: list) -> None:
+        """Items a collection error took back (`hooks.pytest_make_collect_report`): never the run's
+        tests."""
+        for item in items:
+            if isinstance(item, pytest.Item):
+                self.specs.pop(item.nodeid, None)
 
     def check_collected(self, items: list) -> str | None:
         """Annotate collected items; return the collection error text (every bad test) or None."""

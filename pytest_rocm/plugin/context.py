@@ -19,13 +19,15 @@ from pytest_rocm.catalog import groups as groups_mod
 from pytest_rocm.hw.model import Platform
 from pytest_rocm.plugin.activation import Activation
 from pytest_rocm.plugin.options import Settings, read_settings
+from pytest_rocm.plugin.rules import command_line_value
 
 
 def rerun_helper_input(config: pytest.Config) -> dict | None:
     """`--rocm-rerun-helper SESSION:NAME:PLATFORM_FILE`: this process reruns a test for a run's
     controller, like one of its workers (the run's device locks, its platform, records of its
-    own)."""
-    value = config.getoption("rocm_rerun_helper", None)
+    own). Read from the process's own command line only: in an ini file's `addopts` it would make
+    a run's own process a helper, which writes no report."""
+    value = command_line_value(config, "--rocm-rerun-helper")
     if not value:
         return None
     session, name, platform_file = value.split(":", 2)

@@ -27,7 +27,7 @@ from pytest_rocm.plugin.options import DEFAULT_PROBE
 from pytest_rocm.plugin.recording import Recorder
 from pytest_rocm.plugin.report_folder import ReportFolder
 from pytest_rocm.results import health_probe
-from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION
+from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION, deselected_gates
 from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY
 from pytest_rocm.results.records import (
     RecordWriter,
@@ -370,6 +370,11 @@ class Controller:
                 for r in loaded.records
                 if r.get("kind") == "server"
             ]
+            # the blocking gates collected and then deselected (results/conclusion.py): named in
+            # the manifest too, beside what the tree under test set otherwise
+            manifest["deselected"] = deselected_gates(
+                next((r for r in reversed(loaded.records) if r.get("kind") == "collection"), None)
+            )
             proposals = self._write_proposals(loaded.records, manifest)
             self._update_durations(loaded.records)
             self.gate_report = build_gate_report(

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from pytest_rocm.plugin import activation, fresh, internals
+from pytest_rocm.plugin import activation, default_branch, fresh, internals, rules
 from pytest_rocm.plugin.collection import Annotator, junit_platform_properties
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.plugin.controller import Controller
@@ -47,6 +47,17 @@ CONTROLLER = pytest.StashKey[Controller]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
     activation.remember_options(parser)
+
+
+# first, before any plugin's pytest_configure reads an option (cacheprovider's --lf, xdist's
+# --collect-only, the session's -k and --deselect): under --rocm-rules, what the run compares,
+# records and selects becomes the default branch's
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    try:
+        default_branch.applied(config)
+    except rules.RulesError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,10 +99,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_make_collect_report(collector: pytest.Collector):
     report = yield
     if report.passed and report.result:
-        error = collector.config.stash[ANNOTATOR].check_collected(report.result)
+        annotator = collector.config.stash[ANNOTATOR]
+        error = annotator.check_collected(report.result)
         if error:
             report.outcome = "failed"
             report.longrepr = f"pytest-rocm: invalid marker arguments:\n{error}"
+            annotator.forget(report.result)  # a collection error, not tests the run dropped
             report.result = []
     return report
 
@@ -111,6 +124,9 @@ class RecordingHooks:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.skipped:  # a whole module skipped as it was collected (pytest.importorskip)
             self.recorder.note_collection_skip(report)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.recorder.note_deselected(items)
 
     # before xdist tells the controller this worker's collection ended
     @pytest.hookimpl(tryfirst=True)

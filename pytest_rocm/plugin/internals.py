@@ -5,8 +5,10 @@ What the plugin needs beyond their documented hooks: of pytest, the JUnit writer
 (to add the platform once per file, as `record_testsuite_property` does), the test behind a
 fixture request, whether a test's skip markers skip it (to plan the servers the run will ask
 for), the rootdir its own rule picks for a list of test paths, the ini keys no plugin
-registered, and tearing down every fixture of a process at once (a device fault poisoned it); of
-xdist, the controller's scheduler (to hand it a rerun), whether any worker can
+registered, tearing down every fixture of a process at once (a device fault poisoned it), and,
+under `--rocm-rules` (plugin/default_branch.py), its reading of a configuration file, its parser
+on another command line, and the run's ini values and initial paths replaced by the default
+branch's; of xdist, the controller's scheduler (to hand it a rerun), whether any worker can
 still take a test (a worker that has been told to shut down runs its last test
 and exits, so a rerun given to the scheduler then would never run), replacing a worker (a device
 fault poisoned it), the name of the worker that writes the run's collection, and a dead worker's
@@ -184,3 +186,87 @@ def expected_workers(config: pytest.Config) -> int:
     from xdist.workermanage import parse_tx_spec_config
 
     return len(parse_tx_spec_config(config))
+
+
+# -- the default branch's settings on a run (plugin/default_branch.py) ---------------------------------
+def load_config_file(path):
+    """pytest's own reading of a configuration file (`findpaths.load_config_dict_from_file`): its
+    pytest section as {key: value as pytest keeps it}, or None where the file has none (a
+    `pyproject.toml` without a pytest table, a `tox.ini` without `[pytest]`). Raises ValueError with
+    pytest's words for a file pytest refuses (a `[pytest]` section in `setup.cfg`, bad TOML)."""
+    from _pytest.config.findpaths import load_config_dict_from_file
+
+    try:
+        return load_config_dict_from_file(path)
+    except (Exception, pytest.fail.Exception) as exc:  # noqa: BLE001 (pytest's fail() for setup.cfg)
+        raise ValueError(str(exc).strip() or type(exc).__name__) from None
+
+
+def config_value(value):
+    """A value `load_config_file` gave, as the file wrote it (pytest 9 wraps it in a ConfigValue)."""
+    return getattr(value, "value", value)
+
+
+def override_value(text: str):
+    """An `-o KEY=VALUE` value as pytest keeps it."""
+    try:
+        from _pytest.config.findpaths import ConfigValue
+    except ImportError:  # pytest 8 keeps the text
+        return text
+    return ConfigValue(text, origin="override", mode="ini")
+
+
+def parse_options(config: pytest.Config, args: list[str]):
+    """`args` as pytest parses a command line (its parser, with every plugin's options; `@FILE`
+    read): an argparse namespace with each option not given at its default. A bad value raises
+    pytest.UsageError."""
+    import argparse
+
+    return config._parser.parse_known_args(list(args), namespace=argparse.Namespace())
+
+
+def ini_registered(config: pytest.Config, key: str) -> bool:
+    """Whether a plugin (or pytest) registered the ini key (pytest 8.4 added
+    `collect_imported_tests`; pytest-rerunfailures its `reruns`)."""
+    return key in config._parser._inidict
+
+
+def raw_ini(config: pytest.Config, key: str):
+    """The ini key's value as the configuration file (or an `-o`) wrote it, unread."""
+    inicfg = config._inicfg if hasattr(config, "_inicfg") else config.inicfg
+    return config_value(inicfg.get(key))
+
+
+def replace_ini(config: pytest.Config, values: dict) -> None:
+    """Every later `config.getini(key)` reads these values (as pytest keeps a configuration file's;
+    None: unset, the key's default), in place of the ini file's and any `-o` override (pytest 9
+    keeps those beside the file's; pytest 8 reads `-o` before them)."""
+    inicfg = config._inicfg if hasattr(config, "_inicfg") else config.inicfg
+    for key, value in values.items():
+        if value is None:
+            inicfg.pop(key, None)
+        else:
+            inicfg[key] = value
+        config._inicache.pop(key, None)
+
+
+def decide_test_args(
+    config: pytest.Config, args: list[str], pyargs: bool
+) -> tuple[list[str], object]:
+    """The paths and node ids the session collects from, and their source, by pytest's own rule
+    (`Config._decide_args`): `args`, else the ini's `testpaths` from the rootdir, else the
+    invocation folder."""
+    return config._decide_args(
+        args=list(args),
+        pyargs=pyargs,
+        testpaths=config.getini("testpaths"),
+        invocation_dir=config.invocation_params.dir,
+        rootpath=config.rootpath,
+        warn=False,
+    )
+
+
+def set_test_args(config: pytest.Config, decided: tuple[list[str], object]) -> None:
+    """What the session collects from (`config.args`, read by `Session.perform_collect`), and its
+    source."""
+    config.args, config.args_source = list(decided[0]), decided[1]

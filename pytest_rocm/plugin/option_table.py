@@ -4,9 +4,10 @@ rest of the plugin needs to know of it.
 From this table `options.add_options` registers the options and ini keys, `options.INI_SETTINGS`
 lists the ini keys (a misspelt one is refused; any one set turns the plugin on), `PATH_OPTIONS`
 lists the options whose value is a path (typed with a space, such a value can move pytest's
-rootdir), `rules.RULES` lists the rules of the verdict (read from `--rocm-rules` alone), and
-`fresh` leaves out of a fresh process's command line what `NOT_PASSED_ON` names. A new setting is
-one row here (docs/extending.md, "An option").
+rootdir), `rules.RULES` lists the rules of the verdict (read from `--rocm-rules` alone),
+`default_branch` takes every row from the default branch under `--rocm-rules` (the treatment of
+each is its `under_rules`), and `fresh` leaves out of a fresh process's command line what
+`NOT_PASSED_ON` names. A new setting is one row here (docs/extending.md, "An option").
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class Setting:
     the option's value is a file or folder. `rule`: a rule of the verdict (docs/architecture.md,
     "The rules of the verdict"), `names_files` where its value names files. `passed_on`: whether a
     fresh process (a rerun's, or one after a device fault) is given the option as the run had it.
+    `records`: the option records reference data (golden outputs, baseline proposals) instead of
+    judging against it. `command_line_only`: read from the run's own command line, never from an
+    ini file's `addopts` (a process's role). `effect`: what the setting changes, in the words the
+    check names it with under `--rocm-rules` (plugin/default_branch.py).
     """
 
     flag: str | None
@@ -42,6 +47,9 @@ class Setting:
     rule: bool = False
     names_files: bool = False
     passed_on: bool = True
+    records: bool = False
+    command_line_only: bool = False
+    effect: str = ""
 
     @property
     def dest(self) -> str | None:
@@ -50,6 +58,22 @@ class Setting:
     @property
     def takes_value(self) -> bool:
         return self.kwargs.get("action") not in ("store_true", "store_false")
+
+    @property
+    def under_rules(self) -> str:
+        """Where the setting comes from in a run under `--rocm-rules` (plugin/default_branch.py):
+        `rule` (the default branch's ini file and `addopts` alone: the command line is a fork's text
+        too, and the files it names are the default branch's), `set aside` (recording judges
+        nothing: never, wherever given), `command line` (the run's own command line only), or
+        `default branch` (the default branch's ini file and `addopts`, then the command line; never
+        the PR's ini file, its `addopts` or $PYTEST_ADDOPTS)."""
+        if self.rule:
+            return "rule"
+        if self.records:
+            return "set aside"
+        if self.command_line_only:
+            return "command line"
+        return "default branch"
 
 
 def _default_for(flag: str, extra: str = "") -> str:
@@ -64,6 +88,7 @@ SETTINGS: tuple[Setting, ...] = (
         kwargs={"metavar": "NAME|FILE"},
         path=True,
         passed_on=False,  # a fresh process is given the run's platform as a file
+        effect="a simulated platform instead of the runner's",
     ),
     Setting(
         "--rocm-report-dir",
@@ -132,6 +157,8 @@ SETTINGS: tuple[Setting, ...] = (
         kwargs={"metavar": "FILE"},
         path=True,
         passed_on=False,  # written once, from the whole run's manifest
+        records=True,
+        effect="baseline entries proposed from this run's measurements",
     ),
     Setting(
         "--rocm-quarantine",
@@ -159,6 +186,8 @@ SETTINGS: tuple[Setting, ...] = (
         "record golden outputs into DIR (on the reference platform) instead of comparing",
         kwargs={"metavar": "DIR"},
         path=True,
+        records=True,
+        effect="golden outputs recorded instead of compared",
     ),
     Setting(
         "--rocm-junit-properties",
@@ -190,7 +219,13 @@ SETTINGS: tuple[Setting, ...] = (
         path=True,
     ),
     # set by the controller only, for a fresh process
-    Setting("--rocm-rerun-helper", argparse.SUPPRESS, kwargs={"default": None}, passed_on=False),
+    Setting(
+        "--rocm-rerun-helper",
+        argparse.SUPPRESS,
+        kwargs={"default": None},
+        passed_on=False,
+        command_line_only=True,  # in `addopts` it would make the run's own process a helper
+    ),
     Setting(
         "--rocm-rules",
         "take the rules of the verdict (reruns, quarantine, health probe, infra signatures, "
@@ -199,22 +234,26 @@ SETTINGS: tuple[Setting, ...] = (
         "listed in the report (also $PYTEST_ROCM_RULES; never read from addopts)",
         kwargs={"metavar": "DIR"},
         path=True,
+        command_line_only=True,
     ),
     Setting(
         "--rocm-model",
         "serve these weights in the suites' servers (GPU runners); default: the tiny model built here",
         kwargs={"metavar": "PATH"},
         path=True,
+        effect="other weights served",
     ),
     Setting(
         "--rocm-model-name",
         "the served model name for --rocm-model (default: its folder name)",
         kwargs={"metavar": "NAME"},
+        effect="another served model name",
     ),
     Setting(
         "--rocm-model-vllm-args",
         "vLLM arguments that serving --rocm-model needs (e.g. '--tool-call-parser llama3_json')",
         kwargs={"default": "", "metavar": "ARGS"},
+        effect="other vLLM arguments for the served model",
     ),
     Setting(
         "--rocm-model-dir",
@@ -222,6 +261,7 @@ SETTINGS: tuple[Setting, ...] = (
         "($PYTEST_ROCM_MODEL_DIR)",
         kwargs={"metavar": "DIR"},
         path=True,
+        effect="other real model weights",
     ),
     Setting(
         "--rocm-model-cache",
@@ -236,6 +276,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--rocm-tiny-model-seed",
         "weight seed of the tiny model (golden outputs are recorded with 0)",
         kwargs={"type": int, "default": 0, "metavar": "N"},
+        effect="other tiny-model weights",
     ),
     Setting(
         "--rocm-no-start-ahead",
@@ -251,6 +292,7 @@ SETTINGS: tuple[Setting, ...] = (
         ini_help=_default_for("--rocm-server-config", " (relative to the ini file)"),
         kwargs={"metavar": "TOML"},
         path=True,
+        effect="other server arguments and environment",
     ),
     Setting(
         None,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rocm.catalog.groups import GROUPS
-from pytest_rocm.plugin import rules
+from pytest_rocm.plugin import default_branch, rules
 from pytest_rocm.plugin.option_table import JUNIT_PROPERTIES, SCHEDULERS, SETTINGS
 from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
 
@@ -65,14 +65,19 @@ class Source:
 
 
 class RulesSource(Source):
-    """As `Source`, but every rule of the verdict (`rules.RULES`) from the rules' ini file alone,
-    its paths relative to that file (the default branch's checkout): the run's options, its `addopts`
-    and its own ini file set none of them."""
+    """As `Source`, under `--rocm-rules` (plugin/default_branch.py has put the default branch's
+    settings on the run's options and ini keys): every rule of the verdict (`rules.RULES`) from
+    the default branch's configuration file and its `addopts` alone, its paths relative to that
+    file (the default branch's checkout); the run's options, its `addopts` and its own ini file set
+    none of them. The other ini keys are the default branch's values applied to the tree under
+    test: relative to the place of its file there."""
 
-    def __init__(self, config: pytest.Config, ini_path: Path | None, folder: Path):
+    def __init__(self, config: pytest.Config, branch):
         super().__init__(config)
-        self.values = rules.rules_values(ini_path)
-        self.folder = ini_path.parent if ini_path is not None else folder
+        self.values = rules.rules_values(branch.file.path, branch.options)
+        ini_path = branch.file.path
+        self.folder = ini_path.parent if ini_path is not None else branch.folder
+        self.tree_folder = rules.tree_root(config) / self.folder.relative_to(branch.folder)
         self.dests = {dest for dest, _ in rules.RULES.values() if dest}
 
     def option(self, dest: str):
@@ -84,7 +89,9 @@ class RulesSource(Source):
         return self.values.get(name, [] if name in rules.LINELISTS else "")
 
     def ini_dir(self, name: str) -> Path:
-        return self.folder if name in rules.RULES else super().ini_dir(name)
+        if name in rules.RULES:
+            return self.folder
+        return self.tree_folder if name in INI_SETTINGS else super().ini_dir(name)
 
 
 class PathRule:
@@ -260,34 +267,37 @@ def read_settings(config: pytest.Config) -> Settings:
 
 def _rules_source(config: pytest.Config) -> tuple[Source, dict | None]:
     """Where the rules of the verdict come from, and, under `--rocm-rules`, what the tree under test
-    sets otherwise (docs/architecture.md, "The rules of the verdict")."""
-    folder = rules.rules_dir(config)
-    if folder is None:
-        return Source(config), None
+    sets otherwise (docs/architecture.md, "The rules of the verdict"; plugin/default_branch.py)."""
     try:
-        ini_path = rules.rules_ini(config, folder)
-        source = RulesSource(config, ini_path, folder)
+        branch = default_branch.applied(config)
+        if branch is None:
+            return Source(config), None
+        source = RulesSource(config, branch)
     except rules.RulesError as exc:
         raise pytest.UsageError(str(exc)) from None
-    found = {
-        "from": str(ini_path) if ini_path is not None else f"{folder} (no ini file: the defaults)",
-        "changed": [],
-    }
-    if hasattr(config, "workerinput") or config.getoption("rocm_rerun_helper", None):
+    found: dict = {"from": branch.file.describe(), "file": branch.file.relative, "changed": []}
+    if hasattr(config, "workerinput") or is_rerun_helper(config):
         return source, found  # the controller compares the trees, once
-    tree = rules.tree_values(config)
+    tree = branch.tree_rules
     tree_base = config.inipath.parent if config.inipath else config.rootpath
     found["changed"] = rules.changes(
         tree,
         source.values,
         _digests(rules.files_of(tree, tree_base), rules.tree_root(config)),
-        _digests(rules.files_of(source.values, source.folder), folder),
+        _digests(rules.files_of(source.values, source.folder), branch.folder),
     )
+    found["changed"] += branch.changed
     if config.getoption("rocm_rules") and not rules.given_on_command_line(config):
         found["changed"].append(
             {"setting": "addopts", "tree": "names other rules (--rocm-rules)", "rules": ""}
         )
     return source, found
+
+
+def is_rerun_helper(config: pytest.Config) -> bool:
+    """This process is a fresh process of a run (plugin/fresh.py): `--rocm-rerun-helper` on its own
+    command line, never in an ini file's `addopts`."""
+    return rules.command_line_value(config, "--rocm-rerun-helper") is not None
 
 
 def _digests(named: dict[str, list[Path]], top: Path) -> dict[str, dict[str, str]]:
@@ -327,7 +337,7 @@ def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
     run creates exists when xdist starts its workers, which parse the same command line again and
     would take another rootdir than this process (so the check is this process's alone; a worker or
     a rerun helper is given what it was)."""
-    if hasattr(config, "workerinput") or config.getoption("rocm_rerun_helper", None):
+    if hasattr(config, "workerinput") or is_rerun_helper(config):
         return
     args = list(config.invocation_params.args)
     # the value's place in the command line -> (option, value)

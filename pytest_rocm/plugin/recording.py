@@ -13,12 +13,13 @@ phases that waited before it are written first.
 
 from __future__ import annotations
 
+import os
 from json.encoder import encode_basestring
 
 import pytest
 
 from pytest_rocm.plugin import internals
-from pytest_rocm.plugin.collection import Annotator
+from pytest_rocm.plugin.collection import Annotator, dropped_gates
 from pytest_rocm.plugin.context import RunContext
 from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY, sticky_fault
 from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
@@ -51,6 +52,8 @@ class Recorder:
         # it runs no test after it (plugin/poisoned.py), and those it did not run
         self.poisoned: dict | None = None
         self.deferred: list[str] = []
+        # the tests pytest's deselection hook took out of the run (-k, -m, --deselect, ...)
+        self.deselected: set[str] = set()
 
     @property
     def writer(self) -> RecordWriter | None:
@@ -235,6 +238,21 @@ class Recorder:
         reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
         self.collection_skips[report.nodeid] = reason.removeprefix("Skipped: ")
 
+    def note_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected.update(item.nodeid for item in items)
+
+    def dropped_gates(self, items: list[pytest.Item]) -> dict[str, str]:
+        """The blocking gates collected here that the session will not run (`dropped_gates`)."""
+        config = self.context.config
+        narrowed = set()
+        for arg in config.args:
+            if "::" in str(arg):
+                path = config.invocation_params.dir / str(arg).split("::", 1)[0]
+                narrowed.add(os.path.relpath(path, config.rootpath).replace(os.sep, "/"))
+        return dropped_gates(
+            self.annotator.specs, {item.nodeid for item in items}, self.deselected, narrowed
+        )
+
     def record_collection(self, items: list[pytest.Item]) -> None:
         """What this run set out to run: the gates and grouped tests collected, with their specs.
         One process writes it (the only one, or the first xdist worker: they all collect the same
@@ -262,6 +280,8 @@ class Recorder:
                 ],
                 # the framework the tests imported, and the checkout under test
                 "stack": imported_stack(self.context.config.rootpath),
+                # blocking gates collected that will not run: never success by omission
+                "deselected": self.dropped_gates(items),
             }
         )
 

@@ -5,10 +5,11 @@ never the tree under test (docs/architecture.md, "The rules of the verdict").
 A PR's tree is its author's: its `pytest.ini`, `pyproject.toml`, `setup.cfg` or `tox.ini` could
 quarantine its own regression, call any failure infrastructure, probe with a command that always
 fails, rerun until a test passes once, loosen a baseline or a golden output, or regroup tests. Under
-`--rocm-rules` every rule (`RULES`) is read from DIR's ini file (the one at the same place in DIR as
-the run's own ini file in its tree), and the files the rules name (quarantine, baselines, group map,
-golden outputs) are DIR's; the run's command line, its `addopts` and its own ini file change none of
-them. Where the tree under test sets a rule otherwise, or changes a file a rule names, the change is
+`--rocm-rules` every rule (`RULES`) is read from DIR's pytest configuration file and its `addopts`
+(the file pytest would find in DIR for this run: `find_rules_file`), and the files the rules name
+(quarantine, baselines, group map, golden outputs) are DIR's; the run's command line, its `addopts`
+and its own ini file change none of them. (Every other setting that changes what a gate compares,
+records or selects is the default branch's too: plugin/default_branch.py.) Where the tree under test sets a rule otherwise, or changes a file a rule names, the change is
 listed (`changes`), the manifest carries the list, and the check names it: it applies after merge.
 
 `--rocm-rules` itself is read from the command line or the environment only, never from an ini
@@ -19,22 +20,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pytest_rocm.errors import BadInput
+from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.option_table import SETTINGS
 
 __all__ = [
     "RULES",
     "RulesError",
+    "RulesFile",
     "changes",
+    "command_line_value",
     "digest",
     "files_of",
+    "find_rules_file",
     "rules_dir",
-    "rules_ini",
     "rules_values",
     "tree_values",
 ]
@@ -57,29 +61,91 @@ INI_NAMES = (
     "setup.cfg",
 )
 ENVIRONMENT = "PYTEST_ROCM_RULES"
+RULES_DIR_FIX = (
+    "give the default branch's checkout, outside the tree under test, as an absolute path (the "
+    'reusable workflow passes --rocm-rules="$GITHUB_WORKSPACE/rules")'
+)
 
 
 class RulesError(BadInput):
     pass
 
 
-def given_on_command_line(config: pytest.Config) -> str | None:
-    """`--rocm-rules` as the run's own command line gives it (not the ini file's `addopts`)."""
+def command_line_value(config: pytest.Config, flag: str) -> str | None:
+    """`flag`'s value as the run's own command line gives it (`--flag=VALUE` or `--flag VALUE`,
+    the last one), never an ini file's `addopts` or $PYTEST_ADDOPTS; None where it is not given."""
     args = list(config.invocation_params.args)
     given = None
     for index, arg in enumerate(args):
-        if arg.startswith("--rocm-rules="):
+        if arg.startswith(flag + "="):
             given = arg.split("=", 1)[1]
-        elif arg == "--rocm-rules" and index + 1 < len(args):
+        elif arg == flag and index + 1 < len(args):
             given = args[index + 1]
     return given
 
 
+def given_on_command_line(config: pytest.Config) -> str | None:
+    """`--rocm-rules` as the run's own command line gives it (not the ini file's `addopts`)."""
+    return command_line_value(config, "--rocm-rules")
+
+
 def rules_dir(config: pytest.Config) -> Path | None:
     """The rules' folder the run was started with: `--rocm-rules` on the command line, else
-    $PYTEST_ROCM_RULES; never the ini file's `addopts`, which belongs to the tree under test."""
-    given = given_on_command_line(config) or os.environ.get(ENVIRONMENT) or None
-    return (config.invocation_params.dir / given).resolve() if given else None
+    $PYTEST_ROCM_RULES; never the ini file's `addopts`, which belongs to the tree under test. A
+    relative path is resolved once, from where pytest was started (every process of the run is
+    started there). Refused: a path that is not a folder; one in the tree under test, as given or
+    once its links are followed, or reached through a link in that tree (a PR can commit a folder
+    or a symlink named like the rules' folder: the docs' old `--rocm-rules=rules`, run from the
+    PR's checkout, read the PR's own `rules/`); a folder that holds the tree under test."""
+    given = given_on_command_line(config)
+    where = "--rocm-rules"
+    if not given:
+        given, where = os.environ.get(ENVIRONMENT) or None, f"${ENVIRONMENT}"
+    if not given:
+        return None
+    start = config.invocation_params.dir
+    lexical = Path(os.path.normpath(start / given))
+    folder = lexical.resolve()
+    if not folder.is_dir():
+        raise RulesError(f"{where}: {given} is not a folder; {RULES_DIR_FIX}")
+    root = tree_root(config)
+    roots = {root, root.resolve()}
+    link = _link_in(start, given, roots)
+    if link is not None:
+        raise RulesError(
+            f"{where}: {given} goes through {link}, a symlink in the tree under test ({root}), "
+            f"which the PR under test can commit; {RULES_DIR_FIX}"
+        )
+    for place in (lexical, folder):
+        if _inside(place, roots):
+            raise RulesError(
+                f"{where}: {given} is {place}, in the tree under test ({root}), which the PR under "
+                f"test can commit; {RULES_DIR_FIX}"
+            )
+        if any(place in r.parents for r in roots):
+            raise RulesError(
+                f"{where}: {given} is {place}, which holds the tree under test ({root}); "
+                + RULES_DIR_FIX
+            )
+    return folder
+
+
+def _inside(place: Path, roots: set[Path]) -> bool:
+    return any(place == r or r in place.parents for r in roots)
+
+
+def _link_in(start: Path, given: str, roots: set[Path]) -> Path | None:
+    """The first symlink on the way from `start` along `given` that lies in one of `roots`
+    (followed as the system follows it: a `..` after a link leaves the link's target)."""
+    here = Path("/") if Path(given).is_absolute() else start.resolve()
+    for part in Path(given).parts:
+        if part in ("/", "."):
+            continue
+        step = here / part
+        if part != ".." and step.is_symlink() and _inside(here, roots):
+            return step
+        here = step.resolve()
+    return None
 
 
 def tree_root(config: pytest.Config) -> Path:
@@ -90,79 +156,150 @@ def tree_root(config: pytest.Config) -> Path:
     return config.rootpath
 
 
-def rules_ini(config: pytest.Config, folder: Path) -> Path | None:
-    """The rules' ini file in `folder`: at the place of the run's own ini file in its tree, else
-    where pytest would look from the rootdir's place; None where the rules' tree has none (every
-    rule at its default)."""
-    if not folder.is_dir():
-        raise RulesError(
-            f"--rocm-rules / ${ENVIRONMENT}: {folder} is not a folder (give the default branch's "
-            "checkout)"
-        )
+@dataclass(frozen=True)
+class RulesFile:
+    """The default branch's pytest configuration file, as pytest would find it in the rules'
+    folder (`find_rules_file`): `path` None where the folder has none; `section` its pytest section
+    as pytest keeps it, None for a `pyproject.toml` without a pytest table (which pytest then takes
+    for the rootdir's file, with nothing set) or no file."""
+
+    folder: Path
+    path: Path | None
+    section: dict | None
+
+    @property
+    def relative(self) -> str | None:
+        return self.path.relative_to(self.folder).as_posix() if self.path is not None else None
+
+    def describe(self) -> str:
+        """Where the rules came from, for the manifest (`verdict_config.rules.from`)."""
+        if self.path is None:
+            return f"{self.folder} (no pytest configuration file: every setting at its default)"
+        if self.section is None:
+            return f"{self.path} (no pytest table: every setting at its default)"
+        return str(self.path)
+
+
+def find_rules_file(config: pytest.Config, folder: Path) -> RulesFile:
+    """The default branch's configuration file as pytest would find it there for this run
+    (pytest's `determine_setup`, in config/findpaths.py): the run's test paths on its command line, mapped
+    from the tree under test into `folder` (those that exist there), their common ancestor, and
+    from there up to `folder` (never above it) the first of `pytest.toml`, `.pytest.toml`,
+    `pytest.ini`, `.pytest.ini` (any), `pyproject.toml` with a `[tool.pytest.ini_options]` or
+    `[tool.pytest]` table, `tox.ini` with `[pytest]`, `setup.cfg` with `[tool:pytest]`; never a
+    same-named file without a pytest section, nor the place of the PR's own file (a PR that moved
+    its settings into a file the default branch has without a pytest section had every rule at its
+    default). The command line's `-c` chooses nothing here: it is a fork's text too. Then, as
+    pytest does: without one, and no `setup.py` on the way, each test path's own folders; at last
+    the first `pyproject.toml` seen, with nothing set."""
     root = tree_root(config)
-    if config.inipath is not None:
-        try:
-            same = folder / config.inipath.relative_to(root)
-        except ValueError:
-            same = None
-        if same is not None and same.is_file():
-            return same
+    start = _mapped(config.invocation_params.dir, root, folder) or folder
     try:
-        start = folder / config.rootpath.relative_to(root)
-    except ValueError:
-        start = folder
-    for place in (start, *[p for p in start.parents if folder in (p, *p.parents)]):
-        for name in INI_NAMES:
-            candidate = place / name
-            if candidate.is_file() and _has_pytest_section(candidate):
-                return candidate
+        positional = (
+            internals.parse_options(config, list(config.invocation_params.args)).file_or_dir or []
+        )
+    except pytest.UsageError:
+        positional = []
+    places = []
+    for arg in positional:
+        path = Path(os.path.abspath(config.invocation_params.dir / str(arg).split("::")[0]))
+        mapped = _mapped(path, root, folder)
+        if mapped is not None and mapped.exists():
+            places.append(mapped if mapped.is_dir() else mapped.parent)
+    ancestor = _common_ancestor(start, places)
+    found, pyproject = _locate(folder, [ancestor])
+    if found is None and not _has_setup_py(ancestor, folder) and places and places != [ancestor]:
+        found, _ = _locate(folder, places)
+    if found is not None:
+        return RulesFile(folder, found[0], found[1])
+    return RulesFile(folder, pyproject, None)
+
+
+def _mapped(path: Path, root: Path, folder: Path) -> Path | None:
+    """`path` of the tree under test at the same place in the rules' folder; None outside the
+    tree."""
+    for top in (root, root.resolve()):
+        try:
+            return folder / Path(os.path.abspath(path)).relative_to(top)
+        except ValueError:
+            continue
     return None
 
 
-def _has_pytest_section(path: Path) -> bool:
+def _common_ancestor(start: Path, places: list[Path]) -> Path:
+    """pytest's `get_common_ancestor`: the deepest folder that holds every place, else `start`."""
+    common: Path | None = None
+    for place in places:
+        if common is None or place in common.parents:
+            common = place
+        elif common != place and common not in place.parents:
+            common = Path(os.path.commonpath([common, place]))
+    return common or start
+
+
+def _within(folder: Path, place: Path) -> list[Path]:
+    """`place` and its parents, up to `folder` (never above it)."""
+    return [p for p in (place, *place.parents) if p == folder or folder in p.parents]
+
+
+def _locate(folder: Path, places: list[Path]) -> tuple[tuple[Path, dict] | None, Path | None]:
+    """pytest's `locate_config` within `folder`: the first configuration file with a pytest
+    section, with that section, and the first `pyproject.toml` seen on the way."""
+    pyproject = None
+    for place in places:
+        for base in _within(folder, place):
+            for name in INI_NAMES:
+                candidate = base / name
+                if not candidate.is_file():
+                    continue
+                if name == "pyproject.toml" and pyproject is None:
+                    pyproject = candidate
+                section = _section(candidate)
+                if section is not None:
+                    return (candidate, section), pyproject
+    return None, pyproject
+
+
+def _has_setup_py(place: Path, folder: Path) -> bool:
+    return any((p / "setup.py").is_file() for p in _within(folder, place))
+
+
+def _section(path: Path) -> dict | None:
+    """The file's pytest section as pytest keeps it; None where it has none."""
     try:
-        return _read(path) is not None
-    except RulesError:
-        return True  # a broken file is reported when it is read
+        return internals.load_config_file(path)
+    except ValueError as exc:
+        raise RulesError(
+            f"{path}: pytest cannot read this configuration file of the default branch ({exc}); "
+            "fix it on the default branch"
+        ) from None
 
 
 def _read(path: Path) -> dict | None:
-    """The pytest section of an ini file as {key: str | list}, None where it has none."""
-    try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-            if path.name in ("pytest.toml", ".pytest.toml"):
-                return data.get("pytest", {})
-            tool = data.get("tool", {}).get("pytest")
-            if not isinstance(tool, dict):
-                return None
-            section = tool.get("ini_options", {k: v for k, v in tool.items() if k != "ini_options"})
-            return section if isinstance(section, dict) else None
-        import iniconfig
-
-        parsed = iniconfig.IniConfig(str(path))
-        name = "tool:pytest" if path.suffix == ".cfg" else "pytest"
-        if name not in parsed:
-            return {} if path.name in ("pytest.ini", ".pytest.ini") else None
-        return dict(parsed[name].items())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, Exception) as exc:  # noqa: BLE001
-        raise RulesError(f"{path}: cannot read the rules ({exc})") from None
+    """The pytest section of a configuration file as {key: str | list | its TOML value}, None
+    where it has none (pytest's own reading: `internals.load_config_file`)."""
+    section = _section(path)
+    return None if section is None else {k: internals.config_value(v) for k, v in section.items()}
 
 
-def rules_values(path: Path | None) -> dict[str, str | list[str]]:
-    """The rules an ini file sets: str, or a list of lines for `LINELISTS`."""
-    if path is None:
-        return {}
-    section = _read(path) or {}
+def rules_values(path: Path | None, options=None) -> dict[str, str | list[str]]:
+    """The rules an ini file sets: str, or a list of lines for `LINELISTS`; with `options` (the
+    namespace of that file's own `addopts`), the rules its options set too, as the plugin reads an
+    option and an ini key together (the option first, a repeatable option's values before the ini
+    list's)."""
+    section = (_read(path) or {}) if path is not None else {}
     found: dict[str, str | list[str]] = {}
-    for key in RULES:
-        if key not in section:
-            continue
-        value = section[key]
+    for key, (dest, _) in RULES.items():
+        given = getattr(options, dest, None) if options is not None and dest else None
+        value = section.get(key)
         if key in LINELISTS:
-            lines = value if isinstance(value, list) else str(value).splitlines()
-            found[key] = [str(line).strip() for line in lines if str(line).strip()]
-        else:
+            lines = value if isinstance(value, list) else str(value or "").splitlines()
+            listed = [str(v) for v in given or []] + [str(v).strip() for v in lines]
+            if any(listed):
+                found[key] = [line for line in listed if line]
+        elif given not in (None, "", []):
+            found[key] = str(given)
+        elif key in section:
             found[key] = str(value).strip()
     return found
 

@@ -3,8 +3,10 @@
 Completeness: the controller ends its records with a `session` record (exit
 status, why it stopped, collection errors, what was collected). A run without
 it (the controller was killed), stopped early (-x, --maxfail, Ctrl-C, an
-INTERNALERROR), with collection errors, or with collected gates that never ran
-is incomplete: `complete: false`, the causes, and the gates that never ran.
+INTERNALERROR), with collection errors, with collected gates that never ran, or
+with collected blocking gates that the run then deselected (a blocking gate not
+run is never success by omission) is incomplete: `complete: false`, the causes,
+the gates that never ran and those deselected.
 
 Conclusions (docs/reference.md "Conclusions", docs/architecture.md), first that applies:
 - failure: a blocking gate regressed (confirmed), a blocking gate failed and was
@@ -143,6 +145,9 @@ def completeness(
     )
     if never_ran:
         causes.append(f"{len(never_ran)} gate(s) collected but never ran to the end")
+    deselected = deselected_gates(collection)
+    if deselected:
+        causes.append(deselected_cause(deselected))
     if moved_unrun:
         causes.append(
             f"{len(moved_unrun)} test(s) that a process a device fault poisoned did not run never ran "
@@ -157,9 +162,37 @@ def completeness(
         "incomplete_causes": causes,
         "collection_errors": errors,
         "never_ran": never_ran,
+        "deselected": deselected,
         "collected": (collection or {}).get("tests"),
         "stack_mismatch": stack,
     }
+
+
+def deselected_gates(collection: dict | None) -> dict[str, str]:
+    """The collection record's blocking gates the run collected and then did not run -> how
+    (plugin/collection.py: dropped_gates)."""
+    found = (collection or {}).get("deselected")
+    if not isinstance(found, dict):
+        return {}
+    return {str(n): str(how) for n, how in sorted(found.items())}
+
+
+def deselected_cause(deselected: dict[str, str]) -> str:
+    """Why a run that deselected blocking gates is incomplete, naming them and the fix."""
+    shown = ", ".join(list(deselected)[:10]) + (
+        f" and {len(deselected) - 10} more" if len(deselected) > 10 else ""
+    )
+    hows = set(deselected.values())
+    by = []
+    if "deselected" in hows:
+        by.append("deselected (-k, -m, --deselect, --last-failed, --stepwise, or a hook)")
+    if "dropped" in hows:
+        by.append("dropped from the session's items by a hook, without a word")
+    return (
+        f"{len(deselected)} blocking gate(s) collected and never run, "
+        + " or ".join(by)
+        + f": {shown}; a blocking gate decides the check: run it, or make it non-blocking"
+    )
 
 
 def collection_error_cause(text: str, signatures) -> dict:

@@ -11,7 +11,15 @@ addresses and ids, times and durations, ports, process and worker ids, and sourc
 the same: integers exactly (token ids, counts), measured values (a number with a fraction) within
 SAME_VALUE_REL of each other (or SAME_VALUE_ABS, near zero). So main's `assert 0.61 >= 0.7` and a PR's `assert 0.58 >= 0.7` are one
 failure, `assert 0.05 >= 0.7` is another (the PR made it far worse), and a different token list is
-another.
+another. Two refinements, each learned from what a failure says rather than from a list of messages:
+
+- **pytest's rewritten ordering assertion is values, not code**: in `assert 431 <= 400` (and its `where
+  431 = ...` lines) the integers are measured values, compared as values (431 and 429 are one failure, 43
+  another); an equality (`assert [7, 3] == [7, 4]`) still compares integers exactly (token ids).
+- **what varies is learned from main** (`among`): where main's own failures of a test, of one shape, differ
+  in a number that the rules above hold apart (a seed the test prints, a random length, a batch size), that
+  position is noise for that test: a PR failing the same way with yet another value there is main's
+  failure. One failure of main's teaches nothing; the base experiment (trunk/judgement.py) settles the rest.
 """
 
 from __future__ import annotations
@@ -81,32 +89,75 @@ def of_test(test: dict) -> str:
     return fingerprint(message or test.get("message"), test.get("verdict_reason"))
 
 
-def _parts(text: str) -> tuple[str, list[str]]:
-    return _NUMBER.sub("N", text), _NUMBER.findall(text)
+# a line of pytest's rewritten assertion that orders two values (`assert 431 <= 400`), or one of its
+# `where 431 = len(x)` explanations: its numbers are measured values
+_ORDERING = re.compile(r"(?:^|\s)assert\s.*\s(?:<=|>=|<|>)\s|^\+?\s*where\s")
 
 
-def _same_number(a: str, b: str) -> bool:
-    if not any(c in a + b for c in ".eE"):
+def _parts(text: str) -> tuple[str, list[str], list[bool]]:
+    """The text with every number as N, the numbers, and whether each is a value (a measured value,
+    or a number of an ordering assertion's line)."""
+    numbers, values = [], []
+    for line in text.split(" | "):
+        found = _NUMBER.findall(line)
+        ordering = bool(_ORDERING.search(line))
+        numbers += found
+        values += [ordering or any(c in n for c in ".eE") for n in found]
+    return _NUMBER.sub("N", text), numbers, values
+
+
+def _same_number(a: str, b: str, value: bool) -> bool:
+    if not value:
         return int(a) == int(b)  # an integer: a token id, a count
     x, y = float(a), float(b)
     return abs(x - y) <= max(SAME_VALUE_REL * max(abs(x), abs(y)), SAME_VALUE_ABS)
 
 
-def same_failure(a: str | None, b: str | None) -> bool:
-    """Whether two fingerprints are one failure (see the module docstring)."""
+def same_failure(a: str | None, b: str | None, noise: frozenset[int] = frozenset()) -> bool:
+    """Whether two fingerprints are one failure (see the module docstring); `noise`: the positions
+    of numbers that vary between main's own failures of this shape (`among` learns them)."""
     if a is None or b is None:
         return a == b
-    (text_a, numbers_a), (text_b, numbers_b) = _parts(a), _parts(b)
-    return text_a == text_b and all(map(_same_number, numbers_a, numbers_b))
+    (text_a, numbers_a, values_a), (text_b, numbers_b, values_b) = _parts(a), _parts(b)
+    return text_a == text_b and all(
+        i in noise or _same_number(x, y, va or vb)
+        for i, (x, y, va, vb) in enumerate(zip(numbers_a, numbers_b, values_a, values_b))
+    )
+
+
+def varying(fingerprints) -> dict[str, frozenset[int]]:
+    """Shape -> the positions of numbers that differ between two of `fingerprints` of that shape
+    (main's own repeated failures of one test): noise there."""
+    by_shape: dict[str, list[tuple[list[str], list[bool]]]] = {}
+    for other in fingerprints or ():
+        shape, numbers, values = _parts(other)
+        by_shape.setdefault(shape, []).append((numbers, values))
+    out = {}
+    for shape, seen in by_shape.items():
+        first_numbers, first_values = seen[0]
+        out[shape] = frozenset(
+            i
+            for i in range(len(first_numbers))
+            if any(
+                not _same_number(first_numbers[i], numbers[i], first_values[i] or values[i])
+                for numbers, values in seen[1:]
+            )
+        )
+    return out
 
 
 def among(mine: str, fingerprints, shape_only: bool = False) -> bool:
-    """Whether `mine` is one failure with any of `fingerprints`; `shape_only`: the same text with
+    """Whether `mine` is one failure with any of `fingerprints` (main's failures of one test), a
+    number main's own failures vary in being noise (`varying`); `shape_only`: the same text with
     every number set aside (a flake's message counts steps, retries or ports that change from one
     flake to the next: main's flake and the PR's are one when only those differ)."""
     if shape_only:
         return any(_parts(mine)[0] == _parts(other)[0] for other in fingerprints or ())
-    return any(same_failure(mine, other) for other in fingerprints or ())
+    noise = varying(fingerprints)
+    return any(
+        same_failure(mine, other, noise.get(_parts(other)[0], frozenset()))
+        for other in fingerprints or ()
+    )
 
 
 def distinct(fingerprints) -> list[str]:

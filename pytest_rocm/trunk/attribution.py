@@ -60,6 +60,7 @@ class Attribution:
     on_cuda_too: set[str] = field(default_factory=set)  # fails on the CUDA reference as well
     base: str | None = None
     note: str = ""
+    experiment_note: str = ""  # why the base experiment was not used, where it was not
 
     def not_blocking(self) -> list[str]:
         return sorted(n for n, c in self.classes.items() if c != NEW)
@@ -76,19 +77,37 @@ def code_base(provenance: dict) -> str | None:
     return provenance.get("base_sha") or provenance.get("merge_base")
 
 
+def experiments(base_check: dict | None, base_sha: str | None) -> tuple[dict[str, dict], str]:
+    """The failing tests' runs on the base (base-check.json: `tests`), where they ran on the base the
+    code that ran is built on; and what to say where they did not (empty: nothing to say)."""
+    if not base_check:
+        return {}, ""
+    ran_on = str(base_check.get("base_sha") or "")
+    if not base_check.get("prepared"):
+        return {}, f"the base experiment could not run: {base_check.get('why') or 'not prepared'}"
+    if base_sha and ran_on != base_sha:
+        return {}, (
+            f"the base experiment ran on {ran_on[:12]}, not on the base {base_sha[:12]} GitHub names: "
+            "not used"
+        )
+    return dict(base_check.get("tests") or {}), ""
+
+
 def attribute(
     tests: dict[str, dict],
     provenance: dict,
     trunk: dict,
     parity: dict | None = None,
     base_date: dt.datetime | None = None,
+    base_check: dict | None = None,
 ) -> Attribution:
-    """Class every blocking failure of a run (`tests`: its gate report's tests) against `trunk`.
-    `base_date`: when the base commit was made (GitHub's), which places a base the trunk state's
-    commit list does not hold."""
+    """Class every blocking failure of a run (`tests`: its gate report's tests) against `trunk`
+    and the run's base experiment (`base_check`, its base-check.json). `base_date`: when the base
+    commit was made (GitHub's), which places a base the trunk state's commit list does not hold."""
     commits = list(trunk.get("commits") or [])
     base = place(code_base(provenance or {}), commits, base_date)
     out = Attribution(base=base.sha)
+    ran, out.experiment_note = experiments(base_check, base.sha)
     trunk_tests = trunk.get("tests") or {}
     for name in blocking_failures(tests):
         out.classes[name], out.reasons[name] = failure_class(
@@ -97,7 +116,13 @@ def attribute(
             base,
             commits,
             tests[name].get("quarantine"),
+            ran.get(name),
+            (trunk.get("other_prs") or {}).get(name),
         )
+        if name in (base_check or {}).get("tests", {}) and name not in ran:
+            out.reasons[name] += f" ({out.experiment_note})"
+        elif ran.get(name, {}).get("not_run"):
+            out.reasons[name] += f" (the base experiment: {ran[name]['not_run']})"
     for name, entry in trunk_tests.items():
         if entry["state"] == "failing" and name in tests and tests[name]["verdict"] == "pass":
             kind, why = passing_class(entry, base, commits)

@@ -4,18 +4,16 @@ history/queries.py."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 
 from pytest_rocm.history import queries
+from pytest_rocm.history.backends import Connection
 from pytest_rocm.trunk.judgement import health_cell
 
 __all__ = ["trunk_health"]
 
 
-def trunk_health(
-    conn: sqlite3.Connection, window: int = 30, landed: frozenset | None = None
-) -> list[dict]:
+def trunk_health(conn: Connection, window: int = 30, landed: frozenset | None = None) -> list[dict]:
     """Per SKU and group, over main runs: the state now (trunk/judgement.py: health_cell: a group
     whose only failures are quarantined gates is `quarantined`, which is not green), the current
     streak (green or not, in runs), the last green run, flips over the last `window` runs, and the

@@ -10,6 +10,13 @@ A blocking failure's class (`failure_class`), first that applies:
   quarantined    the quarantine excuses it: listed for this SKU, failing the way it was entered with
                  (an entry without fingerprints excuses any failure); a quarantined test failing
                  another way is judged as any test (the plugin makes it blocking, results/report.py)
+  (the experiment, `base_experiment`: the test run again on the PR's base in fresh processes, where
+  it ran; an experiment beats every inference below)
+  new            the base has no such test (it is new in this PR)
+  flaky_on_base  it passed and failed on the base: flaky there, named, not this PR's
+  pre_existing   it failed on the base in every attempt: not this PR's
+  new            it passed on the base in every attempt, and fails here
+  (main's state, where no experiment settled it)
   flaky_on_main  main passed and failed it on one commit of this SKU in the window, the same way
                  (the same text: the numbers of a flake's message may change from flake to flake),
                  unless the code that ran holds main's current failure of it, this very failure
@@ -21,6 +28,8 @@ A blocking failure's class (`failure_class`), first that applies:
                  base is in the suspect range, or newer than the trunk state's commits)
   pre_existing   main failed it the same way and has fixed it since, after the code's base (a
                  rebase picks up the fix)
+  seen_on_other_prs  main passes it as far as it ran, and several unrelated PRs fail it the same way
+                 since a base main has not run since (trunk/evidence.py): likely main's, provisional
   new            anything else: main passes it
 
 A test main fails that passes here (`passing_class`): `fixed` only where the code that ran
@@ -35,14 +44,19 @@ from dataclasses import dataclass, field
 
 from pytest_rocm.results.fingerprint import among, quarantine_excuses
 
-NEW, PRE_EXISTING, FLAKY_ON_MAIN, QUARANTINED = (
+NEW, PRE_EXISTING, FLAKY_ON_MAIN, QUARANTINED, FLAKY_ON_BASE, SEEN_ON_OTHER_PRS = (
     "new",
     "pre_existing",
     "flaky_on_main",
     "quarantined",
+    "flaky_on_base",
+    "seen_on_other_prs",
 )
 FIXED, NOT_FIXED_HERE = "fixed", "not_fixed_here"
-EXCUSED = (PRE_EXISTING, FLAKY_ON_MAIN, QUARANTINED)
+EXCUSED = (PRE_EXISTING, FLAKY_ON_MAIN, QUARANTINED, FLAKY_ON_BASE, SEEN_ON_OTHER_PRS)
+# an attempt on the base that shows a failure, and one that shows a pass (base-check.json's outcomes)
+BASE_FAILED = ("failed", "error", "crashed")
+BASE_PASSED = ("passed",)
 
 
 @dataclass(frozen=True)
@@ -98,21 +112,56 @@ def _before_green(base: Base, green: dict | None, commits: list[str]) -> bool:
     return base.index is not None and at is not None and base.index <= at
 
 
+def base_experiment(experiment: dict | None, base_sha: str | None) -> tuple[str, str] | None:
+    """(class, why) from the failing test run again on the PR's base (its base-check.json entry:
+    `attempts`, each with an `outcome`), or None where it settles nothing (not run, skipped)."""
+    if not experiment:
+        return None
+    outcomes = [str(a.get("outcome")) for a in experiment.get("attempts") or ()]
+    at = (base_sha or "the base")[:12]
+    if "absent" in outcomes:
+        return NEW, f"the base {at} has no such test: it is new in this PR"
+    failed = sum(o in BASE_FAILED for o in outcomes)
+    passed = sum(o in BASE_PASSED for o in outcomes)
+    ran = f"{len(outcomes)} attempt(s) in fresh processes"
+    if failed and passed:
+        return FLAKY_ON_BASE, (
+            f"run again on the base {at}: passed {passed} and failed {failed} of {ran}: flaky "
+            "there, not this PR's"
+        )
+    if failed:
+        return (
+            PRE_EXISTING,
+            f"run again on the base {at}: failed in {failed} of {ran}: not this PR's",
+        )
+    if passed:
+        return NEW, (
+            f"run again on the base {at}: passed in {passed} of {ran}, and fails here: this PR's"
+        )
+    return None
+
+
 def failure_class(
     fingerprint: str,
     entry: dict | None,
     base: Base,
     commits: list[str],
     quarantine: dict | None = None,
+    experiment: dict | None = None,
+    other_prs: dict | None = None,
 ) -> tuple[str, str]:
-    """(class, why) of a blocking failure with this fingerprint, against the test's trunk entry
-    (None: main passes it throughout the window) and the quarantine entry the run applied."""
+    """(class, why) of a blocking failure with this fingerprint, against the quarantine entry the
+    run applied, the test run again on the PR's base (`experiment`, its base-check.json entry), and
+    the test's trunk entry (None: main passes it throughout the window)."""
     mine = fingerprint or "(no message)"
     if quarantine is not None and quarantine_excuses(quarantine, fingerprint):
         return (
             QUARANTINED,
             f"quarantined: {quarantine.get('reason') or 'listed in the quarantine file'}",
         )
+    settled = base_experiment(experiment, base.sha)
+    if settled is not None:
+        return settled
     flake = _flake(fingerprint, entry)
     if entry is not None and entry["state"] in ("passing", "flaky") and entry["flaky_count"]:
         theirs = "; ".join(f or "(no message)" for f in entry.get("flaky_fingerprints", [])[:2])
@@ -166,6 +215,12 @@ def failure_class(
                 f"{_short(gone['fixed'])} fixed it, after this run's base {(base.sha or 'unknown')[:12]}: "
                 "a rebase picks up the fix"
             )
+    if other_prs:
+        return SEEN_ON_OTHER_PRS, (
+            f"likely main's, not yet settled: {other_prs['prs']} other PRs on {other_prs['bases']} "
+            f"bases fail it the same way since {_short({'sha': other_prs['since']})}, and no run "
+            "based since passed it; main's own run or the base experiment decides"
+        )
     return NEW, "main passes this test"
 
 

@@ -17,10 +17,10 @@ those).
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 
 from pytest_rocm.history import queries
+from pytest_rocm.history.backends import Connection
 from pytest_rocm.schemas.artifacts import schema
 
 QUARANTINE_SCHEMA = schema("quarantine")
@@ -43,14 +43,14 @@ def applying(document: dict, skus: list[str]) -> dict[str, dict]:
     return out
 
 
-def _green_streak(conn: sqlite3.Connection, test: str, sku: str, count: int) -> bool:
+def _green_streak(conn: Connection, test: str, sku: str, count: int) -> bool:
     """Whether the test's newest `count` informative main runs on the SKU all passed it."""
     verdicts = queries.newest_main_verdicts(conn, test, sku, count)
     return len(verdicts) == count and all(v == "pass" for v in verdicts)
 
 
 def update(
-    conn: sqlite3.Connection,
+    conn: Connection,
     document: dict,
     trunk: dict,
     after_hours: float = AFTER_HOURS,

@@ -19,11 +19,11 @@ else by their first run's start time.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections import defaultdict
 from datetime import datetime
 
 from pytest_rocm.history import queries
+from pytest_rocm.history.backends import Connection
 from pytest_rocm.results.fingerprint import distinct
 from pytest_rocm.schemas.artifacts import schema
 
@@ -53,7 +53,7 @@ def _seconds(first: str | None, last: str | None) -> float | None:
         return None
 
 
-def main_runs(conn: sqlite3.Connection, sku: str) -> tuple[list[tuple], list[int]]:
+def main_runs(conn: Connection, sku: str) -> tuple[list[tuple], list[int]]:
     """((run id, tested commit, started, repository, default branch, event) of the SKU's main runs,
     oldest first; the ids of those left out because their commit is not a full SHA, which no
     commit list can place)."""
@@ -63,7 +63,7 @@ def main_runs(conn: sqlite3.Connection, sku: str) -> tuple[list[tuple], list[int
 
 
 def build(
-    conn: sqlite3.Connection,
+    conn: Connection,
     sku: str,
     window: int = WINDOW,
     commits: list[str] | None = None,
@@ -99,6 +99,8 @@ def build(
     run_of = {r[0]: r for r in runs}
     newest = first_run[tested[-1]] if tested else None
     newest_started = max((run_of[i][2] or "" for i in run_ids), default=None) or None
+    # when main's newest result became known (GitHub's completion of the window's newest run)
+    newest_completed = max((run_of[i][6] or "" for i in run_ids), default=None) or None
     listed = _commit_list(tested, commits)
     tests = {}
     for name, rows in by_test.items():
@@ -116,7 +118,9 @@ def build(
         "tracker_url": tracker_url,
         "main_runs": len(run_ids),
         "main_commits": len(tested),
-        "newest": {"sha": newest[1], "started": newest_started} if newest else None,
+        "newest": {"sha": newest[1], "started": newest_started, "completed": newest_completed}
+        if newest
+        else None,
         "commits": listed[-COMMITS_LIMIT:],
         "commits_from": "list" if commits else "tested commits",
         "tests": dict(sorted(tests.items())),

@@ -21,7 +21,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = {"pull_request": ["opened", "labeled", "unlabeled", "synchronize"], "check_run": ["requested_action", "rerequested"],
-            "merge_group": ["checks_requested"], "workflow_dispatch": [None], "workflow_run": ["requested", "completed"]}
+            "merge_group": ["checks_requested"], "workflow_dispatch": [None], "workflow_run": ["requested", "completed"],
+            "push": [None]}
 OPERATIONS = {
     "/repos/{owner}/{repo}": ["get"],
     "/repos/{owner}/{repo}/check-runs": ["post"],
@@ -42,13 +43,17 @@ OPERATIONS = {
     "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/{archive_format}": ["get"],
     "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs": ["get"],
     "/repos/{owner}/{repo}/commits/{ref}": ["get"],
+    # main's state, live: main's first-parent commits, and the history store carried as an artifact of the
+    # default branch's own publish runs (found by name across the repository's artifacts)
+    "/repos/{owner}/{repo}/commits": ["get"],
+    "/repos/{owner}/{repo}/actions/artifacts": ["get"],
     # `rocm-gate tracker`: one issue per SKU and framework, found by its label, written again when it changed
     "/repos/{owner}/{repo}/issues": ["get", "post"],
     "/repos/{owner}/{repo}/issues/{issue_number}": ["patch"],
 }
 WEBHOOKS = ["check-run-requested-action", "check-run-rerequested", "pull-request-labeled", "pull-request-synchronize",
             "pull-request-opened", "pull-request-unlabeled", "merge-group-checks-requested", "workflow-run-completed",
-            "workflow-run-requested", "workflow-dispatch"]
+            "workflow-run-requested", "workflow-dispatch", "push"]
 
 
 def refs(node, found: set[str]) -> None:
