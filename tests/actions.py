@@ -708,6 +708,9 @@ class Actions:
         state["status"] = "completed"
         state["updated_at"] = at_minute(30, start)
         record.conclusion = state["conclusion"]
+        self.fake.run_attempts[(run_id, attempt)] = copy.deepcopy(
+            {k: v for k, v in state.items() if k != "_start"}
+        )
         self._notify(record, state, "completed")
         return record
 

@@ -172,6 +172,10 @@ class FakeGitHub:
         self.artifacts: dict[int, dict] = {}
         self.commits: dict[str, list[str]] = {}  # sha -> parent shas
         self.commit_dates: dict[str, str] = {}  # sha -> committer date (GitHub's timestamp)
+        self.refuse_annotation = None  # annotation -> why GitHub refuses it, or None
+        # (run id, attempt) -> the run as that attempt ended (the harness keeps each; a re-run's
+        # newer attempt replaces the run's own fields)
+        self.run_attempts: dict[tuple[int, int], dict] = {}
         self.branches: dict[str, str] = {}  # branch -> its head commit
         self.default_branch = "main"
         # number -> {"repo", "title", "body", "state", "labels", "user"}
@@ -523,6 +527,9 @@ class FakeGitHub:
         return out
 
     def _apply(self, run: dict, body: dict) -> tuple[int, dict] | None:
+        refused = self._refused_output(body.get("output") or {})
+        if refused:
+            return 422, {"message": f"Invalid request.\n\n{refused}", "status": "422"}
         status = body.get("status", run["status"])
         conclusion = body.get("conclusion", run["conclusion"] if status == "completed" else None)
         if status == "completed" and not conclusion:  # GitHub's own rule, beyond the schema
@@ -540,6 +547,21 @@ class FakeGitHub:
             output = dict(body["output"])
             self.annotations[run["id"]] += [dict(a) for a in output.pop("annotations", [])]
             run["output"] = output
+        return None
+
+    def _refused_output(self, output: dict) -> str | None:
+        """What GitHub refuses in a check's output beyond its description: a summary or text over
+        65,535 bytes (GitHub counts UTF-8 bytes, the description characters), and an annotation the
+        test marks as one GitHub will not take (`refuse_annotation`: GitHub refuses some for reasons
+        it does not describe, such as a path it cannot resolve)."""
+        for key in ("summary", "text"):
+            size = len(str(output.get(key) or "").encode("utf-8", "surrogatepass"))
+            if size > 65535:
+                return f"output.{key} is too long (maximum is 65535 bytes, got {size})"
+        for annotation in output.get("annotations") or []:
+            why = self.refuse_annotation(annotation) if self.refuse_annotation else None
+            if why:
+                return f"output.annotations: {why}"
         return None
 
     def _checks_create(self, p, q, body):
@@ -768,6 +790,18 @@ class FakeGitHub:
         if run is None or run["repo"] != f"{p['owner']}/{p['repo']}":
             return 404, {"message": "Not Found"}
         return 200, self._render_run(run)
+
+    def _actions_get_workflow_run_attempt(self, p, q, body):
+        """One attempt of a run as it was (a re-run keeps the id; each attempt has its own times):
+        the attempts the harness kept, else the run's current one."""
+        run = self.workflow_runs.get(int(p["run_id"]))
+        if run is None or run["repo"] != f"{p['owner']}/{p['repo']}":
+            return 404, {"message": "Not Found"}
+        attempt = int(p["attempt_number"])
+        kept = self.run_attempts.get((run["id"], attempt))
+        if kept is None and run.get("run_attempt", 1) != attempt:
+            return 404, {"message": "Not Found"}
+        return 200, self._render_run(kept or run)
 
     def _actions_list_workflow_runs(self, p, q, body):
         """GitHub's listing: newest first, filtered by `created` (`>=T`, `<=T`, `A..B`, inclusive),

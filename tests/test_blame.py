@@ -284,10 +284,16 @@ def test_under_the_gates_rules_their_reruns_run_inside_each_attempt(pr, tmp_path
         pr,
         results,
         env={"BLAME_COUNTER": str(tmp_path / "counter")},
-        passthrough=[f"--rocm-rules={rules}"],
+        # as the gates run: pytest's exit status is the conclusion's, not pytest's usage error
+        passthrough=[f"--rocm-rules={rules}", "--rocm-exit-by-conclusion"],
     )
     assert done.returncode == 0, done.stderr
-    assert check["pytest_args"] == ["--rocm-platform=mi300x-1", f"--rocm-rules={rules}"]
+    assert check["pytest_args"] == [
+        "--rocm-platform=mi300x-1",
+        f"--rocm-rules={rules}",
+        "--rocm-exit-by-conclusion",
+    ]
+    assert check["tests"][NEW_FUNCTION]["on_base"] == "absent"  # found by the probe all the same
     sometimes = check["tests"][SOMETIMES]
     assert [(a["outcome"], a["verdict"]) for a in sometimes["attempts"]] == [
         ("failed", "flaky")
@@ -375,6 +381,20 @@ def test_a_cancelled_job_keeps_what_ran_and_removes_the_work_tree(pr, tmp_path):
     assert check["tests"][NEW_FILE]["on_base"] == "absent"
     assert processes_with(str(tree)) == []
     assert not tree.exists() and worktrees(pr["repo"]) == [str(pr["repo"])]
+
+
+def test_an_option_the_bases_pytest_refuses_leaves_it_not_prepared_and_says_why(pr, tmp_path):
+    results = results_copy(pr, tmp_path)
+    done, check = blame(pr, results, passthrough=["--no-such-option"])
+    assert done.returncode == 0, done.stderr
+    assert check["prepared"] is False
+    assert check["why"].startswith("pytest refused the command line on the base (a usage error)")
+    assert "--no-such-option" in check["why"]
+    assert all(t["attempts"] == [] for n, t in check["tests"].items() if n != NEW_FILE)
+    assert {t["not_run"] for n, t in check["tests"].items() if n != NEW_FILE} == {
+        f"not prepared: {check['why']}"
+    }
+    assert worktrees(pr["repo"]) == [str(pr["repo"])]
 
 
 def test_an_install_that_fails_leaves_the_base_not_prepared_and_says_why(pr, tmp_path):
@@ -528,3 +548,51 @@ def test_a_hostile_base_check_is_refused_by_name(pr, tmp_path, how):
 def test_results_without_a_base_check_read_as_before(pr, tmp_path):
     results = results_copy(pr, tmp_path)
     assert read_results(results).base_check is None
+
+
+def test_attempts_that_ran_another_build_than_the_bases_prove_nothing(pr, tmp_path, monkeypatch):
+    """No install (or one that did not take) leaves the PR's build in the job's environment: the
+    base's attempt then reports a stack mismatch, and the base is not prepared."""
+    from pytest_rocm.blame import Plan, attempts, run
+
+    def imported_the_prs_build(self, nodeids, number):
+        report = {"stack_mismatch": "vllm was imported from /w/pr, not the checkout /tmp/base"}
+        return 0, report, False
+
+    monkeypatch.setattr(attempts.Attempts, "_process", imported_the_prs_build)
+    results = results_copy(pr, tmp_path)
+    made = run(Plan(results=results, checkout=pr["repo"], say=lambda line: None))
+    assert made["prepared"] is False
+    assert made["why"].startswith("the tests on the base did not run the base's build: vllm")
+    assert made["tests"][GATE] == {
+        "attempts": [],
+        "not_run": f"not prepared: {made['why']}",
+        "on_base": "unknown",
+    }
+    assert made["tests"][NEW_FILE]["on_base"] == "absent"
+    assert worktrees(pr["repo"]) == [str(pr["repo"])]
+
+
+def test_the_gate_workflow_runs_it_after_the_gates_for_pull_requests_only():
+    import yaml
+
+    workflow = yaml.safe_load((REPO / ".github/workflows/rocm-gate.yml").read_text())
+    given = workflow[True]["workflow_call"]["inputs"]["base-check-minutes"]
+    assert (given["type"], given["default"]) == ("number", 30)
+    steps = workflow["jobs"]["gate"]["steps"]
+    names = [s.get("name", "") for s in steps]
+    gates = names.index("run the gates")
+    [at] = [i for i, s in enumerate(steps) if "rocm-gate blame" in s.get("run", "")]
+    assert gates < at < next(i for i, n in enumerate(names) if n.startswith("upload the results"))
+    step = steps[at]
+    assert step["continue-on-error"] is True and step["working-directory"] == "pr"
+    assert "steps.gates.outcome == 'success'" in step["if"] and steps[gates]["id"] == "gates"
+    assert "github.event_name == 'pull_request'" in step["if"]
+    assert "inputs.base-check-minutes > 0" in step["if"]
+    assert "${{" not in step["run"]  # through env:, as zizmor requires
+    assert step["env"]["INSTALL"] == "${{ inputs.install }}"
+    assert '--rocm-rules="$GITHUB_WORKSPACE/rules"' in steps[gates]["run"]
+    assert '-- --rocm-rules="$GITHUB_WORKSPACE/rules"' in step["run"]
+    # the merge commit's first parent (the base) comes with the checkout
+    [checkout] = [s for s in steps if (s.get("with") or {}).get("path") == "pr"]
+    assert checkout["with"]["fetch-depth"] == 2

@@ -428,6 +428,46 @@ def test_a_payload_over_the_limits_is_cut_not_rejected(fake, failing_results, tm
     assert len(writes) <= 12, len(writes)
 
 
+def test_a_summary_over_githubs_byte_limit_is_cut_in_bytes(fake, failing_results, tmp_path):
+    """GitHub counts a check's 65,535 in bytes: failures whose text is CJK (3 bytes a character) made
+    a summary of 65,229 characters and 110,285 bytes that GitHub refused, and the check stayed
+    in_progress. It is cut at a line's end within the bytes, and completes."""
+    report = json.loads((failing_results / "gate-report.json").read_text())
+    bug = report["tests"]["test_attention.py::test_kernel_bug"]
+    tests = {
+        f"test_attention.py::test_kernel_bug[{i}]": {
+            **bug,
+            "detail": bug["detail"] + "\n" + "注意力输出不同" * 300,
+            "message": "注意力输出与参考不同" * 20,
+        }
+        for i in range(200)
+    }
+    results = copy_results(failing_results, tmp_path / "run", tests=tests)
+    result = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "MI300X")
+    assert result.returncode == 0, result.stderr
+    [check] = fake.checks(SHA)
+    assert check["status"] == "completed" and check["conclusion"] == "failure"
+    summary = check["output"]["summary"]
+    assert len(summary.encode()) <= 65535 < len(summary.encode()) + 65535
+    assert "注意力" in summary and "\ufffd" not in summary
+
+
+def test_an_annotation_github_refuses_is_left_out_and_counted(fake, failing_results, tmp_path):
+    """GitHub refuses a batch of annotations for one it will not take (a 422): the others land, the
+    refused one is left out and counted on the check, and the check completes."""
+    results = _many_regressions(failing_results, tmp_path / "run", 60)  # two batches
+    fake.refuse_annotation = lambda a: (
+        "path could not be resolved" if "[7]" in (a.get("title") or "") else None
+    )
+    result = rocm_gate(fake, "publish", str(results), "--sha", SHA, "--runner-class", "MI300X")
+    assert result.returncode == 0, result.stderr
+    [check] = fake.checks(SHA)
+    assert check["status"] == "completed" and check["conclusion"] == "failure"
+    titles = [a["title"] for a in fake.annotations[check["id"]]]
+    assert len(titles) == 59 and not any("[7]" in t for t in titles)
+    assert "GitHub refused 1 of 60 annotation(s)" in check["output"]["summary"]
+
+
 @pytest.mark.parametrize(
     "change, conclusion, words",
     [

@@ -25,7 +25,7 @@ import pytest
 import truth
 from conftest import REPO, drop_database, fresh_database
 
-from pytest_rocm.history import queries, store
+from pytest_rocm.history import ledger, queries, store
 from pytest_rocm.history.backends import describe, to_psycopg, with_database
 
 MAIN_JOB = REPO / "tests" / "data" / "main-job"
@@ -172,9 +172,21 @@ def _crafted(root: Path) -> Path:
 
 
 def fill(target, history: dict):
+    """The runs added as a publish adds them: a PR's run with GitHub's facts (where its head came
+    from, when it completed), every third main run too."""
     conn = store.connect(target)
     for folder, origin, run, sha in history["runs"]:
-        assert store.ingest(conn, folder, origin, run, sha).added
+        manifest = json.loads((folder / "manifest.json").read_text())
+        facts = (
+            {
+                "head_ref": f"vllm-project/vllm:pr-{int(run or 0) % 7}",
+                "completed": manifest.get("finished"),
+                "base_sha": (manifest.get("provenance") or {}).get("base_sha"),
+            }
+            if origin == "pr" or int(run or 0) % 3 == 0
+            else None
+        )
+        assert store.ingest(conn, folder, origin, run, sha, facts).added
     return conn
 
 
@@ -205,7 +217,7 @@ def stores(history, module_database, tmp_path_factory):
 NOT_ASKED_OF_THE_STORE = {"seconds_between"}  # a function of two times, no store
 
 
-def answers(conn, world) -> dict:
+def answers(conn, world, keys: list[str]) -> dict:
     """Every question of history/queries.py (each public function, with its options), main's state
     per SKU, trunk health and the quarantine, asked of one store."""
     from pytest_rocm.trunk import quarantine, state
@@ -258,12 +270,20 @@ def answers(conn, world) -> dict:
     for test in tests:
         out[f"test_runs:{test}"] = queries.test_runs(conn, test)
         out[f"test_runs:{test}:2"] = queries.test_runs(conn, test, 2)
+    for sku in truth.SKUS:
+        out[f"pr_results:{sku}"] = queries.pr_results(conn, sku, tests, "2000-01-01")
+        out[f"pr_results:{sku}:since"] = queries.pr_results(conn, sku, tests, "2026-12-03")
+        out[f"ledger.newest_main:{sku}"] = ledger.newest_main(conn, sku)
+    out["ledger.stored"] = sorted(ledger.stored(conn, [*keys, "999/rocm-gate-results-x"]))
+    for key in keys:
+        out[f"ledger.failing:{key}"] = ledger.failing(conn, key)
     return out
 
 
 def test_every_question_has_the_same_answer_on_both_backends(stores, history, tmp_path):
-    sqlite = answers(stores["sqlite"], history["world"])
-    postgresql = answers(stores["postgresql"], history["world"])
+    keys = [f"{run}/{folder.name}" for folder, _, run, _ in history["runs"] if run]
+    sqlite = answers(stores["sqlite"], history["world"], keys)
+    postgresql = answers(stores["postgresql"], history["world"], keys)
     asked = {key.split(":")[0] for key in sqlite}
     public = {
         name
@@ -277,6 +297,10 @@ def test_every_question_has_the_same_answer_on_both_backends(stores, history, tm
     for key in ("suspects", "flaky", "known_gaps", "accepted_stacks", "drift", "parity_trend"):
         assert sqlite[key], key
     assert sqlite["flaky"]["flaky"] and sqlite["state.build:MI300X:window 30, commits"]["tests"]
+    assert any(sqlite[f"pr_results:{sku}"] for sku in truth.SKUS)
+    assert len(sqlite["ledger.stored"]) == len(keys) and any(
+        sqlite[f"ledger.failing:{key}"] for key in keys
+    )
     assert any(v["left_out_runs"] for k, v in sqlite.items() if k.startswith("state.build"))
     assert sum(1 for k, v in sqlite.items() if k.startswith("state.build") and v["tests"]) >= 2
 

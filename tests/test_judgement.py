@@ -188,6 +188,12 @@ def fixed_on_main(since=3, green=1, fixed=6):
     }
 
 
+def re_broken(fingerprints=(FP,)):
+    """Main broke the test at C3, fixed it at C6, and broke it again at C8 (a revert, a re-land)."""
+    earlier = fixed_on_main(since=3, green=1, fixed=6)["breaks"]
+    return failing(since=8, green=7, fingerprints=fingerprints, breaks=earlier)
+
+
 def flaky_on_main(fingerprints=(FP,)):
     return {
         "state": "passing",
@@ -245,6 +251,12 @@ CLASSES = [
      off_list(dt.datetime(2026, 12, 7, tzinfo=dt.UTC)), None, j.NEW),
     ("main fixed it; base off the list, no date", FP, fixed_on_main(), off_list(), None, j.NEW),
     ("main fixed another failure", OTHER, fixed_on_main(), at(4), None, j.NEW),
+    ("main re-broke it (a revert, a re-land); base inside the earlier break", FP,
+     re_broken(), at(4), None, j.PRE_EXISTING),
+    ("main re-broke it; base between the fix and the re-land", FP, re_broken(), at(6), None, j.NEW),
+    ("main re-broke it another way; base inside the earlier break of this way", FP,
+     re_broken(fingerprints=(OTHER,)), at(4), None, j.PRE_EXISTING),
+    ("main re-broke it another way; base after it", FP, re_broken(fingerprints=(OTHER,)), at(9), None, j.NEW),
     ("quarantined for this failure", FP, failing(), at(6), {"reason": "r", "fingerprints": [FP]}, j.QUARANTINED),
     ("quarantined by hand, no fingerprint", OTHER, None, at(6), {"reason": "r", "fingerprints": []}, j.QUARANTINED),
     ("quarantined for another failure", OTHER, failing(), at(6), {"reason": "r", "fingerprints": [FP]}, j.NEW),

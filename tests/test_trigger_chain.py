@@ -473,7 +473,8 @@ def test_the_sweep_never_puts_an_older_runs_result_over_a_newer_one(upstream, gi
     first = upstream.pull_request(pull, "opened", "maintainer")
     upstream.undelivered.clear()
     assert checks(github, pull.head) == []
-    # a maintainer runs the gate again on the same commit
+    # a maintainer runs the gate again on the same commit, a little later
+    upstream.advance(40)
     second = upstream.dispatch(
         "rocm-gate.yml",
         {"sha": pull.head, "scope": "all", "runner-class": "mi300x-8", "pr": str(pull.number)},
@@ -483,8 +484,44 @@ def test_the_sweep_never_puts_an_older_runs_result_over_a_newer_one(upstream, gi
     assert (newer["conclusion"], newer["external_id"]) == ("failure", str(second.id))
     swept = upstream.schedule("rocm-gate-sweep.yml")
     out = swept.job("/ sweep").steps[-1]["output"]
-    assert f"run {first.id} mi300x-8: nothing: a newer run's check" in out, out
+    assert f"run {first.id} mi300x-8: nothing: a later run's check" in out, out
     assert [c["external_id"] for c in checks(github, pull.head)] == [str(second.id)]
+
+
+TWICE = (
+    "import pathlib\nimport pytest\n\n@pytest.mark.rocm_gate(group='attention')\n"
+    "def test_passes_twice():\n    state = pathlib.Path(%r)\n"
+    "    runs = int(state.read_text()) if state.exists() else 0\n"
+    "    state.write_text(str(runs + 1))\n    assert runs < 2, 'broke on the third run'\n"
+)
+
+
+def test_a_re_run_of_an_older_run_that_ends_last_decides_the_check(upstream, github, tmp_path):
+    """Run A passes; run B, newer, passes; A is re-run (attempt 2, same id) and ends after B,
+    failing. Time orders runs: A's attempt 2 is the later result, and its `failure` is the check
+    GitHub shows, never B's older `success` (issue 59: ids ordered it, and A published nothing)."""
+    state = tmp_path / "count"
+    pull = upstream.open_pull(
+        124,
+        {"tests/kernels/attention/test_twice.py": TWICE % str(state)},
+        fork=False,
+        author="maintainer",
+    )
+    first = upstream.pull_request(pull, "opened", "maintainer")
+    upstream.advance(40)
+    upstream.dispatch(
+        "rocm-gate.yml",
+        {"sha": pull.head, "scope": "all", "runner-class": "mi300x-8", "pr": str(pull.number)},
+        "maintainer",
+    )
+    assert [c["conclusion"] for c in checks(github, pull.head)] == ["success", "success"]
+    upstream.advance(40)
+    again = upstream.rerun(first)
+    assert again.id == first.id
+    newest = checks(github, pull.head)[-1]
+    assert (newest["external_id"], newest["conclusion"]) == (f"{first.id}-2", "failure"), [
+        (c["external_id"], c["conclusion"]) for c in checks(github, pull.head)
+    ]
 
 
 def test_a_check_the_sweep_cannot_finish_offers_no_rerun_that_would_approve(

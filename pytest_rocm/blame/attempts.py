@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_rocm.blame import processes
-from pytest_rocm.blame.base import BaseError, git
+from pytest_rocm.blame.base import BaseError, NotPrepared, git
 from pytest_rocm.results.fingerprint import fingerprint, of_test
 from pytest_rocm.schemas.loader import ArtifactError, load_artifact, read_json_file
 
@@ -39,7 +39,7 @@ _OUTCOME = {
     "known_gap": "skipped",
     "not_applicable": "skipped",
 }
-USAGE_ERROR = 4  # pytest's exit status for a node id it cannot find
+USAGE_ERROR = 4  # pytest's exit status for a node id it cannot find (unless it exits by conclusion)
 NOT_FOUND = re.compile(r"^ERROR: (?:file or directory )?not found: ", re.M)
 PROBE_LOG_BYTES = 32 * 1024 * 1024
 
@@ -105,6 +105,15 @@ def _absent() -> dict:
     return {"outcome": "absent", "fingerprint": None, "seconds": 0.0, "verdict": None}
 
 
+def _usage_error(exit_status: int | None, report: dict | None) -> bool:
+    """Whether pytest stopped at its command line (a node id it cannot find, an option it does not
+    take) and ran nothing: its exit status, or the report's cause where it exits by conclusion."""
+    if report is not None and report.get("tests"):
+        return False
+    causes = [str(c) for c in (report or {}).get("incomplete_causes") or ()]
+    return exit_status == USAGE_ERROR or any("usage error" in c for c in causes)
+
+
 @dataclass
 class Attempts:
     """The attempts of the failing tests in the base's work tree `tree`, within `deadline`."""
@@ -138,10 +147,27 @@ class Attempts:
         number = 1
         while present and number <= attempts and time.monotonic() < self.deadline:
             exit_status, report, stopped = self._process(present, number)
-            if exit_status == USAGE_ERROR and not probed and self._not_found(number):
+            mismatch = (report or {}).get("stack_mismatch")
+            if mismatch:
+                # the tests imported another build than the base's (no install, or one that did not
+                # take): what they did says nothing of the base
+                raise NotPrepared(
+                    f"the tests on the base did not run the base's build: {str(mismatch)[:800]}"
+                )
+            usage = _usage_error(exit_status, report)
+            if usage and not probed and self._not_found(number):
                 probed = True
                 present = self._probe(present)
                 continue  # the same attempt again, without what the base lacks
+            if usage:  # an option the base's pytest does not take: no attempt can run
+                last = processes.tail(self.last_log, lines=5, limit=800) if self.last_log else ""
+                raise NotPrepared(
+                    "pytest refused the command line on the base (a usage error): "
+                    + (
+                        " | ".join(line.strip() for line in last.splitlines() if line.strip())
+                        or "no output"
+                    )
+                )
             self._record(present, report, stopped, exit_status)
             if stopped:
                 break
@@ -265,4 +291,8 @@ class Attempts:
         if report is None:
             why = f"the pytest process ended (exit status {exit_status}) without a gate report"
             return {"outcome": "crashed", "fingerprint": fingerprint(None, why), "seconds": 0.0}
+        causes = [str(c) for c in report.get("incomplete_causes") or ()]
+        if report.get("complete") is False and causes:  # an internal error, a session cut short
+            why = f"the pytest process did not run it: {causes[0]}"
+            return {"outcome": "error", "fingerprint": fingerprint(None, why), "seconds": 0.0}
         return {"outcome": "absent", "fingerprint": None, "seconds": 0.0}

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rocm.errors import BadInput
+from pytest_rocm.errors import BadInput, NotDone
 
 __all__ = ["Base", "BaseError", "NotPrepared", "choose_base", "git", "top_of", "work_tree"]
 
@@ -32,9 +32,9 @@ class BaseError(BadInput):
     """The base or the checkout cannot be used as given (exit 2): the message names which and why."""
 
 
-class NotPrepared(Exception):
-    """The base's work tree could not be made: the experiment says why in base-check.json (exit 0).
-    Never leaves the package."""
+class NotPrepared(NotDone):
+    """The base's work tree could not be made: the experiment catches it and says why in
+    base-check.json (the command exits 0)."""
 
 
 @dataclass

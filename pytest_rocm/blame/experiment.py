@@ -179,7 +179,11 @@ def _experiment(state: _State, top: Path, sha: str, rootdir: Path, nodeids: list
                 ).run(nodeids, plan.attempts)
                 state.not_run(nodeids, "over budget: the budget ended before its attempts ran")
         except base_.NotPrepared as exc:
-            state.why = str(exc)
+            state.prepared, state.why = False, str(exc)
+            for nodeid in nodeids:  # what ran in a tree that is not the base's proves nothing
+                entry = state.tests[nodeid]
+                entry["attempts"] = [a for a in entry["attempts"] if a["outcome"] == "absent"]
+                entry["not_run"] = None
             state.not_run(nodeids, f"not prepared: {state.why}")
 
 

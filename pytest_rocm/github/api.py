@@ -34,14 +34,15 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import github3
 import requests
 from requests.adapters import HTTPAdapter
 
 from pytest_rocm.errors import NotDone
-from pytest_rocm.github.checks import ANNOTATIONS_PER_REQUEST, CheckContent
+from pytest_rocm.github.checks import ANNOTATIONS_PER_REQUEST, CUT_NOTE, TEXT_LIMIT, CheckContent
+from pytest_rocm.schemas.markdown import cut_page
 
 __all__ = [
     "Ambiguous",
@@ -400,10 +401,12 @@ def _annotation_key(a: dict) -> tuple:
     return (a["path"], a["start_line"], a.get("title") or "", a["message"])
 
 
-def _batches(content: CheckContent, listed: list[dict]) -> tuple[int, list[list[dict]]]:
-    """(how many annotations GitHub holds, the batches of those it lacks; at least one, maybe
-    empty)."""
-    have = {_annotation_key(a) for a in listed}
+def _batches(
+    content: CheckContent, listed: list[dict], refused: list[dict] = ()
+) -> tuple[int, list[list[dict]]]:
+    """(how many annotations GitHub holds, the batches of those it lacks and has not refused; at
+    least one, maybe empty)."""
+    have = {_annotation_key(a) for a in listed} | {_annotation_key(a) for a in refused}
     missing = [a for a in content.annotations if _annotation_key(a) not in have]
     return len(listed), [
         missing[i : i + ANNOTATIONS_PER_REQUEST]
@@ -450,7 +453,18 @@ def converge(
         status = "unchanged" if canonical["status"] == "completed" else "in_progress"
         return Published(canonical["id"], canonical["html_url"], created, 0, status, len(extras))
     path = f"/repos/{{repo}}/check-runs/{canonical['id']}"
-    sent = _send_annotations(client, path, content, tries)
+    refused: list[dict] = []
+    sent = _send_annotations(client, path, content, tries, refused)
+    if refused:  # a refused annotation degrades the check, never loses it
+        client.log.append(f"GitHub refused {len(refused)} annotation(s): left out, the check completed")
+        content = replace(
+            content,
+            summary=(
+                f"> [!NOTE]\n> GitHub refused {len(refused)} of {len(content.annotations)} "
+                "annotation(s): they are left out; every failure is listed here and in the run's "
+                f"gate-report.json.\n\n{content.summary}"
+            ),
+        )
     _complete(client, path, content, external_id, details_url, tries)
     for extra in extras:  # what late creates left: copies without annotations, so none stands apart
         if extra["status"] == "completed" and extra["conclusion"] == content.conclusion:
@@ -462,8 +476,12 @@ def converge(
             **_given({"details_url": details_url}),
             "output": {
                 "title": content.title,
-                "summary": f"A duplicate of {canonical['html_url']}, which has the "
-                f"annotations.\n\n{content.summary}"[:65535],
+                "summary": cut_page(
+                    f"A duplicate of {canonical['html_url']}, which has the annotations.\n\n"
+                    f"{content.summary}",
+                    TEXT_LIMIT,
+                    CUT_NOTE,
+                ),
             },
         }
         client.write_again("PATCH", f"/repos/{{repo}}/check-runs/{extra['id']}", body)
@@ -517,11 +535,12 @@ def _find_or_create(
 
 
 def _send_annotations(
-    client: Client, path: str, content: CheckContent, tries: dict[str, int]
+    client: Client, path: str, content: CheckContent, tries: dict[str, int], refused: list[dict]
 ) -> int:
     """Send what GitHub does not hold yet, each annotation once, a batch at a time; how many were
-    sent."""
-    held, batches = _batches(content, client.paged(f"{path}/annotations", None))
+    sent. A batch GitHub refuses (422) is halved until the annotation it refuses is alone, which is
+    left out (added to `refused`): one bad annotation never loses the others, nor the check."""
+    held, batches = _batches(content, client.paged(f"{path}/annotations", None), refused)
     sent, index = 0, 0
     while index < len(batches) and batches[index]:
         batch = batches[index]
@@ -529,6 +548,16 @@ def _send_annotations(
         try:
             client.write("PATCH", path, {"output": content.output(batch)})
             landed = True
+        except PublishError as exc:
+            if not exc.refused:
+                raise
+            if len(batch) == 1:
+                refused.append(batch[0])
+                index += 1
+            else:
+                half = len(batch) // 2
+                batches[index : index + 1] = [batch[:half], batch[half:]]
+            continue
         # landed or not? GitHub's count of annotations says, once it is done with it
         except Ambiguous as exc:
             client.settle(exc)
@@ -538,7 +567,9 @@ def _send_annotations(
             elif count == held:
                 landed = False  # send it again
             else:  # something else changed it: read every annotation again
-                held, batches = _batches(content, client.paged(f"{path}/annotations", None))
+                held, batches = _batches(
+                    content, client.paged(f"{path}/annotations", None), refused
+                )
                 index = 0
                 continue
         if landed:

@@ -31,7 +31,8 @@ from pytest_rocm.schemas import markdown as md
 from pytest_rocm.schemas.artifacts import describe_reference, manifest_stack
 from pytest_rocm.trunk import judgement
 
-TEXT_LIMIT = 65535
+TEXT_LIMIT = 65535  # bytes of a check's summary, and of its text (GitHub counts UTF-8 bytes)
+CUT_NOTE = "\n... (cut at GitHub's limit)"
 ANNOTATIONS_PER_REQUEST = 50
 # at most this many annotations (10 requests): GitHub allows about 80 content-creating requests a
 # minute and 500 an hour (docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api);
@@ -73,9 +74,10 @@ class CheckContent:
     actions: list[dict] = field(default_factory=list)
 
     def output(self, annotations: list[dict] | None = None) -> dict:
-        out = {"title": self.title, "summary": self.summary}
+        # GitHub refuses a summary or text over 65,535 bytes (not characters): the last guard
+        out = {"title": self.title, "summary": md.cut_page(self.summary, TEXT_LIMIT, CUT_NOTE)}
         if self.text:
-            out["text"] = self.text
+            out["text"] = md.cut_page(self.text, TEXT_LIMIT, CUT_NOTE)
         if annotations:
             out["annotations"] = annotations
         return out
@@ -281,22 +283,23 @@ def _parity_lines(parity: dict | None, base: dict | None) -> list[str]:
 def _fill(sections: list[tuple[str, list[str]]], fixed: str, budget: int, more_where: str) -> str:
     """Fixed parts always; then each section's items in order while they fit, the rest as "and N
     more"."""
-    out, used = [], len(fixed)
+    size = md.utf8_len
+    out, used = [], size(fixed)
     for heading, items in sections:
         if not items:
             continue
         block = [f"\n### {heading} ({len(items)})"]
-        used += len(block[0]) + 1
+        used += size(block[0]) + 1
         for i, item in enumerate(items):
             tail = f"- and {len(items) - i} more ({more_where})"
-            if used + len(item) + 1 + len(tail) + 200 > budget:
+            if used + size(item) + 1 + size(tail) + 200 > budget:
                 block.append(tail)
-                used += len(tail) + 1
+                used += size(tail) + 1
                 break
             block.append(item)
-            used += len(item) + 1
+            used += size(item) + 1
         out += block
-    return md.cut_page(fixed + "\n".join(out), budget, "\n... (cut at GitHub's limit)")
+    return md.cut_page(fixed + "\n".join(out), budget, CUT_NOTE)
 
 
 SIMULATED = "SIMULATED"
@@ -701,7 +704,7 @@ def build(
         ]
     )
     sections = _sections(lists, against, report, manifest)
-    body = _fill(sections, "\n".join(head), TEXT_LIMIT - len(tail) - 2, more_where)
+    body = _fill(sections, "\n".join(head), TEXT_LIMIT - md.utf8_len(tail) - 2, more_where)
     return CheckContent(
         name=name,
         conclusion=decision.conclusion,
@@ -773,7 +776,7 @@ def missing_results(
         name=name,
         conclusion=conclusion,
         title=md.plain(f"no results ({run_conclusion or 'unknown'})"),
-        summary=summary[:TEXT_LIMIT],
+        summary=md.cut_page(summary, TEXT_LIMIT, CUT_NOTE),
         actions=[ACTIONS["rerun-all"]],
     )
 

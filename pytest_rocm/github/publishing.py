@@ -194,32 +194,58 @@ def run_key(external_id) -> tuple[int, int] | None:
     return int(run), int(attempt or 1)
 
 
-def _newer_result(existing: list[dict], run: GateRun) -> dict | None:
-    """A check of a newer run on the commit that is a result (not a placeholder), where this run has
-    no check of its own: writing this run's result would make it the newest, over the newer one
-    (a sweep finishing a run whose publish was lost, a publish that came late)."""
+def _newer_result(client: Client, existing: list[dict], run: GateRun) -> dict | None:
+    """A check of a run that ended after this one on the commit, a result (not a placeholder),
+    where this run has no check of its own: writing this run's result would make it the newest, over
+    the later one (a sweep finishing a run whose publish was lost, a publish that came late). Time
+    orders runs, not ids: attempt 2 of an older run that ends after a newer run is the later result."""
     if _own(existing, run):
         return None
     mine = run_key(run.external_id)
     newer = [
         c
         for c in existing
-        if not _placeholder(c)
-        and mine is not None
-        and (run_key(c.get("external_id")) or (0, 0)) > mine
+        if not _placeholder(c) and mine is not None and _ended_after(client, c, run, mine)
     ]
     return max(newer, key=lambda c: c["id"]) if newer else None
+
+
+def _ended_after(client: Client, check: dict, run: GateRun, mine: tuple[int, int]) -> bool:
+    """Whether the run (attempt) a check belongs to ended after `run`: attempts of one run end in
+    their order; runs apart by when GitHub says each attempt completed (their ids where it cannot
+    say)."""
+    theirs = run_key(check.get("external_id"))
+    if theirs is None:
+        return False
+    if theirs[0] == mine[0]:
+        return theirs[1] > mine[1]
+    attempt = client.get(
+        f"/repos/{{repo}}/actions/runs/{theirs[0]}/attempts/{theirs[1]}", ok_missing=True
+    )
+    ended, ours = _moment((attempt or {}).get("updated_at")), _moment(run.completed_at)
+    if ended is None or ours is None:
+        return theirs > mine
+    return ended > ours
+
+
+def _moment(text):
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _publish_approved(
     client: Client, run: GateRun, name: str, existing: list[dict], options: Options
 ) -> Outcome:
-    newer = _newer_result(existing, run)
+    newer = _newer_result(client, existing, run)
     if newer is not None:
         return Outcome(
             run,
             name,
-            f"nothing: a newer run's check ({newer['id']}, run {newer.get('external_id')}) stands; "
+            f"nothing: a later run's check ({newer['id']}, run {newer.get('external_id')}) stands; "
             "this older result is never put over it",
         )
     problems: list[str] = []

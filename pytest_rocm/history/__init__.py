@@ -9,10 +9,12 @@
 - `queries`: what the dashboard and `rocm-gate history` ask (suspects, flaky tests, known gaps, accepted
   stacks and drift, parity over time, the commit x group grid), as functions over portable SQL that give the
   same answers on both engines;
+- `flakes`: the one rule of what is flaky on main (a pass and a fail on one commit, or a test failing on
+  alternate commits), which the trunk state and the flaky list both apply;
 - `roles`: PostgreSQL's writer and reader roles (`rocm-gate history grant`);
 - `ledger`: which GitHub runs the store holds (a publish's catch-up asks before it downloads a run), when
   main's newest result completed, a stored run's blocking failures;
 - `commits`: main's first-parent commits from a checkout (what counts as landed).
 """
 
-__all__ = ["backends", "commits", "ledger", "queries", "roles", "store"]
+__all__ = ["backends", "commits", "flakes", "ledger", "queries", "roles", "store"]

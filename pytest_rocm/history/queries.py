@@ -12,14 +12,24 @@ is the PR author's to write, and a PR of old code says nothing of main), one SKU
   runners or devices (an intermittent software fault, like an HSA exception that follows the test); when they
   all happened on one runner, or one device of it, the machine is the suspect (a drain candidate). Each names
   its SKU (the tracker of one SKU lists only its own).
-- `flaky`: tests that passed and failed on the same commit and SKU (a `flaky` verdict is that within one run;
-  two runs of one commit on one SKU with a pass and a fail are that across runs) within the SKU's last
+- `flaky`: tests flaky on main by the one rule the trunk state applies (history/flakes.py: a pass and a fail
+  on one commit and SKU, or isolated failures of one shape on alternate commits), within the SKU's last
   FLAKY_WINDOW tested commits, the trunk state's window: what excused a PR as flaky on main is listed. A test
-  that fails on some commits and passes on others changed (a regression, then its fix), and one that fails on
-  one SKU and passes on another differs by SKU: neither is flaky. A run with no commit recorded is a commit of
-  its own. With first and last seen, and tests that stopped being flaky (flaked only before the window).
-- `known_gaps`: per gap, its issue, first seen and age, and per SKU it was seen on whether that SKU's newest
-  run of the test passed; "ready to close" only when it passed on every one of them.
+  that fails on a streak of commits and passes on others changed (a regression, then its fix; a break, its
+  revert and its re-land are two streaks), and one that fails on one SKU and passes on another differs by
+  SKU: neither is flaky. A run with no commit recorded is a commit of its own; commits are in the order of
+  their first run. With first and last seen, and tests that stopped being flaky (flaked only before the
+  window).
+- `known_gaps`: per gap, its issue, first seen and age, and per SKU it was seen on what that SKU's newest run
+  of the test says: the gap is `closed` where that run has the test with no such gap (its marker was
+  removed), `ready to close` where, on every SKU not closed, the test passed with the marker still on, else
+  `open`.
+- `parity_trend`, `parity_now`: parity over time and the newest figure per SKU, from the runs that measured
+  one: a run with no test results (a 0-test run), or a group with no test passing on the reference, has no
+  parity figure.
+- merge queues: a `merge_group` run is main's only where main's commit list (`landed`) holds its commit
+  (an ejected candidate's failure is never main's): the windows above, `main_failures`, and the origin
+  `runs`, `grid` and `test_runs` give a run (an ejected candidate is `other`).
 - `accepted_stacks`: per SKU, the runs that concluded `success` and were complete, and what changed between
   consecutive ones.
 """
@@ -28,7 +38,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from pytest_rocm.history import flakes
 from pytest_rocm.history.backends import Connection
+from pytest_rocm.history.flakes import flaky_commits, outcome, passed
 
 WINDOW = 10
 INFRA_MIN = 3
@@ -46,20 +58,32 @@ def _order(alias: str = "", newest_first: bool = False) -> str:
     return f"COALESCE({alias}started, ''){way}, {alias}id{way}"
 
 
-def runs(conn: Connection, limit: int | None = None, origin: str | None = None) -> list[dict]:
+def runs(
+    conn: Connection,
+    limit: int | None = None,
+    origin: str | None = None,
+    landed: frozenset | None = None,
+) -> list[dict]:
     """The newest runs first (of one origin: main, pr, other): id, time, SKU, runner, commit,
     conclusion, run time in seconds, where it comes from, and its links' parts (repository, GitHub
-    run id)."""
-    where = "WHERE origin = ? " if origin else ""
+    run id). A merge queue's candidate is main's only where `landed` (main's commits) holds it,
+    else `other` (an ejected candidate never landed)."""
+    # main and other are told apart here (a merge queue's candidate), every other origin by SQL
+    told_here = origin in ("main", "other")
+    where = (
+        "WHERE origin IN ('main', 'other') " if told_here else "WHERE origin = ? " if origin else ""
+    )
     sql = (
         f"SELECT id, started, finished, vendor, sku, runner, git_sha, conclusion, complete, origin, repository, "
-        f"gh_run_id, pr, reference, parity_overall FROM runs {where}ORDER BY {_order(newest_first=True)}"
+        f"gh_run_id, pr, reference, parity_overall, event FROM runs {where}ORDER BY {_order(newest_first=True)}"
     )
-    rows = conn.execute(
-        sql + (f" LIMIT {int(limit)}" if limit else ""), (origin,) if origin else ()
-    ).fetchall()
+    cut = f" LIMIT {int(limit)}" if limit and not told_here else ""
+    rows = conn.execute(sql + cut, (origin,) if origin and not told_here else ()).fetchall()
     out = []
     for r in rows:
+        counted = r[9] != "main" or _counted(r[15], r[6], landed)
+        if told_here and (r[9] if counted else "other") != origin:
+            continue
         out.append(
             {
                 "id": r[0],
@@ -72,15 +96,16 @@ def runs(conn: Connection, limit: int | None = None, origin: str | None = None) 
                 "conclusion": r[7],
                 "complete": bool(r[8]),
                 "seconds": seconds_between(r[1], r[2]),
-                "origin": r[9],
+                "origin": r[9] if counted else "other",
                 "repository": r[10],
                 "gh_run_id": r[11],
                 "pr": r[12],
                 "reference": r[13],
                 "parity": r[14],
+                "event": r[15],
             }
         )
-    return out
+    return out[:limit] if limit else out
 
 
 def seconds_between(started: str | None, finished: str | None) -> float | None:
@@ -104,7 +129,7 @@ def _history_by_test(
 ) -> dict[str, list[tuple]]:
     """test -> its results oldest first, in runs no PR's code wrote (`TRUSTED`; a merge queue's
     only where `landed`, main's commits, holds it): (run id, verdict, status, runner, devices,
-    started, sku, commit)."""
+    started, sku, commit, fingerprint, gap issue)."""
     names = dict(conn.execute("SELECT id, name FROM tests"))
     wanted = [i for i, n in names.items() if tests is None or n in tests]
     found: dict[str, list[tuple]] = defaultdict(list)
@@ -112,7 +137,7 @@ def _history_by_test(
         ids = wanted[chunk : chunk + 500]
         sql = (
             "SELECT r.test_id, r.run_id, r.verdict, r.status, u.runner, r.devices, u.started, u.sku, u.git_sha, "
-            f"u.event FROM results r JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
+            f"r.fingerprint, r.gap_issue, u.event FROM results r JOIN runs u ON u.id = r.run_id WHERE r.test_id IN ({', '.join('?' for _ in ids)}) "
             f"AND u.origin IN ({', '.join('?' for _ in TRUSTED)}) ORDER BY r.test_id, {_order('u.')}"
         )
         for test_id, *rest, event in conn.execute(sql, [*ids, *TRUSTED]):
@@ -191,30 +216,31 @@ def flaky(
     conn: Connection, window: int = FLAKY_WINDOW, landed: frozenset | None = None
 ) -> dict[str, list[dict]]:
     """{"flaky": [...], "stopped": [...]}: per test, the SKUs it flaked on in that SKU's last
-    `window` tested commits (the trunk state's window: a test a PR was excused for as flaky on main
-    is listed here), and tests that flaked before those commits on every SKU they flaked on and not
-    since. Runs of a PR's code are not read."""
+    `window` tested commits (the trunk state's window and rule, history/flakes.py: a test a PR was
+    excused for as flaky on main is listed here), and tests that flaked before those commits on
+    every SKU they flaked on and not since. Runs of a PR's code are not read."""
     now, stopped = [], []
     candidates = _tests_with(conn, ("flaky", "regression", "unconfirmed"))
     for test, all_rows in _history_by_test(conn, candidates, landed).items():
-        ran_all = [r for r in all_rows if r[1] in ("pass",) + FAILED]
+        ran_all = [r for r in all_rows if r[1] in ("pass",) + FAILED or r[2] == "xfailed"]
         if not ran_all:
             continue
         recent_flakes, older_flakes, looked_at = [], [], []
         for ran in _by_sku(ran_all).values():
-            flaky_runs = _flaky_runs(ran)
-            commits = list(dict.fromkeys(r[7] or f"run {r[0]}" for r in ran))[-window:]
-            inside = set(commits)
-            last = [r for r in ran if (r[7] or f"run {r[0]}") in inside]
+            commits = list(dict.fromkeys(_commit_of(r) for r in ran))
+            inside = set(commits[-window:])
+            last = [r for r in ran if _commit_of(r) in inside]
             looked_at += last
-            recent_flakes += [r for r in last if r[0] in flaky_runs]
-            older_flakes += [r for r in ran if r[0] in flaky_runs and r not in last]
+            recent = _flaky_runs(last)
+            recent_flakes += [r for r in last if r[0] in recent]
+            older = _flaky_runs(ran)
+            older_flakes += [r for r in ran if r[0] in older and _commit_of(r) not in inside]
         flakes = sorted(recent_flakes + older_flakes, key=lambda r: (r[5] or "", r[0]))
         entry = {
             "test": test,
             "runs": len(looked_at),
             "flaky_runs": len(recent_flakes),
-            "pass_rate": round(sum(r[1] == "pass" for r in looked_at) / len(looked_at), 3),
+            "pass_rate": round(sum(passed(r[1], r[2]) for r in looked_at) / len(looked_at), 3),
             "skus": sorted({r[6] for r in recent_flakes}),
             "first_seen": flakes[0][5] if flakes else None,
             "last_seen": flakes[-1][5] if flakes else None,
@@ -230,18 +256,33 @@ def flaky(
     return {"flaky": sorted(now, key=key), "stopped": sorted(stopped, key=lambda e: e["test"])}
 
 
+def _commit_of(row: tuple) -> str:
+    """A history row's commit (a run with no commit recorded is a commit of its own)."""
+    return row[7] or f"run {row[0]}"
+
+
 def _flaky_runs(rows: list[tuple]) -> set[int]:
-    """The runs that show a flake: a `flaky` verdict, or a failure on a (commit, SKU) that also
-    passed."""
-    by_place: dict[tuple, list[tuple]] = defaultdict(list)
+    """The runs that show a flake, by history/flakes.py's rule over the commits of `rows` (one
+    SKU's, oldest first): their failures (a `flaky` verdict, a regression or an unconfirmed
+    failure) on a commit the rule counts as a flake."""
+    by_commit: dict[str, list[tuple]] = defaultdict(list)
     for row in rows:
-        by_place[(row[7] or f"run {row[0]}", row[6])].append(row)
-    out = set()
-    for same in by_place.values():
-        verdicts = {r[1] for r in same}
-        mixed = "pass" in verdicts and verdicts & {"regression", "unconfirmed"}
-        out |= {r[0] for r in same if r[1] == "flaky" or (mixed and r[1] != "pass")}
-    return out
+        by_commit[_commit_of(row)].append(row)
+    series = [
+        (
+            commit,
+            outcome((r[1], r[2]) for r in same),
+            [r[8] for r in same if r[1] in flakes.FAILED],
+        )
+        for commit, same in by_commit.items()
+    ]
+    shown = flaky_commits(series)
+    return {
+        r[0]
+        for commit in shown
+        for r in by_commit[commit]
+        if r[1] == "flaky" or r[1] in flakes.FAILED
+    }
 
 
 def known_gaps(conn: Connection, landed: frozenset | None = None) -> list[dict]:
@@ -267,8 +308,19 @@ def known_gaps(conn: Connection, landed: frozenset | None = None) -> list[dict]:
             for sku in seen_on
             if any(r[6] == sku for r in results)
         }
-        passing = sorted(sku for sku, r in newest.items() if r[2] in ("passed", "xpassed"))
-        ready = bool(newest) and len(passing) == len(newest)
+        # the newest run has the test with no such gap: its marker was removed
+        closed = sorted(sku for sku, r in newest.items() if r[9] != issue)
+        passing = sorted(
+            sku for sku, r in newest.items() if r[9] == issue and r[2] in ("passed", "xpassed")
+        )
+        failing = sorted(set(newest) - set(passing) - set(closed))
+        status = (
+            "closed"
+            if newest and len(closed) == len(newest)
+            else "ready to close"
+            if newest and not failing
+            else "open"
+        )
         out.append(
             {
                 "test": test,
@@ -280,8 +332,11 @@ def known_gaps(conn: Connection, landed: frozenset | None = None) -> list[dict]:
                 "age_days": _days(first, last),
                 "skus": seen_on,
                 "passing_on": passing,
-                "still_failing_on": sorted(set(newest) - set(passing)),
-                "ready_to_close": ready,
+                "still_failing_on": failing,
+                "closed_on": closed,
+                "status": status,
+                "ready_to_close": status == "ready to close",
+                "closed": status == "closed",
             }
         )
     return out
@@ -349,13 +404,19 @@ def drift(conn: Connection) -> list[dict]:
     return out
 
 
+# a run that measured parity: it holds test results (a 0-test run measured nothing, whatever its
+# parity report says: every test passing on the reference then "fails" on ROCm)
+_MEASURED = "EXISTS (SELECT 1 FROM results x WHERE x.run_id = u.id)"
+
+
 def parity_trend(conn: Connection) -> list[dict]:
-    """Per run with a parity report: SKU, group, parity, both passing / passing on CUDA,
+    """Per run with a parity report that measured one (it holds test results), per group with a
+    test passing on the reference: SKU, group, parity, both passing / passing on CUDA,
     merge-blocking."""
     sql = (
         "SELECT u.id, u.started, u.sku, p.grp, p.parity, p.both_passing, p.reference_passing, p.blocking, p.gaps, "
         f"COALESCE(u.reference, 'reference (unnamed)') FROM parity p JOIN runs u ON u.id = p.run_id "
-        f"ORDER BY {_order('u.')}, p.grp"
+        f"WHERE p.reference_passing > 0 AND {_MEASURED} ORDER BY {_order('u.')}, p.grp"
     )
     keys = (
         "run",
@@ -372,10 +433,33 @@ def parity_trend(conn: Connection) -> list[dict]:
     return [dict(zip(keys, row)) for row in conn.execute(sql)]
 
 
-def grid(conn: Connection, limit: int = 30, origin: str | None = None) -> dict:
-    """The newest `limit` runs (of one origin) x groups: per cell the worst verdict and the counts,
-    with the failing tests."""
-    recent = runs(conn, limit, origin)
+def parity_now(conn: Connection, landed: frozenset | None = None) -> dict[str, dict]:
+    """SKU -> its newest run with a parity figure (`runs`' fields): a main run's (a merge queue's
+    where `landed` holds it), else, where the SKU has none, any run's. A run with no test results,
+    or whose report has no test passing on the reference, has no figure (`parity_trend`)."""
+    rows = conn.execute(
+        "SELECT u.id FROM runs u WHERE u.parity_overall IS NOT NULL "
+        "AND EXISTS (SELECT 1 FROM parity p WHERE p.run_id = u.id AND p.reference_passing > 0) "
+        f"AND {_MEASURED} ORDER BY {_order('u.')}"
+    ).fetchall()
+    measured = {run_id for (run_id,) in rows}
+    out: dict[str, dict] = {}
+    for run in reversed(runs(conn, landed=landed)):  # oldest first: the newest wins
+        if run["id"] not in measured:
+            continue
+        held = out.get(run["sku"])
+        if held is None or run["origin"] == "main" or held["origin"] != "main":
+            out[run["sku"]] = run
+    return dict(sorted(out.items()))
+
+
+def grid(
+    conn: Connection, limit: int = 30, origin: str | None = None, landed: frozenset | None = None
+) -> dict:
+    """The newest `limit` runs (of one origin; a merge queue's candidate is main's only where
+    `landed` holds it) x groups: per cell the worst verdict and the counts, with the failing
+    tests."""
+    recent = runs(conn, limit, origin, landed)
     ids = [r["id"] for r in recent]
     cells: dict[tuple[int, str], dict] = {}
     if ids:
@@ -426,12 +510,13 @@ def group_health_rows(conn: Connection, landed: frozenset | None = None) -> list
 
 
 def main_runs(conn: Connection, sku: str) -> list[tuple]:
-    """(run id, tested commit, started, repository, default branch, event, completed) of the SKU's
-    main runs that name their commit, oldest first (trunk/state.py); `completed`: when GitHub says
-    the run completed, else when its manifest says it finished."""
+    """(run id, tested commit, started, repository, default branch, event, completed, complete) of
+    the SKU's main runs that name their commit, oldest first (trunk/state.py); `completed`: when
+    GitHub says the run completed, else when its manifest says it finished; `complete`: 1 where
+    the run ran every test it collected."""
     return conn.execute(
-        "SELECT id, git_sha, started, repository, default_branch, event, COALESCE(completed, finished) "
-        "FROM runs WHERE origin = 'main' "
+        "SELECT id, git_sha, started, repository, default_branch, event, COALESCE(completed, finished), "
+        "complete FROM runs WHERE origin = 'main' "
         "AND sku = ? AND git_sha IS NOT NULL ORDER BY COALESCE(started, ''), id",
         (sku,),
     ).fetchall()
@@ -440,30 +525,62 @@ def main_runs(conn: Connection, sku: str) -> list[tuple]:
 def results_of_tests_not_passing(
     conn: Connection, run_ids: list[int], verdicts: tuple[str, ...]
 ) -> dict[str, list[tuple]]:
-    """test -> (run id, verdict, fingerprint) in the runs, for the tests with one of `verdicts` in
-    at least one of them."""
+    """test -> (run id, verdict, fingerprint, status) in the runs, for the tests with one of
+    `verdicts` in at least one of them."""
     if not run_ids:
         return {}
-    found: dict[str, list[tuple]] = defaultdict(list)
     marks = ", ".join("?" for _ in run_ids)
-    names = [
+    test_ids = [
         row[0]
         for row in conn.execute(
             f"SELECT DISTINCT test_id FROM results WHERE verdict IN ({', '.join('?' for _ in verdicts)}) "
-            f"AND run_id IN ({marks})",
+            f"AND run_id IN ({marks}) ORDER BY test_id",
             [*verdicts, *run_ids],
         )
     ]
-    for chunk in range(0, len(names), 500):
-        ids = names[chunk : chunk + 500]
-        for name, run_id, verdict, fingerprint in conn.execute(
-            f"SELECT t.name, r.run_id, r.verdict, r.fingerprint FROM results r JOIN tests t ON t.id = r.test_id "
-            f"WHERE r.test_id IN ({', '.join('?' for _ in ids)}) AND r.run_id IN ({marks}) "
-            "ORDER BY r.test_id, r.run_id",
-            [*ids, *run_ids],
+    return _results_of(conn, run_ids, "r.test_id", test_ids)
+
+
+def results_of_tests(
+    conn: Connection, run_ids: list[int], names: list[str]
+) -> dict[str, list[tuple]]:
+    """test -> (run id, verdict, fingerprint, status) in the runs, for the tests named (those the
+    runs hold results of)."""
+    if not run_ids:
+        return {}
+    return _results_of(conn, run_ids, "t.name", sorted(set(names)))
+
+
+def _results_of(conn, run_ids: list[int], column: str, keys: list) -> dict[str, list[tuple]]:
+    """test -> (run id, verdict, fingerprint, status) in the runs, for the tests whose `column` is
+    one of `keys` (bounded IN lists, for any engine)."""
+    found: dict[str, list[tuple]] = defaultdict(list)
+    marks = ", ".join("?" for _ in run_ids)
+    for chunk in range(0, len(keys), 500):
+        part = keys[chunk : chunk + 500]
+        for name, run_id, verdict, fingerprint, status in conn.execute(
+            "SELECT t.name, r.run_id, r.verdict, r.fingerprint, r.status FROM results r "
+            f"JOIN tests t ON t.id = r.test_id WHERE {column} IN ({', '.join('?' for _ in part)}) "
+            f"AND r.run_id IN ({marks}) ORDER BY t.name, r.run_id",
+            [*part, *run_ids],
         ):
-            found[name].append((run_id, verdict, fingerprint))
-    return found
+            found[name].append((run_id, verdict, fingerprint, status))
+    return dict(found)
+
+
+def names_in_runs(conn: Connection, run_ids: list[int]) -> list[str]:
+    """The names of the tests the runs hold results of (any verdict: a skipped test ran), sorted."""
+    if not run_ids:
+        return []
+    marks = ", ".join("?" for _ in run_ids)
+    return [
+        name
+        for (name,) in conn.execute(
+            f"SELECT DISTINCT t.name FROM results r JOIN tests t ON t.id = r.test_id "
+            f"WHERE r.run_id IN ({marks}) ORDER BY t.name",
+            run_ids,
+        )
+    ]
 
 
 def tests_run(conn: Connection, run_ids: list[int]) -> int:
@@ -478,36 +595,68 @@ def tests_run(conn: Connection, run_ids: list[int]) -> int:
 
 def newest_main_verdicts(conn: Connection, test: str, sku: str, count: int) -> list[str]:
     """The test's verdicts in its newest `count` informative main runs on the SKU (pass, regression,
-    unconfirmed, flaky), newest first."""
+    unconfirmed, flaky; an xfail that failed as declared is a pass: history/flakes.py), newest
+    first."""
     rows = conn.execute(
-        "SELECT r.verdict FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
-        "WHERE t.name = ? AND u.origin = 'main' AND u.sku = ? AND r.verdict IN ('pass', 'regression', "
-        "'unconfirmed', 'flaky') ORDER BY COALESCE(u.started, '') DESC, u.id DESC LIMIT ?",
+        "SELECT CASE WHEN r.status = 'xfailed' THEN 'pass' ELSE r.verdict END FROM results r "
+        "JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
+        "WHERE t.name = ? AND u.origin = 'main' AND u.sku = ? AND (r.verdict IN ('pass', 'regression', "
+        "'unconfirmed', 'flaky') OR r.status = 'xfailed') "
+        "ORDER BY COALESCE(u.started, '') DESC, u.id DESC LIMIT ?",
         (test, sku, count),
     ).fetchall()
     return [v for (v,) in rows]
 
 
-def main_failures(conn: Connection, limit: int = 300) -> list[str]:
-    """Tests that failed (regression or unconfirmed) or were flaky in a main run, most recent
-    first."""
+def _not_main(conn, landed: frozenset | None) -> tuple[str, list]:
+    """A condition on runs `u` (and its parameters) that leaves out the merge queue's candidates
+    main's commit list does not hold (all of them without the list): their failures were never
+    main's."""
+    if landed is None:
+        return "(u.event IS NULL OR u.event <> 'merge_group')", []
+    ejected = [
+        run_id
+        for run_id, sha in conn.execute(
+            "SELECT id, git_sha FROM runs WHERE origin = 'main' AND event = 'merge_group' ORDER BY id"
+        )
+        if sha not in landed
+    ]
+    if not ejected:
+        return "1 = 1", []
+    return f"u.id NOT IN ({', '.join('?' for _ in ejected)})", ejected
+
+
+def main_failures(conn: Connection, limit: int = 300, landed: frozenset | None = None) -> list[str]:
+    """Tests that failed (regression or unconfirmed) or were flaky in a main run (a merge queue's
+    only where `landed`, main's commits, holds it), most recent first."""
+    counted, params = _not_main(conn, landed)
     rows = conn.execute(
         "SELECT t.name, MAX(COALESCE(u.started, '')) FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t "
         "ON t.id = r.test_id WHERE u.origin = 'main' AND r.verdict IN ('regression', 'unconfirmed', 'flaky') "
-        "GROUP BY t.name ORDER BY MAX(COALESCE(u.started, '')) DESC, t.name LIMIT ?",
-        (limit,),
+        f"AND {counted} GROUP BY t.name ORDER BY MAX(COALESCE(u.started, '')) DESC, t.name LIMIT ?",
+        (*params, limit),
     ).fetchall()
     return [name for name, _ in rows]
 
 
-def test_runs(conn: Connection, test: str, limit: int = 200) -> list[dict]:
-    """One test's runs across SKUs and commits, newest first."""
-    rows = conn.execute(
-        "SELECT u.id, u.started, u.sku, u.git_sha, u.origin, u.pr, u.repository, u.gh_run_id, u.runner, r.verdict, "
-        "r.status, r.fingerprint FROM results r JOIN runs u ON u.id = r.run_id JOIN tests t ON t.id = r.test_id "
-        f"WHERE t.name = ? ORDER BY {_order('u.', newest_first=True)} LIMIT ?",
-        (test, limit),
-    ).fetchall()
+def test_runs(
+    conn: Connection, test: str, limit: int = 200, landed: frozenset | None = None
+) -> list[dict]:
+    """One test's runs across SKUs and commits, newest first (a merge queue's candidate is main's
+    only where `landed` holds it, else `other`: `runs`)."""
+    rows = [
+        (
+            *row[:4],
+            row[4] if row[4] != "main" or _counted(row[12], row[3], landed) else "other",
+            *row[5:12],
+        )
+        for row in conn.execute(
+            "SELECT u.id, u.started, u.sku, u.git_sha, u.origin, u.pr, u.repository, u.gh_run_id, u.runner, "
+            "r.verdict, r.status, r.fingerprint, u.event FROM results r JOIN runs u ON u.id = r.run_id "
+            f"JOIN tests t ON t.id = r.test_id WHERE t.name = ? ORDER BY {_order('u.', newest_first=True)} LIMIT ?",
+            (test, limit),
+        )
+    ]
     keys = (
         "run",
         "started",

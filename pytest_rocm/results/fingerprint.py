@@ -146,6 +146,12 @@ def varying(fingerprints) -> dict[str, frozenset[int]]:
     return out
 
 
+def shape(fingerprint: str | None) -> str:
+    """The failure's shape: its fingerprint with every number set aside (`among`'s `shape_only`; a
+    flake's messages of one shape are one flake, history/flakes.py)."""
+    return _parts(fingerprint or "")[0]
+
+
 def among(mine: str, fingerprints, shape_only: bool = False) -> bool:
     """Whether `mine` is one failure with any of `fingerprints` (main's failures of one test), a
     number main's own failures vary in being noise (`varying`); `shape_only`: the same text with

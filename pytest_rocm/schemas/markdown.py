@@ -31,6 +31,7 @@ __all__ = [
     "cell",
     "code",
     "cut_page",
+    "utf8_len",
     "html_code",
     "html_name",
     "html_text",
@@ -83,13 +84,20 @@ def html_text(text: object) -> str:
 _CLOSE_DETAILS = "\n</details>"
 
 
+def utf8_len(text: str) -> int:
+    """The length GitHub counts a check's summary and text in: UTF-8 bytes (a CJK character is 3)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def cut_page(text: str, limit: int, note: str) -> str:
-    """A page of markdown cut to GitHub's `limit` with `note` at its end: at a line's end (a line cut
-    in its middle could end inside a code span, and the rest of that line, artifact text, would then
-    be markdown; a code span never spans lines), with every `<details>` left open closed."""
-    if len(text) <= limit:
+    """A page of markdown cut to GitHub's `limit`, counted in UTF-8 bytes as GitHub counts it, with
+    `note` at its end: at a line's end (a line cut in its middle could end inside a code span, and
+    the rest of that line, artifact text, would then be markdown; a code span never spans lines),
+    never inside a character, with every `<details>` left open closed."""
+    if utf8_len(text) <= limit:
         return text
-    cut = text[: limit - len(note) - len(_CLOSE_DETAILS) * text.count("<details>")]
+    budget = limit - utf8_len(note) - utf8_len(_CLOSE_DETAILS) * text.count("<details>")
+    cut = text.encode("utf-8", "surrogatepass")[: max(budget, 0)].decode("utf-8", "ignore")
     cut = cut[: cut.rfind("\n")] if "\n" in cut else ""
     return cut + _CLOSE_DETAILS * (cut.count("<details>") - cut.count("</details>")) + note
 

@@ -170,35 +170,71 @@ def failure_class(
             f"flaky on main, but this failure differs: main: {theirs}; here: {mine}",
         )
     if entry is not None and entry["state"] == "failing":
-        since, green = entry["since"], entry.get("last_green")
-        if _before_green(base, green, commits):
-            return flake or (
+        return _against_mains_failure(fingerprint, entry, base, commits, flake)
+    earlier = _earlier_break(fingerprint, entry, base, commits)
+    if earlier is not None:
+        return earlier
+    if other_prs:
+        return SEEN_ON_OTHER_PRS, (
+            f"likely main's, not yet settled: {other_prs['prs']} other PRs on {other_prs['bases']} "
+            f"bases fail it the same way since {_short({'sha': other_prs['since']})}, and no run "
+            "based since passed it; main's own run or the base experiment decides"
+        )
+    return NEW, "main passes this test"
+
+
+def _against_mains_failure(
+    fingerprint: str, entry: dict, base: Base, commits: list[str], flake
+) -> tuple[str, str]:
+    """A failure of a test main fails now. Where the code that ran does not hold main's current
+    break, or fails another way, an earlier break of main's that it does hold (main fixed it, then
+    broke the test again: a revert and a re-land) may still be this failure's."""
+    mine = fingerprint or "(no message)"
+    since, green = entry["since"], entry.get("last_green")
+    earlier = _earlier_break(fingerprint, entry, base, commits)
+    if _before_green(base, green, commits):
+        return (
+            flake
+            or earlier
+            or (
                 NEW,
                 f"main fails this test since {_short(since)}, but this run's code is based on "
-                f"{base.sha[:12]}, at or before main's last green commit {_short(green)}: main's "
-                "failure is not in the code that ran",
+                f"{(base.sha or 'unknown')[:12]}, at or before main's last green commit {_short(green)}: "
+                "main's failure is not in the code that ran",
             )
-        if not among(fingerprint, entry["fingerprints"]):
-            theirs = "; ".join(f or "(no message)" for f in entry["fingerprints"][:2])
-            return flake or (
+        )
+    if not among(fingerprint, entry["fingerprints"]):
+        theirs = "; ".join(f or "(no message)" for f in entry["fingerprints"][:2])
+        return (
+            flake
+            or earlier
+            or (
                 NEW,
                 f"main fails this test since {_short(since)}, but differently: main: {theirs}; here: {mine}",
             )
-        contains = _contains(base, since, commits)
-        where = (
-            "based on it or later"
-            if contains
-            else "based inside the suspect range"
-            if base.index is not None
-            else "based on a commit the trunk state does not list (newer than its last main run, or "
-            "older than its commit list)"
-            if base.sha
-            else "no base named"
         )
-        return (
-            PRE_EXISTING,
-            f"pre-existing on main since {_short(since)}, the same failure ({where})",
-        )
+    contains = _contains(base, since, commits)
+    where = (
+        "based on it or later"
+        if contains
+        else "based inside the suspect range"
+        if base.index is not None
+        else "based on a commit the trunk state does not list (newer than its last main run, or "
+        "older than its commit list)"
+        if base.sha
+        else "no base named"
+    )
+    return (
+        PRE_EXISTING,
+        f"pre-existing on main since {_short(since)}, the same failure ({where})",
+    )
+
+
+def _earlier_break(
+    fingerprint: str, entry: dict | None, base: Base, commits: list[str]
+) -> tuple[str, str] | None:
+    """PRE_EXISTING where the code that ran holds a break main had and fixed in the window, failing
+    the same way (a PR based inside it fails it as main did; a rebase picks up the fix)."""
     for gone in reversed((entry or {}).get("breaks") or []):
         if not among(fingerprint, gone["fingerprints"]) or _before_green(
             base, gone.get("last_green"), commits
@@ -215,13 +251,7 @@ def failure_class(
                 f"{_short(gone['fixed'])} fixed it, after this run's base {(base.sha or 'unknown')[:12]}: "
                 "a rebase picks up the fix"
             )
-    if other_prs:
-        return SEEN_ON_OTHER_PRS, (
-            f"likely main's, not yet settled: {other_prs['prs']} other PRs on {other_prs['bases']} "
-            f"bases fail it the same way since {_short({'sha': other_prs['since']})}, and no run "
-            "based since passed it; main's own run or the base experiment decides"
-        )
-    return NEW, "main passes this test"
+    return None
 
 
 def _flake(fingerprint: str, entry: dict | None) -> tuple[str, str] | None:

@@ -38,6 +38,8 @@ OPERATIONS = {
     "/app/installations/{installation_id}/access_tokens": ["post"],
     # the publisher's provenance checks and the sweep: the gate run, its jobs and artifacts, a tested commit
     "/repos/{owner}/{repo}/actions/runs/{run_id}": ["get"],
+    # which of two runs of one commit ended last (a re-run of an older run can end after a newer run)
+    "/repos/{owner}/{repo}/actions/runs/{run_id}/attempts/{attempt_number}": ["get"],
     "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs": ["get"],
     "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts": ["get"],
     "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/{archive_format}": ["get"],
