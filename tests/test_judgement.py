@@ -297,6 +297,11 @@ EXPERIMENTS = [
     ("no experiment: main's state decides", None, None, None, j.NEW),
     ("quarantine comes first", None, ran_on_base("passed", "passed"),
      {"reason": "r", "fingerprints": [FP]}, j.QUARANTINED),
+    ("an infrastructure fault on the base says nothing of its code", None,
+     {"attempts": [{"outcome": "failed", "signature": "hsa"}, {"outcome": "failed", "signature": "hsa"}]},
+     None, j.NEW),
+    ("failed and passed within one attempt on the base: flaky there", None,
+     {"attempts": [{"outcome": "failed", "verdict": "flaky"}]}, None, j.FLAKY_ON_BASE),
 ]  # fmt: skip
 
 
@@ -385,3 +390,28 @@ def test_the_reasons_name_commits_and_fingerprints_not_secrets():
     kind, why = j.failure_class(OTHER, failing(), at(6), C)
     assert kind == j.NEW and C[4][:12] in why and "rope_scaling" in why
     assert re.search(r"differently: main: .*diverged", why)
+
+
+@pytest.mark.parametrize(
+    "generated,max_age,base_date,used",
+    [
+        ("2026-12-07T09:00:00+00:00", 48.0, None, True),
+        ("2026-12-04T09:00:00+00:00", 48.0, None, False),  # 72 h old
+        ("2026-12-07T09:00:00+00:00", float("nan"), None, False),  # NaN never compares as older
+        ("2026-12-07T09:00:00+00:00", -5.0, None, False),
+        ("2027-01-06T09:00:00+00:00", 48.0, None, False),  # dated 30 days in the future
+        ("2026-12-07T10:05:00+00:00", 48.0, None, True),  # a clock a few minutes ahead
+        ("2026-12-07T09:00:00+00:00", 48.0, "2026-12-07T09:30:00+00:00", False),  # before the base
+        ("not a time", 48.0, None, False),
+        (None, 48.0, None, False),
+    ],
+)
+def test_knowledge_from_the_future_or_from_nowhere_excuses_nothing(
+    generated, max_age, base_date, used
+):
+    from pytest_rocm.trunk.attribution import stale
+
+    now = dt.datetime(2026, 12, 7, 10, 0, tzinfo=dt.UTC)
+    base = j.moment(base_date) if base_date else None
+    why = stale({"generated": generated}, now, base, max_age)
+    assert (why is None) is used, why

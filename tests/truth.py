@@ -34,11 +34,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import truth_upstream as upstream
+
 from pytest_rocm.github import checks, tracker
 from pytest_rocm.github.artifacts import read_results
 from pytest_rocm.history import queries, store
 from pytest_rocm.hw.profiles import builtin
-from pytest_rocm.results.fingerprint import fingerprint, same_failure
+from pytest_rocm.results.fingerprint import among, fingerprint, same_failure
 from pytest_rocm.results.manifest import provenance
 from pytest_rocm.results.records import PLAIN_PASS, RECORD_SCHEMA
 from pytest_rocm.results.report import build_gate_report
@@ -50,6 +52,16 @@ REPO = "example/upstream"
 SKUS = ("MI300X", "MI355X")
 GROUPS = ("attention", "engine", "api")
 TESTS = [f"tests/test_{g}.py::test_{g}_{i}" for g in GROUPS for i in range(2)]
+# the tests of the shapes grown from upstream's history (tests/truth_upstream.py), in a history only
+# where it has their shape
+STRICT = (
+    "tests/test_attention.py::test_attention_2"  # xfail(strict=True) until a fix makes it XPASS
+)
+ALTERNATES = (
+    "tests/test_engine.py::test_engine_2"  # fails on alternate main commits, no change to it
+)
+MOVED = "tests/test_api.py::test_api_2"  # its file moves to another folder, or is deleted
+XPASS = "[XPASS(strict)] fp8 kv cache not supported on ROCm yet"
 RACE = "AssertionError: lost a race in the scheduler"
 HSA = (
     "HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception. code: 0x1016"
@@ -68,6 +80,11 @@ def accuracy(value: float) -> str:
     return f"AssertionError: gsm8k accuracy {value:.3f} below 0.700"
 
 
+def timed_out(retries: int) -> str:
+    """The failure of a test that fails on alternate commits: its count changes from run to run."""
+    return f"AssertionError: engine step timed out after {retries} retries"
+
+
 @dataclass
 class Break:
     test: str
@@ -75,11 +92,23 @@ class Break:
     culprit: int  # the commit that broke it
     fix: int | None  # the commit that fixed it
     value: float  # its accuracy, jittering 3% from run to run
+    message: str | None = None  # its failure, where it is not an accuracy (a strict xfail's XPASS)
+    xfail: bool = False  # before the culprit the test xfails (a strict xfail), after the fix passes
 
     def at(self, commit: int, sku: str) -> bool:
         return (
             sku in self.skus and self.culprit <= commit and (self.fix is None or commit < self.fix)
         )
+
+    def text(self, rng: random.Random | None = None) -> str:
+        """Its failure message (an accuracy jittering from run to run, with `rng`)."""
+        if self.message is not None:
+            return self.message
+        return accuracy(self.value * (1 + rng.uniform(-0.03, 0.03)) if rng else self.value)
+
+    @property
+    def shape(self) -> str:
+        return "xpass" if self.message == XPASS else "accuracy"
 
 
 @dataclass
@@ -102,6 +131,7 @@ class PR:
     infra: set = field(default_factory=set)  # a first attempt's HSA fault
     flaky: set = field(default_factory=set)  # a first attempt loses a race, the rerun passes
     unlucky: set = field(default_factory=set)  # both attempts lose the race (a regression verdict)
+    alternates: bool = False  # fails ALTERNATES the way main does on alternate commits
 
 
 @dataclass
@@ -116,6 +146,28 @@ class World:
         dict  # (test, sku) -> (the break, the commit from which the quarantine file lists it)
     )
     bad_node: tuple | None  # (sku, test): the runner node-bad-<sku> faults on it every time
+    extra: list = field(default_factory=list)  # the shapes' tests this history has (STRICT, ...)
+    # test -> (its id before, the commit its file moved at, its id from then: None, deleted)
+    renamed: dict = field(default_factory=dict)
+    alternating: dict = field(default_factory=dict)  # (test, sku) -> main commits that fail it
+    shapes: list = field(default_factory=list)  # what upstream's history gave it, in words
+
+    @property
+    def tests(self) -> list[str]:
+        return TESTS + self.extra
+
+    def nodeid(self, test: str, commit: int) -> str | None:
+        """The test's id in main's code at `commit` (None: not there)."""
+        if test not in self.renamed:
+            return test
+        old, moved, new = self.renamed[test]
+        return old if commit < moved else new
+
+    def logical(self, nodeid: str) -> str:
+        """The test an id is of."""
+        return next(
+            (t for t, (old, _, new) in self.renamed.items() if nodeid in (old, new)), nodeid
+        )
 
 
 def world(rng: random.Random, seed: int = 0) -> World:
@@ -190,7 +242,115 @@ def world(rng: random.Random, seed: int = 0) -> World:
             else:
                 pr.unlucky.add(rng.choice([t for t, s in flakes if s == sku] or [test]))
         prs.append(pr)
-    return World(seed, commits, breaks, flakes, main_runs, prs, quarantined, bad_node)
+    grown = World(seed, commits, breaks, flakes, main_runs, prs, quarantined, bad_node)
+    grow(grown, random.Random(rng.getrandbits(64)))
+    return grown
+
+
+def grow(w: World, rng: random.Random) -> None:
+    """The shapes of upstream's real history (tests/truth_upstream.py), each where a draw says: a
+    break reverted (and re-landed, where upstream re-landed it) with a PR based inside the earlier
+    episode, a test file moved (or deleted) with a PR based before the move, a test that fails on
+    alternate commits, and a strict xfail that starts to XPASS after a fix. Main's commits become
+    upstream's real ones around the episode or the move."""
+    n = len(w.commits)
+    episode = rng.choice(upstream.episodes()) if rng.random() < 0.45 else None
+    move = rng.choice(upstream.moves()) if rng.random() < 0.4 else None
+    if episode is not None:
+        keys = [episode.culprit, episode.revert] + ([episode.reland] if episode.reland else [])
+        w.commits, at = upstream.window(rng, n, keys)
+        _episode(w, rng, episode, at)
+    if move is not None:
+        if episode is None:
+            w.commits, (moved,) = upstream.window(rng, n, [move.commit])
+        else:
+            moved = rng.randint(2, n - 1)
+        _move(w, rng, move, max(moved, 1))
+    if rng.random() < 0.35:
+        w.extra.append(ALTERNATES)
+        for sku in rng.sample(SKUS, rng.randint(1, 2)):
+            w.alternating[(ALTERNATES, sku)] = {c for c in range(n) if rng.random() < 0.5}
+        w.shapes.append("a test that fails on alternate commits")
+    if rng.random() < 0.35:
+        _strict_xfail(w, rng)
+    if ALTERNATES in w.extra:
+        _unlucky_on_alternates(w, rng)
+
+
+def _free(w: World, test: str) -> bool:
+    return not any(b.test == test for b in w.breaks) and not any(t == test for t, _ in w.flakes)
+
+
+def _episode(w: World, rng: random.Random, episode, at: list[int]) -> None:
+    """A break at the real culprit's place, fixed by its revert, and, where upstream re-landed it,
+    the same failure again from the re-land (fixed later, or not); a PR based inside the first."""
+    n = len(w.commits)
+    test = rng.choice([t for t in TESTS if _free(w, t)] + [MOVED])
+    if test == MOVED and MOVED not in w.extra:
+        w.extra.append(MOVED)
+    skus = frozenset(rng.sample(SKUS, rng.randint(1, 2)))
+    value = round(rng.uniform(0.2, 0.6), 3)
+    w.breaks.append(Break(test, skus, at[0], at[1], value))
+    said = f"{episode.subject!r} broke {test}, reverted"
+    if len(at) > 2:
+        fix = rng.choice([None, *range(at[2] + 1, n)])
+        w.breaks.append(Break(test, skus, at[2], fix, value))
+        said += " and re-landed"
+        if at[0] < at[1]:  # a PR based inside the earlier episode, judged once main re-broke it
+            base = rng.randint(at[0], at[1] - 1)
+            published = rng.randint(max(base, at[2]), n - 1)
+            w.prs.append(PR(len(w.prs) + 1, rng.choice(sorted(skus)), base, published))
+    w.shapes.append(said)
+
+
+def _move(w: World, rng: random.Random, move, at: int) -> None:
+    """MOVED's file moves as upstream's did at `at` (or is deleted), with a break across the move
+    where the test has none yet, and a PR based before the move, judged after it."""
+    n = len(w.commits)
+    deleted = rng.random() < 0.25
+    function = MOVED.split("::")[1]
+    new = None if deleted else f"{move.new}::{function}"
+    w.renamed[MOVED] = (f"{move.old}::{function}", at, new)
+    if MOVED not in w.extra:
+        w.extra.append(MOVED)
+    if _free(w, MOVED) and rng.random() < 0.7:
+        culprit = rng.randint(1, at)
+        fix = rng.choice([None, *range(at + 1, n)])
+        skus = frozenset(rng.sample(SKUS, rng.randint(1, 2)))
+        w.breaks.append(Break(MOVED, skus, culprit, fix, round(rng.uniform(0.2, 0.6), 3)))
+    base = rng.randint(max(0, at - 4), at - 1)
+    w.prs.append(PR(len(w.prs) + 1, rng.choice(SKUS), base, rng.randint(at, n - 1)))
+    w.shapes.append(f"{move.old} {'deleted' if deleted else 'moved to ' + move.new}")
+
+
+def _strict_xfail(w: World, rng: random.Random) -> None:
+    """STRICT xfails on main until a fix makes it XPASS (a failure, strict), at a real `[ROCm]` fix
+    where main's commits have one; its marker is removed later, or not."""
+    n = len(w.commits)
+    fixes = [i for i in upstream.rocm_fixes(w.commits) if 1 <= i <= n - 2]
+    culprit = rng.choice(fixes) if fixes else rng.randint(1, n - 2)
+    removed = rng.choice([None, *range(culprit + 1, n)])
+    skus = frozenset(rng.sample(SKUS, rng.randint(1, 2)))
+    w.breaks.append(Break(STRICT, skus, culprit, removed, 0.0, XPASS, xfail=True))
+    w.extra.append(STRICT)
+    base = rng.randint(culprit, n - 1)
+    w.prs.append(PR(len(w.prs) + 1, rng.choice(sorted(skus)), base, rng.randint(base, n - 1)))
+    w.shapes.append("a strict xfail that starts to XPASS")
+
+
+def _unlucky_on_alternates(w: World, rng: random.Random) -> None:
+    """PRs fail ALTERNATES as main does, where main's state shows it flaky at their publish and at
+    the end (before that, nothing tells such a failure from the PR's own)."""
+    last = len(w.commits) - 1
+    for pr in w.prs:
+        if (ALTERNATES, pr.sku) not in w.alternating:
+            continue
+        shown = [
+            _knowable(w, _seen(w, pr.sku, at, range(len(w.commits))), ALTERNATES)
+            for at in (pr.published, last)
+        ]
+        if all(any(s == "flaky" for _, s in said) for said in shown):
+            pr.alternates = rng.random() < 0.7
 
 
 # the runs -----------------------------------------------------------------------------------------
@@ -296,6 +456,7 @@ def pr_event(world: World, pr: PR, folder: Path, run_id: int) -> dict:
 class Attempt:
     message: str | None  # None: passed
     infra: bool = False
+    xfail: bool = False  # (passed) an xfail marker's test that failed as declared: xfailed
 
 
 def _records(plan: dict[str, list[Attempt]], held: dict[str, dict], t0: float) -> list[dict]:
@@ -312,6 +473,11 @@ def _records(plan: dict[str, list[Attempt]], held: dict[str, dict], t0: float) -
         for number, attempt in enumerate(attempts):
             worker = f"gw{index}" if number == 0 else f"rerun{index}"
             t += 0.01
+            if attempt.xfail:  # pytest's xfail: the call is skipped, with the marker's reason
+                out.append({**base, **spec, "nodeid": test, "when": "setup", "outcome": "passed", "duration": 0.001, "t": t, "worker": worker, "gpus": [0]})  # fmt: skip
+                out.append({**base, **spec, "nodeid": test, "when": "call", "outcome": "skipped", "duration": 0.001, "wasxfail": XPASS.split("] ", 1)[1], "t": t + 0.001, "worker": worker, "gpus": [0]})  # fmt: skip
+                out.append({**base, **spec, "nodeid": test, "when": "teardown", "outcome": "passed", "duration": 0.001, "t": t + 0.002, "worker": worker, "gpus": [0]})  # fmt: skip
+                continue
             if attempt.message is None:
                 out.append({**base, **spec, "nodeid": test, "when": PLAIN_PASS, "outcome": "passed", "durations": [0.001, 0.01, 0.001], "t": t, "worker": worker, "gpus": [0]})  # fmt: skip
                 continue
@@ -333,8 +499,25 @@ def _attempts(first: Attempt, truth: str | None, rerun: bool) -> list[Attempt]:
     return [first, Attempt(truth)]
 
 
-def _jitter(rng: random.Random, b: Break) -> str:
-    return accuracy(b.value * (1 + rng.uniform(-0.03, 0.03)))
+def _break_at(world: World, test: str, commit: int, sku: str) -> Break | None:
+    """Main's break of the test at the commit on the SKU."""
+    return next((b for b in world.breaks if b.test == test and b.at(commit, sku)), None)
+
+
+def _xfails(world: World, test: str, commit: int) -> bool:
+    """The test's code at the commit holds its strict xfail marker and still fails as declared."""
+    return any(b.test == test and b.xfail and commit < b.culprit for b in world.breaks)
+
+
+def _fails_on_main(world: World, test: str, commit: int, sku: str, rng=None) -> str | None:
+    """What main's code at the commit fails the test with on the SKU (None: it passes or xfails):
+    its break, or a failure of a test that fails on alternate commits."""
+    b = _break_at(world, test, commit, sku)
+    if b is not None:
+        return b.text(rng)
+    if commit in world.alternating.get((test, sku), ()):
+        return timed_out(rng.randint(1, 99) if rng else 7)
+    return None
 
 
 def _held(world: World, sku: str, commit: int) -> dict[str, dict]:
@@ -345,7 +528,7 @@ def _held(world: World, sku: str, commit: int) -> dict[str, dict]:
             "reason": f"red on main ({sku})",
             "since": world.commits[b.culprit],
             "sku": sku,
-            "fingerprints": [fingerprint(accuracy(b.value))],
+            "fingerprints": [fingerprint(b.text())],
             "blocks": True,
         }
         for (test, s), (b, entered) in world.quarantined.items()
@@ -367,17 +550,19 @@ def run_main(
     folder.mkdir(parents=True)
     prov = main_event(world, run, folder, run_id)
     plan = {}
-    for test in TESTS:
-        b = next((b for b in world.breaks if b.test == test and b.at(run.commit, run.sku)), None)
-        truth = _jitter(rng, b) if b else None
+    for test in world.tests:
+        node = world.nodeid(test, run.commit)
+        if node is None:
+            continue
+        truth = _fails_on_main(world, test, run.commit, run.sku, rng)
         if run.event == "ejected" and test == TESTS[0]:
             truth = "AssertionError: a break only the ejected candidate had"
-        first = Attempt(truth)
+        first = Attempt(truth, xfail=truth is None and _xfails(world, test, run.commit))
         if run.commit in world.flakes.get((test, run.sku), ()) and truth is None:
             first = Attempt(RACE)
         if world.bad_node == (run.sku, test) and run.runner == f"node-bad-{run.sku}":
             first = Attempt(HSA, infra=True)
-        plan[test] = _attempts(first, truth, rerun=True)
+        plan[node] = _attempts(first, truth, rerun=True)
     records = _records(plan, _held(world, run.sku, run.commit), clock.at(run.hour).timestamp())
     _write(folder, records, _manifest(run.sku, run.runner, prov, clock.at(run.hour)))
     return folder
@@ -387,17 +572,21 @@ def main_break(world: World, pr: PR, test: str) -> Break | None:
     """Main's break of the test in the PR's code (its base holds it, and the PR does not fix it)."""
     if test in pr.fixes or test in pr.own or test in pr.unlucky:
         return None
-    return next((b for b in world.breaks if b.test == test and b.at(pr.base, pr.sku)), None)
+    return _break_at(world, test, pr.base, pr.sku)
 
 
 def pr_failure(world: World, pr: PR, test: str) -> str | None:
     """What the PR's code fails the test with (main's break without its jitter), None: it passes."""
+    if world.nodeid(test, pr.base) is None:  # its code has no such test
+        return None
     if test in pr.unlucky:
         return RACE
     if test in pr.own:
         return pr.own[test]
+    if test == ALTERNATES and pr.alternates:
+        return timed_out(10 + pr.number)
     b = main_break(world, pr, test)
-    return accuracy(b.value) if b else None
+    return b.text() if b else None
 
 
 def run_pr(world: World, pr: PR, root: Path, rng: random.Random, clock: Clock, run_id: int) -> Path:
@@ -405,15 +594,18 @@ def run_pr(world: World, pr: PR, root: Path, rng: random.Random, clock: Clock, r
     folder.mkdir(parents=True)
     prov = pr_event(world, pr, folder, run_id)
     plan = {}
-    for test in TESTS:
+    for test in world.tests:
+        node = world.nodeid(test, pr.base)
+        if node is None:
+            continue
         b = main_break(world, pr, test)
-        truth = _jitter(rng, b) if b else pr_failure(world, pr, test)
-        first = Attempt(truth)
+        truth = b.text(rng) if b else pr_failure(world, pr, test)
+        first = Attempt(truth, xfail=truth is None and _xfails(world, test, pr.base))
         if test in pr.flaky and truth is None:
             first = Attempt(RACE)
         if test in pr.infra:
             first = Attempt(HSA, infra=True)
-        plan[test] = _attempts(first, truth, rerun=True)
+        plan[node] = _attempts(first, truth, rerun=True)
     hour = pr.published + 0.9
     records = _records(plan, _held(world, pr.sku, pr.published), clock.at(hour).timestamp())
     _write(folder, records, _manifest(pr.sku, f"node-{pr.sku}-pr", prov, clock.at(hour)))
@@ -433,18 +625,32 @@ def _seen(world: World, sku: str, upto: int, commits) -> list[MainRun]:
 
 
 def _informative(world: World, run: MainRun, test: str) -> str | None:
-    """What a main run says of a test: fail, pass, flaky, or nothing (infra)."""
-    b = any(b.test == test and b.at(run.commit, run.sku) for b in world.breaks)
+    """What a main run says of a test: fail, pass (an xfail as declared too), flaky, or nothing
+    (infra, or its code has no such test)."""
+    if world.nodeid(test, run.commit) is None:
+        return None
+    fails = _fails_on_main(world, test, run.commit, run.sku) is not None
     if world.bad_node == (run.sku, test) and run.runner == f"node-bad-{run.sku}":
-        return "fail" if b else None
-    if b:
+        return "fail" if fails else None
+    if fails:
         return "fail"
     return "flaky" if run.commit in world.flakes.get((test, run.sku), ()) else "pass"
 
 
-def _says(world: World, runs: list[MainRun], test: str) -> list[tuple[int, str]]:
-    """(commit, what main said of the test there) per tested commit, oldest first, as the trunk
-    state folds a commit's runs (trunk/state.py): flaky where a run was flaky or runs disagreed."""
+def _shape(message: str | None) -> str:
+    """The kind of a failure message, as the harness makes them: one shape each."""
+    if message is None:
+        return ""
+    if message.startswith("AssertionError: gsm8k accuracy"):
+        return "accuracy"
+    return {XPASS: "xpass", RACE: "race", OWN: "own"}.get(message, "timed out")
+
+
+def _says(world: World, runs: list[MainRun], test: str) -> list[tuple[int, str, str]]:
+    """(commit, what main said of the test there, the shape of its failure there) per tested
+    commit, oldest first, as the trunk state folds a commit's runs (trunk/state.py): flaky where a
+    run was flaky or runs disagreed. Of the test under every id it had (a moved file's test is one
+    test)."""
     by_commit: dict[int, list[str]] = {}
     for run in sorted(runs, key=lambda r: r.hour):
         said = _informative(world, run, test)
@@ -453,36 +659,85 @@ def _says(world: World, runs: list[MainRun], test: str) -> list[tuple[int, str]]
     out = []
     for commit in sorted(by_commit):
         said = set(by_commit[commit])
-        out.append((commit, "flaky" if "flaky" in said or said == {"fail", "pass"} else said.pop()))
+        shape = _shape(_fails_on_main(world, test, commit, runs[0].sku))
+        out.append(
+            (commit, "flaky" if "flaky" in said or said == {"fail", "pass"} else said.pop(), shape)
+        )
     return out
+
+
+def _flaky_by_rule(said: list[tuple[int, str, str]]) -> set[int]:
+    """The commits issue 58's rule calls flaky, written apart from history/flakes.py: every commit
+    that flaked, and, for a failure shape that main failed on at least three commits alone (the
+    commit said before and after it, both there, did not fail), every commit it failed on alone."""
+    alone: dict[str, list[tuple[int, bool]]] = {}
+    for i, (commit, outcome, shape) in enumerate(said):
+        if outcome != "fail":
+            continue
+        neighbours = [said[j][1] for j in (i - 1, i + 1) if 0 <= j < len(said)]
+        if "fail" not in neighbours:
+            alone.setdefault(shape, []).append((commit, len(neighbours) == 2))
+    flaky = {commit for commit, outcome, _ in said if outcome == "flaky"}
+    for found in alone.values():
+        if sum(between for _, between in found) >= 3:
+            flaky |= {commit for commit, _ in found}
+    return flaky
+
+
+def _knowable(world: World, runs: list[MainRun], test: str) -> list[tuple[int, str]]:
+    """(commit, what main's state can say the test was there) per tested commit, oldest first: what
+    main said, a commit the flake rule counts as a flake said `flaky`."""
+    said = _says(world, runs, test)
+    flaky = _flaky_by_rule(said)
+    return [(c, "flaky" if c in flaky else outcome) for c, outcome, _ in said]
+
+
+def _flaky_shapes(world: World, runs: list[MainRun], test: str) -> set[str]:
+    """The failure shapes main's state counts as flakes of the test by the rule of alternating
+    failures."""
+    said = _says(world, runs, test)
+    flaky = _flaky_by_rule(said)
+    return {shape for c, outcome, shape in said if c in flaky and outcome == "fail"}
 
 
 def expected_class(
     world: World, pr: PR, test: str, judged_at: int | None = None
-) -> tuple[str, bool]:
-    """(the class the trunk state when main was at `judged_at` (default: the PR's publish time)
-    must give a failure of the test, whether it is main's failure and no main run had shown it
-    yet)."""
+) -> tuple[tuple[str, ...], bool]:
+    """(the classes, any of them right, that the trunk state when main was at `judged_at` (default:
+    the PR's publish time) must give a failure of the test, whether it is main's failure and no
+    main run had shown it yet)."""
     mine = pr_failure(world, pr, test)
     held = _held(world, pr.sku, pr.published).get(test)  # the quarantine file the run read
     if held and any(same_failure(fingerprint(mine), f) for f in held["fingerprints"]):
-        return judgement.QUARANTINED, False  # excused by the quarantine: never a blocking failure
+        return (judgement.QUARANTINED,), False  # excused by the quarantine: never blocking
     at = pr.published if judged_at is None else judged_at
     seen = _seen(world, pr.sku, at, range(len(world.commits)))
     if mine == RACE:
         # a race main lost on a commit of this SKU is the flake, whether main breaks the test or not
-        shown = any(said == "flaky" for _, said in _says(world, seen, test))
-        return (judgement.FLAKY_ON_MAIN if shown else judgement.NEW), False
+        shown = any(said == "flaky" for _, said, _ in _says(world, seen, test))
+        return ((judgement.FLAKY_ON_MAIN if shown else judgement.NEW),), False
+    # main fails the test on alternate commits this way: its flake (main's state, failing now,
+    # may say it is its current failure: either excuses it)
+    flaked = _shape(mine) in _flaky_shapes(world, seen, test)
     b = main_break(world, pr, test)
     if b is None:
-        return judgement.NEW, False
+        if test == ALTERNATES and pr.alternates:  # made only where main shows it flaky
+            return (judgement.FLAKY_ON_MAIN, judgement.PRE_EXISTING), False
+        return ((judgement.FLAKY_ON_MAIN if flaked else judgement.NEW),), False
     # main's own break, in the code that ran: known once a main run of a commit that holds it
     # showed it
     shown = any(
         c >= b.culprit and b.at(c, pr.sku) and said == "fail"
-        for c, said in _says(world, seen, test)
+        for c, said, _ in _says(world, seen, test)
     )
-    return (judgement.PRE_EXISTING, False) if shown else (judgement.NEW, True)
+    if flaked:
+        wants = (
+            (judgement.FLAKY_ON_MAIN, judgement.PRE_EXISTING)
+            if shown
+            else (judgement.FLAKY_ON_MAIN,)
+        )
+        return wants, False
+    return ((judgement.PRE_EXISTING,), False) if shown else ((judgement.NEW,), True)
 
 
 @dataclass
@@ -570,52 +825,54 @@ def _check_pr(
         return
     tests = results.report["tests"]
     new = []
-    for test in TESTS:
-        verdict = tests[test]["verdict"]
-        blocking_failure = test in attribution.classes
-        want, unknowable = expected_class(world, pr, test, judged_at)
-        fails = verdict in ("regression", "unconfirmed")
-        if not fails:
+    for test in world.tests:
+        node = world.nodeid(test, pr.base)
+        if node is None or tests[node]["verdict"] not in ("regression", "unconfirmed"):
             continue
-        if want == judgement.QUARANTINED:
+        wants, unknowable = expected_class(world, pr, test, judged_at)
+        if wants == (judgement.QUARANTINED,):
             found.expect(
-                not blocking_failure, f"{where}: {test} quarantined for this failure but blocking"
+                node not in attribution.classes,
+                f"{where}: {node} quarantined for this failure but blocking",
             )
             found.expect(
-                test in _section(content.summary, "Quarantined"),
-                f"{where}: {test} not listed as quarantined",
+                node in _section(content.summary, "Quarantined"),
+                f"{where}: {node} not listed as quarantined",
             )
             continue
-        got = attribution.classes.get(test)
+        got = attribution.classes.get(node)
         found.expect(
-            got == want,
-            f"{where}: {test} is {got}, the truth says {want} ({attribution.reasons.get(test)})",
+            got in wants,
+            f"{where}: {node} is {got}, the truth says {' or '.join(wants)} "
+            f"({attribution.reasons.get(node)})",
         )
         if test in pr.own and pr_failure(world, pr, test) == pr.own[test] and judged_at is None:
             found.own_regressions += 1
             found.own_blocked += got == judgement.NEW
-        if want == judgement.NEW:
-            new.append(test)
+        if wants == (judgement.NEW,):
+            new.append(node)
             if judged_at is None:
                 found.unknowable_blocks += unknowable
             else:
                 found.still_unknowable += unknowable
             found.expect(
-                test in _section(content.summary, "Regressions (blocking)"),
-                f"{where}: {test} new but not listed as blocking",
+                node in _section(content.summary, "Regressions (blocking)"),
+                f"{where}: {node} new but not listed as blocking",
             )
-        elif want == judgement.PRE_EXISTING:
+        elif wants == (judgement.PRE_EXISTING,):
             found.expect(
-                test in _section(content.summary, "Pre-existing on main"),
-                f"{where}: {test} not listed as pre-existing",
+                node in _section(content.summary, "Pre-existing on main"),
+                f"{where}: {node} not listed as pre-existing",
             )
     held = _held(world, pr.sku, pr.published)
-    infra = any(t in pr.infra and pr_failure(world, pr, t) is None and t not in held for t in TESTS)
+    infra = any(
+        t in pr.infra and pr_failure(world, pr, t) is None and t not in held for t in world.tests
+    )
     excused = any(
         pr_failure(world, pr, t) is not None
-        and expected_class(world, pr, t, judged_at)[0]
-        in (judgement.PRE_EXISTING, judgement.FLAKY_ON_MAIN)
-        for t in TESTS
+        and set(expected_class(world, pr, t, judged_at)[0])
+        <= {judgement.PRE_EXISTING, judgement.FLAKY_ON_MAIN}
+        for t in world.tests
     )
     conclusion = "failure" if new else "neutral" if (excused or infra) else "success"
     found.expect(
@@ -626,18 +883,23 @@ def _check_pr(
         why = re.search(r"Why: `+ (\d+) blocking gate\(s\) regressed", content.summary)
         count = int(why.group(1)) if why else -1
         found.expect(count == len(new), f"{where}: the reason counts {count}, {len(new)} are new")
-    # "fixed by this PR" only where the code held main's break
+    # "fixed by this PR" only where the code held main's break (or main's failures of a test that
+    # fails on alternate commits, that the flake rule cannot tell from a break yet)
+    seen = _seen(
+        world, pr.sku, pr.published if judged_at is None else judged_at, range(len(world.commits))
+    )
     for test in attribution.fixed:
         b = next(
             (
                 b
                 for b in world.breaks
-                if b.test == test and pr.sku in b.skus and b.culprit <= pr.base
+                if b.test == world.logical(test) and pr.sku in b.skus and b.culprit <= pr.base
             ),
             None,
         )
+        since = _failing_since(_knowable(world, seen, world.logical(test)))
         found.expect(
-            b is not None,
+            b is not None or (since is not None and since <= pr.base),
             f"{where}: {test} said fixed by this PR, but its base c{pr.base} predates main's break",
         )
 
@@ -656,9 +918,7 @@ def _excused_on_main(world: World, run: MainRun, test: str) -> bool:
     failure it was entered with."""
     held = _held(world, run.sku, run.commit).get(test)
     b = next((b for b in world.breaks if b.test == test and b.at(run.commit, run.sku)), None)
-    return bool(held and b) and same_failure(
-        fingerprint(accuracy(b.value)), held["fingerprints"][0]
-    )
+    return bool(held and b) and same_failure(fingerprint(b.text()), held["fingerprints"][0])
 
 
 def _check_main(world: World, conn: sqlite3.Connection, final: list[dict], found: Verdicts) -> None:
@@ -670,24 +930,10 @@ def _check_main(world: World, conn: sqlite3.Connection, final: list[dict], found
     for doc in final:
         sku = doc["sku"]
         where = f"seed {world.seed} main on {sku}"
+        found.expect(schema_error(doc, "trunk") is None, f"{where}: the trunk state is invalid")
         seen = _seen(world, sku, n - 1, range(n))
-        for test in TESTS:
-            said = _says(world, seen, test)
-            want = (
-                {"fail": "failing", "pass": "passing", "flaky": "flaky"}[said[-1][1]]
-                if said
-                else None
-            )
-            entry = doc["tests"].get(test)
-            got = entry["state"] if entry else ("passing" if said else None)
-            found.expect(
-                got == want, f"{where}: {test} is {got} in the trunk state, the truth says {want}"
-            )
-            flaked = any(s == "flaky" for _, s in said)
-            found.expect(
-                flaked == (sku in flaky.get(test, {}).get("skus", [])),
-                f"{where}: {test} flaky on main is {flaked}, the flaky list says {flaky.get(test)}",
-            )
+        for test in world.tests:
+            _check_test(world, doc, seen, test, flaky, found)
         # trunk health: the newest main run of each group
         newest = max(
             (r for r in world.main_runs if r.sku == sku and r.event != "ejected"),
@@ -696,7 +942,7 @@ def _check_main(world: World, conn: sqlite3.Connection, final: list[dict], found
         )
         if newest is not None:
             for group in GROUPS:
-                members = [t for t in TESTS if group_of(t) == group]
+                members = [t for t in world.tests if group_of(t) == group]
                 failing = [t for t in members if _informative(world, newest, t) == "fail"]
                 held = [t for t in failing if _excused_on_main(world, newest, t)]
                 cell = judgement.health_cell(len(failing) - len(held), len(held))
@@ -704,33 +950,149 @@ def _check_main(world: World, conn: sqlite3.Connection, final: list[dict], found
                 found.expect(
                     got == cell, f"{where}: trunk health of {group} is {got}, the truth says {cell}"
                 )
-        # the tracker issue of this SKU: its failing tests, and no other SKU's suspects
-        _, body = tracker.render(doc, "vllm", suspects)
-        for test, entry in doc["tests"].items():
-            if entry["state"] == "failing":
-                found.expect(test in body, f"{where}: the tracker misses failing {test}")
-        for s in suspects:
-            if s["sku"] != sku:
-                found.expect(
-                    s["reason"] not in body,
-                    f"{where}: the tracker lists {s['sku']}'s suspect {s['test']}",
-                )
-        # the quarantine file: every failing test entered, with the fingerprint main fails with
-        doc_q, added, _ = quarantine.update(conn, quarantine.empty(), doc, after_hours=0)
+        _check_tracker(doc, suspects, where, found)
+        _check_quarantine(world, conn, doc, seen, where, found)
+
+
+def _check_test(
+    world: World, doc: dict, seen: list[MainRun], test: str, flaky: dict, found: Verdicts
+) -> None:
+    """One test's entry in main's final trunk state of a SKU: its state, its streak (since, last
+    green, the suspects between), under the id main runs now (a moved test continues its old id's
+    history, and the old id is gone), and the flaky list."""
+    where = f"seed {world.seed} main on {doc['sku']}"
+    said = _knowable(world, seen, test)
+    newest = max((r.commit for r in seen), default=None)
+    node = world.nodeid(test, newest) if newest is not None else test
+    want = {"fail": "failing", "pass": "passing", "flaky": "flaky"}[said[-1][1]] if said else None
+    entry = doc["tests"].get(node) if node else None
+    if node is not None:
+        got = entry["state"] if entry else ("passing" if said else None)
         found.expect(
-            schema_error(doc_q, "quarantine") is None, f"{where}: the quarantine file is invalid"
+            got == want, f"{where}: {node} is {got} in the trunk state, the truth says {want}"
         )
-        for test, entry in doc["tests"].items():
-            if entry["state"] == "failing":
-                listed = [e for e in doc_q["tests"] if e["test"] == test and e["sku"] == sku]
-                last = _says(world, seen, test)[-1][0]
-                b = next((b for b in world.breaks if b.test == test and b.at(last, sku)), None)
-                found.expect(
-                    bool(listed)
-                    and b is not None
-                    and any(
-                        same_failure(f, fingerprint(accuracy(b.value)))
-                        for f in listed[0]["fingerprints"]
-                    ),
-                    f"{where}: quarantine of {test}: {listed}",
-                )
+    if entry is not None and want == "failing":
+        _check_streak(world, entry, said, f"{where}: {node}", found)
+    moved = world.renamed[test][1] if test in world.renamed else None
+    if moved is not None and newest is not None and newest >= moved:
+        if any(r.commit < moved for r in seen):  # main ran it under its old id here
+            _check_gone(world, doc, seen, test, said, found)
+    names = {world.nodeid(test, r.commit) for r in seen} - {None}
+    flaked = any(s == "flaky" for _, s in said)
+    listed = any(doc["sku"] in flaky.get(name, {}).get("skus", []) for name in names)
+    found.expect(
+        flaked == listed,
+        f"{where}: {test} flaky on main is {flaked}, the flaky list says "
+        f"{[flaky.get(name) for name in names]}",
+    )
+
+
+def _failing_since(said: list[tuple[int, str]]) -> int | None:
+    """The oldest commit of the newest failing streak, where main's state is failing."""
+    if not said or said[-1][1] != "fail":
+        return None
+    since = None
+    for commit, outcome in reversed(said):
+        if outcome == "pass":
+            break
+        if outcome == "fail":
+            since = commit
+    return since
+
+
+def _check_streak(
+    world: World, entry: dict, said: list[tuple[int, str]], where: str, found: Verdicts
+) -> None:
+    """A failing entry's streak: since its oldest failing commit of the newest streak (flakes
+    between are no break of it), the pass before it its last green, the commits between them the
+    suspects."""
+    since = green = None
+    for commit, outcome in reversed(said):
+        if outcome == "pass":
+            green = commit
+            break
+        if outcome == "fail":
+            since = commit
+    c = world.commits
+    found.expect(
+        (entry["since"] or {}).get("sha") == c[since],
+        f"{where}: failing since {(entry['since'] or {}).get('sha', '')[:12]}, the truth says "
+        f"c{since} {c[since][:12]}",
+    )
+    found.expect(
+        (entry["last_green"] or {}).get("sha") == (c[green] if green is not None else None),
+        f"{where}: last green {entry['last_green']}, the truth says c{green}",
+    )
+    found.expect(
+        entry.get("suspects") == (c[green + 1 : since + 1] if green is not None else None),
+        f"{where}: suspects {entry.get('suspects')}, the truth says c{green}..c{since}",
+    )
+
+
+def _check_gone(
+    world: World, doc: dict, seen: list[MainRun], test: str, said: list, found: Verdicts
+) -> None:
+    """A test whose file moved (or was deleted) before main's newest run of the SKU: its old id is
+    gone (never failing), from the first commit a main run ran without it, and, where it has an
+    entry (main failed or flaked it in the window), continues as its new id."""
+    old, moved, new = world.renamed[test]
+    where = f"seed {world.seed} main on {doc['sku']}: {old}"
+    entry = doc["tests"].get(old)
+    expected = any(s != "pass" for _, s in said)
+    found.expect(
+        (entry is not None) == expected and (entry is None or entry["state"] == "gone"),
+        f"{where}: {entry and entry['state']} in the trunk state after its move at c{moved}, the "
+        f"truth says {'gone' if expected else 'no entry'}",
+    )
+    if entry is None:
+        return
+    first = world.commits[min(r.commit for r in seen if r.commit >= moved)]
+    found.expect(entry["gone"]["sha"] == first, f"{where}: gone since {entry['gone']}, not {first}")
+    found.expect(entry["moved_to"] == new, f"{where}: moved to {entry['moved_to']}, not {new}")
+    if new is not None and new in doc["tests"]:
+        found.expect(
+            doc["tests"][new].get("moved_from") == [old],
+            f"{where}: {new} continues {doc['tests'][new].get('moved_from')}",
+        )
+
+
+def _check_tracker(doc: dict, suspects: list[dict], where: str, found: Verdicts) -> None:
+    """The tracker issue of this SKU: its failing and gone tests, and no other SKU's suspects."""
+    _, body = tracker.render(doc, "vllm", suspects)
+    for test, entry in doc["tests"].items():
+        if entry["state"] in ("failing", "gone"):
+            found.expect(test in body, f"{where}: the tracker misses {entry['state']} {test}")
+    for s in suspects:
+        if s["sku"] != doc["sku"]:
+            found.expect(
+                s["reason"] not in body,
+                f"{where}: the tracker lists {s['sku']}'s suspect {s['test']}",
+            )
+
+
+def _check_quarantine(
+    world: World, conn, doc: dict, seen: list[MainRun], where: str, found: Verdicts
+) -> None:
+    """The quarantine file: every failing test entered, with the fingerprint main fails with (the
+    shape of a failure whose count changes from run to run)."""
+    sku = doc["sku"]
+    doc_q, added, _ = quarantine.update(conn, quarantine.empty(), doc, after_hours=0)
+    found.expect(
+        schema_error(doc_q, "quarantine") is None, f"{where}: the quarantine file is invalid"
+    )
+    for test, entry in doc["tests"].items():
+        if entry["state"] != "failing":
+            continue
+        listed = [e for e in doc_q["tests"] if e["test"] == test and e["sku"] == sku]
+        last = _says(world, seen, world.logical(test))[-1][0]
+        message = _fails_on_main(world, world.logical(test), last, sku)
+        found.expect(
+            bool(listed)
+            and message is not None
+            and (
+                among(fingerprint(message), listed[0]["fingerprints"], shape_only=True)
+                if _shape(message) == "timed out"
+                else any(same_failure(f, fingerprint(message)) for f in listed[0]["fingerprints"])
+            ),
+            f"{where}: quarantine of {test}: {listed}",
+        )

@@ -58,7 +58,10 @@ def render(trunk: dict, framework: str, suspects: list[dict] = ()) -> tuple[str,
         ((n, t) for n, t in tests.items() if t["state"] == "failing"),
         key=lambda item: (-(item[1].get("red_seconds") or 0), item[0]),
     )
-    flaky = sorted((n, t) for n, t in tests.items() if t["flaky_count"] and t["state"] != "failing")
+    flaky = sorted(
+        (n, t) for n, t in tests.items() if t["flaky_count"] and t["state"] in ("passing", "flaky")
+    )
+    gone = sorted((n, t) for n, t in tests.items() if t["state"] == "gone")
     quiet = sorted(
         (n, t) for n, t in tests.items() if t["state"] == "passing" and not t["flaky_count"]
     )
@@ -104,9 +107,18 @@ def render(trunk: dict, framework: str, suspects: list[dict] = ()) -> tuple[str,
         lines.append("Nothing is failing on main.")
     lines += ["", f"### Flaky on main ({len(flaky)})", ""]
     lines += [
-        f"- {md.code(n)}: passed and failed on {t['flaky_count']} main commit(s)"
+        f"- {md.code(n)}: flaky on {t['flaky_count']} main commit(s) (a pass and a fail on one "
+        "commit, or a failure between passes on alternate commits)"
         for n, t in flaky[:ROWS]
     ] or ["None."]
+    if gone:
+        lines += ["", f"### Gone from main's runs ({len(gone)})", ""]
+        lines += [
+            f"- {md.code(n)}: main's newest complete runs no longer run it, since "
+            f"{_sha(t.get('gone'))}"
+            + (f"; it continues as {md.code(t['moved_to'])}" if t.get("moved_to") else "")
+            for n, t in gone[:ROWS]
+        ]
     # history's suspects name their SKU: this issue is one SKU's (an MI300X node is no MI355X drain
     # candidate)
     own = [s for s in suspects if s.get("sku") == sku]

@@ -213,7 +213,11 @@ def render(evidence: dict) -> str:
         )
         for item in shown:
             where = (
-                f"{item.get('file')}:{item['line']}" if item.get("line") else item.get("file") or ""
+                f"{item.get('file')}:{item['line']}"
+                if item.get("line")
+                else f"{item.get('file')}#{item['pointer']}"
+                if item.get("pointer")
+                else item.get("file") or ""
             )
             times = f" (x{item['count']})" if item.get("count", 1) > 1 else ""
             lines.append(

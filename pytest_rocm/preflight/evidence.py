@@ -58,13 +58,28 @@ def lines_of(text: str) -> list[Line]:
     ]
 
 
+@dataclass(frozen=True)
+class Pointer:
+    """Where a value of a JSON document is: its JSON pointer (RFC 6901, `/gpu_data/0/ecc/...`) and
+    the value as read, what a finding quotes in place of a line."""
+
+    pointer: str
+    text: str
+
+
+def json_pointer(keys) -> str:
+    """('gpu_data', 0, 'ecc') -> '/gpu_data/0/ecc', `~` and `/` escaped as RFC 6901 says."""
+    return "".join("/" + str(key).replace("~", "~0").replace("/", "~1") for key in keys)
+
+
 @dataclass
 class Finding:
     check: str  # short stable name, e.g. "rccl.bus_bandwidth"
     status: str  # ok | degraded | failed
     message: str  # one sentence a person acts on
-    line: int | None = None  # where in the file the evidence is
+    line: int | None = None  # where in the file the evidence is (text output)
     text: str | None = None
+    pointer: str | None = None  # where in the document the evidence is (JSON output)
     value: float | str | None = None
     threshold: float | str | None = None
     count: int = 1  # identical findings folded into one (8 GPUs reset: one finding, count 8)
@@ -75,15 +90,30 @@ class Finding:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-def finding(check: str, status: str, message: str, at: Line | None = None, **extra) -> Finding:
+def finding(
+    check: str, status: str, message: str, at: Line | Pointer | None = None, **extra
+) -> Finding:
+    """A finding quoting where it came from: a line of text output, or a JSON pointer and the
+    value there."""
     return Finding(
         check,
         status,
         message,
-        line=at.number if at else None,
+        line=at.number if isinstance(at, Line) else None,
         text=at.text.strip()[:LINE_TEXT_LIMIT] if at else None,
+        pointer=at.pointer if isinstance(at, Pointer) else None,
         **extra,
     )
+
+
+def where(item: Finding) -> str:
+    """`file:line`, `file#/json/pointer` or the file alone: how a reason names a finding's
+    place."""
+    if item.line:
+        return f"{item.file}:{item.line}"
+    if item.pointer:
+        return f"{item.file}#{item.pointer}"
+    return str(item.file)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from pytest_rocm.preflight.evidence import (
     finding,
     lines_of,
     not_text_share,
+    where,
     worst,
 )
 from pytest_rocm.preflight.readers import READERS, is_filler
@@ -169,10 +170,7 @@ def read_outputs(
         layer.verdict = worst(f.status for f in layer.findings)
         deciding = [f for f in layer.findings if f.status == layer.verdict]
         floorless = [f for f in layer.findings if NO_FLOOR in f.message and f not in deciding[:3]]
-        layer.reason = "; ".join(
-            f"{f.message} ({f.file}:{f.line})" if f.line else f"{f.message} ({f.file})"
-            for f in deciding[:3] + floorless[:1]
-        )
+        layer.reason = "; ".join(f"{f.message} ({where(f)})" for f in deciding[:3] + floorless[:1])
         layer.reason += f"; and {len(deciding) - 3} more" if len(deciding) > 3 else ""
     if problems and layer.verdict != "failed":
         # A tool that did not answer leaves the layer unproven, whatever the others said.

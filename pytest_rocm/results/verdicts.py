@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_rocm.errors import BadInput
+from pytest_rocm.results.gpu_faults import signature_pattern
 
 # A host that is not this machine: a test's own server listens on localhost, and a refused or
 # failing request to it is the server's (the change's) until a rerun says otherwise; only a remote
@@ -104,16 +105,21 @@ DEVICE_FAULT = "|".join(
         r"HSA_STATUS_ERROR_(?:MEMORY_APERTURE_VIOLATION|MEMORY_FAULT|ILLEGAL_INSTRUCTION|EXCEPTION)\b",
     )
 )
-# name -> pattern, matched against a failure's text, its captured output and any attached log.
+# name -> pattern, matched against a failure's text, its captured output and any attached log. The
+# GPU's own fault texts (a hang, a reset, a memory access fault, the kernel's RAS, init, link and
+# driver errors) come from the one catalog node acceptance reads the kernel log with
+# (results/gpu_faults.toml), so a fault that refuses a node is infrastructure in a test too.
 DEFAULT_SIGNATURES: dict[str, str] = {
     "hsa_error": r"HSA_STATUS_ERROR_[A-Z_]+",
     "hip_no_device": r"hipErrorNoDevice|no ROCm-capable device is detected",
     "hip_launch_failure": r"hipErrorLaunchFailure|hipErrorIllegalAddress|hipErrorECCNotCorrectable",
-    "gpu_hang": r"GPU Hang|HW Exception by GPU node",
-    "memory_access_fault": r"Memory access fault by GPU",
+    "gpu_hang": signature_pattern("gpu_hang"),
+    "memory_access_fault": signature_pattern("memory_access_fault"),
     # a kernel fault in PyTorch's CUDA or HIP wording (sticky for its process: results/poisoning.py)
     "device_fault": DEVICE_FAULT,
-    "amdgpu_reset": r"amdgpu.{0,80}(GPU reset|ring \S+ timeout|reset begin)|GPU reset(?: begin| succeeded)",
+    "amdgpu_reset": signature_pattern("amdgpu_reset"),
+    # the kernel's RAS, init, XGMI link, poison and driver errors (results/gpu_faults.toml)
+    "amdgpu_fault": signature_pattern("amdgpu_fault"),
     "collective_error": r"(?:RCCL|NCCL) (?:WARN|ERROR|error)|nccl(?:Unhandled\w*Error|SystemError|RemoteError|InternalError)"
     r"|Watchdog caught collective operation timeout|(?:RCCL|NCCL) (?:communicator|init)\w* (?:failed|timed out)",
     "no_space": r"No space left on device",

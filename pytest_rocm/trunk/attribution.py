@@ -21,6 +21,8 @@ from pytest_rocm.trunk.judgement import FIXED, NEW, failure_class, moment, passi
 
 # a trunk state older than this excuses nothing (`publish --trunk-max-age`)
 MAX_AGE_HOURS = 48.0
+# a trunk state dated later than the check by more than this (clocks differ a little) excuses nothing
+FUTURE_SKEW_HOURS = 0.25
 
 
 def stale(
@@ -36,7 +38,14 @@ def stale(
     made = moment(trunk.get("generated"))
     if made is None:
         return "the trunk state says not when it was made"
+    if not max_age_hours == max_age_hours or max_age_hours < 0:  # NaN, or a negative age
+        return f"the trunk state's maximum age {max_age_hours!r} is no number of hours"
     age = (now - made).total_seconds() / 3600
+    if age < -FUTURE_SKEW_HOURS:
+        return (
+            f"the trunk state is dated {trunk['generated']}, after this check ({now.isoformat(timespec='seconds')}): "
+            "knowledge from the future excuses nothing"
+        )
     if age > max_age_hours:
         return f"the trunk state is {age:.0f} h old (made {trunk['generated']}), older than {max_age_hours:g} h"
     if base_date is not None and base_date > made:
@@ -83,6 +92,8 @@ def experiments(base_check: dict | None, base_sha: str | None) -> tuple[dict[str
     if not base_check:
         return {}, ""
     ran_on = str(base_check.get("base_sha") or "")
+    if not base_check.get("tests"):
+        return {}, ""  # nothing was to be run on the base
     if not base_check.get("prepared"):
         return {}, f"the base experiment could not run: {base_check.get('why') or 'not prepared'}"
     if base_sha and ran_on != base_sha:

@@ -117,12 +117,17 @@ def base_experiment(experiment: dict | None, base_sha: str | None) -> tuple[str,
     `attempts`, each with an `outcome`), or None where it settles nothing (not run, skipped)."""
     if not experiment:
         return None
-    outcomes = [str(a.get("outcome")) for a in experiment.get("attempts") or ()]
+    attempts = [a for a in experiment.get("attempts") or () if isinstance(a, dict)]
+    outcomes = [str(a.get("outcome")) for a in attempts]
     at = (base_sha or "the base")[:12]
     if "absent" in outcomes:
         return NEW, f"the base {at} has no such test: it is new in this PR"
-    failed = sum(o in BASE_FAILED for o in outcomes)
-    passed = sum(o in BASE_PASSED for o in outcomes)
+    # an attempt that failed with an infrastructure signature says nothing of the code on the base;
+    # one that failed and passed within its own process (its rerun: a `flaky` verdict) is both
+    failed = sum(o in BASE_FAILED and not a.get("signature") for o, a in zip(outcomes, attempts))
+    passed = sum(
+        o in BASE_PASSED or a.get("verdict") == "flaky" for o, a in zip(outcomes, attempts)
+    )
     ran = f"{len(outcomes)} attempt(s) in fresh processes"
     if failed and passed:
         return FLAKY_ON_BASE, (

@@ -1,12 +1,19 @@
 """The kernel log (`dmesg`, `journalctl -k`) of amdgpu: RAS errors, resets, init failures, ring
 timeouts, faults.
 
-Each rule names what the line means for the node. Lines of other drivers (`pci`, `spi-nor`, `nvme`, ...,
-named as the kernel prefixes a driver's line) are not the preflight's business and are set aside
-before any rule reads them (`other_driver`); amdgpu lines no rule knows are boot chatter (understood, no finding), so a
-new error message needs a rule here; lines that are neither kernel nor amdgpu lines are kept as
-unread. The HIP runtime's `HW Exception ... GPU Hang` lines are read too (they are printed by the
-application, not the kernel, but say the same about the GPU); the finding says so.
+Every line is first cut of its timestamp, whatever form the log comes in (`split_timestamp`:
+`dmesg`'s `[  10.358030]`, `dmesg -T`'s `[Sun Oct  6 00:50:49 2024]`, `--time-format iso`,
+`-H`/reltime and delta, `-x`'s facility and level, journalctl's short, precise, ISO, full and
+monotonic forms with `HOST kernel:`), so every rule reads the kernel's own message. Lines of other
+drivers (`pci`, `spi-nor`, `nvme`, ..., named as the kernel prefixes a driver's line) are not the
+preflight's business and are set aside before any rule reads them (`other_driver`). The GPU's fault
+texts are the catalog the run verdicts read too (results/gpu_faults.toml: a fault that refuses a node
+is infrastructure in a test's failure); amdgpu lines no rule knows are boot chatter (understood, no
+finding), so a new error message needs an entry there; lines that are neither kernel nor amdgpu lines
+are kept as unread. The HIP runtime's `HW Exception ... GPU Hang` and `Memory access fault by GPU`
+lines are read too (printed by the application, not the kernel, but they say the same about the GPU);
+the finding says so. A ring timeout's `Process information:` line is the same event: it names the
+process in the timeout's finding, never a second problem.
 
 Reads `dmesg` and `journalctl -k` of amdgpu in ROCm 6.2-7.0 (kernels 5.15-6.8, MI300X); captures:
 tests/data/samples/preflight/dmesg.
@@ -16,80 +23,20 @@ from __future__ import annotations
 
 import re
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding
+from pytest_rocm.preflight.evidence import Finding, Line, Reading, finding
+from pytest_rocm.results.gpu_faults import kernel_rules
 
 _DEVICE = re.compile(r"amdgpu (\w{4}:\w{2}:\w{2}\.\w)")
 _COUNTED = re.compile(
     r"(\d+) new (correctable|uncorrectable) hardware errors detected in (\w+) block"
 )
-# (pattern, check, status, what it means); first match wins
+# (pattern, check, status, what it means); first match wins: the catalog's failing faults, the ACA
+# detail of a RAS event, the catalog's degrading faults, then this reader's own chatter and warnings
 RULES = (
-    (
-        re.compile(r"uncorrectable hardware error", re.I),
-        "dmesg.ras_uncorrectable",
-        "failed",
-        "RAS: uncorrectable hardware error",
-    ),
-    (
-        re.compile(r"Fatal error during GPU init|early_init of IP block <\w+> failed", re.I),
-        "dmesg.init_failed",
-        "failed",
-        "the GPU failed to initialise (a full power cycle may recover it; else replace)",
-    ),
-    (
-        re.compile(r"ring \S+ timeout", re.I),
-        "dmesg.ring_timeout",
-        "failed",
-        "a GPU ring timed out (GPU hang)",
-    ),
-    (
-        re.compile(
-            r"GPU reset begin|MODE[12] reset|GPU reset succeeded|GPU reset\(\d+\) succeeded|VRAM is lost",
-            re.I,
-        ),
-        "dmesg.gpu_reset",
-        "failed",
-        "the GPU was reset (its memory was lost; jobs on it failed)",
-    ),
-    (
-        re.compile(r"unrecoverable state|Failed to restore process queues|GPU recovery", re.I),
-        "dmesg.gpu_hang",
-        "failed",
-        "the GPU stopped responding",
-    ),
-    (
-        re.compile(r"HW Exception by GPU node-\d+.*reason\s*:\s*GPU Hang", re.I),
-        "hip.gpu_hang",
-        "failed",
-        "the HIP runtime reported a GPU hang (application output, not the kernel log)",
-    ),
-    (
-        re.compile(r"GPU hang detected|Xgmi link is down|Poison is (?:created|consumed)", re.I),
-        "dmesg.gpu_fault",
-        "failed",
-        "the GPU or its links failed (hang, XGMI link down, or poisoned memory)",
-    ),
-    (
-        re.compile(
-            r"probe with driver amdgpu failed|\*ERROR\*.*\bfail|PSP .*\bfail|\bSMU\b.*(?:not done|\bfail|timeout)",
-            re.I,
-        ),
-        "dmesg.driver_error",
-        "failed",
-        "amdgpu reported an error from its driver or firmware (probe, IP block init, PSP, SMU): the GPU is not usable",
-    ),
+    *kernel_rules("failed"),
     # ACA detail of a RAS event above
     (re.compile(r"\[Hardware Error\]", re.I), "dmesg.hardware_error_record", "ok", None),
-    (
-        re.compile(
-            r"retry page fault|page fault|VM_L2_PROTECTION_FAULT|Faulty UTCL2|MORE_FAULTS|WALKER_ERROR|"
-            r"PERMISSION_FAULTS|MAPPING_ERROR|\bRW: 0x|in page starting at|for process|cookie node_id",
-            re.I,
-        ),
-        "dmesg.page_fault",
-        "degraded",
-        "a GPU page fault (usually a bug in the process named; the GPU stays usable)",
-    ),
+    *kernel_rules("degraded"),
     (
         re.compile(
             r"RAS INFO: ras initialized successfully|Initialized amdgpu|XGMI: Add node|ras_mask",
@@ -110,20 +57,49 @@ RULES = (
 )
 # amdgpu lines that carry no health signal (boot chatter)
 _CHATTER = re.compile(r"amdgpu|\[drm\]|kfd|\bdrm\b", re.I)
-_KERNEL_LINE = re.compile(
-    r"^-- .* --$|^\[\s*\d+\.\d+\]|^\w{3}\s+\d+\s+\d\d:\d\d:\d\d|^\d{4}-\d\d-\d\dT"
-)
-# what comes before the kernel's message: dmesg's `[  10.358030] `, journalctl's `Nov 09 12:00:01 host
-# kernel: ` or an ISO time and host
-_PREFIX = re.compile(
-    r"^(?:\[\s*\d+\.\d+\]\s*|\w{3}\s+\d+\s+\d\d:\d\d:\d\d\s+\S+\s+kernel:\s*|"
-    r"\d{4}-\d\d-\d\dT\S+\s+\S+\s+kernel:\s*)+"
+# journalctl's own lines: `-- Boot 3f2a... --`, `-- No entries --`, `-- Logs begin at ... --`
+_JOURNAL_MARK = re.compile(r"^-- .* --$")
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+# What comes before the kernel's message, in every form the kernel log is read in (one of them,
+# or several in a row: syslog's ISO time, host and `kernel:` before dmesg's own `[  10.358]`)
+_STAMP = re.compile(
+    r"^(?:"
+    r"\[\s*\d+\.\d+(?:\s*<\s*\d+\.\d+>)?\]"  # dmesg; dmesg -d (with the delta)
+    rf"|\[{_DAY} {_MONTH} [ \d]\d \d\d:\d\d:\d\d \d{{4}}\]"  # dmesg -T / --ctime
+    rf"|\[{_MONTH} [ \d]?\d \d\d:\d\d\]|\[\s*\+\d+\.\d+\]"  # dmesg -H / --time-format reltime
+    r"|\[<\s*\d+\.\d+>\]"  # dmesg --time-format delta
+    r"|(?:kern|user|daemon|syslog)\s*:\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:"  # -x
+    rf"|{_ISO}(?:\s+\S+\s+kernel:)?"  # dmesg --time-format iso; journalctl -o short-iso(-precise)
+    rf"|(?:{_DAY} )?\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z]{{2,5}})?\s+\S+\s+kernel:"  # short-full
+    rf"|{_MONTH}\s+\d+\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\S+\s+kernel:"  # journalctl short(-precise)
+    r"|\S+\s+kernel:"  # the host and `kernel:` after a stamp cut before (short-monotonic)
+    r")\s*"
 )
 # a driver's own line, as the kernel's dev_printk and pr_fmt write it: `pci 0000:17:02.0: ...`,
 # `spi-nor spi0.1: ...`, `spi-nor: ...`
 _DRIVER_LINE = re.compile(r"^(?P<driver>[A-Za-z][\w.-]*)(?: [\w:.-]+)?: ")
 # the drivers whose lines are the GPU's (amdgpu, its KFD and DRM)
 _GPU_DRIVERS = frozenset({"amdgpu", "kfd", "drm"})
+# amdgpu_job_timedout's second line: the process whose job timed out (the same event)
+_RING_PROCESS = re.compile(
+    r"Process information: process (?P<name>\S*)\s+pid (?P<pid>\d+)(?: thread \S*\s+pid \d+)?",
+    re.I,
+)
+
+
+def split_timestamp(text: str) -> tuple[str, str]:
+    """(the stamp, the kernel's message): the time, host and `kernel:` the log put before the
+    message, in any of the forms `dmesg` and `journalctl` print (module docstring); ("", text)
+    for a line with none. A stamp only before the message is cut: the message itself is never
+    changed."""
+    stamp, rest = "", text.lstrip()
+    while rest and (match := _STAMP.match(rest)) and match.end() > 0:
+        if stamp and not match.group(0).strip():
+            break
+        stamp, rest = stamp + match.group(0), rest[match.end() :]
+    return stamp.strip(), rest
 
 
 def other_driver(text: str) -> str | None:
@@ -131,8 +107,8 @@ def other_driver(text: str) -> str | None:
     GPU problem (`pci 0000:1b:00.0: ROM [mem size 0x00020000 pref]: failed to assign`, the option
     ROM's window, found on healthy MI300X boots; `spi-nor spi0.1: ... Failed to register OTP NVMEM
     device`), and is set aside before any rule reads it. None for the GPU's lines and for lines no
-    driver names (the RAS core's, HIP's)."""
-    match = _DRIVER_LINE.match(_PREFIX.sub("", text, count=1))
+    driver names (the RAS core's, HIP's). Reads the line with its timestamp or without."""
+    match = _DRIVER_LINE.match(split_timestamp(text)[1])
     if match is None or match["driver"].lower() in _GPU_DRIVERS:
         return None
     return match["driver"]
@@ -140,53 +116,85 @@ def other_driver(text: str) -> str | None:
 
 def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
-    uncorrectable_max = limits.get("ecc_uncorrectable_max", 0)
+    ring: Finding | None = None  # the last ring timeout: its process line follows it
     for line in lines:
-        text = line.text.strip()
+        stamp, text = split_timestamp(line.text.strip())
         if not text:
+            reading.understood += bool(stamp)
             continue
         if other_driver(text) is not None:
             reading.understood += 1  # another driver's line: not the GPU's business
             continue
+        if process := _RING_PROCESS.search(text):
+            if ring is not None:
+                reading.understood += 1
+                _name_process(ring, process)
+                continue
         if match := _COUNTED.search(text):
             reading.understood += 1
-            count, kind, block = int(match.group(1)), match.group(2), match.group(3)
-            device = _DEVICE.search(text)
-            where = f" on {device.group(1)}" if device else ""
-            if kind == "uncorrectable":
-                status = "failed" if count > uncorrectable_max else "ok"
-                reading.add(
-                    finding(
-                        "dmesg.ecc_uncorrectable",
-                        status,
-                        f"{count} uncorrectable errors in the {block} block{where}",
-                        line,
-                        value=count,
-                        threshold=uncorrectable_max,
-                    )
-                )
-            else:
-                reading.add(
-                    finding(
-                        "dmesg.ecc_correctable",
-                        "degraded",
-                        f"{count} correctable errors in the {block} "
-                        f"block{where} (watch the count: `rocm-gate drain` acts when it grows)",
-                        line,
-                        value=count,
-                    )
-                )
+            _counted(reading, line, text, match, limits.get("ecc_uncorrectable_max", 0))
             continue
-        rule = next((r for r in RULES if r[0].search(text)), None)
-        if rule is not None:
-            reading.understood += 1
-            _, check, status, meaning = rule
-            if meaning is not None:
-                reading.add(finding(check, status, meaning, line))
-        elif _CHATTER.search(text) or _KERNEL_LINE.match(text):
-            reading.understood += 1  # boot messages and other drivers' lines: no health signal
-        else:
-            reading.unread.append(line)
+        ring = _rule(reading, line, text, bool(stamp)) or ring
     if not reading.findings:
         reading.add(finding("dmesg.clean", "ok", "no amdgpu error in the kernel log"))
     return reading
+
+
+def _name_process(ring: Finding, process: re.Match) -> None:
+    """A ring timeout's `Process information:` line: the process it names, in the timeout's
+    finding."""
+    named = f" (process {process['name'] or '?'} pid {process['pid']})"
+    if "(process " not in ring.message:
+        ring.message += named
+
+
+def _rule(reading: Reading, line: Line, text: str, kernel: bool) -> Finding | None:
+    """The first rule that matches the message, its finding added; the ring timeout's finding
+    returned (its process line follows). A kernel line no rule knows, and amdgpu chatter, is
+    understood; anything else is unread."""
+    rule = next((r for r in RULES if r[0].search(text)), None)
+    if rule is not None:
+        reading.understood += 1
+        _, check, status, meaning = rule
+        if meaning is None:
+            return None
+        found = finding(check, status, meaning, line)
+        reading.add(found)
+        # the finding kept (an earlier one of the same message may have taken it)
+        kept = next(f for f in reading.findings if (f.check, f.message) == (check, meaning))
+        return kept if check == "dmesg.ring_timeout" else None
+    if _CHATTER.search(text) or kernel or _JOURNAL_MARK.match(text):
+        reading.understood += 1  # boot messages and other drivers' lines: no health signal
+    else:
+        reading.unread.append(line)
+    return None
+
+
+def _counted(reading: Reading, line: Line, text: str, match: re.Match, most: float) -> None:
+    """`N new correctable|uncorrectable hardware errors detected in X block`: the count, held to
+    the SKU's uncorrectable limit."""
+    count, kind, block = int(match.group(1)), match.group(2), match.group(3)
+    device = _DEVICE.search(text)
+    where = f" on {device.group(1)}" if device else ""
+    if kind == "uncorrectable":
+        reading.add(
+            finding(
+                "dmesg.ecc_uncorrectable",
+                "failed" if count > most else "ok",
+                f"{count} uncorrectable errors in the {block} block{where}",
+                line,
+                value=count,
+                threshold=most,
+            )
+        )
+    else:
+        reading.add(
+            finding(
+                "dmesg.ecc_correctable",
+                "degraded",
+                f"{count} correctable errors in the {block} "
+                f"block{where} (watch the count: `rocm-gate drain` acts when it grows)",
+                line,
+                value=count,
+            )
+        )
