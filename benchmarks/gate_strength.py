@@ -165,6 +165,132 @@ INJECTIONS = {
         module.UsageInfo = counted
         """,
     ),
+    # Issue 62: six regressions modeled on bug classes upstream engines have shipped, each where the
+    # suites used to exercise a feature on one path only.
+    "topp-drops-boundary": (
+        "top-p filtering with an exclusive cumulative sum: the token whose probability crosses the "
+        "threshold is dropped with those below it (tokens sampled from a smaller nucleus)",
+        ["engine/test_sampling_params.py::test_sampled_distribution_matches_transformers[vllm-top_p]"],
+        "vllm.v1.sample.ops.topk_topp_sampler",
+        """
+        import torch
+        original = module.apply_top_k_top_p
+        def apply_top_k_top_p(logits, k, p):
+            if p is None:
+                return original(logits, k, p)
+            if k is not None:
+                logits = original(logits, k, None)
+            logits_sort, logits_idx = logits.sort(dim=-1, descending=False)
+            probs_sort = logits_sort.softmax(dim=-1)
+            below = torch.cumsum(probs_sort, dim=-1) - probs_sort  # the mass below each token
+            top_p_mask = below <= 1 - p.unsqueeze(dim=1)
+            top_p_mask[:, -1] = False
+            logits_sort.masked_fill_(top_p_mask, -float("inf"))
+            return logits.scatter_(dim=-1, index=logits_idx, src=logits_sort)
+        module.apply_top_k_top_p = apply_top_k_top_p
+        """,
+    ),
+    "sampled-logprob-of-top1": (
+        "the sampler reports the most likely token's logprob for whatever token it sampled "
+        "(greedy requests unchanged: there the sampled token is the most likely)",
+        [
+            "engine/test_sampling.py::test_a_sampled_tokens_logprob_is_its_prompt_logprob",
+            "engine/test_sampling_params.py::test_sampled_distribution_matches_transformers[vllm-temperature_0.6]",
+        ],
+        "vllm.v1.sample.sampler",
+        """
+        original = module.Sampler.forward
+        def forward(self, logits, sampling_metadata, *args, **kwargs):
+            wanted = sampling_metadata.max_num_logprobs not in (None, -1)
+            top1 = logits.float().log_softmax(dim=-1).max(dim=-1).values if wanted else None
+            output = original(self, logits, sampling_metadata, *args, **kwargs)
+            if wanted and output.logprobs_tensors is not None:
+                output.logprobs_tensors.logprobs[:, 0] = top1
+            return output
+        module.Sampler.forward = forward
+        """,
+    ),
+    "grammar-mask-all-rows": (
+        "a structured-output request's grammar bitmask applied to the plain requests batched with it "
+        "(alone, every request is right)",
+        ["api/test_mixed_batches.py::test_structured_requests_beside_plain_ones[vllm]"],
+        "vllm.v1.worker.gpu_model_runner",
+        """
+        import numpy as np
+        import torch
+        import xgrammar as xgr
+        original = module.apply_grammar_bitmask
+        def apply_grammar_bitmask(scheduler_output, grammar_output, input_batch, logits):
+            spec = scheduler_output.scheduled_spec_decode_tokens
+            structured = set(grammar_output.structured_output_request_ids)
+            rows, offset = [], 0
+            for batch_index, req_id in enumerate(input_batch.req_ids):
+                width = 1 + len(spec.get(req_id, ()))
+                if req_id not in structured:
+                    rows.extend(range(batch_index + offset, batch_index + offset + width))
+                offset += width - 1
+            original(scheduler_output, grammar_output, input_batch, logits)
+            if rows:
+                first = np.ascontiguousarray(grammar_output.grammar_bitmask[:1])
+                mask = torch.from_numpy(first).expand(len(rows), -1).contiguous()
+                plain = logits[rows].float().contiguous()
+                xgr.apply_token_bitmask_inplace(plain, mask)
+                logits[rows] = plain.to(logits.dtype)
+        module.apply_grammar_bitmask = apply_grammar_bitmask
+        """,
+    ),
+    "mm-cache-text-only": (
+        "prefix-cache blocks hashed without the images they hold (a second image with the same text "
+        "is answered from the first image's cached KV)",
+        ["multimodal/test_images.py::test_a_cached_image_prefix_is_keyed_by_the_image"],
+        "vllm.v1.core.kv_cache_utils",
+        """
+        def _gen_mm_extra_hash_keys(request, start_token_idx, end_token_idx, start_mm_idx):
+            return [], start_mm_idx
+        module._gen_mm_extra_hash_keys = _gen_mm_extra_hash_keys
+        """,
+    ),
+    "spec-logprobs-shifted": (
+        "speculative decoding reports each accepted draft token's logprobs from the position after it "
+        "(tokens unchanged)",
+        ["spec_decode/test_ngram.py::test_ngram_is_lossless"],
+        "vllm.v1.sample.rejection_sampler",
+        """
+        import torch
+        def _get_logprobs_tensors(self, max_num_logprobs, metadata, logits, target_logits, bonus_logits, sampled_token_ids):
+            starts = torch.zeros_like(metadata.cu_num_sampled_tokens)
+            starts[1:] = metadata.cu_num_sampled_tokens[:-1]
+            final_logits = torch.zeros_like(logits, dtype=torch.float32)
+            final_logits[metadata.target_logits_indices] = target_logits.to(torch.float32)
+            final_logits[metadata.bonus_logits_indices] = bonus_logits.to(torch.float32)
+            offsets = torch.arange(sampled_token_ids.shape[-1], dtype=starts.dtype)
+            drafts = torch.tensor(metadata.num_draft_tokens, dtype=starts.dtype)
+            shift = (offsets.unsqueeze(0) < drafts.unsqueeze(1)).to(starts.dtype)
+            indices = (starts.unsqueeze(1) + offsets.unsqueeze(0) + shift).flatten()
+            indices.clamp_(max=final_logits.shape[0] - 1)
+            tokens = sampled_token_ids.clone().flatten()
+            tokens[tokens == module.PLACEHOLDER_TOKEN_ID] = 0
+            chosen = final_logits[indices]
+            logprobs = chosen if self.is_logits_logprobs_mode else self.sampler.compute_logprobs(chosen)
+            return self.sampler.gather_logprobs(logprobs, max_num_logprobs, tokens.to(torch.int64))
+        module.RejectionSampler._get_logprobs_tensors = _get_logprobs_tensors
+        """,
+    ),
+    "spec-stop-past-draft": (
+        "stop conditions checked once per step, on its last token: a stop token (or max_tokens) inside "
+        "an accepted draft is run past (without speculation a step has one token: unchanged)",
+        ["spec_decode/test_ngram.py::test_stop_conditions_inside_drafts_match_the_plain_server"],
+        "vllm.v1.core.sched.scheduler",
+        """
+        check_stop = module.check_stop
+        def _update_request_with_output(self, request, new_token_ids, is_stale=False):
+            for output_token_id in new_token_ids:
+                request.append_output_token_ids(output_token_id)
+            stopped = bool(new_token_ids) and check_stop(request, self.max_model_len)
+            return new_token_ids, stopped
+        module.Scheduler._update_request_with_output = _update_request_with_output
+        """,
+    ),
 }
 
 # injections run in one process (no xdist), as a maintainer's local run: there a rerun used to run in

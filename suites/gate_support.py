@@ -3,7 +3,9 @@ first divergence, and the server's Prometheus metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import urllib.request
 from dataclasses import dataclass
 
@@ -143,6 +145,56 @@ def first_token_divergence(reference: list[Generation], measured: list[Generatio
     return None
 
 
+@dataclass
+class Streamed:
+    """A streamed answer's text and finish reason, and when its first and last text arrived
+    (time.monotonic())."""
+
+    text: str
+    finish_reason: str | None
+    first_s: float
+    last_s: float
+
+
+def answer_alone(client, kind: str, request: dict) -> str:
+    """The text of one request sent on its own (`kind`: "chat" or "completion")."""
+    if kind == "chat":
+        return client.chat.completions.create(**request).choices[0].message.content or ""
+    return client.completions.create(**request).choices[0].text
+
+
+def stream_together(server, requests: list[tuple[str, dict]]) -> list[Streamed]:
+    """(kind, request) pairs sent at once, each streamed, in the order given: the engine batches
+    them, and the arrival times show which ones it generated side by side."""
+
+    async def one(client, kind: str, request: dict) -> Streamed:
+        create = client.chat.completions.create if kind == "chat" else client.completions.create
+        stream = await create(stream=True, **request)
+        parts, finish, first, last = [], None, 0.0, 0.0
+        async for chunk in stream:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            text = (choice.delta.content if kind == "chat" else choice.text) or ""
+            if text:
+                last = time.monotonic()
+                first = first or last
+                parts.append(text)
+            finish = choice.finish_reason or finish
+        return Streamed("".join(parts), finish, first, last)
+
+    async def run():
+        async with async_client_for(server) as client:
+            return await asyncio.gather(*(one(client, kind, request) for kind, request in requests))
+
+    return list(asyncio.run(run()))
+
+
+def generated_side_by_side(a: Streamed, b: Streamed) -> bool:
+    """Whether two streamed answers were being generated at the same time (so in the same steps)."""
+    return max(a.first_s, b.first_s) < min(a.last_s, b.last_s)
+
+
 def transformers_greedy(
     model_path: str, prompts: list[list[int]], max_tokens: int, top_k: int = TOP_K
 ) -> list[Generation]:
@@ -219,6 +271,36 @@ def _top(top: dict[int, float]) -> str:
 def assert_same_tokens(reference: list[Generation], measured: list[Generation], what: str) -> None:
     divergence = first_token_divergence(reference, measured)
     assert divergence is None, f"{what}: {divergence}"
+
+
+def worst_logprob_difference(
+    reference: list[Generation], measured: list[Generation]
+) -> tuple[float, str]:
+    """The largest difference between two runs' top-k logprobs of the same tokens (every position
+    both runs reached with the same tokens before it, every token both list there), and where; a
+    token one side lists at a position and the other does not counts only if it is either side's
+    chosen token (its logprob is then missing: infinite)."""
+    worst, where = 0.0, "no position compared"
+    for index, (ref, got) in enumerate(zip(reference, measured)):
+        for position, (a, b) in enumerate(zip(ref.token_ids, got.token_ids)):
+            if a != b:
+                break
+            ref_top, got_top = ref.top_logprobs[position], got.top_logprobs[position]
+            for token in set(ref_top) | set(got_top):
+                if token in ref_top and token in got_top:
+                    gap = abs(ref_top[token] - got_top[token])
+                elif token == a:
+                    gap = float("inf")
+                else:
+                    continue  # a near-tie at the edge of the top-k
+                if gap > worst:
+                    worst = gap
+                    where = (
+                        f"sequence {index} position {position} token {token}: reference "
+                        f"{ref_top.get(token, float('nan')):.5f}, this run "
+                        f"{got_top.get(token, float('nan')):.5f}"
+                    )
+    return worst, where
 
 
 def assert_openai_error(error: openai.APIStatusError, what: str, status: int | None = None) -> None:

@@ -114,37 +114,68 @@ def test_the_trunk_state_always_loads(tmp_path):
     assert len(state["tests"][truth.TESTS[0]]["fingerprints"][0]) == 1000
 
 
-def test_known_gaps_are_ready_to_close_by_main_runs_only(tmp_path):
-    """A gap whose test passes on main is ready to close; a PR run of old code that still fails
-    it does not take that back (its code is not main's)."""
-    gap = {"reason": "fp8", "issue": "https://github.com/o/r/issues/5", "mode": "xfail"}
+GAP = {"reason": "fp8", "issue": "https://github.com/o/r/issues/5", "mode": "xfail"}
+
+
+def _gap_records(outcome: str, t0: float) -> list[dict]:
+    """One run's records, TESTS[0] as the plugin records it: under its known gap's xfail marker
+    (`xfailed`: failed as declared; `xpassed`: passed, the marker still on), or with the marker
+    removed (`passed`, `failed`: no gap)."""
+    records = truth._records({t: [truth.Attempt(None)] for t in truth.TESTS}, {}, t0)
+    [plain] = [r for r in records if r.get("nodeid") == truth.TESTS[0]]
+    if outcome == "passed":
+        return records
+    records.remove(plain)
+    spec = {k: plain[k] for k in ("schema", "group", "blocking", "gate", "worker")}
+    if outcome != "failed":
+        spec["known_gap"] = GAP
+    call = {"outcome": "skipped", "wasxfail": "known gap: fp8"}
+    if outcome == "xpassed":
+        call = {"outcome": "passed", "wasxfail": "known gap: fp8"}
+    elif outcome == "failed":
+        call = {"outcome": "failed", "message": "AssertionError: fp8", "failure": "E  fp8"}
+    t, node = plain["t"], plain["nodeid"]
+    return records + [
+        {**spec, "nodeid": node, "when": "setup", "outcome": "passed", "duration": 0.001, "t": t},
+        {**spec, "nodeid": node, "when": "call", "duration": 0.001, "t": t + 0.001, **call},
+        {**spec, "nodeid": node, "when": "teardown", "outcome": "passed", "duration": 0.001, "t": t + 0.002},
+    ]  # fmt: skip
+
+
+GAP_RUNS = [
+    # (what, the runs in order: (origin, outcome), status, passing on, closed on)
+    ("it passes with its marker on: ready to close; a PR of old code failing it says nothing",
+     [("main", "xfailed"), ("main", "xpassed"), ("pr", "xfailed")], "ready to close", ["MI300X"], []),
+    ("still failing as declared: open", [("main", "xpassed"), ("main", "xfailed")], "open", [], []),
+    ("its marker removed, the test passes: closed, not ready to close",
+     [("main", "xfailed"), ("main", "passed")], "closed", [], ["MI300X"]),
+    ("its marker removed, the test fails: closed (a failure of its own now)",
+     [("main", "xfailed"), ("main", "failed")], "closed", [], ["MI300X"]),
+    ("its marker removed only on a PR's run: still open", [("main", "xfailed"), ("pr", "passed")],
+     "open", [], []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "runs,status,passing,closed", [g[1:] for g in GAP_RUNS], ids=[g[0] for g in GAP_RUNS]
+)
+def test_a_known_gap_is_open_ready_to_close_or_closed_by_main_runs_only(
+    tmp_path, runs, status, passing, closed
+):
+    """A gap whose test passes on main with its marker still on is ready to close; one whose newest
+    main run has the test with no such gap (its marker removed) is closed, said apart; a PR run of
+    old code does not take either back (its code is not main's)."""
     db = store.connect(tmp_path / "h.db")
-    for n, (origin, outcome) in enumerate(
-        [("main", "xfailed"), ("main", "passed"), ("pr", "xfailed")]
-    ):
+    for n, (origin, outcome) in enumerate(runs):
         folder = tmp_path / f"r{n}"
         prov = _main(tmp_path, str(n), f"{n + 1:040x}")
-        records = truth._records({t: [truth.Attempt(None)] for t in truth.TESTS}, {}, 1.0e9 + n)
-        for r in records:
-            if r.get("nodeid") == truth.TESTS[0]:
-                r["known_gap"] = gap
-        if outcome == "xfailed":  # the plugin's xfail of a known gap: its call is skipped
-            [plain] = [r for r in records if r.get("nodeid") == truth.TESTS[0]]
-            records.remove(plain)
-            spec = {
-                k: plain[k] for k in ("schema", "group", "blocking", "gate", "known_gap", "worker")
-            }
-            t = plain["t"]
-            records += [
-                {**spec, "nodeid": plain["nodeid"], "when": "setup", "outcome": "passed", "duration": 0.001, "t": t},
-                {**spec, "nodeid": plain["nodeid"], "when": "call", "outcome": "skipped", "duration": 0.001, "wasxfail": "known gap: fp8", "t": t + 0.001},
-                {**spec, "nodeid": plain["nodeid"], "when": "teardown", "outcome": "passed", "duration": 0.001, "t": t + 0.002},
-            ]  # fmt: skip
         manifest = truth._manifest("MI300X", "node-1", prov, truth.Clock(4).at(n))
-        truth._write(folder, records, manifest)
+        truth._write(folder, _gap_records(outcome, 1.0e9 + n), manifest)
         store.ingest(db, folder, "manifest" if origin == "main" else "pr", str(n))
     [found] = queries.known_gaps(db)
-    assert found["ready_to_close"] and found["passing_on"] == ["MI300X"], found
+    assert (found["status"], found["passing_on"], found["closed_on"]) == (status, passing, closed)
+    assert found["ready_to_close"] == (status == "ready to close")
+    assert found["closed"] == (status == "closed")
 
 
 def test_a_parity_reference_is_named_with_its_commit_date_and_sku(tmp_path):

@@ -198,3 +198,69 @@ def test_a_store_that_cannot_be_read_is_said_and_never_excuses(upstream, github,
     text = summary(check)
     assert check["conclusion"] == "failure" and "main's state was unavailable" in text, text
     assert "secret" not in text and "secret" not in "\n".join(down.log + outcome.recorded)
+
+
+def test_two_jobs_catching_up_at_once_store_each_run_once(upstream, github, history_target):
+    """Two jobs (two runner pools' publishes, a publish and the sweep) add the same completed runs to
+    one store at the same moment: every run lands, none twice, on either backend."""
+    import os
+    import subprocess
+    import sys
+
+    from pytest_rocm.history import queries, store
+
+    upstream.undelivered.add("completed")  # no publish stored them
+    mains = [upstream.push({"docs/n.md": f"{n}\n"}, f"main {n}") for n in range(3)]
+    pull = upstream.open_pull(139, {"vllm/model.py": "x = 39\n"}, fork=False, author="maintainer")
+    upstream.pull_request(pull, "opened", "maintainer")
+    upstream.undelivered.clear()
+    environ = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ROCM_GATE_"))},
+        "GITHUB_API_URL": github.url,
+        "GITHUB_REPOSITORY": upstream.repo,
+        "ROCM_GATE_APP_ID": str(APP_ID),
+        "ROCM_GATE_APP_PRIVATE_KEY": github.private_key,
+        "ROCM_GATE_APP_INSTALLATION_ID": "77",
+        "ROCM_GATE_PACE": "0",
+    }
+    command = [
+        sys.executable, "-m", "pytest_rocm.cli", "history", "sync", "--db", str(history_target),
+        "--gate-workflow", GATE_PIN, "--class", "mi300x-8=rocm-mi300x-8",
+    ]  # fmt: skip
+    store.connect(history_target).close()  # created once, as the first publish would
+    jobs = [
+        subprocess.Popen(command, env=environ, stdout=subprocess.PIPE, text=True) for _ in (1, 2)
+    ]
+    said = [job.communicate(timeout=240)[0] for job in jobs]
+    assert all(job.returncode == 0 for job in jobs), said
+    with store.connect(history_target) as conn:
+        stored = queries.runs(conn)
+    assert sorted(r["origin"] for r in stored) == ["main"] * 3 + ["pr"], stored
+    assert len(stored) == 4 and sum(s.count("added: ") for s in said) == 4, said
+    assert all(f"added: run {m.id}-1 mi300x-8 (main)" in "".join(said) for m in mains), said
+
+
+def test_the_sweep_judges_a_blocked_check_again_once_a_main_run_shows_its_failure(upstream, github):
+    """The main run's own publish never ran (its `completed` event was lost): the scheduled sweep
+    publishes the main run, whose results join the store and judge the blocked check again against
+    main's state now."""
+    import datetime as dt
+
+    set_gate_input(upstream, "base-check-minutes", "0")
+    upstream.commit(REGRESSION, "a break lands, no main run yet")
+    pull = upstream.open_pull(140, {"vllm/model.py": "x = 40\n"}, fork=False, author="maintainer")
+    upstream.pull_request(pull, "opened", "maintainer")
+    [blocked] = checks(github, pull.head)
+    assert blocked["conclusion"] == "failure", summary(blocked)
+    upstream.undelivered.add("completed")
+    # a main run that started a little before now and completed after the blocked check was written
+    upstream.clock = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=10)
+    upstream.push({"docs/notes.md": "next\n"}, "the next commit on main")
+    upstream.undelivered.clear()
+    swept = upstream.schedule("rocm-gate-sweep.yml")
+    said = swept.job("/ sweep").steps[-1]["output"]
+    [check] = checks(github, pull.head)
+    assert check["id"] == blocked["id"] and check["conclusion"] == "neutral", said
+    # the sweep published the main run (its check was missing), whose results judged the blocked
+    # check again at once
+    assert "judged again: run" in said and "published: neutral" in said, said

@@ -445,9 +445,9 @@ def test_files_the_tests_load_select_them_an_example_program_does_not():
             ["--changed-files", "changed.txt", "--history", "bad.jsonl", "--learn-from-git", "5"],
             "not both",
         ),
-        (["--changed-files", "changed.txt", "--cover", "1.5"], "expected a share from 0 to 1"),
-        (["--changed-files", "changed.txt", "--cover", "nan"], "expected a share from 0 to 1"),
-        (["--changed-files", "changed.txt", "--cover", "half"], "expected a share from 0 to 1"),
+        (["--changed-files", "changed.txt", "--cover", "1.5"], "expected a fraction from 0 to 1"),
+        (["--changed-files", "changed.txt", "--cover", "nan"], "expected a fraction from 0 to 1"),
+        (["--changed-files", "changed.txt", "--cover", "half"], "expected a fraction from 0 to 1"),
     ],
 )
 def test_bad_input_is_named(small, args, message):

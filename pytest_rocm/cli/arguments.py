@@ -1,25 +1,22 @@
 """Argument types shared by the `rocm-gate` commands: each turns a bad value into argparse's usage
-error, saying what was expected."""
+error, saying what was expected. The numbers are pytest_rocm/schemas/values.py's validators (one per
+kind of value, for every command and the plugin alike)."""
 
 from __future__ import annotations
 
 import argparse
 
+from pytest_rocm.schemas import values
 
-def whole_number(minimum: int, too_small: str):
-    """An argparse `type`: a whole number of at least `minimum`; `too_small` is the message for one
-    below it, with `{value}` for the number given."""
+# the largest whole number an option takes where it names no bound of its own: a count past it is
+# a typo (10**30 commits, GPUs or shards), not a request
+MOST = 1_000_000
 
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-        if number < minimum:
-            raise argparse.ArgumentTypeError(too_small.format(value=number))
-        return number
 
-    return parse
+def whole_number(minimum: int, too_small: str, maximum: int = MOST) -> values.Option:
+    """An argparse `type`: a whole number from `minimum` to `maximum`, written in digits;
+    `too_small` is the message for one below the minimum, with `{value}` for the number given."""
+    return values.Option(values.whole, low=minimum, high=maximum, too_small=too_small)
 
 
 def sku(value: str) -> str:

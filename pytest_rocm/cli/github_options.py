@@ -14,12 +14,23 @@ import json
 import os
 from pathlib import Path
 
-from pytest_rocm.cli.arguments import whole_number
 from pytest_rocm.errors import BadInput
+from pytest_rocm.schemas import values
 
 
 class OptionError(BadInput):
     pass
+
+
+# What each request option takes (pytest_rocm/schemas/values.py): a NaN, an infinity, a negative or
+# a huge value is refused by name before any request is sent (a pace of 1e9 s waited forever after
+# the first write, with the check left in progress).
+TIMEOUT = values.Option(values.seconds, high=600.0, above=True)
+ATTEMPTS = values.Option(values.count, low=1, high=100, unit="attempts")
+BACKOFF = values.Option(values.seconds, high=120.0, hint="each wait is capped at 120 s")
+SETTLE = values.Option(values.seconds, high=600.0)
+PACE = values.Option(values.seconds, high=60.0, hint="GitHub asks for 1 between writes")
+PACE_ENVIRONMENT = "ROCM_GATE_PACE"
 
 
 def add(parser, repo_help: str = "owner/name (default: $GITHUB_REPOSITORY)") -> None:
@@ -31,39 +42,41 @@ def add(parser, repo_help: str = "owner/name (default: $GITHUB_REPOSITORY)") -> 
     group.add_argument("--repo", help=repo_help)
     group.add_argument(
         "--timeout",
-        type=float,
+        type=TIMEOUT,
         default=20.0,
         metavar="S",
-        help="read timeout per request (default 20)",
+        help="read timeout per request, above 0 and at most 600 (default 20)",
     )
     group.add_argument(
         "--attempts",
-        type=whole_number(1, "--attempts must be at least 1, got {value}"),
+        type=ATTEMPTS,
         default=6,
-        help="attempts per request before giving up (default 6)",
+        help="attempts per request before giving up, 1 to 100 (default 6)",
     )
     group.add_argument(
         "--backoff",
-        type=float,
+        type=BACKOFF,
         default=2.0,
         metavar="S",
-        help="first wait after a failed attempt, doubled each time, capped at 120 s (default 2)",
+        help="first wait after a failed attempt, doubled each time, capped at 120 s (0 to 120; "
+        "default 2)",
     )
     group.add_argument(
         "--settle",
-        type=float,
+        type=SETTLE,
         default=10.0,
         metavar="S",
         help="after a write that may have been applied, wait until S seconds after it was sent "
-        "before reading the state again (default 10: GitHub's own limit per request)",
+        "before reading the state again (0 to 600; default 10: GitHub's own limit per request)",
     )
     group.add_argument(
         "--pace",
-        type=float,
-        default=float(os.environ.get("ROCM_GATE_PACE", "1.0") or 1.0),
+        type=PACE,
+        # a string: checked by PACE only where --pace is not given, so --help never reads it
+        default=values.environment(PACE_ENVIRONMENT, "1"),
         metavar="S",
         help="at least S seconds between two writes, as GitHub asks against its secondary rate "
-        "limits (default 1, or $ROCM_GATE_PACE)",
+        f"limits (0 to 60; default 1, or ${PACE_ENVIRONMENT})",
     )
 
 
@@ -85,7 +98,7 @@ def api_client(args, repo_name: str | None = None):
         attempts=args.attempts,
         backoff=args.backoff,
         settle_s=args.settle,
-        pace_s=max(args.pace, 0.0),
+        pace_s=args.pace,
         app_id=app_id(),
     )
 

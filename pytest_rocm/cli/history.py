@@ -44,6 +44,7 @@ from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.schemas import values
 from pytest_rocm.schemas.markdown import visible
 
 WINDOW = whole_number(1, "--window must be at least 1 run, got {value}")
@@ -70,11 +71,12 @@ def add_parser(commands, name: str) -> None:
     )
     add.add_argument(
         "--run",
-        type=github_run,
+        type=values.Option(values.github_run),
         metavar="ID[-ATTEMPT]",
-        help="the GitHub run the results come from, as GitHub lists it: with the origin, the run's "
-        "identity in the store (default: the report's bytes, so a copy of a report in another run "
-        "would be taken for it)",
+        help="the GitHub run the results come from, as GitHub lists it (an id alone is attempt 1: "
+        "7, 7-1 and 007-1 are one run): with the origin and each report's content, its identity "
+        "in the store (default: the report's bytes, so a copy of a report in another run would "
+        "be taken for it)",
     )
     add.add_argument(
         "--sha",
@@ -129,9 +131,9 @@ def add_parser(commands, name: str) -> None:
     )
     quarantine.add_argument(
         "--after-hours",
-        type=float,
+        type=values.Option(values.hours, high=8760.0),
         default=72.0,
-        help="red on main this long makes a test quarantined (default 72)",
+        help="red on main this long makes a test quarantined (0 to 8760; default 72)",
     )
     quarantine.add_argument(
         "--lift-after",
@@ -226,15 +228,6 @@ def full_sha(value: str) -> str:
     return value.lower()
 
 
-def github_run(value: str) -> str:
-    """A GitHub run as `history add --run` takes it: its id, and an attempt."""
-    if not re.fullmatch(r"[0-9]{1,20}(?:-[0-9]{1,6})?", value):
-        raise argparse.ArgumentTypeError(
-            f"expected a run id and an attempt (12345-1), got {value!r}"
-        )
-    return value
-
-
 def _add(conn, args) -> int:
     from pytest_rocm.history import queries, store
 
@@ -262,17 +255,22 @@ def _add(conn, args) -> int:
 def _suspects(conn, args) -> int:
     from pytest_rocm.history import queries
 
+    gaps = queries.known_gaps(conn)
     found = {
         "suspects": queries.suspects(conn, args.window),
         **queries.flaky(conn),
-        "known_gaps_ready_to_close": [g for g in queries.known_gaps(conn) if g["ready_to_close"]],
+        "known_gaps_ready_to_close": [g for g in gaps if g["ready_to_close"]],
+        "known_gaps_closed": [g for g in gaps if g["closed"]],
     }
     if args.json:
         print(json.dumps(found, indent=2))  # JSON escapes control characters itself
         return exits.OK
     lines = [f"suspects ({len(found['suspects'])}):"]
     lines += [f"  {s['kind']} ({s['sku']}): {s['test']}: {s['reason']}" for s in found["suspects"]]
-    lines.append(f"flaky now ({len(found['flaky'])}; pass and fail on one commit and SKU):")
+    lines.append(
+        f"flaky now ({len(found['flaky'])}; pass and fail on one commit and SKU, or failures between "
+        "passes on alternate commits):"
+    )
     lines += [
         f"  {f['test']}: {f['flaky_runs']} flaky of its last {f['runs']} runs on {', '.join(f['skus'])} "
         f"(first seen {f['first_seen']}, last {f['last_seen']})"
@@ -287,6 +285,14 @@ def _suspects(conn, args) -> int:
     lines += [
         f"  {g['test']}: {g['issue']} ({', '.join(g['skus'])})"
         for g in found["known_gaps_ready_to_close"]
+    ]
+    lines.append(
+        f"known gaps closed: their marker is gone, the newest runs have the test with no such gap "
+        f"({len(found['known_gaps_closed'])}):"
+    )
+    lines += [
+        f"  {g['test']}: {g['issue']} ({', '.join(g['closed_on'])})"
+        for g in found["known_gaps_closed"]
     ]
     print("\n".join(visible(line) for line in lines))
     return exits.OK
@@ -357,9 +363,10 @@ def _trunk(conn, args) -> int:
         return exits.BAD_INPUT
     failing = sum(t["state"] == "failing" for t in document["tests"].values())
     flaky = sum(bool(t["flaky_count"]) for t in document["tests"].values())
+    gone = sum(t["state"] == "gone" for t in document["tests"].values())
     print(
         f"{args.out}: {visible(args.sku)} over {document['main_commits']} main commit(s) ({document['main_runs']} "
-        f"run(s)): {failing} failing, {flaky} flaky, {document['green']} green"
+        f"run(s)): {failing} failing, {flaky} flaky, {document['green']} green, {gone} gone from main's runs"
     )
     return exits.OK
 

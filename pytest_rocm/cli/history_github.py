@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits, github_options
+from pytest_rocm.schemas import values
 from pytest_rocm.schemas.markdown import visible
 
 
@@ -59,9 +60,9 @@ def add_parsers(actions) -> None:
     )
     sync.add_argument(
         "--hours",
-        type=float,
+        type=values.Option(values.hours, above=True, high=24 * 90.0),
         default=48.0,
-        help="gate runs created this many hours back (default 48)",
+        help="gate runs created this many hours back (above 0 and at most 2160; default 48)",
     )
     sync.add_argument("--main-only", action="store_true", help="add main's runs only, not PRs'")
     # a demo repository's simulated results, as `publish --allow-simulated` takes them

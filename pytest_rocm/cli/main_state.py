@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.schemas import values
 from pytest_rocm.trunk.state import WINDOW
 
 ENVIRONMENT = "ROCM_GATE_DB"
@@ -25,11 +26,12 @@ def add(parser) -> None:
     )
     group.add_argument(
         "--catch-up-hours",
-        type=float,
+        # above 0 and at most 90 days: GitHub keeps artifacts that long at most
+        type=values.Option(values.hours, above=True, high=24 * 90.0),
         default=48.0,
         metavar="HOURS",
         help="gate runs created this many hours back are added to the store when it lacks them "
-        "(default 48)",
+        "(above 0 and at most 2160; default 48)",
     )
     group.add_argument(
         "--window",

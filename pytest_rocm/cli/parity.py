@@ -10,29 +10,17 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import map_file
+from pytest_rocm.schemas import values
 from pytest_rocm.schemas.markdown import visible
 
-
-def _fraction(value: str) -> float:
-    """--min-parity: a number from 0 to 1 (a NaN, a negative or 1.5 would always pass or always fail)."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a fraction from 0 to 1, got {value!r}"
-        ) from None
-    if math.isnan(number) or not 0 <= number <= 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a fraction from 0 to 1 (0.9 for 90%), got {value!r}"
-        )
-    return number
+# --min-parity: a number from 0 to 1 (a NaN, a negative or 1.5 would always pass or always fail)
+_fraction = values.Option(values.share)
 
 
 def add_parser(commands, name: str) -> None:

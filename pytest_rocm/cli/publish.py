@@ -46,6 +46,7 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits, github_options, main_state
+from pytest_rocm.schemas import values
 
 
 def add_parser(commands, name: str) -> None:
@@ -128,11 +129,11 @@ def add_parser(commands, name: str) -> None:
     )
     parser.add_argument(
         "--trunk-max-age",
-        type=float,
+        type=values.Option(values.hours, high=2160.0),
         default=48.0,
         metavar="HOURS",
         help="a trunk state older than this, or made before the commit the run's code is based on, "
-        "excuses nothing (default 48)",
+        "excuses nothing (0 to 2160; default 48)",
     )
     main_state.add(parser)
     parser.add_argument(

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits, github_options
+from pytest_rocm.schemas import values
 
 
 def add_parser(commands, name: str) -> None:
@@ -37,7 +38,11 @@ def add_parser(commands, name: str) -> None:
         default="rocm-gate.yml",
         help="the gate workflow file to dispatch (default: %(default)s)",
     )
-    parser.add_argument("--app-id", type=int, help="act only on checks of this App")
+    parser.add_argument(
+        "--app-id",
+        type=values.Option(values.whole, low=1, high=2**63 - 1, unit="an App's id"),
+        help="act only on checks of this App",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the dispatch; send nothing")
     parser.add_argument(
         "--list-failed",

@@ -14,9 +14,10 @@ History to learn from: --history FILE, one JSON object per commit with its `file
 commits of --repo.
 
 It fails closed: when it cannot read or decide (a map, history or changed-files list that cannot be
-read, a --base or --head that is empty, an option, or no commit, a git call that fails), it still
-prints a selection of everything, saying why, and exits 2, so a workflow that reads the output runs
-every group.
+read, a --base or --head that is empty, an option, or no commit, a git call that fails, a --cover or
+--learn-from-git value that is empty or out of range), it still prints a selection of everything,
+saying why, and exits 2, so a workflow that reads the output runs every group. A rename changes both
+its paths (git diff --no-renames).
 
 Exit statuses (docs/architecture.md, "Exit statuses"): 0 decided, 2 could not decide (everything
 printed).
@@ -30,7 +31,8 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits
-from pytest_rocm.cli.arguments import map_file, whole_number
+from pytest_rocm.cli.arguments import MOST, map_file
+from pytest_rocm.schemas import values
 from pytest_rocm.schemas.markdown import visible
 from pytest_rocm.selection.git import (
     CannotDecide,
@@ -40,17 +42,6 @@ from pytest_rocm.selection.git import (
     tree_files,
 )
 from pytest_rocm.selection.select import by_strength
-
-
-def share(value: str) -> float:
-    """An argparse `type`: a share from 0 to 1 (--cover)."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1, got {value!r}") from None
-    if not 0 <= number <= 1:  # NaN too
-        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1, got {value!r}")
-    return number
 
 
 def add_parser(commands, name: str) -> None:
@@ -76,7 +67,8 @@ def add_parser(commands, name: str) -> None:
     select.add_argument(
         "--base",
         metavar="SHA",
-        help="with --head: the change is `git diff --name-only BASE...HEAD`",
+        help="with --head: the change is `git diff --name-only --no-renames BASE...HEAD` (a "
+        "rename changes its old path and its new one)",
     )
     select.add_argument("--head", metavar="SHA")
     select.add_argument(
@@ -89,15 +81,15 @@ def add_parser(commands, name: str) -> None:
     select.add_argument(
         "--history", type=Path, metavar="JSONL", help="commits to learn co-change from"
     )
+    # --learn-from-git and --cover are checked when the command runs (`_numbers`), not by argparse:
+    # a bad value fails closed, selecting everything, as the docstring says
     select.add_argument(
         "--learn-from-git",
-        type=whole_number(1, "give a number of commits, 1 or more, got {value}"),
         metavar="N",
         help="learn co-change from the last N first-parent commits of --repo (before --base)",
     )
     select.add_argument(
         "--cover",
-        type=share,
         metavar="Q",
         # the default is cochange.COVER, named here without importing it (commands import what they
         # need when they run); a test checks the two agree
@@ -144,9 +136,12 @@ def run(args) -> int:
         git_range and (args.base is None or args.head is None)
     ):
         return _fail_closed(args, "give --changed-files FILE, or --base SHA and --head SHA")
+    try:
+        cover, args.learn_from_git = _numbers(args, COVER)
+    except values.BadValue as exc:
+        return _fail_closed(args, str(exc))
     if args.history and args.learn_from_git:
         return _fail_closed(args, "give --history FILE or --learn-from-git N, not both")
-    cover = COVER if args.cover is None else args.cover
     try:
         group_map = load_group_map(args.map)
         changed = _changed(args)
@@ -171,6 +166,25 @@ def run(args) -> int:
         return _fail_closed(args, str(exc))
     _print(args, changed, select(changed, group_map, history, tree))
     return exits.OK
+
+
+def _numbers(args, default_cover: float) -> tuple[float, int | None]:
+    """--cover (a share from 0 to 1) and --learn-from-git (commits, 1 or more), where given;
+    values.BadValue naming the option for an empty or bad one."""
+    cover = default_cover if args.cover is None else values.share(args.cover, "--cover")
+    commits = (
+        None
+        if args.learn_from_git is None
+        else values.count(
+            args.learn_from_git,
+            "--learn-from-git",
+            low=1,
+            high=MOST,
+            unit="commits",
+            too_small="give a number of commits, 1 or more, got {value}",
+        )
+    )
+    return cover, commits
 
 
 def _tree(args) -> set[str] | None:

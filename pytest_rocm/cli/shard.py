@@ -27,6 +27,10 @@ from pathlib import Path
 from pytest_rocm.cli import exits
 from pytest_rocm.cli.arguments import whole_number
 
+# the most runners (and the largest index) a shard takes: any real count, and the 10**20 a matrix
+# computed wrongly gives still shards (the extra shards are empty)
+MOST_SHARDS = 10**30
+
 
 def add_parser(commands, name: str) -> None:
     shard = commands.add_parser(
@@ -43,14 +47,17 @@ def add_parser(commands, name: str) -> None:
     )
     shard.add_argument(
         "--runners",
-        type=whole_number(1, "expected 1 or more, got {value}"),
+        # more runners than tests is allowed (the extra shards are empty), however many
+        type=whole_number(1, "expected 1 or more, got {value}", MOST_SHARDS),
         required=True,
         metavar="K",
         help="how many runner jobs share it",
     )
     shard.add_argument(
         "--index",
-        type=whole_number(0, "expected 0 or more (shards are numbered from 0), got {value}"),
+        type=whole_number(
+            0, "expected 0 or more (shards are numbered from 0), got {value}", MOST_SHARDS
+        ),
         required=True,
         metavar="I",
         help="this runner's shard, 0 to K-1",

@@ -21,6 +21,7 @@ import sys
 
 from pytest_rocm.cli import exits, github_options, main_state
 from pytest_rocm.cli.arguments import whole_number
+from pytest_rocm.schemas import values
 
 
 def runner_class_and_group(value: str) -> tuple[str, str]:
@@ -62,16 +63,17 @@ def add_parser(commands, name: str) -> None:
     )
     parser.add_argument(
         "--hours",
-        type=whole_number(1, "--hours must be at least 1, got {value}"),
+        type=whole_number(1, "--hours must be at least 1, got {value}", 2160),
         default=48,
-        help="gate runs completed in this many hours (default 48)",
+        help="gate runs completed in this many hours (1 to 2160; default 48)",
     )
     parser.add_argument(
         "--stuck-after",
-        type=whole_number(1, "--stuck-after must be at least 1, got {value}"),
+        type=whole_number(1, "--stuck-after must be at least 1, got {value}", 10080),
         default=30,
         metavar="MINUTES",
-        help="a check still unfinished this long after its run is completed timed_out (default 30)",
+        help="a check still unfinished this long after its run is completed timed_out (1 to 10080; "
+        "default 30)",
     )
     parser.add_argument("--incomplete", choices=("block", "neutral"), default="block")
     parser.add_argument(
@@ -85,10 +87,10 @@ def add_parser(commands, name: str) -> None:
     main_state.add(parser)
     parser.add_argument(
         "--trunk-max-age",
-        type=float,
+        type=values.Option(values.hours, high=2160.0),
         default=48.0,
         metavar="HOURS",
-        help="a trunk state older than this excuses nothing (default 48)",
+        help="a trunk state older than this excuses nothing (0 to 2160; default 48)",
     )
 
 

@@ -96,7 +96,7 @@ def run(args) -> int:
     from pytest_rocm.results.manifest import ManifestError, read_manifest
     from pytest_rocm.results.records import other_runs, read_records
     from pytest_rocm.results.report import build_gate_report
-    from pytest_rocm.results.summary import terminal_lines
+    from pytest_rocm.results.summary import platform_title, terminal_lines
     from pytest_rocm.results.verdicts import SignatureError, build_signatures
     from pytest_rocm.schemas.artifacts import write_json_atomic
 
@@ -154,6 +154,7 @@ def run(args) -> int:
         out = write_json_atomic(out_folder / "gate-report.json", report)
     except OSError as exc:
         return _fail(f"{out_folder}: cannot write gate-report.json there ({exc.strerror or exc})")
+    print(platform_title(report))
     print("\n".join(line for line, _ in terminal_lines(report)))
     print(f"wrote {out}")
     return EXIT_BY_CONCLUSION[report["conclusion"]]

@@ -126,13 +126,17 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def overview(conn: Connection) -> str:
+def overview(conn: Connection, landed: frozenset | None = None) -> str:
     """The front page: parity now, parity over time, the latest runs."""
     trend = queries.parity_trend(conn)
-    return "".join([*_parity_now(conn, trend), *_parity_over_time(trend), *_latest_runs(conn)])
+    return "".join(
+        [*_parity_now(conn, trend, landed), *_parity_over_time(trend), *_latest_runs(conn)]
+    )
 
 
-def _parity_now(conn: Connection, trend: list[dict]) -> list[str]:
+def _parity_now(conn: Connection, trend: list[dict], landed: frozenset | None) -> list[str]:
+    """Each SKU's newest parity figure: a run that ran no test, or a group no test of which passed
+    on the reference, gives none (history/queries.py: parity_now, parity_trend)."""
     latest: dict[tuple[str, str], dict] = {}
     for row in trend:
         latest[(row["sku"], row["group"])] = row
@@ -142,12 +146,9 @@ def _parity_now(conn: Connection, trend: list[dict]) -> list[str]:
         f'<p class="muted">Share of the tests passing on the reference ({escape(references)}) that also pass on '
         "ROCm, per SKU and group, from each SKU's newest parity report; the reference is named on every row.</p>",
     ]
-    overall: dict[str, dict] = {}
     # main runs say what a SKU's parity is (a PR's results are written by its own code); without
     # any, every run
-    for run in reversed(queries.runs(conn, origin="main") or queries.runs(conn)):
-        if run["parity"] is not None:
-            overall[run["sku"]] = run
+    overall = queries.parity_now(conn, landed)
     parts.append(
         _table(
             "Overall parity per SKU (newest parity report)",
@@ -274,7 +275,7 @@ ORIGINS = (
 )
 
 
-def grid_page(conn: Connection) -> str:
+def grid_page(conn: Connection, landed: frozenset | None = None) -> str:
     legend = " ".join(
         f'<span style="background:{c}33;padding:0 .4em">{v}</span>' for v, c in COLOURS.items()
     )
@@ -283,7 +284,7 @@ def grid_page(conn: Connection) -> str:
         "for its failing tests. Main runs are apart from PR runs: only main runs say what state main is in.</p>"
     ]
     for origin, title in ORIGINS:
-        data = queries.grid(conn, 40, origin)
+        data = queries.grid(conn, 40, origin, landed)
         if data["runs"]:
             parts.append(
                 f"<h2>{escape(title)} ({len(data['runs'])} newest)</h2>" + _grid_table(data, origin)
@@ -384,8 +385,8 @@ def trunk_page(conn: Connection, failures: list[str], landed: frozenset | None =
     return "".join(parts)
 
 
-def test_page(conn: Connection, test: str) -> str:
-    runs = queries.test_runs(conn, test)
+def test_page(conn: Connection, test: str, landed: frozenset | None = None) -> str:
+    runs = queries.test_runs(conn, test, landed=landed)
     return (
         f"<h2><code>{escape(test)}</code></h2>"
         f'<p class="muted">Its newest {len(runs)} run(s), across SKUs and commits; main and PR runs are marked. '
@@ -452,7 +453,7 @@ def suspects_page(conn: Connection, landed: frozenset | None = None) -> str:
         f"<h2>Known gaps ({len(gaps)})</h2>",
         _table(
             "Known gaps, oldest first",
-            ["test", "issue", "reason", "first seen", "age (days)", "ready to close"],
+            ["test", "issue", "reason", "first seen", "age (days)", "state"],
             [
                 [
                     f"<code>{escape(g['test'])}</code>",
@@ -460,10 +461,7 @@ def suspects_page(conn: Connection, landed: frozenset | None = None) -> str:
                     escape(g["reason"] or ""),
                     escape(g["first_seen"] or ""),
                     escape(str(g["age_days"])),
-                    "yes: it passes on " + escape(", ".join(g["passing_on"]))
-                    if g["ready_to_close"]
-                    else "no: still fails on "
-                    + escape(", ".join(g["still_failing_on"]) or "its SKUs"),
+                    _gap_state(g),
                 ]
                 for g in gaps
             ],
@@ -471,6 +469,18 @@ def suspects_page(conn: Connection, landed: frozenset | None = None) -> str:
         ),
     ]
     return "".join(parts)
+
+
+def _gap_state(gap: dict) -> str:
+    if gap["closed"]:
+        return (
+            "closed: its marker is gone (the newest runs on "
+            + escape(", ".join(gap["closed_on"]))
+            + " have the test with no such gap)"
+        )
+    if gap["ready_to_close"]:
+        return "yes: it passes on " + escape(", ".join(gap["passing_on"]))
+    return "no: still fails on " + escape(", ".join(gap["still_failing_on"]) or "its SKUs")
 
 
 def stacks_page(conn: Connection) -> str:
@@ -527,15 +537,15 @@ def build(conn: Connection, out: Path, landed: frozenset | None = None) -> dict[
     out.mkdir(parents=True, exist_ok=True)
     newest = queries.runs(conn, 1)
     generated = (newest[0]["started"] or f"run {newest[0]['id']}") if newest else "none yet"
-    failures = queries.main_failures(conn, TEST_PAGES)
+    failures = queries.main_failures(conn, TEST_PAGES, landed)
     bodies = {
-        "index.html": overview(conn),
+        "index.html": overview(conn, landed),
         "trunk.html": trunk_page(conn, failures, landed),
-        "grid.html": grid_page(conn),
+        "grid.html": grid_page(conn, landed),
         "suspects.html": suspects_page(conn, landed),
         "stacks.html": stacks_page(conn),
     }
-    bodies.update({test_page_name(test): test_page(conn, test) for test in failures})
+    bodies.update({test_page_name(test): test_page(conn, test, landed) for test in failures})
     sizes = {}
     for name, body in bodies.items():
         text = _page(name, body, generated)

@@ -9,8 +9,8 @@ but flipped in the window are collapsed.
 
 Idempotent: the issue is found by its label and the marker line in its body (`<!-- rocm-gate-tracker SKU
 FRAMEWORK -->`), among the issues the tracker itself made (by the App it writes as, on the issue; with
-Actions' token, by Actions' bot): anyone may open an issue with that label and that line, and it is
-never taken over. It is written only when its title, body or state would change. Its text depends only
+Actions' token, by Actions' bot; with a personal token, by the token's own user, as GitHub's `/user`
+names it): anyone else may open an issue with that label and that line, and it is never taken over. It is written only when its title, body or state would change. Its text depends only
 on the inputs (the trunk state's newest main commit stands for "now"), so a second run with the same
 state writes nothing. A create that may have been applied (GitHub's timeout) is looked for again before
 it is sent again, with the attempts of any write. Every string from results is escaped
@@ -141,19 +141,37 @@ def render(trunk: dict, framework: str, suspects: list[dict] = ()) -> tuple[str,
 ACTIONS_APP_ID = 15368
 
 
-def _made_by_tracker(issue: dict, app_id: int | None) -> bool:
+def _made_by_tracker(issue: dict, app_id: int | None, token_user: str | None = None) -> bool:
     """The tracker made this issue: the App it writes as is on it, or, with Actions' token, Actions'
-    own bot opened it. A person's issue with the same label and marker line is not the tracker's."""
+    own bot opened it, or, with a personal token, its user (`token_user`) opened it, with no App. A
+    person's issue with the same label and marker line is not the tracker's."""
     app = (issue.get("performed_via_github_app") or {}).get("id")
     if app_id is not None:
         return app == app_id
     user = issue.get("user") or {}
+    if token_user is not None and app is None and user.get("login") == token_user:
+        return True
     return app == ACTIONS_APP_ID or (
         user.get("type") == "Bot" and user.get("login") == "github-actions[bot]"
     )
 
 
-def _find(client: Client, sku: str, framework: str) -> dict | None:
+def token_user(client: Client) -> str | None:
+    """The user a personal token writes as (GitHub's `/user`), None for an App's token (the
+    tracker's App, or Actions': GitHub refuses them `/user`) or where GitHub names no user."""
+    if client.app_id is not None:
+        return None
+    try:
+        me = client.get("/user", ok_missing=True)
+    except PublishError as exc:
+        if exc.refused:  # an installation token: "Resource not accessible by integration"
+            return None
+        raise
+    login = me.get("login") if isinstance(me, dict) else None
+    return login if isinstance(login, str) and not login.endswith("[bot]") else None
+
+
+def _find(client: Client, sku: str, framework: str, user: str | None = None) -> dict | None:
     mark = marker(sku, framework)
     found = [
         i
@@ -161,7 +179,7 @@ def _find(client: Client, sku: str, framework: str) -> dict | None:
         if isinstance(i, dict)
         and "pull_request" not in i
         and (i.get("body") or "").startswith(mark)
-        and _made_by_tracker(i, client.app_id)
+        and _made_by_tracker(i, client.app_id, user)
     ]
     # the first one, should two exist
     return min(found, key=lambda i: i["number"]) if found else None
@@ -170,7 +188,8 @@ def _find(client: Client, sku: str, framework: str) -> dict | None:
 def keep(client: Client, trunk: dict, framework: str, suspects: list[dict] = ()) -> Tracked:
     """Create or update the tracker issue of the trunk state's SKU and this framework."""
     title, body = render(trunk, framework, suspects)
-    existing = _find(client, trunk["sku"], framework)
+    user = token_user(client)
+    existing = _find(client, trunk["sku"], framework, user)
     for _ in range(client.attempts if existing is None else 0):
         try:
             made = client.write(
@@ -179,7 +198,7 @@ def keep(client: Client, trunk: dict, framework: str, suspects: list[dict] = ())
             return Tracked(made["number"], "created", made.get("html_url"))
         except Ambiguous as exc:  # it may have landed: look before sending it again
             client.settle(exc)
-            existing = _find(client, trunk["sku"], framework)
+            existing = _find(client, trunk["sku"], framework, user)
             if existing is not None:
                 break
     if existing is None:

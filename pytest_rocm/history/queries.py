@@ -22,7 +22,8 @@ is the PR author's to write, and a PR of old code says nothing of main), one SKU
   window).
 - `known_gaps`: per gap, its issue, first seen and age, and per SKU it was seen on what that SKU's newest run
   of the test says: the gap is `closed` where that run has the test with no such gap (its marker was
-  removed), `ready to close` where, on every SKU not closed, the test passed with the marker still on, else
+  removed: a plain pass, or a failure or skip with no gap), `ready to close` where, on every SKU not closed,
+  the test passed with the marker still on (an XPASS: the plugin applies a gap as an xfail or a skip), else
   `open`.
 - `parity_trend`, `parity_now`: parity over time and the newest figure per SKU, from the runs that measured
   one: a run with no test results (a 0-test run), or a group with no test passing on the reference, has no
@@ -308,11 +309,15 @@ def known_gaps(conn: Connection, landed: frozenset | None = None) -> list[dict]:
             for sku in seen_on
             if any(r[6] == sku for r in results)
         }
-        # the newest run has the test with no such gap: its marker was removed
-        closed = sorted(sku for sku, r in newest.items() if r[9] != issue)
-        passing = sorted(
-            sku for sku, r in newest.items() if r[9] == issue and r[2] in ("passed", "xpassed")
+        # the newest run has the test with no such gap: its marker was removed (a pass keeps no
+        # gap in the store; with the marker on, which the plugin applies as an xfail or a skip, it
+        # passes as an XPASS)
+        closed = sorted(
+            sku
+            for sku, r in newest.items()
+            if (r[2] != "xpassed" if r[1] == "pass" else r[9] != issue)
         )
+        passing = sorted(sku for sku, r in newest.items() if r[1] == "pass" and r[2] == "xpassed")
         failing = sorted(set(newest) - set(passing) - set(closed))
         status = (
             "closed"

@@ -60,6 +60,7 @@ from pytest_rocm.history.backends import (
 )
 from pytest_rocm.results.fingerprint import of_test as fingerprint_of
 from pytest_rocm.results.manifest import origin_kind
+from pytest_rocm.schemas import values
 from pytest_rocm.schemas.artifacts import describe_reference, manifest_stack
 from pytest_rocm.schemas.loader import ArtifactError, load_artifact
 
@@ -284,32 +285,54 @@ def ingest(
     """Validate a results folder (or gate report) whole, then add it in one transaction. `origin`:
     `manifest` keeps where the manifest says the run comes from; `pr` or `other` overrides it, for
     results whose run GitHub says was not a main run (a PR's code wrote them, and may claim to be
-    main). `run`: the GitHub run (`ID` or `ID-ATTEMPT`) the caller took the results from, as GitHub
-    lists it: the run's identity, with the folder's name (one artifact per runner class). `sha`: the
-    commit GitHub says the run is of; a run whose manifest names another commit as tested is no main
-    run, whatever it claims (a dispatch that tested a fork's commit, or results a merge queue
-    candidate's code forged), and is stored as `pr`. `facts`: what GitHub says of the run (`FACTS`:
-    its event, head, base, PR, when it completed, where its head came from), which the store keeps
-    over the manifest's claims."""
+    main). `run`: the GitHub run (`ID` or `ID-ATTEMPT`: one canonical `ID-ATTEMPT`,
+    schemas/values.py) the caller took the results from, as GitHub lists it: the run's identity,
+    with the results folder's name (one artifact per runner class; a gate report's own folder) and
+    its report's content (`identity`). `sha`: the commit GitHub says the run is of; a run whose
+    manifest names another commit as tested is no main run, whatever it claims (a dispatch that
+    tested a fork's commit, or results a merge queue candidate's code forged), and is stored as
+    `pr`. `facts`: what GitHub says of the run (`FACTS`: its event, head, base, PR, when it
+    completed, where its head came from), which the store keeps over the manifest's claims."""
+    try:
+        run = None if run is None else values.github_run(run, "the GitHub run")
+    except values.BadValue as exc:
+        raise HistoryError(f"{source}: {exc}") from None
     # all validated before anything is written
-    report, manifest, parity, digest = read_run(Path(source))
-    return insert_run(
-        conn,
-        report,
-        manifest,
-        parity,
-        digest,
-        str(source),
-        origin,
-        run and f"{run}/{Path(source).name}",
-        sha,
-        facts,
-    )
+    path = Path(source)
+    report, manifest, parity, digest = read_run(path)
+    # the content is kept beside the path: a second folder of the same name in the run is told
+    # apart by it
+    stored_as = f"{source} sha256:{digest}"
+    key = None
+    if run is not None:
+        claimed = manifest.get("provenance")
+        claimed = claimed if isinstance(claimed, dict) else {}
+        kind = origin_kind(claimed) if origin == "manifest" else origin
+        if kind == "main" and sha is not None and claimed.get("tested_sha") != sha.lower():
+            kind = "pr"
+        name = path.resolve().name if path.is_dir() else path.resolve().parent.name
+        key = f"{run}/{name}"
+        # the same folder stored before this form (`7/NAME` for attempt 1), or another folder of
+        # this name in the run (kept under its content: `ID-ATTEMPT/NAME@DIGEST`)
+        spellings = [key] + ([f"{run.split('-')[0]}/{name}"] if run.endswith("-1") else [])
+        keys = [identity(kind, "", spelling) for spelling in spellings]
+        rows = conn.execute(
+            f"SELECT digest, source FROM runs WHERE digest IN ({', '.join('?' for _ in keys)})",
+            keys,
+        ).fetchall()
+        same = [d for d, s in rows if f"sha256:{digest}" in s or " sha256:" not in s]
+        if same:
+            key = same[0].split(":run:", 1)[1]
+        elif rows:
+            key = f"{key}@{digest[:16]}"
+    return insert_run(conn, report, manifest, parity, digest, stored_as, origin, key, sha, facts)
 
 
 def identity(origin: str, digest: str, run: str | None) -> str:
-    """What makes a stored run one run: its origin, and its GitHub run where known, else its report's
-    bytes."""
+    """What makes a stored run one run: its origin, and its GitHub run where known (`run`:
+    `ID-ATTEMPT/NAME`, the results folder's name in the run, as `history/ledger.py` asks for it;
+    `ID-ATTEMPT/NAME@DIGEST` for a second folder of that name in the run whose report differs, its
+    first 16 hex digits), else its report's bytes (`digest`, its SHA-256)."""
     return f"{origin}:run:{run}" if run else f"{origin}:{digest}"
 
 

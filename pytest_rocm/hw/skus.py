@@ -46,6 +46,21 @@ LOGICAL_GPUS_PER_PARTITION_MODE = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
 # MI350X and MI355X 256): an agent with a half, a quarter or an eighth of them is one partition of a
 # DPX, QPX or CPX GPU. rocminfo names no mode, and an MI300X in CPX lists 64 agents of 38 CUs.
 WHOLE_GPU_COMPUTE_UNITS = {"MI300X": 304, "MI325X": 304, "MI350X": 256, "MI355X": 256}
+# VRAM of one whole GPU in MiB, what amd-smi prints as MB (AMD Instinct data sheets: MI300X and
+# MI308X 192 GB HBM3, MI325X 256 GB HBM3E, MI350X and MI355X 288 GB HBM3E, MI210 64 GB, each GCD of an
+# MI250/MI250X 64 GB); amd-smi static on 8x MI300X prints 196592 of the 196608 (16 MiB held by
+# firmware: tests/data/samples/amd-smi, dell-ai). A GPU in a memory partition mode NPS2/4/8 shows a
+# half, a quarter or an eighth of it per partition.
+VRAM_MB = {
+    "MI300X": 196608,
+    "MI308X": 196608,
+    "MI325X": 262144,
+    "MI350X": 294912,
+    "MI355X": 294912,
+    "MI210": 65536,
+    "MI250": 65536,
+    "MI250X": 65536,
+}
 
 
 def partition_from_compute_units(sku: str | None, compute_units: int | None) -> str | None:

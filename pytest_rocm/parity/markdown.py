@@ -22,15 +22,14 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
 
-_cell = md.cell
 _code = md.code
 
 
 def _reason(gap: dict) -> str:
     if gap["status"] == "known_gap" and gap["reason"].endswith(")") and "(http" in gap["reason"]:
         text, _, url = gap["reason"][:-1].rpartition(" (")
-        return f"{_cell(text)} (issue {_cell(url)})"
-    return _cell(gap["reason"])
+        return f"{_code(text)} (issue {_code(url)})"
+    return _code(gap["reason"])
 
 
 def _cut(items: list, limit: int, show=str) -> str:
@@ -97,7 +96,7 @@ def _render_sglang(sglang: dict, n: int) -> str:
     if sglang["disabled"]:
         lines += ["", f"### Disabled AMD registrations ({len(sglang['disabled'])})"]
         shown = sglang["disabled"][: max(n, 1) * 2]
-        lines += [f"- {_code(d['path'])} ({d['suite']}): {_cell(str(d['reason']))}" for d in shown]
+        lines += [f"- {_code(d['path'])} ({d['suite']}): {_code(str(d['reason']))}" for d in shown]
         if len(sglang["disabled"]) > len(shown):
             lines.append(f"- and {len(sglang['disabled']) - len(shown)} more")
     executed = sglang.get("executed")
@@ -180,7 +179,7 @@ def _group_table(report: dict) -> list[str]:
     ]
     for name, group in report["groups"].items():
         lines.append(
-            f"| {md.name(name)} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
+            f"| {md.name(name, table=True)} | {group['reference_passing']} | {group['both_passing']} | {_pct(group['parity'])} | "
             + " | ".join(str(group[s]) for s in GROUP_COLUMNS)
             + f" | {group['blocking_tests']} ({group['blocking']}) |"
         )
@@ -278,7 +277,7 @@ def _failing_lines(report: dict, failing: dict[str, list[tuple[str, dict]]], n: 
         shown = tests[: max(n, 1) * 2]
         lines += [
             f"- {_code(t)}: {md.name(entry['reference'])}"
-            + (f" ({_cell(entry['reason'][:200])})" if entry.get("reason") else "")
+            + (f" ({_code(entry['reason'][:200])})" if entry.get("reason") else "")
             for t, entry in shown
         ]
         if len(tests) > len(shown):
@@ -293,7 +292,7 @@ def _excluded_lines(report: dict, n: int) -> list[str]:
         lines += ["", "### Not applicable to ROCm (excluded from parity)"]
         for entry in report["not_applicable"]:
             lines.append(
-                f"- {_cell(entry['reason'])} ({entry['count']})"
+                f"- {_code(entry['reason'])} ({entry['count']})"
                 + (f": {_cut(entry['tests'], n, _code)}" if n else "")
             )
     if report["unmatched"]:
@@ -333,12 +332,12 @@ def _input_lines(report: dict) -> list[str]:
         if reasons:
             lines += ["", f"### Top skip reasons on the {side}"]
             lines += [
-                f"- {r['count']} {md.name(r['status'])}: {_cell(r['reason'])}" for r in reasons
+                f"- {r['count']} {md.name(r['status'])}: {_code(r['reason'])}" for r in reasons
             ]
     inputs = report["inputs"]
     dropped = inputs["reference"]["dropped"] + inputs["candidate"]["dropped"]
     if dropped:
         lines += ["", "### Input files that could not be read (dropped)"] + [
-            f"- {_cell(d, 600)}" for d in dropped
+            f"- {_code(d, 600)}" for d in dropped
         ]
     return lines

@@ -37,8 +37,9 @@ from pytest_rocm.plugin.markers import MARKER_HELP
 from pytest_rocm.plugin.options import add_options
 from pytest_rocm.plugin.poisoned import PoisonedProcess
 from pytest_rocm.plugin.recording import Recorder
+from pytest_rocm.results.conclusion import INTERRUPTED
 from pytest_rocm.results.reruns import SERVERS_PROPERTY
-from pytest_rocm.results.summary import terminal_lines
+from pytest_rocm.results.summary import platform_title, terminal_lines
 
 ANNOTATOR = pytest.StashKey[Annotator]()
 CONTROLLER = pytest.StashKey[Controller]()
@@ -233,9 +234,12 @@ class ControllerHooks:
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         """Ctrl-C, or `pytest.exit()` (pytest calls this hook for both): an exit with returncode 0
-        left the session's status 0, and the test it stopped in read as crashed."""
+        left the session's status 0, and the test it stopped in read as crashed; an interrupted run
+        says so first (results/conclusion.py: interruption), never a conclusion of its own."""
         if isinstance(excinfo.value, pytest.exit.Exception):
             self.controller.exited = f"pytest.exit() was called: {excinfo.value.msg}"
+        else:
+            self.controller.exited = f"{INTERRUPTED}: Ctrl-C ({type(excinfo.value).__name__})"
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.controller.on_collected(item.nodeid for item in session.items)
@@ -296,10 +300,7 @@ class ControllerHooks:
             return
         if controller.gate_report is None:
             return
-        platform = controller.context.platform
-        terminalreporter.write_sep(
-            "=", f"pytest-rocm on {platform.profile or 'this runner'}: {platform.describe()}"
-        )
+        terminalreporter.write_sep("=", platform_title(controller.gate_report))
         colors = {"success": "green", "failure": "red", "incomplete": "red"}
         for line, kind in terminal_lines(controller.gate_report):
             style = (

@@ -7,7 +7,11 @@ lists the options whose value is a path (typed with a space, such a value can mo
 rootdir), `rules.RULES` lists the rules of the verdict (read from `--rocm-rules` alone),
 `default_branch` takes every row from the default branch under `--rocm-rules` (the treatment of
 each is its `under_rules`), and `fresh` leaves out of a fresh process's command line what
-`NOT_PASSED_ON` names. A new setting is one row here (docs/extending.md, "An option").
+`NOT_PASSED_ON` names. Each row's `value` is the validator of what it takes
+(pytest_rocm/schemas/values.py): argparse's `type` for the option, and `options.read_settings` checks
+the ini key with it, so a bad value is refused by name before the run starts, whichever way it is
+given (tests/test_hostile_values.py gives every row empty, NaN, infinite, negative, huge and garbage
+values). A new setting is one row here (docs/extending.md, "An option").
 """
 
 from __future__ import annotations
@@ -16,11 +20,26 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_rocm.schemas import values
+
 # Settings with fixed values, the default first. Per-test JUnit properties: what tools read, or
 # everything the plugin knows; the xdist scheduler: the gpu one on runners with GPUs, the gpu one,
 # or xdist's own.
 JUNIT_PROPERTIES = ("minimal", "full")
 SCHEDULERS = ("auto", "gpu", "xdist")
+# The bounds of the numbers the settings take: a count past them is a typo, not a request.
+MOST_RERUNS = 20
+MOST_SEED = 2**32 - 1  # the largest seed every random number generator takes
+MOST_TIMEOUT_S = 7 * 86400.0
+# What the settings take (values.Option): a path, a name or a command is any text but the empty one
+# (kept as given: a path is resolved later, against where pytest started or the ini file).
+PATH = values.Option(values.text, keep=True, what="a path")
+FOLDER = values.Option(values.text, keep=True, what="a folder")
+NAME = values.Option(values.text, keep=True, what="a name")
+COMMAND = values.Option(values.command, keep=True)
+ARGUMENTS = values.Option(values.arguments, keep=True)
+RERUNS = values.Option(values.count, low=0, high=MOST_RERUNS, unit="reruns", hint="0: none")
+SEED = values.Option(values.count, low=0, high=MOST_SEED, unit="seed")
 
 
 @dataclass(frozen=True)
@@ -34,7 +53,9 @@ class Setting:
     `records`: the option records reference data (golden outputs, baseline proposals) instead of
     judging against it. `command_line_only`: read from the run's own command line, never from an
     ini file's `addopts` (a process's role). `effect`: what the setting changes, in the words the
-    check names it with under `--rocm-rules` (plugin/default_branch.py).
+    check names it with under `--rocm-rules` (plugin/default_branch.py). `value`: what the option
+    and the ini key take (`values.Option`), None for a flag, a choice (argparse's `choices`) or a
+    list of lines (checked where it is read).
     """
 
     flag: str | None
@@ -50,6 +71,7 @@ class Setting:
     records: bool = False
     command_line_only: bool = False
     effect: str = ""
+    value: values.Option | None = None
 
     @property
     def dest(self) -> str | None:
@@ -89,6 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
         path=True,
         passed_on=False,  # a fresh process is given the run's platform as a file
         effect="a simulated platform instead of the runner's",
+        value=NAME,
     ),
     Setting(
         "--rocm-report-dir",
@@ -99,6 +122,7 @@ SETTINGS: tuple[Setting, ...] = (
         kwargs={"metavar": "DIR"},
         path=True,
         passed_on=False,  # a fresh process writes into its own folder
+        value=FOLDER,
     ),
     Setting(
         "--rocm-group-map",
@@ -111,15 +135,17 @@ SETTINGS: tuple[Setting, ...] = (
         path=True,
         rule=True,
         names_files=True,
+        value=PATH,
     ),
     Setting(
         "--rocm-reruns",
         "attempts after a failed blocking gate's first one (default 1; ini rocm_reruns)",
         ini="rocm_reruns",
         ini_help=_default_for("--rocm-reruns"),
-        kwargs={"type": int, "metavar": "N"},
+        kwargs={"metavar": "N"},
         rule=True,
         passed_on=False,  # a fresh process runs the attempts it is given
+        value=RERUNS,
     ),
     Setting(
         "--rocm-health-probe",
@@ -130,6 +156,7 @@ SETTINGS: tuple[Setting, ...] = (
         ini_help=_default_for("--rocm-health-probe"),
         kwargs={"metavar": "CMD"},
         rule=True,
+        value=COMMAND,
     ),
     Setting(
         "--rocm-exit-by-conclusion",
@@ -150,6 +177,7 @@ SETTINGS: tuple[Setting, ...] = (
         path=True,
         rule=True,
         names_files=True,
+        value=PATH,
     ),
     Setting(
         "--rocm-propose-baselines",
@@ -159,6 +187,7 @@ SETTINGS: tuple[Setting, ...] = (
         passed_on=False,  # written once, from the whole run's manifest
         records=True,
         effect="baseline entries proposed from this run's measurements",
+        value=PATH,
     ),
     Setting(
         "--rocm-quarantine",
@@ -170,6 +199,7 @@ SETTINGS: tuple[Setting, ...] = (
         path=True,
         rule=True,
         names_files=True,
+        value=PATH,
     ),
     Setting(
         "--rocm-golden",
@@ -180,6 +210,7 @@ SETTINGS: tuple[Setting, ...] = (
         path=True,
         rule=True,
         names_files=True,
+        value=FOLDER,
     ),
     Setting(
         "--rocm-golden-record",
@@ -188,6 +219,7 @@ SETTINGS: tuple[Setting, ...] = (
         path=True,
         records=True,
         effect="golden outputs recorded instead of compared",
+        value=FOLDER,
     ),
     Setting(
         "--rocm-junit-properties",
@@ -217,6 +249,7 @@ SETTINGS: tuple[Setting, ...] = (
         ini_help=_default_for("--rocm-durations", " (relative to the ini file)"),
         kwargs={"metavar": "FILE"},
         path=True,
+        value=PATH,
     ),
     # set by the controller only, for a fresh process
     Setting(
@@ -235,6 +268,7 @@ SETTINGS: tuple[Setting, ...] = (
         kwargs={"metavar": "DIR"},
         path=True,
         command_line_only=True,
+        value=FOLDER,
     ),
     Setting(
         "--rocm-model",
@@ -242,18 +276,21 @@ SETTINGS: tuple[Setting, ...] = (
         kwargs={"metavar": "PATH"},
         path=True,
         effect="other weights served",
+        value=PATH,
     ),
     Setting(
         "--rocm-model-name",
         "the served model name for --rocm-model (default: its folder name)",
         kwargs={"metavar": "NAME"},
         effect="another served model name",
+        value=NAME,
     ),
     Setting(
         "--rocm-model-vllm-args",
         "vLLM arguments that serving --rocm-model needs (e.g. '--tool-call-parser llama3_json')",
         kwargs={"default": "", "metavar": "ARGS"},
         effect="other vLLM arguments for the served model",
+        value=ARGUMENTS,
     ),
     Setting(
         "--rocm-model-dir",
@@ -262,6 +299,7 @@ SETTINGS: tuple[Setting, ...] = (
         kwargs={"metavar": "DIR"},
         path=True,
         effect="other real model weights",
+        value=FOLDER,
     ),
     Setting(
         "--rocm-model-cache",
@@ -271,12 +309,14 @@ SETTINGS: tuple[Setting, ...] = (
         ini_help=_default_for("--rocm-model-cache", " (relative to the ini file)"),
         kwargs={"metavar": "DIR"},
         path=True,
+        value=FOLDER,
     ),
     Setting(
         "--rocm-tiny-model-seed",
         "weight seed of the tiny model (golden outputs are recorded with 0)",
-        kwargs={"type": int, "default": 0, "metavar": "N"},
+        kwargs={"default": 0, "metavar": "N"},
         effect="other tiny-model weights",
+        value=SEED,
     ),
     Setting(
         "--rocm-no-start-ahead",
@@ -293,6 +333,7 @@ SETTINGS: tuple[Setting, ...] = (
         kwargs={"metavar": "TOML"},
         path=True,
         effect="other server arguments and environment",
+        value=PATH,
     ),
     Setting(
         None,

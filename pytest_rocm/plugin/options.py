@@ -3,12 +3,14 @@
 
 One rule for relative paths: a value given on the command line is relative to
 where pytest was started; a value from the ini file is relative to the ini file.
-Every bad value is a `pytest.UsageError` naming the option and what is allowed.
+Every bad value is a `pytest.UsageError` naming the option and what is allowed: each row's
+validator (`option_table`, pytest_rocm/schemas/values.py) checks the option as argparse reads it
+and the ini key as `read_settings` does; an ini key set to nothing (`rocm_reruns =`) is refused, as
+an empty option is (a list of lines set to nothing is no lines).
 """
 
 from __future__ import annotations
 
-import difflib
 import shlex
 import shutil
 import sys
@@ -19,8 +21,9 @@ import pytest
 
 from pytest_rocm.catalog.groups import GROUPS
 from pytest_rocm.plugin import default_branch, rules
-from pytest_rocm.plugin.option_table import JUNIT_PROPERTIES, SCHEDULERS, SETTINGS
+from pytest_rocm.plugin.option_table import JUNIT_PROPERTIES, MOST_TIMEOUT_S, SCHEDULERS, SETTINGS
 from pytest_rocm.results.verdicts import Signature, SignatureError, build_signatures
+from pytest_rocm.schemas import values
 
 DEFAULT_PROBE = "{python} -m pytest_rocm.results.health_probe"
 # the plugin's ini names (`plugin.activation` reads whether any is set)
@@ -34,7 +37,10 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("rocm", "pytest-rocm: ROCm gates, hardware pinning and reports")
     for setting in SETTINGS:
         if setting.flag:
-            group.addoption(setting.flag, help=setting.help, **{"default": None, **setting.kwargs})
+            checked = {"type": setting.value} if setting.value is not None else {}
+            group.addoption(
+                setting.flag, help=setting.help, **{"default": None, **setting.kwargs, **checked}
+            )
     for setting in SETTINGS:
         if setting.ini:
             linelist = setting.ini_type == "linelist"
@@ -58,6 +64,12 @@ class Source:
 
     def ini(self, name: str):
         return self.config.getini(name)
+
+    def ini_given(self, name: str):
+        """The ini key's value as written, None where it is not set."""
+        from pytest_rocm.plugin.internals import raw_ini
+
+        return raw_ini(self.config, name)
 
     def ini_dir(self, name: str) -> Path:
         """The folder the ini value `name` is relative to."""
@@ -87,6 +99,9 @@ class RulesSource(Source):
         if name not in rules.RULES:
             return super().ini(name)
         return self.values.get(name, [] if name in rules.LINELISTS else "")
+
+    def ini_given(self, name: str):
+        return self.values.get(name) if name in rules.RULES else super().ini_given(name)
 
     def ini_dir(self, name: str) -> Path:
         if name in rules.RULES:
@@ -205,6 +220,7 @@ def read_settings(config: pytest.Config) -> Settings:
     _check_rootdir_not_taken_from(config)
     _check_ini_keys(config)
     source, verdict_rules = _rules_source(config)
+    _check_ini_values(source)
     paths = PathRule(config, source)
     allowed = frozenset(GROUPS) | frozenset(source.ini("rocm_groups"))
     report_dir = paths.setting("rocm_report_dir", "rocm_report_dir")
@@ -215,15 +231,7 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(str(exc)) from exc
     reruns = source.option("rocm_reruns")
     if reruns is None:
-        raw = str(source.ini("rocm_reruns")).strip() or "1"
-        try:
-            reruns = int(raw)
-        except ValueError:
-            raise pytest.UsageError(f"rocm_reruns: {raw!r} is not a whole number") from None
-    if reruns < 0:
-        raise pytest.UsageError(
-            f"--rocm-reruns / rocm_reruns: {reruns} is negative; use 0 (no reruns) or more"
-        )
+        reruns = _ini_value(source, "rocm_reruns", 1)
     command = source.option("rocm_health_probe") or source.ini("rocm_health_probe") or DEFAULT_PROBE
     try:
         argv = probe_argv(command)
@@ -306,23 +314,45 @@ def _digests(named: dict[str, list[Path]], top: Path) -> dict[str, dict[str, str
 
 def _check_ini_keys(config: pytest.Config) -> None:
     """A misspelt `rocm_*` key in the ini file (`rocm_report_dri = out`) would be read as nothing,
-    and pytest only warns: the run would go on without what it asked for."""
+    and pytest only warns: the run would go on without what it asked for. (The rules' own file
+    under `--rocm-rules`: `rules.rules_values`.)"""
     from pytest_rocm.plugin.internals import unknown_ini_keys
 
     for key in sorted(unknown_ini_keys(config)):
         # `rocm-reruns`, `ROCM_RERUNS`: ours but for case and separators, read as nothing
-        normal = key.lower().replace("-", "_")
-        if normal.startswith("rocm_"):
-            close = (
-                [normal]
-                if normal in INI_SETTINGS
-                else difflib.get_close_matches(normal, sorted(INI_SETTINGS), n=1)
-            )
+        problem = values.setting_name(key, INI_SETTINGS)
+        if problem is not None:
+            raise pytest.UsageError(f"{config.inipath}: {problem}")
+
+
+def _check_ini_values(source: Source) -> None:
+    """Every ini key the run reads that is set, checked by its row's validator before the run
+    starts; one set to nothing is refused (a list of lines set to nothing is no lines)."""
+    for setting in SETTINGS:
+        if not setting.ini or setting.ini_type == "linelist":
+            continue
+        given = source.ini_given(setting.ini)
+        if given is None:
+            continue
+        if not str(given).strip():
             raise pytest.UsageError(
-                f"{config.inipath}: {key} is not a pytest-rocm setting"
-                + (f" (did you mean {close[0]}?)" if close else "")
-                + f"; the settings are {', '.join(sorted(INI_SETTINGS))}"
+                f"{setting.ini}: set to nothing; give it a value, or remove the line (its default "
+                "applies)"
             )
+        if setting.value is not None:
+            _ini_value(source, setting.ini, None)
+
+
+def _ini_value(source: Source, name: str, default):
+    """The ini key `name` checked by its row's validator; `default` where it is not set."""
+    given = str(source.ini(name)).strip()
+    if not given:
+        return default
+    [setting] = [s for s in SETTINGS if s.ini == name]
+    try:
+        return setting.value.check(given, name)
+    except values.BadValue as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
@@ -396,12 +426,13 @@ def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
     for line in lines:
         group, sep, seconds = line.partition("=")
         try:
-            value = float(seconds)
-            if not sep or not value > 0 or value == float("inf"):
-                raise ValueError
-        except ValueError:
+            if not sep:
+                raise values.BadValue("no `=`")
+            value = values.seconds(seconds, None, high=MOST_TIMEOUT_S, above=True)
+        except values.BadValue as exc:
             raise pytest.UsageError(
-                f"rocm_timeouts: {line!r} is not `group=seconds` with seconds > 0"
+                f"rocm_timeouts: {line!r} is not `group=seconds` with seconds above 0 and at most "
+                f"{MOST_TIMEOUT_S:g} ({exc})"
             ) from None
         if group.strip() not in allowed | {"default"}:
             raise pytest.UsageError(

@@ -28,6 +28,7 @@ import pytest
 from pytest_rocm.errors import BadInput
 from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.option_table import SETTINGS
+from pytest_rocm.schemas import values
 
 __all__ = [
     "RULES",
@@ -93,59 +94,29 @@ def rules_dir(config: pytest.Config) -> Path | None:
     """The rules' folder the run was started with: `--rocm-rules` on the command line, else
     $PYTEST_ROCM_RULES; never the ini file's `addopts`, which belongs to the tree under test. A
     relative path is resolved once, from where pytest was started (every process of the run is
-    started there). Refused: a path that is not a folder; one in the tree under test, as given or
+    started there). Refused (`values.rules_folder`): an empty value, given (`--rocm-rules=`, or the
+    variable set to nothing: an unset workflow input), which is never taken as not given (the PR's
+    own rules would judge it); a path that is not a folder; one in the tree under test, as given or
     once its links are followed, or reached through a link in that tree (a PR can commit a folder
     or a symlink named like the rules' folder: the docs' old `--rocm-rules=rules`, run from the
-    PR's checkout, read the PR's own `rules/`); a folder that holds the tree under test."""
+    PR's checkout, read the PR's own `rules/`; `--rocm-rules=.` from its checkout is the tree
+    itself); a folder that holds the tree under test."""
     given = given_on_command_line(config)
     where = "--rocm-rules"
-    if not given:
-        given, where = os.environ.get(ENVIRONMENT) or None, f"${ENVIRONMENT}"
-    if not given:
+    if given is None:
+        given, where = os.environ.get(ENVIRONMENT), f"${ENVIRONMENT}"
+    if given is None:
         return None
-    start = config.invocation_params.dir
-    lexical = Path(os.path.normpath(start / given))
-    folder = lexical.resolve()
-    if not folder.is_dir():
-        raise RulesError(f"{where}: {given} is not a folder; {RULES_DIR_FIX}")
-    root = tree_root(config)
-    roots = {root, root.resolve()}
-    link = _link_in(start, given, roots)
-    if link is not None:
-        raise RulesError(
-            f"{where}: {given} goes through {link}, a symlink in the tree under test ({root}), "
-            f"which the PR under test can commit; {RULES_DIR_FIX}"
+    try:
+        return values.rules_folder(
+            given,
+            where,
+            start=config.invocation_params.dir,
+            tree=tree_root(config),
+            fix=RULES_DIR_FIX,
         )
-    for place in (lexical, folder):
-        if _inside(place, roots):
-            raise RulesError(
-                f"{where}: {given} is {place}, in the tree under test ({root}), which the PR under "
-                f"test can commit; {RULES_DIR_FIX}"
-            )
-        if any(place in r.parents for r in roots):
-            raise RulesError(
-                f"{where}: {given} is {place}, which holds the tree under test ({root}); "
-                + RULES_DIR_FIX
-            )
-    return folder
-
-
-def _inside(place: Path, roots: set[Path]) -> bool:
-    return any(place == r or r in place.parents for r in roots)
-
-
-def _link_in(start: Path, given: str, roots: set[Path]) -> Path | None:
-    """The first symlink on the way from `start` along `given` that lies in one of `roots`
-    (followed as the system follows it: a `..` after a link leaves the link's target)."""
-    here = Path("/") if Path(given).is_absolute() else start.resolve()
-    for part in Path(given).parts:
-        if part in ("/", "."):
-            continue
-        step = here / part
-        if part != ".." and step.is_symlink() and _inside(here, roots):
-            return step
-        here = step.resolve()
-    return None
+    except values.BadValue as exc:
+        raise RulesError(str(exc)) from None
 
 
 def tree_root(config: pytest.Config) -> Path:
@@ -288,6 +259,12 @@ def rules_values(path: Path | None, options=None) -> dict[str, str | list[str]]:
     option and an ini key together (the option first, a repeatable option's values before the ini
     list's)."""
     section = (_read(path) or {}) if path is not None else {}
+    known = {s.ini for s in SETTINGS if s.ini}
+    for key in sorted(section):
+        # a misspelt key in the rules' own file is refused as one in the tree under test is
+        problem = values.setting_name(key, known)
+        if problem is not None:
+            raise RulesError(f"{path}: {problem}; fix it on the default branch")
     found: dict[str, str | list[str]] = {}
     for key, (dest, _) in RULES.items():
         given = getattr(options, dest, None) if options is not None and dest else None

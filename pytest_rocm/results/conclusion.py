@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import re
 
+from pytest_rocm.results.environment import compiled_op, environment_cause, unverified_build
+from pytest_rocm.results.stack import FIX as STACK_FIX
 from pytest_rocm.results.stack import mismatch
 from pytest_rocm.results.verdicts import find_signature
 
@@ -44,6 +46,9 @@ STOPPED_EXIT = {
     4: "a usage error (a test path or node id that does not exist, or a bad option; pytest's "
     "output names it)",
 }
+# how the end-of-run record's `stopped` starts for a run stopped by KeyboardInterrupt (Ctrl-C, a job's
+# cancel): plugin/hooks.py writes it
+INTERRUPTED = "interrupted"
 # The packages of the projects pytest-rocm gates, with their names in messages. A missing module of
 # one of them is the change's (it removed or renamed a module its code or tests still import); the
 # package itself missing, shadowed, or without its compiled extensions is the runner's set-up.
@@ -96,43 +101,12 @@ def completeness(
     never ran. `session` and `collection` are the run's end-of-run and collection records (None when
     missing); `moved_unrun`, the tests a process a device fault poisoned did not run and no fresh
     process ran either."""
-    causes: list[str] = []
-    errors = []
-    if session is None:
-        causes.append(
-            "the run did not finish: no end-of-run record (the controller was killed, or the run is "
-            "still going)"
-        )
-    else:
-        exit_status = session.get("exitstatus")
-        if exit_status in STOPPED_EXIT and not session.get("collection_errors"):
-            causes.append(f"pytest stopped: {STOPPED_EXIT[exit_status]}")
-        if session.get("stopped"):
-            causes.append(f"pytest stopped early: {session['stopped']}")
-        if collection is None and session.get("collected") is None:
-            # a run that collected nothing says so (collected: []); this one never heard of a
-            # collection, as when every xdist worker died setting up (xdist then ends the session
-            # with "no tests ran", exit 5): never `skipped`, which passes a required check
-            causes.append(
-                "no process reported what it collected (under xdist: every worker died before its "
-                "collection ended; pytest's output says why)"
-            )
-        for error in session.get("collection_errors") or []:
-            cause = collection_error_cause(error.get("text", ""), signatures)
-            errors.append(
-                {"nodeid": error.get("nodeid"), "cause": cause["kind"], "detail": cause["detail"]}
-            )
-        if errors:
-            causes.append(
-                f"{len(errors)} collection error(s): "
-                + "; ".join(
-                    f"{e['nodeid']} ({e['detail'] if e['cause'] == 'infra' else 'the change: ' + e['detail']})"
-                    for e in errors[:5]
-                )
-            )
+    stack_record = (collection or {}).get("stack")
+    stopped_by = interruption(session)
+    causes, errors = _session_causes(session, collection, tests, signatures, stack_record)
     # the tests imported another build of the framework than the checkout under test: what failed
     # to collect is the machine's, and nothing that ran judged the change
-    stack = mismatch((collection or {}).get("stack"))
+    stack = mismatch(stack_record)
     if stack is not None:
         causes.append(stack)
         errors = [{**error, "cause": "infra", "detail": stack} for error in errors]
@@ -165,7 +139,68 @@ def completeness(
         "deselected": deselected,
         "collected": (collection or {}).get("tests"),
         "stack_mismatch": stack,
+        "interrupted": stopped_by,
     }
+
+
+def _session_causes(
+    session: dict | None, collection: dict | None, tests: dict, signatures, stack_record
+) -> tuple[list[str], list[dict]]:
+    """What the end-of-run record says kept the run from executing what it collected (an
+    interruption first), and its collection errors, each judged (`collection_error_cause`)."""
+    if session is None:
+        return [
+            "the run did not finish: no end-of-run record (the controller was killed, or the run is "
+            "still going)"
+        ], []
+    causes: list[str] = []
+    stopped_by = interruption(session)
+    if stopped_by is not None:
+        ran = sum(1 for t in tests.values() if t["status"] in EXECUTED)
+        causes.append(f"interrupted ({stopped_by}) after {ran} test(s) ran")
+    else:
+        exit_status = session.get("exitstatus")
+        if exit_status in STOPPED_EXIT and not session.get("collection_errors"):
+            causes.append(f"pytest stopped: {STOPPED_EXIT[exit_status]}")
+        if session.get("stopped"):
+            causes.append(f"pytest stopped early: {session['stopped']}")
+    if collection is None and session.get("collected") is None:
+        # a run that collected nothing says so (collected: []); this one never heard of a
+        # collection, as when every xdist worker died setting up (xdist then ends the session
+        # with "no tests ran", exit 5): never `skipped`, which passes a required check
+        causes.append(
+            "no process reported what it collected (under xdist: every worker died before its "
+            "collection ended; pytest's output says why)"
+        )
+    errors = []
+    for error in session.get("collection_errors") or []:
+        cause = collection_error_cause(error.get("text", ""), signatures, stack_record)
+        errors.append(
+            {"nodeid": error.get("nodeid"), "cause": cause["kind"], "detail": cause["detail"]}
+        )
+    if errors:
+        causes.append(
+            f"{len(errors)} collection error(s): "
+            + "; ".join(
+                f"{e['nodeid']} ({e['detail'] if e['cause'] == 'infra' else 'the change: ' + e['detail']})"
+                for e in errors[:5]
+            )
+        )
+    return causes, errors
+
+
+def interruption(session: dict | None) -> str | None:
+    """How the run was interrupted before its end (Ctrl-C, a job's cancel: pytest's
+    KeyboardInterrupt), as the end-of-run record says; None where it was not (pytest's own stop
+    after collection errors has the same exit status, and says so by its errors)."""
+    if session is None:
+        return None
+    stopped = session.get("stopped")
+    if isinstance(stopped, str) and stopped.startswith(INTERRUPTED):
+        return stopped.removeprefix(INTERRUPTED).strip(": ") or "Ctrl-C"
+    if session.get("exitstatus") == 2 and not session.get("collection_errors") and not stopped:
+        return "Ctrl-C, or pytest stopped the session"
+    return None
 
 
 def deselected_gates(collection: dict | None) -> dict[str, str]:
@@ -195,12 +230,15 @@ def deselected_cause(deselected: dict[str, str]) -> str:
     )
 
 
-def collection_error_cause(text: str, signatures) -> dict:
+def collection_error_cause(text: str, signatures, stack: dict | None = None) -> dict:
     """Why a file failed to collect: `infra` (the runner's reason: a run problem such as xdist
     workers that collected different tests, an infrastructure signature, or a set-up problem such as
-    a test requirement or the project's package missing here) or `change` (anything else: a syntax
-    error, a bad marker, an import of the project's own code that broke, which reproduces on any
-    runner). The detail says which, and the fix."""
+    a test requirement or the project's package missing here, a compiled op the installed build
+    lacks, an error raised inside an installed package that is not the checkout's code:
+    results/environment.py) or `change` (anything else: a syntax error, a bad marker, an import of
+    the project's own code that broke, which reproduces on any runner with the checkout's build).
+    `stack` is the collection record's (results/stack.py): what the tests imported, and whether it
+    is the checkout. The detail says which, and the fix."""
     differing = _xdist_difference(text)
     if differing is not None:
         return {"kind": "infra", "detail": differing}
@@ -210,9 +248,14 @@ def collection_error_cause(text: str, signatures) -> dict:
             "kind": "infra",
             "detail": f"infrastructure: {signature['name']}: {signature['line']}",
         }
-    missing = _missing_module(text)
+    if compiled_op(text) is not None:
+        return {"kind": "infra", "detail": environment_cause(text, stack)}
+    missing = _missing_module(text, stack)
     if missing is not None:
         return missing
+    environment = environment_cause(text, stack)
+    if environment is not None:
+        return {"kind": "infra", "detail": environment}
     lines = [
         line for line in text.strip().splitlines() if line.startswith("E ")
     ] or text.strip().splitlines()
@@ -260,9 +303,10 @@ def _xdist_difference(text: str) -> str | None:
     return f"run problem: the xdist workers{between} collected different tests: {what}; {HASH_SEED_FIX}"
 
 
-def _missing_module(text: str) -> dict | None:
+def _missing_module(text: str, stack: dict | None = None) -> dict | None:
     """An import that failed for want of a module: the change's, or the runner's set-up (see
-    PROJECT_PACKAGES)."""
+    PROJECT_PACKAGES; a module or name the project's installed build lacks is the change's only where
+    that build is known to be the checkout's code: `stack`)."""
     missing = [(m.group(1), m.group(2)) for m in _NO_MODULE.finditer(text)]
     for name, _ in missing:  # anywhere in the text: the import of one is what broke what followed
         top = name.split(".")[0]
@@ -291,6 +335,12 @@ def _missing_module(text: str) -> dict | None:
                     f"{PROJECT_PACKAGES[top]} is not installed on this runner (`No module named {top!r}`): "
                     f"install {PROJECT_PACKAGES[top]} in the job's image before the tests run"
                 )
+            build = unverified_build(stack, top) if top in PROJECT_PACKAGES else None
+            if build is not None:
+                return _setup(
+                    f"the installed {build} has no module {name!r} (`No module named {name!r}`), and "
+                    f"nothing shows it is the checkout under test: {STACK_FIX}"
+                )
             return {
                 "kind": "change",
                 "detail": f"ModuleNotFoundError: No module named {name!r}: the change's "
@@ -311,6 +361,13 @@ def _missing_module(text: str) -> dict | None:
                 f"name {name!r} from {module!r} (unknown location)`): "
                 + SHADOW_FIX.format(package=top)
             )
+        build = unverified_build(stack, top) if top in PROJECT_PACKAGES else None
+        if build is not None or (top in PROJECT_PACKAGES and not stack and _INSTALLED.search(where)):
+            return _setup(
+                f"the installed {build or PROJECT_PACKAGES[top]} has no {name!r} (`cannot import name "
+                f"{name!r} from {module!r}`), and nothing shows it is the checkout under test: "
+                + STACK_FIX
+            )
         if top not in PROJECT_PACKAGES and top not in TEST_PACKAGES and _INSTALLED.search(where):
             return _setup(
                 f"the installed {top!r} has no {name!r} (`cannot import name {name!r} from {module!r}`): "
@@ -326,7 +383,22 @@ def _setup(detail: str) -> dict:
 def conclusion(
     tests: dict[str, dict], run: dict, runner: str | None = None, preflight: dict | None = None
 ) -> tuple[str, str]:
-    """The run's conclusion and why (the rules are in this module's docstring)."""
+    """The run's conclusion and why (the rules are in this module's docstring); a run interrupted
+    before its end says so first, whatever it concludes."""
+    verdict, why = _conclusion(tests, run, runner, preflight)
+    if run.get("interrupted"):
+        causes = "the run did not execute what it collected: "
+        why = (
+            why.removeprefix(causes)
+            if why.startswith(causes + "interrupted")
+            else f"interrupted before its end ({run['interrupted']}): {why}"
+        )
+    return verdict, why
+
+
+def _conclusion(
+    tests: dict[str, dict], run: dict, runner: str | None, preflight: dict | None
+) -> tuple[str, str]:
     if run.get("stack_mismatch"):
         return "incomplete", (
             "the run did not test the checkout, so no failure is the change's: "

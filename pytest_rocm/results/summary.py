@@ -7,6 +7,7 @@ The pytest terminal summary and `rocm-gate verdict` print the same lines, from
 
 from __future__ import annotations
 
+from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.schemas.markdown import table, visible
 
 # Statuses of the last attempt, then the verdicts of tests that failed first.
@@ -28,18 +29,45 @@ COLUMNS = (
 )
 
 
-def group_table(groups: dict[str, dict[str, int]]) -> list[str]:
-    headers = ["group", *(label for _, label in COLUMNS), "total"]
+
+def group_table(groups: dict[str, dict[str, int]], tests: dict[str, dict] | None = None) -> list[str]:
+    """The per-group table: each group's gates and blocking gates (from `tests`, where given), then
+    only the columns some group has a count in (a column of zeros says nothing), and the total."""
+    marked: dict[str, list[int]] = {group: [0, 0] for group in groups}
+    for test in (tests or {}).values():
+        counts = marked.setdefault(test.get("group") or UNGROUPED, [0, 0])
+        counts[0] += bool(test.get("gate") or test.get("blocking"))
+        counts[1] += bool(test.get("blocking"))
+    shown = [(k, label) for k, label in COLUMNS if any(c.get(k, 0) for c in groups.values())]
+    gated = [("gates", 0), ("blocking", 1)] if tests is not None else []
+    headers = ["group", *(label for label, _ in gated), *(label for _, label in shown), "total"]
     rows = [
-        [group, *(str(c.get(key, 0)) for key, _ in COLUMNS), str(c["total"])]
+        [
+            group,
+            *(str(marked.get(group, [0, 0])[i]) for _, i in gated),
+            *(str(c.get(key, 0)) for key, _ in shown),
+            str(c["total"]),
+        ]
         for group, c in groups.items()
     ]
     totals = [
         "all",
-        *(str(sum(c.get(key, 0) for c in groups.values())) for key, _ in COLUMNS),
+        *(str(sum(marked.get(g, [0, 0])[i] for g in groups)) for _, i in gated),
+        *(str(sum(c.get(key, 0) for c in groups.values())) for key, _ in shown),
         str(sum(c["total"] for c in groups.values())),
     ]
     return table(headers, [*rows, totals])
+
+
+def platform_title(report: dict) -> str:
+    """The run's platform as the summary's title names it; a simulated one says so (its tests ran
+    on this machine, not on that hardware)."""
+    platform = (report.get("manifest") or {}).get("platform") or {}
+    described = platform.get("description") or "no GPU (cpu)"
+    profile = platform.get("profile")
+    if profile:
+        return f"pytest-rocm on {profile}, SIMULATED ({described}): the tests ran on this machine"
+    return f"pytest-rocm on this runner: {described}"
 
 
 def reference_table(rows: list[dict]) -> list[str]:
@@ -67,7 +95,15 @@ def reason_lines(reasons: list[dict]) -> list[str]:
 
 def terminal_lines(report: dict) -> list[tuple[str, str]]:
     """(line, kind) for the end of a run; kind is `text`, `problem` or `conclusion`."""
-    lines = [(line, "text") for line in group_table(report["groups"])]
+    lines = []
+    if report.get("interrupted"):  # before anything else: nothing below is the whole run
+        lines.append(
+            (
+                f"run interrupted ({report['interrupted']}): what follows is what ran before it",
+                "problem",
+            )
+        )
+    lines += [(line, "text") for line in group_table(report["groups"], report.get("tests"))]
     if report["skip_reasons"]:
         lines += [("", "text"), ("tests that did not run, by reason:", "text")]
         lines += [(line, "text") for line in reason_lines(report["skip_reasons"])]

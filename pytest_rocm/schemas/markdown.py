@@ -10,15 +10,18 @@ break can come from it:
   HTML, and its mention and reference filters skip code), so the only ways out are the span's own end and the
   line's end: the delimiter is one backtick longer than any run of backticks inside, and line breaks, control
   and bidirectional-override characters become visible escapes (`\\n`, `\\u202e`).
-- `cell(text)`: the same, for a table cell: GitHub splits table rows on `|` before it sees code spans, so a `|`
-  becomes `｜` (U+FF5C) there.
+- `cell(text)`: the same, for a table cell: GitHub splits table rows on `|` before it sees code spans, and
+  takes `\\|` as a `|` of the cell's content, inside a code span too (the GFM spec's table extension: "include
+  a pipe in a cell's content by escaping it, including inside other inline spans"), so each `|` is written
+  `\\|` there: the cell shows, and a person copies, the text as it is (a test id's `|` parameter too), and no
+  `|` of it ends the cell or the span.
 - `block(lines)`: a fenced code block whose fence is longer than any run of backticks inside.
 - `html_code(text)`: `<code>` with HTML escaping, for text inside an HTML element (`<summary>`), where markdown
   does not apply.
 - `plain(text)`: one line of plain text for fields GitHub shows as text (check and annotation titles).
 - `name(text)`: a name (a group, a status) as it is when it is an identifier that cannot be markup (a letter or
   digit, then letters, digits, `_`, `.`, `-`) nor a link GitHub makes of such a word (`www.` domains, commit
-  hashes, `GH-12`, `GHSA-...`), else as `cell` makes it.
+  hashes, `GH-12`, `GHSA-...`), else as `code` makes it (`cell` in a table: `table=True`).
 """
 
 from __future__ import annotations
@@ -107,15 +110,22 @@ def _cut(text: str, limit: int) -> str:
 
 
 def code(text: object, limit: int = INLINE_LIMIT) -> str:
-    body = _cut(_visible(str(text)), limit)
-    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(body)), default=0) + 1)
-    # One space inside each end: CommonMark strips exactly one from both, so a body that starts or
-    # ends with a backtick cannot merge into the fence.
-    return f"{fence} {body} {fence}"
+    return _span(_cut(_visible(str(text)), limit))
 
 
 def cell(text: object, limit: int = INLINE_LIMIT) -> str:
-    return code(str(text).replace("|", "\uff5c"), limit)
+    """`code` for a table cell: each `|` written `\\|`, which GitHub's table reads as a `|` of the
+    cell (a backslash before it stays: `\\\\|` shows `\\|`)."""
+    return _span(_cut(_visible(str(text)), limit), table=True)
+
+
+def _span(body: str, table: bool = False) -> str:
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(body)), default=0) + 1)
+    if table:
+        body = body.replace("|", "\\|")
+    # One space inside each end: CommonMark strips exactly one from both, so a body that starts or
+    # ends with a backtick cannot merge into the fence.
+    return f"{fence} {body} {fence}"
 
 
 def block(lines: list[str], indent: str = "") -> str:
@@ -140,9 +150,9 @@ def _is_plain_name(text: str) -> bool:
     return _IDENTIFIER.fullmatch(text) is not None and _LINKED.fullmatch(text) is None
 
 
-def name(text: object) -> str:
+def name(text: object, table: bool = False) -> str:
     text = str(text)
-    return text if _is_plain_name(text) else cell(text)
+    return text if _is_plain_name(text) else cell(text) if table else code(text)
 
 
 def html_name(text: object) -> str:

@@ -58,8 +58,12 @@ def commit(repo: Path, option: str, value: str | None) -> str:
 
 
 def changed_files(repo: Path, base: str, head: str, shown: tuple[str, str]) -> list[str]:
-    """The files `base...head` changes (full ids; `shown`: how the user gave them)."""
-    done = _git(repo, "diff", "--name-only", "-z", "--end-of-options", f"{base}...{head}")
+    """The files `base...head` changes (full ids; `shown`: how the user gave them). A rename is a
+    change to both paths (`--no-renames`): a ROCm kernel moved to another folder changes what its
+    old path's rules select as much as what its new path's do."""
+    done = _git(
+        repo, "diff", "--name-only", "--no-renames", "-z", "--end-of-options", f"{base}...{head}"
+    )
     if done.returncode != 0:
         raise CannotDecide(
             f"git diff {shown[0]}...{shown[1]} in {repo} failed: {_last_line(done.stderr)}"

@@ -16,6 +16,7 @@ step that failed to write it than a pull request that changes nothing.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -170,18 +171,41 @@ def select(
 
 def _sized(selection: Selection, tree: set[str] | None) -> Selection:
     """Each selected path's size in test files, where the tree is known; paths that together hold
-    every test file of the tree are everything, and say so."""
+    every test file of the tree are everything, and say so. A plain path (a file, a folder) is
+    found in the sorted files by bisection, so the work grows with the files it holds, not with
+    the tree for every path (10,000 changed test files took 25 s of CPU); only a map's glob
+    pattern is matched against every file."""
     if tree is None:
         return selection
     files = sorted(path for path in tree if is_test_file(path))
     selection.test_files = len(files)
     for target in selection.tests:
         # a file, a folder or a map's pattern, matched as the map matches it; a node id: its file
-        pattern = PatternSet((target.split("::", 1)[0],))
-        selection.under[target] = {f for f in files if pattern.matches(f, f)}
+        path = target.split("::", 1)[0]
+        if any(c in path for c in "*?["):
+            pattern = PatternSet((path,))
+            selection.under[target] = {f for f in files if pattern.matches(f, f)}
+        else:
+            selection.under[target] = _files_under(files, path)
     if files and selection.selected_files() == len(files) and not selection.everything:
         return everything(selection, f"the selected paths hold every test file ({len(files)})")
     return selection
+
+
+def _files_under(files: list[str], path: str) -> set[str]:
+    """The sorted `files` a plain path matches as the map matches it (`catalog/groups.py:
+    pattern_regex`): the path itself, and the files below it (a path ending in `/` only those)."""
+    found = set()
+    if not path.endswith("/"):
+        at = bisect.bisect_left(files, path)
+        if at < len(files) and files[at] == path:
+            found.add(path)
+    folder = path if path.endswith("/") else path + "/"
+    at = bisect.bisect_left(files, folder)
+    while at < len(files) and files[at].startswith(folder):
+        found.add(files[at])
+        at += 1
+    return found
 
 
 def _tested_folders(tree: set[str]) -> set[str]:

@@ -8,7 +8,9 @@ SKU, never blocks, and its report entry and the check say it is quarantined and 
 
 - a test failing on main (trunk/state.py) for at least AFTER hours on the SKU is added, with the commit it has
   failed since and its fingerprints;
-- an entry is lifted once the test's newest LIFT_AFTER main runs on the SKU all passed it;
+- an entry is lifted once the test's newest LIFT_AFTER main runs on the SKU all passed it, or once main no
+  longer runs it (the trunk state says `gone`: renamed, moved or deleted; a moved test's new id is
+  added by the same rule as any other);
 - everything else is kept as it was (a run that did not run the test neither adds nor lifts it).
 
 Entries without a SKU apply on every SKU (a person may add one by hand; the command never lifts
@@ -61,8 +63,11 @@ def update(
     sku = trunk["sku"]
     now = now or datetime.now(UTC).isoformat(timespec="seconds")
     kept, lifted = [], []
+    gone = {name for name, state in trunk["tests"].items() if state["state"] == "gone"}
     for entry in document["tests"]:
-        if entry.get("sku") == sku and _green_streak(conn, entry["test"], sku, lift_after):
+        if entry.get("sku") == sku and (
+            entry["test"] in gone or _green_streak(conn, entry["test"], sku, lift_after)
+        ):
             lifted.append(entry["test"])
         else:
             kept.append(entry)

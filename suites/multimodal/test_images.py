@@ -15,10 +15,15 @@ import json
 import openai
 import pytest
 from gate_support import (
+    PROMPTS,
+    answer_alone,
     assert_close_by_vllm_rule,
     assert_openai_error,
     assert_same_tokens,
+    generated_side_by_side,
     gpu_runner,
+    metrics,
+    stream_together,
 )
 from media import ImageTextReference, chat_greedy, data_url, png_bytes, user_message
 
@@ -126,3 +131,75 @@ def test_a_bad_image_is_a_400_and_the_server_keeps_serving(client, model_name, n
     assert len(after.token_ids) == MAX_TOKENS, (
         f"after the bad image ({name}) the server answered {after}"
     )
+
+
+# A question long enough that the prompt passes one KV-cache block (128 tokens on the CPU, 16 on GPU
+# runners) with the image in the first block: that block is hashed and cached, so only the image's
+# own key tells two images' blocks apart. 177 tokens with the image (measured).
+LONG_QUESTION = "Describe every part of this image in detail: its colours, its shapes and what is where. " * 3
+CACHE_BLOCK_TOKENS = 128
+
+
+def test_a_cached_image_prefix_is_keyed_by_the_image(vllm_server, client, model_name, reference):
+    """Prefix caching with images: the second image's request must not be answered from the first
+    image's cached blocks (equal text, equal placeholder tokens). Each image against transformers;
+    the first image asked again must hit the cache, so a block holding an image was cached."""
+    first, prompt_tokens = _served(client, model_name, LONG_QUESTION, [1])
+    assert prompt_tokens > CACHE_BLOCK_TOKENS, (
+        f"the prompt has {prompt_tokens} tokens, not more than a cache block: no block with the "
+        "image would be cached"
+    )
+    before = metrics(vllm_server).get("vllm:prefix_cache_hits_total", 0.0)
+    again, _ = _served(client, model_name, LONG_QUESTION, [1])
+    hits = metrics(vllm_server).get("vllm:prefix_cache_hits_total", 0.0) - before
+    assert hits >= CACHE_BLOCK_TOKENS and again.token_ids == first.token_ids, (
+        f"the same image and question again: {hits:.0f} cached tokens, tokens {again.token_ids} "
+        f"(first {first.token_ids}): the block holding the image was not reused"
+    )
+    second, _ = _served(client, model_name, LONG_QUESTION, [2])
+    for seeds, measured in (([1], first), ([2], second)):
+        expected, _ = reference.greedy(LONG_QUESTION, seeds, MAX_TOKENS)
+        _compare(
+            [expected],
+            [measured],
+            f"image {seeds} with a {prompt_tokens}-token prompt after image [1] was cached",
+        )
+
+
+def _image_chat(model_name: str, seed: int) -> tuple[str, dict]:
+    return "chat", {
+        "model": model_name,
+        "messages": user_message("Describe it.", [data_url(png_bytes(seed))]),
+        "max_tokens": 24,
+        "temperature": 0.0,
+        "extra_body": {"ignore_eos": True},
+    }
+
+
+def _text_chat(model_name: str, text: str) -> tuple[str, dict]:
+    return "chat", {
+        "model": model_name,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": 32,
+        "temperature": 0.0,
+        "extra_body": {"ignore_eos": True},
+    }
+
+
+def test_images_beside_text_requests_equal_alone(vllm_server, client, model_name):
+    """Image requests batched with text-only ones: every answer equals its request alone (the
+    image's embeddings must land in its own row's positions)."""
+    requests = [_image_chat(model_name, seed) for seed in (1, 2)] + [
+        _text_chat(model_name, p) for p in PROMPTS[:4]
+    ]
+    alone = [answer_alone(client, kind, request) for kind, request in requests]
+    together = stream_together(vllm_server, requests)
+    assert any(generated_side_by_side(together[i], together[j]) for i in (0, 1) for j in range(2, 6)), (
+        "no image request was generated in the same steps as a text one: nothing was batched"
+    )
+    different = [
+        f"request {i}: alone {alone[i]!r}, batched {together[i].text!r}"
+        for i in range(len(requests))
+        if alone[i] != together[i].text
+    ]
+    assert not different, "answers change when images and text share a batch:\n" + "\n".join(different)

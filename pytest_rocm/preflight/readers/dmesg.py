@@ -74,9 +74,10 @@ _STAMP = re.compile(
     rf"|{_ISO}(?:\s+\S+\s+kernel:)?"  # dmesg --time-format iso; journalctl -o short-iso(-precise)
     rf"|(?:{_DAY} )?\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z]{{2,5}})?\s+\S+\s+kernel:"  # short-full
     rf"|{_MONTH}\s+\d+\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\S+\s+kernel:"  # journalctl short(-precise)
-    r"|\S+\s+kernel:"  # the host and `kernel:` after a stamp cut before (short-monotonic)
     r")\s*"
 )
+# the host and `kernel:` after a stamp cut before them (journalctl -o short-monotonic)
+_HOST = re.compile(r"^\S+\s+kernel:\s*")
 # a driver's own line, as the kernel's dev_printk and pr_fmt write it: `pci 0000:17:02.0: ...`,
 # `spi-nor spi0.1: ...`, `spi-nor: ...`
 _DRIVER_LINE = re.compile(r"^(?P<driver>[A-Za-z][\w.-]*)(?: [\w:.-]+)?: ")
@@ -95,9 +96,7 @@ def split_timestamp(text: str) -> tuple[str, str]:
     for a line with none. A stamp only before the message is cut: the message itself is never
     changed."""
     stamp, rest = "", text.lstrip()
-    while rest and (match := _STAMP.match(rest)) and match.end() > 0:
-        if stamp and not match.group(0).strip():
-            break
+    while rest and (match := _STAMP.match(rest) or (_HOST.match(rest) if stamp else None)):
         stamp, rest = stamp + match.group(0), rest[match.end() :]
     return stamp.strip(), rest
 
@@ -126,15 +125,16 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1  # another driver's line: not the GPU's business
             continue
         if process := _RING_PROCESS.search(text):
+            # the second line of a ring timeout (amdgpu_job_timedout): the same event
+            reading.understood += 1
             if ring is not None:
-                reading.understood += 1
                 _name_process(ring, process)
-                continue
+            continue
         if match := _COUNTED.search(text):
             reading.understood += 1
             _counted(reading, line, text, match, limits.get("ecc_uncorrectable_max", 0))
             continue
-        ring = _rule(reading, line, text, bool(stamp)) or ring
+        ring = _rule(reading, line, text, bool(stamp))
     if not reading.findings:
         reading.add(finding("dmesg.clean", "ok", "no amdgpu error in the kernel log"))
     return reading
