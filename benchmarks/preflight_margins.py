@@ -4,7 +4,9 @@ each default.
 For every capture under tests/data/samples/preflight that the tests expect to be healthy, this
 measures what each relative rule looks at, read by the readers themselves:
 - rccl-tests: the widest fall of bus bandwidth from the best smaller size (out-of-place and in-place, per sweep,
-  from the same comparison floor the rule uses) against `bandwidth_fall_max_pct`;
+  from the same comparison floor the rule uses) against `bandwidth_fall_max_pct`; and on the plateau (from
+  `rccl_large_message_bytes` up) the widest gap of a size below the median of the plateau's other sizes
+  against `peer_degraded_pct` and `rccl_plateau_failed_pct`;
 - TransferBench p2p matrices, RVS pbqt pairs, BabelStream tables: the widest gap below the median of the peers
   against `peer_degraded_pct` and `peer_failed_pct`;
 - rocm-smi and amd-smi monitor: the most VRAM an idle GPU holds against `idle_vram_max_pct`.
@@ -32,8 +34,9 @@ from pytest_rocm.preflight.readers import rccl_tests, rvs, transferbench  # noqa
 from pytest_rocm.preflight.readers.babelstream import _ROW, FLOORS  # noqa: E402
 
 SAMPLES = REPO / "tests" / "data" / "samples" / "preflight"
-# file names of the faulty captures say so
-HEALTHY_WORDS = ("FAIL", "BAD", "hang", "no_code_object")
+# file names of the faulty captures say so; a MODELED capture is no evidence of what a healthy node
+# prints (preflight/SOURCES.md), so none is measured here
+HEALTHY_WORDS = ("FAIL", "BAD", "hang", "no_code_object", "MODELED")
 
 
 def healthy(tool: str) -> list[Path]:
@@ -63,6 +66,28 @@ def widest_fall(values: list[float], compared_from: float) -> float:
 
 def rccl_falls(path: Path) -> float:
     widest = 0.0
+    for sweep in rccl_sweeps(path):
+        if len(sweep) > 1:
+            values = [value for _, value in sweep]
+            floor = max(rccl_tests.COMPARED_FROM_GBPS, rccl_tests.COMPARED_FROM_PEAK * max(values))
+            widest = max(widest, widest_fall(values, floor))
+    return widest
+
+
+def rccl_plateau(path: Path, from_bytes: float) -> float:
+    """The widest gap, in %, of a plateau size below the median of the plateau's other sizes."""
+    return max(
+        (
+            below_median([value for size, value in sweep if size >= from_bytes])
+            for sweep in rccl_sweeps(path)
+            if sum(size >= from_bytes for size, _ in sweep) > 1
+        ),
+        default=0.0,
+    )
+
+
+def rccl_sweeps(path: Path) -> list[list[tuple[float, float]]]:
+    """Each sweep of (size, bus bandwidth), out-of-place and in-place apart."""
     lines = lines_of(path.read_text(encoding="utf-8"))
     columns = None
     rows = []
@@ -77,6 +102,7 @@ def rccl_falls(path: Path) -> float:
             and (cells := rccl_tests._row(text, columns))
         ):
             rows.append(cells)
+    sweeps: list[list[tuple[float, float]]] = []
     for column in (0, 1):
         points = [
             (number(r["size"][0]) or 0, number(r["busbw"][column]))
@@ -84,19 +110,13 @@ def rccl_falls(path: Path) -> float:
             if len(r["busbw"]) > column
         ]
         points = [(size, value) for size, value in points if value is not None]
-        sweeps, previous = [[]], None
+        previous = None
         for size, value in points:
-            if previous is not None and size <= previous:
+            if previous is None or size <= previous:
                 sweeps.append([])
-            sweeps[-1].append(value)
+            sweeps[-1].append((size, value))
             previous = size
-        for sweep in sweeps:
-            if len(sweep) > 1:
-                floor = max(
-                    rccl_tests.COMPARED_FROM_GBPS, rccl_tests.COMPARED_FROM_PEAK * max(sweep)
-                )
-                widest = max(widest, widest_fall(sweep, floor))
-    return widest
+    return sweeps
 
 
 def below_median(values: list[float]) -> float:
@@ -186,6 +206,13 @@ def main() -> int:
     for value, name in sorted(falls, reverse=True):
         print(f"  rccl-tests fall {value:5.1f} %  {name}")
     report("bandwidth_fall_max_pct", falls, limits["bandwidth_fall_max_pct"])
+    plateaus = [
+        (rccl_plateau(path, limits["rccl_large_message_bytes"]), path.name)
+        for path in healthy("rccl-tests")
+    ]
+    for value, name in sorted(plateaus, reverse=True):
+        print(f"  rccl-tests plateau {value:5.1f} %  {name}")
+    report("rccl_plateau_failed_pct", plateaus, limits["rccl_plateau_failed_pct"])
     spreads = peer_spreads()
     for value, name in sorted(spreads, reverse=True):
         print(f"  below peers {value:5.2f} %  {name}")

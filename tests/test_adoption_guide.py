@@ -1,8 +1,13 @@
 """The adoption guide (docs/adoption.md) runs as written: every `bash` block as a command, every
 `diff` block applied with `git apply`, in order, on trees shaped like vLLM's and SGLang's checkouts
-(vLLM's a git checkout whose history changes the files vLLM's real 3,000 commits changed); then the
-artifacts the guide promises are checked, and the files it changed pass vLLM's pre-commit checks. A
-guide step that stops working fails here."""
+(vLLM's a git checkout whose history changes the files vLLM's real 3,000 commits changed, with a
+kernel test that calls a compiled CUDA op at import, as vLLM's do); then the artifacts the guide
+promises are checked, and the files it changed pass vLLM's pre-commit checks. A guide step that stops
+working fails here.
+
+This machine is a maintainer's box: no GPU, a CPU build. A block the guide marks as needing the GPU
+runner (```` ```bash gpu ````) runs here too, and must end as the guide says it ends on a CPU build
+(its exit status is not the guide's promise; its reports are checked below)."""
 
 import json
 import os
@@ -17,7 +22,7 @@ import pytest
 from conftest import DATA, REPO
 
 GUIDE = REPO / "docs" / "adoption.md"
-BLOCK = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
+BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.S | re.M)
 
 # `pip install` in the guide: nothing is downloaded in tests, so each thing it names must already be
 # here (a distribution installed in this environment, or a folder with a pyproject.toml): a guide
@@ -50,8 +55,10 @@ PIP_CHECK = textwrap.dedent("""
 def guide_script() -> str:
     """The guide's bash and diff blocks as one script, in the guide's order."""
     parts = ["set -euo pipefail", PIP_CHECK]
-    for language, body in BLOCK.findall(GUIDE.read_text()):
-        if language == "bash":
+    for language, info, body in BLOCK.findall(GUIDE.read_text()):
+        if language == "bash" and "gpu" in info.split():
+            parts.append(f"set +e\n{body}set -e")  # the GPU runner's step, on a CPU build
+        elif language == "bash":
             parts.append(body)
         elif language == "diff":
             parts.append(f"git apply --verbose <<'GUIDE_DIFF'\n{body}GUIDE_DIFF")
@@ -138,58 +145,117 @@ def followed(tmp_path_factory):
     return work, done
 
 
+def test_the_readmes_first_run_works_as_written_on_a_vllm_shaped_tree(tmp_path):
+    """Issue 60: the README's first screen failed as written (`pip install pytest-rocm` found no
+    package; `pytest tests` was the whole-tree run the guide tells vLLM not to do). Its first block
+    now runs, in a vLLM-shaped checkout with the guide's gates (the test stands in for `git clone`:
+    nothing is downloaded here), to a gate report of the gated tests alone."""
+    readme = (REPO / "README.md").read_text()
+    first = readme[readme.index("## First run") :]
+    language, _, body = BLOCK.search(first).groups()
+    assert language == "bash" and "pip install -e ../pytest-rocm" in body
+    assert "pip install pytest-rocm " not in body and "pytest tests " not in body
+    shutil.copytree(DATA / "adoption" / "vllm", tmp_path / "vllm")
+    vllm_checkout(tmp_path / "vllm")
+    (tmp_path / "pytest-rocm").symlink_to(REPO)
+    gates = BLOCK.findall(GUIDE.read_text())
+    diff = next(b for lang, _, b in gates if lang == "diff" and "rocm_gate" in b)
+    clone = 'git() { if [ "$1" = clone ]; then return 0; fi; command git "$@"; }\n'
+    script = "\n".join(
+        ["set -euo pipefail", PIP_CHECK, clone, f"git apply <<'GUIDE_DIFF'\n{diff}GUIDE_DIFF", body]
+    )
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
+    env.update(PYTHON=sys.executable, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTEST_ROCM_PLATFORM", None)
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path / "vllm",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "out/first/gate-report.json").read_text())
+    assert report["conclusion"] == "success", report["conclusion_reason"]
+    assert "tests/kernels/attention/test_attention.py" not in json.dumps(report["tests"])
+    assert "conclusion: success" in done.stdout and "SIMULATED" in done.stdout
+
+
 def test_the_guide_runs_from_start_to_end(followed):
     work, done = followed
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+
+
+SCHEDULER = "tests/v1/core/test_scheduler.py"
+ATTENTION = "tests/kernels/attention/test_attention.py"
 
 
 def test_vllm_steps_give_the_promised_reports(followed):
     work, done = followed
     out = work / "out"
     # step 3: the sorting, from the tree and from pytest --collect-only, with the shipped map by
-    # name
+    # name (in pyproject.toml); on this CPU build the kernel test that calls a compiled op at import
+    # is listed as failing to collect
     assert (
         f"group map: {REPO / 'pytest_rocm/maps/vllm.toml'} (paths read from vllm-project/vllm@9aaf83ef"
         in done.stdout
     )
-    assert "pytest-rocm: how the collected tests sort into groups" in done.stdout
-    # step 5: the first gated run holds the gated tests alone
+    sorted_by_pytest = done.stdout[
+        done.stdout.index("pytest-rocm: how the collected tests sort into groups") :
+    ]
+    assert "files that failed to collect" in sorted_by_pytest
+    assert f"  {ATTENTION}" in sorted_by_pytest
+    # step 5: the first gated run holds the gated tests and the known gap, on a platform it says is
+    # simulated, and the CUDA reference of the same files
     first = json.loads((out / "first" / "gate-report.json").read_text())
-    assert first["conclusion"] == "success"
-    assert sorted(t for t, v in first["tests"].items() if v["status"] != "deselected") == [
-        "tests/kernels/attention/test_attention.py::test_paged_attention[128]",
-        "tests/kernels/attention/test_attention.py::test_paged_attention[64]",
+    assert first["conclusion"] == "success", first["conclusion_reason"]
+    ran = {t: v["status"] for t, v in first["tests"].items() if v["status"] != "deselected"}
+    assert ran == {
+        f"{SCHEDULER}::test_add_requests": "passed",
+        f"{SCHEDULER}::test_schedule[False]": "passed",
+        f"{SCHEDULER}::test_schedule[True]": "passed",
+        f"{SCHEDULER}::test_schedule_fp8_kv_cache": "known_gap",
+    }
+    assert [t for t, v in first["tests"].items() if v["blocking"]] == [
+        f"{SCHEDULER}::test_add_requests",
+        f"{SCHEDULER}::test_schedule[False]",
+        f"{SCHEDULER}::test_schedule[True]",
     ]
-    # step 6: the ROCm run, with the gates, the known gap and the map's groups
+    assert "pytest-rocm on mi300x-8, SIMULATED (8 x MI300X)" in done.stdout
+    reference = json.loads((out / "first-cuda" / "gate-report.json").read_text())
+    assert reference["tests"][f"{SCHEDULER}::test_schedule_fp8_kv_cache"]["status"] == "passed"
+    # step 6, the GPU runner's, on this CPU build: incomplete, the kernel test named as the
+    # installed build's, never the change's; the rest grouped by the map
     rocm = json.loads((out / "rocm" / "gate-report.json").read_text())
-    assert rocm["conclusion"] == "success" and rocm["manifest"]["platform"]["profile"] == "mi300x-8"
+    assert (
+        rocm["conclusion"] == "incomplete" and rocm["manifest"]["platform"]["profile"] == "mi300x-8"
+    )
+    [error] = rocm["collection_errors"]
+    assert error["nodeid"] == ATTENTION and error["cause"] == "infra"
+    assert (
+        "torch.ops._C_cuda_utils.get_max_shared_memory_per_block_device_attribute"
+        in error["detail"]
+        and "the GPU runner" in error["detail"]
+    )
+    assert "defect of the change" not in rocm["conclusion_reason"]
     tests = rocm["tests"]
+    assert tests[f"{SCHEDULER}::test_add_requests"]["blocking"] is True
+    assert tests[f"{SCHEDULER}::test_schedule_fp8_kv_cache"]["status"] == "known_gap"
+    assert tests[f"{SCHEDULER}::test_preemption"]["group"] == "engine"
     assert (
-        tests["tests/kernels/attention/test_attention.py::test_paged_attention[64]"]["blocking"]
-        is True
+        tests["tests/entrypoints/test_chat_utils.py::test_chat_template_renders_a_message"]["group"]
+        == "api"
     )
-    assert (
-        tests["tests/kernels/attention/test_attention.py::test_fp8_kv_cache"]["status"]
-        == "known_gap"
-    )
-    assert tests["tests/v1/core/test_scheduler.py::test_preemption"]["group"] == "engine"
-    assert (
-        tests["tests/kernels/attention/test_attention.py::test_long_context_sweep"]["status"]
-        == "skipped"
-    )
-    # step 8: parity, with tests/cuda/ counted once, as not applicable
+    # step 7: the verdict of the first run, rebuilt offline
+    assert "wrote ../out/first/gate-report.json" in done.stdout
+    # step 8: parity of the first run against its CUDA reference
     parity = json.loads((out / "parity" / "parity.json").read_text())
-    assert parity["groups"]["attention"]["reference_passing"] == 3
-    assert (
-        parity["groups"]["attention"]["both_passing"] == 2
-        and parity["groups"]["attention"]["known_gap"] == 1
-    )
-    assert parity["gating"]["blocking_tests"] == 2 and parity["gating"][
-        "partly_blocking_groups"
-    ] == ["attention"]
-    assert [e["tests"] for e in parity["not_applicable"]] == [
-        ["tests/cuda/test_cuda_context.py::test_cuda_context"]
-    ]
+    engine = parity["groups"]["engine"]
+    assert (engine["reference_passing"], engine["both_passing"], engine["known_gap"]) == (4, 3, 1)
+    assert parity["gating"]["blocking_tests"] == 3
+    assert parity["gating"]["partly_blocking_groups"] == ["engine"]
     assert parity["unmatched"] == []
     assert (
         "fp8 KV cache is not supported by this ROCm build"
@@ -225,7 +291,7 @@ def test_the_files_the_guide_changes_pass_vllms_pre_commit_checks(followed):
         check=True,
     ).stdout.splitlines()
     paths = sorted(line[3:] for line in changed if not line[3:].startswith(".pytest_cache"))
-    assert paths == ["pyproject.toml", "tests/kernels/attention/test_attention.py"], paths
+    assert paths == ["pyproject.toml", SCHEDULER], paths
     for path in (p for p in paths if p.endswith(".py")):
         head = (tree / path).read_text().splitlines()[:2]
         assert head == [
@@ -246,9 +312,9 @@ def test_the_files_the_guide_changes_pass_vllms_pre_commit_checks(followed):
         text=True,
     )
     assert ruff.returncode == 0, ruff.stdout + ruff.stderr
-    markers = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"][
-        "markers"
-    ]
+    ini = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert ini["rocm_group_map"] == "vllm"  # the one place of the map (step 2)
+    markers = ini["markers"]
     assert (
         markers[:9]
         == tomllib.loads((DATA / "adoption/vllm/pyproject.toml").read_text())["tool"]["pytest"][
@@ -305,9 +371,11 @@ def test_the_markers_the_guide_registers_are_the_plugins_user_markers():
     assert set(USER_MARKERS) == set(MARKER_HELP) - set(SERVER_MARKERS) - set(VARIANT_MARKERS)
 
 
-def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_options(followed):
+def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_markers(followed):
     """After the guide, vLLM's CUDA lanes, which do not install pytest-rocm, collect the marked
-    tests without a warning under --strict-markers and --strict-config."""
+    tests under --strict-markers with no marker warning; the map's line in pyproject.toml is one
+    PytestConfigWarning, as the guide says (vLLM's lanes do not run --strict-config). The kernel
+    tests need the GPU lanes' build: on this CPU build they are left out."""
     work, _ = followed
     env = {
         k: v for k, v in os.environ.items() if k not in ("PYTEST_ROCM_PLATFORM", "PYTEST_ADDOPTS")
@@ -320,12 +388,12 @@ def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_options(fo
             "-p",
             "no:rocm",
             "--strict-markers",
-            "--strict-config",
             "-W",
-            "error",
+            "error::pytest.PytestUnknownMarkWarning",
             "-p",
             "no:cacheprovider",
             "tests",
+            "--ignore=tests/kernels",
             "-q",
         ],
         cwd=work / "vllm",
@@ -335,7 +403,13 @@ def test_lanes_without_the_plugin_accept_the_guides_tree_under_strict_options(fo
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Unknown" not in done.stdout + done.stderr and " passed" in done.stdout
+    said = done.stdout + done.stderr
+    assert " passed" in said
+    warned = [line for line in said.splitlines() if "Warning: " in line]
+    assert warned and all(
+        "PytestConfigWarning: Unknown config option: rocm_group_map" in line for line in warned
+    ), warned
+    assert "PytestUnknownMarkWarning" not in said
 
 
 def test_the_guides_tree_and_paths_are_vllms_real_ones():

@@ -128,11 +128,13 @@ TABLE = [
         import_error("OSError: libcuda.so.1: cannot open shared object file: No such file"),
         None,
         "infra",
-        ["the library libcuda.so.1", "the installed build ("],
+        ["set-up problem: this machine's build lacks the library libcuda.so.1"],
     ),
     (
         "a CPU torch asked for a GPU at import",
-        raised_in(f"{SITE}/torch/cuda/__init__.py", "AssertionError: Torch not compiled with CUDA enabled"),
+        raised_in(
+            f"{SITE}/torch/cuda/__init__.py", "AssertionError: Torch not compiled with CUDA enabled"
+        ),
         stack(),
         "infra",
         ["a GPU (Torch not compiled with CUDA enabled)"],

@@ -220,6 +220,36 @@ def test_a_run_is_its_origin_and_its_github_run_never_its_reports_bytes(
     assert bad.returncode == 2 and "--run" in bad.stderr
 
 
+def test_one_run_is_one_run_however_spelt_and_two_folders_of_one_name_are_two(
+    nightly, tmp_path, history_target
+):
+    """Issue 63: `--run 7` then `7-1` (or `007-1`) stored one GitHub run twice, and so did a folder
+    then its gate-report.json; two different results folders of one name under one run kept only
+    the first ("already in the store"). A run and its attempt have one form, and a folder under a
+    run is known by its report's content, not its name."""
+    from pytest_rocm.history import ledger, store
+
+    db = history_target
+    first = tmp_path / "a" / "results"
+    second = tmp_path / "b" / "results"
+    shutil.copytree(nightly["folders"][0], first)
+    shutil.copytree(nightly["folders"][1], second)
+    for run, source in [("7", first), ("007-1", first), ("7-1", first / "gate-report.json")]:
+        done = rocm_gate("history", "add", "--db", db, "--run", run, source)
+        assert done.returncode == 0, done.stderr
+    assert count(db, "runs") == 1 and "already in the store" in done.stdout
+    again = rocm_gate("history", "add", "--db", db, "--run", "7-1", second, second)
+    assert again.returncode == 0 and again.stdout.count("added:") == 1, again.stdout
+    assert "already in the store" in again.stdout and count(db, "runs") == 2
+    with store.connect(db) as conn:
+        # the ledger still knows the run by its artifact's name (the first folder of that name)
+        assert ledger.stored(conn, ["7-1/results", "7-2/results"]) == {"7-1/results"}
+    for bad, says in (("7-0", "numbered from 1"), ("0", "from 1"), ("7-", "is not a GitHub run")):
+        refused = rocm_gate("history", "add", "--db", db, "--run", bad, first)
+        assert refused.returncode == 2 and "argument --run" in refused.stderr, refused.stderr
+        assert says in refused.stderr and "Traceback" not in refused.stderr
+
+
 def test_two_runners_adding_at_once_both_land(nightly, history_target):
     db = history_target
     procs = [

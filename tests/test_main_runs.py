@@ -103,7 +103,7 @@ def test_the_trunk_state_always_loads(tmp_path):
     (folders[1] / "manifest.json").write_text(json.dumps(manifest))
     db = tmp_path / "h.db"
     for n, folder in enumerate(folders):
-        assert rocm_gate("history", "add", "--db", db, "--run", str(n), folder).returncode == 0
+        assert rocm_gate("history", "add", "--db", db, "--run", str(n + 1), folder).returncode == 0
     out = tmp_path / "trunk.json"
     done = rocm_gate("history", "trunk", "--db", db, "--sku", "MI300X", "--out", out)
     assert done.returncode == 0, done.stderr
@@ -171,7 +171,7 @@ def test_a_known_gap_is_open_ready_to_close_or_closed_by_main_runs_only(
         prov = _main(tmp_path, str(n), f"{n + 1:040x}")
         manifest = truth._manifest("MI300X", "node-1", prov, truth.Clock(4).at(n))
         truth._write(folder, _gap_records(outcome, 1.0e9 + n), manifest)
-        store.ingest(db, folder, "manifest" if origin == "main" else "pr", str(n))
+        store.ingest(db, folder, "manifest" if origin == "main" else "pr", str(n + 1))
     [found] = queries.known_gaps(db)
     assert (found["status"], found["passing_on"], found["closed_on"]) == (status, passing, closed)
     assert found["ready_to_close"] == (status == "ready to close")

@@ -264,3 +264,29 @@ def test_the_sweep_judges_a_blocked_check_again_once_a_main_run_shows_its_failur
     # the sweep published the main run (its check was missing), whose results judged the blocked
     # check again at once
     assert "judged again: run" in said and "published: neutral" in said, said
+
+
+def test_a_main_run_is_never_judged_against_its_own_results(upstream, github, tmp_path):
+    """A main run's check published again (by the sweep, after a lost publish) when the store
+    already holds the run: main before it judges it, so a red main stays red."""
+    from pytest_rocm.github import api
+    from pytest_rocm.github.publishing import Options, publish_run
+    from pytest_rocm.knowledge.live import LiveState
+
+    main_run = upstream.push(REGRESSION, "a break lands on main")
+    sha = upstream.main()
+    [check] = checks(github, sha)
+    assert check["conclusion"] == "failure"
+    app = api.connect(
+        github.url, app_id=str(APP_ID), private_key=github.private_key, installation_id="77"
+    )
+    client = api.Client(app, upstream.repo, backoff=0.0, settle_s=0.0, pace_s=0.0, app_id=APP_ID)
+    live = LiveState(
+        str(tmp_path / "h.db"), client, "rocm-gate.yml", GATE_PIN, {"mi300x-8": "rocm-mi300x-8"}
+    )
+    live.catch_up(["mi300x-8"], include_pr=False)  # the store holds the main run now
+    assert any(f"run {main_run.id}-1" in line for line in live.log), live.log
+    options = Options("mi300x-8", GATE_PIN, "rocm-mi300x-8", main_state=live)
+    publish_run(client, {"id": main_run.id}, "completed", options)
+    [check] = checks(github, sha)
+    assert check["conclusion"] == "failure", summary(check)

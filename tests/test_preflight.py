@@ -18,165 +18,473 @@ from pytest_rocm.schemas.artifacts import schema_document
 
 PREFLIGHT = SAMPLES / "preflight"
 
-# sample -> (SKU the runner class gives with --sku, or None; the verdict of the layer the tool
-# proves). The SKU comes from the file name (where the capture names its GPUs); "mi300" captures
-# from amd-smi's changelog do not say which MI300, so they run without one.
-EXPECTED = {
-    "agfhc/mi350x_x8_agfhc1.23.2_all_lvl1_all_pass_rocm7.0_mhilgema-proj.txt": ("MI350X", "ok"),
-    "amd-smi/mi300_amd-smi_metric_--ecc-block_text_all_zero_amdsmi-changelog.txt": (None, "ok"),
-    "amd-smi/mi300_amd-smi_metric_--pcie_text_amdsmi-changelog_EXCERPT.txt": (None, "ok"),
-    # AMD's example has links down (D): refused, naming each GPU's down links
-    "amd-smi/mi300_amd-smi_xgmi_--link-status_links_down_rocm6.4_amdsmi-changelog_EXCERPT.txt": (
-        None,
-        "failed",
+# Every capture a preflight reader reads (tests/data/samples: preflight/TOOL/ and the amd-smi,
+# rocm-smi and rocminfo captures detection reads too), so a new reader cannot silently break an old
+# one (issue 61). capture -> (the SKU the runner class gives with --sku, or None; other arguments;
+# the verdict of the layer the tool proves; where its first deciding finding quotes: a line number of
+# a text output, a JSON pointer of a JSON one, None where the output is the tool's but not judged).
+# The SKU comes from the file name where the capture names its GPUs; "mi300" captures from amd-smi's
+# changelog do not say which MI300, so they run without one. MODELED captures are written to the
+# tool's documented format (preflight/SOURCES.md says which and why).
+CAPTURES = {
+    "preflight/agfhc/mi350x_x8_agfhc1.23.2_all_lvl1_all_pass_rocm7.0_mhilgema-proj.txt": (
+        "MI350X",
+        (),
+        "ok",
+        16,
     ),
-    "amd-smi/mi300a_x4_amd-smi_firmware_rocm6.3.3_rocm-issue-4477.txt": (None, "ok"),
-    # an mVF guest cannot read link status (N/A everywhere): not proven, never refused
-    "amd-smi/mi3x_x8_amd-smi_xgmi_--link-status_mvf_not_supported_amdsmi-changelog_EXCERPT.txt": (
+    "preflight/amd-smi/mi300_amd-smi_metric_--ecc-block_text_all_zero_amdsmi-changelog.txt": (
         None,
+        (),
+        "ok",
+        5,
+    ),
+    "preflight/amd-smi/mi300_amd-smi_metric_--pcie_text_amdsmi-changelog_EXCERPT.txt": (
+        None,
+        (),
+        "ok",
+        3,
+    ),
+    "preflight/amd-smi/mi300_amd-smi_xgmi_--link-status_links_down_rocm6.4_amdsmi-changelog_EXCERPT.txt": (
+        None,
+        (),
+        "failed",
+        3,
+    ),
+    "preflight/amd-smi/mi300_x8_amd-smi_topology_all_xgmi_rocm6.1_amdsmi-changelog.txt": (
+        None,
+        (),
+        "ok",
+        3,
+    ),
+    "preflight/amd-smi/mi300_x8_amd-smi_xgmi_link_metric_table_rocm6.1_amdsmi-changelog.txt": (
+        "MI300X",
+        (),
         "skipped",
+        None,
     ),
-    "amd-smi/mi300_x8_amd-smi_topology_all_xgmi_rocm6.1_amdsmi-changelog.txt": (None, "ok"),
-    "amd-smi/mi300_x8_amd-smi_xgmi_link_metric_table_rocm6.1_amdsmi-changelog.txt": (
-        "MI300X",
+    "preflight/amd-smi/mi300a_x4_amd-smi_firmware_rocm6.3.3_rocm-issue-4477.txt": (
+        None,
+        (),
         "ok",
+        5,
     ),
-    "amd-smi/mi300x_amd-smi_bad-pages_none_rocm-blogs_EXCERPT.txt": ("MI300X", "ok"),
-    "amd-smi/mi300x_x8_amd-smi_topology_access_weight_rocm-blogs_EXCERPT.txt": ("MI300X", "ok"),
-    "amd-smi/mi300x_x8_amd-smi_xgmi_link_metric_with_traffic_rocm-blogs_EXCERPT.txt": (
+    "preflight/amd-smi/mi300x_amd-smi_bad-pages_none_rocm-blogs_EXCERPT.txt": (
         "MI300X",
+        (),
         "ok",
+        2,
     ),
-    "amd-smi/mi350x_x8_amd-smi_monitor_-putm_idle_rocm7.0_mhilgema-proj.txt": ("MI350X", "ok"),
-    "babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs_EXCERPT.txt": (
+    "preflight/amd-smi/mi300x_x8_amd-smi_default-view_gpu2_96pct_busy_process_amd-smi26.0.0_rocm7.0.0_MODELED-install-guide.txt": (
         "MI300X",
+        (),
+        "failed",
+        37,
+    ),
+    "preflight/amd-smi/mi300x_x8_amd-smi_monitor_-q_gpu3_96pct_busy_process_amd-smi24.7.1_rocm6.3.1_MODELED-amdsmi-changelog.txt": (
+        "MI300X",
+        (),
+        "failed",
+        13,
+    ),
+    "preflight/amd-smi/mi300x_x8_amd-smi_static_--partition_gpu6_left_in_CPX_amd-smi24.7.1_rocm6.3.1_MODELED-amdsmi-cli.txt": (
+        "MI300X",
+        (),
+        "failed",
+        39,
+    ),
+    "preflight/amd-smi/mi300x_x8_amd-smi_topology_access_weight_rocm-blogs_EXCERPT.txt": (
+        "MI300X",
+        (),
         "ok",
+        3,
     ),
-    "dmesg/mi300x_dmesg_gfxhub_retry_page_fault_llama-bench_augmxnt_EXCERPT.txt": (
+    "preflight/amd-smi/mi300x_x8_amd-smi_xgmi_link_metric_with_traffic_rocm-blogs_EXCERPT.txt": (
         "MI300X",
+        (),
+        "skipped",
+        None,
+    ),
+    "preflight/amd-smi/mi350x_x8_amd-smi_monitor_-putm_idle_rocm7.0_mhilgema-proj.txt": (
+        "MI350X",
+        (),
+        "ok",
+        3,
+    ),
+    "preflight/amd-smi/mi355x_x2_amd-smi_default-view_UEC_3_on_gpu1_amd-smi26.0.0_rocm7.0.0_MODELED-install-guide.txt": (
+        "MI355X",
+        (),
+        "failed",
+        12,
+    ),
+    "preflight/amd-smi/mi355x_x2_amd-smi_default-view_idle_healthy_amd-smi26.0.0_rocm7.0.0_MODELED-install-guide.txt": (
+        "MI355X",
+        (),
+        "ok",
+        9,
+    ),
+    "preflight/amd-smi/mi355x_x8_amd-smi_process_leftover_235.9GB_on_gpu4_amd-smi26.0.0_rocm7.0.0_MODELED-amdsmi-cli.txt": (
+        "MI355X",
+        (),
+        "failed",
+        16,
+    ),
+    "preflight/amd-smi/mi355x_x8_amd-smi_process_none_running_amd-smi26.0.0_rocm7.0.0_MODELED-amdsmi-cli.txt": (
+        "MI355X",
+        (),
+        "ok",
+        2,
+    ),
+    "preflight/amd-smi/mi355x_x8_amd-smi_static_--vram_gpu5_32GB_short_amd-smi26.0.0_rocm7.0.0_MODELED-amdsmi-cli.txt": (
+        "MI355X",
+        (),
+        "failed",
+        45,
+    ),
+    "preflight/amd-smi/mi3x_x8_amd-smi_xgmi_--link-status_mvf_not_supported_amdsmi-changelog_EXCERPT.txt": (
+        None,
+        (),
+        "skipped",
+        None,
+    ),
+    "preflight/babelstream/mi300x_x8_babelstream5_hip_mpi_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        27,
+    ),
+    "preflight/dmesg/mi300x_dmesg_gfxhub_retry_page_fault_llama-bench_augmxnt_EXCERPT.txt": (
+        "MI300X",
+        (),
         "degraded",
+        1,
     ),
-    "dmesg/mi300x_x8_app_stderr_hip_HW_Exception_GPU_Hang_NOT_dmesg_rocm-issue-4021.txt": (
+    "preflight/dmesg/mi300x_journalctl_-k_ring_timeout_process_information_gpu_reset_amdgpu6.8_MODELED-amdgpu_job.c.txt": (
         "MI300X",
+        (),
         "failed",
+        2,
     ),
-    "dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_augmxnt_EXCERPT.txt": (
+    "preflight/dmesg/mi300x_x8_app_stderr_hip_HW_Exception_GPU_Hang_NOT_dmesg_rocm-issue-4021.txt": (
         "MI300X",
+        (),
+        "failed",
+        2,
+    ),
+    "preflight/dmesg/mi300x_x8_dmesg_-T_boot_healthy_grep_error_warn_fail_exception_augmxnt_MODELED-stamps.txt": (
+        "MI300X",
+        (),
         "ok",
+        38,
     ),
-    # other drivers' "failed" lines are not the GPU's (issue 48: it was degraded)
-    "dmesg/mi300x_x8_dmesg_boot_healthy_amd_grep_error_warn_fail_exception_augmxnt.txt": (
+    "preflight/dmesg/mi300x_x8_dmesg_boot_amdgpu_init_gpu0_ras_ok_xgmi_hive_rocm6.2.2_augmxnt_EXCERPT.txt": (
         "MI300X",
+        (),
         "ok",
+        27,
     ),
-    "dmesg/mi300x_x8_dmesg_boot_fatal_error_during_gpu_init_all8_after_hang_rocm-issue-4021-c12.txt": (
+    "preflight/dmesg/mi300x_x8_dmesg_boot_fatal_error_during_gpu_init_all8_after_hang_rocm-issue-4021-c12.txt": (
         "MI300X",
+        (),
         "failed",
+        10,
     ),
-    "dmesg/mi300x_x8_dmesg_ras_athub_uncorrectable_aca_xgmi_wafl_mode1_reset_rocm6.2.3_rocm-issue-4021.txt": (
+    "preflight/dmesg/mi300x_x8_dmesg_boot_healthy_amd_grep_error_warn_fail_exception_augmxnt.txt": (
         "MI300X",
-        "failed",
-    ),
-    "dmesg/mi300x_x8_dmesg_umc_hbm_5876ce_20ue_aca_hive_mode1_reset_rocm6.2.2_augmxnt_EXCERPT.txt": (
-        "MI300X",
-        "failed",
-    ),
-    "lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt": ("MI350X", "ok"),
-    "rccl-tests/mi210_x4_all_reduce_perf_FAIL_Test_NCCL_failure_internal_error_rccl-tests-issue-50.txt": (
-        "MI210",
-        "failed",
-    ),
-    "rccl-tests/mi210_x8_all_reduce_perf_BAD_node_stops_after_header_hang_rocm6.3.3_mhilgema-proj.txt": (
-        "MI210",
-        "failed",
-    ),
-    "rccl-tests/mi210_x8_all_reduce_perf_healthy_node_36.6GBps_rocm6.3.3_mhilgema-proj.txt": (
-        "MI210",
+        (),
         "ok",
+        38,
     ),
-    "rccl-tests/mi210_x8x2nodes_all_reduce_perf_15.2GBps_rocm6.3.3_mhilgema-proj.txt": (
-        "MI210",
-        "ok",
-    ),
-    "rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt": ("MI300X", "ok"),
-    "rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt": (
+    "preflight/dmesg/mi300x_x8_dmesg_ras_athub_uncorrectable_aca_xgmi_wafl_mode1_reset_rocm6.2.3_rocm-issue-4021.txt": (
         "MI300X",
-        "ok",
+        (),
+        "failed",
+        1,
     ),
-    "rccl-tests/mi300x_x8x2nodes_all_reduce_perf_rocm6.4.2_hisohara.txt": ("MI300X", "ok"),
-    "rccl-tests/mi350x_x8_all_reduce_perf_-g8_dips_at_64M_2G_rocm7.0_mhilgema-proj.txt": (
+    "preflight/dmesg/mi300x_x8_dmesg_umc_hbm_5876ce_20ue_aca_hive_mode1_reset_rocm6.2.2_augmxnt_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "failed",
+        1,
+    ),
+    "preflight/dmesg/mi300x_x8_journalctl_-k_-o_short-iso_umc_hbm_20ue_mode1_reset_augmxnt_EXCERPT_MODELED-stamps.txt": (
+        "MI300X",
+        (),
+        "failed",
+        1,
+    ),
+    "preflight/lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt": (
         "MI350X",
+        (),
+        "ok",
+        2,
+    ),
+    "preflight/rccl-tests/mi210_x4_all_reduce_perf_FAIL_Test_NCCL_failure_internal_error_rccl-tests-issue-50.txt": (
+        "MI210",
+        (),
+        "failed",
+        8,
+    ),
+    "preflight/rccl-tests/mi210_x8_all_reduce_perf_BAD_node_stops_after_header_hang_rocm6.3.3_mhilgema-proj.txt": (
+        "MI210",
+        (),
+        "failed",
+        21,
+    ),
+    "preflight/rccl-tests/mi210_x8_all_reduce_perf_healthy_node_36.6GBps_rocm6.3.3_mhilgema-proj.txt": (
+        "MI210",
+        (),
+        "ok",
+        51,
+    ),
+    "preflight/rccl-tests/mi210_x8x2nodes_all_reduce_perf_15.2GBps_rocm6.3.3_mhilgema-proj.txt": (
+        "MI210",
+        (),
+        "ok",
+        59,
+    ),
+    "preflight/rccl-tests/mi300x_x8_all_reduce_perf_1node_k8s_hisohara.txt": (
+        "MI300X",
+        (),
+        "ok",
+        47,
+    ),
+    "preflight/rccl-tests/mi300x_x8_all_reduce_perf_2G_at_30pct_of_neighbours_system-acceptance-docs_wscollapsed_MODELED-row.txt": (
+        "MI300X",
+        (),
+        "failed",
+        44,
+    ),
+    "preflight/rccl-tests/mi300x_x8_all_reduce_perf_8G_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        (),
+        "ok",
+        46,
+    ),
+    "preflight/rccl-tests/mi300x_x8x2nodes_all_reduce_perf_rocm6.4.2_hisohara.txt": (
+        "MI300X",
+        (),
+        "ok",
+        61,
+    ),
+    "preflight/rccl-tests/mi350x_x8_all_reduce_perf_-g8_dips_at_64M_2G_rocm7.0_mhilgema-proj.txt": (
+        "MI350X",
+        (),
         "degraded",
+        40,
     ),
-    "rccl-tests/mi355x_x8_all_reduce_perf_512k-16G_oci-quickstarts_EXCERPT.txt": ("MI355X", "ok"),
-    "rccl-tests/mi355x_x8x2nodes_all_reduce_perf_rocm7.0.1_pollara_hisohara_EXCERPT.txt": (
+    "preflight/rccl-tests/mi355x_x8_all_reduce_perf_512k-16G_oci-quickstarts_EXCERPT.txt": (
         "MI355X",
+        (),
         "ok",
+        18,
     ),
-    "rccl-tests/mi355x_x8x4nodes_alltoall_perf_pollara_oci-quickstarts_EXCERPT.txt": (
+    "preflight/rccl-tests/mi355x_x8x2nodes_all_reduce_perf_rocm7.0.1_pollara_hisohara_EXCERPT.txt": (
         "MI355X",
+        (),
         "ok",
+        59,
     ),
-    "rocm-smi/mi308x_x8_rocm-smi_concise_idle_ms-swift.txt": ("MI308X", "ok"),
-    "rocm-smi/mi308x_x8_rocm-smi_showtopo_all_xgmi_ms-swift.txt": ("MI308X", "ok"),
-    "rocm-smi/mi350x_x8_rocm-smi_concise_idle_rocm7.0_mhilgema-proj.txt": ("MI350X", "ok"),
-    "rvs/mi300x_x8_rvs_-g_gpu_list_rvs0.0.60202_system-acceptance-docs.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_gm_single_violations_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_gpup_single_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_gst_ext_fp8_met_true_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_gst_single_fp8_met_true_system-acceptance-docs_EXCERPT.txt": (
-        "MI300X",
-        "ok",
-    ),
-    "rvs/mi300x_x8_rvs_iet_single_pass_true_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_mem_test1_pass_test11_bandwidth_grep_system-acceptance-docs_EXCERPT.txt": (
-        "MI300X",
-        "ok",
-    ),
-    "rvs/mi300x_x8_rvs_pbqt_single_p2p_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_pebb_single_d2h_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi300x_x8_rvs_peqt_single_system-acceptance-docs_EXCERPT.txt": ("MI300X", "ok"),
-    "rvs/mi355x_x8_rvs1.6.75_babel_double_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+    "preflight/rccl-tests/mi355x_x8x4nodes_alltoall_perf_pollara_oci-quickstarts_EXCERPT.txt": (
         "MI355X",
+        (),
         "ok",
+        6,
     ),
-    "rvs/mi355x_x8_rvs1.6.75_gst_fp4_met_true_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
-        "MI355X",
+    "preflight/rocm-smi/mi308x_x8_rocm-smi_concise_idle_ms-swift.txt": ("MI308X", (), "ok", 6),
+    "preflight/rocm-smi/mi308x_x8_rocm-smi_showtopo_all_xgmi_ms-swift.txt": (
+        "MI308X",
+        (),
         "ok",
+        28,
     ),
-    "rvs/mi355x_x8_rvs1.6.75_mem_test1-11_pass_6.4TBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
-        "MI355X",
-        "ok",
-    ),
-    "rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
-        "MI355X",
-        "ok",
-    ),
-    "transferbench/mi300x_x8_transferbench_a2a_system-acceptance-docs_wscollapsed.txt": (
-        "MI300X",
-        "ok",
-    ),
-    "transferbench/mi300x_x8_transferbench_example-cfg_tests1-6_system-acceptance-docs_wscollapsed.txt": (
-        "MI300X",
-        "ok",
-    ),
-    "transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollapsed.txt": (
-        "MI300X",
-        "ok",
-    ),
-    "transferbench/mi350x_transferbench_example-cfg_AMD_LOG_LEVEL7_no_code_object_gfx950_mhilgema-proj_EXCERPT.txt": (
+    "preflight/rocm-smi/mi350x_x8_rocm-smi_concise_idle_rocm7.0_mhilgema-proj.txt": (
         "MI350X",
+        (),
+        "ok",
+        6,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_-g_gpu_list_rvs0.0.60202_system-acceptance-docs.txt": (
+        "MI300X",
+        (),
+        "ok",
+        12,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_gm_single_violations_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        1,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_gpup_single_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        4,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_gst_ext_fp8_met_true_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        6,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_gst_single_fp8_met_true_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        8,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_iet_single_pass_true_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        6,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_mem_test1_pass_test11_bandwidth_grep_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        10,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_pbqt_single_p2p_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        1,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_pebb_single_d2h_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        18,
+    ),
+    "preflight/rvs/mi300x_x8_rvs_peqt_single_system-acceptance-docs_EXCERPT.txt": (
+        "MI300X",
+        (),
+        "ok",
+        3,
+    ),
+    "preflight/rvs/mi355x_x8_rvs1.6.75_babel_double_gpu1590_hbm_58pct_of_peers_rocm7.2.1_MODELED-rvs-ug1main.txt": (
+        "MI355X",
+        (),
         "failed",
+        86,
     ),
-    "transferbench/mi350x_transferbench_example-cfg_tests1-6_HSA_OVERRIDE_9.4.2_mhilgema-proj_EXCERPT.txt": (
-        "MI350X",
+    "preflight/rvs/mi355x_x8_rvs1.6.75_babel_double_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        (),
         "ok",
+        46,
     ),
-    "transferbench/mi350x_x8_transferbench_a2a_51.4GBps_rocm7.0_mhilgema-proj_EXCERPT.txt": (
-        "MI350X",
+    "preflight/rvs/mi355x_x8_rvs1.6.75_gpup_gpu17010_240_of_256_CUs_rocm7.2.1_MODELED-rvs-ug1main.txt": (
+        "MI355X",
+        (),
+        "failed",
+        49,
+    ),
+    "preflight/rvs/mi355x_x8_rvs1.6.75_gst_fp4_met_true_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        (),
         "ok",
+        10,
+    ),
+    "preflight/rvs/mi355x_x8_rvs1.6.75_mem_test1-11_pass_6.4TBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        (),
+        "ok",
+        17,
+    ),
+    "preflight/rvs/mi355x_x8_rvs1.6.75_pbqt_xgmi_d2d_unidir_61GBps_with_summary_rocm7.2.1_rvs-ug1main_EXCERPT.txt": (
+        "MI355X",
+        (),
+        "ok",
+        3,
+    ),
+    "preflight/transferbench/mi300x_x8_transferbench_a2a_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        (),
+        "ok",
+        13,
+    ),
+    "preflight/transferbench/mi300x_x8_transferbench_example-cfg_tests1-6_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        (),
+        "ok",
+        32,
+    ),
+    "preflight/transferbench/mi300x_x8_transferbench_p2p_system-acceptance-docs_wscollapsed.txt": (
+        "MI300X",
+        (),
+        "ok",
+        6,
+    ),
+    "preflight/transferbench/mi350x_transferbench_example-cfg_AMD_LOG_LEVEL7_no_code_object_gfx950_mhilgema-proj_EXCERPT.txt": (
+        "MI350X",
+        (),
+        "failed",
+        6,
+    ),
+    "preflight/transferbench/mi350x_transferbench_example-cfg_tests1-6_HSA_OVERRIDE_9.4.2_mhilgema-proj_EXCERPT.txt": (
+        "MI350X",
+        (),
+        "ok",
+        34,
+    ),
+    "preflight/transferbench/mi350x_x8_transferbench_a2a_51.4GBps_rocm7.0_mhilgema-proj_EXCERPT.txt": (
+        "MI350X",
+        (),
+        "ok",
+        16,
+    ),
+    "amd-smi/mi300x-o_amd-smi_static_text_rocm-blogs.txt": ("MI300X", (), "skipped", None),
+    "amd-smi/mi300x_amd-smi_version_json_rocm7.2.1_dell-ai.json": ("MI300X", (), "skipped", None),
+    "amd-smi/mi300x_x8_amd-smi_static_json_nonroot_permission_banner_rocm7.2.1_dell-ai.txt": (
+        "MI300X",
+        (),
+        "skipped",
+        None,
+    ),
+    "amd-smi/mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json": (
+        "MI300X",
+        (),
+        "ok",
+        "/gpu_data/0/vram/size",
+    ),
+    "amd-smi/mi325x_vf_amd-smi_list_text_device-metrics-exporter.txt": (
+        "MI325X",
+        (),
+        "skipped",
+        None,
+    ),
+    "amd-smi/mi350x_amd-smi_static_text_gfx950_rocm-systems-pr-2987_EXCERPT.txt": (
+        "MI350X",
+        (),
+        "ok",
+        12,
+    ),
+    "rocm-smi/mi250x_rocm-smi_showproductname_json_gfx9010_rocm_smi_lib-issue-159.json": (
+        "MI250X",
+        (),
+        "skipped",
+        None,
+    ),
+    "rocm-smi/mi300x_oam_rocm-smi_showproductname_rocm-blogs-notebook.txt": (
+        "MI300X",
+        (),
+        "skipped",
+        None,
+    ),
+    "rocm-smi/mi300x_x4_rocm-smi_concise_thamada.txt": ("MI300X", (), "ok", 6),
+    "rocminfo/mi300x_x4_rocminfo_thamada.txt": ("MI300X", ("--expect-gpus", "4"), "ok", 148),
+    "rocminfo/mi355x_rocminfo_gfx950_agent_rocm-libraries-issue-9055_EXCERPT.txt": (
+        "MI355X",
+        ("--expect-gpus", "1"),
+        "ok",
+        24,
     ),
 }
+# the captures of each tool that the readers read, outside preflight/: the tool is the folder's name
+READ_ELSEWHERE = ("amd-smi", "rocm-smi", "rocminfo")
 
 
 def preflight(capsys, *args) -> tuple[int, dict]:
@@ -189,34 +497,71 @@ def layer(evidence: dict, name: str) -> dict:
 
 
 def test_every_preflight_sample_has_an_expectation():
-    on_disk = {str(p.relative_to(PREFLIGHT)) for p in PREFLIGHT.glob("*/*") if p.is_file()}
-    assert on_disk - set(EXPECTED) == set(), (
-        "a new preflight sample needs its expected verdict in EXPECTED"
+    on_disk = {
+        str(p.relative_to(SAMPLES))
+        for p in [*PREFLIGHT.glob("*/*"), *(SAMPLES / t for t in READ_ELSEWHERE)]
+        for p in ([p] if p.is_file() else p.glob("*"))
+        if p.is_file()
+    }
+    assert on_disk - set(CAPTURES) == set(), (
+        "a new capture needs its expected verdict and quoted line in CAPTURES"
     )
-    assert set(EXPECTED) - on_disk == set()
+    assert set(CAPTURES) - on_disk == set()
+
+
+def _quoted(path: Path, where):
+    """The text a finding quotes at `where`: the line (a number), or the value at a JSON pointer
+    as `key: value`."""
+    text = path.read_text(encoding="utf-8-sig")
+    if isinstance(where, int):
+        return text.splitlines()[where - 1].strip()[:200]
+    from pytest_rocm.hw.parsers.amd_smi import json_document
+
+    node = json_document(text)[1]
+    keys = [k.replace("~1", "/").replace("~0", "~") for k in where.split("/")[1:]]
+    for key in keys:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if isinstance(node, dict):
+        node = f"{node['value']} {node['unit']}"
+    return f"{keys[-1]}: {node}"
 
 
 @pytest.mark.parametrize(
-    "name", sorted(EXPECTED), ids=[n.split("/")[1][:60] for n in sorted(EXPECTED)]
+    "name", sorted(CAPTURES), ids=[n.split("/")[-1][:60] for n in sorted(CAPTURES)]
 )
 def test_sample_verdict_and_evidence(capsys, name):
-    sku, verdict = EXPECTED[name]
-    tool = name.split("/")[0]
+    """Each capture through preflight: its layer's verdict, the exit, where the first deciding
+    finding quotes and that the quote is the capture's own text there; every finding that fails or
+    degrades quotes its place; every finding of a JSON output quotes a JSON pointer."""
+    sku, args, verdict, where = CAPTURES[name]
+    tool = name.split("/")[-2]
+    path = SAMPLES / name
     code, evidence = preflight(
-        capsys, "--source", f"{tool}={PREFLIGHT / name}", *(["--sku", sku] if sku else [])
+        capsys, "--source", f"{tool}={path}", *(["--sku", sku] if sku else []), *args
     )
     proved = layer(evidence, "communication" if tool == "rccl-tests" else "hardware")
     assert proved["verdict"] == verdict, proved["reason"]
     assert code == (3 if verdict == "failed" else 0)
+    jsonschema.Draft202012Validator(schema_document("preflight")).validate(
+        {**evidence, "exit_code": code}
+    )
     if verdict == "skipped":  # an output the reader cannot judge: not proven, saying why
         assert "not proven" in proved["reason"] and "not judged" in proved["reason"]
+        assert where is None
         return
-    lines = (PREFLIGHT / name).read_text(encoding="utf-8").splitlines()
     deciding = [f for f in proved["findings"] if f["status"] == verdict]
     assert deciding, "the verdict must come from findings"
-    for item in deciding:
-        if verdict != "ok":  # every finding that blocks or degrades names the line it came from
-            assert item["line"] >= 1 and item["text"] == lines[item["line"] - 1].strip()[:200]
+    assert deciding[0].get("line", deciding[0].get("pointer")) == where, deciding[0]
+    for item in proved["findings"]:
+        place = item.get("line", item.get("pointer"))
+        if item.get("pointer"):
+            assert "line" not in item
+        if place is not None:
+            assert item["text"] == _quoted(path, place), item
+        else:  # only a finding that nothing was found (no table, no line) quotes no place
+            assert item["status"] == "ok" or item["check"].endswith(
+                ("no_table", "no_results", "nothing", "no_links", "exit")
+            ), item
     assert all(source["unread"] <= 2 for source in proved["sources"]), proved["sources"]
 
 
@@ -1679,7 +2024,7 @@ def test_another_drivers_kernel_line_is_set_aside(line, driver):
 @pytest.mark.parametrize(
     "sample, command",
     [
-        ("amd-smi/mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json", "`amd-smi static`"),
+        # the ASIC and BUS of `amd-smi static` (no VRAM, compute units or partition in it)
         ("amd-smi/mi300x-o_amd-smi_static_text_rocm-blogs.txt", "`amd-smi static`"),
         ("amd-smi/mi300x_amd-smi_version_json_rocm7.2.1_dell-ai.json", "`amd-smi version`"),
     ],
@@ -1999,9 +2344,15 @@ def test_rocminfo_is_a_preflight_source_with_its_agents_judged(capsys, tmp_path)
     cut = text[: units[2]] + text[units[2] :].replace("304", "288", 1)
     harvested = tmp_path / "rocminfo.txt"
     harvested.write_text(cut, encoding="utf-8")
-    code, evidence = preflight(capsys, "--source", f"rocminfo={harvested}")
+    code, evidence = preflight(capsys, "--expect-gpus", "4", "--source", f"rocminfo={harvested}")
     failing = [f for f in layer(evidence, "hardware")["findings"] if f["status"] == "failed"]
     assert code == 3 and len(failing) == 1 and failing[0]["text"].endswith("288")
+    # issue 61: without --expect-gpus the agents are counted against the SKU's node size (8 MI300X)
+    code, evidence = preflight(capsys, "--source", f"rocminfo={source}")
+    failing = [f for f in layer(evidence, "hardware")["findings"] if f["status"] == "failed"]
+    assert code == 3 and [f["message"] for f in failing] == [
+        "4 GPU agent(s); a MI300X node has 8 GPU(s)"
+    ]
 
 
 def test_a_capture_that_names_no_gpu_is_judged_by_the_floor_another_source_names(
@@ -2020,7 +2371,13 @@ def test_a_capture_that_names_no_gpu_is_judged_by_the_floor_another_source_names
     assert alone["sku"] is None and "only the relative rules judged" in alone["sku_from"]
     assert "no floor for an unknown SKU" in layer(alone, "hardware")["reason"]
     code, both = preflight(
-        capsys, "--source", f"transferbench={a2a}", "--source", f"rocminfo={rocminfo}"
+        capsys,
+        "--expect-gpus",
+        "4",
+        "--source",
+        f"transferbench={a2a}",
+        "--source",
+        f"rocminfo={rocminfo}",
     )
     assert (both["sku"], both["sku_from"]) == ("MI300X", f"named by {rocminfo}")
     assert "meets 32.9 GB/s" in layer(both, "hardware")["reason"]  # MI300X's a2a floor

@@ -177,3 +177,38 @@ def test_a_read_only_pyproject_is_refused_naming_it_and_left_alone(tmp_path):
     done = register(path, cwd=tmp_path)
     assert done.returncode == 2 and "read-only; make it writable" in done.stderr
     assert "Traceback" not in done.stderr and path.read_text() == VLLM_SHAPED
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        r'"slow: say \"hi\" # not a comment"',  # an escaped quote, then a `#` inside the string
+        r'"slow: say \"hi # there\""',  # the `#` between two escaped quotes
+        r'"slow: a path C:\\temp\\" # a comment after an escaped backslash',
+        "'slow: a literal \\ with \"quotes\" # and a hash'",
+    ],
+)
+def test_marker_text_with_escapes_and_hashes_stays_valid_toml(tmp_path, line):
+    """Issue 63: a marker line holding `\\"` and `#` was read as ending at the escaped quote, the
+    rest taken for a comment, and the edit was a TOML parse error's traceback."""
+    before = f"[tool.pytest.ini_options]\nmarkers = [\n    {line}\n]\n"
+    (tmp_path / "pyproject.toml").write_text(before)
+    done = register(cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    after = tomllib.loads((tmp_path / "pyproject.toml").read_text())
+    markers = after["tool"]["pytest"]["ini_options"]["markers"]
+    assert markers[0] == tomllib.loads(f"x = {line}")["x"]  # the round trip keeps the line's text
+    assert [m.split("(")[0] for m in markers[1:]] == ["rocm_gate", "hardware", "rocm_known_gap"]
+    assert register(cwd=tmp_path).stdout.endswith("registered already\n")
+
+
+def test_an_edit_that_would_not_parse_is_refused_not_a_traceback(tmp_path, monkeypatch):
+    from pytest_rocm.adoption import markers
+
+    # an edit that misreads the file (here: the list taken to end after its `]`)
+    monkeypatch.setattr(markers, "_closing_line", lambda lines, start, end: len(lines))
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = [\n    "a",\n    "b",\n]\n'
+    )
+    with pytest.raises(markers.MarkerEditError, match="would not be valid TOML"):
+        markers.add_markers(tmp_path / "pyproject.toml")

@@ -448,14 +448,81 @@ def test_files_the_tests_load_select_them_an_example_program_does_not():
         (["--changed-files", "changed.txt", "--cover", "1.5"], "expected a fraction from 0 to 1"),
         (["--changed-files", "changed.txt", "--cover", "nan"], "expected a fraction from 0 to 1"),
         (["--changed-files", "changed.txt", "--cover", "half"], "expected a fraction from 0 to 1"),
+        # empty: a bad value like any other, never a usage message (issue 63)
+        (["--changed-files", "changed.txt", "--cover", ""], "--cover: empty; expected a fraction"),
+        (
+            ["--changed-files", "changed.txt", "--learn-from-git", ""],
+            "--learn-from-git: empty; expected a whole number of commits",
+        ),
+        (
+            ["--changed-files", "changed.txt", "--learn-from-git", "1e9"],
+            "--learn-from-git: '1e9' is not a whole number",
+        ),
     ],
 )
 def test_bad_input_is_named(small, args, message):
+    """Each fails closed, as the command's help says: everything printed, exit 2."""
     (small / "bin.txt").write_bytes(b"\xff\xfevllm")
     (small / "changed.txt").write_text("vllm/a.py\n")
     (small / "bad.jsonl").write_text('{"files": ["a"]}\n{"files": "not a list"}\n')
     done = rocm_gate("select", "--map", small / "map.toml", *args, cwd=small)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout.startswith("everything: could not decide: "), done.stdout
+
+
+RENAME_MAP = """
+schema = "pytest-rocm/groups/1"
+
+[[rule]]
+group = "attention"
+paths = ["tests/kernels/attention/"]
+sources = ["csrc/rocm/"]
+
+[selection]
+ignore = ["docs/", "csrc/cpu/"]
+"""
+
+
+def test_a_rename_is_a_change_to_both_its_paths(tmp_path):
+    """Issue 63: a ROCm kernel moved to another platform's folder (ignored) selected nothing: git
+    diff names a rename by its new path only. Its old path's rule selects its tests."""
+    (tmp_path / "map.toml").write_text(RENAME_MAP)
+    repo = tmp_path / "repo"
+    (repo / "csrc/rocm").mkdir(parents=True)
+    (repo / "tests/kernels/attention").mkdir(parents=True)
+    (repo / "csrc/rocm/attention.cu").write_text("// the kernel\n" * 50)
+    (repo / "tests/kernels/attention/test_attention.py").write_text("def test(): pass\n")
+    git = git_repo(repo)
+    commit(git, "base")
+    (repo / "csrc/cpu").mkdir()
+    subprocess.run([*git, "mv", "csrc/rocm/attention.cu", "csrc/cpu/attention.cu"], check=True)
+    commit(git, "move the kernel")
+    done = rocm_gate(
+        "select", "--map", tmp_path / "map.toml", "--base", "HEAD~1", "--head", "HEAD",
+        "--repo", repo, "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    chosen = json.loads(done.stdout)
+    assert chosen["changed"] == ["csrc/cpu/attention.cu", "csrc/rocm/attention.cu"]
+    assert list(chosen["tests"]) == ["tests/kernels/attention/"]
+    assert chosen["ignored"] == ["csrc/cpu/attention.cu"]
+
+
+def test_selection_grows_with_the_change_not_its_square():
+    """10,000 changed test files of a 20,000-file tree took 33 s of CPU (every selected path
+    matched against every file); each path is now found by bisection."""
+    import time
+
+    tree = {f"tests/d{i % 200}/s{i % 7}/test_{i}.py" for i in range(20_000)}
+    changed = sorted(tree)[:10_000] + ["tests/d1/", "tests/d3/s2/helper.py"]
+    group_map = load_group_map(VLLM_MAP)
+    start = time.process_time()
+    chosen = select(changed, group_map, None, tree)
+    spent = time.process_time() - start
+    assert spent < 5.0, f"{spent:.1f} s"
+    assert not chosen.everything and len(chosen.tests) == 10_002
+    assert chosen.sizes["tests/d1/"] == 100 and chosen.sizes["tests/d3/s2/"] == 14
+    assert chosen.sizes["tests/d0/s0/test_0.py"] == 1
 
 
 def test_the_cli_cover_moves_along_the_curve(small):

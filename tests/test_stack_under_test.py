@@ -72,7 +72,12 @@ def found(
         # the build names its commit elsewhere: `_version.__commit_id__`, direct_url.json's VCS commit
         (found("0.33.0", describe=HEAD[:7], commit_id=f"g{HEAD[:9]}"), False),
         (found("0.33.0", describe=HEAD[:7], commit_id="g1a2b3c4d5"), True),
-        (found("0.33.0", describe=None, direct_url={"commit": "1a2b3c4d5e6f", "editable": False}), True),
+        (
+            found(
+                "0.33.0", describe=None, direct_url={"commit": "1a2b3c4d5e6f", "editable": False}
+            ),
+            True,
+        ),
         (found("0.33.0", describe=None, direct_url={"commit": HEAD, "editable": False}), False),
         # an editable install of this very checkout, wherever its finder puts the path
         (
@@ -206,7 +211,9 @@ def test_skew_is_found_from_git_when_the_source_folder_is_moved_aside_in_a_tagle
         assert report["conclusion"] == "incomplete", report["conclusion_reason"]
         assert error["cause"] == "infra"
         said = report["stack_mismatch"]
-        assert said.startswith(f"set-up problem: the tests imported the installed vLLM 0.32.0 ({site / 'vllm'})")
+        assert said.startswith(
+            f"set-up problem: the tests imported the installed vLLM 0.32.0 ({site / 'vllm'})"
+        )
         assert (
             "2 of the 2 of its files the tests imported differ from the checkout's commit "
             "(vllm/__init__.py, vllm/engine.py)" in said

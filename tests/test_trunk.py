@@ -791,3 +791,76 @@ def test_a_store_of_schema_version_1_is_migrated_and_its_runs_are_not_main(trunk
     assert [r[0] for r in migrated.execute("SELECT digest FROM runs")] == ["other:d"]
     store.ingest(migrated, trunk["prs"]["clean"].folder)  # a new run lands with its origin
     assert sorted(r["origin"] for r in queries.runs(migrated)) == ["other", "pr"]
+
+
+class PersonalTokenGitHub:
+    """GitHub's issues as a personal token of user `octo` sees them: `/user` names the token's own
+    user, and the issues it opens carry that user and no App."""
+
+    app_id = None
+    attempts = 3
+
+    def __init__(self, issues=()):
+        self.issues = list(issues)
+        self.created = 0
+
+    def get(self, path, params=None, *, ok_missing=False):
+        assert path == "/user"
+        return {"login": "octo", "type": "User"}
+
+    def paged(self, path, key, params=None):
+        return list(self.issues)
+
+    def write(self, method, path, body):
+        assert method == "POST"
+        self.created += 1
+        issue = {
+            "number": 100 + len(self.issues),
+            "title": body["title"],
+            "body": body["body"],
+            "state": "open",
+            "user": {"login": "octo", "type": "User"},
+            "performed_via_github_app": None,
+            "html_url": "https://github.com/o/r/issues/1",
+        }
+        self.issues.append(issue)
+        return issue
+
+    def write_again(self, method, path, body):
+        raise AssertionError("nothing changed: nothing is written")
+
+
+def test_the_tracker_finds_its_issue_made_with_a_personal_token(trunk):
+    """Issue 63: with the personal token its --help allows, the tracker recognised only its App's or
+    Actions' issues, and opened a new issue on every run. Another user's look-alike is still not
+    its own."""
+    from pytest_rocm.github import tracker as tracking
+
+    state = json.loads(trunk["trunk"].read_text())
+    lookalike = {
+        "number": 7,
+        "title": "look-alike",
+        "body": tracking.marker("MI300X", "vllm") + "\nmine",
+        "state": "open",
+        "user": {"login": "mallory", "type": "User"},
+        "performed_via_github_app": None,
+    }
+    github = PersonalTokenGitHub([lookalike])
+    first = tracking.keep(github, state, "vllm")
+    second = tracking.keep(github, state, "vllm")
+    assert (first.action, second.action) == ("created", "unchanged")
+    assert first.number == second.number != 7 and github.created == 1
+
+
+def test_an_installation_token_has_no_user_of_its_own():
+    from pytest_rocm.github import tracker as tracking
+    from pytest_rocm.github.api import PublishError
+
+    class ActionsToken(PersonalTokenGitHub):
+        def get(self, path, params=None, *, ok_missing=False):
+            raise PublishError(
+                "GitHub refused GET /user: Resource not accessible by integration", refused=True
+            )
+
+    assert tracking.token_user(ActionsToken()) is None
+    assert tracking.token_user(PersonalTokenGitHub()) == "octo"

@@ -406,7 +406,8 @@ def test_a_second_run_on_a_busy_report_folder_is_refused(pytester):
             "'no-such-probe-command' is not an executable file or a program on PATH",
         ),
         ("python -c 'unbalanced", "cannot split"),
-        ("", None),
+        # empty is refused by name, never taken for "not given" (issue 63)
+        ("", "argument --rocm-health-probe: empty; give a command"),
     ],
 )
 def test_a_misconfigured_probe_is_a_usage_error(pytester, probe, why):
@@ -414,9 +415,6 @@ def test_a_misconfigured_probe_is_a_usage_error(pytester, probe, why):
     result = pytester.runpytest_subprocess(
         "--rocm-platform=mi300x-1", f"--rocm-health-probe={probe}"
     )
-    if why is None:  # empty: the default probe
-        assert result.ret == 0
-        return
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert why in result.stderr.str()
 

@@ -118,6 +118,7 @@ class MainRun:
     event: str  # push, schedule, workflow_dispatch, merge_group; "ejected": a queue candidate that never landed
     hour: float
     runner: str
+    complete: bool = True  # what its gate report says (judge reads it back): the roll call's runs
 
 
 @dataclass
@@ -703,6 +704,19 @@ def _flaky_shapes(world: World, runs: list[MainRun], test: str) -> set[str]:
     return {shape for c, outcome, shape in said if c in flaky and outcome == "fail"}
 
 
+def _history_of(world: World, seen: list[MainRun], test: str, base: int) -> list[MainRun]:
+    """The main runs whose results main's state holds under the id the code based on `base` has:
+    all of them, but for a moved test that no complete main run has run under its new id yet
+    (main's state cannot know yet that the two ids are one test), those of that id only."""
+    if test not in world.renamed:
+        return seen
+    moved = world.renamed[test][1]
+    roll = max((r.commit for r in seen if r.complete), default=None)
+    if roll is not None and roll >= moved:
+        return seen
+    return [r for r in seen if (r.commit < moved) == (base < moved)]
+
+
 def expected_class(
     world: World, pr: PR, test: str, judged_at: int | None = None
 ) -> tuple[tuple[str, ...], bool]:
@@ -714,7 +728,7 @@ def expected_class(
     if held and any(same_failure(fingerprint(mine), f) for f in held["fingerprints"]):
         return (judgement.QUARANTINED,), False  # excused by the quarantine: never blocking
     at = pr.published if judged_at is None else judged_at
-    seen = _seen(world, pr.sku, at, range(len(world.commits)))
+    seen = _history_of(world, _seen(world, pr.sku, at, range(len(world.commits))), test, pr.base)
     if mine == RACE:
         # a race main lost on a commit of this SKU is the flake, whether main breaks the test or not
         shown = any(said == "flaky" for _, said, _ in _says(world, seen, test))
@@ -780,6 +794,7 @@ def judge(world: World, found: Verdicts | None = None) -> Verdicts:
         for run_id, (_, kind, item) in enumerate(sorted(events, key=lambda e: (e[0], e[1])), 1):
             if kind == "main":
                 folder = run_main(world, item, root, rng, clock, run_id)
+                item.complete = json.loads((folder / "gate-report.json").read_text())["complete"]
                 sha = json.loads((folder / "manifest.json").read_text())["provenance"]["tested_sha"]
                 store.ingest(conn, folder, "manifest", str(run_id), sha)
                 continue
@@ -900,7 +915,10 @@ def _check_pr(
             ),
             None,
         )
-        since = _failing_since(_knowable(world, seen, world.logical(test)))
+        logical = world.logical(test)
+        since = _failing_since(
+            _knowable(world, _history_of(world, seen, logical, pr.base), logical)
+        )
         found.expect(
             b is not None or (since is not None and since <= pr.base),
             f"{where}: {test} said fixed by this PR, but its base c{pr.base} predates main's break",
@@ -964,8 +982,14 @@ def _check_test(
     green, the suspects between), under the id main runs now (a moved test continues its old id's
     history, and the old id is gone), and the flaky list."""
     where = f"seed {world.seed} main on {doc['sku']}"
+    # the roll call: the newest commit with a complete main run says which ids main runs now
+    newest = max((r.commit for r in seen if r.complete), default=None)
+    moved = world.renamed[test][1] if test in world.renamed else None
+    if moved is not None and (newest is None or newest < moved):
+        # main has not run the new id in a complete run yet: each id is its own test, its own runs
+        seen = [r for r in seen if r.commit < moved]
+        newest = max((r.commit for r in seen), default=None)
     said = _knowable(world, seen, test)
-    newest = max((r.commit for r in seen), default=None)
     node = world.nodeid(test, newest) if newest is not None else test
     want = {"fail": "failing", "pass": "passing", "flaky": "flaky"}[said[-1][1]] if said else None
     entry = doc["tests"].get(node) if node else None
@@ -976,7 +1000,6 @@ def _check_test(
         )
     if entry is not None and want == "failing":
         _check_streak(world, entry, said, f"{where}: {node}", found)
-    moved = world.renamed[test][1] if test in world.renamed else None
     if moved is not None and newest is not None and newest >= moved:
         if any(r.commit < moved for r in seen):  # main ran it under its old id here
             _check_gone(world, doc, seen, test, said, found)
@@ -1047,9 +1070,9 @@ def _check_gone(
         f"{where}: {entry and entry['state']} in the trunk state after its move at c{moved}, the "
         f"truth says {'gone' if expected else 'no entry'}",
     )
-    if entry is None:
+    if entry is None or entry["state"] != "gone":
         return
-    first = world.commits[min(r.commit for r in seen if r.commit >= moved)]
+    first = world.commits[min(r.commit for r in seen if r.commit >= moved and r.complete)]
     found.expect(entry["gone"]["sha"] == first, f"{where}: gone since {entry['gone']}, not {first}")
     found.expect(entry["moved_to"] == new, f"{where}: moved to {entry['moved_to']}, not {new}")
     if new is not None and new in doc["tests"]:

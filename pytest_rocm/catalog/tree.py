@@ -205,12 +205,18 @@ def _unused_patterns(rules, paths: set[str], nodeids: list[str]) -> list[dict]:
     return found
 
 
-def _listed(title: str, values: list[str], limit: int) -> list[str]:
+# what lists every entry a cut list leaves out: `rocm-gate groups` has --json; pytest's
+# --collect-only does not
+ALL_OF_GROUPS = "--json lists all"
+ALL_OF_COLLECT_ONLY = "`rocm-gate groups --map MAP . --json` lists all"
+
+
+def _listed(title: str, values: list[str], limit: int, more: str = ALL_OF_GROUPS) -> list[str]:
     if not values:
         return []
     lines = [f"{title} ({len(values)}):"] + [f"  {v}" for v in values[:limit]]
     if len(values) > limit:
-        lines.append(f"  and {len(values) - limit} more (--json lists all)")
+        lines.append(f"  and {len(values) - limit} more ({more})")
     return lines
 
 
@@ -221,6 +227,7 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) 
     Without `map_details` (`--collect-only`, often of a part of the tree, where most patterns match
     nothing for that reason alone) the map's unused patterns and rules are counted, not listed."""
     items_known = report["total"]["items"] is not None
+    more = ALL_OF_GROUPS if map_details else ALL_OF_COLLECT_ONLY
     headers = ["group", *(["items"] if items_known else []), "files", "gates", "blocking"]
     rows = [
         [
@@ -253,15 +260,16 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) 
     )
     for entry in report["not_applicable"]:
         lines += _listed(
-            f"not applicable to ROCm, in no group: {entry['reason']}", entry["files"], limit
+            f"not applicable to ROCm, in no group: {entry['reason']}", entry["files"], limit, more
         )
     lines += _listed(
-        f"files in no group (counted as `{UNGROUPED}`)", report["ungrouped_files"], limit
+        f"files in no group (counted as `{UNGROUPED}`)", report["ungrouped_files"], limit, more
     )
     lines += _listed(
         "files that failed to collect, so none of their tests is counted (pytest's errors say why)",
         report.get("uncollected_files", []),
         limit,
+        more,
     )
     checked = [p for p in report["unused_patterns"] if not p.get("unchecked")]
     if not map_details:
@@ -275,6 +283,7 @@ def tree_lines(report: dict, limit: int = LIST_LIMIT, map_details: bool = True) 
             "files a later rule of another group matches as narrowly as the rule that wins them",
             [f"{o['file']}: {o['group']}, also {', '.join(o['also'])}" for o in report["overlaps"]],
             limit,
+            more,
         )
     lines += _listed(
         "patterns that match nothing in this tree (stale paths, or only part of the tree was given)",

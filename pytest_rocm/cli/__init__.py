@@ -14,6 +14,7 @@ import importlib
 import os
 import signal
 import sys
+import textwrap
 import threading
 
 from pytest_rocm import errors
@@ -21,11 +22,38 @@ from pytest_rocm import errors
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 DESCRIPTION = (
-    "pytest-rocm's command line: check a runner (doctor), prove it before a job (preflight), decide "
-    "whether to drain it (drain), rebuild a run's verdicts (verdict), review "
-    "baseline changes (baselines diff), report CUDA parity (parity), check how a test tree sorts into "
-    "groups (groups), split a suite across runners (shard), choose what a change needs to run (select), publish a run as a GitHub check (publish), decide whether a PR's code may reach the GPU runners (trust), turn a check's rerun button into a dispatch (rerun), finish checks a failed publish left (sweep), keep every run's results (history), keep the failure tracker issue of main (tracker), build the coverage dashboard from them (dashboard), run a PR's blocking failures again on its base (blame) and register the markers in an upstream tree (register-markers). Run `rocm-gate COMMAND --help`."
+    "pytest-rocm's command line; `rocm-gate COMMAND --help` for one command's arguments. The "
+    "commands, by who uses them:"
 )
+# who uses each command, in the order `rocm-gate --help` lists them: a maintainer adopting
+# pytest-rocm in an upstream project first (docs/adoption.md), then who runs the gate's runners,
+# check and history (docs/github.md, docs/reference.md). Every command is in one (tests/
+# test_first_hour.py).
+AUDIENCES = (
+    (
+        "adopting pytest-rocm in a project (docs/adoption.md)",
+        ("groups", "verdict", "parity", "select", "register-markers", "doctor"),
+    ),
+    (
+        "running the gate: its runners, the merge-blocking check, the history",
+        (
+            "preflight",
+            "drain",
+            "shard",
+            "baselines",
+            "trust",
+            "publish",
+            "rerun",
+            "sweep",
+            "blame",
+            "history",
+            "tracker",
+            "dashboard",
+        ),
+    ),
+)
+# the older name of a command, listed after its audiences
+ALIASES = {"report": "verdict"}
 # name -> the module of pytest_rocm.cli that implements it, imported when that command runs (a
 # `rocm-gate parity` at CI scale does not pay for importing the other seventeen); `report` is the older
 # name of `verdict`.
@@ -56,12 +84,51 @@ def command_module(name: str):
     return importlib.import_module(f"pytest_rocm.cli.{COMMANDS[name]}")
 
 
+class _Commands:
+    """argparse's subparsers, keeping each command's one-line help for the listing by audience
+    (argparse's own lists every command in one paragraph, operators' mixed with a maintainer's)."""
+
+    def __init__(self, action):
+        self.action = action
+        self.helps: dict[str, str] = {}
+
+    def add_parser(self, name: str, **kwargs):
+        self.helps[name] = kwargs.pop("help", "") or ""
+        return self.action.add_parser(name, **kwargs)
+
+
+def _listing(helps: dict[str, str]) -> str:
+    """The commands by audience, each with its one-line help, as `rocm-gate --help` shows them."""
+    lines = [textwrap.fill(DESCRIPTION, width=100)]
+    width = max(len(name) for name in COMMANDS) + 2
+    for title, names in AUDIENCES:
+        lines += ["", f"{title}:"]
+        for name in names:
+            lines += textwrap.wrap(
+                helps.get(name, ""),
+                width=100,
+                initial_indent=f"  {name:<{width}}",
+                subsequent_indent=" " * (width + 2),
+            ) or [f"  {name}"]
+    lines += [""] + [f"`{old}` is the older name of `{new}`." for old, new in ALIASES.items()]
+    return "\n".join(lines)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or of `only` (the command a command line names first)."""
-    parser = argparse.ArgumentParser(prog="rocm-gate", description=DESCRIPTION)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="rocm-gate",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = _Commands(
+        parser.add_subparsers(
+            dest="command", required=True, metavar="COMMAND", help="one of the commands above"
+        )
+    )
     for name in [only] if only in COMMANDS else COMMANDS:
         command_module(name).add_parser(commands, name)
+    parser.description = _listing(commands.helps)
     return parser
 
 

@@ -4,8 +4,9 @@ up to date.
 SGLang's AMD failure tracker is an issue a bot maintains; this is that, from a trunk state
 (trunk/state.py, `rocm-gate history trunk`) and history's suspects. The issue shows, per test
 failing on main: since which commit, for how long, the suspect range, when it last failed and how
-(its fingerprint); then flaky tests, infra suspects and drain candidates; tests that are green again
-but flipped in the window are collapsed.
+(its fingerprint); then flaky tests, test ids main no longer runs (gone: renamed, moved or deleted),
+infra suspects and drain candidates; tests that are green again but flipped in the window are collapsed.
+A table cell writes a `|` of a test id as `\\|` (schemas/markdown.py: `cell`): the id shows as it is.
 
 Idempotent: the issue is found by its label and the marker line in its body (`<!-- rocm-gate-tracker SKU
 FRAMEWORK -->`), among the issues the tracker itself made (by the App it writes as, on the issue; with

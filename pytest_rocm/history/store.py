@@ -315,7 +315,8 @@ def ingest(
         # the same folder stored before this form (`7/NAME` for attempt 1), or another folder of
         # this name in the run (kept under its content: `ID-ATTEMPT/NAME@DIGEST`)
         spellings = [key] + ([f"{run.split('-')[0]}/{name}"] if run.endswith("-1") else [])
-        keys = [identity(kind, "", spelling) for spelling in spellings]
+        # (identity puts `7/NAME` in its one form: the spelling stored before is written out here)
+        keys = [f"{kind}:run:{spelling}" for spelling in spellings]
         rows = conn.execute(
             f"SELECT digest, source FROM runs WHERE digest IN ({', '.join('?' for _ in keys)})",
             keys,
@@ -332,8 +333,16 @@ def identity(origin: str, digest: str, run: str | None) -> str:
     """What makes a stored run one run: its origin, and its GitHub run where known (`run`:
     `ID-ATTEMPT/NAME`, the results folder's name in the run, as `history/ledger.py` asks for it;
     `ID-ATTEMPT/NAME@DIGEST` for a second folder of that name in the run whose report differs, its
-    first 16 hex digits), else its report's bytes (`digest`, its SHA-256)."""
-    return f"{origin}:run:{run}" if run else f"{origin}:{digest}"
+    first 16 hex digits), else its report's bytes (`digest`, its SHA-256). The GitHub run is put in
+    its one form first (`7/NAME` and `007-1/NAME` are `7-1/NAME`), so no spelling splits a run."""
+    if not run:
+        return f"{origin}:{digest}"
+    github_run, sep, rest = run.partition("/")
+    try:
+        github_run = values.github_run(github_run)
+    except values.BadValue:
+        pass  # not a GitHub run's spelling: kept as given
+    return f"{origin}:run:{github_run}{sep}{rest}"
 
 
 RUN_COLUMNS = (

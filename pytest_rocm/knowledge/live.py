@@ -28,8 +28,8 @@ from pytest_rocm.github.artifacts import Results
 from pytest_rocm.github.provenance import GateRun
 from pytest_rocm.github.publishing import MainKnowledge, Options
 from pytest_rocm.history import ledger, queries, store
-from pytest_rocm.results.fingerprint import of_test as fingerprint_of
 from pytest_rocm.knowledge import sync
+from pytest_rocm.results.fingerprint import of_test as fingerprint_of
 from pytest_rocm.schemas import markdown as md
 from pytest_rocm.schemas.artifacts import blocking_failures, manifest_stack
 from pytest_rocm.trunk import evidence, state
@@ -95,9 +95,12 @@ class LiveState:
 
     def knowledge(self, run: GateRun, results: Results, runner_class: str) -> MainKnowledge:
         sku = "/".join(manifest_stack(results.manifest)["skus"]) or "cpu"
+        # a main run is judged against main before it: never against its own results (stored by a
+        # catch-up before its check was written) or later ones
+        before = run.head_sha if self._origin(run) == github_runs.MAIN else None
         try:
             self.catch_up([runner_class], include_pr=False, skip_run=run.run_id)
-            trunk, said = self.trunk(sku, run.base_sha)
+            trunk, said = self.trunk(sku, run.base_sha, before)
             trunk["other_prs"] = self.other_prs(trunk, run, results)
         except (store.HistoryError, PublishError, OSError) as exc:
             return MainKnowledge(None, [], f"{self.where()}: {exc}")
@@ -108,8 +111,11 @@ class LiveState:
     def where(self) -> str:
         return store.describe(self.target)
 
-    def trunk(self, sku: str, base: str | None = None) -> tuple[dict, list[str]]:
-        """The trunk state of `sku` now, and what a check says of it."""
+    def trunk(
+        self, sku: str, base: str | None = None, before: str | None = None
+    ) -> tuple[dict, list[str]]:
+        """The trunk state of `sku` now, and what a check says of it; `before`: a main commit whose
+        runs, and those of every later commit, are left out (main as it was before it)."""
         conn = self.connection()
         runs, _ = state.main_runs(conn, sku)
         newest = sorted(
@@ -122,6 +128,10 @@ class LiveState:
             set(needed) | ({base} if base else set()),
         )
         commits = line.commits if line.complete else None
+        if before is not None:
+            # the commit list ends before it: a tested commit off the list is left out
+            upto = line.commits.index(before) if before in line.commits else len(line.commits)
+            commits = line.commits[:upto] or ["0" * 40]
         now = dt.datetime.now(dt.UTC)
         trunk = state.build(conn, sku, self.window, commits, now.isoformat(timespec="seconds"))
         return trunk, self._said(trunk, line, now)
@@ -198,10 +208,9 @@ class LiveState:
             ledger.newest_main(self.connection(), runner_class_of(runner_class)[0])
         )
 
-    def record(self, run: GateRun, results: Results, options: Options) -> list[str]:
-        """Add the published run to the store; a main run with failures judges the blocked checks
-        of the window again. What was done, in lines."""
-        kind = github_runs.origin(
+    def _origin(self, run: GateRun) -> str:
+        """Where the run comes from, by GitHub's facts (github/runs.py: origin)."""
+        return github_runs.origin(
             {
                 "event": run.event,
                 "head_branch": run.head_branch,
@@ -210,6 +219,11 @@ class LiveState:
             self.client.repo,
             github_runs.default_branch(self.client),
         )
+
+    def record(self, run: GateRun, results: Results, options: Options) -> list[str]:
+        """Add the published run to the store; a main run with failures judges the blocked checks
+        of the window again. What was done, in lines."""
+        kind = self._origin(run)
         before = len(self.log)
         try:
             done = sync.add_run(self.connection(), run, results, options.runner_class, kind)

@@ -6,11 +6,13 @@ instead of pointing at a pytest-rocm checkout.
 
 `resolve(value)` turns a setting's value into a file: `pytest_rocm:NAME` is always a shipped map; a
 bare NAME (no `/`, no suffix) is one unless a file of that name is where the value is read (a folder
-never is: inside vLLM's checkout `vllm` is its package folder); anything else is a path.
+never is: inside vLLM's checkout `vllm` is its package folder); anything else is a path. A bare
+name that is neither, close to a shipped one (`vlm`), is refused with the nearest name.
 """
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from pytest_rocm.errors import BadInput
@@ -52,14 +54,31 @@ def resolve(value: str, base: Path | None = None) -> Path:
         found = shipped(name)
         if found is None:
             raise UnknownMapError(
-                f"{value!r} names no map shipped with pytest-rocm; the shipped ones are "
+                f"{value!r} names no map shipped with pytest-rocm"
+                + _nearest(name, PREFIX)
+                + "; the shipped ones are "
                 + ", ".join(f"{PREFIX}{n}" for n in names())
             )
         return found
     path = Path(value)
-    if is_name(value) and not (base / path).is_file() and shipped(value) is not None:
-        return shipped(value)
+    if is_name(value) and not (base / path).is_file():
+        if shipped(value) is not None:
+            return shipped(value)
+        nearest = _nearest(value)
+        if nearest:  # `--map vlm`: a misspelt shipped name, not a file that is missing
+            raise UnknownMapError(
+                f"{value!r} is no file in {base} and names no map shipped with pytest-rocm"
+                + nearest
+                + "; the shipped ones are "
+                + ", ".join(names())
+            )
     return path if path.is_absolute() else base / path
+
+
+def _nearest(name: str, prefix: str = "") -> str:
+    """` (did you mean 'vllm'?)` for a name close to a shipped one (difflib), else nothing."""
+    close = difflib.get_close_matches(name.lower(), names(), n=1, cutoff=0.6)
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
 
 
 __all__ = ["resolve", "names", "shipped", "is_name", "UnknownMapError", "PREFIX"]

@@ -7,7 +7,11 @@ plans reruns of blocking gates as attempts end, records dead workers, replaces a
 device fault poisoned, runs the reruns nothing took during the pass (in this process without xdist
 while no fault poisoned it; else in fresh pytest processes, `fresh`, as many at a time as there are
 workers, with the tests a poisoned process did not run), and at the end writes the manifest and the
-gate report, saying whether the run was complete.
+gate report, saying whether the run was complete. Records a full disk kept from the folder (its own,
+and each xdist worker's, which says so as it ends) make the run `incomplete`, naming the folder and
+its free space: the folder's reserve is freed first, so the end-of-run record and the report fit
+(plugin/report_folder.py), and a report that still cannot be written is said in the terminal, the
+exit status `incomplete`'s, never an INTERNALERROR.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from pytest_rocm.results import health_probe
 from pytest_rocm.results.conclusion import EXIT_BY_CONCLUSION, deselected_gates
 from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY
 from pytest_rocm.results.records import (
+    DISK_FULL,
     RecordWriter,
     collected_specs,
+    free_space,
     last_attempt_records,
     process_records,
     read_records,
@@ -59,6 +65,9 @@ class Controller:
         self.collected: list[str] | None = None
         self.gate_report: dict | None = None
         self.report_paths: list[Path] = []
+        # what a full disk cost the records of each process (results/records.py: disk_full)
+        self.disk_full: list[str] = []
+        self.unwritten: str | None = None  # the report a full disk kept out of the folder
         self.planner: RerunPlanner | None = None
         self.report_folder: ReportFolder | None = None
         # a listing writes nothing
@@ -328,6 +337,9 @@ class Controller:
             self._release()
             return
         folder = self.report_folder.folder
+        full = self._disk_faults()
+        if full:  # the end needs room: the reserve the claim set aside
+            self.report_folder.free_reserve()
         self.write(
             {
                 "kind": "session",
@@ -339,6 +351,7 @@ class Controller:
                     {"nodeid": n, "text": t[-2000:]} for n, t in self.collection_errors.items()
                 ],
                 "collected": self.collected,
+                **({"report_dir_full": full} if full else {}),
             }
         )
         settings = self.context.settings
@@ -383,21 +396,49 @@ class Controller:
                 loaded.problems,
                 self.context.group_of if self.context.group_map else None,
                 settings.signatures,
+                # the end-of-run record says these, where it could be written
+                self._disk_faults(),
             )
         finally:
             gc.enable()
-        self.report_paths = [
-            write_json_atomic(folder / "manifest.json", manifest),
-            # the bytes `rocm-gate verdict` writes from the same records (write_json_atomic)
-            write_text_atomic(
-                folder / "gate-report.json", gate_report_json(self.gate_report) + "\n"
-            ),
-        ]
+        self._write_report(folder, manifest)
         if proposals is not None:
             self.report_paths.append(proposals)
         if settings.exit_by_conclusion:
             session.exitstatus = EXIT_BY_CONCLUSION[self.gate_report["conclusion"]]
         self._release()
+
+    def _disk_faults(self) -> list[str]:
+        """What a full disk cost the records of every process of the run, so far."""
+        own = [w.disk_full() for w in (self._own_writer,) if w is not None]
+        own += [self.recorder.disk_full()] if self.recorder is not None else []
+        return list(dict.fromkeys([*self.disk_full, *(f for f in own if f)]))
+
+    def _write_report(self, folder: Path, manifest: dict) -> None:
+        """The manifest and the gate report; a filesystem that refuses them (full) leaves the run
+        `incomplete`, said in the terminal and the exit status, never an INTERNALERROR."""
+        assert self.gate_report is not None
+        try:
+            self.report_paths = [
+                write_json_atomic(folder / "manifest.json", manifest),
+                # the bytes `rocm-gate verdict` writes from the same records (write_json_atomic)
+                write_text_atomic(
+                    folder / "gate-report.json", gate_report_json(self.gate_report) + "\n"
+                ),
+            ]
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            self.unwritten = (
+                f"{folder}: cannot write the manifest and gate-report.json ({exc.strerror}; "
+                f"{free_space(folder)}): the run concludes incomplete, and its records are all "
+                "there is; free space there and rebuild the report with `rocm-gate verdict "
+                f"{folder}`"
+            )
+            self.gate_report["complete"] = False
+            self.gate_report["incomplete_causes"].append(self.unwritten)
+            self.gate_report["conclusion"] = "incomplete"
+            self.gate_report["conclusion_reason"] = self.unwritten
 
     def _release(self) -> None:
         if self._own_writer is not None:
@@ -459,8 +500,14 @@ class Controller:
         from pytest_rocm.gates import baselines as baselines_mod
 
         path = self.context.settings.paths.from_command_line(target)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(baselines_mod.proposals(records, self.context.platform.keys()[0], manifest))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                baselines_mod.proposals(records, self.context.platform.keys()[0], manifest)
+            )
+        except OSError as exc:  # a full disk, a folder in its place: the run's verdict stands
+            self.notes.append(f"could not write the baseline proposals {path}: {exc}")
+            return None
         return path
 
 

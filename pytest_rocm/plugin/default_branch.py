@@ -44,7 +44,7 @@ import pytest
 from pytest_rocm.plugin import internals, rules
 from pytest_rocm.plugin.option_table import SETTINGS
 
-__all__ = ["PYTEST_SETTINGS", "DefaultBranch", "PytestSetting", "applied"]
+__all__ = ["PYTEST_SETTINGS", "DefaultBranch", "PytestSetting", "applied", "override_warnings"]
 
 
 @dataclass(frozen=True)
@@ -321,3 +321,67 @@ def file_change(root: Path, inipath: Path | None, found: rules.RulesFile) -> lis
             "rules": theirs or f"(none: {found.describe()})",
         }
     ]
+
+
+def _command_line_rules(config: pytest.Config) -> list[tuple[str, object]]:
+    """The options of rules and of recording the run's own command line gives, (dest, value): under
+    `--rocm-rules` neither is read from there."""
+    try:
+        typed = internals.parse_options(config, list(config.invocation_params.args))
+    except pytest.UsageError:
+        return []
+    return [
+        (s.dest, getattr(typed, s.dest, None))
+        for s in SETTINGS
+        if s.dest
+        and s.under_rules in ("rule", "set aside")
+        and getattr(typed, s.dest, None) not in (None, [], False, "")
+    ]
+
+
+def override_warnings(config: pytest.Config, record: dict | None) -> list[str]:
+    """One line per setting of this run that `--rocm-rules` overrides, for the terminal (the check
+    names them too, from `record`: the manifest's `verdict_config.rules`): first each rule or
+    recording option typed on the command line (a maintainer's `--rocm-group-map=vllm` is not the
+    map the run uses), then what the tree under test sets otherwise. Empty without `--rocm-rules`."""
+    branch = applied(config)
+    if branch is None or not isinstance(record, dict):
+        return []
+    where = record.get("from") or branch.file.describe()
+    theirs = rules.rules_values(branch.file.path, branch.options)
+    rows = {s.dest: s for s in SETTINGS if s.dest}
+    lines, named = [], set()
+    for dest, value in _command_line_rules(config):
+        row = rows[dest]
+        if row.rule:
+            key = row.ini or dest
+            if _shown(value) == _shown(theirs.get(key)):
+                continue  # the same either way
+            named.add(key)
+            lines.append(
+                f"{row.flag}={_shown(value)} on the command line is ignored: under --rocm-rules "
+                f"{key} is a rule of the verdict, read only from the default branch's {where}, "
+                f"where it is {_shown(theirs.get(key))}; set it there"
+            )
+        else:
+            named.add(row.flag or dest)
+            lines.append(
+                f"{row.flag} on the command line is ignored: under --rocm-rules a run that records "
+                f"judges nothing ({row.effect})"
+            )
+    for entry in record.get("changed") or []:
+        setting = str(entry.get("setting", ""))
+        if setting.split(" ")[0] in named:
+            continue
+        if entry.get("file"):
+            said = f"{setting}: {entry['file']} ({entry.get('tree')}) in the tree under test"
+        else:
+            said = f"{setting}: {entry.get('tree')} in the tree under test"
+        value = str(entry.get("rules") or where)
+        if value.startswith("(") and value.endswith(")"):
+            value = value[1:-1]
+        lines.append(
+            f"{said} is ignored under --rocm-rules (the default branch's: {value}); it applies "
+            "after merge"
+        )
+    return [f"pytest-rocm: warning: {line}" for line in lines]

@@ -42,6 +42,8 @@ from pytest_rocm.results.reruns import SERVERS_PROPERTY
 from pytest_rocm.results.summary import platform_title, terminal_lines
 
 ANNOTATOR = pytest.StashKey[Annotator]()
+# the key of a worker's `workeroutput` that says what a full disk cost its records
+DISK_FULL_OUTPUT = "rocm_report_dir_full"
 CONTROLLER = pytest.StashKey[Controller]()
 
 
@@ -204,6 +206,11 @@ class RecordingHooks:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.recorder.close()
+        # an xdist worker whose records met a full disk tells the controller (xdist sends
+        # `workeroutput` after every sessionfinish hook): its report names it
+        full = self.recorder.disk_full()
+        if full is not None and hasattr(session.config, "workeroutput"):
+            session.config.workeroutput[DISK_FULL_OUTPUT] = full
 
 
 class WorkerReportHooks:
@@ -263,6 +270,13 @@ class ControllerHooks:
         node.workerinput["rocm_session"] = context.session_id
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """An xdist worker ended: what a full disk cost its records, where it says."""
+        full = (getattr(node, "workeroutput", None) or {}).get(DISK_FULL_OUTPUT)
+        if full:
+            self.controller.disk_full.append(str(full))
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
         """A worker died while running `crashitem`; `report.node` is that worker."""
         self.controller.on_crash(crashitem, report)
@@ -280,11 +294,24 @@ class ControllerHooks:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
         self.controller.finish(session, exitstatus)
 
+    def pytest_report_header(self, config: pytest.Config) -> list[str] | None:
+        """Under `--rocm-rules`, each setting of this run the default branch's overrides, first
+        thing (and again at the end): a maintainer's own terminal says what the check says."""
+        return self._override_warnings() or None
+
+    def _override_warnings(self) -> list[str]:
+        context = self.controller.context
+        if not context.activation.asked:
+            return []
+        return default_branch.override_warnings(context.config, context.settings.rules)
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         controller = self.controller
         config = terminalreporter.config
         if not controller.context.activation.active:
             return
+        for line in self._override_warnings():
+            terminalreporter.write_line(line, yellow=True)
         # nothing ran: show the sorting
         if config.option.collectonly and controller.collected is not None:
             from pytest_rocm.catalog.tree import sort_tree, tree_lines  # only a listing sorts

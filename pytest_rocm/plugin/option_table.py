@@ -39,7 +39,7 @@ NAME = values.Option(values.text, keep=True, what="a name")
 COMMAND = values.Option(values.command, keep=True)
 ARGUMENTS = values.Option(values.arguments, keep=True)
 RERUNS = values.Option(values.count, low=0, high=MOST_RERUNS, unit="reruns", hint="0: none")
-SEED = values.Option(values.count, low=0, high=MOST_SEED, unit="seed")
+SEED = values.Option(values.count, low=0, high=MOST_SEED)
 
 
 @dataclass(frozen=True)

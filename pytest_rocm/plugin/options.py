@@ -348,9 +348,9 @@ def _ini_value(source: Source, name: str, default):
     given = str(source.ini(name)).strip()
     if not given:
         return default
-    [setting] = [s for s in SETTINGS if s.ini == name]
+    [validator] = [s.value for s in SETTINGS if s.ini == name and s.value is not None]
     try:
-        return setting.value.check(given, name)
+        return validator.check(given, name)
     except values.BadValue as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -425,15 +425,12 @@ def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
     table = {}
     for line in lines:
         group, sep, seconds = line.partition("=")
+        if not sep:
+            raise pytest.UsageError(f"rocm_timeouts: {line!r} is not `group=seconds`")
         try:
-            if not sep:
-                raise values.BadValue("no `=`")
             value = values.seconds(seconds, None, high=MOST_TIMEOUT_S, above=True)
         except values.BadValue as exc:
-            raise pytest.UsageError(
-                f"rocm_timeouts: {line!r} is not `group=seconds` with seconds above 0 and at most "
-                f"{MOST_TIMEOUT_S:g} ({exc})"
-            ) from None
+            raise pytest.UsageError(f"rocm_timeouts: {line!r}: {exc}") from None
         if group.strip() not in allowed | {"default"}:
             raise pytest.UsageError(
                 f"rocm_timeouts: unknown group {group.strip()!r}; allowed: default, "

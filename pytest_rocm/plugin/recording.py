@@ -332,6 +332,10 @@ class Recorder:
 
         return hangs.start_timer(item, settings, record, kill_servers)
 
+    def disk_full(self) -> str | None:
+        """What a full disk cost this process's records (`RecordWriter.disk_full`), or None."""
+        return self._writer.disk_full() if self._writer is not None else None
+
     def close(self) -> None:
         if self._writer is not None:
             self.write_unwritten()

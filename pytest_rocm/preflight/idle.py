@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pytest_rocm.hw.skus import VRAM_MB
 from pytest_rocm.preflight.evidence import Finding, Line, Pointer, finding
 
-__all__ = ["Process", "judge_load", "judge_processes", "megabytes", "no_processes"]
+__all__ = ["Process", "judge_load", "judge_node", "judge_processes", "megabytes", "no_processes"]
 
 _MEGABYTES = {
     "B": 1 / 2**20,
@@ -90,9 +90,7 @@ def judge_load(
     return found
 
 
-def _vram(
-    gpu: str, used_pct: float, activity_pct: float | None, limit: float, at
-) -> Finding:
+def _vram(gpu: str, used_pct: float, activity_pct: float | None, limit: float, at) -> Finding:
     """VRAM held: a hung or killed process's memory at no activity, a running process's else."""
     if used_pct <= limit:
         return finding(
@@ -134,38 +132,29 @@ def judge_processes(
     found = []
     for process in processes:
         total = (totals_mb or {}).get(process.gpu) or sku_total
-        of = _size(total) if total else "the largest Instinct GPU's"
+        of = _size(total) if total else f"the largest Instinct GPU's {_size(max(VRAM_MB.values()))}"
         limit_mb = (total or max(VRAM_MB.values())) * vram_limit / 100
         busy = (busy_pct or {}).get(process.gpu)
         held = process.vram_mb or 0
         heavy = held > limit_mb
         running = busy is not None and gfx_limit is not None and busy > gfx_limit
-        share = f" ({held / total * 100:.0f} % of {of})" if total else ""
+        share = f"{held / total * 100:.0f} % of {of}" if total else ""
+        share += (", " if share else "") + f"over {vram_limit:g} % of {of}" if heavy else ""
         figure = (
-            f"holds {_size(held)} of VRAM{share}"
+            f"holds {_size(held)} of VRAM" + (f" ({share})" if share else "")
             if process.vram_mb is not None
             else "holds VRAM the tool does not say"
         )
         activity = f" on a GPU at {busy:g} % GFX activity" if running else ""
-        who = f"GPU {process.gpu}: process {process.pid} ({process.name or '?'})"
-        if heavy or running:
-            why = (
-                f"over {vram_limit:g} % of {of}" if heavy else f"over {gfx_limit:g} % GFX activity"
-            )
-            message = (
-                f"{who} {figure}{activity}, {why}: a job's process left on a node offered for a "
-                f"job; end it (kill {process.pid}) or reset the GPU (amd-smi reset -G)"
-            )
-        else:
-            message = (
-                f"{who} {figure}{activity}: a process on a GPU offered for a job (end it before "
-                "the job starts)"
-            )
+        who = f"GPU {process.gpu}: process {process.pid} ({process.name or '?'}) {figure}{activity}"
         found.append(
             finding(
                 "process.idle",
                 "failed" if heavy or running else "degraded",
-                message,
+                f"{who}: a job's process on a node offered for a job; end it (kill "
+                f"{process.pid}) or reset the GPU (amd-smi reset -G)"
+                if heavy or running
+                else f"{who}: a process on a GPU offered for a job (end it before the job starts)",
                 process.at,
                 value=round(held, 1),
                 threshold=round(limit_mb, 1),
@@ -178,3 +167,21 @@ def no_processes(at: Line | Pointer | None, gpus: int | None = None) -> Finding:
     """The tool listed no process: what an idle node prints."""
     on = f" on {gpus} GPU(s)" if gpus else ""
     return finding("process.idle", "ok", f"no process runs{on}", at)
+
+
+def judge_node(
+    loads: list[tuple], processes: list[Process], limits: dict, totals_mb: dict[str, float]
+) -> list[Finding]:
+    """A tool's view of the whole node (the default view, `monitor --process`): each GPU's load
+    (gpu, VRAM used %, GFX activity %, where) and each process on it. A busy GPU whose process is
+    named is one problem, the process's finding (GPU, process id, figures), not two."""
+    busy = {gpu: activity for gpu, _, activity, _ in loads if activity is not None}
+    found = judge_processes(processes, limits, totals_mb, busy)
+    named = {p.gpu for p, f in zip(processes, found) if f.status == "failed"}
+    for gpu, used_pct, activity, at in loads:
+        found += [
+            item
+            for item in judge_load(gpu, used_pct, activity, limits, at)
+            if not (item.status != "ok" and gpu in named)
+        ]
+    return found

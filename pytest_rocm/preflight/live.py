@@ -29,10 +29,13 @@ def quick_commands(kernel_log_since: str) -> list[tuple[str, list[str]]]:
         ("amd-smi", ["amd-smi", "metric", "--json"]),
         ("amd-smi", ["amd-smi", "bad-pages"]),
         ("amd-smi", ["amd-smi", "topology"]),
-        ("amd-smi", ["amd-smi", "xgmi"]),
+        # not `xgmi`: its LINK METRIC TABLE's bit rate is the GPU's static maximum, judged nowhere;
         # not `xgmi --link-status`: amd-smi before ROCm 6.4 refuses the flag (give its output with
-        # --source amd-smi=FILE where the node has it)
+        # --source amd-smi=FILE where the node has it); not the default view (`amd-smi` alone):
+        # amd-smi before ROCm 6.4 prints its help
         ("amd-smi", ["amd-smi", "firmware"]),
+        # idle means idle: a process left on a GPU (`metric` gives each GPU's activity and VRAM)
+        ("amd-smi", ["amd-smi", "process", "--json"]),
         ("rocm-smi", ["rocm-smi"]),
         ("rocminfo", ["rocminfo"]),
         ("lspci", ["lspci", "-vv", "-d", "1002:"]),
@@ -55,6 +58,7 @@ def run(tool: str, command: list[str], timeout_s: float) -> ToolOutput:
     label = " ".join(command)
     exe = find_tool(command[0], TOOL_FOLDERS)
     if exe is None and tool == "dmesg":  # no systemd journal (containers): the kernel ring buffer
+        # (its `[Sun Oct  6 00:50:49 2024]` stamps are cut like any other: readers/dmesg.py)
         command, exe = ["dmesg", "--ctime"], find_tool("dmesg")
         label = " ".join(command)
     if exe is None:

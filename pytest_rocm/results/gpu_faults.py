@@ -63,7 +63,9 @@ def _entry(number: int, raw: dict) -> Fault:
             f"a status of {' or '.join(STATUSES)}"
         )
     if "test_failure" in read_in and not raw.get("signature"):
-        raise CatalogError(f"{CATALOG_FILE}: {raw['name']}: read in a test's failure, it needs a signature")
+        raise CatalogError(
+            f"{CATALOG_FILE}: {raw['name']}: read in a test's failure, it needs a signature"
+        )
     fault = Fault(
         name=raw["name"],
         pattern=raw["pattern"],
@@ -78,7 +80,9 @@ def _entry(number: int, raw: dict) -> Fault:
     )
     try:
         if not fault.compiled.search(fault.example):
-            raise CatalogError(f"{CATALOG_FILE}: {fault.name}: its example does not match its pattern")
+            raise CatalogError(
+                f"{CATALOG_FILE}: {fault.name}: its example does not match its pattern"
+            )
     except re.error as exc:
         raise CatalogError(f"{CATALOG_FILE}: {fault.name}: bad pattern ({exc})") from None
     return fault

@@ -18,7 +18,16 @@ process is killed, so the readers still name the test it was running. A plain
 pass's line is read without a JSON parser (its fixed fields matched), into the
 record json.loads makes of it. Records of schema `record/1` (a record per
 phase) and `record/2` (a plain pass's setup, then its call and teardown as one
-record, `when: "call+teardown"`) are read the same way.
+record, `when: "call+teardown"`) are read the same way; a record of a newer
+format than this reads is named by its version (`newer_formats`), never taken
+for a run that did not finish.
+
+A full disk loses nothing written before it: a write the filesystem refuses for
+space (ENOSPC, EDQUOT) is not an error of the test that wrote it; the writer
+keeps what it had, counts what it could not write and says where and how much
+space was left (`RecordWriter.full`), and the run concludes `incomplete` naming
+it (the controller: plugin/controller.py). A line cut short by the full disk is
+ended before the next one, so it costs that one record only.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import math
 import mmap
 import os
 import re
+import shutil
 import stat
 import struct
 import time
@@ -54,16 +64,48 @@ FAILURE_HEAD_CHARS = 4000
 OUTPUT_TAIL_CHARS = 4000
 
 
+# what a filesystem answers a write it has no room for: no space, or the user's quota
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def free_space(folder: Path) -> str:
+    """How much room the filesystem of `folder` has left, as a message says it."""
+    try:
+        usage = shutil.disk_usage(folder)
+    except OSError:
+        return "its free space unknown"
+    return f"{_size(usage.free)} free of {_size(usage.total)}"
+
+
+def _size(count: float) -> str:
+    unit = "bytes"
+    for larger in ("KiB", "MiB", "GiB", "TiB"):
+        if count < 1024:
+            break
+        count, unit = count / 1024, larger
+    return f"{count:.0f} bytes" if unit == "bytes" else f"{count:.1f} {unit}"
+
+
 class RecordWriter:
     def __init__(self, directory: Path, worker: str):
-        directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"records-{worker}.jsonl"
         self.worker = worker
-        # One os.write per record on an O_APPEND descriptor: the line reaches the OS before the
-        # next test starts, with no Python-level buffer that a dying process would lose.
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # What the full disk cost (`disk_full`): None while every record was written.
+        self.full: str | None = None
+        self.lost = 0  # records the filesystem had no room for
+        self._cut = False  # the last line was cut short by the full disk: end it first
         self._common = "," + json.dumps({"schema": RECORD_SCHEMA, "worker": worker})[1:-1]
         self._running: RunningSlot | None = None  # made when a test first waits in it
+        # One os.write per record on an O_APPEND descriptor: the line reaches the OS before the
+        # next test starts, with no Python-level buffer that a dying process would lose.
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            self._fd = -1
+            self._disk_full(exc)
 
     def write(self, record: dict, encoded_extra: str = "", t: float | None = None) -> None:
         """Append one record. `encoded_extra` is fields already encoded as JSON (',"k":v,...'): a
@@ -78,7 +120,7 @@ class RecordWriter:
     ) -> None:
         """A phase that passed with nothing else to say; `t` is when pytest reported it."""
         line = phase_line(encoded_nodeid, when, duration, t, self._common, encoded_extra)
-        os.write(self._fd, line.encode())
+        self._write(line.encode())
 
     def write_plain_pass(
         self,
@@ -91,11 +133,10 @@ class RecordWriter:
     ) -> None:
         """The one record of a test whose setup, call and teardown each passed with nothing to add;
         `t` is its setup's, as in the setup's own record (the readers order tests by it)."""
-        os.write(
-            self._fd,
+        self._write(
             _PLAIN_TEXT(
                 encoded_nodeid, setup, call, teardown, t, self._common + encoded_extra
-            ).encode(),
+            ).encode()
         )
 
     def set_running(
@@ -103,12 +144,53 @@ class RecordWriter:
     ) -> None:
         """The setup record (as `write_phase` would write it) of the test this process now runs,
         not written yet: it names the test if the process dies."""
-        if self._running is None:
-            self._running = RunningSlot(running_path(self.path), self._common)
-        self._running.set(encoded_nodeid.encode(), encoded_extra.encode(), duration, t)
+        try:
+            if self._running is None:
+                self._running = RunningSlot(running_path(self.path), self._common)
+            self._running.set(encoded_nodeid.encode(), encoded_extra.encode(), duration, t)
+        except OSError as exc:  # no room to grow the slot: the test's record is still written
+            if exc.errno not in DISK_FULL:
+                raise
+            self._disk_full(exc)
 
     def write_encoded(self, line: str) -> None:
-        os.write(self._fd, line.encode("utf-8"))
+        self._write(line.encode("utf-8"))
+
+    def _write(self, data: bytes) -> None:
+        """Append one record whole, or count it lost where the filesystem has no room (a line cut
+        short is ended before the next, which a reader then names and skips)."""
+        if self._fd < 0:
+            self.lost += 1
+            return
+        if self._cut:
+            data = b"\n" + data
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            self._cut = written > 0 or self._cut
+            self.lost += 1
+            self._disk_full(exc)
+            return
+        self._cut = False
+
+    def _disk_full(self, exc: OSError) -> None:
+        if self.full is None:
+            folder = self.path.parent
+            self.full = (
+                f"{folder} ran out of space ({exc.strerror}; {free_space(folder)}) writing "
+                f"{self.path.name}"
+            )
+
+    def disk_full(self) -> str | None:
+        """What the full disk cost this process, for the run's report; None where nothing was
+        lost."""
+        if self.full is None:
+            return None
+        return f"{self.full}: {self.lost} record(s) of this process lost"
 
     def close(self) -> None:
         """At the process's normal end: every record is written, no test is running."""
@@ -180,7 +262,14 @@ class RunningSlot:
             self._map[0] = 0
             self._map.close()
         length = max(SLOT_BYTES, 1 << size.bit_length())
-        os.ftruncate(self._fd, length)
+        # its pages allocated now: a store into a mapped page a full filesystem cannot back kills
+        # the process (SIGBUS), where this raises ENOSPC
+        try:
+            os.posix_fallocate(self._fd, 0, length)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.ftruncate(self._fd, length)
         memory = self._map = mmap.mmap(self._fd, length)
         memory[_TEXT_AT : self._text_at] = self._common  # the process's fields never change
         return memory
@@ -481,10 +570,32 @@ RUN_KINDS = ("preflight", "server", "collection", "session")
 KINDS = ("probe", "deferred", *RUN_KINDS)
 
 
+_NEWER = re.compile(r"pytest-rocm/record/([0-9]{1,6})")
+# how a record of a newer format is named in a problem (`newer_formats` finds it there)
+_NEWER_PROBLEM = re.compile(r"a record of (pytest-rocm/record/[0-9]+), a newer format")
+
+
+def _newer(schema_name) -> str | None:
+    """`schema_name` where it is a record format newer than this reads, else None."""
+    found = _NEWER.fullmatch(schema_name) if isinstance(schema_name, str) else None
+    return schema_name if found and int(found[1]) > int(RECORD_SCHEMA.rsplit("/", 1)[1]) else None
+
+
+def newer_formats(problems: list[str]) -> list[str]:
+    """The newer record formats `problems` (a read's) name, each once, in order."""
+    return list(dict.fromkeys(m[1] for p in problems if (m := _NEWER_PROBLEM.search(p))))
+
+
 def record_problem(record) -> str | None:
     """Why a parsed line is not a record the report can use, or None (the checks are those of
     schemas/record.schema.json, written out: they run for every line of every run)."""
     if not isinstance(record, dict) or record.get("schema") not in READ_SCHEMAS:
+        newer = _newer(record.get("schema")) if isinstance(record, dict) else None
+        if newer is not None:
+            return (
+                f"a record of {newer}, a newer format than this pytest-rocm reads (up to "
+                f"{RECORD_SCHEMA}): read the run with the pytest-rocm that wrote it, or a newer one"
+            )
         return f"not a {RECORD_SCHEMA} record"
     if not isinstance(record.get("nodeid"), str):
         return "no `nodeid` string"

@@ -40,7 +40,9 @@ from pytest_rocm.results.poisoning import (
 from pytest_rocm.results.records import (
     CALL_TEARDOWN,
     PLAIN_PASS,
+    RECORD_SCHEMA,
     RUN_KINDS,
+    newer_formats,
     phase_seconds,
     split_attempts,
     starts_attempt,
@@ -448,8 +450,15 @@ def frameworks_against_reference(records: list[dict]) -> list[dict]:
 
 
 def build_gate_report(
-    records: list[dict], manifest: dict, problems: list[str], group_of=None, signatures=None
+    records: list[dict],
+    manifest: dict,
+    problems: list[str],
+    group_of=None,
+    signatures=None,
+    disk_full: tuple[str, ...] | list[str] = (),
 ) -> dict:
+    """The gate report of a run's records. `disk_full`: what a full disk kept from the records
+    (plugin/controller.py) that the end-of-run record could not say."""
     signatures = signatures if signatures is not None else build_signatures()
     # one each (servers: the manifest)
     run_records = {r["kind"]: r for r in records if r.get("kind") in RUN_KINDS}
@@ -470,6 +479,7 @@ def build_gate_report(
         signatures,
         list(dict.fromkeys(n for fault in poisoned for n in fault["moved"] if n not in tests)),
     )
+    _records_lost(run, session, problems, disk_full)
     verdict, why = conclusion(tests, run, manifest.get("runner"), preflight)
     return {
         "schema": GATE_REPORT_SCHEMA,
@@ -488,6 +498,41 @@ def build_gate_report(
         "record_problems": problems,
         "manifest": manifest,
     }
+
+
+# how results/conclusion.py names a run with no end-of-run record (the controller killed)
+_NO_SESSION = "the run did not finish: no end-of-run record"
+
+
+def _records_lost(run: dict, session: dict | None, problems: list[str], disk_full) -> None:
+    """Records the run wrote that are not here make it incomplete, named: records of a newer format
+    than this reads (their version named, never taken for a killed controller: its end-of-run
+    record is one of them), and records a full disk kept from the folder (the end-of-run record's
+    `report_dir_full`, and `disk_full`: what the controller knows of that it could not write)."""
+    causes = []
+    newer = newer_formats(problems)
+    if newer:
+        causes.append(
+            f"records of a newer format ({', '.join(newer)}) than this pytest-rocm reads (up to "
+            f"{RECORD_SCHEMA}) were left out: rebuild the verdict with the pytest-rocm that wrote "
+            "them, or a newer one"
+        )
+        if session is None:
+            run["incomplete_causes"] = [
+                c for c in run["incomplete_causes"] if not c.startswith(_NO_SESSION)
+            ]
+    said = (session or {}).get("report_dir_full")
+    full = [*(said if isinstance(said, list) else [said] if said else []), *disk_full]
+    if full:
+        causes.append(
+            "the report folder ran out of space, so records of the run are missing (an "
+            "infrastructure fault, not the change's): "
+            + "; ".join(dict.fromkeys(str(f) for f in full))
+            + "; free space there, or give --rocm-report-dir a folder on a larger disk"
+        )
+    if causes:
+        run["incomplete_causes"] = causes + run["incomplete_causes"]
+        run["complete"] = False
 
 
 def gate_report_json(report: dict) -> str:

@@ -187,9 +187,7 @@ def imported(rootdir: Path) -> dict:
     for name in holds:
         entry = found.get(name)
         if entry is not None and not _own_code(entry["path"], str(top_path)):
-            entry["files"] = _compared(
-                name, Path(entry["path"]), top_path, FRAMEWORKS[name][1]
-            )
+            entry["files"] = _compared(name, Path(entry["path"]), top_path, FRAMEWORKS[name][1])
     return found
 
 
@@ -222,9 +220,7 @@ def mismatch(found: dict | None) -> str | None:
         why = _why_not_the_checkout(entry, top, commit, describe)
         if why is None:
             continue
-        where = f"{top} at {commit[:12]}" + (
-            f", {describe}" if _tag(describe, commit) else ""
-        )
+        where = f"{top} at {commit[:12]}" + (f", {describe}" if _tag(describe, commit) else "")
         return (
             f"set-up problem: the tests imported the installed {build_name(label, entry)}, not the "
             f"checkout under test ({where}): {why}; {FIX}"
@@ -263,8 +259,9 @@ def _built_commit(entry: dict) -> str | None:
         if built is not None:
             return built.group(1)
     named = entry.get("commit_id")
-    if isinstance(named, str) and _COMMIT_ID.match(named):
-        return _COMMIT_ID.match(named).group(1)
+    found = _COMMIT_ID.match(named) if isinstance(named, str) else None
+    if found is not None:
+        return found.group(1)
     direct = entry.get("direct_url")
     if isinstance(direct, dict) and isinstance(direct.get("commit"), str):
         found = _COMMIT_ID.match(direct["commit"])
@@ -284,9 +281,7 @@ def _editable_here(entry: dict, top: str) -> bool:
     return PurePath(unquote(urlparse(url).path)) == PurePath(top)
 
 
-def _why_not_the_checkout(
-    entry: dict, top: str, commit: str, describe: str | None
-) -> str | None:
+def _why_not_the_checkout(entry: dict, top: str, commit: str, describe: str | None) -> str | None:
     """Why one imported framework is not the checkout's code, or None (it is, or nothing tells)."""
     if _own_code(entry["path"], top) or _editable_here(entry, top):
         return None

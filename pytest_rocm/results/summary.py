@@ -29,8 +29,9 @@ COLUMNS = (
 )
 
 
-
-def group_table(groups: dict[str, dict[str, int]], tests: dict[str, dict] | None = None) -> list[str]:
+def group_table(
+    groups: dict[str, dict[str, int]], tests: dict[str, dict] | None = None
+) -> list[str]:
     """The per-group table: each group's gates and blocking gates (from `tests`, where given), then
     only the columns some group has a count in (a column of zeros says nothing), and the total."""
     marked: dict[str, list[int]] = {group: [0, 0] for group in groups}

@@ -129,7 +129,7 @@ def number(
     if isinstance(text, bool):
         raise BadValue(f"{_where(name)}{text!r} is not a number; give {unit} {allowed}")
     if isinstance(text, (int, float)):
-        value = float(text)
+        value = float(text) if not isinstance(text, int) or abs(text) < 10**300 else math.inf
     else:
         given = str(text).strip()
         if not given:
@@ -247,7 +247,7 @@ def text(value, name: str | None = None, *, what: str = "a value") -> str:
     """Any text but the empty one, and no NUL character (no path or name holds one)."""
     given = str(value)
     if not given.strip():
-        raise BadValue(f"{_where(name)}empty; give {what}, or leave the setting out")
+        raise BadValue(f"{_where(name)}empty; give {what}")
     if "\x00" in given:
         raise BadValue(f"{_where(name)}{_shown(value)} holds a NUL character; give {what}")
     return given

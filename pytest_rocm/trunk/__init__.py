@@ -3,7 +3,8 @@ against it.
 
 - `state`: from history's main runs of one SKU (read through history/queries.py) (results/manifest.py: origin_kind), per test: its state now,
   the main commit it has failed since, the last green commit before it, the suspect commits between them,
-  flips, time red, and whether it is flaky (pass and fail on the same commit and SKU). Written as a small
+  flips, time red, whether it is flaky (history/flakes.py: a pass and a fail on one commit, or failures on
+  alternate commits), and whether main still runs it (a gone id; a moved file's test continues). Written as a small
   `pytest-rocm/trunk/1` file by `rocm-gate history trunk`, read by publish;
 - `judgement`: the one decision (failures compared by results/fingerprint.py): each failure's class, each passing test's, the check's conclusion (the
   README's "Conclusions" table), trunk health's cell;

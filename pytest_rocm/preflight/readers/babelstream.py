@@ -14,8 +14,9 @@ tests/data/samples/preflight/babelstream, and RVS's babel module in rvs.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding, no_floor, number
+from pytest_rocm.preflight.evidence import Finding, Line, Reading, finding, no_floor, number
 from pytest_rocm.preflight.relative import below_peers, falls
 
 _TABLE_HEADER = re.compile(r"^Function\s+MBytes/sec\b")
@@ -49,53 +50,13 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
         elif tables and (match := _ROW.match(text)):
             reading.understood += 1
-            function, value = match.group(1), number(match.group(2))
-            floor = limits.get(FLOORS.get(function, ""))
+            function, value = match.group(1), number(match.group(2)) or 0.0
             if function not in FLOORS:
                 continue
             measured[function].append((value, line))
-            if value <= 0:
-                reading.add(
-                    finding(
-                        f"babelstream.{function.lower()}",
-                        "failed",
-                        f"{function} measured 0 MB/s: the kernel did not run",
-                        line,
-                        value=value,
-                    )
-                )
-            elif floor is None:
-                reading.add(
-                    finding(
-                        f"babelstream.{function.lower()}",
-                        "ok",
-                        f"{function} measured; " + no_floor(limits, RELATIVE_CHECKS),
-                        line,
-                        value=value,
-                    )
-                )
-            elif value < floor:
-                reading.add(
-                    finding(
-                        f"babelstream.{function.lower()}",
-                        "failed",
-                        f"{function} {value:,.0f} MB/s is below {floor:,.0f} MB/s (HBM bandwidth)",
-                        line,
-                        value=value,
-                        threshold=floor,
-                    )
-                )
-            else:
-                reading.add(
-                    finding(
-                        f"babelstream.{function.lower()}",
-                        "ok",
-                        f"{function} at least {floor:,.0f} MB/s",
-                        line,
-                        value=value,
-                        threshold=floor,
-                    )
-                )
+            reading.add(
+                judge_floor(function, value, limits, f"babelstream.{function.lower()}", line)
+            )
         elif text.startswith("Validation failed") or "error" in text.lower():
             reading.understood += 1
             reading.add(
@@ -125,42 +86,81 @@ def read(lines: list[Line], limits: dict) -> Reading:
 
 def _judge_peers(reading: Reading, measured: dict, limits: dict) -> None:
     """One table per GPU (an MPI run): each GPU's figure against the median of the others."""
-    degraded, failed = limits.get("peer_degraded_pct"), limits.get("peer_failed_pct")
-    if degraded is None or failed is None:
-        return
     for function, rows in measured.items():
-        if len(rows) < 2:
-            continue
-        slow_ones = below_peers(dict(enumerate(value for value, _ in rows)), degraded, failed)
-        if max(value for value, _ in rows) <= 0:
-            reading.add(
-                finding(
-                    f"babelstream.{function.lower()}_peers",
-                    "failed",
-                    f"{function} of every GPU is 0 MB/s: the kernels did not run",
-                    rows[-1][1],
-                )
+        by_table = {f"table {index + 1} of {len(rows)}": row for index, row in enumerate(rows)}
+        for item in judge_hbm_peers(
+            by_table, function, limits, f"babelstream.{function.lower()}_peers", str
+        ):
+            reading.add(item)
+
+
+def judge_floor(function: str, value: float, limits: dict, check: str, at) -> Finding:
+    """One GPU's Copy or Triad against the SKU's HBM floor (BabelStream's, from AMD's acceptance
+    guide); a SKU without one is judged by the peer rule only."""
+    floor = limits.get(FLOORS[function])
+    if value <= 0:
+        return finding(
+            check, "failed", f"{function} measured 0 MB/s: the kernel did not run", at, value=value
+        )
+    if floor is None:
+        return finding(
+            check,
+            "ok",
+            f"{function} measured; " + no_floor(limits, RELATIVE_CHECKS),
+            at,
+            value=value,
+        )
+    if value < floor:
+        return finding(
+            check,
+            "failed",
+            f"{function} {value:,.0f} MB/s is below {floor:,.0f} MB/s (HBM bandwidth)",
+            at,
+            value=value,
+            threshold=floor,
+        )
+    return finding(
+        check, "ok", f"{function} at least {floor:,.0f} MB/s", at, value=value, threshold=floor
+    )
+
+
+def judge_hbm_peers(
+    rows: dict, function: str, limits: dict, check: str, describe: Callable[[object], str]
+) -> list[Finding]:
+    """Each GPU's Copy or Triad (key -> (MB/s, where)) against the median of the others: more than
+    `peer_degraded_pct` / `peer_failed_pct` below is degraded / failed (that GPU's HBM is slow).
+    Read by BabelStream's MPI tables and RVS's babel module alike."""
+    degraded, failed = limits.get("peer_degraded_pct"), limits.get("peer_failed_pct")
+    if degraded is None or failed is None or len(rows) < 2:
+        return []
+    last = list(rows.values())[-1][1]
+    if max(value for value, _ in rows.values()) <= 0:
+        return [
+            finding(
+                check, "failed", f"{function} of every GPU is 0 MB/s: the kernels did not run", last
             )
-        elif not slow_ones:
-            reading.add(
-                finding(
-                    f"babelstream.{function.lower()}_peers",
-                    "ok",
-                    f"{function} of each of {len(rows)} GPUs within {degraded:g} % of the others",
-                    rows[-1][1],
-                )
+        ]
+    slow_ones = below_peers({key: value for key, (value, _) in rows.items()}, degraded, failed)
+    if not slow_ones:
+        return [
+            finding(
+                check,
+                "ok",
+                f"{function} of each of {len(rows)} GPUs within {degraded:g} % of the others",
+                last,
             )
-        for slow in slow_ones:
-            reading.add(
-                finding(
-                    f"babelstream.{function.lower()}_peers",
-                    slow.status,
-                    f"{function} of table {slow.key + 1} of {len(rows)}: {slow.value:,.0f} MB/s, {slow.below_pct:.0f} % "
-                    f"below the other GPUs' median ({slow.peers_median:,.0f} MB/s): that GPU's HBM is slow",
-                    rows[slow.key][1],
-                    value=slow.value,
-                )
-            )
+        ]
+    return [
+        finding(
+            check,
+            slow.status,
+            f"{function} of {describe(slow.key)}: {slow.value:,.0f} MB/s, {slow.below_pct:.0f} % "
+            f"below the other GPUs' median ({slow.peers_median:,.0f} MB/s): that GPU's HBM is slow",
+            rows[slow.key][1],
+            value=slow.value,
+        )
+        for slow in slow_ones
+    ]
 
 
 def _judge_sizes(reading: Reading, sizes: list[float], measured: dict, limits: dict) -> None:

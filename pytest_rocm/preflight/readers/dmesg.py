@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_rocm.preflight.evidence import Finding, Line, Reading, finding
+from pytest_rocm.preflight.evidence import Finding, Line, Reading, finding, last_line
 from pytest_rocm.results.gpu_faults import kernel_rules
 
 _DEVICE = re.compile(r"amdgpu (\w{4}:\w{2}:\w{2}\.\w)")
@@ -136,7 +136,10 @@ def read(lines: list[Line], limits: dict) -> Reading:
             continue
         ring = _rule(reading, line, text, bool(stamp))
     if not reading.findings:
-        reading.add(finding("dmesg.clean", "ok", "no amdgpu error in the kernel log"))
+        # quoting the last line: read to the end, nothing found
+        reading.add(
+            finding("dmesg.clean", "ok", "no amdgpu error in the kernel log", last_line(lines))
+        )
     return reading
 
 

@@ -14,8 +14,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding, last_line, no_floor, number
-from pytest_rocm.preflight.relative import falls
+from pytest_rocm.preflight.evidence import (
+    Finding,
+    Line,
+    Reading,
+    finding,
+    last_line,
+    no_floor,
+    number,
+)
+from pytest_rocm.preflight.relative import below_peers, falls
 
 _DEVICE = re.compile(
     r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s"
@@ -152,6 +160,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
         return reading
     _judge_rows(reading, sweep.rows, limits)
     _judge_sweep(reading, sweep.rows, limits)
+    _judge_plateaus(reading, sweep.rows, limits)
     _judge_largest(reading, sweep, limits)
     return reading
 
@@ -323,22 +332,11 @@ def _judge_sweep(reading: Reading, rows, limits: dict) -> None:
     if max_fall is None:
         return
     found, compared = False, 0
-    for column, placement in enumerate(("out-of-place", "in-place")):
-        points = [
-            (line, number(row["size"][0]) or 0, bandwidth)
-            for line, row in rows
-            if len(row["busbw"]) > column
-            and (bandwidth := number(row["busbw"][column])) is not None
-        ]
+    for placement, points in _placements(rows):
         if len(points) < 2:
             continue
         compared = max(compared, len(points))
-        sweeps = [[points[0]]]
-        for point in points[1:]:
-            if point[1] <= sweeps[-1][-1][1]:
-                sweeps.append([])
-            sweeps[-1].append(point)
-        for sweep in sweeps:
+        for sweep in _sweeps(points):
             found |= _judge_one_sweep(reading, sweep, max_fall, placement)
     if compared and not found:
         reading.add(
@@ -389,3 +387,93 @@ def _judge_one_sweep(reading: Reading, points: list, max_fall: float, placement:
             )
         )
     return True
+
+
+def _placements(rows):
+    """(placement, [(line, size, bus bandwidth)]) for out-of-place and in-place, in file order."""
+    for column, placement in enumerate(("out-of-place", "in-place")):
+        yield (
+            placement,
+            [
+                (line, number(row["size"][0]) or 0, bandwidth)
+                for line, row in rows
+                if len(row["busbw"]) > column
+                and (bandwidth := number(row["busbw"][column])) is not None
+            ],
+        )
+
+
+def _sweeps(points: list) -> list[list]:
+    """A file may hold several sweeps (runs or collectives one after another): a size that is not
+    larger than the one before starts a new one."""
+    sweeps = [[points[0]]] if points else []
+    for point in points[1:]:
+        if point[1] <= sweeps[-1][-1][1]:
+            sweeps.append([])
+        sweeps[-1].append(point)
+    return sweeps
+
+
+def judge_plateau(
+    points: list[tuple], from_bytes: float, degraded_pct: float, failed_pct: float, placement: str
+) -> list:
+    """One sweep's sizes on its plateau (from `from_bytes` up; (line, size, GB/s) each): a size
+    more than `degraded_pct` below the median of the plateau's other sizes is degraded, more than
+    `failed_pct` below failed (a link or GPU that stalls at that size). Healthy plateaus differ by
+    under 1.1 % on one node, 4.1 % on two; the fall rule (`falls`) cannot see a single size at 30 %
+    of its neighbours, its limit being set by an algorithm switch below the plateau
+    (thresholds.toml: rccl_plateau_failed_pct). An ok finding where the plateau has two sizes or
+    more and none is below."""
+    plateau = {size: (bandwidth, line) for line, size, bandwidth in points if size >= from_bytes}
+    if len(plateau) < 2:
+        return []
+    slow = below_peers(
+        {size: value for size, (value, _) in plateau.items()}, degraded_pct, failed_pct
+    )
+    shown = f"{size_text(from_bytes)} up, {len(plateau)} sizes"
+    if not slow:
+        last = max(plateau)
+        return [
+            finding(
+                "rccl.plateau",
+                "ok",
+                f"bus bandwidth on the plateau ({shown}) within {degraded_pct:g} % of its other sizes",
+                plateau[last][1],
+            )
+        ]
+    return [
+        finding(
+            "rccl.plateau",
+            peer.status,
+            f"bus bandwidth at {size_text(peer.key)}: {peer.value:g} GB/s, {peer.below_pct:.0f} % below "
+            f"the median of the plateau's other sizes ({peer.peers_median:g} GB/s; {shown}) "
+            f"({placement}): a link or GPU that stalls at that size",
+            plateau[peer.key][1],
+            value=peer.value,
+            threshold=round(peer.peers_median * (1 - failed_pct / 100), 2),
+        )
+        for peer in slow
+    ]
+
+
+def _judge_plateaus(reading: Reading, rows, limits: dict) -> None:
+    """Each sweep's plateau, out-of-place and in-place each (`judge_plateau`). A degraded size the
+    out-of-place/in-place dip already names (`rccl.dip`, same line) is that dip, not a second
+    problem."""
+    degraded, failed = limits.get("peer_degraded_pct"), limits.get("rccl_plateau_failed_pct")
+    if degraded is None or failed is None:
+        return
+    large = limits.get("rccl_large_message_bytes", GIB)
+    dips = {f.line for f in reading.findings if f.check == "rccl.dip"}
+    slow: dict[tuple, Finding] = {}  # (line, status) -> the finding: one per size
+    for placement, points in _placements(rows):
+        for sweep in _sweeps(points):
+            for item in judge_plateau(sweep, large, degraded, failed, placement):
+                if item.status == "degraded" and item.line in dips:
+                    continue
+                if item.status != "ok" and (earlier := slow.get((item.line, item.status))):
+                    # both placements of one size: one problem, both figures named
+                    earlier.message += f"; {placement} too, {item.value:g} GB/s"
+                    continue
+                slow[(item.line, item.status)] = item
+                reading.add(item)

@@ -1,6 +1,6 @@
 """`rocm-smi` (concise table, `--showtopo`, `--showmeminfo vram`, `--showuse`, `--showmemuse`, and
-those as `--json`): temperatures and power against limits, VRAM held by idle GPUs, and GPU-to-GPU
-link types.
+those as `--json`): temperatures and power against limits, VRAM held and GFX activity of GPUs that
+must be idle (preflight/idle.py), and GPU-to-GPU link types.
 
 The concise table's columns have changed across ROCm versions and hold spaces inside cells
 ("0x74a2,   1017", "NPS1, SPX, 0"), so values are found by their units rather than by position:
@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import re
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding, number
+from pytest_rocm.preflight.evidence import Line, Pointer, Reading, finding, json_pointer, number
+from pytest_rocm.preflight.idle import judge_load
 from pytest_rocm.preflight.readers.matrix import link_type_findings
 
 # `°` read from a Latin-1 terminal's capture is U+FFFD (the file is decoded as UTF-8 with
@@ -83,7 +84,14 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.unread.append(line)
     _judge_memory(reading, memory, limits)
     link_type_findings(reading, lines)
-    if not reading.findings:
+    if not reading.findings and reading.understood:
+        # rocm-smi's, of a command no rule reads (--showproductname, --showdriverversion): not
+        # judged, its layer not proven, never failed
+        reading.not_judged = (
+            "nothing in this rocm-smi output is judged here: give rocm-smi (the concise table), "
+            "--showtopo, --showmeminfo vram, --showuse or --showmemuse (text or --json)"
+        )
+    elif not reading.findings:
         reading.add(
             finding(
                 "rocm_smi.nothing",
@@ -106,7 +114,7 @@ def _judge_row(reading: Reading, line: Line, text: str, vram_columns: bool, limi
     if len(watts) >= 2:
         judge_power(reading, line, gpu, watts[0], watts[-1])
     vram, activity = (_percent(cell) for cell in text.split()[-2:])
-    if vram_columns and vram is not None:
+    if vram_columns and (vram is not None or activity is not None):
         judge_idle_vram(reading, line, gpu, vram, activity, limits)
 
 
@@ -122,6 +130,8 @@ def _judge_memory(reading: Reading, memory: dict[str, dict], limits: dict) -> No
             judge_idle_vram(
                 reading, values["percent"][1], gpu, values["percent"][0], activity, limits
             )
+        elif activity is not None:  # --showuse alone
+            judge_idle_vram(reading, values["activity"][1], gpu, None, activity, limits)
 
 
 def judge_temperature(
@@ -178,7 +188,8 @@ def _read_json(reading: Reading, lines: list[Line], memory: dict) -> bool:
         for key, name in JSON_KEYS.items():
             value = number(str(fields.get(key))) if isinstance(fields, dict) else None
             if value is not None:
-                memory.setdefault(gpu, {})[name] = (value, None)
+                at = Pointer(json_pointer((card, key)), f"{key}: {fields[key]}")
+                memory.setdefault(gpu, {})[name] = (value, at)
     return True
 
 
@@ -190,51 +201,14 @@ def _percent(cell: str) -> float | None:
 
 def judge_idle_vram(
     reading: Reading,
-    line: Line | None,
+    line: Line | Pointer | None,
     gpu: str,
-    used_pct: float,
+    used_pct: float | None,
     activity_pct: float | None,
     limits: dict,
 ) -> None:
     """A node offered for a job has no job on it: a GPU holding VRAM is a process that hung or was
-    killed without freeing it (0 % activity), or one still running; either way the next job cannot
-    have the memory it plans for."""
-    limit = limits.get("idle_vram_max_pct")
-    if limit is None:
-        return
-    if used_pct <= limit:
-        reading.add(
-            finding(
-                "vram.idle",
-                "ok",
-                f"no GPU holds more than {limit:g} % of its VRAM",
-                line,
-                value=round(used_pct, 1),
-                threshold=limit,
-            )
-        )
-    elif not activity_pct:
-        activity = "at 0 % activity" if activity_pct == 0 else "(no activity figure)"
-        reading.add(
-            finding(
-                "vram.idle",
-                "failed",
-                f"GPU {gpu} holds {used_pct:.0f} % of its VRAM {activity}: memory "
-                "left by a hung or killed process; reset the GPU (amd-smi reset -G)",
-                line,
-                value=round(used_pct, 1),
-                threshold=limit,
-            )
-        )
-    else:
-        reading.add(
-            finding(
-                "vram.idle",
-                "failed",
-                f"GPU {gpu} holds {used_pct:.0f} % of its VRAM at {activity_pct:g} % "
-                "activity: a process still runs on a node offered for a job",
-                line,
-                value=round(used_pct, 1),
-                threshold=limit,
-            )
-        )
+    killed without freeing it (0 % activity), or one still running; a busy GPU runs someone's
+    kernels; either way the next job cannot have what it plans for (preflight/idle.py)."""
+    for item in judge_load(gpu, used_pct, activity_pct, limits, line):
+        reading.add(item)

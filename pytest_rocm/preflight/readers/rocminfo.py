@@ -4,8 +4,8 @@
 Reads any ROCm 6-7 rocminfo (captures: tests/data/samples/rocminfo). Judged (`judge_agents`): each
 GPU agent's compute units against its peers' (an agent with fewer has CUs disabled: a harvested or
 failing GPU) and against the SKU's whole count and its partitions (MI300X: 304, 152, 76 or 38; no
-field names the partition mode, the CU count shows it), and, where the runner's GPU count is given
-(`--expect-gpus`), how many agents the node lists.
+field names the partition mode, the CU count shows it), and how many agents the node lists against
+the runner's GPU count (`--expect-gpus`), else the SKU's node size (`gpus` in thresholds.toml).
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ import re
 
 from pytest_rocm.hw.parsers import UnexpectedOutput
 from pytest_rocm.hw.parsers.rocminfo import parse
-from pytest_rocm.hw.skus import (
-    LOGICAL_GPUS_PER_PARTITION_MODE,
-    WHOLE_GPU_COMPUTE_UNITS,
-    partition_from_compute_units,
-)
+from pytest_rocm.hw.skus import WHOLE_GPU_COMPUTE_UNITS, partition_from_compute_units
 from pytest_rocm.preflight.evidence import Line, Reading, finding
+from pytest_rocm.preflight.inventory import judge_compute_units, judge_gpu_count
 from pytest_rocm.preflight.relative import most_common
 
 _DEVICE_TYPE = re.compile(r"^\s*Device Type:\s*(\w+)")
@@ -38,7 +35,9 @@ def read(lines: list[Line], limits: dict) -> Reading:
     if not agents:
         reading.not_judged = "rocminfo lists no GPU agent: give its output on the GPU node"
         return reading
-    for item in judge_agents(agents, limits.get("sku"), limits.get("expect_gpus")):
+    for item in judge_agents(
+        agents, limits.get("sku"), limits.get("expect_gpus"), limits.get("gpus")
+    ):
         reading.add(item)
     return reading
 
@@ -54,62 +53,26 @@ def _cu_lines(lines: list[Line]):
             yield line
 
 
-def judge_agents(agents: list[tuple], sku: str | None, expect_gpus: int | None) -> list:
+def judge_agents(
+    agents: list[tuple], sku: str | None, expect_gpus: int | None, sku_gpus: int | None = None
+) -> list:
     """GPU agents as (SKU read, compute units, line). Failed: an agent with fewer CUs than most of
     its peers, or a CU count that is neither the SKU's whole GPU nor one of its partitions;
-    failed too: a number of agents that is neither the GPUs expected nor that many in the mode
-    the CU count shows (8 MI300X in CPX list 64)."""
+    failed too: a number of agents that is neither the GPUs expected (`--expect-gpus`, else the
+    SKU's node size) nor that many in the mode the CU count shows (8 MI300X in CPX list 64). The
+    rules are preflight/inventory.py's, which RVS gpup and amd-smi static read too."""
     sku = sku or next((agent_sku for agent_sku, _, _ in agents if agent_sku), None)
-    found = []
+    found = judge_compute_units(
+        [(index, agent_sku, cus, at) for index, (agent_sku, cus, at) in enumerate(agents)], sku
+    )
     # the count most agents have; on a tie the larger, so the agents with fewer are named
     usual = most_common((cus for _, cus, _ in agents if cus), tie=max)
-    for index, (agent_sku, cus, at) in enumerate(agents):
-        whole = WHOLE_GPU_COMPUTE_UNITS.get(agent_sku or sku or "")
-        if cus and usual and cus < usual:
-            found.append(
-                finding(
-                    "rocminfo.compute_units",
-                    "failed",
-                    f"GPU agent {index}: {cus} compute units, its peers {usual} (CUs disabled: a "
-                    "harvested or failing GPU)",
-                    at,
-                    value=cus,
-                    threshold=usual,
-                )
-            )
-        elif (
-            cus
-            and whole
-            and cus != whole
-            and not partition_from_compute_units(agent_sku or sku, cus)
-        ):
-            found.append(
-                finding(
-                    "rocminfo.compute_units",
-                    "failed",
-                    f"GPU agent {index}: {cus} compute units, neither a whole "
-                    f"{agent_sku or sku} ({whole}) nor one of its partitions",
-                    at,
-                    value=cus,
-                    threshold=whole,
-                )
-            )
-    mode = partition_from_compute_units(sku, usual) or "SPX"
-    expected = expect_gpus * LOGICAL_GPUS_PER_PARTITION_MODE[mode] if expect_gpus else None
     first = agents[0][2]
-    if expected and len(agents) not in (expect_gpus, expected):
-        found.append(
-            finding(
-                "rocminfo.agents",
-                "failed",
-                f"{len(agents)} GPU agent(s); the runner has {expect_gpus} GPU(s)"
-                + (f", {expected} in {mode}" if expected != expect_gpus else ""),
-                first,
-                value=len(agents),
-                threshold=expected,
-            )
-        )
+    count = judge_gpu_count(len(agents), sku, usual, expect_gpus, sku_gpus, first)
+    if count is not None:
+        found.append(count)
     if not found:
+        mode = partition_from_compute_units(sku, usual) or "SPX"
         found.append(
             finding(
                 "rocminfo.agents",

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 
-from pytest_rocm.preflight.evidence import Line, Reading, finding
+from pytest_rocm.preflight.evidence import NO_FLOOR, Finding, Line, Reading, finding
+from pytest_rocm.preflight.inventory import compute_units_ok, judge_compute_units
+from pytest_rocm.preflight.readers.babelstream import judge_floor, judge_hbm_peers
 from pytest_rocm.preflight.relative import below_peers
 
 _RESULT = re.compile(r"^\[RESULT\]\s*\[\s*[\d.]+\s*\]\s*(.*)$")
@@ -48,6 +50,12 @@ _PCIE_BANDWIDTH = re.compile(
     r"\s*h2d::(true|false)\s+d2h::(true|false)\s+([\d.]+)\s*GBps",
     re.I,
 )
+# gpup's node properties (KFD topology): `[RVS-GPUP-TC1] gpup 28851 simd_count 1216`
+_GPUP = re.compile(r"\bgpup\s+(\d+)\s+(simd_count|simd_per_cu)\s+(\d+)\s*$")
+# babel's table row: `42583       Copy        6224488.986    6224488.986 ...` (GPU id, function, MB/s)
+_BABEL_ROW = re.compile(r"^(\d+)\s+(Copy|Triad)\s+([\d.]+)\s")
+# SIMDs per compute unit on CDNA (KFD's simd_per_cu), where gpup's output does not list it
+SIMDS_PER_CU = 4
 # Lines RVS prints that carry no verdict: banners, the GPU list of `rvs -g`, tables' borders and
 # headers.
 _GPU_LISTED = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d - GPU\[", re.I)  # `rvs -g`
@@ -63,6 +71,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
     links: dict[str, dict] = {}  # "action, uni/bidirectional" -> {(GPU, GPU): (GB/s, line)}
     gflops: dict[str, dict] = {}  # gst action -> {GPU: (GFLOPS, line)}
     host_links: dict[str, dict] = {}  # "pebb action, h2d/d2h" -> {GPU: (best GB/s, line)}
+    simds: dict[str, dict] = {}  # gpup: GPU -> {simd_count, simd_per_cu: (count, line)}
+    babel: dict[str, dict] = {"Copy": {}, "Triad": {}}  # babel: function -> {GPU: (MB/s, line)}
     for line in lines:
         text = line.text.strip()
         if not text:
@@ -95,7 +105,11 @@ def read(lines: list[Line], limits: dict) -> Reading:
             reading.understood += 1
             _judge_result(reading, line, match.group(1))
             _measured(match.group(1), line, links, gflops, host_links)
+            if gpup := _GPUP.search(match.group(1)):
+                simds.setdefault(gpup.group(1), {})[gpup.group(2)] = (int(gpup.group(3)), line)
             continue
+        if row := _BABEL_ROW.match(text):
+            babel[row.group(2)][row.group(1)] = (float(row.group(3)), line)
         if not _KNOWN.match(text):
             reading.unread.append(line)
     _judge_peers(
@@ -113,6 +127,8 @@ def read(lines: list[Line], limits: dict) -> Reading:
         "GPUs",
         "a slow or retrained host link",
     )
+    for item in [*judge_gpup(simds, limits.get("sku")), *judge_babel(babel, limits)]:
+        reading.add(item)
     if listed:
         expected = limits.get("gpus")
         short = expected is not None and len(listed) < expected
@@ -247,3 +263,36 @@ def _judge_peers(
                     min(measured.values(), key=lambda item: item[1].number)[1],
                 )
             )
+
+
+def judge_gpup(simds: dict[str, dict], sku: str | None) -> list[Finding]:
+    """gpup's node properties per GPU: its compute units (`simd_count` / `simd_per_cu`, 4 on CDNA
+    where not listed) held to the SKU's whole GPU or a partition of it and to its peers
+    (preflight/inventory.py, the rule rocminfo's agents are held to)."""
+    gpus = [
+        (gpu, None, count // keys.get("simd_per_cu", (SIMDS_PER_CU, None))[0], line)
+        for gpu, keys in simds.items()
+        if "simd_count" in keys
+        for count, line in [keys["simd_count"]]
+        if keys.get("simd_per_cu", (SIMDS_PER_CU,))[0]
+    ]
+    if not gpus:
+        return []
+    found = judge_compute_units(gpus, sku, "GPU", "rvs.compute_units")
+    return found or [compute_units_ok(gpus, sku, "rvs.compute_units")]
+
+
+def judge_babel(babel: dict[str, dict], limits: dict) -> list[Finding]:
+    """babel's table per GPU: Copy and Triad against the SKU's HBM floor and the median of the
+    other GPUs, the rules BabelStream's own tables are held to (babelstream.py), whatever the
+    summary says."""
+    found = []
+    for function, rows in babel.items():
+        for value, line in rows.values():
+            item = judge_floor(function, value, limits, f"rvs.babel_{function.lower()}", line)
+            if item.status != "ok" or NO_FLOOR not in item.message:
+                found.append(item)
+        found += judge_hbm_peers(
+            rows, function, limits, f"rvs.babel_{function.lower()}_peers", lambda gpu: f"GPU {gpu}"
+        )
+    return found

@@ -51,11 +51,13 @@ def read(lines: list[Line], limits: dict) -> Reading:
     reading = Reading()
     # the a2a summary line, and whether its average followed
     measured, summary, average = (0, None, False)
+    last_measured = None  # the last line that carried a measurement (quoted where no rule fired)
     for line in lines:
         text = line.text.strip().replace("\\|", "|").replace("\\\\", "\\")
         if not text:
             continue
-        measured += bool(_MEASUREMENT.search(text))
+        if _MEASUREMENT.search(text):
+            measured, last_measured = measured + 1, line
         if match := _HIP_ERROR.search(text):
             reading.understood += 1
             if match.group(2):
@@ -119,6 +121,7 @@ def read(lines: list[Line], limits: dict) -> Reading:
                     "transferbench.measured",
                     "ok",
                     "transfers measured; no figure with a floor (the a2a summary has one)",
+                    last_measured,
                 )
             )
         elif reading.understood:
