@@ -17,17 +17,20 @@ checked too.
 What each framework's numbers mean (measured, and read in their sources):
 - vLLM returns raw logprobs (before penalties and temperature: `logprobs_mode` raw_logprobs, the
   default), and its repetition penalty counts prompt and output tokens, as transformers' does.
-- SGLang returns the logprobs of the distribution it samples from after temperature
-  (`log_softmax(logits / T)`, sglang/srt/layers/sampler.py; raw for greedy requests), and its
-  repetition penalty counts output tokens only (sglang/srt/sampling/penaltylib/repetition_penalty.py
-  `_cumulate_output_tokens`): the reference follows each framework's definition, and the difference
-  is named in `FRAMEWORK_SEMANTICS`.
+- SGLang returns the logprobs of the distribution it samples from: after penalties, logit bias and
+  temperature, before top-k, top-p and min-p (`log_softmax(logits / T)`,
+  sglang/srt/layers/sampler.py; a greedy request's temperature is 1 there), and its repetition
+  penalty counts output tokens only (sglang/srt/sampling/penaltylib/repetition_penalty.py
+  `_cumulate_output_tokens`); its `ignore_eos` also ignores `stop_token_ids`
+  (schedule_batch.py `_check_token_based_finish`). The reference follows each framework's
+  definition (`FRAMEWORK_SEMANTICS`).
 """
 
 from __future__ import annotations
 
 import json
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gate_support import TOP_K, client_for, token_id
@@ -50,7 +53,7 @@ MAX_DEVIATIONS = 5.0
 
 FRAMEWORK_SEMANTICS = {
     "vllm": {"logprobs": "raw", "repetition_scope": "prompt and output"},
-    "sglang": {"logprobs": "after temperature", "repetition_scope": "output"},
+    "sglang": {"logprobs": "processed", "repetition_scope": "output"},
 }
 # The names a request uses in SGLang's native /generate where they differ from vLLM's (OpenAI's).
 SGLANG_NAMES = {"min_tokens": "min_new_tokens", "max_tokens": "max_new_tokens"}
@@ -282,6 +285,21 @@ def processors(params: dict, framework: str, prompt_length: int, eos: int, slack
     return before, after
 
 
+@contextmanager
+def one_thread():
+    """torch on one thread while the reference computes: its ops are small, and beside the servers on
+    a loaded machine several threads wait on each other (measured: a distribution check took 8.3 s
+    with torch's default threads, 0.19 s with one)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class Reference:
     """transformers' model on the same folder, float32 on the CPU."""
 
@@ -328,7 +346,7 @@ class Reference:
         ids, tokens, logprobs, tops, past = list(prompt), [], [], [], None
         step_input = torch.tensor([prompt])
         finish, stop_reason = "length", None
-        with torch.no_grad():
+        with torch.no_grad(), one_thread():
             for _ in range(max_tokens):
                 out = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
                 past = out.past_key_values
@@ -337,7 +355,8 @@ class Reference:
                 for processor in before:
                     scores = processor(torch.tensor([ids]), scores)
                 token = int(scores[0].argmax())
-                logprob = torch.log_softmax(raw, dim=-1)
+                processed = FRAMEWORK_SEMANTICS[framework]["logprobs"] == "processed"
+                logprob = torch.log_softmax(scores[0] if processed else raw, dim=-1)
                 values, indices = logprob.topk(TOP_K)
                 tokens.append(token)
                 logprobs.append(float(logprob[token]))
@@ -353,20 +372,24 @@ class Reference:
     def judge(self, samples: list[Sampled], params: dict, framework: str) -> Judgement:
         """Every sampled token against the reference's distribution at its step (see the module's
         docstring)."""
+        with one_thread():
+            return self._judge(samples, params, framework)
+
+    def _judge(self, samples: list[Sampled], params: dict, framework: str) -> Judgement:
         torch = self.torch
         judgement = Judgement()
-        temperature = params.get("temperature", 1.0)
-        scaled = FRAMEWORK_SEMANTICS[framework]["logprobs"] == "after temperature"
+        temperature = params.get("temperature", 1.0) or 1.0
+        processed = FRAMEWORK_SEMANTICS[framework]["logprobs"] == "processed"
         logits = self._all_step_logits(samples)
         for index, sample in enumerate(samples):
             if not sample.tokens:
                 continue
             raw = logits[index]
             tokens = torch.tensor(sample.tokens)
-            q = self._distributions(sample, raw, params, framework, 0.0)
+            penalized, q = self._distributions(sample, raw, params, framework, 0.0)
             chosen = q.gather(1, tokens.unsqueeze(1)).squeeze(1)
             if bool((chosen <= 0).any()):
-                loose = self._distributions(sample, raw, params, framework, SLACK)
+                _, loose = self._distributions(sample, raw, params, framework, SLACK)
                 for position in (chosen <= 0).nonzero().flatten().tolist():
                     if loose[position, sample.tokens[position]] <= 0:
                         kept = sorted((q[position] > 0).nonzero().flatten().tolist())
@@ -377,12 +400,13 @@ class Reference:
             judgement.steps += len(sample.tokens)
             _count(judgement, q, tokens)
             judgement.not_argmax += int((tokens != raw.argmax(dim=-1)).sum())
-            reference = torch.log_softmax(raw / (temperature if scaled else 1.0), dim=-1)
+            reference = torch.log_softmax(penalized / temperature if processed else raw, dim=-1)
             _compare_logprobs(judgement, index, sample, reference)
         return judgement
 
     def _distributions(self, sample: Sampled, raw, params, framework, slack):
-        """The reference's sampling distribution at every step of `sample`: [steps, vocab]."""
+        """(the logits after the processors before temperature, the reference's sampling
+        distribution) at every step of `sample`: [steps, vocab] each."""
         torch = self.torch
         before, after = processors(params, framework, len(sample.prompt), self.eos, slack)
         scores = raw.clone()
@@ -396,10 +420,11 @@ class Reference:
                     row = processor(prefix, row)
                 rows.append(row)
             scores = torch.cat(rows)
+        penalized = scores
         dummy = torch.zeros((scores.shape[0], 1), dtype=torch.long)
         for processor in after:  # temperature and filters: the same on every row
             scores = processor(dummy, scores)
-        return torch.softmax(scores, dim=-1)
+        return penalized, torch.softmax(scores, dim=-1)
 
 
 def _count(judgement: Judgement, q, tokens) -> None:

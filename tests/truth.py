@@ -704,6 +704,23 @@ def _flaky_shapes(world: World, runs: list[MainRun], test: str) -> set[str]:
     return {shape for c, outcome, shape in said if c in flaky and outcome == "fail"}
 
 
+def _shown_alike(world: World, seen: list[MainRun], test: str, b: Break, pr: PR) -> bool:
+    """Main showed the PR's failure by another break that fails the test the same way (a re-land of
+    the change, a break before a revert), over a streak whose span holds the PR's base (from the
+    pass main showed before it to the one after): nothing main knows tells them apart, so the
+    failure is main's to know."""
+    said = _knowable(world, seen, test)
+    for i, (commit, outcome) in enumerate(said):
+        other = _break_at(world, test, commit, pr.sku)
+        if outcome != "fail" or other is None or other.text() != b.text():
+            continue
+        before = max((c for c, o in said[:i] if o == "pass"), default=-1)
+        after = min((c for c, o in said[i + 1 :] if o == "pass"), default=len(world.commits))
+        if before < pr.base < after:
+            return True
+    return False
+
+
 def _history_of(world: World, seen: list[MainRun], test: str, base: int) -> list[MainRun]:
     """The main runs whose results main's state holds under the id the code based on `base` has:
     all of them, but for a moved test that no complete main run has run under its new id yet
@@ -746,7 +763,7 @@ def expected_class(
     shown = any(
         c >= b.culprit and b.at(c, pr.sku) and said == "fail"
         for c, said, _ in _says(world, seen, test)
-    )
+    ) or _shown_alike(world, seen, test, b, pr)
     if flaked:
         wants = (
             (judgement.FLAKY_ON_MAIN, judgement.PRE_EXISTING)

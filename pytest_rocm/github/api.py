@@ -231,7 +231,8 @@ class Client:
         per_page: int = 100,
         start_page: int = 1,
     ) -> list:
-        items, page = [], start_page
+        items: list = []
+        page = start_page
         while True:
             body = self.get(path, {**(params or {}), "per_page": per_page, "page": page})
             chunk = (body or {}).get(key, []) if key else (body or [])
@@ -402,7 +403,7 @@ def _annotation_key(a: dict) -> tuple:
 
 
 def _batches(
-    content: CheckContent, listed: list[dict], refused: list[dict] = ()
+    content: CheckContent, listed: list[dict], refused: list[dict] | tuple = ()
 ) -> tuple[int, list[list[dict]]]:
     """(how many annotations GitHub holds, the batches of those it lacks and has not refused; at
     least one, maybe empty)."""
@@ -456,7 +457,9 @@ def converge(
     refused: list[dict] = []
     sent = _send_annotations(client, path, content, tries, refused)
     if refused:  # a refused annotation degrades the check, never loses it
-        client.log.append(f"GitHub refused {len(refused)} annotation(s): left out, the check completed")
+        client.log.append(
+            f"GitHub refused {len(refused)} annotation(s): left out, the check completed"
+        )
         content = replace(
             content,
             summary=(

@@ -430,7 +430,9 @@ def _timeouts(lines: list[str], allowed: frozenset[str]) -> dict[str, float]:
         try:
             value = values.seconds(seconds, None, high=MOST_TIMEOUT_S, above=True)
         except values.BadValue as exc:
-            raise pytest.UsageError(f"rocm_timeouts: {line!r}: {exc}") from None
+            raise pytest.UsageError(
+                f"rocm_timeouts: {line!r} is not `group=seconds`: {exc}"
+            ) from None
         if group.strip() not in allowed | {"default"}:
             raise pytest.UsageError(
                 f"rocm_timeouts: unknown group {group.strip()!r}; allowed: default, "

@@ -40,9 +40,10 @@ GREEDY_TOKENS = 24
 SAMPLED_TOKENS = 16
 # The four shortest prompts (37 tokens), `n` sequences each: 4 x 32 x 16 = 2048 sampled tokens a
 # case on vLLM, 1184 prompt tokens (one prefill step: 2048 tokens a step on the CPU). SGLang on the
-# CPU runs 4 requests at a time (servers.toml): 4 x 8 x 16 = 512, so fewer of its buckets are judged.
+# CPU runs 4 requests at a time (servers.toml), 0.07 s a step here: 4 x 4 x 16 = 256 (9 s a case), so
+# fewer of its buckets are judged.
 SAMPLED_PROMPTS = [1, 2, 3, 5]
-SEQUENCES = {"vllm": 32, "sglang": 8}
+SEQUENCES = {"vllm": 32, "sglang": 4}
 # Same platform and dtype: the logprobs of vLLM and transformers on the CPU differ by at most 2e-5
 # (measured on every sampled and greedy token below); 0.002 as the golden outputs. GPU kernels in
 # bfloat16 are not measured yet: gross drift only there.
@@ -71,10 +72,41 @@ SAMPLED_CASES = {
 }
 MIN_TOKENS = 8
 
+# Where a framework's answer differs from the definition (measured with sglang 0.5.23 on the tiny
+# model): test name [case] -> why. Each is an expected failure there, not a skip: it still runs, and
+# the report shows it passed the day the framework changes.
+SGLANG_PENALTY_LAG = (
+    "SGLang 0.5.23 applies presence, frequency and repetition penalties one token late: at each "
+    "position they count the prompt's last token and the output up to the token before the last "
+    "(measured: a token generated at position 13 is penalized from position 15, and the prompt's "
+    "last token at position 1, so the greedy path leaves transformers' at the first repeat); vLLM "
+    "counts the output up to the last token"
+)
+GAPS = {
+    "sglang": {
+        "test_greedy_sampling_params_match_transformers[repetition_penalty]": SGLANG_PENALTY_LAG,
+        "test_greedy_sampling_params_match_transformers[presence_and_frequency_penalties]": (
+            SGLANG_PENALTY_LAG
+        ),
+        "test_sampled_distribution_matches_transformers[repetition_penalty]": SGLANG_PENALTY_LAG,
+    }
+}
+
 
 @pytest.fixture(scope="module")
 def module_server(server):
     return server  # every framework's
+
+
+@pytest.fixture(autouse=True)
+def framework_gap(request, framework):
+    """Marks this test an expected failure where its framework has a known gap (`GAPS`)."""
+    name = f"{request.node.originalname}[{request.node.callspec.params['case']}]"
+    reason = GAPS.get(framework, {}).get(name)
+    if reason is not None:
+        request.applymarker(
+            pytest.mark.xfail(reason=f"{framework} gap: {reason}", raises=AssertionError, strict=False)
+        )
 
 
 @pytest.fixture(scope="module")
@@ -114,12 +146,7 @@ def _greedy_params(case: str, prompt: list[int], plain: list[int], reference: Re
     if spec == "min_tokens_with_stop_token_ids":
         # a stop token the plain output reaches before MIN_TOKENS (masked until then), and one the
         # output reaches after it (where it stops)
-        params = {
-            "temperature": 0.0,
-            "ignore_eos": True,
-            "min_tokens": MIN_TOKENS,
-            "stop_token_ids": [plain[2]],
-        }
+        params = {"temperature": 0.0, "min_tokens": MIN_TOKENS, "stop_token_ids": [plain[2]]}
         masked = reference.greedy(prompt, params, "vllm", GREEDY_TOKENS).tokens
         if len(masked) > MIN_TOKENS + 3 and masked[MIN_TOKENS + 3] not in masked[:MIN_TOKENS]:
             params["stop_token_ids"].append(masked[MIN_TOKENS + 3])
@@ -154,6 +181,11 @@ def test_greedy_sampling_params_match_transformers(
         )
         assert got.finish_reason == expected.finish_reason, (
             f"{what}: finish reason {got.finish_reason!r}, transformers {expected.finish_reason!r}"
+        )
+        # the stop token that ended it (None for EOS, which SGLang names as the token it matched)
+        stop_reason = None if got.stop_reason == reference.eos else got.stop_reason
+        assert stop_reason == expected.stop_reason, (
+            f"{what}: stopped on {got.stop_reason!r}, transformers on {expected.stop_reason!r}"
         )
         for position, (value, want) in enumerate(zip(got.logprobs, expected.logprobs)):
             assert abs(value - want) <= LOGPROB_ATOL, (
