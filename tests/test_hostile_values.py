@@ -116,12 +116,6 @@ def _number_options():
 
 
 NUMBER_OPTIONS = _number_options()
-# cli/blame.py is another engineer's (not changed here): its `_positive(float)` takes `inf` and
-# `1e400`, its `_positive(int)` any huge count; the command caps --attempts at 10 when it runs
-BLAME_TAKES = {("blame", "--budget-minutes"): {"inf", "1e400", HUGE_WHOLE}}
-BLAME_TAKES_HUGE = {("blame", "--attempts"), ("blame", "--max-tests")}
-
-
 def test_the_commands_number_options_are_found():
     names = {key[-1] for key in NUMBER_OPTIONS}
     for flag in ("--pace", "--attempts", "--timeout", "--backoff", "--settle", "--trunk-max-age"):
@@ -157,8 +151,6 @@ def test_no_command_takes_a_bare_int_or_float():
 def test_a_commands_number_option_refuses_a_hostile_value_by_name(key, value, capsys):
     from pytest_rocm import cli
 
-    if value in BLAME_TAKES.get(key, set()) or (key in BLAME_TAKES_HUGE and value == HUGE_WHOLE):
-        pytest.xfail("cli/blame.py's own _positive takes it (not this change's file)")
     *path, flag = key
     with pytest.raises(SystemExit) as exited:
         cli.build_parser(path[0]).parse_args([*path, f"{flag}={value}"])

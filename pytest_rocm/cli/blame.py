@@ -21,19 +21,7 @@ import sys
 from pathlib import Path
 
 from pytest_rocm.cli import exits
-
-
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
-        return value
-
-    return parse
+from pytest_rocm.schemas import values
 
 
 def add_parser(commands, name: str) -> None:
@@ -69,20 +57,20 @@ def add_parser(commands, name: str) -> None:
     )
     parser.add_argument(
         "--attempts",
-        type=_positive(int),
+        type=values.Option(values.whole, low=1, high=10),
         default=2,
         help="fresh pytest processes per test on the base (1 to 10; default 2)",
     )
     parser.add_argument(
         "--budget-minutes",
-        type=_positive(float),
+        type=values.Option(values.number, unit="minutes", above=True, low=0.0, high=360.0),
         default=30.0,
         help="the whole experiment's budget, install included (default 30): no attempt starts "
         "past it, and a process still running at its end is stopped",
     )
     parser.add_argument(
         "--max-tests",
-        type=_positive(int),
+        type=values.Option(values.whole, low=1, high=5000),
         default=50,
         help="at most this many blocking failures run on the base (default 50); the rest are named",
     )

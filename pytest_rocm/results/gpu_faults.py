@@ -12,6 +12,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rocm.errors import BadInput
+
 __all__ = ["CATALOG_FILE", "Fault", "faults", "kernel_rules", "signature_pattern"]
 
 CATALOG_FILE = Path(__file__).resolve().parent / "gpu_faults.toml"
@@ -44,8 +46,9 @@ class Fault:
         return re.compile(self.regex)
 
 
-class CatalogError(ValueError):
-    """The packaged catalog is malformed (a release that must not ship): the entry and the key."""
+class CatalogError(BadInput):
+    """The catalog is malformed (a release that must not ship, or an edited copy): the entry and
+    the key."""
 
 
 def _entry(number: int, raw: dict) -> Fault:
