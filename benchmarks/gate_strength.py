@@ -170,7 +170,9 @@ INJECTIONS = {
     "topp-drops-boundary": (
         "top-p filtering with an exclusive cumulative sum: the token whose probability crosses the "
         "threshold is dropped with those below it (tokens sampled from a smaller nucleus)",
-        ["engine/test_sampling_params.py::test_sampled_distribution_matches_transformers[vllm-top_p]"],
+        [
+            "engine/test_sampling_params.py::test_sampled_distribution_matches_transformers[vllm-top_p]"
+        ],
         "vllm.v1.sample.ops.topk_topp_sampler",
         """
         import torch

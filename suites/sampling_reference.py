@@ -58,7 +58,14 @@ FRAMEWORK_SEMANTICS = {
 # The names a request uses in SGLang's native /generate where they differ from vLLM's (OpenAI's).
 SGLANG_NAMES = {"min_tokens": "min_new_tokens", "max_tokens": "max_new_tokens"}
 # Fields of OpenAI's completions API the client takes as keywords; the rest go in extra_body.
-OPENAI_NATIVE = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias", "stop")
+OPENAI_NATIVE = (
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "stop",
+)
 
 
 @dataclass
@@ -129,7 +136,13 @@ class Judgement:
 
 
 def served(
-    server, framework: str, model: str, prompts: list[list[int]], params: dict, n: int, max_tokens: int
+    server,
+    framework: str,
+    model: str,
+    prompts: list[list[int]],
+    params: dict,
+    n: int,
+    max_tokens: int,
 ) -> list[Sampled]:
     """`n` sequences per prompt with these sampling parameters (vLLM's names), with the top-k
     logprobs of every token; prompt after prompt, each prompt's `n` together. A `seed` seeds the
@@ -258,7 +271,9 @@ def processors(params: dict, framework: str, prompt_length: int, eos: int, slack
         before.append(lp.PrefixConstrainedLogitsProcessor(lambda batch, ids: allowed, num_beams=1))
     if params.get("min_tokens"):
         stops = [eos, *params.get("stop_token_ids", [])]
-        before.append(lp.MinNewTokensLengthLogitsProcessor(prompt_length, params["min_tokens"], stops))
+        before.append(
+            lp.MinNewTokensLengthLogitsProcessor(prompt_length, params["min_tokens"], stops)
+        )
     if params.get("logit_bias"):
         bias = {(int(t),): float(b) for t, b in params["logit_bias"].items()}
         before.append(lp.SequenceBiasLogitsProcessor(bias))
@@ -270,7 +285,9 @@ def processors(params: dict, framework: str, prompt_length: int, eos: int, slack
     if params.get("presence_penalty") or params.get("frequency_penalty"):
         before.append(
             _OpenAIPenalties(
-                prompt_length, params.get("presence_penalty", 0.0), params.get("frequency_penalty", 0.0)
+                prompt_length,
+                params.get("presence_penalty", 0.0),
+                params.get("frequency_penalty", 0.0),
             )
         )
     temperature = params.get("temperature", 1.0)
@@ -448,7 +465,9 @@ def _count(judgement: Judgement, q, tokens) -> None:
     }
     for name, (mass, hit) in buckets.items():
         judgement.expected[name] = judgement.expected.get(name, 0.0) + float(mass.sum())
-        judgement.variance[name] = judgement.variance.get(name, 0.0) + float((mass * (1 - mass)).sum())
+        judgement.variance[name] = judgement.variance.get(name, 0.0) + float(
+            (mass * (1 - mass)).sum()
+        )
         judgement.observed[name] = judgement.observed.get(name, 0) + int(hit.sum())
 
 

@@ -116,6 +116,8 @@ def _number_options():
 
 
 NUMBER_OPTIONS = _number_options()
+
+
 def test_the_commands_number_options_are_found():
     names = {key[-1] for key in NUMBER_OPTIONS}
     for flag in ("--pace", "--attempts", "--timeout", "--backoff", "--settle", "--trunk-max-age"):

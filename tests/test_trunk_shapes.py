@@ -54,7 +54,8 @@ FLAKES = [
     ("the newest commit's lone failure of that shape is a flake too", "PFPFPFPF", {1, 3, 5, 7}),
     ("so is the oldest one's", "FPFPFPFP", {0, 2, 4, 6}),
     ("two lone failures: not yet flaky", "PFPFP", set()),
-    ("three, the newest with no commit after it: not yet", "PFPFPF", set()),
+    ("three, the newest one so far alone: flaky", "PFPFPF", {1, 3, 5}),
+    ("three, the oldest with no commit before it: not yet", "FPFPFP", set()),
     ("a break, its revert and its re-land: two streaks", "PFFFPPFFF", set()),
     ("a break, its revert and its re-land, each seen on one commit: two, not flaky", "PFPPFP", set()),
     ("streaks of two between passes are breaks", "PFFPFFPFFP", set()),
@@ -76,14 +77,14 @@ def test_what_is_flaky_on_main(text, expected):
 def oracle_flakes(text: str) -> set[str]:
     """Issue 58's rule read off the letters, written apart from history/flakes.py: drop what said
     nothing, then a lone failure is a failing letter with no failing letter beside it; a shape
-    with three lone failures that have a letter on both sides makes all its lone failures flakes;
+    with three lone failures that have a letter before them makes all its lone failures flakes;
     every X is a flake."""
     kept = [(i, c) for i, c in enumerate(text) if c != "-"]
     letters = "".join(c for _, c in kept)
     out = {f"c{i}" for i, c in kept if c == "X"}
     for shape in "FG":
         lone = [m.start() for m in re.finditer(rf"(?<![FG]){shape}(?![FG])", letters)]
-        inside = [p for p in lone if 0 < p < len(letters) - 1]
+        inside = [p for p in lone if p > 0]
         if len(inside) >= 3:
             out |= {f"c{kept[p][0]}" for p in lone}
     return out

@@ -33,3 +33,25 @@ def test_the_harness_catches_a_decision_that_forgets_main(monkeypatch):
         judge(world(random.Random(seed), seed), found)
     assert any("the truth says pre_existing" in d for d in found.disagreements)
     assert any("concluded failure, the truth says neutral" in d for d in found.disagreements)
+
+
+def test_the_harness_catches_a_state_that_forgets_flakes_across_commits_and_moves(monkeypatch):
+    """Main's state as it was before issue 58: flaky only on one commit, every test id its own
+    test for ever. The shapes grown from upstream's history must show it (a test failing on
+    alternate commits read as main's break, or a PR's flake of it as new; a moved test's old id
+    failing for ever, its new id with no history)."""
+    from pytest_rocm.trunk import state
+
+    monkeypatch.setattr(state, "_gone_since", lambda *args: None)
+    monkeypatch.setattr(state, "_chains", lambda *args: ({}, {}))
+    monkeypatch.setattr(
+        state, "flaky_commits", lambda series: {c for c, said, _ in series if said == "flaky"}
+    )
+    found = Verdicts()
+    for seed in (0, 2, 10):
+        judge(world(random.Random(seed), seed), found)
+    said = "\n".join(found.disagreements)
+    assert "failing in the trunk state after its move" in said  # the old id, for ever
+    assert "last green None, the truth says" in said  # the new id, with no history
+    assert "test_engine_2 is failing in the trunk state, the truth says flaky" in said
+    assert "test_engine_2 is new, the truth says flaky_on_main or pre_existing" in said

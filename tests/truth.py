@@ -271,14 +271,31 @@ def grow(w: World, rng: random.Random) -> None:
             moved = rng.randint(2, n - 1)
         _move(w, rng, move, max(moved, 1))
     if rng.random() < 0.35:
-        w.extra.append(ALTERNATES)
-        for sku in rng.sample(SKUS, rng.randint(1, 2)):
-            w.alternating[(ALTERNATES, sku)] = {c for c in range(n) if rng.random() < 0.5}
-        w.shapes.append("a test that fails on alternate commits")
+        _alternating(w, rng)
     if rng.random() < 0.35:
         _strict_xfail(w, rng)
     if ALTERNATES in w.extra:
         _unlucky_on_alternates(w, rng)
+
+
+def _alternating(w: World, rng: random.Random) -> None:
+    """ALTERNATES fails on alternate commits of a SKU (now and then on two in a row, or on none),
+    with no change to its code; main runs nightly there too, so every commit of the SKU is tested."""
+    n = len(w.commits)
+    w.extra.append(ALTERNATES)
+    for sku in rng.sample(SKUS, rng.randint(1, 2)):
+        parity = rng.randint(0, 1)
+        w.alternating[(ALTERNATES, sku)] = {
+            c for c in range(n) if (c % 2 == parity) != (rng.random() < 0.15)
+        }
+        tested = {r.commit for r in w.main_runs if r.sku == sku and r.event != "ejected"}
+        w.main_runs += [
+            MainRun(sku, c, "schedule", c + 0.65, f"node-{sku}-nightly")
+            for c in range(n)
+            if c not in tested
+        ]
+    w.main_runs.sort(key=lambda r: r.hour)
+    w.shapes.append("a test that fails on alternate commits")
 
 
 def _free(w: World, test: str) -> bool:
@@ -317,13 +334,20 @@ def _move(w: World, rng: random.Random, move, at: int) -> None:
     w.renamed[MOVED] = (f"{move.old}::{function}", at, new)
     if MOVED not in w.extra:
         w.extra.append(MOVED)
+    flaked = None
     if _free(w, MOVED) and rng.random() < 0.7:
         culprit = rng.randint(1, at)
         fix = rng.choice([None, *range(at + 1, n)])
         skus = frozenset(rng.sample(SKUS, rng.randint(1, 2)))
         w.breaks.append(Break(MOVED, skus, culprit, fix, round(rng.uniform(0.2, 0.6), 3)))
+    elif _free(w, MOVED) and rng.random() < 0.5:  # it loses a race now and then, before the move
+        flaked = rng.choice(SKUS)
+        w.flakes[(MOVED, flaked)] = set(rng.sample(range(at), min(at, rng.randint(1, 2))))
     base = rng.randint(max(0, at - 4), at - 1)
-    w.prs.append(PR(len(w.prs) + 1, rng.choice(SKUS), base, rng.randint(at, n - 1)))
+    pr = PR(len(w.prs) + 1, flaked or rng.choice(SKUS), base, rng.randint(at, n - 1))
+    if flaked and rng.random() < 0.7:  # and loses it in the PR's run of the old id
+        pr.unlucky.add(MOVED)
+    w.prs.append(pr)
     w.shapes.append(f"{move.old} {'deleted' if deleted else 'moved to ' + move.new}")
 
 
@@ -673,17 +697,18 @@ def _says(world: World, runs: list[MainRun], test: str) -> list[tuple[int, str, 
 def _flaky_by_rule(said: list[tuple[int, str, str]]) -> set[int]:
     """The commits issue 58's rule calls flaky, written apart from history/flakes.py: every commit
     that flaked, and, for a failure shape that main failed on at least three commits alone (the
-    commit said before and after it, both there, did not fail), every commit it failed on alone."""
+    commits said before and after it did not fail, and one was said before it), every commit it
+    failed on alone."""
     alone: dict[str, list[tuple[int, bool]]] = {}
     for i, (commit, outcome, shape) in enumerate(said):
         if outcome != "fail":
             continue
         neighbours = [said[j][1] for j in (i - 1, i + 1) if 0 <= j < len(said)]
         if "fail" not in neighbours:
-            alone.setdefault(shape, []).append((commit, len(neighbours) == 2))
+            alone.setdefault(shape, []).append((commit, i > 0))
     flaky = {commit for commit, outcome, _ in said if outcome == "flaky"}
     for found in alone.values():
-        if sum(between for _, between in found) >= 3:
+        if sum(after_one for _, after_one in found) >= 3:
             flaky |= {commit for commit, _ in found}
     return flaky
 

@@ -427,8 +427,10 @@ def suspects_page(conn: Connection, landed: frozenset | None = None) -> str:
             [[s["test"], s["sku"], s["kind"], s["reason"], s["last_seen"] or ""] for s in found],
         ),
         f"<h2>Flaky now ({len(flaky['flaky'])})</h2>",
-        f'<p class="muted">A pass and a fail on the same commit and SKU, within the SKU\'s last '
-        f"{queries.FLAKY_WINDOW} tested commits (the window PR checks are judged in; no PR's runs).</p>",
+        f'<p class="muted">A pass and a fail on the same commit and SKU, or failures of one shape on '
+        "alternate commits between passes (three or more), within the SKU's last "
+        f"{queries.FLAKY_WINDOW} tested commits (the window and the rule PR checks are judged by; no "
+        "PR's runs).</p>",
         _table(
             "Flaky tests",
             ["test", "flaky runs", "runs looked at", "SKUs", "first seen", "last seen"],

@@ -16,16 +16,19 @@ Which commits are flakes (`flaky_commits`), over the commits that said something
 - every `flaky` commit;
 - isolated failures, where a test fails on alternate commits with no change to its code: a failing
   commit whose neighbours (the commits before and after it that said something) did not fail. Once
-  ISOLATED_MIN of them with a neighbour on each side (a pass or a flake), of one failure shape (the
-  fingerprint with its numbers set aside: results/fingerprint.py, `shape`), are in the series, every
-  isolated failure of that shape is a flake, the newest commit's too (it failed once more the way it
-  flaked).
+  ISOLATED_MIN of them after a commit that did not fail (a pass or a flake), of one failure shape (the
+  fingerprint with its numbers set aside: results/fingerprint.py, `shape`), are in the series, each
+  separated from the next by passes, every isolated failure of that shape is a flake: the newest
+  commit's counts (it failed once more the way it flaked; if the next commit fails too, the two are a
+  streak and it counts no more), the oldest commit's does not (it may end a streak before the window)
+  until the shape is flaky.
 
 A real break is a streak: main fails the test on the commits after the culprit until the fix. A
 break, its revert and its re-land are two streaks, and a break main tested once while it lasted is
 one isolated failure: neither is flaky. The rule's limit: three breaks of one test that main each saw
-on a single commit between passes, failing the same way, read as a flake (nothing in the results
-tells them apart).
+on a single commit after a pass, failing the same way (a break, its revert, its re-land, its revert
+and its re-land again, main testing each once), read as a flake: nothing in the results tells them
+apart.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from pytest_rocm.results.fingerprint import shape
 
 FAILED = ("regression", "unconfirmed")
-ISOLATED_MIN = 3  # isolated failures of one shape, each between two commits that did not fail
+ISOLATED_MIN = 3  # isolated failures of one shape, each after a commit that did not fail
 
 
 def passed(verdict: str, status: str | None) -> bool:
@@ -71,8 +74,8 @@ def flaky_commits(series: Sequence[tuple[str, str | None, Sequence[str | None]]]
         if "fail" in (before, after):
             continue
         shapes = {shape(f) for f in fingerprints} or {""}
-        isolated.append((commit, shapes, before is not None and after is not None))
-    counts = Counter(s for _, shapes, between in isolated if between for s in shapes)
+        isolated.append((commit, shapes, before is not None))
+    counts = Counter(s for _, shapes, after_one in isolated if after_one for s in shapes)
     flaky_shapes = {s for s, n in counts.items() if n >= ISOLATED_MIN}
     out |= {commit for commit, shapes, _ in isolated if shapes & flaky_shapes}
     return out

@@ -9,8 +9,8 @@ runs of the same commit), or nothing (infra, skipped, known gap, interrupted).
 
 Flaky is judged on one SKU, by history/flakes.py's rule (the flaky list of the dashboard and the
 tracker applies the same one): a flaky commit, or a test that fails on alternate commits with no
-change to its code (ISOLATED_MIN isolated one-commit failures of one failure shape, each between
-commits that did not fail it). A test that failed on three commits in a row and then passed is a
+change to its code (three or more isolated one-commit failures of one failure shape, each after a
+commit that did not fail it). A test that failed on three commits in a row and then passed is a
 regression that was fixed; a break, its revert and its re-land are two streaks, not a flake; a test
 that fails on every MI355X run and passes on every MI300X run is two states on two SKUs, not a flake.
 

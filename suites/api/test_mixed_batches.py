@@ -21,6 +21,13 @@ from gate_support import (
 
 pytestmark = pytest.mark.rocm_gate(group="api")
 
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {
+    "test_structured_requests_beside_plain_ones": ["structured_outputs", "regex"],
+    "test_sampled_requests_beside_greedy_ones": ["temperature", "top_p"],
+}
+
 # Six short lowercase words and a full stop: the grammar ends there, so only EOS may follow.
 WORDS = r"( [a-z]{1,5}){6}\."
 # Two requests of a kind beside two plain ones, a short prompt and a long one (past one KV-cache block

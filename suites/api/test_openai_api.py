@@ -20,6 +20,32 @@ from gate_support import PROMPTS, assert_openai_error, async_client_for
 
 pytestmark = pytest.mark.rocm_gate(group="api")
 
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {
+    "test_completion_usage_adds_up": ["prompt", "max_tokens"],
+    "test_chat_completion_shape": ["messages", "max_tokens"],
+    "test_max_tokens_gives_length": ["max_tokens", "logprobs"],
+    "test_stop_string_cuts_text": ["stop"],
+    "test_chat_stream_matches_non_streamed": ["stream", "stream_options"],
+    "test_completion_stream_matches_non_streamed": ["stream", "stream_options"],
+    "test_n_with_seed_is_reproducible": ["n", "seed"],
+    "test_chat_logprobs_shape_and_greedy_top1": [
+        "logprobs",
+        "top_logprobs",
+        "return_tokens_as_token_ids",
+    ],
+    "test_completion_logprobs_shape": ["logprobs", "return_tokens_as_token_ids"],
+    "test_json_schema_response_validates": ["response_format"],
+    "test_named_tool_choice_arguments_match_parameters": ["tools", "tool_choice"],
+    "test_bad_request_gets_openai_error_and_server_keeps_serving": [
+        "model",
+        "messages",
+        "max_tokens",
+    ],
+    "test_batch_of_prompts_in_one_request": ["prompt"],
+}
+
 CHAT = [{"role": "user", "content": "Write one sentence about text wrapping."}]
 NO_EOS = {"ignore_eos": True}
 # The field of a completion choice that names the stop string it ended on: each framework's

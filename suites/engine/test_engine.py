@@ -21,6 +21,10 @@ from gate_support import (
 
 pytestmark = pytest.mark.rocm_gate(group="engine")
 
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {"test_golden_outputs": ["logprobs"]}
+
 MIXED_LENGTHS = [
     PROMPTS[0],
     PROMPTS[1] * 6,

@@ -10,6 +10,10 @@ from gate_support import PROMPTS, golden_layout, greedy_generations, transformer
 
 pytestmark = pytest.mark.rocm_gate(group="engine")
 
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {"test_greedy_matches_transformers": ["logprobs"]}
+
 MAX_TOKENS = 24
 
 

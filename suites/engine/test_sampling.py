@@ -15,6 +15,19 @@ from gate_support import PROMPTS, gpu_runner, tokenize
 
 pytestmark = pytest.mark.rocm_gate(group="engine")
 
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {
+    "test_seeded_sampling_spreads_like_unseeded": ["seed"],
+    "test_a_generated_tokens_logprob_is_its_prompt_logprob": ["prompt_logprobs", "logprobs"],
+    "test_a_sampled_tokens_logprob_is_its_prompt_logprob": [
+        "prompt_logprobs",
+        "logprobs",
+        "temperature",
+        "seed",
+    ],
+}
+
 SAMPLED_TOKENS = 64
 SEEDS = range(8)
 # The median count of distinct tokens in a seeded sample, against the unseeded samples' median.

@@ -2,8 +2,9 @@
 processors on the same weights (`sampling_reference.py`), on vLLM and SGLang.
 
 - Greedy with a parameter that changes the argmax (repetition, presence and frequency penalties, a
-  logit bias, `min_tokens` with `stop_token_ids` and with EOS): the same tokens as transformers'
-  greedy loop with the same processors, ending where it ends, with the same finish reason.
+  logit bias, `allowed_token_ids`, `min_tokens` with `stop_token_ids` and with EOS): the same tokens
+  as transformers' greedy loop with the same processors (the stop token included), ending where it
+  ends, with the same finish and stop reason and the same logprobs.
 - Sampled (seeded) at temperatures other than 0 and 1, with `top_p`, `top_k`, `min_p` and a
   repetition penalty: no sampled token outside the reference's support, each bucket of tokens (the
   most likely, the second, the rest, the boundary the filter keeps last) sampled as often as the
@@ -32,9 +33,36 @@ from __future__ import annotations
 
 import pytest
 from gate_support import PROMPTS, gpu_runner
-from sampling_reference import MAX_DEVIATIONS, Reference, served
+from sampling_reference import Reference, served
 
 pytestmark = pytest.mark.rocm_gate(group="engine")
+
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {
+    "test_greedy_sampling_params_match_transformers": [
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "min_tokens",
+        "stop_token_ids",
+        "allowed_token_ids",
+        "ignore_eos",
+        "temperature",
+        "logprobs",
+        "max_tokens",
+    ],
+    "test_sampled_distribution_matches_transformers": [
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "n",
+        "logprobs",
+    ],
+}
 
 GREEDY_TOKENS = 24
 SAMPLED_TOKENS = 16
@@ -105,7 +133,9 @@ def framework_gap(request, framework):
     reason = GAPS.get(framework, {}).get(name)
     if reason is not None:
         request.applymarker(
-            pytest.mark.xfail(reason=f"{framework} gap: {reason}", raises=AssertionError, strict=False)
+            pytest.mark.xfail(
+                reason=f"{framework} gap: {reason}", raises=AssertionError, strict=False
+            )
         )
 
 
@@ -174,10 +204,9 @@ def test_greedy_sampling_params_match_transformers(
         (got,) = served(server, framework, model_name, [prompt], params, 1, GREEDY_TOKENS)
         expected = reference.greedy(prompt, params, framework, GREEDY_TOKENS)
         what = f"{case} {params} on prompt {index} ({PROMPTS[index]!r})"
-        got_tokens = _without_stop(got, expected)
-        assert got_tokens == expected.tokens, (
-            f"{what}: served {got_tokens}, transformers {expected.tokens} (first difference at "
-            f"{_first_difference(got_tokens, expected.tokens)})"
+        assert got.tokens == expected.tokens, (
+            f"{what}: served {got.tokens}, transformers {expected.tokens} (first difference at "
+            f"{_first_difference(got.tokens, expected.tokens)})"
         )
         assert got.finish_reason == expected.finish_reason, (
             f"{what}: finish reason {got.finish_reason!r}, transformers {expected.finish_reason!r}"
@@ -220,24 +249,9 @@ def test_sampled_distribution_matches_transformers(
         "likely: the non-argmax path was barely tested"
     )
     problems = judgement.problems(LOGPROB_ATOL)
-    assert not problems, f"{framework} {case} {params}: " + "; ".join(problems) + (
-        f" ({judgement.summary()})"
+    assert not problems, (
+        f"{framework} {case} {params}: " + "; ".join(problems) + (f" ({judgement.summary()})")
     )
-
-
-def _without_stop(got, expected) -> list[int]:
-    """The served tokens as the reference lists them: a framework that leaves the stop token out
-    of its output gets it back when it names it as the reason it stopped."""
-    tokens = list(got.tokens)
-    if (
-        got.finish_reason == "stop"
-        and expected.tokens
-        and expected.finish_reason == "stop"
-        and len(tokens) == len(expected.tokens) - 1
-        and tokens == expected.tokens[:-1]
-    ):
-        tokens.append(expected.tokens[-1])
-    return tokens
 
 
 def _first_difference(a: list[int], b: list[int]) -> int:

@@ -45,6 +45,10 @@ pytestmark = [
 ]
 CASES = [("What is in the image?", [1]), ("Describe it.", [2]), ("Describe it.", [1])]
 
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {"test_image_chat_matches_transformers": ["messages"]}
+
 
 @pytest.fixture(scope="module")
 def reference(vllm_server):
@@ -136,7 +140,9 @@ def test_a_bad_image_is_a_400_and_the_server_keeps_serving(client, model_name, n
 # A question long enough that the prompt passes one KV-cache block (128 tokens on the CPU, 16 on GPU
 # runners) with the image in the first block: that block is hashed and cached, so only the image's
 # own key tells two images' blocks apart. 177 tokens with the image (measured).
-LONG_QUESTION = "Describe every part of this image in detail: its colours, its shapes and what is where. " * 3
+LONG_QUESTION = (
+    "Describe every part of this image in detail: its colours, its shapes and what is where. " * 3
+)
 CACHE_BLOCK_TOKENS = 128
 
 
@@ -194,12 +200,14 @@ def test_images_beside_text_requests_equal_alone(vllm_server, client, model_name
     ]
     alone = [answer_alone(client, kind, request) for kind, request in requests]
     together = stream_together(vllm_server, requests)
-    assert any(generated_side_by_side(together[i], together[j]) for i in (0, 1) for j in range(2, 6)), (
-        "no image request was generated in the same steps as a text one: nothing was batched"
-    )
+    assert any(
+        generated_side_by_side(together[i], together[j]) for i in (0, 1) for j in range(2, 6)
+    ), "no image request was generated in the same steps as a text one: nothing was batched"
     different = [
         f"request {i}: alone {alone[i]!r}, batched {together[i].text!r}"
         for i in range(len(requests))
         if alone[i] != together[i].text
     ]
-    assert not different, "answers change when images and text share a batch:\n" + "\n".join(different)
+    assert not different, "answers change when images and text share a batch:\n" + "\n".join(
+        different
+    )

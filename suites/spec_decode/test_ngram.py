@@ -33,6 +33,25 @@ pytestmark = [
     pytest.mark.rocm_gate(group="spec_decode"),
     pytest.mark.vllm_server(args=["--speculative-config", json.dumps(NGRAM)]),
 ]
+# Request parameters whose effect each test compares against a reference
+# (benchmarks/request_surface.py lists every parameter, and these or the reason none does).
+COMPARES = {
+    "test_ngram_is_lossless": ["logprobs"],
+    "test_forced_drafts_are_all_accepted": ["structured_outputs"],
+    "test_stop_conditions_inside_drafts_match_the_plain_server": [
+        "stop_token_ids",
+        "stop",
+        "max_tokens",
+        "min_tokens",
+        "structured_outputs",
+    ],
+    "test_sampled_speculation_matches_transformers": [
+        "allowed_token_ids",
+        "top_p",
+        "top_k",
+        "temperature",
+    ],
+}
 # Repetition in the prompts gives the n-gram proposer something to look up.
 REPETITIVE = [SHARED_PREFIX + p for p in PROMPTS[:4]] + [(p + " ") * 6 for p in PROMPTS[4:]]
 # Speculation scores a draft in one forward pass of several positions, the plain server one position
@@ -249,7 +268,9 @@ SPEC_TOP_K_GAP = (
     "input.numel() == 0', from RejectionSampler.apply_sampling_constraints); it would take the "
     "module's server down with it, so it does not run here"
 )
-AB_PROMPT = " a b" * 12  # 24 tokens: 48 sequences prefill in one step (2048 tokens a step on the CPU)
+AB_PROMPT = (
+    " a b" * 12
+)  # 24 tokens: 48 sequences prefill in one step (2048 tokens a step on the CPU)
 SPEC_SAMPLING_XFAIL = pytest.mark.xfail(not gpu_runner(), reason=SPEC_SAMPLING_GAP, strict=False)
 SPEC_SAMPLED = {
     "allowed_token_ids": ({"temperature": 1.0, "seed": 11}, SPEC_SAMPLING_XFAIL),
