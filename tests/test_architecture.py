@@ -283,3 +283,85 @@ def test_only_history_speaks_sql():
         )
     )
     assert speaking == []
+
+
+# The CI service's packages: GitHub, the history store, main's state, reports, node acceptance and the
+# commands. The plugin an upstream project loads into its test runs (`-p rocm`) reaches none of them.
+SERVICE_PACKAGES = {
+    "adoption",
+    "blame",
+    "cli",
+    "dashboard",
+    "github",
+    "history",
+    "knowledge",
+    "parity",
+    "preflight",
+    "selection",
+    "trunk",
+}
+# What the plugin's code may import from outside the standard library: pytest and its plugins, what
+# the artifacts' checks and the lock of the GPU ledger need, and the tiny models' libraries (loaded
+# only by the serving fixtures).
+PLUGIN_THIRD_PARTY = {
+    "_pytest",
+    "execnet",
+    "filelock",
+    "jsonschema",
+    "pytest",
+    "pytest_timeout",
+    "safetensors",
+    "tokenizers",
+    "tomli_w",
+    "torch",
+    "transformers",
+    "xdist",
+}
+
+
+def closure(root: str) -> dict[str, str]:
+    """Every project module `root` may import, at any depth of any function, with the module that
+    imports it (a module's packages' __init__ come with it)."""
+    parent = {root: ""}
+    todo = [root]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        packages = [".".join(parts[:i]) for i in range(2, len(parts))]
+        for target in [*imports_of(name), *(p for p in packages if p in MODULES)]:
+            if target not in parent:
+                parent[target] = name
+                todo.append(target)
+    return parent
+
+
+def third_party_of(name: str) -> set[str]:
+    tree = ast.parse(Path(importlib.util.find_spec(name).origin).read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+    return found - set(sys.stdlib_module_names) - {"pytest_rocm"}
+
+
+def test_the_plugin_reaches_no_ci_service_code_and_no_service_library():
+    """Issue 64: `pytest -p rocm` must not pull the CI service into an upstream project's test runs
+    (the plugin's quarantine filter once imported the history store's queries). The closure is
+    read from the source, imports inside functions included, so a lazy import counts too."""
+    parents = closure("pytest_rocm.plugin.hooks")
+
+    def chain(name: str) -> str:
+        links = [name]
+        while parents[links[-1]]:
+            links.append(parents[links[-1]])
+        return " <- ".join(links)
+
+    service = [m for m in parents if m.split(".")[1] in SERVICE_PACKAGES]
+    assert not service, "the plugin imports CI service code:\n" + "\n".join(map(chain, service))
+    libraries = {lib: m for m in parents for lib in third_party_of(m) - PLUGIN_THIRD_PARTY}
+    assert not libraries, "the plugin imports libraries outside its own: " + ", ".join(
+        f"{lib} ({chain(m)})" for lib, m in sorted(libraries.items())
+    )
+    assert "pytest_rocm.plugin.collection" in parents  # the closure is walked, not empty

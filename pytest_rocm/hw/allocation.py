@@ -20,10 +20,9 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 from pytest_rocm.errors import NotDone
 
@@ -45,10 +44,10 @@ class AllocationTimeout(NotDone):
     pass
 
 
-class LockFolderError(AllocationTimeout, pytest.UsageError):
-    """The folder of the device locks cannot be used (a file in its place, no permission): a usage
-    error naming the path and the fix, in the `gpus` fixture (a test that cannot get devices) as in
-    pytest's hooks."""
+class LockFolderError(AllocationTimeout):
+    """The folder of the device locks cannot be used (a file in its place, no permission), naming
+    the path and the fix: the `gpus` fixture's error (a test that cannot get devices), and a usage
+    error in pytest's hooks (plugin/locks.py)."""
 
 
 LOCKS_FOLDER = "pytest-rocm-locks"
@@ -128,14 +127,14 @@ def allocate(
     pool: list[int],
     count: int,
     vendor: str,
-    avoid: set[int] = frozenset(),
+    avoid: AbstractSet[int] = frozenset(),
     wait_s: float = DEFAULT_WAIT_S,
-    held_here: set[int] = frozenset(),
+    held_here: AbstractSet[int] = frozenset(),
 ) -> Allocation:
     """Take `count` devices of `pool` for this process, all or nothing. Devices in `held_here` are
     already this process's (its servers hold them): they count as free, and stay held when this
     allocation ends."""
-    from filelock import FileLock, Timeout
+    from filelock import BaseFileLock, FileLock, Timeout
 
     if count == 0:
         return Allocation([], vendor)
@@ -147,7 +146,7 @@ def allocate(
     deadline = started + wait_s
     rng = random.Random(os.getpid())
     while True:
-        held: list[tuple[int, object]] = []
+        held: list[tuple[int, BaseFileLock | None]] = []
         for device in sorted(preferred, key=lambda d: d not in held_here):  # its own devices first
             if device in held_here:
                 held.append((device, None))
@@ -171,9 +170,9 @@ def allocate(
                 reused_avoided=bool(set(devices) & avoid),
                 waited_s=time.monotonic() - started,
             )
-        for _, lock in held:
-            if lock is not None:
-                lock.release()
+        for _, taken in held:
+            if taken is not None:
+                taken.release()
         if time.monotonic() > deadline:
             raise AllocationTimeout(
                 f"could not get {count} of devices {pool} within {wait_s:.0f} s"

@@ -13,68 +13,20 @@ from pathlib import Path
 
 from pytest_rocm.errors import BadInput
 from pytest_rocm.hw.model import MAX_GPUS, Gpu, Platform, SourceResult
+from pytest_rocm.hw.skus import SKUS
 
-# Nominal whole-device figures (memory in GiB, as the tools report it).
+# Nominal whole-device figures of each SKU the table simulates (memory in GiB, as the tools report
+# it): hw/skus.toml.
 SKU_SPECS: dict[str, dict] = {
-    "MI300X": {
-        "vendor": "amd",
-        "arch": "gfx942",
-        "memory_gb": 192.0,
-        "device_id": "0x74a1",
-        "compute_units": 304,
-    },
-    "MI300A": {
-        "vendor": "amd",
-        "arch": "gfx942",
-        "memory_gb": 128.0,
-        "device_id": "0x74a0",
-        "compute_units": 228,
-    },
-    "MI308X": {
-        "vendor": "amd",
-        "arch": "gfx942",
-        "memory_gb": 192.0,
-        "device_id": "0x74a2",
-        "compute_units": 80,
-    },
-    "MI325X": {
-        "vendor": "amd",
-        "arch": "gfx942",
-        "memory_gb": 256.0,
-        "device_id": "0x74a5",
-        "compute_units": 304,
-    },
-    "MI350X": {
-        "vendor": "amd",
-        "arch": "gfx950",
-        "memory_gb": 288.0,
-        "device_id": "0x75a0",
-        "compute_units": 256,
-    },
-    "MI355X": {
-        "vendor": "amd",
-        "arch": "gfx950",
-        "memory_gb": 288.0,
-        "device_id": "0x75a3",
-        "compute_units": 256,
-    },
-    "MI250X": {
-        "vendor": "amd",
-        "arch": "gfx90a",
-        "memory_gb": 64.0,
-        "device_id": "0x7408",
-        "compute_units": 110,
-    },
-    "MI210": {
-        "vendor": "amd",
-        "arch": "gfx90a",
-        "memory_gb": 64.0,
-        "device_id": "0x740f",
-        "compute_units": 104,
-    },
-    "H100": {"vendor": "nvidia", "arch": "sm_90", "memory_gb": 79.6},
-    "H200": {"vendor": "nvidia", "arch": "sm_90", "memory_gb": 139.8},
-    "B200": {"vendor": "nvidia", "arch": "sm_100", "memory_gb": 178.4},
+    sku.name: {
+        "vendor": sku.vendor,
+        "arch": sku.arch,
+        "memory_gb": sku.memory_gb,
+        **({"device_id": sku.device_ids[0]} if sku.device_ids else {}),
+        **({"compute_units": sku.compute_units} if sku.vendor == "amd" else {}),
+    }
+    for sku in SKUS
+    if sku.simulated and sku.memory_gb is not None
 }
 
 STACKS = {

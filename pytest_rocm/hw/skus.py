@@ -1,4 +1,6 @@
-"""SKU table: turn what a tool printed (name, gfx arch, PCI device id, memory) into a SKU.
+"""The SKU table (`skus.toml`, one row per GPU model, read here for every reader: detection, the
+markers, the simulated profiles, node acceptance), and turning what a tool printed (name, gfx arch,
+PCI device id, memory) into a SKU.
 
 Tools name the same board many ways ("AMD Instinct MI300X OAM", "MI300X-O",
 "AMD Instinct Mi325X VF", an empty name with only "gfx950:sramecc+:xnack-"),
@@ -10,57 +12,138 @@ arch with compute units or memory size. The raw name is always kept beside.
 from __future__ import annotations
 
 import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
 
-AMD_SKUS = ("MI300X", "MI300A", "MI308X", "MI325X", "MI350X", "MI355X", "MI210", "MI250", "MI250X")
-NVIDIA_SKUS = ("H100", "H200", "H20", "GH200", "B200", "GB200", "A100", "L40S")
-ALL_SKUS = AMD_SKUS + NVIDIA_SKUS
+from pytest_rocm.errors import BadInput
 
-# PCI device ids (physical and SR-IOV virtual functions) -> (SKU, arch).
-# 0x740c is sold as both MI250 and MI250X; the name or the CU count decides.
-AMD_DEVICE_IDS: dict[str, tuple[str, str]] = {
-    "0x74a0": ("MI300A", "gfx942"),
-    "0x74a1": ("MI300X", "gfx942"),
-    "0x74b5": ("MI300X", "gfx942"),
-    "0x74a9": ("MI300X", "gfx942"),
-    "0x74bd": ("MI300X", "gfx942"),
-    "0x74a2": ("MI308X", "gfx942"),
-    "0x74b6": ("MI308X", "gfx942"),
-    "0x74a5": ("MI325X", "gfx942"),
-    "0x74b9": ("MI325X", "gfx942"),
-    "0x75a0": ("MI350X", "gfx950"),
-    "0x75b0": ("MI350X", "gfx950"),
-    "0x75a3": ("MI355X", "gfx950"),
-    "0x75b3": ("MI355X", "gfx950"),
-    "0x7408": ("MI250X", "gfx90a"),
-    "0x740c": ("MI250X", "gfx90a"),
-    "0x740f": ("MI210", "gfx90a"),
-    "0x7410": ("MI210", "gfx90a"),
+TABLE_FILE = Path(__file__).resolve().parent / "skus.toml"
+VENDORS = ("amd", "nvidia")
+_KEYS = {
+    "name": str,
+    "vendor": str,
+    "arch": str,
+    "device_ids": list,
+    "memory_gb": float,
+    "vram_mib": int,
+    "compute_units": int,
+    "compute_partitions": list,
+    "simulated": bool,
+    "source": str,
 }
 
-# Compute partition mode -> logical GPUs each physical GPU shows as: the MI300X, MI325X and MI350
-# series have 8 XCDs, split in 2 (DPX), 4 (QPX) or one per XCD (CPX) (AMD Instinct MI300X GPU
-# partitioning overview, instinct.docs.amd.com; 8 x MI300X in CPX lists 64 GPUs,
-# ROCm/legacy-rocm-build#4750).
+
+_KINDS = {str: "text", list: "a list", float: "a number", int: "an integer", bool: "true or false"}
+
+
+class SkuTableError(BadInput):
+    """The SKU table is malformed (an edited copy, or a release that must not ship): the row and
+    the key."""
+
+
+@dataclass(frozen=True)
+class Sku:
+    """One row of the SKU table (skus.toml says what each field is and where it comes from)."""
+
+    name: str
+    vendor: str
+    arch: str
+    device_ids: tuple[str, ...] = ()
+    memory_gb: float | None = None
+    vram_mib: int | None = None
+    compute_units: int | None = None
+    compute_partitions: tuple[str, ...] = ()
+    simulated: bool = True
+
+
+def _row(path: Path, number: int, raw: dict) -> Sku:
+    where = f"{path}: sku {number} ({raw.get('name', 'no name')})"
+    unknown = sorted(set(raw) - set(_KEYS))
+    if unknown:
+        raise SkuTableError(f"{where}: unknown key {', '.join(unknown)}; keys: {', '.join(_KEYS)}")
+    for key, kind in _KEYS.items():
+        value = raw.get(key)
+        if value is not None and not (
+            isinstance(value, kind) or (kind is float and type(value) is int)
+        ):
+            raise SkuTableError(f"{where}: {key} must be {_KINDS[kind]}, not {value!r}")
+    if not raw.get("name") or not raw.get("arch") or raw.get("vendor") not in VENDORS:
+        raise SkuTableError(f"{where}: a row needs a name, an arch and a vendor of {VENDORS}")
+    ids = tuple(normalise_device_id(d) or "" for d in raw.get("device_ids", []))
+    if "" in ids:
+        raise SkuTableError(f"{where}: device_ids are hex PCI ids such as '0x74a1'")
+    modes = tuple(raw.get("compute_partitions", []))
+    if set(modes) - set(LOGICAL_GPUS_PER_PARTITION_MODE):
+        raise SkuTableError(
+            f"{where}: compute_partitions are of {', '.join(LOGICAL_GPUS_PER_PARTITION_MODE)}"
+        )
+    return Sku(
+        name=raw["name"].upper(),
+        vendor=raw["vendor"],
+        arch=raw["arch"],
+        device_ids=ids,
+        memory_gb=None if raw.get("memory_gb") is None else float(raw["memory_gb"]),
+        vram_mib=raw.get("vram_mib"),
+        compute_units=raw.get("compute_units"),
+        compute_partitions=modes,
+        simulated=raw.get("simulated", True),
+    )
+
+
+def load_table(path: Path = TABLE_FILE) -> tuple[Sku, ...]:
+    """The rows of the SKU table, checked: a bad row is named with its key, two rows of one name
+    or one device id are refused."""
+    try:
+        raw_rows = tomllib.loads(path.read_text(encoding="utf-8")).get("sku", [])
+    except tomllib.TOMLDecodeError as error:
+        raise SkuTableError(f"{path}: not TOML ({error})") from None
+    rows = tuple(_row(path, n, raw) for n, raw in enumerate(raw_rows, 1))
+    for label, keys in (
+        ("name", [r.name for r in rows]),
+        ("device id", [d for r in rows for d in r.device_ids]),
+    ):
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise SkuTableError(f"{path}: {label} {', '.join(twice)} in two rows")
+    return rows
+
+
+# Compute partition mode -> logical GPUs each physical GPU shows as (the MI300X, MI325X and MI350
+# series have 8 XCDs, split in 2, 4 or one per XCD).
 LOGICAL_GPUS_PER_PARTITION_MODE = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
-# Compute units of a whole GPU of the 8-XCD SKUs (AMD Instinct data sheets: MI300X and MI325X 304,
-# MI350X and MI355X 256): an agent with a half, a quarter or an eighth of them is one partition of a
-# DPX, QPX or CPX GPU. rocminfo names no mode, and an MI300X in CPX lists 64 agents of 38 CUs.
-WHOLE_GPU_COMPUTE_UNITS = {"MI300X": 304, "MI325X": 304, "MI350X": 256, "MI355X": 256}
-# VRAM of one whole GPU in MiB, what amd-smi prints as MB (AMD Instinct data sheets: MI300X and
-# MI308X 192 GB HBM3, MI325X 256 GB HBM3E, MI350X and MI355X 288 GB HBM3E, MI210 64 GB, each GCD of an
-# MI250/MI250X 64 GB); amd-smi static on 8x MI300X prints 196592 of the 196608 (16 MiB held by
-# firmware: tests/data/samples/amd-smi, dell-ai). A GPU in a memory partition mode NPS2/4/8 shows a
-# half, a quarter or an eighth of it per partition.
-VRAM_MB = {
-    "MI300X": 196608,
-    "MI308X": 196608,
-    "MI325X": 262144,
-    "MI350X": 294912,
-    "MI355X": 294912,
-    "MI210": 65536,
-    "MI250": 65536,
-    "MI250X": 65536,
+
+
+def normalise_device_id(value: str | int | None) -> str | None:
+    """'0x74A1', '74a1', 29857 -> '0x74a1'."""
+    if value is None or value == "" or value == "N/A":
+        return None
+    if isinstance(value, int):
+        return f"0x{value:04x}"
+    text = str(value).strip().lower()
+    try:
+        return f"0x{int(text, 16):04x}"
+    except ValueError:
+        return None
+
+
+SKUS = load_table()
+AMD_SKUS = tuple(r.name for r in SKUS if r.vendor == "amd")
+NVIDIA_SKUS = tuple(r.name for r in SKUS if r.vendor == "nvidia")
+ALL_SKUS = AMD_SKUS + NVIDIA_SKUS
+# PCI device ids (physical and SR-IOV virtual functions) -> (SKU, arch).
+AMD_DEVICE_IDS: dict[str, tuple[str, str]] = {
+    d: (r.name, r.arch) for r in SKUS if r.vendor == "amd" for d in r.device_ids
 }
+# The compute units of a whole GPU of the SKUs that can be partitioned: an agent with a half, a
+# quarter or an eighth of them is one partition (rocminfo names no mode; an MI300X in CPX lists 64
+# agents of 38 CUs).
+WHOLE_GPU_COMPUTE_UNITS = {r.name: r.compute_units for r in SKUS if r.compute_partitions}
+COMPUTE_PARTITIONS = {r.name: r.compute_partitions for r in SKUS if r.compute_partitions}
+# VRAM of one whole GPU in MiB, what amd-smi prints as MB.
+VRAM_MB = {r.name: r.vram_mib for r in SKUS if r.vram_mib}
+ARCH_BY_SKU = {r.name: r.arch for r in SKUS}
+NVIDIA_ARCH_BY_SKU = {r.name: r.arch for r in SKUS if r.vendor == "nvidia"}
 
 
 def partition_from_compute_units(sku: str | None, compute_units: int | None) -> str | None:
@@ -79,9 +162,9 @@ def partition_from_compute_units(sku: str | None, compute_units: int | None) -> 
     )
 
 
-# Archs we recognise; anything else a tool prints is treated as unreliable when
-# the device id tells a known arch.
-KNOWN_AMD_ARCHS = {
+# Archs we recognise (the table's, and the Instinct and Radeon targets ROCm builds for); anything else
+# a tool prints is treated as unreliable when the device id tells a known arch.
+KNOWN_AMD_ARCHS = {r.arch for r in SKUS if r.vendor == "amd"} | {
     "gfx908",
     "gfx90a",
     "gfx940",
@@ -96,19 +179,12 @@ KNOWN_AMD_ARCHS = {
     "gfx1201",
 }
 
-NVIDIA_ARCH_BY_SKU = {
-    "A100": "sm_80",
-    "L40S": "sm_89",
-    "H100": "sm_90",
-    "H200": "sm_90",
-    "H20": "sm_90",
-    "GH200": "sm_90",
-    "B200": "sm_100",
-    "GB200": "sm_100",
-}
-
 _AMD_NAME = re.compile(r"\bMI[\s-]?(\d{3})([AX]?)", re.IGNORECASE)
-_NVIDIA_NAME = re.compile(r"\b(GH200|GB200|B200|H200|H100|H20|A100|L40S)\b", re.IGNORECASE)
+# the longest name first, so "GH200" is not read as "H200"
+_NVIDIA_NAME = re.compile(
+    r"\b(" + "|".join(sorted(map(re.escape, NVIDIA_SKUS), key=len, reverse=True)) + r")\b",
+    re.IGNORECASE,
+)
 _GFX = re.compile(r"gfx[0-9a-f]{3,4}", re.IGNORECASE)
 
 
@@ -125,19 +201,6 @@ def normalise_arch(text: str | None) -> str | None:
         return None
     match = _GFX.search(text)
     return match.group(0).lower() if match else None
-
-
-def normalise_device_id(value: str | int | None) -> str | None:
-    """'0x74A1', '74a1', 29857 -> '0x74a1'."""
-    if value is None or value == "" or value == "N/A":
-        return None
-    if isinstance(value, int):
-        return f"0x{value:04x}"
-    text = str(value).strip().lower()
-    try:
-        return f"0x{int(text, 16):04x}"
-    except ValueError:
-        return None
 
 
 def sku_from_amd_name(name: str | None) -> str | None:
@@ -193,10 +256,7 @@ def _gfx942_by_size(memory_gb: float | None, compute_units: int | None) -> str |
 
 
 def _arch_of_amd_sku(sku: str) -> str | None:
-    for found_sku, found_arch in AMD_DEVICE_IDS.values():
-        if found_sku == sku:
-            return found_arch
-    return "gfx90a" if sku == "MI250" else None
+    return ARCH_BY_SKU.get(sku)
 
 
 def identify_nvidia(

@@ -177,7 +177,7 @@ class Annotator:
     def quarantined(self) -> dict[str, dict]:
         """test id -> quarantine entry, for this platform's SKUs (read once)."""
         if self._quarantined is None:
-            from pytest_rocm.trunk.quarantine import applying
+            from pytest_rocm.plugin.quarantine import applying
 
             document = self.context.settings.quarantine
             self._quarantined = applying(document, self.platform.skus()) if document else {}

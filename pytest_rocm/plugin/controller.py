@@ -152,7 +152,7 @@ class Controller:
             settings.scheduler == "gpu" or (settings.scheduler == "auto" and bool(platform.gpus))
         ):
             return None
-        from pytest_rocm.hw.allocation import lock_root
+        from pytest_rocm.plugin.locks import lock_root
         from pytest_rocm.scheduling.durations import DurationStore
         from pytest_rocm.scheduling.xdist_scheduler import GpuScheduling
 
@@ -329,10 +329,13 @@ class Controller:
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Write the end of the run, then merge every record into the manifest and the gate
         report."""
-        from pytest_rocm.hw.allocation import lock_root
+        from pytest_rocm.hw.allocation import LockFolderError, lock_root
         from pytest_rocm.results.manifest import build_manifest, now
 
-        shutil.rmtree(lock_root(self.context.session_id), ignore_errors=True)
+        try:
+            shutil.rmtree(lock_root(self.context.session_id), ignore_errors=True)
+        except LockFolderError:
+            pass  # no folder of this run's locks to remove (the run said why when it needed one)
         if self.report_folder is None:  # no folder, or --collect-only: no verdict to give
             self._release()
             return

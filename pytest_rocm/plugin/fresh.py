@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import execnet
 import pytest
@@ -287,11 +288,14 @@ class FreshProcesses:
         if died is not None:
             nodeid, why = died
             file = nodeid.split("::")[0]
-            self._log(pytest.TestReport(nodeid, (file, None, file), {}, "failed", why, "???"))
+            # the report of a test whose process died, as pytest-xdist writes one for a crashed
+            # worker (`when` "???", outside pytest's declared phases: terminal reporters show it)
+            crashed: Any = "???"
+            self._log(pytest.TestReport(nodeid, (file, None, file), {}, "failed", why, crashed))
 
     def _log(self, report: pytest.TestReport) -> None:
         hook = self.config.hook
-        report.rocm_replayed = True
+        vars(report)["rocm_replayed"] = True  # read by is_replayed; pytest's reports take extras
         if report.when == "setup":
             hook.pytest_runtest_logstart(nodeid=report.nodeid, location=report.location)
         hook.pytest_runtest_logreport(report=report)

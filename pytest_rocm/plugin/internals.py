@@ -252,7 +252,7 @@ def replace_ini(config: pytest.Config, values: dict) -> None:
 
 def decide_test_args(
     config: pytest.Config, args: list[str], pyargs: bool
-) -> tuple[list[str], object]:
+) -> tuple[list[str], pytest.Config.ArgsSource]:
     """The paths and node ids the session collects from, and their source, by pytest's own rule
     (`Config._decide_args`): `args`, else the ini's `testpaths` from the rootdir, else the
     invocation folder."""
@@ -266,7 +266,9 @@ def decide_test_args(
     )
 
 
-def set_test_args(config: pytest.Config, decided: tuple[list[str], object]) -> None:
+def set_test_args(
+    config: pytest.Config, decided: tuple[list[str], pytest.Config.ArgsSource]
+) -> None:
     """What the session collects from (`config.args`, read by `Session.perform_collect`), and its
     source."""
     config.args, config.args_source = list(decided[0]), decided[1]

@@ -299,7 +299,7 @@ class Recorder:
             or not context.platform.gpus
         ):
             return
-        from pytest_rocm.hw.allocation import lock_root
+        from pytest_rocm.plugin.locks import lock_root
         from pytest_rocm.scheduling.xdist_scheduler import write_demands
 
         demands = {}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_rocm.hw.skus import (
+    COMPUTE_PARTITIONS,
     LOGICAL_GPUS_PER_PARTITION_MODE,
     VRAM_MB,
     WHOLE_GPU_COMPUTE_UNITS,
@@ -200,7 +201,8 @@ def judge_partitions(modes: dict[str, tuple], sku: str | None) -> list[Finding]:
     compute = {gpu: _mode(c) for gpu, (c, _, _) in modes.items()}
     memory = {gpu: _mode(m) for gpu, (_, m, _) in modes.items()}
     for kind, read, known in (
-        ("compute", compute, LOGICAL_GPUS_PER_PARTITION_MODE),
+        # the compute modes the SKU can be set to (hw/skus.toml), every mode for a SKU not known
+        ("compute", compute, COMPUTE_PARTITIONS.get(sku or "", LOGICAL_GPUS_PER_PARTITION_MODE)),
         ("memory", memory, MEMORY_PARTITIONS),
     ):
         present = {gpu: mode for gpu, mode in read.items() if mode}

@@ -45,7 +45,8 @@ MOSTLY_UNREAD_LINES, UNDERSTOOD_SHARE = 20, 0.05
 ACCEPTED, REFUSED, NOT_PROVEN = ("accepted", "refused", "not_proven")
 DEFAULT_REQUIRED = ("hardware", "communication", "framework")
 _SKU_NAME = re.compile(r"\b(?:Instinct\s+|Product:\s*)(MI\d{3}[AX]?)\b", re.I)
-_DEVICE_ID = re.compile(r"\b0x(7[45][0-9a-f]{2})\b", re.I)
+# any PCI device id: the SKU table (hw/skus.toml) says which are GPUs of which SKU
+_DEVICE_ID = re.compile(r"\b0x([0-9a-f]{4})\b", re.I)
 
 
 @dataclass

@@ -34,17 +34,6 @@ def empty() -> dict:
     return {"schema": QUARANTINE_SCHEMA, "updated": None, "tests": []}
 
 
-def applying(document: dict, skus: list[str]) -> dict[str, dict]:
-    """test id -> its entry, for the entries that apply on a platform with these SKUs."""
-    wanted = {s.upper() for s in skus}
-    out = {}
-    for entry in document["tests"]:
-        sku = entry.get("sku")
-        if sku is None or sku.upper() in wanted or set(sku.upper().split("/")) <= wanted:
-            out.setdefault(entry["test"], entry)
-    return out
-
-
 def _green_streak(conn: Connection, test: str, sku: str, count: int) -> bool:
     """Whether the test's newest `count` informative main runs on the SKU all passed it."""
     verdicts = queries.newest_main_verdicts(conn, test, sku, count)
