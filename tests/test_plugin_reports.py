@@ -650,8 +650,8 @@ PLAIN = '"when":"setup+call+teardown","outcome":"passed","durations":[0.000100,0
     ],
 )
 def test_a_plain_pass_read_without_a_parser_is_what_json_reads(tmp_path, line):
-    """The reader matches a plain pass's fixed fields and parses the fields after them once for all
-    the lines that end alike; each line gives the record (or the problem) json.loads gives."""
+    """Each line shaped like a plain pass's, well formed or not, gives the record (or the problem)
+    json.loads gives."""
     from pytest_rocm.results.records import read_records, record_problem
 
     (tmp_path / "records-gw0.jsonl").write_text(f"{line}\n{line}\n")
@@ -670,9 +670,8 @@ def test_a_plain_pass_read_without_a_parser_is_what_json_reads(tmp_path, line):
 
 
 def test_the_gate_report_text_is_what_json_dumps_writes(pytester):
-    """The controller writes gate-report.json from templates for plain passes' entries; the text is
-    json.dumps's, byte for byte, whatever an entry holds (`rocm-gate verdict` writes
-    json.dumps's)."""
+    """The controller's gate-report.json is json.dumps's text, byte for byte, whatever an entry
+    holds (`rocm-gate verdict` writes json.dumps's)."""
     from pytest_rocm.results.report import _plain_pass, gate_report_json
 
     run_suite(pytester)
@@ -806,9 +805,9 @@ def test_a_failed_phase_carries_the_servers_logs_everywhere(pytester, xdist):
 
 
 def test_a_plain_pass_record_reads_back_as_json_reads_it(tmp_path_factory):
-    """The record codec (results/records.py, `_PLAIN_MEMBERS`): whatever node id, numbers and
-    test fields the writer is given, the reader's record is the one json.loads makes of the line
-    (its fast path or, where it cannot take the line, the parser), and no line is lost."""
+    """A plain pass's line (results/records.py, `plain_pass_line`): whatever node id, numbers and
+    test fields the writer is given, the reader's record is the one json.loads makes of the line,
+    and no line is lost."""
     from json.encoder import encode_basestring
 
     from hypothesis import given, settings

@@ -7,6 +7,7 @@ check; a blocking gate the run itself deselects makes it `incomplete`, never `su
 The per-row tests are generated from the two tables: a new row is covered without editing this file
 (its value is made from the row; `ATTACKS` only sharpens some rows into a real attack)."""
 
+import argparse
 import json
 import shlex
 
@@ -77,15 +78,22 @@ def _option_tokens(setting) -> str:
         return ATTACKS[setting.flag]
     if not setting.takes_value:
         return setting.flag
-    kwargs = setting.kwargs
-    value = (
-        kwargs["choices"][-1]
-        if "choices" in kwargs
-        else 5
-        if kwargs.get("type") is int
-        else PR_VALUE
-    )
-    return f"{setting.flag}={value}"
+    return f"{setting.flag}={_accepted(setting.kwargs)}"
+
+
+def _accepted(kwargs: dict) -> str:
+    """A value the option's parser accepts: its last choice, else the first of a few plain values
+    its `type` (a validator of schemas/values.py, or int) takes, else any text."""
+    if "choices" in kwargs:
+        return str(kwargs["choices"][-1])
+    parse = kwargs.get("type")
+    for candidate in ("5", "1", "0.5", PR_VALUE):
+        try:
+            if parse is None or parse(candidate) is not None:
+                return candidate
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            continue
+    return PR_VALUE
 
 
 def _ini_value(setting) -> str:
@@ -94,10 +102,8 @@ def _ini_value(setting) -> str:
         value = ATTACKS[setting.ini]
     elif setting.flag and not setting.takes_value:
         value = "true"
-    elif setting.flag and "choices" in setting.kwargs:
-        value = setting.kwargs["choices"][-1]
-    elif setting.flag and setting.kwargs.get("type") is int:
-        value = "5"
+    elif setting.flag:
+        value = _accepted(setting.kwargs)
     else:
         value = PR_VALUE
     return f"\n    {value}" if setting.ini_type == "linelist" else value

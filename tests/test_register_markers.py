@@ -113,11 +113,6 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
     "name, content, says",
     [
         ("pyproject.toml", "x = [", "not valid TOML"),
-        (
-            "pyproject.toml",
-            '[tool.pytest.ini_options]\nmarkers = ["a", "b"]\n',
-            "the markers list is on one line",
-        ),
         ("pyproject.toml", '[tool.pytest.ini_options]\nmarkers = "a"\n', "markers is not a list"),
         ("pytest.ini", "[pytest]\nmarkers =\n    a\n", "only a pyproject.toml is edited"),
         ("pyproject.toml", b"\xff\xfe", "not UTF-8 text"),
@@ -129,6 +124,15 @@ def test_markers_are_added_keeping_every_other_line_and_a_second_run_changes_not
             "`tool.pytest.ini_options` is int 5",
         ),
         ("pyproject.toml", "x = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deep"),
+        # deep enough for tomlkit's limit (100 levels), not for the TOML parser's
+        ("pyproject.toml", "x = " + "[" * 200 + "]" * 200 + "\n", "nested more than 100 levels"),
+        # tomlkit would write `[pytest.ini_options]` (outside [tool]) under a dotted `pytest.` key:
+        # the check with the TOML parser catches it, and nothing is written
+        (
+            "pyproject.toml",
+            "[tool]\npytest.other = 1\n\n[x]\ny = 1\n",
+            "would change more than the markers list",
+        ),
     ],
     ids=lambda value: value[:30] if isinstance(value, str) else None,
 )
@@ -202,13 +206,167 @@ def test_marker_text_with_escapes_and_hashes_stays_valid_toml(tmp_path, line):
     assert register(cwd=tmp_path).stdout.endswith("registered already\n")
 
 
-def test_an_edit_that_would_not_parse_is_refused_not_a_traceback(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "dumped, says",
+    [
+        (lambda document: "x = [", "would not be valid TOML"),  # an edit that does not parse
+        (lambda document: "", "would change more than the markers list"),  # one that drops keys
+    ],
+)
+def test_an_edit_that_would_not_parse_or_changes_more_is_refused_not_a_traceback(
+    tmp_path, monkeypatch, dumped, says
+):
     from pytest_rocm.adoption import markers
 
-    # an edit that misreads the file (here: the list taken to end after its `]`)
-    monkeypatch.setattr(markers, "_closing_line", lambda lines, start, end: len(lines))
+    monkeypatch.setattr(markers.tomlkit, "dumps", dumped)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\nmarkers = [\n    "a",\n    "b",\n]\n'
     )
-    with pytest.raises(markers.MarkerEditError, match="would not be valid TOML"):
+    with pytest.raises(markers.MarkerEditError, match=says):
         markers.add_markers(tmp_path / "pyproject.toml")
+
+
+def test_tomlkit_running_out_of_stack_names_the_file(tmp_path, monkeypatch):
+    """tomlkit before 0.14 had no nesting limit: deep input raised RecursionError from its parser."""
+    from pytest_rocm.adoption import markers
+
+    def deep(text):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(markers.tomlkit, "parse", deep)
+    path = tmp_path / "pyproject.toml"
+    path.write_text("[project]\nname = 'x'\n")
+    with pytest.raises(
+        markers.MarkerEditError, match="nested too deep for the TOML editor"
+    ) as raised:
+        markers.add_markers(path)
+    assert str(path) in str(raised.value)
+
+
+# A tree's pyproject as maintainers write them (CRLF, from a Windows checkout): comments inside the
+# markers list, inline tables elsewhere, a multi-line string that reads like a markers list and a
+# table header, and a list after the markers that also closes with `]`.
+REALISTIC = """\
+# A tree's pyproject, as maintainers write them
+[build-system]
+requires = ["setuptools>=77", "wheel"]  # keep in step with requirements/build.txt
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "engine"
+description = \"\"\"
+Serving engine. The test configuration below reads:
+markers = [ "not", "this", "list" ]
+[tool.pytest.ini_options]
+\"\"\"
+authors = [{ name = "Maintainers", email = "dev@example.org" }]
+urls = { Homepage = "https://example.org", "Bug Tracker" = 'https://example.org/issues' }
+
+[tool.ruff]
+lint.select = ["E", "F"]   # ruff's own table, with a list ending in `]`
+
+[tool.pytest.ini_options]
+# the test matrix
+markers = [
+    # fast lanes
+    "slow_test: deselect with '-m \\"not slow_test\\"'",
+    'core_model: enable this model test in each PR',  # a literal string
+    "distributed(num_gpus=2): tests that need several GPUs",
+    # more lanes are added below this line
+]
+addopts = "-ra --strict-markers"
+filterwarnings = [
+    "ignore::DeprecationWarning",
+]
+
+[tool.typos.default]
+extend-ignore-identifiers-re = [".*[UE]4M4.*"]
+""".replace("\n", "\r\n")
+
+
+def test_a_realistic_pyproject_keeps_every_byte_outside_the_markers_it_adds(tmp_path):
+    """Issue 64: the edit is tomlkit's; every byte of the file but the marker lines it adds before
+    the list's closing `]` is kept: comments, quoting, inline tables, the multi-line string, CRLF."""
+    from pytest_rocm.adoption.markers import LINES
+
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(REALISTIC.encode())
+    done = register(path, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    after = path.read_bytes().decode()
+    close = REALISTIC.index("]\r\naddopts")  # the markers list's closing bracket
+    assert after.startswith(REALISTIC[:close]) and after.endswith(REALISTIC[close:])
+    added = after[close : len(after) - len(REALISTIC) + close]
+    assert added.count("\r\n") == added.count("\n") == 3  # one line a marker, each ending CRLF
+    assert all(line.startswith('    "') for line in added.splitlines())  # as the list indents
+    assert tuple(tomllib.loads(f"x = [{added}]")["x"]) == LINES
+    old, new = tomllib.loads(REALISTIC), tomllib.loads(after)
+    old["tool"]["pytest"]["ini_options"]["markers"] += list(LINES)
+    assert new == old
+    assert register(path, cwd=tmp_path).stdout.endswith("registered already\n")
+    assert path.read_bytes().decode() == after
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        # one line: written one marker a line, its items kept as written, its comment after it
+        (
+            "[tool.pytest.ini_options]\r\nmarkers = [\"a\", 'b']  # ours\r\nx = 1\r\n",
+            "[tool.pytest.ini_options]\r\nmarkers = [\r\n    \"a\",\r\n    'b',\r\n{new}]  # ours\r\n"
+            "x = 1\r\n",
+        ),
+        (
+            "[tool.pytest.ini_options]\nmarkers = []\n",
+            "[tool.pytest.ini_options]\nmarkers = [\n{new}]\n",
+        ),
+        # no pytest table, [tool] written by other tables: the new one goes with them, a blank line
+        # on each side
+        (
+            "[tool.ruff]\nx = 1\n\n[other]\ny = 2\n",
+            "[tool.ruff]\nx = 1\n\n[tool.pytest.ini_options]\nmarkers = [\n{new}]\n\n[other]\ny = 2\n",
+        ),
+        # no [tool] and no last newline: appended after a blank line, as today
+        (
+            "[project]\r\nname = 'x'",
+            "[project]\r\nname = 'x'\r\n\r\n[tool.pytest.ini_options]\r\nmarkers = [\r\n{new}]\r\n",
+        ),
+        # [tool.pytest.ini_options] written as dotted keys: the markers are one too
+        (
+            '[tool.pytest]\nini_options.addopts = "-ra"\n',
+            '[tool.pytest]\nini_options.addopts = "-ra"\nini_options.markers = [\n{new}]\n',
+        ),
+        # CRLF lines and a multi-line string of "\n" ones: each line kept as it ends
+        (
+            '[project]\r\nx = """\na\n"""\r\n\r\n[tool.pytest.ini_options]\r\nmarkers = [\r\n    "a",\r\n]\r\n',
+            '[project]\r\nx = """\na\n"""\r\n\r\n[tool.pytest.ini_options]\r\nmarkers = [\r\n    "a",\r\n'
+            "{new}]\r\n",
+        ),
+    ],
+    ids=["one-line", "empty", "new-table", "no-tool-no-newline", "dotted", "mixed-endings"],
+)
+def test_the_shapes_the_text_edit_refused_are_edited(tmp_path, before, after):
+    """The hand-written edit refused one-line lists and a [tool.pytest.ini_options] not written as a
+    header; tomlkit edits them."""
+    from pytest_rocm.adoption.markers import LINES
+
+    newline = "\r\n" if before.split("\n", 1)[0].endswith("\r") else "\n"
+    new = "".join(f'    "{line}",{newline}' for line in LINES)
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(before.encode())
+    done = register(path, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert path.read_bytes().decode() == after.format(new=new)
+    assert register(path, cwd=tmp_path).stdout.endswith("registered already\n")
+
+
+def test_an_inline_table_stays_on_its_line(tmp_path):
+    from pytest_rocm.adoption.markers import LINES
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[tool]\npytest.ini_options = {addopts = "-ra", markers = ["a"]}  # inline\n')
+    assert register(path, cwd=tmp_path).returncode == 0
+    listed = ", ".join(f'"{line}"' for line in LINES)
+    assert path.read_text() == (
+        f'[tool]\npytest.ini_options = {{addopts = "-ra", markers = ["a", {listed}]}}  # inline\n'
+    )

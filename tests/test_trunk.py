@@ -785,7 +785,7 @@ def test_a_store_of_schema_version_1_is_migrated_and_its_runs_are_not_main(trunk
     )
     conn.close()
     migrated = store.connect(old)
-    assert store.version(migrated) == store.VERSION == 4
+    assert store.version(migrated) == store.VERSION == 5
     assert [r["origin"] for r in queries.runs(migrated)] == ["other"]
     # schema 3: a run's identity is its origin with its report's digest (or its GitHub run)
     assert [r[0] for r in migrated.execute("SELECT digest FROM runs")] == ["other:d"]

@@ -340,7 +340,7 @@ def test_a_run_of_no_test_has_no_parity_figure(tmp_path):
     """A main run that ran no test, compared with a reference whose tests pass, has a parity report
     of 0%: it measured nothing, and is neither the newest figure nor a point of the trend."""
     from pytest_rocm import cli
-    from pytest_rocm.dashboard import site
+    from pytest_rocm.dashboard import data, site
 
     passing = {A: [truth.Attempt(None)], B: [truth.Attempt(None)]}
     measured = _run(tmp_path, "measured", f"{1:040x}", passing, run_id=1)
@@ -356,7 +356,7 @@ def test_a_run_of_no_test_has_no_parity_figure(tmp_path):
     now = queries.parity_now(conn)
     assert now["MI300X"]["git_sha"] == f"{1:040x}" and now["MI300X"]["parity"] == 1.0
     assert {row["run"] for row in queries.parity_trend(conn)} == {now["MI300X"]["id"]}
-    page = site.overview(conn)
+    page = site.pages(data.read(conn))["index.html"]
     assert "100.0%" in page and not re.search(r"(?<![\d.])0\.0%", page)
 
 

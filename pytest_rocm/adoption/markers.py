@@ -1,7 +1,7 @@
 """Add pytest-rocm's markers to the `markers` list of a `pyproject.toml`'s
-`[tool.pytest.ini_options]`, as a text edit that keeps every other byte of the file (comments,
-order, quoting), then prove it with the TOML parser: the edited file must parse to the same document
-with only the marker lines added, or nothing is written.
+`[tool.pytest.ini_options]` with tomlkit, the TOML library that keeps a file's comments, order,
+quoting and line endings, then prove it with the TOML parser: the edited file must parse to the same
+document with only the marker lines added, or nothing is written.
 
 A diff in a guide cannot do this on a real tree (vLLM's pyproject has other lists ending in `]`
 before the markers, and its lines move between commits); this finds the list where it is.
@@ -9,12 +9,16 @@ before the markers, and its lines move between commits); this finds the list whe
 
 from __future__ import annotations
 
+import copy
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import tomli_w
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import Comment, InlineTable, Table, Whitespace
 
 from pytest_rocm.errors import BadInput
 from pytest_rocm.plugin.markers import MARKER_HELP
@@ -26,9 +30,8 @@ LINES = tuple(
     f"{MARKER_HELP[name].split(': ', 1)[0]}: pytest-rocm (docs/adoption.md)"
     for name in USER_MARKERS
 )
-_TABLE = re.compile(r"^\s*\[\s*tool\s*\.\s*pytest\s*\.\s*ini_options\s*\]\s*(#.*)?$")
-_ANY_TABLE = re.compile(r"^\s*\[")
-_MARKERS = re.compile(r"^(\s*)markers\s*=\s*\[(.*)$")
+_KEYS = ("tool", "pytest", "ini_options")
+_LONE_LF = re.compile(r"(?<!\r)\n")
 
 
 class MarkerEditError(BadInput):
@@ -39,6 +42,10 @@ class MarkerEditError(BadInput):
 class Edit:
     text: str  # the new file's text (the same text when nothing was missing)
     added: list[str]  # the marker lines added
+
+
+def _by_hand() -> str:
+    return "add these lines to [tool.pytest.ini_options] markers by hand: " + "; ".join(LINES)
 
 
 def _table(document: dict, keys: tuple[str, ...], path: Path) -> dict | None:
@@ -62,18 +69,17 @@ def _registered(markers: list) -> set[str]:
     return {str(m).split(":", 1)[0].split("(", 1)[0].strip() for m in markers}
 
 
-def add_markers(path: Path) -> Edit:
-    """The file with pytest-rocm's missing markers added; MarkerEditError when it cannot be done
-    safely."""
+def _read(path: Path) -> tuple[str, dict]:
+    """The file's text (bytes decoded, not read_text: its universal newlines would turn CRLF into
+    LF) and the document the TOML parser reads from it."""
     if path.suffix != ".toml":
         raise MarkerEditError(
             f"{path}: only a pyproject.toml is edited; in an ini file add these lines under "
             "`markers =` by hand, one per line: " + "; ".join(LINES)
         )
     try:
-        # bytes decoded, not read_text: its universal newlines would turn CRLF into LF
         text = path.read_bytes().decode("utf-8")
-        before = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except OSError as exc:
         raise MarkerEditError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
@@ -84,12 +90,17 @@ def add_markers(path: Path) -> Edit:
         raise MarkerEditError(
             f"{path}: nested too deep for the TOML parser; not a pyproject.toml this edits"
         ) from None
-    options = _table(before, ("tool", "pytest", "ini_options"), path)
+
+
+def add_markers(path: Path) -> Edit:
+    """The file with pytest-rocm's missing markers added; MarkerEditError when it cannot be done
+    safely."""
+    text, before = _read(path)
+    options = _table(before, _KEYS, path)
     markers = (options or {}).get("markers", [])
     if not isinstance(markers, list):
         raise MarkerEditError(
-            f"{path}: [tool.pytest.ini_options] markers is not a list; add these lines to it by hand: "
-            + "; ".join(LINES)
+            f"{path}: [tool.pytest.ini_options] markers is not a list; {_by_hand()}"
         )
     missing = [
         line
@@ -98,141 +109,93 @@ def add_markers(path: Path) -> Edit:
     ]
     if not missing:
         return Edit(text, [])
-    lines = text.splitlines(keepends=True)
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
-    quoted = [f"    {_toml_string(line)},{newline}" for line in missing]
-    if options is None:
-        ending = "" if not text or text.endswith("\n") else newline
-        edited = (
-            text
-            + ending
-            + f"{newline}[tool.pytest.ini_options]{newline}markers = [{newline}"
-            + "".join(quoted)
-            + f"]{newline}"
-        )
-    else:
-        edited = _insert(lines, quoted, newline, has_markers="markers" in options, path=path)
+    edited = _edited(text, before, missing, path)
     try:
         after = tomllib.loads(edited)
-    except tomllib.TOMLDecodeError as exc:  # the edit misread the file: never written
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:  # never written
         raise MarkerEditError(
-            f"{path}: the markers list is written in a way this edit does not follow (the edit "
-            f"would not be valid TOML: {exc}); add these lines to it by hand: " + "; ".join(LINES)
+            f"{path}: the edit would not be valid TOML ({exc}); {_by_hand()}"
         ) from None
-    expected = _with_markers(before, markers + missing)
+    expected = copy.deepcopy(before)
+    node = expected
+    for key in _KEYS:
+        node = node.setdefault(key, {})
+    node["markers"] = markers + missing
     if after != expected:
         raise MarkerEditError(
-            f"{path}: the markers list is written in a way this edit does not follow (an inline "
-            "table, a one-line list with comments); add these lines to it by hand: "
-            + "; ".join(LINES)
+            f"{path}: the TOML editor (tomlkit) would change more than the markers list here (the "
+            f"file writes [tool.pytest.ini_options] in a shape it does not follow); {_by_hand()}"
         )
     return Edit(edited, missing)
 
 
-def _insert(
-    lines: list[str], quoted: list[str], newline: str, has_markers: bool, path: Path
-) -> str:
-    table = next((i for i, line in enumerate(lines) if _TABLE.match(line.rstrip("\r\n"))), None)
-    if table is None:  # `[tool.pytest.ini_options]` written as dotted keys or an inline table
+def _edited(text: str, before: dict, missing: list[str], path: Path) -> str:
+    """The text with the missing lines added to the markers list by tomlkit, every other byte kept.
+    New lines end as the file's first line does, but tomlkit writes "\\n" where it adds a line of
+    its own (a table's header, a blank line): in a file whose every line ends in CRLF those become
+    CRLF; a file that mixes both keeps every line it has, and those new ones end in "\\n"."""
+    first, eol, _ = text.partition("\n")
+    newline = "\r\n" if eol and first.endswith("\r") else "\n"
+    if text and not text.endswith("\n") and "tool" not in before:
+        text += newline  # the new table is appended: after a blank line, as after a full line
+    try:
+        document = tomlkit.parse(text)
+        _add(document, missing, newline)
+        edited = tomlkit.dumps(document)
+    except RecursionError:
         raise MarkerEditError(
-            f"{path}: [tool.pytest.ini_options] is not written as a table header; add these lines "
-            "to its markers by hand: " + "; ".join(line.strip() for line in quoted)
-        )
-    end = next(
-        (
-            i
-            for i in range(table + 1, len(lines))
-            if _ANY_TABLE.match(lines[i]) and not _in_list(lines, table, i)
-        ),
-        len(lines),
-    )
-    if not has_markers:
-        return "".join(
-            lines[: table + 1]
-            + [f"markers = [{newline}"]
-            + quoted
-            + [f"]{newline}"]
-            + lines[table + 1 :]
-        )
-    start = next((i for i in range(table + 1, end) if _MARKERS.match(lines[i])), None)
-    if start is None:
+            f"{path}: nested too deep for the TOML editor (tomlkit); {_by_hand()}"
+        ) from None
+    except (TOMLKitError, ValueError) as exc:
         raise MarkerEditError(
-            f"{path}: cannot find the `markers = [` line of [tool.pytest.ini_options]"
-        )
-    close = _closing_line(lines, start, end)
-    if close is None or close == start:  # a one-line list: rewrite it as one item per line
-        raise MarkerEditError(
-            f"{path}: the markers list is on one line; put one marker per line, then run this again"
-        )
-    previous = max(
-        i for i in range(start, close) if lines[i].strip() and not lines[i].strip().startswith("#")
-    )
-    body = lines[previous].rstrip("\r\n")
-    code = _strip_comment(body).rstrip()
-    if previous != start and not code.endswith(","):
-        lines[previous] = code + "," + body[len(code) :] + newline
-    return "".join(lines[:close] + quoted + lines[close:])
+            f"{path}: the TOML editor (tomlkit) cannot edit it ({exc}); {_by_hand()}"
+        ) from None
+    if newline == "\r\n" and not _LONE_LF.search(text):
+        edited = _LONE_LF.sub("\r\n", edited)
+    return edited
 
 
-def _closing_line(lines: list[str], start: int, end: int) -> int | None:
-    """The line holding the `]` that closes the list opened on `start` (strings and comments
-    skipped)."""
-    depth = 0
-    for i in range(start, end):
-        code = _strip_comment(lines[i])
-        code = re.sub(r'"(?:\\.|[^"\\])*"|\'[^\']*\'', '""', code)
-        for char in code:
-            if char == "[":
-                depth += 1
-            elif char == "]":
-                depth -= 1
-                if depth == 0:
-                    return i
-    return None
+def _add(document: Any, missing: list[str], newline: str) -> None:
+    """Add the missing lines to `tool.pytest.ini_options.markers`, creating the tables and the list
+    where missing: a new list has one marker a line, a one-line list becomes one (but in an inline
+    table, which stays on its line), a list over several lines takes them after its last item."""
+    node, inline, created = document, False, False
+    for depth, key in enumerate(_KEYS):
+        inline = inline or isinstance(node, InlineTable)
+        if key not in node:
+            created = True
+            if inline:  # append: `{a = 1, b = 2}`, where item assignment writes `{a = 1,b = 2}`
+                node.append(key, tomlkit.inline_table())
+            else:
+                node[key] = tomlkit.table(is_super_table=depth < len(_KEYS) - 1)
+        node = node[key]
+    inline = inline or isinstance(node, InlineTable)
+    current = node.get("markers")
+    if inline:
+        if current is None:
+            node.append("markers", tomlkit.array())
+        node["markers"].extend(missing)
+    elif current is None or "\n" not in current.as_string():
+        kept = [item.as_string() for item in current or []]
+        quoted = [tomlkit.string(line).as_string() for line in missing]
+        node["markers"] = _one_a_line(kept + quoted, newline)
+    else:
+        current.extend(missing)
+    if created and isinstance(node, Table) and not _ends(document, node):
+        node.append(None, Whitespace(newline))  # a blank line before the table that follows
 
 
-def _in_list(lines: list[str], table: int, index: int) -> bool:
-    """Whether line `index` is inside an open list (a `[` at its start is then an item, not a
-    table)."""
-    depth = 0
-    for i in range(table + 1, index):
-        code = re.sub(r'"(?:\\.|[^"\\])*"|\'[^\']*\'', '""', _strip_comment(lines[i]))
-        depth += code.count("[") - code.count("]")
-    return depth > 0
+def _one_a_line(values: list[str], newline: str) -> Any:
+    """A TOML list of `values` (each as TOML writes it), one a line, ending its lines with
+    `newline`: tomlkit's own multi-line lists end theirs with "\\n"."""
+    body = "".join(f"    {value},{newline}" for value in values)
+    return tomlkit.parse(f"markers = [{newline}{body}]{newline}")["markers"]
 
 
-def _strip_comment(line: str) -> str:
-    """The line without a trailing `# comment` outside strings: a basic string ("...") ends at a
-    `"` no backslash escapes (`\\"` is a quote inside it, and a `#` after one is text), a literal
-    string ('...') at the next `'`."""
-    quote = None
-    escaped = False
-    for index, char in enumerate(line):
-        if quote == '"' and escaped:
-            escaped = False
-        elif quote == '"' and char == "\\":
-            escaped = True
-        elif quote:
-            if char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "#":
-            return line[:index]
-    return line
-
-
-def _toml_string(value: str) -> str:
-    """`value` as a TOML string, as the TOML writer (tomli_w) writes it: every character a basic
-    string must escape is escaped."""
-    return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
-
-
-def _with_markers(document: dict, markers: list) -> dict:
-    import copy
-
-    expected = copy.deepcopy(document)
-    expected.setdefault("tool", {}).setdefault("pytest", {}).setdefault("ini_options", {})[
-        "markers"
-    ] = markers
-    return expected
+def _ends(container: Any, table: Table) -> bool:
+    """Whether `table` is the last thing written in `container` (a document, or a table's body)."""
+    body = container.body if hasattr(container, "body") else container.value.body
+    items = [item for _, item in body if not isinstance(item, (Whitespace, Comment))]
+    if not items:
+        return False
+    return items[-1] is table or (isinstance(items[-1], Table) and _ends(items[-1], table))

@@ -42,7 +42,17 @@ def add_parser(commands, name: str) -> None:
 
 
 def run(args) -> int:
-    from pytest_rocm.dashboard import site
+    try:
+        from pytest_rocm.dashboard import site
+    except ModuleNotFoundError as exc:
+        if exc.name != "jinja2":
+            raise
+        print(
+            "rocm-gate dashboard: the pages are rendered with Jinja2, which is not installed: "
+            "pip install 'pytest-rocm[dashboard]'",
+            file=sys.stderr,
+        )
+        return 2
     from pytest_rocm.history import store
     from pytest_rocm.history.commits import main_commits
 

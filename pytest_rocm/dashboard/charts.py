@@ -1,10 +1,15 @@
 """SVG charts drawn at build time: no script, no library, no network. Each chart is an
 `<svg role="img">` with an accessible name (`aria-label`) and a `<title>`; the page puts the same
-numbers in a table beside it."""
+numbers in a table beside it.
+
+This module lays a chart out as data (`Chart`: its shapes, each with its coordinates and text);
+`templates/charts.html` writes it, escaping every text (a label, a test name, the chart's name) as
+every other value of a page is (`render`)."""
 
 from __future__ import annotations
 
-from pytest_rocm.schemas.markdown import html_text as escape
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 PALETTE = [
     "#1f77b4",
@@ -20,13 +25,64 @@ PALETTE = [
 WIDTH, HEIGHT, PAD = 560, 220, 36
 
 
-def _frame(name: str, body: list[str], height: int = HEIGHT) -> str:
-    return (
-        f'<svg role="img" aria-label="{escape(name)}" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" xmlns="http://www.w3.org/2000/svg"><title>{escape(name)}</title>'
-        + "".join(body)
-        + "</svg>"
-    )
+@dataclass(frozen=True)
+class Label:
+    kind: ClassVar[str] = "text"
+    x: int | str
+    y: int | str
+    size: int
+    text: str
+    fill: str | None = None
+    anchor: str | None = None
+
+
+@dataclass(frozen=True)
+class Rect:
+    kind: ClassVar[str] = "rect"
+    x: int | str
+    y: int | str
+    width: int | str
+    height: int | str
+    fill: str
+
+
+@dataclass(frozen=True)
+class Line:
+    kind: ClassVar[str] = "line"
+    x1: int | str
+    y1: int | str
+    x2: int | str
+    y2: int | str
+    stroke: str
+
+
+@dataclass(frozen=True)
+class Polyline:
+    kind: ClassVar[str] = "polyline"
+    stroke: str
+    points: str
+
+
+@dataclass(frozen=True)
+class Circle:
+    kind: ClassVar[str] = "circle"
+    cx: str
+    cy: str
+    r: int
+    fill: str
+
+
+Shape = Label | Rect | Line | Polyline | Circle
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An `<svg role="img">` named `name` (its `aria-label` and `<title>`), `WIDTH` wide."""
+
+    name: str
+    height: int
+    shapes: list[Shape] = field(default_factory=list)
+    width: int = WIDTH
 
 
 def bars(
@@ -35,23 +91,21 @@ def bars(
     values: list[float | None],
     top: float | None = None,
     unit: str = "",
-) -> str:
+) -> Chart:
     """Horizontal bars, one per label; `None` is drawn as "n/a"."""
     height = max(60, 22 * len(labels) + 20)
     top = top or max([v for v in values if v is not None] or [1]) or 1
-    body = []
+    shapes: list[Shape] = []
     for i, (label, value) in enumerate(zip(labels, values)):
         y = 10 + 22 * i
-        body.append(f'<text x="0" y="{y + 13}" font-size="11">{escape(label[:28])}</text>')
+        shapes.append(Label(0, y + 13, 11, label[:28]))
         if value is None:
-            body.append(f'<text x="190" y="{y + 13}" font-size="11" fill="#777">n/a</text>')
+            shapes.append(Label(190, y + 13, 11, "n/a", fill="#777"))
             continue
         width = max(1.0, (WIDTH - 260) * value / top)
-        body.append(f'<rect x="190" y="{y}" width="{width:.1f}" height="16" fill="{PALETTE[0]}"/>')
-        body.append(
-            f'<text x="{194 + width:.1f}" y="{y + 13}" font-size="11">{_fmt(value, unit)}</text>'
-        )
-    return _frame(name, body, height)
+        shapes.append(Rect(190, y, f"{width:.1f}", 16, PALETTE[0]))
+        shapes.append(Label(f"{194 + width:.1f}", y + 13, 11, _fmt(value, unit)))
+    return Chart(name, height, shapes)
 
 
 def lines(
@@ -60,44 +114,34 @@ def lines(
     series: dict[str, list[float | None]],
     top: float = 1.0,
     unit: str = "",
-) -> str:
+) -> Chart:
     """One polyline per series over the x positions; gaps (`None`) break nothing, they are
     skipped."""
     count = max(len(x_labels), 2)
     inner_w, inner_h = WIDTH - 2 * PAD - 110, HEIGHT - 2 * PAD
 
-    def point(i: int, v: float) -> str:
-        return f"{PAD + inner_w * i / (count - 1):.1f},{PAD + inner_h * (1 - v / top):.1f}"
+    def point(i: int, v: float) -> tuple[str, str]:
+        return f"{PAD + inner_w * i / (count - 1):.1f}", f"{PAD + inner_h * (1 - v / top):.1f}"
 
-    body = [
-        f'<line x1="{PAD}" y1="{PAD + inner_h}" x2="{PAD + inner_w}" y2="{PAD + inner_h}" stroke="#999"/>',
-        f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{PAD + inner_h}" stroke="#999"/>',
-        f'<text x="2" y="{PAD + 4}" font-size="10">{_fmt(top, unit)}</text>',
-        f'<text x="2" y="{PAD + inner_h}" font-size="10">0</text>',
+    shapes: list[Shape] = [
+        Line(PAD, PAD + inner_h, PAD + inner_w, PAD + inner_h, "#999"),
+        Line(PAD, PAD, PAD, PAD + inner_h, "#999"),
+        Label(2, PAD + 4, 10, _fmt(top, unit)),
+        Label(2, PAD + inner_h, 10, "0"),
     ]
     if x_labels:
-        body.append(
-            f'<text x="{PAD}" y="{HEIGHT - 8}" font-size="10">{escape(x_labels[0][:16])}</text>'
-        )
-        body.append(
-            f'<text x="{PAD + inner_w}" y="{HEIGHT - 8}" font-size="10" text-anchor="end">'
-            f"{escape(x_labels[-1][:16])}</text>"
-        )
+        shapes.append(Label(PAD, HEIGHT - 8, 10, x_labels[0][:16]))
+        shapes.append(Label(PAD + inner_w, HEIGHT - 8, 10, x_labels[-1][:16], anchor="end"))
     for k, (label, values) in enumerate(series.items()):
         colour = PALETTE[k % len(PALETTE)]
         points = [point(i, v) for i, v in enumerate(values) if v is not None]
         if len(points) == 1:
-            x, y = points[0].split(",")
-            body.append(f'<circle cx="{x}" cy="{y}" r="3" fill="{colour}"/>')
+            shapes.append(Circle(*points[0], 3, colour))
         elif points:
-            body.append(
-                f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{" ".join(points)}"/>'
-            )
-        body.append(
-            f'<rect x="{WIDTH - 105}" y="{PAD + 14 * k - 8}" width="10" height="10" fill="{colour}"/>'
-            f'<text x="{WIDTH - 90}" y="{PAD + 14 * k + 1}" font-size="10">{escape(label[:16])}</text>'
-        )
-    return _frame(name, body)
+            shapes.append(Polyline(colour, " ".join(f"{x},{y}" for x, y in points)))
+        shapes.append(Rect(WIDTH - 105, PAD + 14 * k - 8, 10, 10, colour))
+        shapes.append(Label(WIDTH - 90, PAD + 14 * k + 1, 10, label[:16]))
+    return Chart(name, HEIGHT, shapes)
 
 
 def _fmt(value: float, unit: str) -> str:

@@ -27,6 +27,7 @@ import pytest
 from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.activation import carries_marker
 from pytest_rocm.plugin.context import RunContext
+from pytest_rocm.plugin.locks import as_usage_error
 from pytest_rocm.plugin.options import DEFAULT_PROBE
 from pytest_rocm.plugin.recording import Recorder
 from pytest_rocm.plugin.report_folder import ReportFolder
@@ -188,7 +189,8 @@ class Controller:
                 True  # under xdist the controller learns it from the reports
             )
             self._make_planner()
-        self.planner.on_report(report)
+        with as_usage_error():  # a rerun asks for other devices in the lock folder
+            self.planner.on_report(report)
         if property_of(report, DEVICE_FAULT_PROPERTY) is not None:  # (an xfail's fault too)
             self._retire(getattr(report, "node", None))
 

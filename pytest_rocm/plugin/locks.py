@@ -4,6 +4,8 @@ by pytest as one line, not an internal error."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,15 @@ import pytest
 from pytest_rocm.hw import allocation
 
 
-def lock_root(session_id: str) -> Path:
+@contextmanager
+def as_usage_error() -> Iterator[None]:
+    """Inside a hook: the lock folder's error ends the run as a usage error, naming the path."""
     try:
-        return allocation.lock_root(session_id)
+        yield
     except allocation.LockFolderError as error:
         raise pytest.UsageError(str(error)) from None
+
+
+def lock_root(session_id: str) -> Path:
+    with as_usage_error():
+        return allocation.lock_root(session_id)

@@ -14,13 +14,12 @@ pytest reports it (its plain phases that waited, first) (docs/architecture.md,
 "Artifacts"). Until a test's record is written, its setup record waits in
 `records-<worker>.running`, a file mapped into memory and overwritten for each
 test: a store into memory, not a system call, yet the kernel keeps it when the
-process is killed, so the readers still name the test it was running. A plain
-pass's line is read without a JSON parser (its fixed fields matched), into the
-record json.loads makes of it. Records of schema `record/1` (a record per
-phase) and `record/2` (a plain pass's setup, then its call and teardown as one
-record, `when: "call+teardown"`) are read the same way; a record of a newer
-format than this reads is named by its version (`newer_formats`), never taken
-for a run that did not finish.
+process is killed, so the readers still name the test it was running. Every
+line is read with json.loads and checked (`record_problem`). Records of schema
+`record/1` (a record per phase) and `record/2` (a plain pass's setup, then its
+call and teardown as one record, `when: "call+teardown"`) are read the same
+way; a record of a newer format than this reads is named by its version
+(`newer_formats`), never taken for a run that did not finish.
 
 A full disk loses nothing written before it: a write the filesystem refuses for
 space (ENOSPC, EDQUOT) is not an error of the test that wrote it; the writer
@@ -133,11 +132,10 @@ class RecordWriter:
     ) -> None:
         """The one record of a test whose setup, call and teardown each passed with nothing to add;
         `t` is its setup's, as in the setup's own record (the readers order tests by it)."""
-        self._write(
-            _PLAIN_TEXT(
-                encoded_nodeid, setup, call, teardown, t, self._common + encoded_extra
-            ).encode()
+        line = plain_pass_line(
+            encoded_nodeid, setup, call, teardown, t, self._common, encoded_extra
         )
+        self._write(line.encode())
 
     def set_running(
         self, encoded_nodeid: str, encoded_extra: str, duration: float, t: float
@@ -215,6 +213,24 @@ def phase_line(
     return (
         f'{{"nodeid":{encoded_nodeid},"when":"{when}","outcome":"passed",'
         f'"duration":{duration:.6f},"t":{t:.6f}{common}{encoded_extra}}}\n'
+    )
+
+
+def plain_pass_line(
+    encoded_nodeid: str,
+    setup: float,
+    call: float,
+    teardown: float,
+    t: float,
+    common: str,
+    encoded_extra: str,
+) -> str:
+    """The one record of a test whose setup, call and teardown each passed with nothing to add, as
+    JSON text (as `phase_line`): its three durations and its setup's time `t`."""
+    return (
+        f'{{"nodeid":{encoded_nodeid},"when":"{PLAIN_PASS}","outcome":"passed",'
+        f'"durations":[{setup:.6f},{call:.6f},{teardown:.6f}],"t":{t:.6f}'
+        f"{common}{encoded_extra}}}\n"
     )
 
 
@@ -394,95 +410,12 @@ def other_runs(
     return problems
 
 
-# A plain pass's record (most lines of a run), declared once: its members in the order they are
-# written, each a constant (written as JSON), the node id (already JSON text) or a count of numbers
-# written with six decimals (a list where more than one). The writer, the reader's pattern, the
-# reader's record and the sample record a tail is checked against are all made from it;
-# tests/test_plugin_reports.py holds the round trip (what the writer writes, the reader reads as
-# json.loads does) on generated records.
-_PLAIN_MEMBERS: tuple[tuple[str, object], ...] = (
-    ("nodeid", "NODEID"),
-    ("when", PLAIN_PASS),
-    ("outcome", "passed"),
-    ("durations", 3),
-    ("t", 1),
-)
-# one JSON number with a fraction (json.loads reads it as a float)
-_NUMBER = r"(-?(?:0|[1-9][0-9]*)\.[0-9]+)"
-
-
-def _plain_codec():
-    """(the writer: node id text, the numbers in order, the fields after them -> the line; the
-    reader's fullmatch, whose groups are the node id, the numbers and the fields after them; the
-    reader: those groups -> the record; a sample record).
-
-    The writer and the reader are made as Python source from `_PLAIN_MEMBERS` and compiled once, as
-    `dataclasses` makes a class's `__init__`: they run for every test, and so cost what the code
-    written out by hand did (benchmarks/overhead.py)."""
-    text, pattern, values, sample, numbers = ["{{"], [r"\{"], [], {}, []
-    for index, (name, kind) in enumerate(_PLAIN_MEMBERS):
-        key = ("," if index else "") + json.dumps(name) + ":"
-        text.append(key.replace("{", "{{").replace("}", "}}"))
-        pattern.append(re.escape(key))
-        if kind == "NODEID":
-            text.append("{nodeid}")
-            pattern.append(r'"([^"\\\x00-\x1f]*)"')
-            values.append(f"{json.dumps(name)}: groups[0]")
-            sample[name] = ""
-        elif isinstance(kind, int):
-            slots = [f"n{len(numbers) + i}" for i in range(kind)]
-            read = [f"float(groups[{len(numbers) + 1 + i}])" for i in range(kind)]
-            text.append(
-                f"{{{slots[0]}:.6f}}"
-                if kind == 1
-                else "[" + ",".join(f"{{{n}:.6f}}" for n in slots) + "]"
-            )
-            pattern.append(_NUMBER if kind == 1 else r"\[" + ",".join([_NUMBER] * kind) + r"\]")
-            values.append(
-                f"{json.dumps(name)}: " + (read[0] if kind == 1 else "[" + ", ".join(read) + "]")
-            )
-            sample[name] = 0.0 if kind == 1 else [0.0] * kind
-            numbers += slots
-        else:
-            written = json.dumps(kind)
-            text.append(written.replace("{", "{{").replace("}", "}}"))
-            pattern.append(re.escape(written))
-            values.append(f"{json.dumps(name)}: {written}")
-            sample[name] = kind
-    text.append("{rest}}}\n")
-    pattern.append(r"((?:,.*)?)\}")
-    source = (
-        f"def write(nodeid, {', '.join(numbers)}, rest):\n"
-        f"    return f{''.join(text)!r}\n"
-        "def read(groups):\n"
-        f"    return {{{', '.join(values)}}}\n"
-    )
-    made: dict = {}
-    exec(compile(source, "<results.records: plain pass codec>", "exec"), made)  # noqa: S102
-    return made["write"], re.compile("".join(pattern)).fullmatch, made["read"], sample
-
-
-_PLAIN_TEXT, _PLAIN_LINE, _plain_record, _PLAIN_SAMPLE = _plain_codec()
-_MATCHED = frozenset(_PLAIN_SAMPLE)
-
-
 def _parse_lines(path: Path, text: str, problems: list[str]) -> list[dict]:
-    """The records of one file's text; each line that is none is named in `problems`."""
+    """The records of one file's text; each line that is none is named in `problems` (its file,
+    its line number and why), and the lines around it are kept."""
     records = []
-    # the fields after a plain pass's fixed ones -> them parsed (None: parse such lines whole)
-    tails: dict[str, dict | None] = {}
     lines = text.split("\n")
     for number, line in enumerate(lines, start=1):
-        plain = _PLAIN_LINE(line)
-        if plain is not None:
-            groups = plain.groups()
-            tail = groups[-1]
-            fields = tails[tail] if tail in tails else tails.setdefault(tail, _plain_tail(tail))
-            if fields is not None:
-                record = _plain_record(groups)
-                record.update(fields)
-                records.append(record)
-                continue
         if not line.strip():
             continue
         try:
@@ -505,22 +438,6 @@ def _parse_lines(path: Path, text: str, problems: list[str]) -> list[dict]:
             continue
         records.append(record)
     return records
-
-
-def _plain_tail(tail: str) -> dict | None:
-    """The fields after a plain pass's fixed ones, where every record that ends with them can share
-    them: JSON members whose values are plain (no object or array another record would share),
-    that repeat none of the fixed fields, and that make a valid record. None: the line is parsed
-    whole (and any problem named as for any line)."""
-    try:
-        fields = json.loads("{" + tail[1:] + "}")
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    if not _MATCHED.isdisjoint(fields) or any(
-        isinstance(value, (dict, list)) for value in fields.values()
-    ):
-        return None
-    return fields if record_problem({**_PLAIN_SAMPLE, **fields}) is None else None
 
 
 def running_record(path: Path, written: list[dict], problems: list[str]) -> dict | None:

@@ -2,12 +2,11 @@
 conclusion.
 
 Built from records alone, so rebuilding it from the same records gives the same
-file (`rocm-gate verdict DIR`; the controller writes it with `gate_report_json`,
-the same text as json.dumps with less work). A test may have several attempts
-(the main pass and reruns); each attempt starts with a setup record (or is one
-record, a plain pass), and a crash record from the xdist controller ends the
-attempt its worker died in (with the test's spec from the collection record
-where the worker wrote none).
+file (`rocm-gate verdict DIR`; the controller writes it with `gate_report_json`).
+A test may have several attempts (the main pass and reruns); each attempt starts
+with a setup record (or is one record, a plain pass), and a crash record from
+the xdist controller ends the attempt its worker died in (with the test's spec
+from the collection record where the worker wrote none).
 
 Statuses (of an attempt, and of a test: its last attempt): passed, failed (the
 test body failed), error (setup or teardown failed), crashed (the process
@@ -22,9 +21,7 @@ Completeness and the conclusion: see `pytest_rocm.results.conclusion`.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
-from json.encoder import encode_basestring
 
 from pytest_rocm.catalog.groups import UNGROUPED
 from pytest_rocm.results.conclusion import STOPPED_EXIT, completeness, conclusion
@@ -536,92 +533,6 @@ def _records_lost(run: dict, session: dict | None, problems: list[str], disk_ful
 
 
 def gate_report_json(report: dict) -> str:
-    """`report` as JSON, the very text `json.dumps(report, ensure_ascii=False, separators=(",",
-    ":"))` writes (what `write_json_atomic` writes: `rocm-gate verdict` rebuilds the same bytes),
-    made with less work: the entry of a test that passed plainly differs from another's only in its
-    duration (written twice) where both have the same group, blocking, gate and worker, so it is
-    that text's template with the duration in. Any other entry, and the rest of the report, go
-    through json.dumps."""
-    if not all(type(key) is str for key in report):
-        return _dumps(report)
-    templates: dict[tuple, list[str] | None] = {}
-    parts = []
-    for key, value in report.items():
-        if key == "tests" and type(value) is dict and all(type(n) is str for n in value):
-            text = (
-                "{"
-                + ",".join(
-                    encode_basestring(nodeid) + ":" + _test_json(test, templates)
-                    for nodeid, test in value.items()
-                )
-                + "}"
-            )
-        else:
-            text = _dumps(value)
-        parts.append(encode_basestring(key) + ":" + text)
-    return "{" + ",".join(parts) + "}"
-
-
-def _dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-# the keys of a plain pass's entry, in order (one without a quarantine)
-_PLAIN_KEYS = tuple(_plain_pass({}, 0.0))
-_ATTEMPT_KEYS = ("status", "worker", "gpus", "duration")
-# a duration whose text marks where a template's durations go
-_MARK = 1.2345678901234567e-300
-
-
-def _test_json(test, templates: dict[tuple, list[str] | None]) -> str:
-    """One test's entry as json.dumps writes it: from its template where it is a plain pass's
-    entry exactly as `_plain_pass` makes it (no requirement, known gap or quarantine)."""
-    if type(test) is dict and tuple(test) == _PLAIN_KEYS:
-        group, blocking, gate, worker = (
-            test["group"],
-            test["blocking"],
-            test["gate"],
-            test["worker"],
-        )
-        duration, attempts = test["duration"], test["attempts"]
-        attempt = attempts[0] if type(attempts) is list and len(attempts) == 1 else None
-        if (
-            type(duration) is float
-            and math.isfinite(duration)
-            and type(blocking) is bool
-            and type(gate) is bool
-            and (group is None or type(group) is str)
-            and (worker is None or type(worker) is str)
-            and test["requires"] is None
-            and test["known_gap"] is None
-            and test["status"] == "passed"
-            and test["detail"] == ""
-            and test["message"] == ""
-            and test["probes"] == []
-            and test["verdict"] == "pass"
-            and test["verdict_reason"] == ""
-            and type(attempt) is dict
-            and tuple(attempt) == _ATTEMPT_KEYS
-            and attempt["status"] == "passed"
-            and attempt["worker"] is worker
-            and attempt["gpus"] is None
-            and attempt["duration"] is duration
-        ):
-            key = (group, blocking, gate, worker)
-            template = templates.get(key, False)
-            if template is False:
-                template = templates[key] = _template(*key)
-            if template is not None:
-                text = repr(duration)
-                return template[0] + text + template[1] + text + template[2]
-    return _dumps(test)
-
-
-def _template(group, blocking, gate, worker) -> list[str] | None:
-    """A plain pass's entry as json.dumps writes it, split where its two durations go; None where
-    the mark's text shows up elsewhere too."""
-    sample = _plain_pass(
-        {"group": group, "blocking": blocking, "gate": gate, "worker": worker}, _MARK
-    )
-    parts = _dumps(sample).split(repr(_MARK))
-    return parts if len(parts) == 3 else None
+    """`report` as JSON, as `write_json_atomic` writes it (`rocm-gate verdict` rebuilds the same
+    bytes)."""
+    return json.dumps(report, ensure_ascii=False, separators=(",", ":"))
