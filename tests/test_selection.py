@@ -185,6 +185,35 @@ def test_the_cli_from_a_file_and_from_git(small):
         and "Traceback" not in done.stderr
     )
     assert done.stdout.startswith("everything: could not decide: --base 'nope' is no commit of")
+    # issue 60: a range the wrong way round, or one commit twice, names the mistake (it changes
+    # nothing, which read as "no changed file was given")
+    for base, head, said in (
+        (
+            "HEAD",
+            "HEAD~1",
+            "--head HEAD~1 is an ancestor of --base HEAD: the range is the wrong way",
+        ),
+        ("HEAD", "HEAD", "--base HEAD and --head HEAD are the same commit"),
+    ):
+        done = rocm_gate(
+            "select", "--map", small / "map.toml", "--base", base, "--head", head, "--repo", repo
+        )
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert done.stdout.startswith(f"everything: could not decide: {said}")
+    assert (
+        "swap them (--base HEAD~1 --head HEAD)"
+        in rocm_gate(
+            "select",
+            "--map",
+            small / "map.toml",
+            "--base",
+            "HEAD",
+            "--head",
+            "HEAD~1",
+            "--repo",
+            repo,
+        ).stderr
+    )
 
 
 def _repo_with_a_change(small):

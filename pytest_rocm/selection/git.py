@@ -69,11 +69,30 @@ def changed_files(repo: Path, base: str, head: str, shown: tuple[str, str]) -> l
             f"git diff {shown[0]}...{shown[1]} in {repo} failed: {_last_line(done.stderr)}"
         )
     try:
-        return [name for name in done.stdout.decode("utf-8").split("\0") if name.strip()]
+        names = [name for name in done.stdout.decode("utf-8").split("\0") if name.strip()]
     except UnicodeDecodeError as exc:
         raise CannotDecide(
             f"git diff {shown[0]}...{shown[1]} names a path that is not UTF-8 (byte {exc.start})"
         ) from None
+    if not names:
+        _empty_range(repo, base, head, shown)
+    return names
+
+
+def _empty_range(repo: Path, base: str, head: str, shown: tuple[str, str]) -> None:
+    """A range that changes nothing because it was given the wrong way round (the head an
+    ancestor of the base: `base...head` starts at the head) or names one commit twice: the
+    mistake, not "no changed file"."""
+    if base == head:
+        raise CannotDecide(
+            f"--base {shown[0]} and --head {shown[1]} are the same commit ({base[:12]}): nothing "
+            "changed between them; give the commit the change is based on as --base"
+        )
+    if _git(repo, "merge-base", "--is-ancestor", head, base).returncode == 0:
+        raise CannotDecide(
+            f"--head {shown[1]} is an ancestor of --base {shown[0]}: the range is the wrong way "
+            f"round, so it changes nothing; swap them (--base {shown[1]} --head {shown[0]})"
+        )
 
 
 def first_parent_history(repo: Path, commits: int, before: str | None) -> list[dict]:
