@@ -8,6 +8,7 @@ same number of GPUs.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -142,8 +143,8 @@ def _rocm_version_file() -> Parsed:
 def detect_live(sysfs_root: Path = kfd_sysfs.DEFAULT_ROOT) -> Platform:
     answers = [_attempt("torch", torch_query.probe)]
     for name, (command, parser) in TOOLS.items():
-        answers.append(_attempt(name, lambda c=command, p=parser: p(run_tool(c))))
-    answers.append(_attempt("sysfs", lambda: kfd_sysfs.parse_dir(sysfs_root)))
+        answers.append(_attempt(name, functools.partial(_run_and_parse, command, parser)))
+    answers.append(_attempt("sysfs", functools.partial(kfd_sysfs.parse_dir, sysfs_root)))
     answers.append(_attempt("rocm-version-file", _rocm_version_file))
     return merge(answers)
 
@@ -156,10 +157,14 @@ def detect_from_files(sources: dict[str, str]) -> Platform:
     )
     for name, path in ordered:
         if name == "sysfs":
-            answers.append(_attempt(f"sysfs={path}", lambda p=path: kfd_sysfs.parse_dir(Path(p))))
+            answers.append(
+                _attempt(f"sysfs={path}", functools.partial(kfd_sysfs.parse_dir, Path(path)))
+            )
         elif name in FILE_SOURCES:
             answers.append(
-                _attempt(f"{name}={path}", lambda n=name, p=path: FILE_SOURCES[n](_read(p)))
+                _attempt(
+                    f"{name}={path}", functools.partial(_read_and_parse, FILE_SOURCES[name], path)
+                )
             )
         else:
             answers.append(
@@ -173,6 +178,14 @@ def detect_from_files(sources: dict[str, str]) -> Platform:
                 )
             )
     return merge(answers)
+
+
+def _run_and_parse(command: list[str], parser: Callable[[str], Parsed]) -> Parsed:
+    return parser(run_tool(command))
+
+
+def _read_and_parse(parser: Callable[[str], Parsed], path: str) -> Parsed:
+    return parser(_read(path))
 
 
 def _read(path: str) -> str:

@@ -55,7 +55,11 @@ class TestSpec:
 
     def record_fields(self) -> dict:
         """The fields every record of this test carries."""
-        fields = {"group": self.group, "blocking": self.blocking, "gate": self.gate}
+        fields: dict[str, object] = {
+            "group": self.group,
+            "blocking": self.blocking,
+            "gate": self.gate,
+        }
         if self.hardware:
             fields["requires"] = self.hardware.to_dict()
         if self.known_gap:
@@ -195,13 +199,13 @@ class Annotator:
         entries = []
         for nodeid in nodeids:
             spec = self.specs.get(nodeid)
-            gate = spec is not None and spec.gate
+            gated = spec if spec is not None and spec.gate else None
             entries.append(
                 TreeEntry(
                     nodeid,
-                    group=spec.group if gate else None,
-                    gate=gate,
-                    blocking=gate and spec.blocking,
+                    group=gated.group if gated else None,
+                    gate=gated is not None,
+                    blocking=gated is not None and gated.blocking,
                 )
             )
         return entries
@@ -245,7 +249,7 @@ class Annotator:
 
     def annotate(self, item: pytest.Item) -> None:
         """Read and check the markers of one test, apply skips and known gaps; raise MarkerError."""
-        closest = {}
+        closest: dict[str, pytest.Mark] = {}
         variants = False
         for mark in self._markers(item):  # closest first, as item.iter_markers() gives them
             if mark.name in _READ_MARKERS:

@@ -189,8 +189,10 @@ class Controller:
                 True  # under xdist the controller learns it from the reports
             )
             self._make_planner()
+        planner = self.planner
+        assert planner is not None  # (made above, or at the start of a run that asked for it)
         with as_usage_error():  # a rerun asks for other devices in the lock folder
-            self.planner.on_report(report)
+            planner.on_report(report)
         if property_of(report, DEVICE_FAULT_PROPERTY) is not None:  # (an xfail's fault too)
             self._retire(getattr(report, "node", None))
 

@@ -41,7 +41,9 @@ class FixtureServices:
             for gpu in platform.gpus
             if spec is None or spec.hardware is None or spec.hardware.accepts(gpu)
         ]
-        held_by_servers = self._provider.held_devices() if self._provider is not None else set()
+        held_by_servers: set[int] = (
+            self._provider.held_devices() if self._provider is not None else set()
+        )
         try:
             got = allocation.allocate(
                 self.context.session_id,

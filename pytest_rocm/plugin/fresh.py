@@ -88,13 +88,22 @@ def is_replayed(report) -> bool:
     return getattr(report, "rocm_replayed", False)
 
 
+def _report_dir(context: RunContext) -> Path:
+    """The run's report folder: fresh processes exist only in a run that writes records (the
+    controller makes none without a folder, and gives a helper the run's)."""
+    folder = context.settings.report_dir
+    if folder is None:
+        raise ValueError("a fresh process needs the run's report folder (--rocm-report-dir)")
+    return folder
+
+
 class ReportRelay:
     """In a fresh process: each report, serialized as xdist sends a worker's, for the controller to
     replay (last: after the plugin's own hooks added the servers' logs and the device fault)."""
 
     def __init__(self, context: RunContext):
         self.config = context.config
-        self.path = context.settings.report_dir / f"{RELAY_PREFIX}{context.worker}.bin"
+        self.path = _report_dir(context) / f"{RELAY_PREFIX}{context.worker}.bin"
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -124,7 +133,7 @@ class FreshProcesses:
         self.record_crash = record_crash
         self.notes = notes
         self.parallel = max(1, parallel)
-        self.folder: Path = context.settings.report_dir
+        self.folder = _report_dir(context)
         self.number = 0
 
     def run(self, moved: list[list[str]]) -> None:

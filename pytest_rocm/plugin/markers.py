@@ -9,6 +9,7 @@ into a collection error naming the test and what is allowed.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from pytest_rocm.errors import BadInput
@@ -143,7 +144,7 @@ def _call(func, mark, name: str):
         raise MarkerError(f"@pytest.mark.{name}: {message}. Usage: {MARKER_HELP[name]}") from exc
 
 
-def parse_gate(mark, allowed_groups: set[str]) -> Gate:
+def parse_gate(mark, allowed_groups: AbstractSet[str]) -> Gate:
     group, blocking = _call(_gate_args, mark, "rocm_gate")
     if group not in allowed_groups:
         raise MarkerError(

@@ -14,6 +14,7 @@ phases that waited before it are written first.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from json.encoder import encode_basestring
 
 import pytest
@@ -25,6 +26,20 @@ from pytest_rocm.results.poisoning import DEVICE_FAULT_PROPERTY, sticky_fault
 from pytest_rocm.results.records import FAILURE_HEAD_CHARS, OUTPUT_TAIL_CHARS, RecordWriter
 from pytest_rocm.results.reruns import QUARANTINE_BREACHED_PROPERTY
 from pytest_rocm.results.stack import imported as imported_stack
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """The running test's plain phases, kept in memory until its teardown (or until a phase with
+    more to say writes them as phase records): the JSON-encoded node id and spec, its setup's
+    duration and report time, and its call's (duration, time) once it passed."""
+
+    nodeid: str
+    encoded_nodeid: str
+    encoded_spec: str
+    setup: float
+    t: float
+    call: tuple[float, float] | None = None
 
 
 class Recorder:
@@ -45,7 +60,7 @@ class Recorder:
         # The running test's plain phases, not written yet: [nodeid, its JSON, its spec's fields,
         # setup seconds, when the setup ended, (call seconds, when it ended) or None]; its teardown
         # decides whether they are one record.
-        self.waiting: list | None = None
+        self.waiting: _Waiting | None = None
         # module -> why pytest skipped it whole while collecting it (its tests were never collected)
         self.collection_skips: dict[str, str] = {}
         # the device fault that poisoned this process ({"nodeid", "name", "line"}), once one did:
@@ -102,22 +117,22 @@ class Recorder:
             encoded_spec = "" if spec is None else self._encoded_spec(nodeid, spec)
             encoded_nodeid = encode_basestring(nodeid)
             duration, t = report.duration, report.stop  # (when the phase ended)
-            self.waiting = [nodeid, encoded_nodeid, encoded_spec, duration, t, None]
+            self.waiting = _Waiting(nodeid, encoded_nodeid, encoded_spec, duration, t)
             writer.set_running(encoded_nodeid, encoded_spec, duration, t)
             return
-        if waiting is not None and waiting[0] == nodeid:
+        if waiting is not None and waiting.nodeid == nodeid:
             if when == "call":
-                waiting[5] = (report.duration, report.stop)
+                waiting.call = (report.duration, report.stop)
                 return
-            if waiting[5] is not None:
+            if waiting.call is not None:
                 self.waiting = None
                 writer.write_plain_pass(
-                    waiting[1],
-                    waiting[3],
-                    waiting[5][0],
+                    waiting.encoded_nodeid,
+                    waiting.setup,
+                    waiting.call[0],
                     report.duration,
-                    waiting[4],
-                    waiting[2],
+                    waiting.t,
+                    waiting.encoded_spec,
                 )
                 return
         self.write_unwritten()
@@ -212,11 +227,12 @@ class Recorder:
     def defer(self, nodeid: str, note: str | None = None) -> None:
         """`nodeid` is not run in this poisoned process: recorded, for a fresh process to run."""
         self.deferred.append(nodeid)
+        poisoned = self.poisoned or {}  # (deferred only once a fault poisoned the process)
         record = {
             "kind": "deferred",
             "nodeid": nodeid,
-            "after": self.poisoned["nodeid"],
-            "line": self.poisoned["line"],
+            "after": poisoned.get("nodeid"),
+            "line": poisoned.get("line"),
         }
         if note:
             record["note"] = note[:500]
@@ -228,10 +244,14 @@ class Recorder:
         waiting, self.waiting = self.waiting, None
         if waiting is None:
             return
-        _, encoded_nodeid, encoded_spec, setup, t, call = waiting
-        self._writer.write_phase(encoded_nodeid, "setup", setup, t, encoded_spec)
-        if call is not None:
-            self._writer.write_phase(encoded_nodeid, "call", *call, encoded_spec)
+        writer = self._writer
+        assert writer is not None  # a test's phases wait only once the writer is open
+        writer.write_phase(
+            waiting.encoded_nodeid, "setup", waiting.setup, waiting.t, waiting.encoded_spec
+        )
+        if waiting.call is not None:
+            duration, t = waiting.call
+            writer.write_phase(waiting.encoded_nodeid, "call", duration, t, waiting.encoded_spec)
 
     def note_collection_skip(self, report: pytest.CollectReport) -> None:
         longrepr = report.longrepr

@@ -29,8 +29,9 @@ def missing(value):
     return value is None or (isinstance(value, str) and value.strip() in ("", "N/A", "n/a", "NA"))
 
 
-def gib(value: float, unit: str) -> float:
-    """Convert a size with its unit to GiB, rounded to 0.1 (tools print MB meaning MiB)."""
+def gib(value: float | str, unit: str) -> float:
+    """Convert a size (a number, or its digits as the tool printed them) with its unit to GiB,
+    rounded to 0.1 (tools print MB meaning MiB)."""
     factors = {
         "B": 1 / 1024**3,
         "KB": 1 / 1024**2,

@@ -29,9 +29,9 @@ def parse(text: str) -> Parsed:
     if "PyTorch version" not in values:
         raise UnexpectedOutput("not a collect_env report: no 'PyTorch version:' line")
     for key, name in _VERSION_LINES.items():
-        value = values.get(key)
-        if value and value not in ("N/A", "Could not collect"):
-            parsed.versions[name] = value
+        found = values.get(key)
+        if found and found not in ("N/A", "Could not collect"):
+            parsed.versions[name] = found
     names = re.findall(r"^GPU (\d+): (.+)$", text, re.MULTILINE)  # CUDA layout, one line per GPU
     model = values.get("GPU models and configuration", "")
     if not names and model and model != "Could not collect":

@@ -41,7 +41,8 @@ def parse_dir(root: Path = DEFAULT_ROOT) -> Parsed:
             continue  # a CPU node
         banks = sorted(node.glob("mem_banks/*/properties"))
         sizes = [_properties(bank).get("size_in_bytes", 0) for bank in banks]
-        memory = gib(max(sizes), "B") if sizes and max(sizes) else None
+        largest = max(sizes, default=0)
+        memory = gib(largest, "B") if largest else None
         simd_per_cu = props.get("simd_per_cu") or 4
         cus = props["simd_count"] // simd_per_cu
         arch = (
