@@ -64,9 +64,9 @@ def _row(path: Path, number: int, raw: dict) -> Sku:
         raise SkuTableError(f"{where}: unknown key {', '.join(unknown)}; keys: {', '.join(_KEYS)}")
     for key, kind in _KEYS.items():
         value = raw.get(key)
-        if value is not None and not (
-            isinstance(value, kind) or (kind is float and type(value) is int)
-        ):
+        # TOML's true is a Python int too: only a number is a number
+        is_kind = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if value is not None and not (is_kind or (kind is float and type(value) is int)):
             raise SkuTableError(f"{where}: {key} must be {_KINDS[kind]}, not {value!r}")
     if not raw.get("name") or not raw.get("arch") or raw.get("vendor") not in VENDORS:
         raise SkuTableError(f"{where}: a row needs a name, an arch and a vendor of {VENDORS}")
@@ -98,6 +98,8 @@ def load_table(path: Path = TABLE_FILE) -> tuple[Sku, ...]:
         raw_rows = tomllib.loads(path.read_text(encoding="utf-8")).get("sku", [])
     except tomllib.TOMLDecodeError as error:
         raise SkuTableError(f"{path}: not TOML ({error})") from None
+    if not isinstance(raw_rows, list) or not all(isinstance(r, dict) for r in raw_rows):
+        raise SkuTableError(f"{path}: the table is rows of [[sku]], each a table of keys")
     rows = tuple(_row(path, n, raw) for n, raw in enumerate(raw_rows, 1))
     for label, keys in (
         ("name", [r.name for r in rows]),
