@@ -151,7 +151,7 @@ def test_every_partition_mode_of_a_sku_is_known_by_its_compute_units(row):
     assert set(COMPUTE_PARTITIONS[row.name]) == set(row.compute_partitions)
 
 
-def test_a_mode_the_sku_cannot_be_set_to_fails_the_node(tmp_path):
+def test_a_mode_the_sku_cannot_be_set_to_fails_the_node(tmp_path, monkeypatch):
     """A row that lists fewer modes: a GPU reported in another one is not that SKU's mode."""
     table = tmp_path / "skus.toml"
     table.write_text(
@@ -170,13 +170,8 @@ def test_a_mode_the_sku_cannot_be_set_to_fails_the_node(tmp_path):
     assert row.compute_partitions == ("SPX", "CPX")
     node = {str(gpu): ("DPX", "NPS1", None) for gpu in range(2)}
     assert [f.status for f in judge_partitions(node, "MI300X")] == ["ok"]
-    saved = dict(COMPUTE_PARTITIONS)
-    try:
-        COMPUTE_PARTITIONS["MI300X"] = row.compute_partitions
-        assert {f.status for f in judge_partitions(node, "MI300X")} == {"failed"}
-    finally:
-        COMPUTE_PARTITIONS.clear()
-        COMPUTE_PARTITIONS.update(saved)
+    monkeypatch.setitem(COMPUTE_PARTITIONS, "MI300X", row.compute_partitions)
+    assert {f.status for f in judge_partitions(node, "MI300X")} == {"failed"}
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ token is an installation token of the Actions App). No credential is ever printe
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -20,6 +21,40 @@ from pytest_rocm.schemas import values
 
 class OptionError(BadInput):
     pass
+
+
+def runner_class_and_group(value: str) -> tuple[str, str]:
+    runner_class, sep, group = value.partition("=")
+    if not sep or not runner_class or not group:
+        raise argparse.ArgumentTypeError(
+            f"expected CLASS=RUNNER_GROUP (mi300x-8=rocm-mi300x-8), got {value!r}"
+        )
+    return runner_class.lower(), group
+
+
+def add_gate_runs(parser) -> None:
+    """Which gate runs a command lists on GitHub and checks as publish does (sweep, history sync):
+    the caller workflow, the reusable workflow's pin, and each runner class's runner group."""
+    parser.add_argument(
+        "--workflow",
+        default="rocm-gate.yml",
+        help="the gate's caller workflow file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--gate-workflow",
+        metavar="PIN",
+        required=True,
+        help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller uses",
+    )
+    parser.add_argument(
+        "--class",
+        dest="classes",
+        type=runner_class_and_group,
+        action="append",
+        required=True,
+        metavar="CLASS=RUNNER_GROUP",
+        help="a runner class and its self-hosted runner group (repeat)",
+    )
 
 
 # What each request option takes (pytest_rocm/schemas/values.py): a NaN, an infinity, a negative or

@@ -36,28 +36,7 @@ def add_parsers(actions) -> None:
     )
     github_options.add(sync)
     sync.add_argument("--db", required=True, help="the history store (a file or postgresql://...)")
-    sync.add_argument(
-        "--workflow",
-        default="rocm-gate.yml",
-        help="the gate's caller workflow file (default: %(default)s)",
-    )
-    sync.add_argument(
-        "--gate-workflow",
-        metavar="PIN",
-        required=True,
-        help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller uses",
-    )
-    from pytest_rocm.cli.sweep import runner_class_and_group
-
-    sync.add_argument(
-        "--class",
-        dest="classes",
-        type=runner_class_and_group,
-        action="append",
-        required=True,
-        metavar="CLASS=RUNNER_GROUP",
-        help="a runner class and its self-hosted runner group (repeat)",
-    )
+    github_options.add_gate_runs(sync)
     sync.add_argument(
         "--hours",
         type=values.Option(values.hours, above=True, high=24 * 90.0),

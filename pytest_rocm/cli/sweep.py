@@ -24,15 +24,6 @@ from pytest_rocm.cli.arguments import whole_number
 from pytest_rocm.schemas import values
 
 
-def runner_class_and_group(value: str) -> tuple[str, str]:
-    runner_class, sep, group = value.partition("=")
-    if not sep or not runner_class or not group:
-        raise argparse.ArgumentTypeError(
-            f"expected CLASS=RUNNER_GROUP (mi300x-8=rocm-mi300x-8), got {value!r}"
-        )
-    return runner_class.lower(), group
-
-
 def add_parser(commands, name: str) -> None:
     parser = commands.add_parser(
         name,
@@ -41,26 +32,7 @@ def add_parser(commands, name: str) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     github_options.add(parser)
-    parser.add_argument(
-        "--workflow",
-        default="rocm-gate.yml",
-        help="the gate's caller workflow file (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--gate-workflow",
-        metavar="PIN",
-        required=True,
-        help="OWNER/REPO/.github/workflows/rocm-gate.yml@<40-hex>: the pin the caller uses",
-    )
-    parser.add_argument(
-        "--class",
-        dest="classes",
-        type=runner_class_and_group,
-        action="append",
-        required=True,
-        metavar="CLASS=RUNNER_GROUP",
-        help="a runner class and its self-hosted runner group (repeat)",
-    )
+    github_options.add_gate_runs(parser)
     parser.add_argument(
         "--hours",
         type=whole_number(1, "--hours must be at least 1, got {value}", 2160),
