@@ -142,7 +142,7 @@ def gate_run(cwd: Path, out: Path, env: dict) -> float:
 def experiment(tree: dict, results: Path, env: dict, args) -> tuple[float, dict]:
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", "blame", "--results", str(results)]
+        [sys.executable, "-m", "rocm_gate.cli", "blame", "--results", str(results)]
         + ["--checkout", str(tree["repo"]), "--attempts", str(args.attempts)]
         + ["--install", f"sleep {args.install_seconds}", "--", "--rocm-platform=mi300x-1"],
         env=env,

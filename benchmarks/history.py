@@ -52,8 +52,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_rocm.dashboard import site  # noqa: E402
-from pytest_rocm.history import store  # noqa: E402
+from rocm_gate.dashboard import site  # noqa: E402
+from rocm_gate.history import store  # noqa: E402
 
 NIGHTLY = [
     ("MI300X", "amd"),
@@ -219,7 +219,7 @@ def main() -> None:
         sizes = site.build(conn, tmp / "site")
         build_s = time.perf_counter() - start
 
-        from pytest_rocm.history.store import _validated  # noqa: E402 (one real validation, for scale)
+        from rocm_gate.history.store import _validated  # noqa: E402 (one real validation, for scale)
 
         sample = tmp / "gate-report.json"
         report, manifest, _ = synthetic_run(rng, 0, 0, "MI300X", "amd", nightly_tests)
@@ -451,7 +451,7 @@ def measure_trunk(target, repeats: int, sku: str = "MI300X") -> dict:
     """(b): main's state of one SKU, against a bare SELECT of every result of the window's runs."""
     import statistics
 
-    from pytest_rocm.trunk import state
+    from rocm_gate.trunk import state
 
     conn = store.connect(target)
     runs, _ = state.main_runs(conn, sku)
@@ -498,7 +498,7 @@ def scale_target(args, backend: str):
 
     import psycopg
 
-    from pytest_rocm.history.backends import with_database
+    from rocm_gate.history.backends import with_database
 
     server = args.postgres
     if not server:

@@ -36,7 +36,7 @@ its side, another job on the machine) reads fewer. The children start before the
 group map and an earlier report.
 
 Where the time goes now (one run with both cores free, wall/CPU of the main process): interpreter
-start 20 ms; importing `pytest_rocm.cli` 52 ms (`import pytest_rocm.cli` takes 87 ms, 26 ms when the
+start 20 ms; importing `rocm_gate.cli` 52 ms (`import rocm_gate.cli` takes 87 ms, 26 ms when the
 package skips its `importlib.metadata` version lookup and the CLI imports only the command it runs:
 outside parity's code); the reading phase 215 ms (the parse is 2.4 ms of a file's 3.3 ms, the rest
 reading the test cases' attributes into node ids, merging reruns and freeing the tree; the child
@@ -201,7 +201,7 @@ def main() -> None:
             return [
                 sys.executable,
                 "-m",
-                "pytest_rocm.cli",
+                "rocm_gate.cli",
                 "parity",
                 "--reference",
                 str(root / "reference"),

@@ -28,10 +28,10 @@ from statistics import median
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_rocm.preflight import thresholds  # noqa: E402
-from pytest_rocm.preflight.evidence import lines_of, number  # noqa: E402
-from pytest_rocm.preflight.readers import rccl_tests, rvs, transferbench  # noqa: E402
-from pytest_rocm.preflight.readers.babelstream import _ROW, FLOORS  # noqa: E402
+from rocm_gate.preflight import thresholds  # noqa: E402
+from rocm_gate.preflight.evidence import lines_of, number  # noqa: E402
+from rocm_gate.preflight.readers import rccl_tests, rvs, transferbench  # noqa: E402
+from rocm_gate.preflight.readers.babelstream import _ROW, FLOORS  # noqa: E402
 
 SAMPLES = REPO / "tests" / "data" / "samples" / "preflight"
 # file names of the faulty captures say so; a MODELED capture is no evidence of what a healthy node
@@ -165,7 +165,7 @@ def idle_vram() -> list[tuple[float, str]]:
                 [
                     sys.executable,
                     "-m",
-                    "pytest_rocm.cli",
+                    "rocm_gate.cli",
                     "preflight",
                     "--json",
                     "--require",

@@ -38,7 +38,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_rocm.catalog.sglang import read_jsonl  # noqa: E402
-from pytest_rocm.parity.sglang_registry import suite_jobs  # noqa: E402
 from pytest_rocm.scheduling.dispatch import Job  # noqa: E402
 from pytest_rocm.scheduling.simulate import (  # noqa: E402
     lower_bound,
@@ -47,6 +46,7 @@ from pytest_rocm.scheduling.simulate import (  # noqa: E402
     sglang_partition_makespan,
     xdist_load_makespan,
 )
+from rocm_gate.parity.sglang_registry import suite_jobs  # noqa: E402
 
 CAPACITY = 8
 # SGLang's partition counts for its AMD per-commit suites (research/sglang-pytorch-ci.md:

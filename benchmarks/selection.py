@@ -5,7 +5,7 @@ Data (the shared folder's `data/`): 3,000 first-parent commits of vLLM's main br
 are a fork's own work (after upstream's 9aaf83ef) and are left out. Learn from the older 2,000
 commits, evaluate on the rest (947 upstream commits). `--validate` measures the same on the learning
 commits alone (learn from the first 1,000, 1,250, 1,500 and 1,750, check each next 250): that is
-where the defaults were chosen (pytest_rocm/selection/cochange.py), without the evaluation commits.
+where the defaults were chosen (rocm-gate/rocm_gate/selection/cochange.py), without the evaluation commits.
 
 - Ground truth: a commit that changes test files of group G (by `pytest_rocm/maps/vllm.toml`) together with
   source files must select G from its source files alone.
@@ -67,14 +67,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_rocm.catalog.groups import load_group_map  # noqa: E402
-from pytest_rocm.selection.cochange import (  # noqa: E402
+from rocm_gate.selection.cochange import (  # noqa: E402
     COVER,
     CoChange,
     is_test_file,
     is_test_path,
     read_history,
 )
-from pytest_rocm.selection.select import select  # noqa: E402
+from rocm_gate.selection.select import select  # noqa: E402
 
 FORK_COMMITS = 53
 LEARN = 2000

@@ -58,11 +58,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_rocm.github import artifacts, checks  # noqa: E402
-from pytest_rocm.history import queries, store  # noqa: E402
 from pytest_rocm.results.fingerprint import of_test as fingerprint_of  # noqa: E402
 from pytest_rocm.schemas.artifacts import blocking_failures  # noqa: E402
-from pytest_rocm.trunk import evidence, state  # noqa: E402
+from rocm_gate.github import artifacts, checks  # noqa: E402
+from rocm_gate.history import queries, store  # noqa: E402
+from rocm_gate.trunk import evidence, state  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 VENDORED = REPO / "tests" / "data" / "upstream" / "vllm-main-subjects.jsonl"

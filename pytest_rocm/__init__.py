@@ -1,7 +1,9 @@
-"""pytest-rocm: gate upstream LLM frameworks on AMD Instinct GPUs.
+"""pytest-rocm: the pytest plugin that gates upstream LLM frameworks on AMD Instinct GPUs.
 
-The pytest plugin is `pytest_rocm.plugin.hooks` (entry point `rocm`); the `rocm-gate` command is
-`pytest_rocm.cli`. docs/architecture.md describes the parts as built and the formats they write.
+The plugin is `pytest_rocm.plugin.hooks` (entry point `rocm`): markers, hardware detection, GPU
+allocation, serving, gates and verdicts, and the artifacts' schemas they are written in. The CI service
+and its `rocm-gate` command are another distribution, rocm-gate (`rocm_gate`), which imports this one
+and never the other way. docs/architecture.md describes the parts as built and the formats they write.
 """
 
 

@@ -1192,7 +1192,7 @@ class Actions:
         pip.write_text('#!/bin/sh\necho "-m pip $*" >> "$HARNESS_PIP_LOG"\n')
         pip.chmod(0o755)
         gate = folder / "rocm-gate"
-        gate.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m pytest_rocm.cli \"$@\"\n")
+        gate.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m rocm_gate.cli \"$@\"\n")
         gate.chmod(0o755)
 
     def installs(self) -> list[str]:

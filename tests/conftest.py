@@ -193,7 +193,7 @@ def fresh_database(server: str) -> str:
     one); its URL."""
     import psycopg
 
-    from pytest_rocm.history.backends import with_database
+    from rocm_gate.history.backends import with_database
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     name = f"rocm_gate_test_{worker}_{os.getpid()}_{next(_databases)}"

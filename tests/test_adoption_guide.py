@@ -365,8 +365,8 @@ def test_sglang_steps_run_unittest_files_as_gated_items_and_combine_coverage(fol
 
 
 def test_the_markers_the_guide_registers_are_the_plugins_user_markers():
-    from pytest_rocm.adoption.markers import USER_MARKERS
     from pytest_rocm.plugin.markers import MARKER_HELP, SERVER_MARKERS, VARIANT_MARKERS
+    from rocm_gate.adoption.markers import USER_MARKERS
 
     assert set(USER_MARKERS) == set(MARKER_HELP) - set(SERVER_MARKERS) - set(VARIANT_MARKERS)
 

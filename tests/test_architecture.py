@@ -11,12 +11,18 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest_rocm
+import rocm_gate
 
+# The two distributions' packages: the plugin (pytest-rocm, at the root) and the CI service
+# (rocm-gate, in rocm-gate/), which imports the plugin and never the other way.
 ROOT = Path(pytest_rocm.__file__).resolve().parent
+SERVICE_ROOT = Path(rocm_gate.__file__).resolve().parent
+PROJECT = ("pytest_rocm", "rocm_gate")
 # running, not importing
 MODULES = sorted(
     m.name
-    for m in pkgutil.walk_packages([str(ROOT)], "pytest_rocm.")
+    for root, prefix in ((ROOT, "pytest_rocm."), (SERVICE_ROOT, "rocm_gate."))
+    for m in pkgutil.walk_packages([str(root)], prefix)
     if not m.name.endswith(".__main__")
 )
 
@@ -28,16 +34,12 @@ def imports_of(name: str) -> set[str]:
     tree = ast.parse(Path(spec.origin).read_text())
     found = set()
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.module.startswith("pytest_rocm")
-        ):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PROJECT):
             for alias in node.names:
                 candidate = f"{node.module}.{alias.name}"
                 found.add(candidate if candidate in MODULES else node.module)
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("pytest_rocm"))
+            found.update(a.name for a in node.names if a.name.startswith(PROJECT))
     return {m for m in found if m in MODULES and m != name}
 
 
@@ -111,7 +113,7 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
         "import importlib, sys\n"
         "for name in sys.argv[1:]:\n"
         "    importlib.import_module(name)\n"
-        "    for loaded in [m for m in sys.modules if m.startswith('pytest_rocm')]:\n"
+        "    for loaded in [m for m in sys.modules if m.startswith(('pytest_rocm', 'rocm_gate'))]:\n"
         "        del sys.modules[loaded]\n"
     )
     done = subprocess.run([sys.executable, "-c", code, *MODULES], capture_output=True, text=True)
@@ -157,17 +159,17 @@ def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
     trunk state) and nothing else; its errors derive from the one base (errors.py imports nothing)."""
     readers = (
         "pytest_rocm.errors",
-        "pytest_rocm.github",
+        "rocm_gate.github",
         "pytest_rocm.schemas",
-        "pytest_rocm.trunk.attribution",
-        "pytest_rocm.trunk.judgement",
+        "rocm_gate.trunk.attribution",
+        "rocm_gate.trunk.judgement",
         "pytest_rocm.results.fingerprint",
     )
     for name in MODULES:
-        if name.startswith("pytest_rocm.github"):
+        if name.startswith("rocm_gate.github"):
             outside = {m for m in imports_of(name) if not m.startswith(readers)}
             assert not outside, f"{name} imports {sorted(outside)}"
-    for name in ("pytest_rocm.trunk.attribution", "pytest_rocm.trunk.judgement"):
+    for name in ("rocm_gate.trunk.attribution", "rocm_gate.trunk.judgement"):
         outside = {
             m
             for m in imports_of(name)
@@ -175,7 +177,7 @@ def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
                 (
                     "pytest_rocm.schemas",
                     "pytest_rocm.results.fingerprint",
-                    "pytest_rocm.trunk.judgement",
+                    "rocm_gate.trunk.judgement",
                 )
             )
         }
@@ -183,12 +185,16 @@ def test_the_github_side_reads_artifacts_and_never_imports_the_plugin():
 
 
 REPOSITORY = ROOT.parent
-SUBPACKAGES = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file())
-# a path into the package or a sibling folder of the checkout, as prose names it
-NAMED_PATH = re.compile(
-    r"(?<![\w./-])((?:\.\./shared/|pytest_rocm/|(?:" + "|".join(SUBPACKAGES) + r")/)[\w./-]*\w/?)"
+SUBPACKAGES = sorted(
+    p.name for root in (ROOT, SERVICE_ROOT) for p in root.iterdir() if (p / "__init__.py").is_file()
 )
-NAMED_MODULE = re.compile(r"\bpytest_rocm(?:\.\w+)+")
+# a path into a package or a sibling folder of the checkout, as prose names it
+NAMED_PATH = re.compile(
+    r"(?<![\w./-])((?:\.\./shared/|pytest_rocm/|rocm-gate/|(?:"
+    + "|".join(SUBPACKAGES)
+    + r")/)[\w./-]*\w/?)"
+)
+NAMED_MODULE = re.compile(r"\b(?:pytest_rocm|rocm_gate)(?:\.\w+)+")
 # a command as a user types it: in a code span, a shell line, a quoted string, "run ..."
 NAMED_COMMAND = re.compile(r"(?:`|^\s*|\$ |\brun |\"|')rocm-gate ([a-z][a-z-]*)", re.M)
 NOT_COMMANDS = {"dispatch"}  # `rocm-gate dispatch <sha>`: the run-name of a dispatched gate run
@@ -199,8 +205,14 @@ def _texts() -> list[tuple[Path, str]]:
     sources (docstrings, comments, help and error text) and its schemas and maps. The changelog
     tells history, in the names of its day."""
     files = [*REPOSITORY.glob("*.md"), *(REPOSITORY / "docs").glob("*.md")]
+    files += [*(REPOSITORY / "rocm-gate").glob("*.md")]
     files += [*(REPOSITORY / "suites").rglob("*.md"), *(REPOSITORY / "runners").rglob("*.md")]
-    files += [p for ext in ("py", "json", "toml") for p in ROOT.rglob(f"*.{ext}")]
+    files += [
+        p
+        for root in (ROOT, SERVICE_ROOT)
+        for ext in ("py", "json", "toml")
+        for p in root.rglob(f"*.{ext}")
+    ]
     return [(f, f.read_text(encoding="utf-8")) for f in files if f.name != "CHANGELOG.md"]
 
 
@@ -222,7 +234,7 @@ def _named_module_exists(name: str) -> bool:
 def stale_names(texts) -> list[tuple[str, str, str]]:
     """(file, kind, name) of each path, module or command named that does not exist (a path under
     ../shared is never there in a clone: the test data is copied into tests/data)."""
-    from pytest_rocm.cli import COMMANDS
+    from rocm_gate.cli import COMMANDS
 
     found = set()
     for path, text in texts:
@@ -233,7 +245,9 @@ def stale_names(texts) -> list[tuple[str, str, str]]:
             if "." in tail and not tail.endswith((".py", ".toml", ".json", ".md", ".yml", ".sh")):
                 continue  # a dotted name, not a file (`results/report.py:func` is cut at the colon)
             if named.startswith("../shared/") or not (
-                (REPOSITORY / named).exists() or (ROOT / named).exists()
+                (REPOSITORY / named).exists()
+                or (ROOT / named).exists()
+                or (SERVICE_ROOT / named).exists()
             ):
                 found.add((where, "path", named))
         for hit in NAMED_MODULE.finditer(text):
@@ -277,7 +291,7 @@ def test_only_history_speaks_sql():
     speaking = sorted(
         name
         for name in MODULES
-        if not name.startswith("pytest_rocm.history")
+        if not name.startswith("rocm_gate.history")
         and re.search(
             r"\.execute(?:many)?\(", Path(importlib.util.find_spec(name).origin).read_text()
         )
@@ -285,21 +299,6 @@ def test_only_history_speaks_sql():
     assert speaking == []
 
 
-# The CI service's packages: GitHub, the history store, main's state, reports, node acceptance and the
-# commands. The plugin an upstream project loads into its test runs (`-p rocm`) reaches none of them.
-SERVICE_PACKAGES = {
-    "adoption",
-    "blame",
-    "cli",
-    "dashboard",
-    "github",
-    "history",
-    "knowledge",
-    "parity",
-    "preflight",
-    "selection",
-    "trunk",
-}
 # What the plugin's code may import from outside the standard library: pytest and its plugins, what
 # the artifacts' checks and the lock of the GPU ledger need, and the tiny models' libraries (loaded
 # only by the serving fixtures).
@@ -343,7 +342,7 @@ def third_party_of(name: str) -> set[str]:
             found.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
             found.update(a.name.split(".")[0] for a in node.names)
-    return found - set(sys.stdlib_module_names) - {"pytest_rocm"}
+    return found - set(sys.stdlib_module_names) - set(PROJECT)
 
 
 def test_the_plugin_reaches_no_ci_service_code_and_no_service_library():
@@ -358,10 +357,78 @@ def test_the_plugin_reaches_no_ci_service_code_and_no_service_library():
             links.append(parents[links[-1]])
         return " <- ".join(links)
 
-    service = [m for m in parents if m.split(".")[1] in SERVICE_PACKAGES]
+    service = [m for m in parents if m.startswith("rocm_gate")]
     assert not service, "the plugin imports CI service code:\n" + "\n".join(map(chain, service))
     libraries = {lib: m for m in parents for lib in third_party_of(m) - PLUGIN_THIRD_PARTY}
     assert not libraries, "the plugin imports libraries outside its own: " + ", ".join(
         f"{lib} ({chain(m)})" for lib, m in sorted(libraries.items())
     )
     assert "pytest_rocm.plugin.collection" in parents  # the closure is walked, not empty
+
+
+def test_imports_go_one_way_from_the_service_to_the_plugin():
+    """Two distributions: rocm-gate depends on pytest-rocm (the artifacts' schemas, the hardware
+    facts, the verdict rules), so no module of pytest-rocm may import rocm_gate, at any depth and
+    in no function: installed alone, the plugin would fail there."""
+    backwards = {
+        name: sorted(t for t in imports_of(name) if t.startswith("rocm_gate"))
+        for name in MODULES
+        if name.startswith("pytest_rocm")
+    }
+    assert {k: v for k, v in backwards.items() if v} == {}
+    assert any(t.startswith("pytest_rocm") for t in imports_of("rocm_gate.cli.verdict"))
+
+
+# The service's libraries: what `pip install pytest-rocm` must never pull, and what `pytest -p rocm`
+# must never load.
+SERVICE_LIBRARIES = (
+    "github3",
+    "psycopg",
+    "jinja2",
+    "markupsafe",
+    "tomlkit",
+    "requests",
+    "rocm_gate",
+)
+
+
+def test_the_plugins_distribution_declares_no_service_library():
+    import tomllib
+
+    plugin = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
+    service = tomllib.loads((REPOSITORY / "rocm-gate" / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[\s\[<>=!~;]", d, maxsplit=1)[0].lower() for d in plugin["dependencies"]]
+    assert plugin["name"] == "pytest-rocm" and "pytest" in names
+    assert not {n.replace("-", "_").split(".")[0] for n in names} & set(SERVICE_LIBRARIES)
+    assert "rocm-gate" not in plugin.get("scripts", {})
+    assert service["scripts"] == {"rocm-gate": "rocm_gate.cli:main"}
+    assert any(d.startswith("pytest-rocm") for d in service["dependencies"])
+    assert {"github", "postgres", "dashboard"} <= set(service["optional-dependencies"])
+    assert not {"github", "postgres", "dashboard"} & set(plugin["optional-dependencies"])
+
+
+def test_a_plugin_run_loads_no_service_module(pytester):
+    """What the static closure promises, seen in a real run: pytest with the plugin, xdist workers
+    included, has none of the service's modules or libraries in sys.modules."""
+    pytester.makepyfile(
+        test_x=f"""
+        import sys, pytest
+
+        @pytest.mark.rocm_gate(group="engine", blocking=True)
+        def test_loaded():
+            loaded = sorted(m for m in sys.modules if m.split(".")[0] in {SERVICE_LIBRARIES!r})
+            assert loaded == []
+        """
+    )
+    pytester.makeconftest(
+        f"""
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = sorted(m for m in sys.modules if m.split(".")[0] in {SERVICE_LIBRARIES!r})
+            assert loaded == [], loaded
+        """
+    )
+    done = pytester.runpytest_subprocess("-p", "rocm", "-n", "2", "--rocm-report-dir=out")
+    done.assert_outcomes(passed=1)
+    assert "INTERNALERROR" not in done.stdout.str() + done.stderr.str()

@@ -8,8 +8,8 @@ import pytest
 from conftest import read_jsonl, read_report
 from test_verdicts import CONFTEST
 
-from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.schemas.artifacts import schema_document
+from rocm_gate.cli import main as rocm_gate
 
 SUITE = """
     import pytest

@@ -20,7 +20,7 @@ def run_cli(args) -> tuple[int, str]:
     """`rocm-gate ARGS` as a user runs it: its own process, its exit status, everything it
     printed."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -778,9 +778,9 @@ def test_every_error_of_the_package_derives_from_the_one_base():
 
 
 def test_an_error_no_command_caught_is_one_line_and_its_exit_status(monkeypatch, capsys):
-    from pytest_rocm import cli
     from pytest_rocm.errors import NotDone
-    from pytest_rocm.history.store import HistoryError
+    from rocm_gate import cli
+    from rocm_gate.history.store import HistoryError
 
     for error, status in (
         (HistoryError("history.db: schema 9 is newer than this rocm-gate"), 2),

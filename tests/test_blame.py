@@ -1,4 +1,4 @@
-"""Blame by experiment (`rocm-gate blame`, pytest_rocm/blame/), for real: a small repository whose
+"""Blame by experiment (`rocm-gate blame`, rocm-gate/rocm_gate/blame/), for real: a small repository whose
 base passes the gate test a PR breaks, a test that fails on both, a test new in the PR (a new file,
 and a new function in an old file) and a test that fails on the base only sometimes; a PR run of the
 plugin under a pull_request event on GitHub's merge commit; then the base experiment on it, as the
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, processes_with
 
-from pytest_rocm.blame import base as base_
-from pytest_rocm.blame import processes
-from pytest_rocm.github.artifacts import ArtifactError, read_results
 from pytest_rocm.schemas.artifacts import schema_error
+from rocm_gate.blame import base as base_
+from rocm_gate.blame import processes
+from rocm_gate.github.artifacts import ArtifactError, read_results
 
 GATE, BOTH, SOMETIMES = (
     f"test_suite.py::{n}" for n in ("test_gate", "test_both", "test_sometimes")
@@ -98,7 +98,7 @@ def git(repo: Path, *args: str) -> str:
 
 def rocm_gate(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -349,7 +349,7 @@ def test_a_cancelled_job_keeps_what_ran_and_removes_the_work_tree(pr, tmp_path):
     base-check.json says what did not run, the work tree is removed, and the exit is 143."""
     results = results_copy(pr, tmp_path)
     tree = tmp_path / "base-tree"
-    command = [sys.executable, "-m", "pytest_rocm.cli", "blame", "--results", str(results)]
+    command = [sys.executable, "-m", "rocm_gate.cli", "blame", "--results", str(results)]
     command += [
         "--checkout",
         str(pr["repo"]),
@@ -555,7 +555,7 @@ def test_results_without_a_base_check_read_as_before(pr, tmp_path):
 def test_attempts_that_ran_another_build_than_the_bases_prove_nothing(pr, tmp_path, monkeypatch):
     """No install (or one that did not take) leaves the PR's build in the job's environment: the
     base's attempt then reports a stack mismatch, and the base is not prepared."""
-    from pytest_rocm.blame import Plan, attempts, run
+    from rocm_gate.blame import Plan, attempts, run
 
     def imported_the_prs_build(self, nodeids, number):
         report = {"stack_mismatch": "vllm was imported from /w/pr, not the checkout /tmp/base"}

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import truth
 
-from pytest_rocm import cli
-from pytest_rocm.dashboard import data, render, site
-from pytest_rocm.history import store
+from rocm_gate import cli
+from rocm_gate.dashboard import data, render, site
+from rocm_gate.history import store
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'

@@ -114,8 +114,8 @@ def test_bad_input(args, message):
 def test_a_detection_tool_that_hangs_is_a_health_problem(tmp_path, monkeypatch, capsys):
     """A hung amd-smi beside a rocm-smi that answers: the platform is read from rocm-smi, and the
     health check used to say ok (exit 0) with the hang only in the sources' list."""
-    from pytest_rocm.cli import main as rocm_gate
     from pytest_rocm.hw import detect
+    from rocm_gate.cli import main as rocm_gate
 
     tools = tmp_path / "bin"
     tools.mkdir()

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_rocm.trunk import judgement as j
-from pytest_rocm.trunk.evidence import BASES, PRS, from_other_prs
+from rocm_gate.trunk import judgement as j
+from rocm_gate.trunk.evidence import BASES, PRS, from_other_prs
 
 C = [f"{i:x}" * 40 for i in range(1, 10)]  # main's commits, oldest first
 C = [c[:40] for c in C]

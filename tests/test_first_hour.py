@@ -14,7 +14,7 @@ import time
 import pytest
 from conftest import read_report
 
-from pytest_rocm.cli import main as rocm_gate
+from rocm_gate.cli import main as rocm_gate
 
 GATE = "import pytest\n\n@pytest.mark.rocm_gate(group='engine', blocking=True)\ndef test_gate():\n    pass\n"
 
@@ -189,7 +189,7 @@ def test_rocm_gate_help_lists_a_maintainers_commands_first(capsys):
     for command in ("publish", "sweep", "trust", "preflight", "drain", "history", "blame"):
         assert text.index(f"\n  {command} ") > operators, command
     assert "{doctor,verdict" not in text
-    from pytest_rocm.cli import ALIASES, AUDIENCES, COMMANDS
+    from rocm_gate.cli import ALIASES, AUDIENCES, COMMANDS
 
     listed = [name for _, names in AUDIENCES for name in names] + list(ALIASES)
     assert sorted(listed) == sorted(COMMANDS)

@@ -249,7 +249,7 @@ def test_records_of_a_newer_format_are_named_by_their_version(tmp_path):
     """Records a newer pytest-rocm wrote were read as a run whose controller was killed."""
     folder = _records(tmp_path / "run", "pytest-rocm/record/4")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", "verdict", folder],
+        [sys.executable, "-m", "rocm_gate.cli", "verdict", folder],
         capture_output=True,
         text=True,
         timeout=120,
@@ -266,5 +266,5 @@ def test_records_of_a_newer_format_are_named_by_their_version(tmp_path):
     assert "a record of pytest-rocm/record/4, a newer format" in report["record_problems"][0]
     # the format this reads is read as before
     same = _records(tmp_path / "now", "pytest-rocm/record/3")
-    subprocess.run([sys.executable, "-m", "pytest_rocm.cli", "verdict", same], timeout=120)
+    subprocess.run([sys.executable, "-m", "rocm_gate.cli", "verdict", same], timeout=120)
     assert json.loads((same / "gate-report.json").read_text())["complete"] is True

@@ -6,7 +6,7 @@ import json
 import pytest
 from conftest import read_jsonl, read_report
 
-from pytest_rocm.cli import main as rocm_gate
+from rocm_gate.cli import main as rocm_gate
 
 BASELINES = """
 schema = "pytest-rocm/baselines/1"

@@ -25,7 +25,7 @@ from github_api import FakeGitHub, example, validate_webhook
 TOKEN = "ghs_secretinstallationtoken"
 SHA = "a" * 40
 REPO_NAME = "vllm-project/vllm"
-ROCM_GATE = [sys.executable, "-m", "pytest_rocm.cli"]
+ROCM_GATE = [sys.executable, "-m", "rocm_gate.cli"]
 
 SUITE = """
 import pytest
@@ -1042,7 +1042,7 @@ def test_trust_an_odd_pr_input_of_a_dispatch_is_no_traceback(fake, tmp_path):
 
 
 def test_a_dispatch_title_with_an_upper_case_sha_names_the_lower_case_commit():
-    from pytest_rocm.github.provenance import head_sha_of
+    from rocm_gate.github.provenance import head_sha_of
 
     assert (
         head_sha_of(
@@ -1053,7 +1053,7 @@ def test_a_dispatch_title_with_an_upper_case_sha_names_the_lower_case_commit():
 
 
 def test_rerun_ids_that_pytest_would_read_as_options_or_argument_files_are_left_out():
-    from pytest_rocm.github.rerun import failed_gates
+    from rocm_gate.github.rerun import failed_gates
 
     tests = {
         n: {"verdict": "regression"} for n in ("t.py::ok", "-p evil", "@../previous/args", "a\nb")

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from github_api import FakeGitHub
 
-from pytest_rocm.github import api, commits, runs
+from rocm_gate.github import api, commits, runs
 
 REPO = "vllm-project/vllm"
 

@@ -14,7 +14,7 @@ MAPS = REPO / "pytest_rocm" / "maps"
 def groups(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
     """rocm-gate groups in its own process, as a maintainer runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", "groups", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", "groups", *map(str, args)],
         input=stdin,
         capture_output=True,
         text=True,
@@ -290,7 +290,7 @@ def test_options_as_maintainers_type_them(tmp_path):
 def test_standard_input_that_is_not_text_and_qq_counts_of_one(tmp_path):
     vllm_map = MAPS / "vllm.toml"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", "groups", "--map", str(vllm_map), "-"],
+        [sys.executable, "-m", "rocm_gate.cli", "groups", "--map", str(vllm_map), "-"],
         input=b"\xff\xfe tests",
         capture_output=True,
     )
@@ -321,7 +321,7 @@ def test_a_checkout_folder_is_named_from_its_root_wherever_it_is_given_from(tmp_
             [
                 sys.executable,
                 "-m",
-                "pytest_rocm.cli",
+                "rocm_gate.cli",
                 "groups",
                 "--map",
                 str(MAPS / "vllm.toml"),

@@ -60,7 +60,7 @@ RUNNERS = ["node-7", "node-1", "node-7", "node-3", "node-7", "node-5"]
 
 def rocm_gate(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -146,7 +146,7 @@ def nightly_db(request, nightly):
 
 
 def count(target, table: str) -> int:
-    from pytest_rocm.history import store
+    from rocm_gate.history import store
 
     with store.connect(target) as conn:
         return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
@@ -199,7 +199,7 @@ def test_a_run_is_its_origin_and_its_github_run_never_its_reports_bytes(
 ):
     """A PR's run that uploads a byte copy of a main run's report, ingested first, made the real main
     run a no-op (the store keyed a run by its report's digest), so main's state lost it."""
-    from pytest_rocm.history import store
+    from rocm_gate.history import store
 
     db = history_target
     main = nightly["folders"][0]
@@ -227,7 +227,7 @@ def test_one_run_is_one_run_however_spelt_and_two_folders_of_one_name_are_two(
     then its gate-report.json; two different results folders of one name under one run kept only
     the first ("already in the store"). A run and its attempt have one form, and a folder under a
     run is known by its report's content, not its name."""
-    from pytest_rocm.history import ledger, store
+    from rocm_gate.history import ledger, store
 
     db = history_target
     first = tmp_path / "a" / "results"
@@ -257,7 +257,7 @@ def test_two_runners_adding_at_once_both_land(nightly, history_target):
             [
                 sys.executable,
                 "-m",
-                "pytest_rocm.cli",
+                "rocm_gate.cli",
                 "history",
                 "add",
                 "--db",
@@ -283,9 +283,7 @@ def test_runners_creating_the_store_at_once_all_connect(tmp_path, request, backe
     journal-mode switch that meets another connection's lock with "database is locked" without
     waiting (CI saw it: 1 in 90 connections failed before the switch waited); on PostgreSQL the
     migration waits on an advisory lock, so one creates the tables and the others find them."""
-    script = (
-        "import sys; from pytest_rocm.history.store import connect; connect(sys.argv[1]).close()"
-    )
+    script = "import sys; from rocm_gate.history.store import connect; connect(sys.argv[1]).close()"
     server = request.getfixturevalue("postgres_server") if backend == "postgresql" else None
     failures, made = [], []
     for round_number in range(10 if server is None else 4):
@@ -305,7 +303,7 @@ def test_runners_creating_the_store_at_once_all_connect(tmp_path, request, backe
             if proc.wait(timeout=120)
         ]
     if server is not None:
-        from pytest_rocm.history import store
+        from rocm_gate.history import store
 
         for db in made:
             assert store.version(store.connect(db)) == store.VERSION
@@ -314,7 +312,7 @@ def test_runners_creating_the_store_at_once_all_connect(tmp_path, request, backe
 
 
 def test_accepted_stacks_and_what_changed(nightly, tmp_path, history_target):
-    from pytest_rocm.history import queries, store
+    from rocm_gate.history import queries, store
 
     db = history_target
     conn = store.connect(db)
@@ -452,7 +450,7 @@ def test_the_dashboard_in_headless_chromium(served_site, nightly):
 
 
 def test_a_real_main_job_result_goes_into_history(history_target):
-    from pytest_rocm.history import queries, store
+    from rocm_gate.history import queries, store
 
     conn = store.connect(history_target)
     done = store.ingest(conn, REPO / "tests/data/main-job")

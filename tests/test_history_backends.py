@@ -25,8 +25,8 @@ import pytest
 import truth
 from conftest import REPO, drop_database, fresh_database
 
-from pytest_rocm.history import ledger, queries, store
-from pytest_rocm.history.backends import describe, to_psycopg, with_database
+from rocm_gate.history import ledger, queries, store
+from rocm_gate.history.backends import describe, to_psycopg, with_database
 
 MAIN_JOB = REPO / "tests" / "data" / "main-job"
 # a world with a bad node, a flaky test, a quarantine, a merge queue and an ejected candidate, and the
@@ -37,7 +37,7 @@ SEED = 944
 
 def rocm_gate(*args, timeout=120):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -100,7 +100,7 @@ def _gap_runs(root: Path) -> list[tuple]:
 def make_history(root: Path) -> dict:
     """Results folders, in the order they are added, with how each is added (origin, GitHub run,
     commit), and what the questions are asked about."""
-    from pytest_rocm import cli
+    from rocm_gate import cli
 
     world = truth.world(random.Random(SEED), SEED)
     rng, clock = random.Random(SEED), truth.Clock(len(world.commits))
@@ -223,8 +223,8 @@ NOT_ASKED_OF_THE_STORE = {"seconds_between"}  # a function of two times, no stor
 def answers(conn, world, keys: list[str]) -> dict:
     """Every question of history/queries.py (each public function, with its options), main's state
     per SKU, trunk health and the quarantine, asked of one store."""
-    from pytest_rocm.trunk import quarantine, state
-    from pytest_rocm.trunk.health import trunk_health
+    from rocm_gate.trunk import quarantine, state
+    from rocm_gate.trunk.health import trunk_health
 
     landed = frozenset(world.commits)
     ids = [r["id"] for r in queries.runs(conn)]
@@ -320,7 +320,7 @@ def test_every_question_has_the_same_answer_on_both_backends(stores, history, tm
 
 
 def test_the_dashboard_is_the_same_site_from_both_backends(stores, history, tmp_path):
-    from pytest_rocm.dashboard import site
+    from rocm_gate.dashboard import site
 
     sites = {}
     for backend in ("sqlite", "postgresql"):
@@ -482,7 +482,7 @@ def test_text_with_a_nul_is_kept_the_same_way_on_both(history_target):
 
 KILLER = """
 import sys, time
-from pytest_rocm.history import store
+from rocm_gate.history import store
 
 real = store._result_rows
 
@@ -544,7 +544,7 @@ def test_two_writers_adding_main_runs_at_once_lose_nothing_and_count_nothing_twi
     common, own = mains[:-4], mains[-4:]
 
     def command(part):
-        args = [sys.executable, "-m", "pytest_rocm.cli", "history", "add", "--db", postgres_url]
+        args = [sys.executable, "-m", "rocm_gate.cli", "history", "add", "--db", postgres_url]
         return [args + ["--run", run, "--sha", sha, str(folder)] for folder, run, sha in part]
 
     def writer(commands):
@@ -579,7 +579,7 @@ def test_two_writers_adding_main_runs_at_once_lose_nothing_and_count_nothing_twi
 
 
 def state_tests(conn, sku, commits):
-    from pytest_rocm.trunk import state
+    from rocm_gate.trunk import state
 
     document = state.build(conn, sku, 30, commits, "2026-12-07T00:00:00+00:00")
     return document["tests"], document["main_runs"], document["green"]
@@ -733,7 +733,7 @@ def test_bad_credentials_are_named_not_echoed(postgres_server, postgres_url):
 def test_a_missing_psycopg_is_named_with_the_install(tmp_path):
     blocked = (
         "import sys; sys.modules['psycopg'] = None\n"
-        "from pytest_rocm.cli import main\n"
+        "from rocm_gate.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     done = subprocess.run(
@@ -812,19 +812,21 @@ def test_urls_are_described_without_their_password_and_sql_is_written_once():
 
 
 def test_the_plugin_and_the_embedded_store_need_no_database_driver(tmp_path):
-    """psycopg is the `postgres` extra's, imported only for a PostgreSQL URL: the base install (the
-    pytest plugin) pulls no driver, and a SQLite store's whole life imports none."""
+    """psycopg is rocm-gate's `postgres` extra, imported only for a PostgreSQL URL: neither the
+    pytest plugin nor rocm-gate's base install pulls a driver, and a SQLite store's whole life
+    imports none."""
     import tomllib
 
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert not [d for d in project["dependencies"] if "psycopg" in d]
-    assert project["optional-dependencies"]["postgres"] == ["psycopg[binary]>=3.2,<4"]
-    assert "pytest-rocm[postgres]" in project["optional-dependencies"]["test"]
+    plugin = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    service = tomllib.loads((REPO / "rocm-gate" / "pyproject.toml").read_text())["project"]
+    assert not [d for d in plugin["dependencies"] + service["dependencies"] if "psycopg" in d]
+    assert service["optional-dependencies"]["postgres"] == ["psycopg[binary]>=3.2,<4"]
+    assert "rocm-gate[github,postgres,dashboard]" in (REPO / "scripts/setup-env.sh").read_text()
     code = (
         "import sys\n"
         "import pytest_rocm.plugin.hooks\n"
-        "from pytest_rocm.history import queries, store\n"
-        "from pytest_rocm.trunk import state\n"
+        "from rocm_gate.history import queries, store\n"
+        "from rocm_gate.trunk import state\n"
         "conn = store.connect(sys.argv[1]); store.ingest(conn, sys.argv[2])\n"
         "state.build(conn, 'cpu'); queries.suspects(conn)\n"
         "assert 'psycopg' not in sys.modules, 'psycopg imported'\n"

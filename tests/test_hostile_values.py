@@ -94,7 +94,7 @@ def test_a_plugin_ini_key_refuses_a_hostile_value_by_name(pytester, key, value):
 def _number_options():
     """(argv to reach the parser, flag, the action) of every `rocm-gate` option whose type is a
     number's validator (or cli/blame.py's own `_positive`)."""
-    from pytest_rocm import cli
+    from rocm_gate import cli
 
     def walk(parser, path):
         for action in parser._actions:
@@ -129,7 +129,7 @@ def test_the_commands_number_options_are_found():
 
 
 def test_no_command_takes_a_bare_int_or_float():
-    from pytest_rocm import cli
+    from rocm_gate import cli
 
     def walk(parser):
         for action in parser._actions:
@@ -151,7 +151,7 @@ def test_no_command_takes_a_bare_int_or_float():
 @pytest.mark.parametrize("key", sorted(NUMBER_OPTIONS), ids=" ".join)
 @pytest.mark.parametrize("value", HOSTILE["number"])
 def test_a_commands_number_option_refuses_a_hostile_value_by_name(key, value, capsys):
-    from pytest_rocm import cli
+    from rocm_gate import cli
 
     *path, flag = key
     with pytest.raises(SystemExit) as exited:
@@ -162,7 +162,7 @@ def test_a_commands_number_option_refuses_a_hostile_value_by_name(key, value, ca
 
 @pytest.mark.parametrize("command", ["publish", "sweep", "trust", "rerun", "tracker"])
 def test_a_bad_pace_in_the_environment_is_named_and_never_breaks_help(command, monkeypatch, capsys):
-    from pytest_rocm import cli
+    from rocm_gate import cli
 
     monkeypatch.setenv("ROCM_GATE_PACE", "abc")
     with pytest.raises(SystemExit) as shown:
@@ -176,7 +176,7 @@ def test_a_bad_pace_in_the_environment_is_named_and_never_breaks_help(command, m
 
 
 def test_the_pace_comes_from_the_option_else_the_environment(monkeypatch):
-    from pytest_rocm import cli
+    from rocm_gate import cli
 
     tracker = ["tracker", "--trunk", "t.json", "--framework", "vllm"]
     monkeypatch.setenv("ROCM_GATE_PACE", "abc")

@@ -1,4 +1,4 @@
-"""The one decision (pytest_rocm/trunk/judgement.py): the check's conclusion held to the README's
+"""The one decision (rocm-gate/rocm_gate/trunk/judgement.py): the check's conclusion held to the README's
 table, read from the README itself, on every row and on generated run facts; each failure's class
 and each passing test's on a table of main's states and bases; the quarantine and trunk-health
 rules."""
@@ -13,7 +13,7 @@ from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_rocm.trunk import judgement as j
+from rocm_gate.trunk import judgement as j
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 COLUMNS = (
@@ -409,7 +409,7 @@ def test_the_reasons_name_commits_and_fingerprints_not_secrets():
 def test_knowledge_from_the_future_or_from_nowhere_excuses_nothing(
     generated, max_age, base_date, used
 ):
-    from pytest_rocm.trunk.attribution import stale
+    from rocm_gate.trunk.attribution import stale
 
     now = dt.datetime(2026, 12, 7, 10, 0, tzinfo=dt.UTC)
     base = j.moment(base_date) if base_date else None

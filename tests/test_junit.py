@@ -7,7 +7,7 @@ import pytest
 from conftest import SAMPLES
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from pytest_rocm.parity.junit import JUnitError, read_cases
+from rocm_gate.parity.junit import JUnitError, read_cases
 
 JUNIT = SAMPLES / "junit"
 
@@ -254,7 +254,7 @@ def test_googletest_suites_and_disabled_tests(tmp_path):
         "kernel_test.cc::GemmTest::Large": "passed",
     }
     assert {n: c.status for n, c in read_cases(path).items()} == expected
-    from pytest_rocm.parity.junit import case_lists
+    from rocm_gate.parity.junit import case_lists
 
     ids, results = case_lists(path)  # the bulk reader parity uses agrees
     assert {n: c.status for n, c in zip(ids, results, strict=True)} == expected

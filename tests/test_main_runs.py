@@ -13,13 +13,13 @@ import pytest
 import truth
 from conftest import REPO
 
-from pytest_rocm.history import queries, store
 from pytest_rocm.results.manifest import origin_kind
+from rocm_gate.history import queries, store
 
 
 def rocm_gate(*args):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,

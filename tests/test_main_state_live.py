@@ -157,8 +157,8 @@ def test_the_carried_store_is_only_ever_the_default_branchs_own(upstream, github
         "data": buffer.getvalue(),
         "created_at": "2100-01-01T00:00:00Z",  # the newest
     }
-    from pytest_rocm.github import api
-    from pytest_rocm.knowledge import carry
+    from rocm_gate.github import api
+    from rocm_gate.knowledge import carry
 
     app = api.connect(
         github.url, app_id=str(APP_ID), private_key=github.private_key, installation_id="77"
@@ -173,9 +173,9 @@ def test_the_carried_store_is_only_ever_the_default_branchs_own(upstream, github
 def test_a_store_that_cannot_be_read_is_said_and_never_excuses(upstream, github, tmp_path):
     """The database is down: the check says main's state was unavailable and judges the run alone
     (its regression blocks); nothing crashes, and the check is written."""
-    from pytest_rocm.github import api
-    from pytest_rocm.github.publishing import Options, publish_run
-    from pytest_rocm.knowledge.live import LiveState
+    from rocm_gate.github import api
+    from rocm_gate.github.publishing import Options, publish_run
+    from rocm_gate.knowledge.live import LiveState
 
     upstream.undelivered.add("completed")
     pull = upstream.open_pull(136, REGRESSION, fork=False, author="maintainer")
@@ -207,7 +207,7 @@ def test_two_jobs_catching_up_at_once_store_each_run_once(upstream, github, hist
     import subprocess
     import sys
 
-    from pytest_rocm.history import queries, store
+    from rocm_gate.history import queries, store
 
     upstream.undelivered.add("completed")  # no publish stored them
     mains = [upstream.push({"docs/n.md": f"{n}\n"}, f"main {n}") for n in range(3)]
@@ -224,7 +224,7 @@ def test_two_jobs_catching_up_at_once_store_each_run_once(upstream, github, hist
         "ROCM_GATE_PACE": "0",
     }
     command = [
-        sys.executable, "-m", "pytest_rocm.cli", "history", "sync", "--db", str(history_target),
+        sys.executable, "-m", "rocm_gate.cli", "history", "sync", "--db", str(history_target),
         "--gate-workflow", GATE_PIN, "--class", "mi300x-8=rocm-mi300x-8",
     ]  # fmt: skip
     store.connect(history_target).close()  # created once, as the first publish would
@@ -269,9 +269,9 @@ def test_the_sweep_judges_a_blocked_check_again_once_a_main_run_shows_its_failur
 def test_a_main_run_is_never_judged_against_its_own_results(upstream, github, tmp_path):
     """A main run's check published again (by the sweep, after a lost publish) when the store
     already holds the run: main before it judges it, so a red main stays red."""
-    from pytest_rocm.github import api
-    from pytest_rocm.github.publishing import Options, publish_run
-    from pytest_rocm.knowledge.live import LiveState
+    from rocm_gate.github import api
+    from rocm_gate.github.publishing import Options, publish_run
+    from rocm_gate.knowledge.live import LiveState
 
     main_run = upstream.push(REGRESSION, "a break lands on main")
     sha = upstream.main()

@@ -12,9 +12,9 @@ from conftest import UPSTREAM as UPSTREAM_DATA
 from pytest_rocm.catalog.groups import GROUPS, load_group_map
 from pytest_rocm.catalog.identity import detect_prefixes, nodeid_from_junit
 from pytest_rocm.catalog.sglang import calls_in_source, read_checkout, read_registry
-from pytest_rocm.cli import main as rocm_gate
-from pytest_rocm.parity.markdown import GITHUB_SUMMARY_LIMIT, render
-from pytest_rocm.parity.sglang_registry import declared_parity
+from rocm_gate.cli import main as rocm_gate
+from rocm_gate.parity.markdown import GITHUB_SUMMARY_LIMIT, render
+from rocm_gate.parity.sglang_registry import declared_parity
 
 UPSTREAM = REPO / "pytest_rocm" / "maps"
 
@@ -749,7 +749,7 @@ def test_same_inputs_give_the_same_report_bytes(real_pair, tmp_path):
             [
                 sys.executable,
                 "-m",
-                "pytest_rocm.cli",
+                "rocm_gate.cli",
                 "parity",
                 "--reference",
                 str(cuda),

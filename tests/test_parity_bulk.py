@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
-from pytest_rocm.cli import main as rocm_gate
-from pytest_rocm.parity import inputs
-from pytest_rocm.parity.junit import PLAIN_PASS, JUnitError, case_lists, iter_cases, merge_repeat
+from rocm_gate.cli import main as rocm_gate
+from rocm_gate.parity import inputs
+from rocm_gate.parity.junit import PLAIN_PASS, JUnitError, case_lists, iter_cases, merge_repeat
 
 JUNIT = SAMPLES / "junit"
 READABLE = [

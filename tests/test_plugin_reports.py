@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import GAP, read_jsonl
 
-from pytest_rocm.cli import main as rocm_gate
+from rocm_gate.cli import main as rocm_gate
 
 SUITE = f"""
     import pytest

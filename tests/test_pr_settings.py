@@ -14,10 +14,10 @@ import shlex
 import pytest
 
 from pytest_rocm.gates.golden import GOLDEN_SCHEMA, golden_path
-from pytest_rocm.github.artifacts import Results
-from pytest_rocm.github.checks import build
 from pytest_rocm.plugin import default_branch, rules
 from pytest_rocm.plugin.option_table import SETTINGS
+from rocm_gate.github.artifacts import Results
+from rocm_gate.github.checks import build
 
 REGRESSED = "tests/test_gate.py::test_regressed"
 GOLDEN = "tests/test_gate.py::test_golden"

@@ -13,8 +13,8 @@ from conftest import SAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.schemas.artifacts import schema_document
+from rocm_gate.cli import main as rocm_gate
 
 PREFLIGHT = SAMPLES / "preflight"
 
@@ -752,7 +752,7 @@ def test_a_sweep_cut_short_proves_nothing_on_any_sku(capsys, tmp_path):
     ],
 )
 def test_falls_finds_the_collapse_first(values, expected):
-    from pytest_rocm.preflight.relative import falls
+    from rocm_gate.preflight.relative import falls
 
     fall = falls(values, 75)
     assert (fall.at, fall.peak, fall.sustained) == expected if expected else fall is None
@@ -1421,7 +1421,7 @@ def test_an_interrupted_preflight_says_so_writes_nothing_and_leaves_no_smoke_tes
         [
             sys.executable,
             "-m",
-            "pytest_rocm.cli",
+            "rocm_gate.cli",
             "preflight",
             "--require",
             "none",
@@ -1748,7 +1748,7 @@ def test_drain_skips_and_names_each_bad_history_file(capsys, tmp_path):
     ],
 )
 def test_image_references_follow_the_distribution_grammar(image, valid):
-    from pytest_rocm.preflight.drain import image_reference
+    from rocm_gate.preflight.drain import image_reference
 
     assert (image_reference(image) == image) is valid
 
@@ -1864,9 +1864,9 @@ def test_a_tool_that_hangs_partway_fails_its_layer_and_says_it_hung(capsys, tmp_
     """A real lspci capture printed halfway, then the tool hangs (a hung GPU hangs its tools): the
     live run's timeout stops it, and the part it printed, healthy as it reads, does not pass the
     layer. Before: accepted, the timeout's line counted as one line not understood."""
-    from pytest_rocm.preflight import live
-    from pytest_rocm.preflight.layers import Layer, read_outputs
-    from pytest_rocm.preflight.thresholds import load as load_thresholds
+    from rocm_gate.preflight import live
+    from rocm_gate.preflight.layers import Layer, read_outputs
+    from rocm_gate.preflight.thresholds import load as load_thresholds
 
     name = "lspci/mi350x_x8_lspci_DevSta_LnkSta_32GTs_x16_ok_mhilgema-proj.txt"
     lines = _sample(name).splitlines(keepends=True)
@@ -2016,7 +2016,7 @@ def test_a_concise_row_without_a_temperature_still_has_its_vram_judged(capsys, t
     ],
 )
 def test_another_drivers_kernel_line_is_set_aside(line, driver):
-    from pytest_rocm.preflight.readers.dmesg import other_driver
+    from rocm_gate.preflight.readers.dmesg import other_driver
 
     assert other_driver(line) == driver
 
@@ -2275,7 +2275,7 @@ def test_firmware_and_link_status_read_alike_from_json(capsys, tmp_path):
     ],
 )
 def test_judge_links_table(links, expected):
-    from pytest_rocm.preflight.readers.amd_smi import judge_links
+    from rocm_gate.preflight.readers.amd_smi import judge_links
 
     found = judge_links({gpu: [(None, c, None) for c in cells] for gpu, cells in links.items()})
     assert [f.status if f.status == "ok" else f"{f.status} {f.message}" for f in found] == expected
@@ -2293,7 +2293,7 @@ def test_judge_links_table(links, expected):
 def test_judge_links_against_an_oracle(rows):
     """Generated nodes: a GPU fails exactly where it has a link down or more links disabled than
     the most common count; a node with a link read and nothing failing has one ok finding."""
-    from pytest_rocm.preflight.readers.amd_smi import judge_links
+    from rocm_gate.preflight.readers.amd_smi import judge_links
 
     cells = {g: ["N/A" if c == "N" else c for c in r] for g, r in rows.items()}
     found = judge_links({g: [(None, c, None) for c in r] for g, r in cells.items()})
@@ -2321,7 +2321,7 @@ def test_judge_links_against_an_oracle(rows):
     ],
 )
 def test_rocminfo_agents_table(agents, expect, expected):
-    from pytest_rocm.preflight.readers.rocminfo import judge_agents
+    from rocm_gate.preflight.readers.rocminfo import judge_agents
 
     found = judge_agents([("MI300X", cus, None) for cus in agents], "MI300X", expect)
     shown = [f"{f.status} {f.message}" for f in found]

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_rocm.preflight.evidence import Line, lines_of
-from pytest_rocm.preflight.idle import Process, judge_load, judge_node, judge_processes
-from pytest_rocm.preflight.inventory import judge_partitions, judge_vram
-from pytest_rocm.preflight.readers import amd_smi, dmesg, rvs
-from pytest_rocm.preflight.readers.dmesg import split_timestamp
-from pytest_rocm.preflight.readers.rccl_tests import judge_plateau
-from pytest_rocm.preflight.thresholds import load
 from pytest_rocm.results.gpu_faults import faults
 from pytest_rocm.results.verdicts import build_signatures, find_signature
+from rocm_gate.preflight.evidence import Line, lines_of
+from rocm_gate.preflight.idle import Process, judge_load, judge_node, judge_processes
+from rocm_gate.preflight.inventory import judge_partitions, judge_vram
+from rocm_gate.preflight.readers import amd_smi, dmesg, rvs
+from rocm_gate.preflight.readers.dmesg import split_timestamp
+from rocm_gate.preflight.readers.rccl_tests import judge_plateau
+from rocm_gate.preflight.thresholds import load
 
 LIMITS = load().for_sku(None)
 MESSAGE = "amdgpu 0000:1b:00.0: amdgpu: GPU reset begin!"
@@ -446,7 +446,7 @@ def test_rvs_babel_is_held_to_the_floor_and_the_peers(copies, sku, expected):
 def test_judge_compute_units_against_an_oracle(counts):
     """MI300X GPUs: one fails exactly where it has fewer CUs than the count most have (on a tie,
     the larger), or a count that is neither 304 nor 304/2, /4, /8."""
-    from pytest_rocm.preflight.inventory import judge_compute_units
+    from rocm_gate.preflight.inventory import judge_compute_units
 
     tally = {c: counts.count(c) for c in counts}
     usual = max(tally, key=lambda c: (tally[c], c))

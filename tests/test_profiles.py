@@ -54,7 +54,7 @@ def test_what_doctor_json_prints_is_a_profile(tmp_path, capsys):
     was silently a runner with no GPU."""
     from conftest import SAMPLES
 
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     capture = SAMPLES / "amd-smi" / "mi300x_x8_amd-smi_static_json_rocm7.2.1_dell-ai.json"
     assert rocm_gate(["doctor", "--source", f"amd-smi={capture}", "--json"]) == 0

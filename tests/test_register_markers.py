@@ -36,7 +36,7 @@ extend-ignore-identifiers-re = [".*[UE]4M4.*"]
 
 def register(*args, cwd):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", "register-markers", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", "register-markers", *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -216,7 +216,7 @@ def test_marker_text_with_escapes_and_hashes_stays_valid_toml(tmp_path, line):
 def test_an_edit_that_would_not_parse_or_changes_more_is_refused_not_a_traceback(
     tmp_path, monkeypatch, dumped, says
 ):
-    from pytest_rocm.adoption import markers
+    from rocm_gate.adoption import markers
 
     monkeypatch.setattr(markers.tomlkit, "dumps", dumped)
     (tmp_path / "pyproject.toml").write_text(
@@ -228,7 +228,7 @@ def test_an_edit_that_would_not_parse_or_changes_more_is_refused_not_a_traceback
 
 def test_tomlkit_running_out_of_stack_names_the_file(tmp_path, monkeypatch):
     """tomlkit before 0.14 had no nesting limit: deep input raised RecursionError from its parser."""
-    from pytest_rocm.adoption import markers
+    from rocm_gate.adoption import markers
 
     def deep(text):
         raise RecursionError("maximum recursion depth exceeded")
@@ -287,7 +287,7 @@ extend-ignore-identifiers-re = [".*[UE]4M4.*"]
 def test_a_realistic_pyproject_keeps_every_byte_outside_the_markers_it_adds(tmp_path):
     """Issue 64: the edit is tomlkit's; every byte of the file but the marker lines it adds before
     the list's closing `]` is kept: comments, quoting, inline tables, the multi-line string, CRLF."""
-    from pytest_rocm.adoption.markers import LINES
+    from rocm_gate.adoption.markers import LINES
 
     path = tmp_path / "pyproject.toml"
     path.write_bytes(REALISTIC.encode())
@@ -348,7 +348,7 @@ def test_a_realistic_pyproject_keeps_every_byte_outside_the_markers_it_adds(tmp_
 def test_the_shapes_the_text_edit_refused_are_edited(tmp_path, before, after):
     """The hand-written edit refused one-line lists and a [tool.pytest.ini_options] not written as a
     header; tomlkit edits them."""
-    from pytest_rocm.adoption.markers import LINES
+    from rocm_gate.adoption.markers import LINES
 
     newline = "\r\n" if before.split("\n", 1)[0].endswith("\r") else "\n"
     new = "".join(f'    "{line}",{newline}' for line in LINES)
@@ -361,7 +361,7 @@ def test_the_shapes_the_text_edit_refused_are_edited(tmp_path, before, after):
 
 
 def test_an_inline_table_stays_on_its_line(tmp_path):
-    from pytest_rocm.adoption.markers import LINES
+    from rocm_gate.adoption.markers import LINES
 
     path = tmp_path / "pyproject.toml"
     path.write_text('[tool]\npytest.ini_options = {addopts = "-ra", markers = ["a"]}  # inline\n')

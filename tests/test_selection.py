@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO, UPSTREAM
 
 from pytest_rocm.catalog.groups import load_group_map
-from pytest_rocm.selection.cochange import (
+from rocm_gate.selection.cochange import (
     COVER,
     MAX_COMMIT_FILES,
     CoChange,
@@ -17,7 +17,7 @@ from pytest_rocm.selection.cochange import (
     is_test_path,
     read_history,
 )
-from pytest_rocm.selection.select import select
+from rocm_gate.selection.select import select
 
 VLLM_MAP = REPO / "pytest_rocm" / "maps" / "vllm.toml"
 FORK_COMMITS = 53  # the newest commits of the history are a fork's (tests/data/upstream/README.md)
@@ -25,7 +25,7 @@ FORK_COMMITS = 53  # the newest commits of the history are a fork's (tests/data/
 
 def rocm_gate(*args, stdin=None, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         input=stdin,
         capture_output=True,
         text=True,
@@ -828,7 +828,7 @@ def test_more_runners_than_tests_and_test_files_as_sources(tmp_path):
 
 def test_output_cut_short_by_the_reader_is_no_error(tmp_path):
     done = subprocess.run(
-        f"{sys.executable} -m pytest_rocm.cli shard --runners 1 --index 0 --suite "
+        f"{sys.executable} -m rocm_gate.cli shard --runners 1 --index 0 --suite "
         f"stage-b-test-1-gpu-small-amd {UPSTREAM / 'sglang-ci-registrations.jsonl'} | head -1",
         shell=True,
         capture_output=True,
@@ -874,7 +874,7 @@ def test_each_selected_path_names_its_size_and_why_and_the_whole_tree_is_everyth
     both = select(["vllm/attention/ops.py", "tests/v1/conftest.py"], group_map, history, tree)
     assert both.everything and both.why_everything == "the selected paths hold every test file (4)"
     # strongest first: a changed test file before a rule before co-change, the larger share first
-    from pytest_rocm.selection.select import by_strength
+    from rocm_gate.selection.select import by_strength
 
     assert by_strength(
         [

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import pytest_rocm
+import rocm_gate
 from pytest_rocm.hw import skus
 from pytest_rocm.hw.skus import (
     COMPUTE_PARTITIONS,
@@ -27,7 +28,7 @@ from pytest_rocm.hw.skus import (
     load_table,
     partition_from_compute_units,
 )
-from pytest_rocm.preflight.inventory import judge_partitions
+from rocm_gate.preflight.inventory import judge_partitions
 
 PACKAGE = Path(pytest_rocm.__file__).resolve().parent
 SAMPLES = Path(__file__).parent / "data" / "samples"
@@ -59,8 +60,8 @@ from pathlib import Path
 import pytest_rocm
 from pytest_rocm.hw import detect, profiles, skus
 from pytest_rocm.plugin import markers
-from pytest_rocm.preflight.layers import ToolOutput, guess_sku
-from pytest_rocm.preflight.inventory import judge_partitions
+from rocm_gate.preflight.layers import ToolOutput, guess_sku
+from rocm_gate.preflight.inventory import judge_partitions
 
 sample = Path(sys.argv[1])
 found = {"package": pytest_rocm.__file__}
@@ -98,7 +99,9 @@ def test_a_new_sku_is_one_row_every_reader_knows(tmp_path):
     )
     # -S: no .pth files, so the checkout's editable install does not shadow the copy; the
     # environment's libraries come after the copy on the path
-    path = os.pathsep.join([str(tmp_path), sysconfig.get_paths()["purelib"]])
+    # rocm_gate from its source folder: it imports the copy's pytest_rocm
+    service = Path(rocm_gate.__file__).resolve().parent.parent
+    path = os.pathsep.join([str(tmp_path), str(service), sysconfig.get_paths()["purelib"]])
     done = subprocess.run(
         [sys.executable, "-S", "-c", READERS, str(sample)],
         capture_output=True,

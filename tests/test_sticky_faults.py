@@ -21,9 +21,9 @@ from conftest import DATA, read_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_rocm.cli import main as rocm_gate
 from pytest_rocm.results.poisoning import first_faults, poisoned_before, sticky_fault
 from pytest_rocm.results.verdicts import decide
+from rocm_gate.cli import main as rocm_gate
 
 H100 = DATA / "h100-sticky-fault"
 TREE = DATA / "sticky-fault-tree"

@@ -373,7 +373,7 @@ def click(
     path.write_text(json.dumps(event))
     github.tokens.add("ghs_relay")
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", "rerun", "--event-path", str(path)],
+        [sys.executable, "-m", "rocm_gate.cli", "rerun", "--event-path", str(path)],
         env={
             **os.environ,
             "GITHUB_API_URL": github.url,
@@ -533,9 +533,9 @@ def test_a_check_the_sweep_cannot_finish_offers_no_rerun_that_would_approve(
     own Re-run) approves nothing."""
     import datetime as dt
 
-    from pytest_rocm.github import api
-    from pytest_rocm.github.publishing import Options
-    from pytest_rocm.github.sweep import sweep
+    from rocm_gate.github import api
+    from rocm_gate.github.publishing import Options
+    from rocm_gate.github.sweep import sweep
 
     pull = upstream.open_pull(120, {"vllm/model.py": "x = 20\n"}, fork=True)
     upstream.undelivered.add("completed")
@@ -568,11 +568,11 @@ def test_the_sweep_judges_a_blocked_check_again_against_a_newer_trunk_state(upst
     import io
     import zipfile
 
-    from pytest_rocm.github import api
-    from pytest_rocm.github.publishing import Options
-    from pytest_rocm.github.sweep import sweep
     from pytest_rocm.results.fingerprint import of_test
     from pytest_rocm.schemas.artifacts import manifest_stack
+    from rocm_gate.github import api
+    from rocm_gate.github.publishing import Options
+    from rocm_gate.github.sweep import sweep
 
     # main's state alone judges here: no base experiment (it would show the base passing)
     set_gate_input(upstream, "base-check-minutes", "0")

@@ -25,7 +25,7 @@ ENGINE, API, MOE, ATTENTION = (
 
 def rocm_gate(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -222,7 +222,7 @@ def test_a_pr_is_not_blocked_by_a_failure_already_on_main(trunk):
 
 
 def test_on_a_detected_platform_a_pr_with_only_main_failures_is_neutral(trunk):
-    from pytest_rocm.github import artifacts, checks
+    from rocm_gate.github import artifacts, checks
 
     results = artifacts.read_results(trunk["prs"]["clean"].folder)
     results.manifest["platform"].pop("profile")  # as a run on detected hardware records it
@@ -240,7 +240,7 @@ def test_a_trunk_state_too_old_or_older_than_the_base_excuses_nothing(trunk):
     pre-existing."""
     import datetime as dt
 
-    from pytest_rocm.github import artifacts, checks
+    from rocm_gate.github import artifacts, checks
 
     results = artifacts.read_results(trunk["prs"]["clean"].folder)
     results.manifest["platform"].pop("profile")
@@ -586,7 +586,7 @@ def tracker(github, *args):
         PYTHONPATH=str(REPO),
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", "tracker", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", "tracker", *map(str, args)],
         env=environ,
         capture_output=True,
         text=True,
@@ -653,8 +653,8 @@ def test_the_tracker_keeps_one_issue_per_sku_and_writes_only_changes(trunk, gith
 
 
 def test_a_tracker_create_that_timed_out_is_not_sent_twice(trunk, github):
-    from pytest_rocm.github import api
-    from pytest_rocm.github import tracker as tracking
+    from rocm_gate.github import api
+    from rocm_gate.github import tracker as tracking
 
     state = json.loads(trunk["trunk"].read_text())
     client = api.Client(
@@ -672,7 +672,7 @@ def test_a_tracker_create_that_timed_out_is_not_sent_twice(trunk, github):
 def test_the_tracker_never_takes_over_an_issue_someone_else_opened(trunk, github):
     """Anyone may open an issue with the tracker's label and marker line: it is not the tracker's
     to rewrite (or to fill with links and mentions of its choosing)."""
-    from pytest_rocm.github import tracker as tracking
+    from rocm_gate.github import tracker as tracking
 
     github.issues[500] = {
         "repo": "vllm-project/vllm",
@@ -707,7 +707,7 @@ def test_a_tracker_create_that_fails_twice_is_tried_again_not_a_traceback(trunk,
 def test_the_tracker_body_is_cut_at_a_lines_end(trunk):
     """Cut at GitHub's 65,536 characters inside a code span, the rest of a test name's line (a link,
     an @mention) rendered live."""
-    from pytest_rocm.github import tracker as tracking
+    from rocm_gate.github import tracker as tracking
 
     state = json.loads(trunk["trunk"].read_text())
     engine = state["tests"][ENGINE]
@@ -771,7 +771,7 @@ def test_a_huge_failing_run_makes_a_capped_grid(trunk, tmp_path):
 
 
 def test_a_store_of_schema_version_1_is_migrated_and_its_runs_are_not_main(trunk, tmp_path):
-    from pytest_rocm.history import queries, store
+    from rocm_gate.history import queries, store
 
     old = tmp_path / "v1.db"
     conn = sqlite3.connect(old, isolation_level=None)
@@ -834,7 +834,7 @@ def test_the_tracker_finds_its_issue_made_with_a_personal_token(trunk):
     """Issue 63: with the personal token its --help allows, the tracker recognised only its App's or
     Actions' issues, and opened a new issue on every run. Another user's look-alike is still not
     its own."""
-    from pytest_rocm.github import tracker as tracking
+    from rocm_gate.github import tracker as tracking
 
     state = json.loads(trunk["trunk"].read_text())
     lookalike = {
@@ -853,8 +853,8 @@ def test_the_tracker_finds_its_issue_made_with_a_personal_token(trunk):
 
 
 def test_an_installation_token_has_no_user_of_its_own():
-    from pytest_rocm.github import tracker as tracking
-    from pytest_rocm.github.api import PublishError
+    from rocm_gate.github import tracker as tracking
+    from rocm_gate.github.api import PublishError
 
     class ActionsToken(PersonalTokenGitHub):
         def get(self, path, params=None, *, ok_missing=False):

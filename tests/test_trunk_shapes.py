@@ -31,8 +31,8 @@ from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_rocm.history import flakes, queries, store
-from pytest_rocm.trunk import judgement, quarantine, state
+from rocm_gate.history import flakes, queries, store
+from rocm_gate.trunk import judgement, quarantine, state
 
 SHAPE = {"F": "AssertionError: timed out after {n} retries", "G": "KeyError: 'rope_scaling' {n}"}
 
@@ -280,7 +280,7 @@ def test_a_gone_id_ends_its_streak_where_main_stopped_running_it(tmp_path):
     for base, kind in ((2, judgement.PRE_EXISTING), (5, judgement.NEW), (0, judgement.NEW)):
         got, why = judgement.failure_class(fingerprint, entry, judgement.place(commits[base], commits), commits)  # fmt: skip
         assert got == kind, (base, why)
-    from pytest_rocm.github import tracker
+    from rocm_gate.github import tracker
 
     assert "Gone from main's runs (1)" in tracker.render(doc, "vllm")[1]
     held = {"schema": quarantine.QUARANTINE_SCHEMA, "updated": None, "tests": [
@@ -339,8 +339,8 @@ def _run(tmp_path, name: str, sha: str, plan: dict, event: str = "push", run_id:
 def test_a_run_of_no_test_has_no_parity_figure(tmp_path):
     """A main run that ran no test, compared with a reference whose tests pass, has a parity report
     of 0%: it measured nothing, and is neither the newest figure nor a point of the trend."""
-    from pytest_rocm import cli
-    from pytest_rocm.dashboard import data, site
+    from rocm_gate import cli
+    from rocm_gate.dashboard import data, site
 
     passing = {A: [truth.Attempt(None)], B: [truth.Attempt(None)]}
     measured = _run(tmp_path, "measured", f"{1:040x}", passing, run_id=1)
@@ -364,7 +364,7 @@ def test_an_ejected_candidates_failure_is_never_mains_on_the_dashboard(tmp_path)
     """A merge queue's candidate that never landed failed A: the dashboard's lists of main's
     failures, A's page and the main grid leave it out (it is `other`'s); once main's commit list
     holds its commit, it is main's."""
-    from pytest_rocm.dashboard import site
+    from rocm_gate.dashboard import site
 
     landed = [f"{1:040x}", f"{3:040x}"]
     ejected = f"{2:040x}"
@@ -540,7 +540,7 @@ def upstream(tmp_path_factory):
 
 def rocm_gate(*args):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rocm.cli", *map(str, args)],
+        [sys.executable, "-m", "rocm_gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=300,

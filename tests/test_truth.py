@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from truth import Verdicts, judge, world
 
-from pytest_rocm.trunk import attribution, judgement
+from rocm_gate.trunk import attribution, judgement
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -40,7 +40,7 @@ def test_the_harness_catches_a_state_that_forgets_flakes_across_commits_and_move
     test for ever. The shapes grown from upstream's history must show it (a test failing on
     alternate commits read as main's break, or a PR's flake of it as new; a moved test's old id
     failing for ever, its new id with no history)."""
-    from pytest_rocm.trunk import state
+    from rocm_gate.trunk import state
 
     monkeypatch.setattr(state, "_gone_since", lambda *args: None)
     monkeypatch.setattr(state, "_chains", lambda *args: ({}, {}))

@@ -159,7 +159,7 @@ def test_text_from_the_results_stays_text_in_the_check(real_results, tmp_path):
         [
             sys.executable,
             "-m",
-            "pytest_rocm.cli",
+            "rocm_gate.cli",
             "publish",
             str(results),
             "--sha",
@@ -283,7 +283,7 @@ def test_any_text_stays_whole_in_its_cell(text):
 def test_the_tracker_writes_hostile_ids_as_text_in_their_cells():
     """The tracker's table of main's failures, with hostile test ids and failures: every row keeps
     its seven cells, each id shown whole in its code span, nothing of the results outside code."""
-    from pytest_rocm.github import tracker
+    from rocm_gate.github import tracker
 
     name = f"tests/t.py::test_x[{HOSTILE}|a|b]"
     entry = {
@@ -359,7 +359,7 @@ def publish_dry_run(results: Path, *args) -> subprocess.CompletedProcess:
         [
             sys.executable,
             "-m",
-            "pytest_rocm.cli",
+            "rocm_gate.cli",
             "publish",
             str(results),
             "--sha",
@@ -461,8 +461,8 @@ def test_a_results_zip_that_cannot_be_read_is_an_artifact_error(tmp_path):
     import io
     import zipfile
 
-    from pytest_rocm.github.artifacts import ArtifactError
-    from pytest_rocm.github.provenance import GateRun, fetch_results
+    from rocm_gate.github.artifacts import ArtifactError
+    from rocm_gate.github.provenance import GateRun, fetch_results
 
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:

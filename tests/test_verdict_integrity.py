@@ -244,7 +244,7 @@ def test_keyboard_interrupt_marks_the_running_test_interrupted(pytester, run_gat
 
 @pytest.mark.slow
 def test_a_killed_controller_leaves_an_incomplete_run_that_blames_nobody(pytester, capsys):
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     pytester.makepyfile(
         test_slow="""
@@ -302,7 +302,7 @@ def test_a_run_killed_in_a_test_names_that_test_interrupted(pytester, capsys, ph
     """SIGKILL of the only pytest process, in a test's body or its teardown: its plain setup was
     never a line of the records file, yet the verdict rebuilt from the folder names that test,
     interrupted, from the process's running slot; the tests before it passed, one record each."""
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     pytester.makepyfile(
         test_dies=f"""
@@ -492,7 +492,7 @@ def test_pytest_exit_status_follows_the_conclusion_when_asked(pytester, body, st
 
 
 def test_rocm_gate_verdict_exits_by_conclusion(pytester, run_gates, capsys):
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     pytester.makepyfile(
         test_a="import pytest\n\n@pytest.mark.rocm_gate(group='api')\ndef test_a(): assert False\n"
@@ -603,7 +603,7 @@ def test_gpus_fixture_beside_a_server_on_a_one_gpu_runner_does_not_wait(pytester
 
 
 def test_records_that_lie_are_reported_not_counted(tmp_path, capsys):
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     good = {
         "schema": "pytest-rocm/record/1",
@@ -638,7 +638,7 @@ def test_records_that_lie_are_reported_not_counted(tmp_path, capsys):
 def test_a_baseline_file_diffed_against_itself_changes_nothing(capsys):
     from pathlib import Path
 
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     cpu = Path(__file__).resolve().parent.parent / "suites" / "baselines" / "cpu.toml"
     assert rocm_gate(["baselines", "diff", str(cpu), str(cpu), "--fail-on-loosened"]) == 0
@@ -772,7 +772,7 @@ def test_verdict_refuses_a_folder_that_holds_two_runs_records(pytester, capsys):
     its worker renamed too) is refused naming the file; the first run's own folder is judged."""
     import shutil
 
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     pytester.makepyfile(
         test_gate="""

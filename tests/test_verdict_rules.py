@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import read_report
 
-from pytest_rocm.github.artifacts import Results
-from pytest_rocm.github.checks import build
 from pytest_rocm.plugin import rules
+from rocm_gate.github.artifacts import Results
+from rocm_gate.github.checks import build
 
 # A regression: fails on 5 attempts of 6 (`count` counts them), so 5 reruns would call it flaky.
 TEST = """

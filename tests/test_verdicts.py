@@ -316,7 +316,7 @@ def test_flaky_only_run_succeeds(pytester):
 
 
 def test_rebuilt_offline_verdicts_are_identical(pytester, capsys):
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     report = run_campaign(
         pytester, CAMPAIGN.format(lines={"no_space": SIGNATURE_LINES["no_space"]})
@@ -870,7 +870,7 @@ def test_a_cut_xdist_difference_still_names_the_files_it_shows(tmp_path, capsys)
     its head."""
     from xdist.report import report_collection_diff
 
-    from pytest_rocm.cli import main as rocm_gate
+    from rocm_gate.cli import main as rocm_gate
 
     first = [
         f"tests/models/test_generate.py::test_model[{name}-{n}]"

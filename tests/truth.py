@@ -36,17 +36,17 @@ from pathlib import Path
 
 import truth_upstream as upstream
 
-from pytest_rocm.github import checks, tracker
-from pytest_rocm.github.artifacts import read_results
-from pytest_rocm.history import queries, store
 from pytest_rocm.hw.profiles import builtin
 from pytest_rocm.results.fingerprint import among, fingerprint, same_failure
 from pytest_rocm.results.manifest import provenance
 from pytest_rocm.results.records import PLAIN_PASS, RECORD_SCHEMA
 from pytest_rocm.results.report import build_gate_report
 from pytest_rocm.schemas.artifacts import schema_error
-from pytest_rocm.trunk import judgement, quarantine, state
-from pytest_rocm.trunk.health import trunk_health
+from rocm_gate.github import checks, tracker
+from rocm_gate.github.artifacts import read_results
+from rocm_gate.history import queries, store
+from rocm_gate.trunk import judgement, quarantine, state
+from rocm_gate.trunk.health import trunk_health
 
 REPO = "example/upstream"
 SKUS = ("MI300X", "MI355X")
