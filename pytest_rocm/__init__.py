@@ -6,6 +6,10 @@ and its `rocm-gate` command are another distribution, rocm-gate (`rocm_gate`), w
 and never the other way. docs/architecture.md describes the parts as built and the formats they write.
 """
 
+from pytest_rocm import moved as _moved
+
+_moved.install()  # the old import paths of what moved to rocm-gate in 0.2.0 (pytest_rocm/moved.py)
+
 
 def __getattr__(name: str) -> str:
     """`__version__`, looked up when asked: every pytest process imports this package, and reading

@@ -160,7 +160,7 @@ def postgres_server():
     try:
         import psycopg
     except ImportError:
-        _no_postgres("psycopg is not installed (pip install 'pytest-rocm[postgres]')")
+        _no_postgres("psycopg is not installed (pip install 'rocm-gate[postgres]')")
     url = os.environ.get(POSTGRES_URL)
     folder = None
     if not url:

@@ -687,7 +687,7 @@ def test_every_command_that_takes_a_store_takes_a_url(postgres_url, history, tmp
 
 def test_an_unreachable_server_is_named_with_its_password_masked(tmp_path):
     pytest.importorskip(
-        "psycopg", reason="psycopg is not installed (pip install 'pytest-rocm[postgres]')"
+        "psycopg", reason="psycopg is not installed (pip install 'rocm-gate[postgres]')"
     )
     url = f"postgresql://gate:s3cret@/history?host={tmp_path}/no-server-here"
     done = rocm_gate("history", "add", "--db", url, MAIN_JOB)
@@ -755,7 +755,7 @@ def test_a_missing_psycopg_is_named_with_the_install(tmp_path):
         done,
         "postgres://gate:***@db.example/h",
         "psycopg is not installed",
-        "pytest-rocm[postgres]",
+        "rocm-gate[postgres]",
     )
     # SQLite needs nothing beyond the standard library
     sqlite = subprocess.run(

@@ -49,7 +49,7 @@ def run(args) -> int:
             raise
         print(
             "rocm-gate dashboard: the pages are rendered with Jinja2, which is not installed: "
-            "pip install 'pytest-rocm[dashboard]'",
+            "pip install 'rocm-gate[dashboard]'",
             file=sys.stderr,
         )
         return 2

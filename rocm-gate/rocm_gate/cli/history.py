@@ -24,7 +24,7 @@
 
 HISTORY is a file (SQLite in WAL mode, created when missing: several runners on one host may add at
 once) or a postgresql://USER@HOST/DATABASE URL (PostgreSQL: many runner pools at once; `pip install
-'pytest-rocm[postgres]'`). Keep a password out of the URL (PGPASSWORD, ~/.pgpass): a URL's password
+'rocm-gate[postgres]'`). Keep a password out of the URL (PGPASSWORD, ~/.pgpass): a URL's password
 is never printed, but a command line is visible to the host's other users.
 
 Exit status: 0 done, 2 bad input (after adding every good input given), or a store that cannot be

@@ -42,7 +42,7 @@ SQLITE, POSTGRESQL = "sqlite", "postgresql"
 URL_SCHEMES = ("postgresql", "postgres")
 BUSY_TIMEOUT_S = 60
 CONNECT_TIMEOUT_S = 10
-INSTALL_PSYCOPG = "pip install 'pytest-rocm[postgres]' (psycopg 3)"
+INSTALL_PSYCOPG = "pip install 'rocm-gate[postgres]' (psycopg 3)"
 
 
 class HistoryError(BadInput):
