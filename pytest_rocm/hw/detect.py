@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
-from pytest_rocm.hw import SOURCE_NAMES, profiles
+from pytest_rocm.hw import SOURCE_NAMES
+from pytest_rocm.hw import profiles as profiles  # re-exported: plugin/context.py reads its class
 from pytest_rocm.hw.model import Platform, SourceResult
 from pytest_rocm.hw.parsers import (
     Parsed,

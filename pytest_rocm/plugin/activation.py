@@ -16,6 +16,8 @@ output. README, "When the plugin acts".
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_rocm.plugin.markers import MARKER_HELP
@@ -55,7 +57,7 @@ def setting_given(config: pytest.Config) -> str | None:
     )
 
 
-def carries_marker(keywords) -> bool:
+def carries_marker(keywords: Any) -> bool:
     """A test's keywords (an item's, or a report's: xdist sends them to the controller) name one of
     our markers."""
     return not PLUGIN_MARKERS.isdisjoint(keywords)
@@ -65,7 +67,7 @@ class Activation:
     """Asked at configure time, or marked once a test with one of the markers is collected or
     reported."""
 
-    def __init__(self, config: pytest.Config):
+    def __init__(self, config: pytest.Config) -> None:
         self.reason = setting_given(config)  # what asked, for the README's rule and the tests
         self.marked = False
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -49,11 +51,11 @@ class TestSpec:
     not_applicable: str | None = (
         None  # the both-sided reason, where the hardware requirement is not met
     )
-    quarantine: dict | None = (
+    quarantine: dict[str, Any] | None = (
         None  # {reason, since}: listed in the quarantine file for this SKU; never blocks
     )
 
-    def record_fields(self) -> dict:
+    def record_fields(self) -> dict[str, Any]:
         """The fields every record of this test carries."""
         fields: dict[str, object] = {
             "group": self.group,
@@ -147,11 +149,11 @@ def dropped_gates(
 class Annotator:
     """Reads the markers of collected tests, keeps their specs for the records of this process."""
 
-    def __init__(self, context: RunContext):
+    def __init__(self, context: RunContext) -> None:
         self.context = context
         self.specs: dict[str, TestSpec] = {}
-        self._quarantined: dict[str, dict] | None = None
-        self._parent_markers: dict = {}  # a module or class -> `_inherited`
+        self._quarantined: dict[str, dict[str, Any]] | None = None
+        self._parent_markers: dict[str, Any] = {}  # a module or class -> `_inherited`
         self._checked_names: set[str] = set()  # other markers' names found not to be a misspelling
 
     def _check_marker_name(self, name: str, config: pytest.Config) -> None:
@@ -178,7 +180,7 @@ class Annotator:
         self._checked_names.add(name)
 
     @property
-    def quarantined(self) -> dict[str, dict]:
+    def quarantined(self) -> dict[str, dict[str, Any]]:
         """test id -> quarantine entry, for this platform's SKUs (read once)."""
         if self._quarantined is None:
             from pytest_rocm.plugin.quarantine import applying
@@ -191,7 +193,7 @@ class Annotator:
     def platform(self) -> Platform:
         return self.context.platform
 
-    def tree_entries(self, nodeids) -> list:
+    def tree_entries(self, nodeids: Iterable[str]) -> list[Any]:
         """The collected tests as `rocm-gate groups` sees a tree: a marker's group where one gave
         it."""
         from pytest_rocm.catalog.tree import TreeEntry
@@ -210,14 +212,14 @@ class Annotator:
             )
         return entries
 
-    def _markers(self, item: pytest.Item) -> list:
+    def _markers(self, item: pytest.Item) -> list[Any]:
         """The markers `item.iter_markers()` gives, in its order (the item's own, then each
         parent's), with the parents' part read once per module or class rather than once per
         test."""
         inherited = self._inherited(item.parent)
         return item.own_markers + inherited if item.own_markers else inherited
 
-    def _inherited(self, node) -> list:
+    def _inherited(self, node: Any) -> list[Any]:
         if node is None:
             return []
         found = self._parent_markers.get(node)
@@ -228,14 +230,14 @@ class Annotator:
             ]
         return found
 
-    def forget(self, items: list) -> None:
+    def forget(self, items: list[Any]) -> None:
         """Items a collection error took back (`hooks.pytest_make_collect_report`): never the run's
         tests."""
         for item in items:
             if isinstance(item, pytest.Item):
                 self.specs.pop(item.nodeid, None)
 
-    def check_collected(self, items: list) -> str | None:
+    def check_collected(self, items: list[Any]) -> str | None:
         """Annotate collected items; return the collection error text (every bad test) or None."""
         errors = []
         for item in items:

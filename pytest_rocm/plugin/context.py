@@ -12,6 +12,7 @@ import json
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from pytest_rocm.plugin.options import Settings, read_settings
 from pytest_rocm.plugin.rules import command_line_value
 
 
-def rerun_helper_input(config: pytest.Config) -> dict | None:
+def rerun_helper_input(config: pytest.Config) -> dict[str, Any] | None:
     """`--rocm-rerun-helper SESSION:NAME:PLATFORM_FILE`: this process reruns a test for a run's
     controller, like one of its workers (the run's device locks, its platform, records of its
     own). Read from the process's own command line only: in an ini file's `addopts` it would make
@@ -38,14 +39,18 @@ def rerun_helper_input(config: pytest.Config) -> dict | None:
     }
 
 
+if TYPE_CHECKING:
+    from pytest_rocm.gates.baselines import Baseline
+
+
 class RunContext:
-    def __init__(self, config: pytest.Config):
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.settings: Settings = read_settings(config)
         self.activation = Activation(config)
-        self.workerinput: dict | None = getattr(config, "workerinput", None) or rerun_helper_input(
-            config
-        )
+        self.workerinput: dict[str, Any] | None = getattr(
+            config, "workerinput", None
+        ) or rerun_helper_input(config)
         # a fresh process the controller started (plugin/fresh.py), not an xdist worker
         self.rerun_helper = not hasattr(config, "workerinput") and self.workerinput is not None
         self.worker = self.workerinput["workerid"] if self.workerinput else "controller"
@@ -71,7 +76,7 @@ class RunContext:
         except groups_mod.GroupMapError as exc:
             raise pytest.UsageError(str(exc)) from exc
 
-    def _load_baselines(self) -> dict:
+    def _load_baselines(self) -> dict[tuple[str, str, str], Baseline]:
         """Every baseline file, checked before any test runs (a bad one is a usage error, not a
         failed gate)."""
         if not self.settings.baseline_files:

@@ -20,7 +20,9 @@ import gc
 import os
 import shutil
 import socket
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,12 +51,14 @@ from pytest_rocm.schemas.artifacts import write_json_atomic, write_text_atomic
 
 
 class Controller:
-    def __init__(self, context: RunContext, recorder: Recorder | None = None):
+    def __init__(self, context: RunContext, recorder: Recorder | None = None) -> None:
         self.context = context
         self.config = context.config
         settings = context.settings
         self._own_writer: RecordWriter | None = None
-        self._collected_specs: dict | None = None  # the collection record's, once a crash needs it
+        self._collected_specs: dict[str, Any] | None = (
+            None  # the collection record's, once a crash needs it
+        )
         # the process's recorder where this process also runs tests (no xdist)
         self.recorder = recorder
         # xdist workers a device fault poisoned (each replaced when its fault was reported)
@@ -64,7 +68,7 @@ class Controller:
         self.collection_errors: dict[str, str] = {}
         self.exited: str | None = None  # `pytest.exit()` ended the session: what it said
         self.collected: list[str] | None = None
-        self.gate_report: dict | None = None
+        self.gate_report: dict[str, Any] | None = None
         self.report_paths: list[Path] = []
         # what a full disk cost the records of each process (results/records.py: disk_full)
         self.disk_full: list[str] = []
@@ -80,7 +84,7 @@ class Controller:
                 f"started {context.started})"
             )
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict[str, Any]) -> None:
         if self.recorder is not None:
             self.recorder.write(record)
             return
@@ -142,7 +146,7 @@ class Controller:
         )
         return devices
 
-    def make_scheduler(self, log):
+    def make_scheduler(self, log: Any) -> Any:
         """The project's xdist scheduler for `--rocm-scheduler=gpu`, and for `auto` on a runner with
         GPUs (real or simulated) under `--dist load`; None leaves xdist's own."""
         settings = self.context.settings
@@ -173,15 +177,15 @@ class Controller:
         )
 
     # -- during the run ------------------------------------------------------------------------------
-    def on_collect_report(self, report) -> None:
+    def on_collect_report(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collection_errors.setdefault(report.nodeid or "(session)", report.longreprtext)
 
-    def on_collected(self, nodeids) -> None:
+    def on_collected(self, nodeids: Iterable[str]) -> None:
         if self.collected is None:
             self.collected = list(nodeids)
 
-    def on_report(self, report) -> None:
+    def on_report(self, report: pytest.TestReport) -> None:
         if self.planner is None:
             if not carries_marker(report.keywords):
                 return
@@ -196,7 +200,7 @@ class Controller:
         if property_of(report, DEVICE_FAULT_PROPERTY) is not None:  # (an xfail's fault too)
             self._retire(getattr(report, "node", None))
 
-    def _retire(self, node) -> None:
+    def _retire(self, node: Any) -> None:
         """A device fault poisoned the xdist worker `node`: it gets no test more, and a fresh worker
         takes its place (without xdist the only process defers the rest itself)."""
         worker = internals.worker_id(node)
@@ -205,7 +209,7 @@ class Controller:
         self.poisoned_workers.append(worker)
         internals.replace_worker(self.config, node)
 
-    def on_crash(self, nodeid: str, report) -> None:
+    def on_crash(self, nodeid: str, report: pytest.TestReport) -> None:
         """xdist lost the worker running `nodeid`: record it (crashed, not lost), probe,
         reschedule."""
         node = getattr(report, "node", None)
@@ -227,7 +231,7 @@ class Controller:
         process: str | None,
         exit_code: int | None,
         failure: str,
-        earlier: list[dict],
+        earlier: list[dict[str, Any]],
     ) -> None:
         """A process died running `nodeid` (an xdist worker, or a rerun subprocess): write the crash
         record and hand the planner the evidence of the attempt it ended (its records survive the
@@ -259,7 +263,7 @@ class Controller:
                 bool(spec.get("blocking")) or any(r.get("blocking") for r in earlier),
             )
 
-    def _collected_spec(self, nodeid: str) -> dict:
+    def _collected_spec(self, nodeid: str) -> dict[str, Any]:
         """`nodeid`'s group, blocking and gate from the run's collection record (read once)."""
         if self._collected_specs is None:
             folder = self.report_folder.folder if self.report_folder else None
@@ -421,7 +425,7 @@ class Controller:
         own += [self.recorder.disk_full()] if self.recorder is not None else []
         return list(dict.fromkeys([*self.disk_full, *(f for f in own if f)]))
 
-    def _write_report(self, folder: Path, manifest: dict) -> None:
+    def _write_report(self, folder: Path, manifest: dict[str, Any]) -> None:
         """The manifest and the gate report; a filesystem that refuses them (full) leaves the run
         `incomplete`, said in the terminal and the exit status, never an INTERNALERROR."""
         assert self.gate_report is not None
@@ -476,7 +480,7 @@ class Controller:
             "from the tree's root"
         )
 
-    def _update_durations(self, records: list[dict]) -> None:
+    def _update_durations(self, records: list[dict[str, Any]]) -> None:
         """--rocm-durations FILE: this run's measured durations join the store, for the next run's scheduler."""
         path = self.context.settings.durations_path
         if path is None:
@@ -499,7 +503,9 @@ class Controller:
         except (OSError, Timeout) as exc:
             self.notes.append(f"could not update the duration store {path}: {exc}")
 
-    def _write_proposals(self, records: list[dict], manifest: dict) -> Path | None:
+    def _write_proposals(
+        self, records: list[dict[str, Any]], manifest: dict[str, Any]
+    ) -> Path | None:
         """--rocm-propose-baselines FILE: an entry per measured metric, sourced from this run's manifest."""
         target = self.config.getoption("rocm_propose_baselines")
         if not target:
@@ -532,7 +538,7 @@ _NOT_WALKED = {
 _MOST_FILES_WALKED = 200_000
 
 
-def _sorts_a_file_under(group_map, root: Path) -> bool:
+def _sorts_a_file_under(group_map: Any, root: Path) -> bool:
     """Whether any Python file under `root` (as its path relative to the rootdir, the way node ids
     start) is sorted by a rule of the map: stops at the first one."""
     walked = 0

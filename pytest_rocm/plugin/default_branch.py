@@ -38,6 +38,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,8 +113,8 @@ class DefaultBranch:
     folder: Path
     file: rules.RulesFile
     options: object
-    tree_rules: dict
-    changed: list[dict] = field(default_factory=list)
+    tree_rules: dict[str, Any]
+    changed: list[dict[str, Any]] = field(default_factory=list)
 
 
 _APPLIED = pytest.StashKey["DefaultBranch | None"]()
@@ -184,7 +185,7 @@ def _dests(config: pytest.Config) -> list[str]:
     return [d for d in dests if hasattr(config.option, d)]
 
 
-def _ini(config: pytest.Config, key: str):
+def _ini(config: pytest.Config, key: str) -> Any:
     """The ini key's value as pytest reads it, or as written where pytest cannot read it (a PR's
     `collect_imported_tests = maybe`: set aside, it need not be readable)."""
     try:
@@ -198,7 +199,7 @@ def _ini_keys(config: pytest.Config) -> list[str]:
     return [k for k in keys if internals.ini_registered(config, k)]
 
 
-def wanted_options(given: dict, typed: dict) -> dict:
+def wanted_options(given: dict[str, Any], typed: dict[str, Any]) -> dict[str, Any]:
     """dest -> the value a run under `--rocm-rules` has (the module docstring): `given`, the
     options of the default branch's `addopts` and the command line; `typed`, of the command line
     alone."""
@@ -218,7 +219,7 @@ def wanted_options(given: dict, typed: dict) -> dict:
     return wanted
 
 
-def _ini_values(config: pytest.Config, found: rules.RulesFile, alone) -> dict:
+def _ini_values(config: pytest.Config, found: rules.RulesFile, alone: Any) -> dict[str, Any]:
     """The default branch's value of each ini key this module takes from it (None: unset there),
     with its own `addopts`' `-o KEY=VALUE` over its file's, as pytest reads them (the command
     line's `-o` and the tree under test's set none of them)."""
@@ -242,7 +243,7 @@ def _where(config: pytest.Config) -> dict[str, str]:
     }
 
 
-def _shown(value) -> str:
+def _shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "; ".join(map(str, value)) or "(not set)"
     if value is True:
@@ -250,7 +251,7 @@ def _shown(value) -> str:
     return str(value) if value not in (None, "", False) else "(not set)"
 
 
-def _entry(setting: str, tree, theirs, where: str, effect: str = "") -> dict:
+def _entry(setting: str, tree: Any, theirs: Any, where: str, effect: str = "") -> dict[str, Any]:
     return {
         "setting": f"{setting} ({effect})" if effect else setting,
         "tree": f"{_shown(tree)} ({where})",
@@ -272,7 +273,9 @@ def _ini_effects() -> dict[str, str]:
     return effects
 
 
-def option_changes(before: dict, wanted: dict, where: dict, typed) -> list[dict]:
+def option_changes(
+    before: dict[str, Any], wanted: dict[str, Any], where: dict[str, Any], typed: Any
+) -> list[dict[str, Any]]:
     """The options the tree under test (its `addopts`, $PYTEST_ADDOPTS) or, for a setting set
     aside, the command line set otherwise than the run now has them; the rules' own are
     plugin/rules.py's (`changes`)."""
@@ -290,7 +293,7 @@ def option_changes(before: dict, wanted: dict, where: dict, typed) -> list[dict]
     return found
 
 
-def ini_changes(before: dict, after: dict, where: str) -> list[dict]:
+def ini_changes(before: dict[str, Any], after: dict[str, Any], where: str) -> list[dict[str, Any]]:
     """The ini keys the tree under test's configuration file (or an `-o`) set otherwise than the
     default branch's; the rules' own are plugin/rules.py's."""
     effects = _ini_effects()
@@ -302,7 +305,7 @@ def ini_changes(before: dict, after: dict, where: str) -> list[dict]:
     return found
 
 
-def file_change(root: Path, inipath: Path | None, found: rules.RulesFile) -> list[dict]:
+def file_change(root: Path, inipath: Path | None, found: rules.RulesFile) -> list[dict[str, Any]]:
     """The configuration file the tree under test has otherwise than the default branch (a PR that
     moves its settings into another file, or the default branch without one)."""
     mine = None
@@ -339,7 +342,7 @@ def _command_line_rules(config: pytest.Config) -> list[tuple[str, object]]:
     ]
 
 
-def override_warnings(config: pytest.Config, record: dict | None) -> list[str]:
+def override_warnings(config: pytest.Config, record: dict[str, Any] | None) -> list[str]:
     """One line per setting of this run that `--rocm-rules` overrides, for the terminal (the check
     names them too, from `record`: the manifest's `verdict_config.rules`): first each rule or
     recording option typed on the command line (a maintainer's `--rocm-group-map=vllm` is not the

@@ -9,8 +9,17 @@ the devices and measurements that go into the records.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from pytest import FixtureRequest
+
+if TYPE_CHECKING:
+    from pytest_rocm.gates.checks import AccuracyGate, GateContext, PerfGate
+    from pytest_rocm.gates.golden import GoldenGate
+    from pytest_rocm.serving.pool import ServedModel
+    from pytest_rocm.serving.provider import ServerProvider
 
 from pytest_rocm.plugin import internals
 from pytest_rocm.plugin.context import RunContext
@@ -20,13 +29,15 @@ SERVICES = pytest.StashKey["FixtureServices"]()
 
 
 class FixtureServices:
-    def __init__(self, context: RunContext, recorder: Recorder):
+    def __init__(self, context: RunContext, recorder: Recorder) -> None:
         self.context = context
         self.recorder = recorder
-        self._provider = None  # pytest_rocm.serving.provider.ServerProvider, made when a test first asks for a server
+        self._provider: ServerProvider | None = (
+            None  # pytest_rocm.serving.provider.ServerProvider, made when a test first asks for a server
+        )
 
     # -- devices -----------------------------------------------------------------------------------
-    def allocate_gpus(self, request) -> list[int]:
+    def allocate_gpus(self, request: FixtureRequest) -> list[int]:
         """Exclusive devices for this test, visible to its subprocesses. Devices the run's servers
         hold are shared with the test (a server and the test that talks to it run on the same
         GPUs)."""
@@ -58,7 +69,7 @@ class FixtureServices:
         saved = {name: os.environ.get(name) for name in got.env}
         os.environ.update(got.env)
 
-        def release():
+        def release() -> None:
             for name, value in saved.items():
                 if value is None:
                     os.environ.pop(name, None)
@@ -74,7 +85,7 @@ class FixtureServices:
         return got.devices
 
     # -- gates ----------------------------------------------------------------------------------------
-    def gate_context(self, request):
+    def gate_context(self, request: FixtureRequest) -> GateContext:
         from pytest_rocm.gates import baselines as baselines_mod
         from pytest_rocm.gates.checks import GateContext
 
@@ -85,7 +96,7 @@ class FixtureServices:
             nodeid, self.context.platform.keys(), self.context.baselines, files, measurements
         )
 
-    def golden(self, request):
+    def golden(self, request: FixtureRequest) -> GoldenGate:
         from pytest_rocm.gates.golden import GoldenGate
 
         paths = self.context.settings.paths
@@ -99,7 +110,7 @@ class FixtureServices:
 
     # -- servers -------------------------------------------------------------------------------------
     @property
-    def provider(self):
+    def provider(self) -> ServerProvider:
         if self._provider is None:
             from pytest_rocm.serving.provider import ServerProvider, ServingSettings
 
@@ -168,7 +179,7 @@ class FixtureServices:
             self._provider.kill_servers()
 
 
-def services(request) -> FixtureServices:
+def services(request: FixtureRequest) -> FixtureServices:
     found = request.config.stash.get(SERVICES, None)
     if found is None:
         pytest.fail(
@@ -179,7 +190,7 @@ def services(request) -> FixtureServices:
 
 
 @pytest.fixture
-def accuracy_gate(request):
+def accuracy_gate(request: FixtureRequest) -> AccuracyGate:
     """`accuracy_gate.check(metric, value)` against the platform's baseline."""
     from pytest_rocm.gates.checks import AccuracyGate
 
@@ -187,7 +198,7 @@ def accuracy_gate(request):
 
 
 @pytest.fixture
-def perf_gate(request):
+def perf_gate(request: FixtureRequest) -> PerfGate:
     """`perf_gate.check(metric, samples)`: fails only when every sample is past the baseline's
     threshold."""
     from pytest_rocm.gates.checks import PerfGate
@@ -196,27 +207,27 @@ def perf_gate(request):
 
 
 @pytest.fixture
-def golden(request):
+def golden(request: FixtureRequest) -> GoldenGate:
     """`golden.check(name, token_ids, logprobs)`: record, or compare with vLLM's
     check_logprobs_close rule."""
     return services(request).golden(request)
 
 
 @pytest.fixture
-def gpus(request) -> list[int]:
+def gpus(request: FixtureRequest) -> list[int]:
     """Device indices for this test alone (its `hardware(gpus=N)`, else 1), exported to
     subprocesses."""
     return services(request).allocate_gpus(request)
 
 
 @pytest.fixture(scope="session")
-def served_model(request):
+def served_model(request: FixtureRequest) -> ServedModel:
     """The model the suites serve: `.path`, `.name` (the served model name), `.vllm_args`."""
     return services(request).provider.served_model()
 
 
 @pytest.fixture(scope="session")
-def tiny_model(request):
+def tiny_model(request: FixtureRequest) -> Callable[..., ServedModel]:
     """`tiny_model(architecture="mixtral", num_local_experts=8, ...)`: a tiny model of another
     architecture (fields of `pytest_rocm.serving.tiny_models.TinyModelSpec`), built at test time
     like the default one; serve it with `vllm_server_factory(model=...)`."""
@@ -224,7 +235,7 @@ def tiny_model(request):
 
 
 @pytest.fixture
-def vllm_server_factory(request):
+def vllm_server_factory(request: FixtureRequest) -> Callable[..., Any]:
     """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these
     extra settings (and another model than `served_model`, given as a
     `pytest_rocm.serving.pool.ServedModel`) for this test; shared with any other fixture that asks
@@ -236,7 +247,7 @@ def vllm_server_factory(request):
 
 
 @pytest.fixture
-def sglang_server_factory(request):
+def sglang_server_factory(request: FixtureRequest) -> Callable[..., Any]:
     """`sglang_server_factory(args=[...], env={...}, model=None)`: as `vllm_server_factory`, for
     SGLang."""
     provider = services(request).provider
@@ -246,7 +257,7 @@ def sglang_server_factory(request):
 
 
 @pytest.fixture(scope="module")
-def vllm_server(request):
+def vllm_server(request: FixtureRequest) -> Any:
     """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds
     arguments, or names a tiny model of another architecture); held for the module, so servers that
     tests start beside it never stop it."""
@@ -254,13 +265,13 @@ def vllm_server(request):
 
 
 @pytest.fixture(scope="module")
-def sglang_server(request):
+def sglang_server(request: FixtureRequest) -> Any:
     """The real SGLang server for this module; skipped, saying why, where SGLang is not
     installed."""
     return _module_server(request, "sglang")
 
 
-def _module_server(request, kind: str):
+def _module_server(request: FixtureRequest, kind: str) -> Any:
     provider = services(request).provider
     marker = request.node.get_closest_marker(f"{kind}_server")
     settings = dict(marker.kwargs) if marker else {}

@@ -83,7 +83,7 @@ def passthrough_args(config: pytest.Config) -> list[str]:
     return kept
 
 
-def is_replayed(report) -> bool:
+def is_replayed(report: Any) -> bool:
     """A report a fresh process made and this process replays: recorded and planned there."""
     return getattr(report, "rocm_replayed", False)
 
@@ -101,7 +101,7 @@ class ReportRelay:
     """In a fresh process: each report, serialized as xdist sends a worker's, for the controller to
     replay (last: after the plugin's own hooks added the servers' logs and the device fault)."""
 
-    def __init__(self, context: RunContext):
+    def __init__(self, context: RunContext) -> None:
         self.config = context.config
         self.path = _report_dir(context) / f"{RELAY_PREFIX}{context.worker}.bin"
 
@@ -123,10 +123,10 @@ class FreshProcesses:
         self,
         context: RunContext,
         planner: RerunPlanner,
-        record_crash: Callable[[str, str, int | None, str, list[dict]], None],
+        record_crash: Callable[[str, str, int | None, str, list[dict[str, Any]]], None],
         notes: list[str],
         parallel: int,
-    ):
+    ) -> None:
         self.context = context
         self.config = context.config
         self.planner = planner
@@ -186,7 +186,7 @@ class FreshProcesses:
 
     def _start(
         self, tests: list[str], name: str, platform_file: Path
-    ) -> subprocess.CompletedProcess:
+    ) -> subprocess.CompletedProcess[str]:
         # the node ids in a file (pytest reads `@FILE` as arguments): a poisoned worker of xdist's
         # own scheduler may leave thousands
         selection = self.folder / f".tests-{name}.txt"
@@ -230,7 +230,7 @@ class FreshProcesses:
         return any(r.get("nodeid") == tests[0] and sticky_fault(r) for r in records)
 
     def _read_back(
-        self, kind: str, tests: list[str], name: str, done: subprocess.CompletedProcess
+        self, kind: str, tests: list[str], name: str, done: subprocess.CompletedProcess[str]
     ) -> list[str]:
         """Feed what the helper ran to the planner and replay its reports; the tests it did not run
         (it was poisoned, or died), for the next helper."""

@@ -12,14 +12,23 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
+from collections.abc import Callable
+from typing import Any
+
+from pytest import Item
 
 STACK_CHARS = 4000
 
 
-def start_timer(item, settings, record, kill_servers) -> bool:
+def start_timer(
+    item: Item,
+    settings: Any,
+    record: Callable[[dict[str, Any]], None],
+    kill_servers: Callable[[], None],
+) -> bool:
     import pytest_timeout
 
-    def expire():
+    def expire() -> None:
         stacks = "".join(
             "".join(traceback.format_stack(frame))
             for ident, frame in sys._current_frames().items()
@@ -43,10 +52,10 @@ def start_timer(item, settings, record, kill_servers) -> bool:
     timer.name = f"pytest-rocm timeout {item.nodeid}"
     timer.daemon = True
 
-    def cancel():
+    def cancel() -> None:
         timer.cancel()
         timer.join()
 
-    item.cancel_timeout = cancel  # pytest-timeout's cancel hook calls this
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]  # pytest-timeout's cancel hook calls this
     timer.start()
     return True

@@ -12,8 +12,11 @@ has both; under xdist the controller and its workers are different processes.
 from __future__ import annotations
 
 import sys
+from collections.abc import Generator, Sequence
+from typing import Any
 
 import pytest
+from pytest import TerminalReporter
 
 from pytest_rocm.plugin import activation, default_branch, fresh, internals, rules
 from pytest_rocm.plugin.collection import Annotator, junit_platform_properties
@@ -99,7 +102,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector):
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     report = yield
     if report.passed and report.result:
         annotator = collector.config.stash[ANNOTATOR]
@@ -117,7 +122,7 @@ class RecordingHooks:
     Where that process also sees every report (no xdist), it hands each report to the controller
     too: one hook call per phase, not two."""
 
-    def __init__(self, recorder: Recorder, services: FixtureServices):
+    def __init__(self, recorder: Recorder, services: FixtureServices) -> None:
         self.recorder = recorder
         self.services = services
         self.controller: Controller | None = None  # where this process also sees every report
@@ -186,7 +191,7 @@ class RecordingHooks:
             self.services.attach_server_logs(item, report)
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
-    def pytest_timeout_set_timer(self, item: pytest.Item, settings):
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
         """pytest-timeout's thread method exits the process: record the hang (with stacks) and
         kill the servers first."""
         return (
@@ -217,7 +222,7 @@ class WorkerReportHooks:
     """The xdist controller's view of its workers' reports (a process that runs tests passes them
     on from `RecordingHooks`)."""
 
-    def __init__(self, controller: Controller):
+    def __init__(self, controller: Controller) -> None:
         self.controller = controller
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -228,7 +233,7 @@ class WorkerReportHooks:
 class ControllerHooks:
     """Hooks of the process that sees every report."""
 
-    def __init__(self, controller: Controller):
+    def __init__(self, controller: Controller) -> None:
         self.controller = controller
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -236,10 +241,10 @@ class ControllerHooks:
         if self.controller.context.activation.asked:
             junit_platform_properties(session.config, self.controller.context.platform)
 
-    def pytest_collectreport(self, report) -> None:
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         self.controller.on_collect_report(report)
 
-    def pytest_keyboard_interrupt(self, excinfo) -> None:
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C, or `pytest.exit()` (pytest calls this hook for both): an exit with returncode 0
         left the session's status 0, and the test it stopped in read as crashed; an interrupted run
         says so first (results/conclusion.py: interruption), never a conclusion of its own."""
@@ -252,15 +257,15 @@ class ControllerHooks:
         self.controller.on_collected(item.nodeid for item in session.items)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
         self.controller.on_collected(ids)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         return self.controller.make_scheduler(log)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node) -> None:
+    def pytest_configure_node(self, node: Any) -> None:
         """Hand each xdist worker the run's id and, in a run that asked, the platform detected here,
         so all processes agree (an unasked run detects nothing here; a worker whose marked tests
         need it detects it)."""
@@ -270,19 +275,19 @@ class ControllerHooks:
         node.workerinput["rocm_session"] = context.session_id
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node, error) -> None:
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
         """An xdist worker ended: what a full disk cost its records, where it says."""
         full = (getattr(node, "workeroutput", None) or {}).get(DISK_FULL_OUTPUT)
         if full:
             self.controller.disk_full.append(str(full))
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died while running `crashitem`; `report.node` is that worker."""
         self.controller.on_crash(crashitem, report)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session):
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
         self.controller.run_queued_reruns(session)  # reruns no worker could take, after the pass
         context = self.controller.context
@@ -291,7 +296,7 @@ class ControllerHooks:
             junit_platform_properties(session.config, context.platform)
         return result
 
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.controller.finish(session, exitstatus)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str] | None:
@@ -305,7 +310,7 @@ class ControllerHooks:
             return []
         return default_branch.override_warnings(context.config, context.settings.rules)
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:
+    def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
         controller = self.controller
         config = terminalreporter.config
         if not controller.context.activation.active:

@@ -18,11 +18,14 @@ exit status (execnet keeps the worker's Popen on the gateway).
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
+from typing import Any
 
 import pytest
+from pytest import FixtureRequest
 
 
-def rootdir_for(config: pytest.Config, test_paths: list[str]):
+def rootdir_for(config: pytest.Config, test_paths: list[str]) -> Path | None:
     """The rootdir pytest's own rule (`determine_setup`, its arguments differ between pytest 8 and
     9) picks for these test paths and this run's `-c`, `--rootdir` and `-o`; None where it cannot
     be asked."""
@@ -53,10 +56,10 @@ def unknown_ini_keys(config: pytest.Config) -> set[str]:
         return set()
 
 
-def requesting_test(request) -> str:
+def requesting_test(request: FixtureRequest) -> str:
     """The node id of the test whose setup or call asked for a fixture, also for a module-scoped one
     (whose `request.node` is the module): pytest keeps it on every fixture request."""
-    return getattr(request, "_pyfuncitem", request.node).nodeid
+    return str(getattr(request, "_pyfuncitem", request.node).nodeid)
 
 
 def will_skip(item: pytest.Item) -> bool:
@@ -121,7 +124,7 @@ def hand_to_live_worker(config: pytest.Config, nodeid: str) -> bool:
     return True
 
 
-def replace_worker(config: pytest.Config, node) -> bool:
+def replace_worker(config: pytest.Config, node: Any) -> bool:
     """Stop giving the xdist worker `node` tests (it ends the ones it was sent, and exits) and start a
     fresh worker in its place, as xdist replaces a crashed one (`DSession._clone_node`, given a copy
     of the spec: xdist renames the spec it is given). False when the session is ending anyway."""
@@ -145,7 +148,7 @@ def writes_collection(worker: str) -> bool:
     return worker in ("controller", "gw0")
 
 
-def junit_writer(config: pytest.Config):
+def junit_writer(config: pytest.Config) -> Any:
     """pytest's JUnit writer of this process (`--junitxml`), or None: `add_global_property` adds a
     `<testsuite><property>` as the public `record_testsuite_property` fixture does."""
     from _pytest.junitxml import xml_key
@@ -153,17 +156,17 @@ def junit_writer(config: pytest.Config):
     return config.stash.get(xml_key, None)
 
 
-def worker_id(node) -> str | None:
+def worker_id(node: Any) -> str | None:
     return getattr(getattr(node, "gateway", None), "id", None)
 
 
-def worker_exit_code(node) -> int | None:
+def worker_exit_code(node: Any) -> int | None:
     """The exit status of a dead xdist worker (execnet keeps its Popen on the gateway's io)."""
     popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
     if popen is None:
         return None
     try:
-        return popen.wait(timeout=5)
+        return int(popen.wait(timeout=5))
     except (subprocess.TimeoutExpired, OSError):
         return None
 
@@ -189,7 +192,7 @@ def expected_workers(config: pytest.Config) -> int:
 
 
 # -- the default branch's settings on a run (plugin/default_branch.py) ---------------------------------
-def load_config_file(path):
+def load_config_file(path: Path) -> dict[str, Any] | None:
     """pytest's own reading of a configuration file (`findpaths.load_config_dict_from_file`): its
     pytest section as {key: value as pytest keeps it}, or None where the file has none (a
     `pyproject.toml` without a pytest table, a `tox.ini` without `[pytest]`). Raises ValueError with
@@ -202,12 +205,12 @@ def load_config_file(path):
         raise ValueError(str(exc).strip() or type(exc).__name__) from None
 
 
-def config_value(value):
+def config_value(value: Any) -> Any:
     """A value `load_config_file` gave, as the file wrote it (pytest 9 wraps it in a ConfigValue)."""
     return getattr(value, "value", value)
 
 
-def override_value(text: str):
+def override_value(text: str) -> Any:
     """An `-o KEY=VALUE` value as pytest keeps it."""
     try:
         from _pytest.config.findpaths import ConfigValue
@@ -216,7 +219,7 @@ def override_value(text: str):
     return ConfigValue(text, origin="override", mode="ini")
 
 
-def parse_options(config: pytest.Config, args: list[str]):
+def parse_options(config: pytest.Config, args: list[str]) -> Any:
     """`args` as pytest parses a command line (its parser, with every plugin's options; `@FILE`
     read): an argparse namespace with each option not given at its default. A bad value raises
     pytest.UsageError."""
@@ -231,13 +234,13 @@ def ini_registered(config: pytest.Config, key: str) -> bool:
     return key in config._parser._inidict
 
 
-def raw_ini(config: pytest.Config, key: str):
+def raw_ini(config: pytest.Config, key: str) -> Any:
     """The ini key's value as the configuration file (or an `-o`) wrote it, unread."""
     inicfg = config._inicfg if hasattr(config, "_inicfg") else config.inicfg
     return config_value(inicfg.get(key))
 
 
-def replace_ini(config: pytest.Config, values: dict) -> None:
+def replace_ini(config: pytest.Config, values: dict[str, Any]) -> None:
     """Every later `config.getini(key)` reads these values (as pytest keeps a configuration file's;
     None: unset, the key's default), in place of the ini file's and any `-o` override (pytest 9
     keeps those beside the file's; pytest 8 reads `-o` before them)."""

@@ -9,8 +9,12 @@ into a collection error naming the test and what is allowed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any
+
+import pytest
 
 from pytest_rocm.errors import BadInput
 from pytest_rocm.hw.model import Gpu, Platform
@@ -90,7 +94,7 @@ class Hardware:
             return None
         return f"needs {self.describe()}, this runner has {platform.describe()}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "sku": list(self.skus),
             "arch": list(self.archs),
@@ -110,7 +114,7 @@ class KnownGap:
         return f"known gap: {self.reason} ({self.issue})"
 
 
-def _as_tuple(value, what: str) -> tuple[str, ...]:
+def _as_tuple(value: Any, what: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -120,23 +124,25 @@ def _as_tuple(value, what: str) -> tuple[str, ...]:
     raise MarkerError(f"{what} must be a string or a list of strings, got {value!r}")
 
 
-def _gate_args(group, blocking=True):
+def _gate_args(group: Any, blocking: Any = True) -> tuple[Any, Any]:
     return group, blocking
 
 
-def _hardware_args(sku=None, arch=None, gpus=1, min_memory_gb=None, vendor=None):
+def _hardware_args(
+    sku: Any = None, arch: Any = None, gpus: Any = 1, min_memory_gb: Any = None, vendor: Any = None
+) -> tuple[Any, ...]:
     return sku, arch, gpus, min_memory_gb, vendor
 
 
-def _known_gap_args(reason, issue=None, mode="skip"):
+def _known_gap_args(reason: Any, issue: Any = None, mode: Any = "skip") -> tuple[Any, Any, Any]:
     return reason, issue, mode
 
 
-def _server_args(args=(), env=None, tiny_model=None):
+def _server_args(args: Any = (), env: Any = None, tiny_model: Any = None) -> tuple[Any, Any, Any]:
     return args, env, tiny_model
 
 
-def _call(func, mark, name: str):
+def _call(func: Callable[..., Any], mark: pytest.Mark, name: str) -> Any:
     try:
         return func(*mark.args, **mark.kwargs)
     except TypeError as exc:
@@ -144,7 +150,7 @@ def _call(func, mark, name: str):
         raise MarkerError(f"@pytest.mark.{name}: {message}. Usage: {MARKER_HELP[name]}") from exc
 
 
-def parse_gate(mark, allowed_groups: AbstractSet[str]) -> Gate:
+def parse_gate(mark: pytest.Mark, allowed_groups: AbstractSet[str]) -> Gate:
     group, blocking = _call(_gate_args, mark, "rocm_gate")
     if group not in allowed_groups:
         raise MarkerError(
@@ -158,7 +164,7 @@ def parse_gate(mark, allowed_groups: AbstractSet[str]) -> Gate:
     return Gate(group=group, blocking=blocking)
 
 
-def parse_server(mark, name: str) -> None:
+def parse_server(mark: pytest.Mark, name: str) -> None:
     """Check a server marker's arguments (the fixture reads them when it starts the server)."""
     args, env, tiny_model = _call(_server_args, mark, name)
     if tiny_model is not None:
@@ -177,7 +183,7 @@ def parse_server(mark, name: str) -> None:
         raise MarkerError(f"@pytest.mark.{name}: env must map strings to strings, got {env!r}")
 
 
-def parse_hardware(mark) -> Hardware:
+def parse_hardware(mark: pytest.Mark) -> Hardware:
     sku, arch, gpus, min_memory_gb, vendor = _call(_hardware_args, mark, "hardware")
     skus = []
     for value in _as_tuple(sku, "hardware(sku=...)"):
@@ -220,7 +226,7 @@ def parse_hardware(mark) -> Hardware:
     )
 
 
-def parse_known_gap(mark) -> KnownGap:
+def parse_known_gap(mark: pytest.Mark) -> KnownGap:
     reason, issue, mode = _call(_known_gap_args, mark, "rocm_known_gap")
     if not isinstance(reason, str) or not reason.strip():
         raise MarkerError(

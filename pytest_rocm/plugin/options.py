@@ -16,6 +16,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -51,21 +52,25 @@ def add_options(parser: pytest.Parser) -> None:
             )
 
 
+if TYPE_CHECKING:
+    from pytest_rocm.plugin.default_branch import DefaultBranch
+
+
 class Source:
     """Where a setting's value is read: the option given (on the command line, or in the ini file's
     `addopts`), else the ini file. A relative path given as an option is relative to where pytest
     started, one from the ini file to the ini file's folder."""
 
-    def __init__(self, config: pytest.Config):
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
-    def option(self, dest: str):
+    def option(self, dest: str) -> Any:
         return self.config.getoption(dest)
 
-    def ini(self, name: str):
+    def ini(self, name: str) -> Any:
         return self.config.getini(name)
 
-    def ini_given(self, name: str):
+    def ini_given(self, name: str) -> Any:
         """The ini key's value as written, None where it is not set."""
         from pytest_rocm.plugin.internals import raw_ini
 
@@ -84,7 +89,7 @@ class RulesSource(Source):
     none of them. The other ini keys are the default branch's values applied to the tree under
     test: relative to the place of its file there."""
 
-    def __init__(self, config: pytest.Config, branch):
+    def __init__(self, config: pytest.Config, branch: DefaultBranch) -> None:
         super().__init__(config)
         self.values = rules.rules_values(branch.file.path, branch.options)
         ini_path = branch.file.path
@@ -92,15 +97,15 @@ class RulesSource(Source):
         self.tree_folder = rules.tree_root(config) / self.folder.relative_to(branch.folder)
         self.dests = {dest for dest, _ in rules.RULES.values() if dest}
 
-    def option(self, dest: str):
+    def option(self, dest: str) -> Any:
         return None if dest in self.dests else super().option(dest)
 
-    def ini(self, name: str):
+    def ini(self, name: str) -> Any:
         if name not in rules.RULES:
             return super().ini(name)
         return self.values.get(name, [] if name in rules.LINELISTS else "")
 
-    def ini_given(self, name: str):
+    def ini_given(self, name: str) -> Any:
         return self.values.get(name) if name in rules.RULES else super().ini_given(name)
 
     def ini_dir(self, name: str) -> Path:
@@ -112,7 +117,7 @@ class RulesSource(Source):
 class PathRule:
     """Where a relative path from the command line or the ini file points."""
 
-    def __init__(self, config: pytest.Config, source: Source | None = None):
+    def __init__(self, config: pytest.Config, source: Source | None = None) -> None:
         self.config = config
         self.source = source or Source(config)
 
@@ -176,9 +181,9 @@ class Settings:
     scheduler: str  # --rocm-scheduler: auto, gpu or xdist
     durations_path: Path | None
     paths: PathRule = field(repr=False)
-    quarantine: dict | None = None  # the quarantine file's document (trunk/quarantine.py)
+    quarantine: dict[str, Any] | None = None  # the quarantine file's document (trunk/quarantine.py)
     # under --rocm-rules: where the rules came from, and what the tree under test sets otherwise
-    rules: dict | None = None
+    rules: dict[str, Any] | None = None
 
 
 def _bool_ini(config: pytest.Config, name: str) -> bool:
@@ -273,7 +278,7 @@ def read_settings(config: pytest.Config) -> Settings:
     )
 
 
-def _rules_source(config: pytest.Config) -> tuple[Source, dict | None]:
+def _rules_source(config: pytest.Config) -> tuple[Source, dict[str, Any] | None]:
     """Where the rules of the verdict come from, and, under `--rocm-rules`, what the tree under test
     sets otherwise (docs/architecture.md, "The rules of the verdict"; plugin/default_branch.py)."""
     try:
@@ -283,7 +288,11 @@ def _rules_source(config: pytest.Config) -> tuple[Source, dict | None]:
         source = RulesSource(config, branch)
     except rules.RulesError as exc:
         raise pytest.UsageError(str(exc)) from None
-    found: dict = {"from": branch.file.describe(), "file": branch.file.relative, "changed": []}
+    found: dict[str, Any] = {
+        "from": branch.file.describe(),
+        "file": branch.file.relative,
+        "changed": [],
+    }
     if hasattr(config, "workerinput") or is_rerun_helper(config):
         return source, found  # the controller compares the trees, once
     tree = branch.tree_rules
@@ -343,7 +352,7 @@ def _check_ini_values(source: Source) -> None:
             _ini_value(source, setting.ini, None)
 
 
-def _ini_value(source: Source, name: str, default):
+def _ini_value(source: Source, name: str, default: Any) -> Any:
     """The ini key `name` checked by its row's validator; `default` where it is not set."""
     given = str(source.ini(name)).strip()
     if not given:
@@ -404,7 +413,7 @@ def _check_rootdir_not_taken_from(config: pytest.Config) -> None:
             )
 
 
-def _quarantine(path: Path | None) -> dict | None:
+def _quarantine(path: Path | None) -> dict[str, Any] | None:
     """The quarantine file through the strict loader (it decides what blocks): a bad one stops the
     run."""
     if path is None:

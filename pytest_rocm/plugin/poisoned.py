@@ -18,7 +18,7 @@ from pytest_rocm.plugin.recording import Recorder
 
 
 class PoisonedProcess:
-    def __init__(self, recorder: Recorder):
+    def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self.torn_down = False
 

@@ -14,8 +14,10 @@ phases that waited before it are written first.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from json.encoder import encode_basestring
+from typing import Any
 
 import pytest
 
@@ -43,7 +45,7 @@ class _Waiting:
 
 
 class Recorder:
-    def __init__(self, context: RunContext, annotator: Annotator):
+    def __init__(self, context: RunContext, annotator: Annotator) -> None:
         self.context = context
         self.annotator = annotator
         self._writer: RecordWriter | None = None
@@ -53,7 +55,7 @@ class Recorder:
         # nodeid -> seconds its latest attempt waited for them
         self.gpu_waits: dict[str, float] = {}
         # nodeid -> what its gates measured (this attempt)
-        self.measurements: dict[str, list[dict]] = {}
+        self.measurements: dict[str, list[dict[str, Any]]] = {}
         # nodeid -> seconds its current phase waited for servers to start (the server fixtures add
         # to it; the phase's record takes it: the duration store keeps it apart from test time)
         self.server_waits: dict[str, float] = {}
@@ -65,7 +67,7 @@ class Recorder:
         self.collection_skips: dict[str, str] = {}
         # the device fault that poisoned this process ({"nodeid", "name", "line"}), once one did:
         # it runs no test after it (plugin/poisoned.py), and those it did not run
-        self.poisoned: dict | None = None
+        self.poisoned: dict[str, Any] | None = None
         self.deferred: list[str] = []
         # the tests pytest's deselection hook took out of the run (-k, -m, --deselect, ...)
         self.deselected: set[str] = set()
@@ -81,7 +83,7 @@ class Recorder:
             self._writer = RecordWriter(self.context.settings.report_dir, self.context.worker)
         return self._writer
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict[str, Any]) -> None:
         if self.writer is not None:
             self.writer.write(record)
 
@@ -151,7 +153,7 @@ class Recorder:
         self.write_unwritten()
         # pytest-rerunfailures marks an attempt it runs again `rerun`: a failed attempt, its failure
         # text the evidence (the next attempt's records follow)
-        rerun = report.outcome == "rerun"
+        rerun = str(report.outcome) == "rerun"  # not one of pytest's own outcomes
         record = {
             "nodeid": nodeid,
             "when": report.when,
@@ -202,7 +204,9 @@ class Recorder:
         writer.write(record, "" if spec is None else self._encoded_spec(nodeid, spec), report.stop)
 
     @staticmethod
-    def _note_quarantine_breach(report: pytest.TestReport, record: dict, held: dict) -> None:
+    def _note_quarantine_breach(
+        report: pytest.TestReport, record: dict[str, Any], held: dict[str, Any]
+    ) -> None:
         """A quarantined gate that would block, failing another way than it was quarantined for:
         the controller reruns it as a blocking gate (the report then makes it block)."""
         from pytest_rocm.results.fingerprint import fingerprint, quarantine_excuses
@@ -210,7 +214,7 @@ class Recorder:
         if held.get("blocks") and not quarantine_excuses(held, fingerprint(record["message"])):
             report.user_properties.append((QUARANTINE_BREACHED_PROPERTY, "true"))
 
-    def _note_device_fault(self, report: pytest.TestReport, record: dict) -> None:
+    def _note_device_fault(self, report: pytest.TestReport, record: dict[str, Any]) -> None:
         """An outcome whose error poisons this process's device context (results/poisoning.py),
         looked for in the whole failure text (the record keeps only its head: a long chain puts the
         cause past it), with an xfail's or a skip's too: the record says so (`device_fault`), the
@@ -334,7 +338,7 @@ class Recorder:
                 demands[item.nodeid] = gpus
         write_demands(lock_root(self.context.session_id), self.context.worker, demands)
 
-    def _encoded_spec(self, nodeid: str, spec) -> str:
+    def _encoded_spec(self, nodeid: str, spec: Any) -> str:
         """The spec's record fields (group, blocking, requirement, known gap) as JSON, once per
         test."""
         encoded = self.spec_json.get(nodeid)
@@ -342,12 +346,14 @@ class Recorder:
             encoded = self.spec_json[nodeid] = spec.encoded_fields()
         return encoded
 
-    def start_hang_timer(self, item: pytest.Item, settings, kill_servers) -> bool:
+    def start_hang_timer(
+        self, item: pytest.Item, settings: Any, kill_servers: Callable[[], None]
+    ) -> bool:
         """pytest-timeout's thread method exits the process: record the hang (with stacks) and
         kill the process's servers first."""
         from pytest_rocm.plugin import hangs
 
-        def record(entry: dict) -> None:
+        def record(entry: dict[str, Any]) -> None:
             self.write({**entry, "gpus": self.allocations.get(item.nodeid)})
 
         return hangs.start_timer(item, settings, record, kill_servers)

@@ -39,7 +39,7 @@ _SHOWN = 5
 
 
 class ReportFolder:
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._lock: int | None = None  # the lock file's descriptor, while this run holds it
 

@@ -22,6 +22,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,7 +137,7 @@ class RulesFile:
 
     folder: Path
     path: Path | None
-    section: dict | None
+    section: dict[str, Any] | None
 
     @property
     def relative(self) -> str | None:
@@ -213,7 +214,9 @@ def _within(folder: Path, place: Path) -> list[Path]:
     return [p for p in (place, *place.parents) if p == folder or folder in p.parents]
 
 
-def _locate(folder: Path, places: list[Path]) -> tuple[tuple[Path, dict] | None, Path | None]:
+def _locate(
+    folder: Path, places: list[Path]
+) -> tuple[tuple[Path, dict[str, Any]] | None, Path | None]:
     """pytest's `locate_config` within `folder`: the first configuration file with a pytest
     section, with that section, and the first `pyproject.toml` seen on the way."""
     pyproject = None
@@ -235,7 +238,7 @@ def _has_setup_py(place: Path, folder: Path) -> bool:
     return any((p / "setup.py").is_file() for p in _within(folder, place))
 
 
-def _section(path: Path) -> dict | None:
+def _section(path: Path) -> dict[str, Any] | None:
     """The file's pytest section as pytest keeps it; None where it has none."""
     try:
         return internals.load_config_file(path)
@@ -246,14 +249,14 @@ def _section(path: Path) -> dict | None:
         ) from None
 
 
-def _read(path: Path) -> dict | None:
+def _read(path: Path) -> dict[str, Any] | None:
     """The pytest section of a configuration file as {key: str | list | its TOML value}, None
     where it has none (pytest's own reading: `internals.load_config_file`)."""
     section = _section(path)
     return None if section is None else {k: internals.config_value(v) for k, v in section.items()}
 
 
-def rules_values(path: Path | None, options=None) -> dict[str, str | list[str]]:
+def rules_values(path: Path | None, options: Any = None) -> dict[str, str | list[str]]:
     """The rules an ini file sets: str, or a list of lines for `LINELISTS`; with `options` (the
     namespace of that file's own `addopts`), the rules its options set too, as the plugin reads an
     option and an ini key together (the option first, a repeatable option's values before the ini
@@ -281,7 +284,7 @@ def rules_values(path: Path | None, options=None) -> dict[str, str | list[str]]:
     return found
 
 
-def _shown(value) -> str:
+def _shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "; ".join(map(str, value)) or "(none)"
     return str(value) if value not in (None, "") else "(default)"
@@ -304,7 +307,12 @@ def digest(paths: list[Path], top: Path) -> dict[str, str]:
     return found
 
 
-def changes(tree: dict, rules: dict, tree_files: dict, rules_files: dict) -> list[dict]:
+def changes(
+    tree: dict[str, Any],
+    rules: dict[str, Any],
+    tree_files: dict[str, Any],
+    rules_files: dict[str, Any],
+) -> list[dict[str, Any]]:
     """What the tree under test sets otherwise than the rules: per rule, its value in each
     (`tree`, `rules`: {key: value}), and the files a rule names that differ between the two trees
     (`*_files`: {key: {relative path: digest}})."""
@@ -340,7 +348,7 @@ def tree_values(config: pytest.Config) -> dict[str, str | list[str]]:
     return found
 
 
-def files_of(values: dict, base: Path) -> dict[str, list[Path]]:
+def files_of(values: dict[str, Any], base: Path) -> dict[str, list[Path]]:
     """The files each path rule names, relative to `base` (its ini file's folder); a shipped map's
     name names no file."""
     from pytest_rocm import maps

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ class ServingSettings:
     # nodeid -> its group (the plan keeps starts away from the performance group's tests)
     group_of: Callable[[str], str | None] = lambda nodeid: None
     # item -> whether it will be skipped before it runs (it then asks for no server)
-    will_skip: Callable[[object], bool] = lambda item: False
+    will_skip: Callable[[Any], bool] = lambda item: False  # internals.will_skip, on a pytest.Item
     # nodeid -> seconds its current phase waited for servers (the recorder writes it, `server_wait_s`)
     server_waits: dict[str, float] = field(default_factory=dict)
 
