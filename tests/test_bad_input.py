@@ -2,6 +2,7 @@
 the file, key or option, and the documented exit status; never a traceback."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -795,3 +796,34 @@ def test_an_error_no_command_caught_is_one_line_and_its_exit_status(monkeypatch,
         assert cli.main(["verdict", "somewhere"]) == status
         err = capsys.readouterr().err
         assert err == f"rocm-gate verdict: {error}\n"
+
+
+@pytest.mark.parametrize(
+    "library, args, extra",
+    [
+        ("github3", ["publish", "--repo", "a/b", "--sha", "0" * 40, "{results}"], "github"),
+        ("jinja2", ["dashboard", "--db", "{tmp}/h.db", "--out", "{tmp}/site"], "dashboard"),
+    ],
+)
+def test_a_command_without_its_extra_names_the_extra(tmp_path, library, args, extra):
+    """rocm-gate's GitHub, PostgreSQL and dashboard libraries are extras: a command that needs one
+    where it is not installed says which extra to install, in one line, never a traceback."""
+    results = tmp_path / "results"
+    shutil.copytree(Path(__file__).parent / "data" / "main-job", results)
+    args = [a.format(results=results, tmp=tmp_path) for a in args]
+    # the library cannot be imported, as where the extra was never installed
+    code = (
+        f"import sys; sys.modules[{library!r}] = None\n"
+        "from rocm_gate.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GITHUB_TOKEN": "ghs_x"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "not installed" in done.stderr and f"rocm-gate[{extra}]" in done.stderr

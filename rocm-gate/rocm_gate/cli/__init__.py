@@ -132,6 +132,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# The libraries of rocm-gate's extras (rocm-gate/pyproject.toml), by the extra that brings each: a
+# command that needs one names the extra to install, never a traceback.
+EXTRA_OF = {
+    "github3": "github",
+    "jsonschema": "github",
+    "psycopg": "postgres",
+    "jinja2": "dashboard",
+    "markupsafe": "dashboard",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra whose library `exc` did not find, or None for any other missing module."""
+    return EXTRA_OF.get((exc.name or "").split(".")[0])
+
+
 class Stopped(KeyboardInterrupt):
     """SIGTERM (a job's cancel, a pod's deletion) raised like Ctrl-C, so what a command started is
     cleaned up."""
@@ -160,6 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     except errors.Error as exc:
         print(f"rocm-gate {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        print(
+            f"rocm-gate {args.command}: {exc.name} is not installed; this command needs "
+            f"rocm-gate's `{extra}` extra: pip install './rocm-gate[{extra}]' (from a checkout "
+            "of pytest-rocm)",
+            file=sys.stderr,
+        )
+        return errors.Error.exit_code
     except BrokenPipeError:  # `rocm-gate ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
