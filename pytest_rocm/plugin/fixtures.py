@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from pytest import FixtureRequest
 
 if TYPE_CHECKING:
     from pytest_rocm.gates.checks import AccuracyGate, GateContext, PerfGate
@@ -37,7 +36,7 @@ class FixtureServices:
         )
 
     # -- devices -----------------------------------------------------------------------------------
-    def allocate_gpus(self, request: FixtureRequest) -> list[int]:
+    def allocate_gpus(self, request: pytest.FixtureRequest) -> list[int]:
         """Exclusive devices for this test, visible to its subprocesses. Devices the run's servers
         hold are shared with the test (a server and the test that talks to it run on the same
         GPUs)."""
@@ -85,7 +84,7 @@ class FixtureServices:
         return got.devices
 
     # -- gates ----------------------------------------------------------------------------------------
-    def gate_context(self, request: FixtureRequest) -> GateContext:
+    def gate_context(self, request: pytest.FixtureRequest) -> GateContext:
         from pytest_rocm.gates import baselines as baselines_mod
         from pytest_rocm.gates.checks import GateContext
 
@@ -96,7 +95,7 @@ class FixtureServices:
             nodeid, self.context.platform.keys(), self.context.baselines, files, measurements
         )
 
-    def golden(self, request: FixtureRequest) -> GoldenGate:
+    def golden(self, request: pytest.FixtureRequest) -> GoldenGate:
         from pytest_rocm.gates.golden import GoldenGate
 
         paths = self.context.settings.paths
@@ -179,7 +178,7 @@ class FixtureServices:
             self._provider.kill_servers()
 
 
-def services(request: FixtureRequest) -> FixtureServices:
+def services(request: pytest.FixtureRequest) -> FixtureServices:
     found = request.config.stash.get(SERVICES, None)
     if found is None:
         pytest.fail(
@@ -190,7 +189,7 @@ def services(request: FixtureRequest) -> FixtureServices:
 
 
 @pytest.fixture
-def accuracy_gate(request: FixtureRequest) -> AccuracyGate:
+def accuracy_gate(request: pytest.FixtureRequest) -> AccuracyGate:
     """`accuracy_gate.check(metric, value)` against the platform's baseline."""
     from pytest_rocm.gates.checks import AccuracyGate
 
@@ -198,7 +197,7 @@ def accuracy_gate(request: FixtureRequest) -> AccuracyGate:
 
 
 @pytest.fixture
-def perf_gate(request: FixtureRequest) -> PerfGate:
+def perf_gate(request: pytest.FixtureRequest) -> PerfGate:
     """`perf_gate.check(metric, samples)`: fails only when every sample is past the baseline's
     threshold."""
     from pytest_rocm.gates.checks import PerfGate
@@ -207,27 +206,27 @@ def perf_gate(request: FixtureRequest) -> PerfGate:
 
 
 @pytest.fixture
-def golden(request: FixtureRequest) -> GoldenGate:
+def golden(request: pytest.FixtureRequest) -> GoldenGate:
     """`golden.check(name, token_ids, logprobs)`: record, or compare with vLLM's
     check_logprobs_close rule."""
     return services(request).golden(request)
 
 
 @pytest.fixture
-def gpus(request: FixtureRequest) -> list[int]:
+def gpus(request: pytest.FixtureRequest) -> list[int]:
     """Device indices for this test alone (its `hardware(gpus=N)`, else 1), exported to
     subprocesses."""
     return services(request).allocate_gpus(request)
 
 
 @pytest.fixture(scope="session")
-def served_model(request: FixtureRequest) -> ServedModel:
+def served_model(request: pytest.FixtureRequest) -> ServedModel:
     """The model the suites serve: `.path`, `.name` (the served model name), `.vllm_args`."""
     return services(request).provider.served_model()
 
 
 @pytest.fixture(scope="session")
-def tiny_model(request: FixtureRequest) -> Callable[..., ServedModel]:
+def tiny_model(request: pytest.FixtureRequest) -> Callable[..., ServedModel]:
     """`tiny_model(architecture="mixtral", num_local_experts=8, ...)`: a tiny model of another
     architecture (fields of `pytest_rocm.serving.tiny_models.TinyModelSpec`), built at test time
     like the default one; serve it with `vllm_server_factory(model=...)`."""
@@ -235,7 +234,7 @@ def tiny_model(request: FixtureRequest) -> Callable[..., ServedModel]:
 
 
 @pytest.fixture
-def vllm_server_factory(request: FixtureRequest) -> Callable[..., Any]:
+def vllm_server_factory(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """`vllm_server_factory(args=[...], env={...}, model=None)`: a running vLLM server with these
     extra settings (and another model than `served_model`, given as a
     `pytest_rocm.serving.pool.ServedModel`) for this test; shared with any other fixture that asks
@@ -247,7 +246,7 @@ def vllm_server_factory(request: FixtureRequest) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def sglang_server_factory(request: FixtureRequest) -> Callable[..., Any]:
+def sglang_server_factory(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """`sglang_server_factory(args=[...], env={...}, model=None)`: as `vllm_server_factory`, for
     SGLang."""
     provider = services(request).provider
@@ -257,7 +256,7 @@ def sglang_server_factory(request: FixtureRequest) -> Callable[..., Any]:
 
 
 @pytest.fixture(scope="module")
-def vllm_server(request: FixtureRequest) -> Any:
+def vllm_server(request: pytest.FixtureRequest) -> Any:
     """The real vLLM OpenAI-compatible server for this module (its `vllm_server` marker adds
     arguments, or names a tiny model of another architecture); held for the module, so servers that
     tests start beside it never stop it."""
@@ -265,13 +264,13 @@ def vllm_server(request: FixtureRequest) -> Any:
 
 
 @pytest.fixture(scope="module")
-def sglang_server(request: FixtureRequest) -> Any:
+def sglang_server(request: pytest.FixtureRequest) -> Any:
     """The real SGLang server for this module; skipped, saying why, where SGLang is not
     installed."""
     return _module_server(request, "sglang")
 
 
-def _module_server(request: FixtureRequest, kind: str) -> Any:
+def _module_server(request: pytest.FixtureRequest, kind: str) -> Any:
     provider = services(request).provider
     marker = request.node.get_closest_marker(f"{kind}_server")
     settings = dict(marker.kwargs) if marker else {}

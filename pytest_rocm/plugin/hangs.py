@@ -13,15 +13,16 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest import Item
+if TYPE_CHECKING:
+    import pytest
 
 STACK_CHARS = 4000
 
 
 def start_timer(
-    item: Item,
+    item: pytest.Item,
     settings: Any,
     record: Callable[[dict[str, Any]], None],
     kill_servers: Callable[[], None],

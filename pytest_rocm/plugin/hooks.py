@@ -16,7 +16,6 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 import pytest
-from pytest import TerminalReporter
 
 from pytest_rocm.plugin import activation, default_branch, fresh, internals, rules
 from pytest_rocm.plugin.collection import Annotator, junit_platform_properties
@@ -310,7 +309,7 @@ class ControllerHooks:
             return []
         return default_branch.override_warnings(context.config, context.settings.rules)
 
-    def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         controller = self.controller
         config = terminalreporter.config
         if not controller.context.activation.active:

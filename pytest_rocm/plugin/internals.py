@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest import FixtureRequest
 
 
 def rootdir_for(config: pytest.Config, test_paths: list[str]) -> Path | None:
@@ -56,7 +55,7 @@ def unknown_ini_keys(config: pytest.Config) -> set[str]:
         return set()
 
 
-def requesting_test(request: FixtureRequest) -> str:
+def requesting_test(request: pytest.FixtureRequest) -> str:
     """The node id of the test whose setup or call asked for a fixture, also for a module-scoped one
     (whose `request.node` is the module): pytest keeps it on every fixture request."""
     return str(getattr(request, "_pyfuncitem", request.node).nodeid)

@@ -7,14 +7,11 @@ shared artifact schemas and facts (`pytest_rocm.schemas`, `pytest_rocm.hw`, `pyt
 the plugin never imports it. docs/architecture.md describes the parts as built.
 """
 
+from pytest_rocm import installed_version
+
 
 def __getattr__(name: str) -> str:
     """`__version__`, looked up when asked (reading the distribution's metadata costs ms)."""
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rocm-gate")
-    except PackageNotFoundError:  # imported from a source tree that was never installed
-        return "0+unknown"
+    return installed_version("rocm-gate")
